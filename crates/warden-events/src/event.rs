@@ -1,0 +1,147 @@
+//! The normalized event vocabulary.
+//!
+//! Every event is written to `events.jsonl` and to `--json` as one object
+//! with a snake_case `kind`, so the names here are part of warden's stable
+//! interface. Decoders produce the agent's events; the supervisor adds its
+//! own (spawned, stall warning, exit, kills, truncation, finished).
+
+use serde::Serialize;
+
+/// Which output stream of the agent a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// A process of the run, as found in /proc.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Holder {
+    pub pid: i32,
+    pub cmdline: String,
+}
+
+/// One thing that happened during a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// The agent process was started.
+    Spawned {
+        pid: i32,
+        command: Vec<String>,
+        containment: String,
+    },
+    /// A line of the agent's text output (for `exec`: a stdout line).
+    Text { text: String },
+    /// A line the agent wrote on stderr.
+    Stderr { text: String },
+    /// A line longer than `max_line`: kept in the log, not decoded.
+    OversizedLine { stream: Stream, bytes: u64 },
+    /// Half the stall timeout passed with no activity.
+    StallWarning {
+        silent_ms: u64,
+        stall_timeout_ms: u64,
+    },
+    /// The completion signal was seen in the agent's output.
+    CompletionSignal,
+    /// The agent process exited (by itself or because it was killed).
+    Exited {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// A process of the run still alive when the agent exited.
+    Orphan {
+        pid: i32,
+        cmdline: String,
+        held_pipe: bool,
+    },
+    /// warden began to end the run, and why.
+    Terminating { reason: String },
+    /// Signals sent to the processes of the run.
+    Signalled { signal: String, pids: Vec<i32> },
+    /// The drain was cut short: processes still held the output pipes.
+    OutputTruncated { bytes: u64, holders: Vec<Holder> },
+    /// The run is over; the report is in `run.json`.
+    Finished {
+        verdict: String,
+        reason: String,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        duration_ms: u64,
+    },
+}
+
+impl Event {
+    /// The snake_case name of the event's kind, as written in JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Spawned { .. } => "spawned",
+            Event::Text { .. } => "text",
+            Event::Stderr { .. } => "stderr",
+            Event::OversizedLine { .. } => "oversized_line",
+            Event::StallWarning { .. } => "stall_warning",
+            Event::CompletionSignal => "completion_signal",
+            Event::Exited { .. } => "exited",
+            Event::Orphan { .. } => "orphan",
+            Event::Terminating { .. } => "terminating",
+            Event::Signalled { .. } => "signalled",
+            Event::OutputTruncated { .. } => "output_truncated",
+            Event::Finished { .. } => "finished",
+        }
+    }
+}
+
+/// An event with the time it happened, in milliseconds since the run began.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stamped {
+    pub t_ms: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_with_snake_case_kind_and_time() {
+        let line = serde_json::to_string(&Stamped {
+            t_ms: 12,
+            event: Event::OversizedLine {
+                stream: Stream::Stdout,
+                bytes: 9,
+            },
+        })
+        .unwrap();
+        assert_eq!(
+            line,
+            r#"{"t_ms":12,"kind":"oversized_line","stream":"stdout","bytes":9}"#
+        );
+        let unit = serde_json::to_string(&Stamped {
+            t_ms: 0,
+            event: Event::CompletionSignal,
+        })
+        .unwrap();
+        assert_eq!(unit, r#"{"t_ms":0,"kind":"completion_signal"}"#);
+    }
+
+    #[test]
+    fn kind_matches_serialized_name() {
+        let e = Event::StallWarning {
+            silent_ms: 1,
+            stall_timeout_ms: 2,
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["kind"], e.kind());
+    }
+}

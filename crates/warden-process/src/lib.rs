@@ -1,0 +1,22 @@
+//! Processes for warden: spawn, contain, find, signal, kill.
+//!
+//! This crate knows how to start a command so that every process it ever
+//! creates can be found and killed, and how to tell who still holds its
+//! output pipes. It knows nothing about agents, events or verdicts, and it
+//! never reads the agent's output: that is the supervisor's job.
+//!
+//! - [`spawn`]: start a run's process tree through its shim; [`RunTree`].
+//! - [`shim`]: the per-run subreaper that warden re-executes itself as.
+//! - [`os`]: /proc, cgroups and signals, behind one module.
+
+pub mod os;
+pub mod protocol;
+pub mod shim;
+pub mod spawn;
+
+pub use os::{Signal, Target};
+pub use protocol::ShimMessage;
+pub use shim::run_if_shim;
+pub use spawn::{
+    Containment, ContainmentChoice, ProcessInfo, RunTree, SpawnError, SpawnSpec, spawn,
+};

@@ -1,0 +1,144 @@
+//! A cgroup v2 of its own for one run, where the system lets us make one.
+//!
+//! With a cgroup, every process of the run is listed by the kernel
+//! (`cgroup.procs`), including ones that changed their process group or
+//! session, and `cgroup.kill` SIGKILLs all of them at once, forks racing the
+//! kill included. It needs a writable cgroup v2 hierarchy (root, a delegated
+//! subtree, or a container with its own cgroup namespace); where there is
+//! none, warden falls back to the subreaper alone and says so in the report.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A cgroup created for one run. Removed by [`Cgroup::remove`].
+#[derive(Debug, Clone)]
+pub struct Cgroup {
+    dir: PathBuf,
+}
+
+impl Cgroup {
+    /// Creates `<our cgroup>/<name>`, or says why it cannot.
+    pub fn create(name: &str) -> io::Result<Self> {
+        let parent = own_cgroup_dir()?;
+        let dir = parent.join(name);
+        fs::create_dir(&dir)?;
+        let cg = Self { dir };
+        if !cg.dir.join("cgroup.kill").exists() {
+            cg.remove();
+            return Err(io::Error::other(
+                "cgroup.kill is missing (needs Linux 5.14 or later)",
+            ));
+        }
+        Ok(cg)
+    }
+
+    /// The cgroup a process belongs to, to move it back to (the parent of a
+    /// run's cgroup).
+    pub fn parent(&self) -> Option<Self> {
+        self.dir.parent().map(Self::open)
+    }
+
+    /// Moves the calling process into this cgroup.
+    pub fn join(&self) -> io::Result<()> {
+        fs::write(self.procs_file(), "0")
+    }
+
+    /// Opens an existing run cgroup by path (used by the shim).
+    pub fn open(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file a process writes `0` to, to join this cgroup.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// The pids in the cgroup now.
+    pub fn pids(&self) -> Vec<i32> {
+        fs::read_to_string(self.procs_file())
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether `pid` is in this cgroup.
+    pub fn contains(&self, pid: i32) -> bool {
+        self.pids().contains(&pid)
+    }
+
+    /// SIGKILLs every process in the cgroup.
+    pub fn kill(&self) -> io::Result<()> {
+        fs::write(self.dir.join("cgroup.kill"), "1")
+    }
+
+    /// Removes the cgroup. It must be empty; a process that was just killed
+    /// can take a moment to leave, so this retries briefly.
+    pub fn remove(&self) -> bool {
+        for _ in 0..50 {
+            match fs::remove_dir(&self.dir) {
+                Ok(()) => return true,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return true,
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        }
+        false
+    }
+}
+
+/// The directory of the cgroup v2 this process is in.
+fn own_cgroup_dir() -> io::Result<PathBuf> {
+    let cgroups = fs::read_to_string("/proc/self/cgroup")?;
+    let own = cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or_else(|| io::Error::other("this process is in no cgroup v2"))?;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+    let (root, mount_point) = mountinfo
+        .lines()
+        .find_map(cgroup2_mount)
+        .ok_or_else(|| io::Error::other("no cgroup v2 file system is mounted"))?;
+    let rel = own.strip_prefix(root.as_str()).unwrap_or(own);
+    Ok(Path::new(&mount_point).join(rel.trim_start_matches('/')))
+}
+
+/// `(root, mount point)` if a mountinfo line is a cgroup2 mount.
+fn cgroup2_mount(line: &str) -> Option<(String, String)> {
+    let (left, right) = line.split_once(" - ")?;
+    if right.split_whitespace().next()? != "cgroup2" {
+        return None;
+    }
+    let mut f = left.split_whitespace();
+    let root = f.nth(3)?;
+    let mount_point = f.next()?;
+    Some((unescape(root), unescape(mount_point)))
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_line_for_cgroup2_is_recognised() {
+        let line = "35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw";
+        assert_eq!(
+            cgroup2_mount(line),
+            Some(("/".into(), "/sys/fs/cgroup/unified".into()))
+        );
+        let v1 = "36 25 0:31 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu";
+        assert_eq!(cgroup2_mount(v1), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! Reading the process table from /proc.
+//!
+//! Used to find every process that descends from a run's shim (the run's
+//! processes when no cgroup is available), to name processes in the report
+//! (their command lines), and to find which processes still hold a pipe.
+
+use std::collections::HashMap;
+use std::fs;
+
+/// One entry of the process table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcEntry {
+    pub pid: i32,
+    pub ppid: i32,
+    /// `Z` for a zombie: dead, only waiting to be reaped.
+    pub state: u8,
+}
+
+/// Every process visible in /proc, skipping ones that vanish while read.
+pub fn processes() -> Vec<ProcEntry> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut buf = String::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(e) = read_stat(pid, &mut buf) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// The stat line of one process, if it still exists.
+pub fn entry(pid: i32) -> Option<ProcEntry> {
+    read_stat(pid, &mut String::new())
+}
+
+fn read_stat(pid: i32, buf: &mut String) -> Option<ProcEntry> {
+    use std::io::Read;
+    buf.clear();
+    fs::File::open(format!("/proc/{pid}/stat"))
+        .ok()?
+        .read_to_string(buf)
+        .ok()?;
+    parse_stat(pid, buf)
+}
+
+/// Parses `/proc/PID/stat`: the command name is in parentheses and may hold
+/// spaces or parentheses itself, so fields are counted from the last `)`.
+fn parse_stat(pid: i32, stat: &str) -> Option<ProcEntry> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.bytes().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some(ProcEntry { pid, ppid, state })
+}
+
+/// The live (non-zombie) descendants of `root`, not including `root`,
+/// parents before children.
+pub fn live_descendants(root: i32) -> Vec<i32> {
+    let table = processes();
+    let mut children: HashMap<i32, Vec<&ProcEntry>> = HashMap::new();
+    for p in &table {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let mut out = Vec::new();
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        for child in children.get(&parent).into_iter().flatten() {
+            queue.push(child.pid);
+            if child.state != b'Z' {
+                out.push(child.pid);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    entry(pid).is_some_and(|e| e.state != b'Z')
+}
+
+/// The command line of a process, arguments joined by spaces; the bracketed
+/// command name for kernel-style processes with an empty command line.
+pub fn cmdline(pid: i32) -> String {
+    match fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(raw) if !raw.is_empty() => {
+            let parts: Vec<String> = raw
+                .split(|b| *b == 0)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            parts.join(" ")
+        }
+        _ => fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|c| format!("[{}]", c.trim_end()))
+            .unwrap_or_default(),
+    }
+}
+
+/// Whether `pid` has an open file descriptor on one of the pipes whose
+/// inode numbers are given.
+pub fn holds_pipe(pid: i32, inodes: &[u64]) -> bool {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        fs::read_link(fd.path()).is_ok_and(|target| {
+            target
+                .to_str()
+                .and_then(|t| t.strip_prefix("pipe:["))
+                .and_then(|t| t.strip_suffix(']'))
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|ino| inodes.contains(&ino))
+        })
+    })
+}
+
+/// Every live process other than `except` that holds one of the pipes.
+pub fn pipe_holders(inodes: &[u64], except: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.pid != except && p.state != b'Z' && holds_pipe(p.pid, inodes))
+        .map(|p| p.pid)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_parens_in_name_parses() {
+        let e = parse_stat(7, "7 (a) b (c)) S 42 7 7 0 -1").unwrap();
+        assert_eq!(
+            e,
+            ProcEntry {
+                pid: 7,
+                ppid: 42,
+                state: b'S'
+            }
+        );
+    }
+
+    #[test]
+    fn own_process_is_found_with_its_parent() {
+        let me = std::process::id() as i32;
+        let e = entry(me).expect("own stat");
+        assert_eq!(e.ppid as u32, std::os::unix::process::parent_id());
+        assert!(cmdline(me).contains("warden_process"));
+    }
+
+    #[test]
+    fn child_is_a_live_descendant_and_holds_its_pipe() {
+        use std::os::unix::fs::MetadataExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let me = std::process::id() as i32;
+        assert!(live_descendants(me).contains(&pid));
+        let ino = fs::metadata(format!("/proc/{me}/fd/{}", {
+            use std::os::fd::AsRawFd;
+            child.stdout.as_ref().unwrap().as_raw_fd()
+        }))
+        .unwrap()
+        .ino();
+        assert!(holds_pipe(pid, &[ino]));
+        assert!(pipe_holders(&[ino], me).contains(&pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+    }
+}

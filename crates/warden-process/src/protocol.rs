@@ -1,0 +1,104 @@
+//! The messages a shim sends to warden over its control socket.
+//!
+//! One line each, plain text, so a stuck run can be debugged with `strace`.
+//! warden never writes to the shim: closing the socket (or dying, which
+//! closes it) is the only instruction, and it means "kill everything".
+
+/// What the shim reports about the agent process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShimMessage {
+    /// The agent runs with this pid; `cgroup` says whether it was started
+    /// inside the run's cgroup.
+    Spawned { pid: i32, cgroup: bool },
+    /// The agent could not be started.
+    SpawnFailed { not_found: bool, message: String },
+    /// The agent process exited.
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// The agent has exited and no process of the run is left.
+    Empty,
+}
+
+impl ShimMessage {
+    pub fn to_line(&self) -> String {
+        match self {
+            ShimMessage::Spawned { pid, cgroup } => {
+                format!("spawned {pid} {}\n", if *cgroup { "cgroup" } else { "-" })
+            }
+            ShimMessage::SpawnFailed { not_found, message } => format!(
+                "spawn_failed {} {}\n",
+                if *not_found { "not_found" } else { "other" },
+                message.replace('\n', " ")
+            ),
+            ShimMessage::Exited {
+                code: Some(c),
+                signal: _,
+            } => format!("exited code {c}\n"),
+            ShimMessage::Exited { code: None, signal } => {
+                format!("exited signal {}\n", signal.unwrap_or(0))
+            }
+            ShimMessage::Empty => "empty\n".to_string(),
+        }
+    }
+
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut words = line.trim_end().splitn(3, ' ');
+        match (words.next()?, words.next(), words.next()) {
+            ("spawned", Some(pid), Some(cg)) => Some(ShimMessage::Spawned {
+                pid: pid.parse().ok()?,
+                cgroup: cg == "cgroup",
+            }),
+            ("spawn_failed", Some(kind), message) => Some(ShimMessage::SpawnFailed {
+                not_found: kind == "not_found",
+                message: message.unwrap_or_default().to_string(),
+            }),
+            ("exited", Some("code"), Some(n)) => Some(ShimMessage::Exited {
+                code: Some(n.parse().ok()?),
+                signal: None,
+            }),
+            ("exited", Some("signal"), Some(n)) => Some(ShimMessage::Exited {
+                code: None,
+                signal: Some(n.parse().ok()?),
+            }),
+            ("empty", None, None) => Some(ShimMessage::Empty),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_round_trips() {
+        for m in [
+            ShimMessage::Spawned {
+                pid: 42,
+                cgroup: true,
+            },
+            ShimMessage::Spawned {
+                pid: 7,
+                cgroup: false,
+            },
+            ShimMessage::SpawnFailed {
+                not_found: true,
+                message: "No such file or directory (os error 2)".into(),
+            },
+            ShimMessage::Exited {
+                code: Some(3),
+                signal: None,
+            },
+            ShimMessage::Exited {
+                code: None,
+                signal: Some(9),
+            },
+            ShimMessage::Empty,
+        ] {
+            assert_eq!(ShimMessage::parse(&m.to_line()), Some(m));
+        }
+        assert_eq!(ShimMessage::parse("nonsense"), None);
+    }
+}

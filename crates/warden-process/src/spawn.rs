@@ -1,0 +1,372 @@
+//! Starting a run's process tree and acting on it as a whole.
+//!
+//! [`spawn`] starts the shim (see [`crate::shim`]), which starts the agent;
+//! the returned [`RunTree`] is warden's handle on every process of the run:
+//! the agent's pipes, the shim's reports, the list of the run's processes,
+//! and signals to all of them.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+
+use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
+use crate::protocol::ShimMessage;
+use crate::shim::{CONTROL_FD, SHIM_ARG};
+
+/// Which containment to use; see DESIGN §5.4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContainmentChoice {
+    /// A cgroup where one can be made, else the subreaper alone.
+    #[default]
+    Auto,
+    /// A cgroup or nothing: fail the spawn if none can be made.
+    Cgroup,
+    /// The subreaper and process group only.
+    Subreaper,
+}
+
+/// The containment in force for a run, as named in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Containment {
+    /// Its own cgroup v2 (killed with `cgroup.kill`), under a subreaper
+    /// shim, in its own process group.
+    Cgroup,
+    /// A subreaper shim and its own process group.
+    Subreaper,
+}
+
+impl Containment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Containment::Cgroup => "cgroup",
+            Containment::Subreaper => "subreaper",
+        }
+    }
+}
+
+/// What to start and how.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: Option<PathBuf>,
+    /// Variables set on top of the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Bytes written to the agent's stdin, which is then closed. `None`
+    /// gives it /dev/null.
+    pub stdin: Option<Vec<u8>>,
+    pub containment: ContainmentChoice,
+    /// The executable that becomes the shim (it must call
+    /// [`crate::run_if_shim`]); usually the running program itself.
+    pub shim_exe: PathBuf,
+    /// A name for the run's cgroup, unique among running runs.
+    pub run_name: String,
+}
+
+/// Why a run could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("`{program}` was not found: {message}")]
+    NotFound { program: String, message: String },
+    #[error("could not start `{program}`: {message}")]
+    Failed { program: String, message: String },
+    #[error("could not start the run's shim `{}`: {source}", .exe.display())]
+    Shim { exe: PathBuf, source: io::Error },
+    #[error("containment `cgroup` was asked for, but no cgroup could be made: {0}")]
+    NoCgroup(io::Error),
+}
+
+/// A process of the run as found in /proc.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    pub pid: i32,
+    pub cmdline: String,
+}
+
+/// warden's handle on one running process tree.
+pub struct RunTree {
+    shim: Child,
+    shim_pid: i32,
+    agent_pid: i32,
+    messages: Lines<BufReader<OwnedReadHalf>>,
+    /// Held open for the life of the run: closing it tells the shim to kill
+    /// everything that is left.
+    control: Option<OwnedWriteHalf>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+    pipe_inodes: Vec<u64>,
+    cgroup: Option<Cgroup>,
+    containment: Containment,
+}
+
+/// Starts the shim and, through it, the agent. Returns once the agent runs
+/// (or could not be started).
+pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
+    let program = spec.program.to_string_lossy().into_owned();
+    let cgroup = match spec.containment {
+        ContainmentChoice::Subreaper => None,
+        ContainmentChoice::Auto => Cgroup::create(&spec.run_name).ok(),
+        ContainmentChoice::Cgroup => {
+            Some(Cgroup::create(&spec.run_name).map_err(SpawnError::NoCgroup)?)
+        }
+    };
+    let shim_err = |source| SpawnError::Shim {
+        exe: spec.shim_exe.clone(),
+        source,
+    };
+
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(shim_err)?;
+    let mut cmd = Command::new(&spec.shim_exe);
+    cmd.arg(SHIM_ARG);
+    if let Some(cg) = &cgroup {
+        cmd.arg("--cgroup").arg(cg.path());
+    }
+    cmd.arg("--").arg(&spec.program).args(&spec.args);
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so a Ctrl-C at the terminal reaches warden only,
+        // and warden decides what the run gets.
+        .process_group(0);
+    let theirs: OwnedFd = theirs.into();
+    let raw = theirs.as_raw_fd();
+    // SAFETY: runs between fork and exec; makes only raw system calls on
+    // descriptors that are open in the child.
+    unsafe {
+        cmd.pre_exec(move || pass_control_fd(raw));
+    }
+    let mut shim = cmd.spawn().map_err(shim_err)?;
+    drop(theirs);
+    let shim_pid = shim.id().map_or(0, |p| p as i32);
+
+    let stdout = shim.stdout.take();
+    let stderr = shim.stderr.take();
+    let pipe_inodes = [
+        stdout.as_ref().map(|s| s.as_fd()),
+        stderr.as_ref().map(|s| s.as_fd()),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|fd| pipe_inode(fd).ok())
+    .collect();
+    if let (Some(bytes), Some(mut stdin)) = (spec.stdin, shim.stdin.take()) {
+        // Written in the background so a large prompt cannot block the
+        // supervisor; the pipe closes when the task ends.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&bytes).await;
+        });
+    }
+
+    ours.set_nonblocking(true).map_err(shim_err)?;
+    let (read, write) = tokio::net::UnixStream::from_std(ours)
+        .map_err(shim_err)?
+        .into_split();
+    let mut messages = BufReader::new(read).lines();
+    let first = messages.next_line().await.ok().flatten();
+    let fail = |tree_cg: Option<Cgroup>, e: SpawnError| {
+        if let Some(cg) = tree_cg {
+            cg.remove();
+        }
+        Err(e)
+    };
+    match first.as_deref().and_then(ShimMessage::parse) {
+        Some(ShimMessage::Spawned {
+            pid,
+            cgroup: joined,
+        }) => {
+            let cgroup = match (cgroup, joined) {
+                (Some(cg), true) => Some(cg),
+                (Some(cg), false) => {
+                    cg.remove();
+                    if spec.containment == ContainmentChoice::Cgroup {
+                        drop(write);
+                        let _ = shim.wait().await;
+                        return Err(SpawnError::NoCgroup(io::Error::other(
+                            "the shim could not join the run's cgroup",
+                        )));
+                    }
+                    None
+                }
+                (None, _) => None,
+            };
+            let containment = if cgroup.is_some() {
+                Containment::Cgroup
+            } else {
+                Containment::Subreaper
+            };
+            Ok(RunTree {
+                shim,
+                shim_pid,
+                agent_pid: pid,
+                messages,
+                control: Some(write),
+                stdout,
+                stderr,
+                pipe_inodes,
+                cgroup,
+                containment,
+            })
+        }
+        Some(ShimMessage::SpawnFailed { not_found, message }) => {
+            let _ = shim.wait().await;
+            let e = if not_found {
+                SpawnError::NotFound { program, message }
+            } else {
+                SpawnError::Failed { program, message }
+            };
+            fail(cgroup, e)
+        }
+        _ => {
+            let status = shim.wait().await;
+            fail(
+                cgroup,
+                SpawnError::Shim {
+                    exe: spec.shim_exe.clone(),
+                    source: io::Error::other(format!(
+                        "it did not report the spawn (exit: {status:?}); is this program calling \
+                         warden_process::run_if_shim() at the top of main?"
+                    )),
+                },
+            )
+        }
+    }
+}
+
+/// In the forked child: put the control socket on [`CONTROL_FD`], without
+/// close-on-exec.
+fn pass_control_fd(raw: i32) -> io::Result<()> {
+    // SAFETY: `raw` is open in the child (inherited from the parent).
+    let fd = unsafe { BorrowedFd::borrow_raw(raw) };
+    if raw == CONTROL_FD {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+    } else {
+        // SAFETY: we take CONTROL_FD as the target of dup2 and never close
+        // it here (ManuallyDrop); exec hands it to the shim.
+        let mut target = std::mem::ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) });
+        rustix::io::dup2(fd, &mut target)?;
+    }
+    Ok(())
+}
+
+fn pipe_inode(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    Ok(std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))?.ino())
+}
+
+impl RunTree {
+    pub fn agent_pid(&self) -> i32 {
+        self.agent_pid
+    }
+
+    pub fn containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// The next report from the shim; `None` once the shim is gone.
+    pub async fn next_message(&mut self) -> Option<ShimMessage> {
+        loop {
+            match self.messages.next_line().await {
+                Ok(Some(line)) => {
+                    if let Some(m) = ShimMessage::parse(&line) {
+                        return Some(m);
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The live processes of the run now (not the shim).
+    pub fn pids(&self) -> Vec<i32> {
+        let mut pids = procfs::live_descendants(self.shim_pid);
+        if let Some(cg) = &self.cgroup {
+            for p in cg.pids() {
+                if !pids.contains(&p) && procfs::is_alive(p) {
+                    pids.push(p);
+                }
+            }
+        }
+        pids
+    }
+
+    /// The live processes of the run with their command lines.
+    pub fn processes(&self) -> Vec<ProcessInfo> {
+        self.pids()
+            .into_iter()
+            .map(|pid| ProcessInfo {
+                pid,
+                cmdline: procfs::cmdline(pid),
+            })
+            .collect()
+    }
+
+    /// Whether `pid` holds the agent's stdout or stderr pipe.
+    pub fn holds_output(&self, pid: i32) -> bool {
+        procfs::holds_pipe(pid, &self.pipe_inodes)
+    }
+
+    /// Every process (of the run or not) that still holds the agent's
+    /// output pipes, warden itself excepted.
+    pub fn pipe_holders(&self) -> Vec<ProcessInfo> {
+        procfs::pipe_holders(&self.pipe_inodes, os::own_pid())
+            .into_iter()
+            .map(|pid| ProcessInfo {
+                pid,
+                cmdline: procfs::cmdline(pid),
+            })
+            .collect()
+    }
+
+    /// Sends `signal` to every process of the run; returns the pids.
+    pub fn signal_all(&self, signal: Signal) -> Vec<i32> {
+        if signal == Signal::Kill
+            && let Some(cg) = &self.cgroup
+        {
+            let _ = cg.kill();
+        }
+        // The group first: it reaches members forked since the scan.
+        if procfs::is_alive(self.agent_pid) {
+            let _ = os::send(Target::Group(self.agent_pid), signal);
+        }
+        let pids = self.pids();
+        for &pid in &pids {
+            let _ = os::send(Target::Process(pid), signal);
+        }
+        pids
+    }
+
+    /// Ends the run's containment: closes the control socket (the shim then
+    /// kills whatever is left), waits for the shim to exit (bounded), and
+    /// removes the cgroup.
+    pub async fn close(&mut self) {
+        self.control.take();
+        match tokio::time::timeout(Duration::from_secs(5), self.shim.wait()).await {
+            Ok(_) => {}
+            Err(_) => {
+                let _ = self.shim.start_kill();
+                let _ = self.shim.wait().await;
+            }
+        }
+        if let Some(cg) = &self.cgroup {
+            if !cg.pids().is_empty() {
+                let _ = cg.kill();
+            }
+            cg.remove();
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Which deadline comes next: a pure function of the run's state.
+//!
+//! The supervisor never polls. After every input it asks this module for
+//! the single earliest deadline and sleeps until exactly then (or until the
+//! next input, which may move the deadline). Each clock is a value derived
+//! from timestamps, so re-arming the stall clock on activity is just a new
+//! `last_activity`.
+
+use std::time::{Duration, Instant};
+
+/// The clocks a run can be waiting on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The run clock (`--timeout`).
+    Run,
+    /// No activity since spawn (`--startup-timeout`).
+    Startup,
+    /// Half the stall timeout with no activity: warn once.
+    StallWarning,
+    /// No activity for the stall timeout.
+    Stall,
+    /// Silence after the terminal event or completion signal.
+    Completion,
+    /// SIGTERM was sent this long ago: now SIGKILL.
+    KillGrace,
+    /// The agent exited this long ago and output is still open.
+    Drain,
+    /// The final SIGKILL was sent; stop waiting for confirmation.
+    FinalKill,
+}
+
+/// What the clocks need to know about the run.
+#[derive(Debug, Clone, Default)]
+pub struct ClockState {
+    pub started: Option<Instant>,
+    pub timeout: Option<Duration>,
+    pub startup_timeout: Option<Duration>,
+    pub stall_timeout: Option<Duration>,
+    pub completion_timeout: Option<Duration>,
+    pub kill_grace: Duration,
+    pub drain_grace: Duration,
+    pub final_kill_wait: Duration,
+    /// The last activity; `None` while no line has come yet.
+    pub last_activity: Option<Instant>,
+    /// A stall warning was already given for the current silent stretch.
+    pub warned: bool,
+    /// The last complete line, while the completion window is open.
+    pub completing_since_line: Option<Instant>,
+    /// When SIGTERM went to the run, if it did, and whether SIGKILL followed.
+    pub terminated_at: Option<Instant>,
+    pub killed: bool,
+    pub exited_at: Option<Instant>,
+    pub drain_expired: bool,
+    pub final_kill_at: Option<Instant>,
+}
+
+impl ClockState {
+    /// The earliest deadline that is still to fire.
+    pub fn next(&self) -> Option<(Instant, Clock)> {
+        let started = self.started?;
+        if let Some(at) = self.final_kill_at {
+            return Some((at + self.final_kill_wait, Clock::FinalKill));
+        }
+        let mut candidates: Vec<(Instant, Clock)> = Vec::with_capacity(4);
+        if let Some(exited) = self.exited_at {
+            if !self.drain_expired {
+                candidates.push((exited + self.drain_grace, Clock::Drain));
+            }
+        }
+        if let Some(term) = self.terminated_at {
+            if !self.killed {
+                candidates.push((term + self.kill_grace, Clock::KillGrace));
+            }
+        }
+        if self.terminated_at.is_none() && self.exited_at.is_none() {
+            if let Some(t) = self.timeout {
+                candidates.push((started + t, Clock::Run));
+            }
+            match (self.last_activity, self.completing_since_line) {
+                (_, Some(line)) => {
+                    if let Some(c) = self.completion_timeout {
+                        candidates.push((line + c, Clock::Completion));
+                    }
+                }
+                (None, None) => {
+                    if let Some(s) = self.startup_timeout {
+                        candidates.push((started + s, Clock::Startup));
+                    }
+                }
+                (Some(last), None) => {
+                    if let Some(s) = self.stall_timeout {
+                        if !self.warned {
+                            candidates.push((last + s / 2, Clock::StallWarning));
+                        }
+                        candidates.push((last + s, Clock::Stall));
+                    }
+                }
+            }
+        }
+        candidates.into_iter().min_by_key(|(at, _)| *at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> (Instant, ClockState) {
+        let t0 = Instant::now();
+        let s = ClockState {
+            started: Some(t0),
+            timeout: Some(Duration::from_secs(100)),
+            startup_timeout: Some(Duration::from_secs(10)),
+            stall_timeout: Some(Duration::from_secs(20)),
+            completion_timeout: Some(Duration::from_secs(5)),
+            kill_grace: Duration::from_secs(3),
+            drain_grace: Duration::from_secs(2),
+            final_kill_wait: Duration::from_secs(1),
+            ..ClockState::default()
+        };
+        (t0, s)
+    }
+
+    #[test]
+    fn startup_clock_until_first_activity_then_stall_warning_then_stall() {
+        let (t0, mut s) = base();
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(10), Clock::Startup))
+        );
+        let act = t0 + Duration::from_secs(1);
+        s.last_activity = Some(act);
+        assert_eq!(
+            s.next(),
+            Some((act + Duration::from_secs(10), Clock::StallWarning))
+        );
+        s.warned = true;
+        assert_eq!(
+            s.next(),
+            Some((act + Duration::from_secs(20), Clock::Stall))
+        );
+    }
+
+    #[test]
+    fn run_clock_wins_when_earlier_and_zero_disables() {
+        let (t0, mut s) = base();
+        s.timeout = Some(Duration::from_secs(5));
+        assert_eq!(s.next(), Some((t0 + Duration::from_secs(5), Clock::Run)));
+        s.timeout = None;
+        s.startup_timeout = None;
+        assert_eq!(s.next(), None, "every clock disabled: nothing to wait for");
+    }
+
+    #[test]
+    fn completion_window_replaces_stall_clock() {
+        let (t0, mut s) = base();
+        s.last_activity = Some(t0);
+        let line = t0 + Duration::from_secs(3);
+        s.completing_since_line = Some(line);
+        assert_eq!(
+            s.next(),
+            Some((line + Duration::from_secs(5), Clock::Completion))
+        );
+    }
+
+    #[test]
+    fn after_exit_only_the_drain_and_kill_clocks_remain() {
+        let (t0, mut s) = base();
+        let exit = t0 + Duration::from_secs(1);
+        s.exited_at = Some(exit);
+        assert_eq!(
+            s.next(),
+            Some((exit + Duration::from_secs(2), Clock::Drain))
+        );
+        s.drain_expired = true;
+        assert_eq!(s.next(), None);
+        s.final_kill_at = Some(exit);
+        assert_eq!(
+            s.next(),
+            Some((exit + Duration::from_secs(1), Clock::FinalKill))
+        );
+    }
+
+    #[test]
+    fn terminating_waits_for_kill_grace_only() {
+        let (t0, mut s) = base();
+        s.terminated_at = Some(t0);
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(3), Clock::KillGrace))
+        );
+        s.killed = true;
+        assert_eq!(s.next(), None);
+    }
+}

@@ -1,0 +1,43 @@
+//! Every default of warden, in one place. The README's table of flags is
+//! written from this file; change both together.
+
+use std::time::Duration;
+
+/// Wall clock for one run (`--timeout`). Long enough for a real task;
+/// short enough that a forgotten run does not burn a day.
+pub const TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// No activity for this long kills the run as stalled (`--stall-timeout`).
+/// Leaves headroom over the longest legitimate silence of the agent CLIs:
+/// Claude Code lets a single Bash call run up to 10 minutes with no output.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// No activity at all since spawn for this long: a bad install, a login
+/// prompt, or an agent waiting on stdin (`--startup-timeout`).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(2 * 60);
+
+/// After the agent's terminal event or the completion signal, a silence
+/// this long means it is done but will not exit (`--completion-timeout`).
+pub const COMPLETION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// After the agent exits, how long output is still read while its orphans
+/// are terminated (`--drain-grace`).
+pub const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// Between SIGTERM and SIGKILL (`--kill-grace`).
+pub const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// The string an agent prints to say the task is done.
+pub const COMPLETION_SIGNAL: &str = "<promise>COMPLETE</promise>";
+
+/// Lines longer than this are kept in the log but not decoded, so memory
+/// stays bounded whatever the agent writes.
+pub const MAX_LINE: usize = 8 * 1024 * 1024;
+
+/// Where run directories go, relative to the working directory.
+pub const RUNS_DIR: &str = ".warden/runs";
+
+/// After the final SIGKILL, how long to wait for the kernel to confirm that
+/// every process is gone before the report is written anyway. SIGKILL cannot
+/// be ignored, so only a process stuck in the kernel (state D) gets here.
+pub const FINAL_KILL_WAIT: Duration = Duration::from_secs(2);

@@ -1,0 +1,292 @@
+//! The warden supervisor: runs one agent process to a verdict.
+//!
+//! This crate owns the run: it starts the process tree (through
+//! `warden-process`), reads and tees its output, decodes it (through
+//! `warden-events`), keeps the clocks, ends the run for the right reason,
+//! and writes the run directory. It never prints to a terminal: what a run
+//! does reaches the caller as [`Stamped`] events and a final [`Report`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), warden_run::SetupError> {
+//! use warden_run::{Run, RunSpec};
+//! let spec = RunSpec::exec(["sh", "-c", "echo hello"]);
+//! let mut run = Run::new(spec).spawn()?;
+//! while let Some(ev) = run.next_event().await {
+//!     println!("{} {:?}", ev.t_ms, ev.event);
+//! }
+//! let report = run.wait().await; // always returns, with a verdict
+//! println!("{:?}", report.verdict);
+//! # Ok(()) }
+//! ```
+//!
+//! A program that embeds this crate must call
+//! [`warden_process::run_if_shim`] first thing in `main`: each run's
+//! process tree is held by a small shim, which is the program itself
+//! started again (see `warden_process::shim`).
+
+pub mod artifacts;
+pub mod clocks;
+pub mod defaults;
+pub mod limits;
+pub mod report;
+pub mod supervisor;
+pub mod verdict;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub use limits::Limits;
+pub use report::Report;
+pub use supervisor::Control;
+pub use verdict::Verdict;
+pub use warden_events::event::Stamped;
+pub use warden_process::ContainmentChoice;
+
+use artifacts::RunDir;
+use supervisor::{Setup, Supervisor};
+
+/// Everything needed to start one run.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The agent's name (`exec` for any command).
+    pub agent: String,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+    /// The working directory of the agent.
+    pub cwd: PathBuf,
+    /// Where the artifacts go; `<cwd>/.warden/runs/<run-id>` if `None`.
+    pub run_dir: Option<PathBuf>,
+    pub limits: Limits,
+    pub containment: ContainmentChoice,
+    /// Variables set for the agent on top of warden's environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// Written to the agent's stdin, which is then closed; `None` gives it
+    /// /dev/null.
+    pub stdin: Option<Vec<u8>>,
+    /// The program that acts as the run's shim; the running executable if
+    /// `None`.
+    pub shim_exe: Option<PathBuf>,
+}
+
+impl RunSpec {
+    /// A spec for `exec`: any command, with the default limits, in the
+    /// current directory.
+    pub fn exec<I, S>(command: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self {
+            agent: "exec".into(),
+            command: command.into_iter().map(Into::into).collect(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            run_dir: None,
+            limits: Limits::default(),
+            containment: ContainmentChoice::Auto,
+            env: Vec::new(),
+            stdin: None,
+            shim_exe: None,
+        }
+    }
+}
+
+/// What stops a run before it starts: warden cannot keep its promise of
+/// writing everything down.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("the command is empty: name a program to run")]
+    EmptyCommand,
+    #[error("could not create the run directory {}: {source}", .path.display())]
+    RunDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("could not find warden's own executable to use as the run's shim: {0}")]
+    ShimExe(std::io::Error),
+}
+
+/// A run that has not started yet.
+pub struct Run {
+    spec: RunSpec,
+}
+
+impl Run {
+    pub fn new(spec: RunSpec) -> Self {
+        Self { spec }
+    }
+
+    /// Starts the run under its supervisor. Must be called inside a tokio
+    /// runtime. An agent that cannot be started is not an error here: the
+    /// run ends at once with the verdict `spawn_failed`.
+    pub fn spawn(self) -> Result<RunHandle, SetupError> {
+        let spec = self.spec;
+        if spec.command.is_empty() {
+            return Err(SetupError::EmptyCommand);
+        }
+        let shim_exe = match spec.shim_exe.clone() {
+            Some(p) => p,
+            None => std::env::current_exe().map_err(SetupError::ShimExe)?,
+        };
+        let started_at = SystemTime::now();
+        let started = Instant::now();
+        let run_id = new_run_id(started_at);
+        let run_dir = spec
+            .run_dir
+            .clone()
+            .unwrap_or_else(|| spec.cwd.join(defaults::RUNS_DIR).join(&run_id));
+        let run_dir = absolute(&spec.cwd, &run_dir);
+        let dir = RunDir::create(&run_dir).map_err(|source| SetupError::RunDir {
+            path: run_dir.clone(),
+            source,
+        })?;
+
+        let mut env = spec.env.clone();
+        if let Some(t) = spec.limits.timeout {
+            let deadline = started_at.duration_since(UNIX_EPOCH).unwrap_or_default() + t;
+            env.push((
+                "WARDEN_DEADLINE".into(),
+                deadline.as_secs().to_string().into(),
+            ));
+        }
+        env.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
+        env.push(("WARDEN_RUN_DIR".into(), run_dir.clone().into()));
+
+        let setup = Setup {
+            run_id: run_id.clone(),
+            agent: spec.agent.clone(),
+            command: spec
+                .command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            cwd: spec.cwd.clone(),
+            limits: spec.limits.clone(),
+            dir,
+            started,
+            started_at,
+        };
+        let (event_tx, event_rx) = mpsc::unbounded_channel();
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let supervisor = Supervisor::new(setup, Some(event_tx));
+        let fallback = supervisor.report(None, "starting".into());
+
+        let process = warden_process::SpawnSpec {
+            program: spec.command[0].clone(),
+            args: spec.command[1..].to_vec(),
+            cwd: Some(spec.cwd.clone()),
+            env,
+            stdin: spec.stdin.clone(),
+            containment: spec.containment,
+            shim_exe,
+            run_name: format!("warden-{run_id}"),
+        };
+        let task = tokio::spawn(async move {
+            match warden_process::spawn(process).await {
+                Ok(tree) => supervisor.run(tree, control_rx).await,
+                Err(e) => supervisor.spawn_failed(e),
+            }
+        });
+        Ok(RunHandle {
+            run_id,
+            run_dir,
+            events: event_rx,
+            control: control_tx,
+            task,
+            fallback,
+        })
+    }
+}
+
+/// A run in progress: its events, a way to stop it, and its report.
+pub struct RunHandle {
+    run_id: String,
+    run_dir: PathBuf,
+    events: mpsc::UnboundedReceiver<Stamped>,
+    control: mpsc::UnboundedSender<Control>,
+    task: JoinHandle<Report>,
+    fallback: Report,
+}
+
+/// A cloneable way to stop a run, for signal handlers and other tasks.
+#[derive(Debug, Clone)]
+pub struct Canceller(mpsc::UnboundedSender<Control>);
+
+impl Canceller {
+    /// Ends the run gracefully: SIGTERM, the kill grace, SIGKILL.
+    pub fn cancel(&self) {
+        let _ = self.0.send(Control::Cancel);
+    }
+
+    /// Ends the run now: SIGKILL to every process of the run.
+    pub fn kill(&self) {
+        let _ = self.0.send(Control::Kill);
+    }
+}
+
+impl RunHandle {
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// The next event; `None` once the run has finished and every event
+    /// was taken.
+    pub async fn next_event(&mut self) -> Option<Stamped> {
+        self.events.recv().await
+    }
+
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.control.clone())
+    }
+
+    /// Waits for the end of the run. Always returns a report with a
+    /// verdict, and `run.json` has been written.
+    pub async fn wait(self) -> Report {
+        match self.task.await {
+            Ok(report) => report,
+            Err(e) => {
+                let mut report = self.fallback;
+                report.verdict = Some(Verdict::InternalError);
+                report.reason = "warden's supervisor failed".into();
+                report.error = Some(format!("the supervisor task failed: {e}"));
+                let _ = artifacts::write_report(&self.run_dir, &report);
+                report
+            }
+        }
+    }
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+/// `20261129T193152Z-1a2b3c`: sortable by start time, unique in a process
+/// and, through the pid and clock, across processes.
+fn new_run_id(at: SystemTime) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let stamp: String = humantime::format_rfc3339_seconds(at)
+        .to_string()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let nanos = at
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos() as u64;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mix =
+        (nanos ^ (u64::from(std::process::id()) << 20) ^ (n.wrapping_mul(0x9e37_79b9))) & 0xff_ffff;
+    format!("{stamp}-{mix:06x}")
+}

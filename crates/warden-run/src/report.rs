@@ -1,0 +1,84 @@
+//! The report of one run, written as `run.json` (DESIGN §7).
+//!
+//! Field names are stable and snake_case; the README documents each one.
+//! Durations are in milliseconds, times in RFC 3339 UTC.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use warden_events::Holder;
+
+use crate::verdict::Verdict;
+
+/// A process that was still alive when the agent exited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Orphan {
+    pub pid: i32,
+    pub cmdline: String,
+    /// Whether it held the agent's stdout or stderr pipe open.
+    pub held_pipe: bool,
+}
+
+/// The drain was cut short with the output pipes still open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Truncation {
+    /// Bytes read from stdout and stderr together when reading stopped.
+    pub bytes: u64,
+    /// The processes that still held the pipes then.
+    pub holders: Vec<Holder>,
+}
+
+/// The effective limits, as milliseconds (`null` for a disabled clock).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitsReport {
+    pub timeout_ms: Option<u64>,
+    pub stall_timeout_ms: Option<u64>,
+    pub startup_timeout_ms: Option<u64>,
+    pub completion_timeout_ms: Option<u64>,
+    pub drain_grace_ms: u64,
+    pub kill_grace_ms: u64,
+    pub completion_signal: String,
+    pub max_line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub run_id: String,
+    pub agent: String,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    pub run_dir: PathBuf,
+    pub warden_version: String,
+    /// `null` while the run is still going (the first `run.json`).
+    pub verdict: Option<Verdict>,
+    /// One sentence on why the run ended.
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub pid: Option<i32>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub duration_ms: u64,
+    pub time_to_first_activity_ms: Option<u64>,
+    pub longest_silence_ms: u64,
+    pub activity_lines: u64,
+    pub event_counts: BTreeMap<String, u64>,
+    pub stall_warnings: u32,
+    pub stall_watchdog_armed: bool,
+    pub completion_signal_seen_ms: Option<u64>,
+    pub forced_completion: bool,
+    /// With a forced completion: what was still running.
+    pub hanging: Vec<Holder>,
+    pub output_truncated: Option<Truncation>,
+    pub orphans: Vec<Orphan>,
+    pub orphans_killed: u32,
+    pub containment: Option<String>,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub limits: LimitsReport,
+    /// warden's own peak resident memory, KiB.
+    pub warden_peak_rss_kib: Option<u64>,
+    /// What went wrong inside warden or at spawn, if anything.
+    pub error: Option<String>,
+}

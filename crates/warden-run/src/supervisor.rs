@@ -1,0 +1,724 @@
+//! The supervisor: one run, one task, one select loop (DESIGN §4).
+//!
+//! The task owns every piece of the run's state and waits on all of its
+//! inputs at once: the next chunk of stdout, the next chunk of stderr, the
+//! shim's reports (the agent's exit, "nothing left"), the next deadline
+//! from [`crate::clocks`], and a control request (cancel, kill). Nothing is
+//! shared between threads, so "stop" and "fire" cannot race.
+//!
+//! Phases, as in the design: Starting (no line yet) → Running →
+//! Completing (completion signal seen) → Exited (agent reaped) → Draining
+//! (bounded by `drain_grace`) → Finalized. Terminating (SIGTERM, then
+//! SIGKILL after `kill_grace`) can begin from any phase before Exited.
+//!
+//! Invariants:
+//! - every byte read is written to the tee before it is decoded;
+//! - the run finalizes only when the agent's exit is known (or it was
+//!   SIGKILLed and the wait for it ran out), its output is closed or
+//!   abandoned, and no process of the run is left (or all were SIGKILLed);
+//! - every path ends in [`Supervisor::finish`], which writes `run.json`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use warden_events::event::Stamped;
+use warden_events::{Event, Holder, Line, LineSplitter, SignalMatcher, Stream, exec};
+use warden_process::{RunTree, ShimMessage, Signal};
+
+use crate::artifacts::RunDir;
+use crate::clocks::{Clock, ClockState};
+use crate::defaults;
+use crate::limits::Limits;
+use crate::report::{LimitsReport, Orphan, Report, Truncation};
+use crate::verdict::Verdict;
+
+/// A request to the running supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// End the run gracefully (SIGTERM, grace, SIGKILL): `cancelled`.
+    Cancel,
+    /// End it now (SIGKILL).
+    Kill,
+}
+
+/// Why warden began to end the run before the agent exited on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Stalled,
+    StartupTimeout,
+    TimedOut,
+    Cancelled,
+    /// The completion window ran out; the run keeps the verdict it earned.
+    ForcedCompletion,
+}
+
+type Reader = Pin<Box<dyn AsyncRead + Send>>;
+
+const READ_CHUNK: usize = 64 * 1024;
+
+/// One output pipe of the agent.
+struct Pipe {
+    stream: Stream,
+    reader: Option<Reader>,
+    buf: Vec<u8>,
+    lines: LineSplitter,
+    bytes: u64,
+}
+
+impl Pipe {
+    fn new(stream: Stream, reader: Option<Reader>, max_line: usize) -> Self {
+        Self {
+            stream,
+            reader,
+            buf: vec![0; READ_CHUNK],
+            lines: LineSplitter::new(max_line),
+            bytes: 0,
+        }
+    }
+
+    fn open(&self) -> bool {
+        self.reader.is_some()
+    }
+}
+
+async fn read(pipe: &mut Option<Reader>, buf: &mut [u8]) -> std::io::Result<usize> {
+    match pipe {
+        Some(r) => r.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the supervisor is started with.
+pub struct Setup {
+    pub run_id: String,
+    pub agent: String,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    pub limits: Limits,
+    pub dir: RunDir,
+    pub started: Instant,
+    pub started_at: SystemTime,
+}
+
+pub struct Supervisor {
+    setup: Setup,
+    events: Option<UnboundedSender<Stamped>>,
+    clocks: ClockState,
+    signal: SignalMatcher,
+    event_counts: BTreeMap<&'static str, u64>,
+    first_activity: Option<Instant>,
+    longest_silence: Duration,
+    activity_lines: u64,
+    stall_warnings: u32,
+    completion_seen: Option<Instant>,
+    cause: Option<Cause>,
+    exit: Option<(Option<i32>, Option<i32>)>,
+    empty: bool,
+    shim_open: bool,
+    orphans: Vec<Orphan>,
+    hanging: Vec<Holder>,
+    truncated: Option<Truncation>,
+    pid: Option<i32>,
+    containment: Option<String>,
+    errors: Vec<String>,
+    spawn_error: Option<String>,
+    stdout_bytes: u64,
+    stderr_bytes: u64,
+}
+
+impl Supervisor {
+    pub fn new(setup: Setup, events: Option<UnboundedSender<Stamped>>) -> Self {
+        let l = &setup.limits;
+        let clocks = ClockState {
+            started: Some(setup.started),
+            timeout: l.timeout,
+            startup_timeout: l.startup_timeout,
+            stall_timeout: l.armed_stall_timeout(),
+            completion_timeout: l.completion_timeout,
+            kill_grace: l.kill_grace,
+            drain_grace: l.drain_grace,
+            final_kill_wait: defaults::FINAL_KILL_WAIT,
+            ..ClockState::default()
+        };
+        let signal = SignalMatcher::new(&l.completion_signal);
+        Self {
+            setup,
+            events,
+            clocks,
+            signal,
+            event_counts: BTreeMap::new(),
+            first_activity: None,
+            longest_silence: Duration::ZERO,
+            activity_lines: 0,
+            stall_warnings: 0,
+            completion_seen: None,
+            cause: None,
+            exit: None,
+            empty: false,
+            shim_open: true,
+            orphans: Vec::new(),
+            hanging: Vec::new(),
+            truncated: None,
+            pid: None,
+            containment: None,
+            errors: Vec::new(),
+            spawn_error: None,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+        }
+    }
+
+    fn ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.setup.started).as_millis() as u64
+    }
+
+    fn emit(&mut self, event: Event) {
+        *self.event_counts.entry(event.kind()).or_default() += 1;
+        let stamped = Stamped {
+            t_ms: self.ms(Instant::now()),
+            event,
+        };
+        if let Err(e) = self.setup.dir.event(&stamped) {
+            self.note_error(format!("could not write events.jsonl: {e}"));
+        }
+        if let Some(tx) = &self.events
+            && tx.send(stamped).is_err()
+        {
+            // Nobody listens any more; the files still get everything.
+            self.events = None;
+        }
+    }
+
+    fn note_error(&mut self, e: String) {
+        if !self.errors.contains(&e) {
+            self.errors.push(e);
+        }
+    }
+
+    /// The report as it stands; `verdict` is `None` until the end.
+    pub fn report(&self, verdict: Option<Verdict>, reason: String) -> Report {
+        let l = &self.setup.limits;
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+        let now = Instant::now();
+        let ended = verdict.is_some();
+        let mut longest = self.longest_silence;
+        if ended {
+            let since = self.clocks.last_activity.unwrap_or(self.setup.started);
+            longest = longest.max(now.saturating_duration_since(since));
+        }
+        Report {
+            run_id: self.setup.run_id.clone(),
+            agent: self.setup.agent.clone(),
+            command: self.setup.command.clone(),
+            cwd: self.setup.cwd.clone(),
+            run_dir: self.setup.dir.path().to_path_buf(),
+            warden_version: env!("CARGO_PKG_VERSION").to_string(),
+            verdict,
+            reason,
+            exit_code: self.exit.and_then(|e| e.0),
+            signal: self.exit.and_then(|e| e.1),
+            pid: self.pid,
+            started_at: humantime::format_rfc3339_millis(self.setup.started_at).to_string(),
+            ended_at: ended
+                .then(|| humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+            duration_ms: self.ms(now),
+            time_to_first_activity_ms: self.first_activity.map(|t| self.ms(t)),
+            longest_silence_ms: longest.as_millis() as u64,
+            activity_lines: self.activity_lines,
+            event_counts: self.counts(),
+            stall_warnings: self.stall_warnings,
+            stall_watchdog_armed: self.clocks.stall_timeout.is_some(),
+            completion_signal_seen_ms: self.completion_seen.map(|t| self.ms(t)),
+            forced_completion: self.cause == Some(Cause::ForcedCompletion),
+            hanging: self.hanging.clone(),
+            output_truncated: self.truncated.clone(),
+            orphans: self.orphans.clone(),
+            orphans_killed: self.orphans_killed(),
+            containment: self.containment.clone(),
+            stdout_bytes: self.stdout_bytes,
+            stderr_bytes: self.stderr_bytes,
+            limits: LimitsReport {
+                timeout_ms: ms(l.timeout),
+                stall_timeout_ms: ms(l.stall_timeout),
+                startup_timeout_ms: ms(l.startup_timeout),
+                completion_timeout_ms: ms(l.completion_timeout),
+                drain_grace_ms: l.drain_grace.as_millis() as u64,
+                kill_grace_ms: l.kill_grace.as_millis() as u64,
+                completion_signal: l.completion_signal.clone(),
+                max_line: l.max_line,
+            },
+            warden_peak_rss_kib: warden_process::os::peak_rss_kib(),
+            error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
+        }
+    }
+
+    fn counts(&self) -> BTreeMap<String, u64> {
+        self.event_counts
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect()
+    }
+
+    fn orphans_killed(&self) -> u32 {
+        self.orphans
+            .iter()
+            .filter(|o| !warden_process::os::procfs::is_alive(o.pid))
+            .count() as u32
+    }
+
+    /// Supervises `tree` to the end and returns the final report.
+    pub async fn run(mut self, tree: RunTree, mut control: UnboundedReceiver<Control>) -> Report {
+        let mut tree = tree;
+        self.pid = Some(tree.agent_pid());
+        self.containment = Some(tree.containment().as_str().to_string());
+        self.emit(Event::Spawned {
+            pid: tree.agent_pid(),
+            command: self.setup.command.clone(),
+            containment: tree.containment().as_str().to_string(),
+        });
+        let initial = self.report(None, "running".into());
+        if let Err(e) = self.setup.dir.write_report(&initial) {
+            self.note_error(format!("could not write run.json: {e}"));
+        }
+        let _ = self.setup.dir.flush_events();
+
+        let max_line = self.setup.limits.max_line;
+        let mut out = Pipe::new(
+            Stream::Stdout,
+            tree.stdout.take().map(|r| Box::pin(r) as Reader),
+            max_line,
+        );
+        let mut err = Pipe::new(
+            Stream::Stderr,
+            tree.stderr.take().map(|r| Box::pin(r) as Reader),
+            max_line,
+        );
+        let mut control_open = true;
+
+        loop {
+            if self.done(&out, &err) {
+                break;
+            }
+            let next = self.clocks.next();
+            let sleep = async {
+                match next {
+                    Some((at, _)) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = read(&mut out.reader, &mut out.buf) => self.on_read(&mut out, r),
+                r = read(&mut err.reader, &mut err.buf) => self.on_read(&mut err, r),
+                m = tree.next_message(), if self.shim_open => self.on_message(&tree, m),
+                c = control.recv(), if control_open => match c {
+                    Some(c) => self.on_control(&tree, c),
+                    None => control_open = false,
+                },
+                () = sleep => {
+                    if let Some((_, clock)) = next {
+                        self.on_clock(&tree, &mut out, &mut err, clock);
+                    }
+                }
+            }
+            let _ = self.setup.dir.flush_events();
+        }
+        // Whatever is still alive (a process that ignores SIGTERM and left
+        // the pipes alone, say) is killed now; the shim makes sure of it.
+        if !self.empty {
+            self.kill_rest(&tree);
+        }
+        tree.close().await;
+        self.finish()
+    }
+
+    fn done(&self, out: &Pipe, err: &Pipe) -> bool {
+        if self.clocks.final_kill_at.is_some() && !self.shim_open {
+            return true;
+        }
+        self.exit.is_some() && !out.open() && !err.open() && (self.empty || !self.shim_open)
+    }
+
+    fn on_read(&mut self, pipe: &mut Pipe, r: std::io::Result<usize>) {
+        let n = match r {
+            Ok(n) => n,
+            Err(e) => {
+                self.note_error(format!("reading the agent's {}: {e}", pipe.stream.as_str()));
+                0
+            }
+        };
+        let now = Instant::now();
+        if n == 0 {
+            pipe.reader = None;
+            let stream = pipe.stream;
+            pipe.lines.finish(|l| self.on_line(stream, l, now));
+            return;
+        }
+        let chunk = &pipe.buf[..n];
+        pipe.bytes += n as u64;
+        let tee = match pipe.stream {
+            Stream::Stdout => {
+                self.stdout_bytes += n as u64;
+                &mut self.setup.dir.stdout
+            }
+            Stream::Stderr => {
+                self.stderr_bytes += n as u64;
+                &mut self.setup.dir.stderr
+            }
+        };
+        if let Err(e) = std::io::Write::write_all(tee, chunk) {
+            let name = format!("{}.log", pipe.stream.as_str());
+            self.note_error(format!("could not write {name}: {e}"));
+        }
+        if pipe.stream == Stream::Stdout && self.signal.push(chunk) {
+            self.on_completion_signal(now);
+        }
+        let stream = pipe.stream;
+        pipe.lines.push(chunk, |l| self.on_line(stream, l, now));
+    }
+
+    fn on_line(&mut self, stream: Stream, line: Line<'_>, now: Instant) {
+        if self.clocks.completing_since_line.is_some() {
+            self.clocks.completing_since_line = Some(now);
+        }
+        match line {
+            Line::Oversized { len } => {
+                self.on_activity(now);
+                self.emit(Event::OversizedLine { stream, bytes: len });
+            }
+            Line::Complete(bytes) => {
+                let decoded = exec::decode_line(stream, bytes);
+                if decoded.activity {
+                    self.on_activity(now);
+                }
+                if let Some(e) = decoded.event {
+                    self.emit(e);
+                }
+            }
+        }
+    }
+
+    fn on_activity(&mut self, now: Instant) {
+        let since = self.clocks.last_activity.unwrap_or(self.setup.started);
+        self.longest_silence = self
+            .longest_silence
+            .max(now.saturating_duration_since(since));
+        self.first_activity.get_or_insert(now);
+        self.clocks.last_activity = Some(now);
+        self.clocks.warned = false;
+        self.activity_lines += 1;
+    }
+
+    fn on_completion_signal(&mut self, now: Instant) {
+        if self.completion_seen.is_some() {
+            return;
+        }
+        self.completion_seen = Some(now);
+        self.clocks.completing_since_line = Some(now);
+        self.emit(Event::CompletionSignal);
+    }
+
+    fn on_message(&mut self, tree: &RunTree, m: Option<ShimMessage>) {
+        match m {
+            Some(ShimMessage::Exited { code, signal }) => self.on_exit(tree, code, signal),
+            Some(ShimMessage::Empty) => self.empty = true,
+            Some(ShimMessage::Spawned { .. } | ShimMessage::SpawnFailed { .. }) => {}
+            None => {
+                self.shim_open = false;
+                if self.exit.is_none() {
+                    self.note_error("the run's shim exited before the agent did".into());
+                }
+            }
+        }
+    }
+
+    fn on_exit(&mut self, tree: &RunTree, code: Option<i32>, signal: Option<i32>) {
+        let now = Instant::now();
+        self.exit = Some((code, signal));
+        self.clocks.exited_at = Some(now);
+        self.emit(Event::Exited {
+            exit_code: code,
+            signal,
+        });
+        // Everything still alive now is an orphan: name it, then terminate
+        // it at once while the pipes are still read.
+        for p in tree.processes() {
+            let held_pipe = tree.holds_output(p.pid);
+            self.emit(Event::Orphan {
+                pid: p.pid,
+                cmdline: p.cmdline.clone(),
+                held_pipe,
+            });
+            self.orphans.push(Orphan {
+                pid: p.pid,
+                cmdline: p.cmdline,
+                held_pipe,
+            });
+        }
+        if !self.orphans.is_empty() && !self.clocks.killed {
+            let signal = if self.setup.limits.drain_grace.is_zero() {
+                Signal::Kill
+            } else {
+                Signal::Term
+            };
+            self.signal_all(tree, signal);
+        }
+    }
+
+    fn on_control(&mut self, tree: &RunTree, c: Control) {
+        match c {
+            Control::Cancel if self.cause.is_none() && self.exit.is_none() => {
+                self.begin_ending(tree, Cause::Cancelled);
+            }
+            Control::Cancel | Control::Kill => {
+                if self.cause.is_none() && self.exit.is_none() {
+                    self.cause = Some(Cause::Cancelled);
+                    self.emit(Event::Terminating {
+                        reason: "cancelled".into(),
+                    });
+                }
+                self.kill_rest(tree);
+            }
+        }
+    }
+
+    fn on_clock(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, clock: Clock) {
+        let now = Instant::now();
+        match clock {
+            Clock::Run => self.begin_ending(tree, Cause::TimedOut),
+            Clock::Startup => self.begin_ending(tree, Cause::StartupTimeout),
+            Clock::Stall => self.begin_ending(tree, Cause::Stalled),
+            Clock::StallWarning => {
+                self.clocks.warned = true;
+                self.stall_warnings += 1;
+                let since = self.clocks.last_activity.unwrap_or(self.setup.started);
+                self.emit(Event::StallWarning {
+                    silent_ms: now.saturating_duration_since(since).as_millis() as u64,
+                    stall_timeout_ms: self
+                        .clocks
+                        .stall_timeout
+                        .map_or(0, |d| d.as_millis() as u64),
+                });
+            }
+            Clock::Completion => {
+                self.hanging = tree
+                    .processes()
+                    .into_iter()
+                    .map(|p| Holder {
+                        pid: p.pid,
+                        cmdline: p.cmdline,
+                    })
+                    .collect();
+                self.begin_ending(tree, Cause::ForcedCompletion);
+            }
+            Clock::KillGrace => self.kill_rest(tree),
+            Clock::Drain => {
+                self.clocks.drain_expired = true;
+                if out.open() || err.open() {
+                    let holders = tree
+                        .pipe_holders()
+                        .into_iter()
+                        .map(|p| Holder {
+                            pid: p.pid,
+                            cmdline: p.cmdline,
+                        })
+                        .collect::<Vec<_>>();
+                    let bytes = out.bytes + err.bytes;
+                    for pipe in [&mut *out, &mut *err] {
+                        if pipe.open() {
+                            pipe.reader = None;
+                            // Keep a last line that had no newline.
+                            let stream = pipe.stream;
+                            pipe.lines.finish(|l| self.on_line(stream, l, now));
+                        }
+                    }
+                    self.emit(Event::OutputTruncated {
+                        bytes,
+                        holders: holders.clone(),
+                    });
+                    self.truncated = Some(Truncation { bytes, holders });
+                }
+                self.kill_rest(tree);
+            }
+            Clock::FinalKill => {
+                if !self.empty {
+                    let left = tree.pids();
+                    if !left.is_empty() {
+                        self.note_error(format!(
+                            "processes {left:?} survived SIGKILL (stuck in the kernel?)"
+                        ));
+                    }
+                }
+                self.shim_open = false;
+                self.empty = true;
+                if self.exit.is_none() {
+                    self.note_error("the agent's exit status was never reported".into());
+                }
+                out.reader = None;
+                err.reader = None;
+            }
+        }
+    }
+
+    /// Starts ending the run for `cause`: SIGTERM to every process of the
+    /// run (SIGKILL at once if the kill grace is zero).
+    fn begin_ending(&mut self, tree: &RunTree, cause: Cause) {
+        if self.cause.is_some() || self.exit.is_some() {
+            return;
+        }
+        self.cause = Some(cause);
+        self.emit(Event::Terminating {
+            reason: cause_reason(cause).into(),
+        });
+        self.clocks.terminated_at = Some(Instant::now());
+        if self.setup.limits.kill_grace.is_zero() {
+            self.kill_rest(tree);
+        } else {
+            self.signal_all(tree, Signal::Term);
+        }
+    }
+
+    /// SIGKILLs every process of the run and starts the final, bounded wait
+    /// for the kernel to confirm.
+    fn kill_rest(&mut self, tree: &RunTree) {
+        self.clocks.killed = true;
+        if self.clocks.final_kill_at.is_none() {
+            self.clocks.final_kill_at = Some(Instant::now());
+        }
+        // Processes that appeared after the exit (forked by orphans) are
+        // orphans too.
+        if self.exit.is_some() {
+            for p in tree.processes() {
+                if !self.orphans.iter().any(|o| o.pid == p.pid) {
+                    let held_pipe = tree.holds_output(p.pid);
+                    self.orphans.push(Orphan {
+                        pid: p.pid,
+                        cmdline: p.cmdline,
+                        held_pipe,
+                    });
+                }
+            }
+        }
+        self.signal_all(tree, Signal::Kill);
+    }
+
+    fn signal_all(&mut self, tree: &RunTree, signal: Signal) {
+        let pids = tree.signal_all(signal);
+        if !pids.is_empty() {
+            self.emit(Event::Signalled {
+                signal: signal.name().into(),
+                pids,
+            });
+        }
+    }
+
+    /// Ends a run whose agent could not be started.
+    pub fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
+        self.spawn_error = Some(error.to_string());
+        self.note_error(error.to_string());
+        self.finish()
+    }
+
+    /// Decides the verdict, records `finished`, writes `run.json`.
+    fn finish(mut self) -> Report {
+        let (verdict, reason) = self.verdict();
+        let report = self.report(Some(verdict), reason.clone());
+        self.emit(Event::Finished {
+            verdict: verdict.as_str().into(),
+            reason,
+            exit_code: report.exit_code,
+            signal: report.signal,
+            duration_ms: report.duration_ms,
+        });
+        let _ = self.setup.dir.flush_events();
+        let mut report = report;
+        report.event_counts = self.counts();
+        if let Err(e) = self.setup.dir.write_report(&report) {
+            report.error = Some(format!("could not write run.json: {e}"));
+        }
+        report
+    }
+
+    fn verdict(&self) -> (Verdict, String) {
+        let l = &self.setup.limits;
+        let fmt =
+            |d: Option<Duration>| humantime::format_duration(d.unwrap_or_default()).to_string();
+        if let Some(e) = &self.spawn_error {
+            return (Verdict::SpawnFailed, e.clone());
+        }
+        match self.cause {
+            Some(Cause::Stalled) => (
+                Verdict::Stalled,
+                format!(
+                    "no activity for {} (stall timeout)",
+                    fmt(self.clocks.stall_timeout)
+                ),
+            ),
+            Some(Cause::StartupTimeout) => (
+                Verdict::StartupTimeout,
+                format!(
+                    "no output at all within {} of the start (startup timeout)",
+                    fmt(l.startup_timeout)
+                ),
+            ),
+            Some(Cause::TimedOut) => (
+                Verdict::TimedOut,
+                format!("the run clock of {} ran out", fmt(l.timeout)),
+            ),
+            Some(Cause::Cancelled) => {
+                (Verdict::Cancelled, "cancelled by a signal to warden".into())
+            }
+            Some(Cause::ForcedCompletion) => (
+                Verdict::Succeeded,
+                format!(
+                    "the completion signal was seen, then {} of silence without exit; the process tree was killed",
+                    fmt(l.completion_timeout)
+                ),
+            ),
+            None => match self.exit {
+                Some((Some(0), _)) => (Verdict::Succeeded, "exited with code 0".into()),
+                Some((Some(code), _)) => (Verdict::AgentFailed, format!("exited with code {code}")),
+                Some((None, Some(sig))) => (
+                    Verdict::AgentFailed,
+                    format!(
+                        "killed by signal {sig} ({}), not sent by warden",
+                        signal_name(sig)
+                    ),
+                ),
+                _ => (
+                    Verdict::InternalError,
+                    "the agent's exit status is unknown".into(),
+                ),
+            },
+        }
+    }
+}
+
+fn cause_reason(cause: Cause) -> &'static str {
+    match cause {
+        Cause::Stalled => "stall timeout",
+        Cause::StartupTimeout => "startup timeout",
+        Cause::TimedOut => "run timeout",
+        Cause::Cancelled => "cancelled",
+        Cause::ForcedCompletion => "completion timeout after the completion signal",
+    }
+}
+
+/// The usual name of a signal number, for messages.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}

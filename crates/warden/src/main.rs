@@ -1,0 +1,30 @@
+//! The `warden` command line: parse, resolve settings, run, render.
+
+mod cli;
+mod render;
+mod settings;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    // A run's shim is this same program started again; it must become the
+    // shim before anything else happens.
+    warden_process::run_if_shim();
+
+    let cli = cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("warden: error: could not start the async runtime: {e}");
+            return ExitCode::from(70);
+        }
+    };
+    let code = runtime.block_on(cli::dispatch(cli));
+    ExitCode::from(code)
+}

@@ -1,0 +1,469 @@
+//! Settings: flags, then `WARDEN_*` variables, then `warden.toml`, then the
+//! defaults (in `warden_run::defaults`).
+//!
+//! Every source gives text; every value goes through the same parser, so a
+//! bad value gets the same clear message wherever it came from, naming the
+//! source (the flag, the variable, or the key and file), the value, and an
+//! example of a good one. Every value present is checked, also one that a
+//! higher source overrides: a typo in a CI variable should not wait for the
+//! day the flag is dropped. Nothing bad is ever replaced by a default.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use warden_run::limits::clock;
+use warden_run::{ContainmentChoice, Limits};
+
+use crate::cli::SettingFlags;
+
+/// What kind of value a setting takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A clock: `0` disables it.
+    Clock,
+    /// A grace period: `0` means none.
+    Grace,
+    Text,
+    Bool,
+    Bytes,
+    Containment,
+    Path,
+}
+
+impl Kind {
+    fn expected(self) -> &'static str {
+        match self {
+            Kind::Clock => "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)",
+            Kind::Grace => "a duration such as `10s`, `500ms` or `1m` (`0` for none)",
+            Kind::Text => "a non-empty string such as `<promise>COMPLETE</promise>`",
+            Kind::Bool => "`true` or `false` (or `1` / `0`)",
+            Kind::Bytes => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
+            Kind::Containment => "one of `auto`, `cgroup`, `subreaper`",
+            Kind::Path => "a directory path such as `.warden/runs/my-run`",
+        }
+    }
+}
+
+/// One setting: its name as a `warden.toml` key (the flag is the same with
+/// dashes, the variable `WARDEN_` and the name in capitals).
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    pub name: &'static str,
+    pub kind: Kind,
+}
+
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "timeout",
+        kind: Kind::Clock,
+    },
+    Key {
+        name: "stall_timeout",
+        kind: Kind::Clock,
+    },
+    Key {
+        name: "startup_timeout",
+        kind: Kind::Clock,
+    },
+    Key {
+        name: "completion_timeout",
+        kind: Kind::Clock,
+    },
+    Key {
+        name: "completion_signal",
+        kind: Kind::Text,
+    },
+    Key {
+        name: "drain_grace",
+        kind: Kind::Grace,
+    },
+    Key {
+        name: "kill_grace",
+        kind: Kind::Grace,
+    },
+    Key {
+        name: "max_line",
+        kind: Kind::Bytes,
+    },
+    Key {
+        name: "containment",
+        kind: Kind::Containment,
+    },
+    Key {
+        name: "run_dir",
+        kind: Kind::Path,
+    },
+    Key {
+        name: "json",
+        kind: Kind::Bool,
+    },
+    Key {
+        name: "quiet",
+        kind: Kind::Bool,
+    },
+];
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SettingsError {
+    #[error("invalid value `{value}` for {origin}: expected {expected}")]
+    Invalid {
+        origin: String,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("unknown key `{key}` in {}; known keys: {}", .path.display(), known_keys())]
+    UnknownKey { key: String, path: PathBuf },
+    #[error("could not read the config file {}: {message}", .path.display())]
+    Read { path: PathBuf, message: String },
+}
+
+fn known_keys() -> String {
+    KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+}
+
+#[derive(Debug, Clone)]
+struct Sourced {
+    value: String,
+    origin: String,
+}
+
+/// Raw values from every source, highest precedence first.
+#[derive(Debug, Default)]
+pub struct RawSettings {
+    values: HashMap<&'static str, Vec<Sourced>>,
+}
+
+/// Settings the rest of the program trusts.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub limits: Limits,
+    pub containment: ContainmentChoice,
+    pub run_dir: Option<PathBuf>,
+    pub json: bool,
+    pub quiet: bool,
+}
+
+impl RawSettings {
+    /// Reads the flags, the environment and the config file.
+    pub fn gather(flags: &SettingFlags, cwd: &Path) -> Result<Self, SettingsError> {
+        let mut raw = RawSettings::default();
+        raw.add_flags(flags);
+        raw.add_env(
+            std::env::vars_os().filter_map(|(k, v)| {
+                Some((k.into_string().ok()?, v.to_string_lossy().into_owned()))
+            }),
+        );
+        let config = flags
+            .config
+            .clone()
+            .or_else(|| std::env::var_os("WARDEN_CONFIG").map(PathBuf::from));
+        match config {
+            Some(path) => {
+                let path = cwd.join(path);
+                let text = std::fs::read_to_string(&path).map_err(|e| SettingsError::Read {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                raw.add_file(&text, &path)?;
+            }
+            None => {
+                let path = cwd.join("warden.toml");
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    raw.add_file(&text, &path)?;
+                }
+            }
+        }
+        Ok(raw)
+    }
+
+    fn push(&mut self, name: &'static str, value: String, origin: String) {
+        self.values
+            .entry(name)
+            .or_default()
+            .push(Sourced { value, origin });
+    }
+
+    fn add_flags(&mut self, f: &SettingFlags) {
+        let texts = [
+            ("timeout", &f.timeout),
+            ("stall_timeout", &f.stall_timeout),
+            ("startup_timeout", &f.startup_timeout),
+            ("completion_timeout", &f.completion_timeout),
+            ("completion_signal", &f.completion_signal),
+            ("drain_grace", &f.drain_grace),
+            ("kill_grace", &f.kill_grace),
+            ("max_line", &f.max_line),
+            ("containment", &f.containment),
+            ("run_dir", &f.run_dir),
+        ];
+        for (name, value) in texts {
+            if let Some(v) = value {
+                self.push(name, v.clone(), format!("--{}", name.replace('_', "-")));
+            }
+        }
+        for (name, on) in [("json", f.json), ("quiet", f.quiet)] {
+            if on {
+                self.push(name, "true".into(), format!("--{name}"));
+            }
+        }
+    }
+
+    fn add_env(&mut self, vars: impl Iterator<Item = (String, String)>) {
+        let vars: HashMap<String, String> = vars.collect();
+        for key in KEYS {
+            let var = format!("WARDEN_{}", key.name.to_ascii_uppercase());
+            if let Some(v) = vars.get(&var) {
+                self.push(key.name, v.clone(), var);
+            }
+        }
+    }
+
+    fn add_file(&mut self, text: &str, path: &Path) -> Result<(), SettingsError> {
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| SettingsError::Read {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
+        for (k, v) in table {
+            let Some(key) = KEYS.iter().find(|key| key.name == k) else {
+                return Err(SettingsError::UnknownKey {
+                    key: k,
+                    path: path.to_path_buf(),
+                });
+            };
+            let origin = format!("`{}` in {}", key.name, path.display());
+            let value = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(SettingsError::Invalid {
+                        origin,
+                        value: other.to_string(),
+                        expected: key.kind.expected(),
+                    });
+                }
+            };
+            self.push(key.name, value, origin);
+        }
+        Ok(())
+    }
+
+    /// Validates every value and keeps the one with the highest precedence.
+    pub fn resolve(self) -> Result<Resolved, SettingsError> {
+        let mut parsed: HashMap<&'static str, Value> = HashMap::new();
+        for key in KEYS {
+            for (i, s) in self.values.get(key.name).into_iter().flatten().enumerate() {
+                let v = parse(key.kind, &s.value).ok_or_else(|| SettingsError::Invalid {
+                    origin: s.origin.clone(),
+                    value: s.value.clone(),
+                    expected: key.kind.expected(),
+                })?;
+                if i == 0 {
+                    parsed.insert(key.name, v);
+                }
+            }
+        }
+        let mut limits = Limits::default();
+        let clock_of = |name, default: Option<Duration>| match parsed.get(name) {
+            Some(Value::Duration(d)) => clock(*d),
+            _ => default,
+        };
+        limits.timeout = clock_of("timeout", limits.timeout);
+        limits.stall_timeout = clock_of("stall_timeout", limits.stall_timeout);
+        limits.startup_timeout = clock_of("startup_timeout", limits.startup_timeout);
+        limits.completion_timeout = clock_of("completion_timeout", limits.completion_timeout);
+        if let Some(Value::Duration(d)) = parsed.get("drain_grace") {
+            limits.drain_grace = *d;
+        }
+        if let Some(Value::Duration(d)) = parsed.get("kill_grace") {
+            limits.kill_grace = *d;
+        }
+        if let Some(Value::Text(t)) = parsed.get("completion_signal") {
+            limits.completion_signal = t.clone();
+        }
+        if let Some(Value::Bytes(b)) = parsed.get("max_line") {
+            limits.max_line = *b;
+        }
+        let containment = match parsed.get("containment") {
+            Some(Value::Containment(c)) => *c,
+            _ => ContainmentChoice::Auto,
+        };
+        let run_dir = match parsed.get("run_dir") {
+            Some(Value::Text(p)) => Some(PathBuf::from(p)),
+            _ => None,
+        };
+        let flag = |name| matches!(parsed.get(name), Some(Value::Bool(true)));
+        Ok(Resolved {
+            limits,
+            containment,
+            run_dir,
+            json: flag("json"),
+            quiet: flag("quiet"),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Value {
+    Duration(Duration),
+    Text(String),
+    Bool(bool),
+    Bytes(usize),
+    Containment(ContainmentChoice),
+}
+
+fn parse(kind: Kind, s: &str) -> Option<Value> {
+    let t = s.trim();
+    match kind {
+        Kind::Clock | Kind::Grace => parse_duration(t).map(Value::Duration),
+        Kind::Text | Kind::Path => (!s.is_empty()).then(|| Value::Text(s.to_string())),
+        Kind::Bool => match t.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Some(Value::Bool(true)),
+            "false" | "0" | "no" | "off" | "" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        Kind::Bytes => parse_bytes(t).map(Value::Bytes),
+        Kind::Containment => match t {
+            "auto" => Some(Value::Containment(ContainmentChoice::Auto)),
+            "cgroup" => Some(Value::Containment(ContainmentChoice::Cgroup)),
+            "subreaper" => Some(Value::Containment(ContainmentChoice::Subreaper)),
+            _ => None,
+        },
+    }
+}
+
+/// `15m`, `90s`, `250ms`, `1h30m`, or `0`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    humantime::parse_duration(s).ok()
+}
+
+/// `8MiB`, `512KiB`, `8M`, `1048576`; at least one byte.
+pub fn parse_bytes(s: &str) -> Option<usize> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().ok()?;
+    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|&b| b > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(
+        flags: SettingFlags,
+        env: &[(&str, &str)],
+        file: Option<&str>,
+    ) -> Result<Resolved, SettingsError> {
+        let mut r = RawSettings::default();
+        r.add_flags(&flags);
+        r.add_env(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        if let Some(text) = file {
+            r.add_file(text, Path::new("/w/warden.toml"))?;
+        }
+        r.resolve()
+    }
+
+    #[test]
+    fn durations_parse_in_every_documented_form() {
+        for (s, ms) in [
+            ("15m", 900_000),
+            ("90s", 90_000),
+            ("500ms", 500),
+            ("1h30m", 5_400_000),
+            ("0", 0),
+        ] {
+            assert_eq!(parse_duration(s), Some(Duration::from_millis(ms)), "{s}");
+        }
+        assert_eq!(parse_duration("15"), None, "a unit is required");
+        assert_eq!(parse_duration("soon"), None);
+    }
+
+    #[test]
+    fn flag_beats_env_beats_file_beats_default() {
+        let file = Some("stall_timeout = \"3m\"\ntimeout = \"2h\"\nkill_grace = \"1s\"");
+        let env = [("WARDEN_STALL_TIMEOUT", "2m"), ("WARDEN_TIMEOUT", "90m")];
+        let flags = SettingFlags {
+            stall_timeout: Some("1m".into()),
+            ..SettingFlags::default()
+        };
+        let r = raw(flags, &env, file).unwrap();
+        assert_eq!(r.limits.stall_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(r.limits.timeout, Some(Duration::from_secs(90 * 60)));
+        assert_eq!(r.limits.kill_grace, Duration::from_secs(1));
+        assert_eq!(r.limits.drain_grace, warden_run::defaults::DRAIN_GRACE);
+    }
+
+    #[test]
+    fn zero_disables_a_clock() {
+        let r = raw(
+            SettingFlags {
+                timeout: Some("0".into()),
+                ..Default::default()
+            },
+            &[],
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.limits.timeout, None);
+    }
+
+    #[test]
+    fn bad_values_name_their_source_value_and_an_example() {
+        let e = raw(
+            SettingFlags::default(),
+            &[("WARDEN_STALL_TIMEOUT", "ten")],
+            None,
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("WARDEN_STALL_TIMEOUT") && msg.contains("`ten`") && msg.contains("15m"),
+            "{msg}"
+        );
+        // Overridden by a flag, the bad variable is still an error.
+        let flags = SettingFlags {
+            stall_timeout: Some("1m".into()),
+            ..Default::default()
+        };
+        assert!(raw(flags, &[("WARDEN_STALL_TIMEOUT", "ten")], None).is_err());
+        let e = raw(SettingFlags::default(), &[], Some("kill_grace = \"fast\"")).unwrap_err();
+        assert!(
+            e.to_string().contains("`kill_grace` in /w/warden.toml"),
+            "{e}"
+        );
+        let e = raw(SettingFlags::default(), &[], Some("containment = \"jail\"")).unwrap_err();
+        assert!(e.to_string().contains("auto"), "{e}");
+    }
+
+    #[test]
+    fn unknown_file_key_is_an_error_listing_known_keys() {
+        let e = raw(SettingFlags::default(), &[], Some("stal_timeout = \"1m\"")).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("`stal_timeout`") && msg.contains("stall_timeout"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_bytes("8MiB"), Some(8 << 20));
+        assert_eq!(parse_bytes("512k"), Some(512 << 10));
+        assert_eq!(parse_bytes("100"), Some(100));
+        assert_eq!(parse_bytes("0"), None);
+        assert_eq!(parse_bytes("8 parsecs"), None);
+    }
+}
