@@ -334,16 +334,17 @@ impl RunTree {
 
     /// Sends `signal` to every process of the run; returns the pids.
     pub fn signal_all(&self, signal: Signal) -> Vec<i32> {
+        let pids = self.pids();
         if signal == Signal::Kill
             && let Some(cg) = &self.cgroup
         {
+            // Atomic for the whole cgroup, forks racing the kill included.
             let _ = cg.kill();
         }
-        // The group first: it reaches members forked since the scan.
+        // The group as well: it reaches members forked since the scan.
         if procfs::is_alive(self.agent_pid) {
             let _ = os::send(Target::Group(self.agent_pid), signal);
         }
-        let pids = self.pids();
         for &pid in &pids {
             let _ = os::send(Target::Process(pid), signal);
         }

@@ -154,7 +154,6 @@ impl Run {
             ));
         }
         env.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
-        env.push(("WARDEN_RUN_DIR".into(), run_dir.clone().into()));
 
         let setup = Setup {
             run_id: run_id.clone(),

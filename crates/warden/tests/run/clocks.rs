@@ -1,0 +1,222 @@
+//! The clocks: stall (with its warning), startup, run, completion.
+
+use std::time::Duration;
+
+use crate::support::{Case, ms};
+
+#[test]
+fn silent_child_is_stalled_with_one_warning_at_half() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--stall-timeout",
+        "400ms",
+        "--kill-grace",
+        "200ms",
+        "--",
+        "sh",
+        "-c",
+        "echo working; sleep 600",
+    ]);
+    assert_eq!(done.code, 3, "{}", done.stderr);
+    let report = done.report();
+    assert_eq!(report["verdict"], "stalled");
+    assert_eq!(report["stall_warnings"], 1);
+    let warnings = done.events_of("stall_warning");
+    assert_eq!(warnings.len(), 1);
+    let first = ms(&report["time_to_first_activity_ms"]);
+    let warned = ms(&warnings[0]["t_ms"]);
+    assert!(
+        (first + 190..first + 390).contains(&warned),
+        "warning at {warned} ms, first activity at {first} ms"
+    );
+    assert!(ms(&report["longest_silence_ms"]) >= 400);
+    assert!(done.stderr.contains("no activity for"), "{}", done.stderr);
+    case.assert_nothing_left();
+}
+
+#[test]
+fn stall_warning_is_rearmed_by_activity() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--stall-timeout",
+        "600ms",
+        "--",
+        "sh",
+        "-c",
+        "echo a; sleep 0.45; echo b; sleep 0.45; echo c",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(
+        done.report()["stall_warnings"],
+        2,
+        "one warning per silent stretch"
+    );
+}
+
+#[test]
+fn no_output_at_all_is_a_startup_timeout() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--startup-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+        "--",
+        "sleep",
+        "600",
+    ]);
+    assert_eq!(done.code, 4, "{}", done.stderr);
+    let report = done.report();
+    assert_eq!(report["verdict"], "startup_timeout");
+    assert_eq!(report["time_to_first_activity_ms"], serde_json::Value::Null);
+    case.assert_nothing_left();
+}
+
+#[test]
+fn run_clock_ends_a_busy_run_as_timed_out() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--timeout",
+        "500ms",
+        "--kill-grace",
+        "200ms",
+        "--",
+        "sh",
+        "-c",
+        "while true; do echo tick; sleep 0.05; done",
+    ]);
+    assert_eq!(done.code, 5, "{}", done.stderr);
+    assert_eq!(done.report()["verdict"], "timed_out");
+    assert!(ms(&done.report()["activity_lines"]) >= 3);
+    case.assert_nothing_left();
+}
+
+#[test]
+fn deadline_is_in_the_child_environment() {
+    let case = Case::new();
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--timeout",
+        "1h",
+        "--",
+        "sh",
+        "-c",
+        "echo $WARDEN_DEADLINE",
+    ]);
+    let printed: u64 = String::from_utf8(done.log("stdout.log"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (before + 3599..=before + 3602).contains(&printed),
+        "deadline {printed}, start {before}"
+    );
+}
+
+#[test]
+fn completion_signal_then_hang_is_forced_with_the_earned_verdict() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--completion-timeout",
+        "500ms",
+        "--kill-grace",
+        "200ms",
+        "--",
+        "sh",
+        "-c",
+        "echo '<promise>COMPLETE</promise>'; sleep 0.3; echo trailing; sleep 600",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let report = done.report();
+    assert_eq!(report["verdict"], "succeeded");
+    assert_eq!(report["forced_completion"], true);
+    assert!(
+        report["hanging"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["cmdline"] == "sleep 600"),
+        "{report}"
+    );
+    let texts: Vec<_> = done
+        .events_of("text")
+        .iter()
+        .map(|e| e["text"].clone())
+        .collect();
+    assert!(
+        texts.contains(&"trailing".into()),
+        "trailing line inside the window is kept: {texts:?}"
+    );
+    // The trailing line restarted the window: ended ≥ 0.3s + 0.5s after the signal.
+    let seen = ms(&report["completion_signal_seen_ms"]);
+    assert!(ms(&report["duration_ms"]) >= seen + 750, "{report}");
+    assert!(done.stderr.contains("did not exit"), "{}", done.stderr);
+    case.assert_nothing_left();
+}
+
+#[test]
+fn completion_signal_split_across_writes_without_newline_is_found() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--completion-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+        "--",
+        "sh",
+        "-c",
+        "printf 'done: <promise>COMP'; sleep 0.2; printf 'LETE</promise>'; sleep 600",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let report = done.report();
+    assert_eq!(report["forced_completion"], true);
+    assert!(report["completion_signal_seen_ms"].as_u64().is_some());
+    case.assert_nothing_left();
+}
+
+#[test]
+fn process_exiting_after_the_signal_ends_normally_without_waiting() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--completion-timeout",
+        "30s",
+        "--",
+        "sh",
+        "-c",
+        "echo '<promise>COMPLETE</promise>'; exit 0",
+    ]);
+    assert_eq!(done.code, 0);
+    assert_eq!(done.report()["forced_completion"], false);
+    assert!(done.elapsed < Duration::from_secs(5));
+}
+
+#[test]
+fn non_zero_exit_is_agent_failed() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--", "sh", "-c", "echo oops >&2; exit 7"]);
+    assert_eq!(done.code, 1);
+    let report = done.report();
+    assert_eq!(report["verdict"], "agent_failed");
+    assert_eq!(report["exit_code"], 7);
+    assert_eq!(done.log("stderr.log"), b"oops\n");
+}

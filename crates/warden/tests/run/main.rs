@@ -1,0 +1,13 @@
+//! End-to-end tests of `warden run exec`: the real binary, real processes,
+//! real pipes and signals. Timeouts are tiny so the suite stays fast;
+//! bounds on time are generous so a loaded machine does not fail them.
+
+#![allow(dead_code)]
+
+mod support;
+
+mod clocks;
+mod orphans;
+mod output;
+mod settings;
+mod signals;

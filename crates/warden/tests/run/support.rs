@@ -1,0 +1,237 @@
+//! The harness for warden's integration tests: runs the real `warden`
+//! binary on real processes in a temporary directory, and finds any process
+//! a run left behind by a marker in its environment.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+
+/// Both containments the tests run under: the cgroup where this machine
+/// lets warden make one, and the subreaper alone.
+pub const CONTAINMENTS: &[&str] = &["auto", "subreaper"];
+
+/// One test's sandbox: a temporary working directory and a unique marker
+/// that every process started from it inherits.
+pub struct Case {
+    pub dir: tempfile::TempDir,
+    pub mark: String,
+}
+
+pub struct Finished {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    pub run_dir: PathBuf,
+}
+
+impl Finished {
+    pub fn report(&self) -> Value {
+        let text = std::fs::read_to_string(self.run_dir.join("run.json")).unwrap_or_else(|e| {
+            panic!(
+                "run.json missing in {}: {e}\nstderr:\n{}",
+                self.run_dir.display(),
+                self.stderr
+            )
+        });
+        serde_json::from_str(&text).expect("run.json is JSON")
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.run_dir.join("events.jsonl"))
+            .expect("events.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each event line is JSON"))
+            .collect()
+    }
+
+    pub fn events_of(&self, kind: &str) -> Vec<Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["kind"] == kind)
+            .collect()
+    }
+
+    pub fn log(&self, name: &str) -> Vec<u8> {
+        std::fs::read(self.run_dir.join(name)).expect("log file")
+    }
+
+    pub fn verdict(&self) -> String {
+        self.report()["verdict"]
+            .as_str()
+            .unwrap_or("null")
+            .to_string()
+    }
+}
+
+impl Case {
+    pub fn new() -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let mark = format!(
+            "wt-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+        );
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+            mark,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// `warden` with its args, in the case's directory, with the marker,
+    /// and the run dir at `<dir>/run`.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(WARDEN);
+        cmd.current_dir(self.path())
+            .env("WARDEN_TEST_MARK", &self.mark)
+            .env("WARDEN_RUN_DIR", self.run_dir())
+            .env_remove("GITHUB_ACTIONS")
+            .args(args)
+            .stdin(Stdio::null());
+        for key in [
+            "TIMEOUT",
+            "STALL_TIMEOUT",
+            "STARTUP_TIMEOUT",
+            "COMPLETION_TIMEOUT",
+            "DRAIN_GRACE",
+            "KILL_GRACE",
+            "CONFIG",
+            "JSON",
+            "QUIET",
+            "CONTAINMENT",
+        ] {
+            cmd.env_remove(format!("WARDEN_{key}"));
+        }
+        cmd
+    }
+
+    /// Runs warden to the end.
+    pub fn run(&self, args: &[&str]) -> Finished {
+        let start = Instant::now();
+        let out: Output = self.command(args).output().expect("run warden");
+        self.finished(out, start)
+    }
+
+    pub fn finished(&self, out: Output, start: Instant) -> Finished {
+        Finished {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            elapsed: start.elapsed(),
+            run_dir: self.run_dir(),
+        }
+    }
+
+    /// Starts warden in the background.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn warden")
+    }
+
+    /// Live processes (not zombies) carrying this case's marker, other than
+    /// the test itself.
+    pub fn survivors(&self) -> Vec<(i32, String)> {
+        let me = std::process::id() as i32;
+        let needle = format!("WARDEN_TEST_MARK={}", self.mark);
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if pid == me {
+                continue;
+            }
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if !env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+                continue;
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
+            if state.as_deref() == Some("Z") || state.is_none() {
+                continue;
+            }
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+        found
+    }
+
+    /// Waits up to `limit` for every marked process to be gone; returns
+    /// what is left.
+    pub fn survivors_after(&self, limit: Duration) -> Vec<(i32, String)> {
+        let until = Instant::now() + limit;
+        loop {
+            let left = self.survivors();
+            if left.is_empty() || Instant::now() > until {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Asserts nothing of the run is left; kills leftovers so that one
+    /// failure does not leak into other tests.
+    pub fn assert_nothing_left(&self) {
+        let left = self.survivors_after(Duration::from_millis(500));
+        for (pid, _) in &left {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        assert!(left.is_empty(), "processes of the run survived: {left:?}");
+    }
+
+    /// Waits until `file` (relative to the run dir) contains `needle`.
+    pub fn wait_for_output(&self, file: &str, needle: &str, limit: Duration) {
+        let until = Instant::now() + limit;
+        let path = self.run_dir().join(file);
+        while Instant::now() < until {
+            if std::fs::read_to_string(&path).is_ok_and(|s| s.contains(needle)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("`{needle}` never appeared in {}", path.display());
+    }
+}
+
+/// Sends a signal by name to a pid.
+pub fn kill(pid: u32, signal: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill -{signal} {pid} failed");
+}
+
+pub fn ms(v: &Value) -> u64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("expected milliseconds, got {v}"))
+}
