@@ -62,15 +62,15 @@ impl ClockState {
             return Some((at + self.final_kill_wait, Clock::FinalKill));
         }
         let mut candidates: Vec<(Instant, Clock)> = Vec::with_capacity(4);
-        if let Some(exited) = self.exited_at {
-            if !self.drain_expired {
-                candidates.push((exited + self.drain_grace, Clock::Drain));
-            }
+        if let Some(exited) = self.exited_at
+            && !self.drain_expired
+        {
+            candidates.push((exited + self.drain_grace, Clock::Drain));
         }
-        if let Some(term) = self.terminated_at {
-            if !self.killed {
-                candidates.push((term + self.kill_grace, Clock::KillGrace));
-            }
+        if let Some(term) = self.terminated_at
+            && !self.killed
+        {
+            candidates.push((term + self.kill_grace, Clock::KillGrace));
         }
         if self.terminated_at.is_none() && self.exited_at.is_none() {
             if let Some(t) = self.timeout {

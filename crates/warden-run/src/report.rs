@@ -79,6 +79,8 @@ pub struct Report {
     pub limits: LimitsReport,
     /// warden's own peak resident memory, KiB.
     pub warden_peak_rss_kib: Option<u64>,
+    /// CPU time warden's process has used so far (all its runs), ms.
+    pub warden_cpu_ms: Option<u64>,
     /// What went wrong inside warden or at spawn, if anything.
     pub error: Option<String>,
 }

@@ -252,6 +252,7 @@ impl Supervisor {
                 max_line: l.max_line,
             },
             warden_peak_rss_kib: warden_process::os::peak_rss_kib(),
+            warden_cpu_ms: warden_process::os::cpu_time().map(|d| d.as_millis() as u64),
             error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
         }
     }

@@ -7,7 +7,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use warden_run::{Run, RunSpec};
 
 use crate::render::Renderer;
-use crate::settings::{self, RawSettings};
+use crate::settings::RawSettings;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -192,7 +192,7 @@ mod tests {
     fn setting_flags_match_the_settings_table() {
         let cmd = Cli::command();
         let run = cmd.find_subcommand("run").unwrap();
-        for key in settings::KEYS {
+        for key in crate::settings::KEYS {
             let flag = key.name.replace('_', "-");
             assert!(
                 run.get_arguments()

@@ -33,3 +33,17 @@ pub fn peak_rss_kib() -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// CPU time (user + system, all threads) this process has used so far.
+pub fn cpu_time() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name: state is field 3; utime and stime are
+    // fields 14 and 15, in clock ticks.
+    let mut fields = stat[stat.rfind(')')? + 1..].split_ascii_whitespace();
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Some(std::time::Duration::from_millis(
+        (utime + stime) * 1000 / hz,
+    ))
+}

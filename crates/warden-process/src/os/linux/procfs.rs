@@ -182,4 +182,19 @@ mod tests {
         child.wait().unwrap();
         assert!(!is_alive(pid));
     }
+
+    #[test]
+    fn own_cpu_time_grows_with_work() {
+        let before = crate::os::cpu_time().expect("readable");
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(60) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let after = crate::os::cpu_time().unwrap();
+        assert!(
+            after >= before + std::time::Duration::from_millis(30),
+            "{before:?} -> {after:?}"
+        );
+    }
 }
