@@ -28,6 +28,7 @@ pub mod artifacts;
 pub mod clocks;
 pub mod defaults;
 pub mod limits;
+pub mod live;
 pub mod report;
 pub mod supervisor;
 pub mod verdict;
@@ -169,7 +170,7 @@ impl Run {
             started,
             started_at,
         };
-        let (event_tx, event_rx) = mpsc::unbounded_channel();
+        let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let supervisor = Supervisor::new(setup, Some(event_tx));
         let fallback = supervisor.report(None, "starting".into());
@@ -205,7 +206,7 @@ impl Run {
 pub struct RunHandle {
     run_id: String,
     run_dir: PathBuf,
-    events: mpsc::UnboundedReceiver<Stamped>,
+    events: mpsc::Receiver<Stamped>,
     control: mpsc::UnboundedSender<Control>,
     task: JoinHandle<Report>,
     fallback: Report,

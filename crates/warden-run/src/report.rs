@@ -77,6 +77,9 @@ pub struct Report {
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub limits: LimitsReport,
+    /// Line events left out of the live feed (terminal, `--json`) because
+    /// its reader fell behind; the logs and `events.jsonl` have them all.
+    pub live_events_dropped: u64,
     /// warden's own peak resident memory, KiB.
     pub warden_peak_rss_kib: Option<u64>,
     /// CPU time warden's process has used so far (all its runs), ms.

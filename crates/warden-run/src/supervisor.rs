@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{Sender, UnboundedReceiver};
 use warden_events::event::Stamped;
 use warden_events::{Event, Holder, Line, LineSplitter, SignalMatcher, Stream, exec};
 use warden_process::{RunTree, ShimMessage, Signal};
@@ -33,6 +33,7 @@ use crate::artifacts::RunDir;
 use crate::clocks::{Clock, ClockState};
 use crate::defaults;
 use crate::limits::Limits;
+use crate::live::LiveFeed;
 use crate::report::{LimitsReport, Orphan, Report, Truncation};
 use crate::verdict::Verdict;
 
@@ -106,7 +107,7 @@ pub struct Setup {
 
 pub struct Supervisor {
     setup: Setup,
-    events: Option<UnboundedSender<Stamped>>,
+    live: LiveFeed,
     clocks: ClockState,
     signal: SignalMatcher,
     event_counts: BTreeMap<&'static str, u64>,
@@ -131,7 +132,7 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(setup: Setup, events: Option<UnboundedSender<Stamped>>) -> Self {
+    pub fn new(setup: Setup, events: Option<Sender<Stamped>>) -> Self {
         let l = &setup.limits;
         let clocks = ClockState {
             started: Some(setup.started),
@@ -147,7 +148,7 @@ impl Supervisor {
         let signal = SignalMatcher::new(&l.completion_signal);
         Self {
             setup,
-            events,
+            live: LiveFeed::new(events),
             clocks,
             signal,
             event_counts: BTreeMap::new(),
@@ -185,12 +186,7 @@ impl Supervisor {
         if let Err(e) = self.setup.dir.event(&stamped) {
             self.note_error(format!("could not write events.jsonl: {e}"));
         }
-        if let Some(tx) = &self.events
-            && tx.send(stamped).is_err()
-        {
-            // Nobody listens any more; the files still get everything.
-            self.events = None;
-        }
+        self.live.deliver(stamped);
     }
 
     fn note_error(&mut self, e: String) {
@@ -252,6 +248,7 @@ impl Supervisor {
                 max_line: l.max_line,
             },
             warden_peak_rss_kib: warden_process::os::peak_rss_kib(),
+            live_events_dropped: self.live.dropped(),
             warden_cpu_ms: warden_process::os::cpu_time().map(|d| d.as_millis() as u64),
             error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
         }
@@ -326,6 +323,7 @@ impl Supervisor {
                 }
             }
             let _ = self.setup.dir.flush_events();
+            self.live.flush();
         }
         // Whatever is still alive (a process that ignores SIGTERM and left
         // the pipes alone, say) is killed now; the shim makes sure of it.

@@ -144,6 +144,12 @@ impl Renderer {
                 if hanging.is_empty() { "nothing left" } else { &hanging }
             ));
         }
+        if report.live_events_dropped > 0 {
+            self.warn(&format!(
+                "{} lines were not shown live because the output could not keep up; all are in the logs and events.jsonl",
+                report.live_events_dropped
+            ));
+        }
         let verdict = report.verdict.map_or("unknown", |v| v.as_str());
         let mut line = format!("{verdict} in {}: {}", ms(report.duration_ms), report.reason);
         if report.orphans_killed > 0 {

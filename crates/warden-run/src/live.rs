@@ -1,0 +1,142 @@
+//! The live event feed to the caller, bounded.
+//!
+//! The supervisor must never wait on its caller: a slow terminal or a
+//! library user who never reads events must not stop the clocks or grow
+//! memory without bound. So the feed is a bounded channel that is only
+//! ever tried, never awaited. When it is full, line events (`text`,
+//! `stderr`, `oversized_line`) are dropped from the feed and counted (they
+//! are in the logs and `events.jsonl` in any case); every other event waits
+//! in a small backlog, in order, and goes out as soon as there is room.
+
+use std::collections::VecDeque;
+
+use tokio::sync::mpsc::{Sender, error::TrySendError};
+use warden_events::Event;
+use warden_events::event::Stamped;
+
+/// Room for this many events between the supervisor and its caller.
+pub const CAPACITY: usize = 16 * 1024;
+
+pub struct LiveFeed {
+    tx: Option<Sender<Stamped>>,
+    backlog: VecDeque<Stamped>,
+    dropped: u64,
+}
+
+impl LiveFeed {
+    pub fn new(tx: Option<Sender<Stamped>>) -> Self {
+        Self {
+            tx,
+            backlog: VecDeque::new(),
+            dropped: 0,
+        }
+    }
+
+    /// Line events left out of the feed because the caller fell behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    pub fn deliver(&mut self, ev: Stamped) {
+        self.flush();
+        if self.tx.is_none() {
+            return;
+        }
+        let ev = if self.backlog.is_empty() {
+            match self.try_send(ev) {
+                None => return,
+                Some(ev) => ev,
+            }
+        } else {
+            ev
+        };
+        if self.tx.is_none() {
+            return;
+        }
+        if matches!(
+            ev.event,
+            Event::Text { .. } | Event::Stderr { .. } | Event::OversizedLine { .. }
+        ) {
+            self.dropped += 1;
+        } else {
+            self.backlog.push_back(ev);
+        }
+    }
+
+    /// Sends what the backlog holds, as far as there is room.
+    pub fn flush(&mut self) {
+        while let Some(ev) = self.backlog.pop_front() {
+            if let Some(ev) = self.try_send(ev) {
+                self.backlog.push_front(ev);
+                return;
+            }
+        }
+    }
+
+    /// `None` if sent (or nobody listens any more); the event back if full.
+    fn try_send(&mut self, ev: Stamped) -> Option<Stamped> {
+        let tx = self.tx.as_ref()?;
+        match tx.try_send(ev) {
+            Ok(()) => None,
+            Err(TrySendError::Full(ev)) => Some(ev),
+            Err(TrySendError::Closed(_)) => {
+                self.tx = None;
+                self.backlog.clear();
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamped(event: Event) -> Stamped {
+        Stamped { t_ms: 0, event }
+    }
+
+    #[tokio::test]
+    async fn a_full_feed_drops_lines_but_keeps_other_events_in_order() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let mut feed = LiveFeed::new(Some(tx));
+        feed.deliver(stamped(Event::Text { text: "1".into() }));
+        feed.deliver(stamped(Event::Text { text: "2".into() }));
+        feed.deliver(stamped(Event::Text {
+            text: "dropped".into(),
+        }));
+        feed.deliver(stamped(Event::CompletionSignal));
+        feed.deliver(stamped(Event::StallWarning {
+            silent_ms: 1,
+            stall_timeout_ms: 2,
+        }));
+        assert_eq!(feed.dropped(), 1);
+        assert_eq!(
+            rx.recv().await.unwrap().event,
+            Event::Text { text: "1".into() }
+        );
+        assert_eq!(
+            rx.recv().await.unwrap().event,
+            Event::Text { text: "2".into() }
+        );
+        feed.deliver(stamped(Event::Text {
+            text: "behind the backlog".into(),
+        }));
+        assert_eq!(feed.dropped(), 2, "a line never overtakes a waiting event");
+        assert_eq!(rx.recv().await.unwrap().event, Event::CompletionSignal);
+        feed.flush();
+        assert!(matches!(
+            rx.recv().await.unwrap().event,
+            Event::StallWarning { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_closed_feed_is_forgotten() {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        drop(rx);
+        let mut feed = LiveFeed::new(Some(tx));
+        feed.deliver(stamped(Event::CompletionSignal));
+        assert_eq!(feed.dropped(), 0);
+    }
+}
