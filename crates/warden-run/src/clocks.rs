@@ -82,12 +82,15 @@ impl ClockState {
                         candidates.push((line + c, Clock::Completion));
                     }
                 }
-                (None, None) => {
+                (None, None) if self.startup_timeout.is_some() => {
                     if let Some(s) = self.startup_timeout {
                         candidates.push((started + s, Clock::Startup));
                     }
                 }
-                (Some(last), None) => {
+                // With the startup clock off, the stall clock runs from the
+                // spawn: silence is silence.
+                (last, None) => {
+                    let last = last.unwrap_or(started);
                     if let Some(s) = self.stall_timeout {
                         if !self.warned {
                             candidates.push((last + s / 2, Clock::StallWarning));
@@ -142,12 +145,23 @@ mod tests {
     }
 
     #[test]
+    fn without_a_startup_clock_the_stall_clock_runs_from_the_spawn() {
+        let (t0, mut s) = base();
+        s.startup_timeout = None;
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(10), Clock::StallWarning))
+        );
+    }
+
+    #[test]
     fn run_clock_wins_when_earlier_and_zero_disables() {
         let (t0, mut s) = base();
         s.timeout = Some(Duration::from_secs(5));
         assert_eq!(s.next(), Some((t0 + Duration::from_secs(5), Clock::Run)));
         s.timeout = None;
         s.startup_timeout = None;
+        s.stall_timeout = None;
         assert_eq!(s.next(), None, "every clock disabled: nothing to wait for");
     }
 

@@ -15,7 +15,7 @@ fn nasty_stream() -> Vec<u8> {
         x ^= x << 5;
         x
     };
-    for i in 0..200_000 {
+    for i in 0..800_000 {
         match i % 5 {
             0 => data.extend_from_slice(b"plain ascii line\n"),
             1 => data.extend_from_slice(b"crlf line\r\n"),
@@ -28,7 +28,7 @@ fn nasty_stream() -> Vec<u8> {
                 data.push(b'\n');
             }
         }
-        if i == 100_000 {
+        if i == 400_000 {
             data.extend(std::iter::repeat_n(b'x', 20 << 20));
             data.push(b'\n');
         }
