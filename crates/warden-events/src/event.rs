@@ -24,6 +24,68 @@ impl Stream {
     }
 }
 
+/// Token counts. Absent counts are zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub reasoning: u64,
+}
+
+impl Tokens {
+    pub fn add(&mut self, other: &Tokens) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.reasoning += other.reasoning;
+    }
+}
+
+/// What kind of error an agent reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Bad or missing credentials: retrying will not help.
+    Authentication,
+    /// Rate limits and overload.
+    RateLimit,
+    /// Other errors from the model's API.
+    Api,
+    /// A tool failed in a way the agent treats as an error.
+    Tool,
+    Other,
+}
+
+impl ErrorClass {
+    /// Guesses the class from an error message and an HTTP status.
+    pub fn classify(message: &str, status: Option<i64>) -> Self {
+        let m = message.to_ascii_lowercase();
+        match status {
+            Some(401 | 403) => return ErrorClass::Authentication,
+            Some(429 | 529) => return ErrorClass::RateLimit,
+            _ => {}
+        }
+        if ["401", "403", "unauthorized", "authentication", "api key", "api_key", "/login", "forbidden", "credential"]
+            .iter()
+            .any(|w| m.contains(w))
+        {
+            ErrorClass::Authentication
+        } else if ["429", "rate limit", "rate_limit", "overloaded", "too many requests", "quota"]
+            .iter()
+            .any(|w| m.contains(w))
+        {
+            ErrorClass::RateLimit
+        } else if status.is_some() || ["api error", "500", "502", "503", "server"].iter().any(|w| m.contains(w)) {
+            ErrorClass::Api
+        } else {
+            ErrorClass::Other
+        }
+    }
+}
+
 /// A process of the run, as found in /proc.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holder {
@@ -35,13 +97,73 @@ pub struct Holder {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
+    /// The agent said which session this is.
+    SessionStarted {
+        session_id: Option<String>,
+        model: Option<String>,
+        agent_version: Option<String>,
+    },
+    /// Reasoning text the agent showed.
+    Thinking { text: String },
+    /// The agent started a tool call.
+    ToolStarted {
+        id: String,
+        name: String,
+        /// A short, one-line view of the input (a shell command, say).
+        input: Option<String>,
+        /// The time limit the call declared for itself, if any.
+        timeout_ms: Option<u64>,
+    },
+    /// A running tool call showed progress.
+    ToolProgress {
+        id: String,
+        elapsed_ms: Option<u64>,
+        output: Option<String>,
+    },
+    /// A tool call ended.
+    ToolFinished {
+        id: String,
+        name: String,
+        is_error: bool,
+        /// The start of the output (the whole output is in `stdout.log`).
+        output: Option<String>,
+        output_bytes: u64,
+    },
+    /// Tokens (and cost, where the agent reports it). `cumulative` usage
+    /// is a running total for the run; otherwise it adds to what came
+    /// before.
+    Usage {
+        #[serde(flatten)]
+        tokens: Tokens,
+        cost_usd: Option<f64>,
+        cumulative: bool,
+    },
+    /// The agent is retrying an API call.
+    Retry {
+        attempt: Option<u32>,
+        max_attempts: Option<u32>,
+        delay_ms: Option<u64>,
+        reason: String,
+    },
+    /// The agent reported an error.
+    Error {
+        message: String,
+        class: ErrorClass,
+        fatal: bool,
+    },
+    /// The agent's terminal event: it says it is done.
+    Result {
+        success: bool,
+        text: Option<String>,
+        error: Option<String>,
+    },
     /// The agent process was started.
     Spawned {
         pid: i32,
         command: Vec<String>,
         containment: String,
     },
-    /// A line of the agent's text output (for `exec`: a stdout line).
+    /// Text from the agent (for `exec`: a stdout line).
     Text { text: String },
     /// A line the agent wrote on stderr.
     Stderr { text: String },
@@ -85,6 +207,15 @@ impl Event {
     /// The snake_case name of the event's kind, as written in JSON.
     pub fn kind(&self) -> &'static str {
         match self {
+            Event::SessionStarted { .. } => "session_started",
+            Event::Thinking { .. } => "thinking",
+            Event::ToolStarted { .. } => "tool_started",
+            Event::ToolProgress { .. } => "tool_progress",
+            Event::ToolFinished { .. } => "tool_finished",
+            Event::Usage { .. } => "usage",
+            Event::Retry { .. } => "retry",
+            Event::Error { .. } => "error",
+            Event::Result { .. } => "result",
             Event::Spawned { .. } => "spawned",
             Event::Text { .. } => "text",
             Event::Stderr { .. } => "stderr",

@@ -9,13 +9,27 @@
 //! - [`lines`]: split a byte stream into bounded lines, losslessly.
 //! - [`signal`]: find a marker string in a stream, across chunk boundaries.
 //! - [`event`]: the normalized event vocabulary.
-//! - [`exec`]: the decoder for plain commands (one line, one event).
+//! - [`decoder`]: one decoder per agent behind one interface, and the
+//!   [`Summary`] it builds; the agents are [`claude`], [`codex`],
+//!   [`opencode`], [`pi`], [`gemini`] and [`exec`] (plain lines).
 
+pub mod agent;
+pub mod claude;
+pub mod codex;
+pub mod decoder;
 pub mod event;
 pub mod exec;
+pub mod gemini;
+mod json;
 pub mod lines;
+pub mod opencode;
+pub mod pi;
 pub mod signal;
+pub mod summary;
 
-pub use event::{Event, Holder, Stream};
+pub use agent::{Agent, UnknownAgent};
+pub use decoder::{AgentDecoder, Decode, LineKind, StreamDecoder};
+pub use event::{ErrorClass, Event, Holder, Stream, Tokens};
 pub use lines::{Line, LineSplitter};
 pub use signal::SignalMatcher;
+pub use summary::Summary;

@@ -1,0 +1,336 @@
+//! Claude Code: `claude -p --output-format stream-json --verbose`.
+//!
+//! One JSON object per line, `type` plus `subtype` for `system` and
+//! `result`. What matters and is easy to get wrong:
+//! - usage is repeated on every content line of one API message: it is
+//!   counted once per `message.id`, and the `result` totals win;
+//! - the terminal event is `result`, and `is_error` decides, not `subtype`
+//!   (API errors can come as `subtype: "success"` with `is_error: true`,
+//!   and exit 0);
+//! - API errors also arrive as a synthetic assistant message with an
+//!   `error` category; authentication categories are fatal;
+//! - Bash tool calls declare their own `timeout` (ms), which the stall
+//!   watchdog honours.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::decoder::Decode;
+use crate::event::{ErrorClass, Tokens};
+use crate::json::{input_view, parse, text_of};
+use crate::summary::Out;
+
+#[derive(Debug, Default)]
+pub struct Claude {
+    /// Message ids whose usage was counted.
+    counted: HashSet<String>,
+    /// Text of the last top-level assistant message, the fallback final text.
+    last_text: Option<(String, String)>,
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default, borrow)]
+    subtype: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    session_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    claude_code_version: Option<String>,
+    #[serde(default, borrow)]
+    message: Option<Message<'a>>,
+    #[serde(default, borrow)]
+    parent_tool_use_id: Option<Cow<'a, str>>,
+    // assistant (synthetic API error): the error category
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+    // result
+    #[serde(default)]
+    is_error: Option<bool>,
+    #[serde(default)]
+    result: Option<String>,
+    #[serde(default)]
+    errors: Option<Vec<serde_json::Value>>,
+    #[serde(default)]
+    num_turns: Option<u32>,
+    #[serde(default)]
+    total_cost_usd: Option<f64>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    terminal_reason: Option<String>,
+    #[serde(default)]
+    api_error_status: Option<i64>,
+    // system/api_retry
+    #[serde(default)]
+    attempt: Option<u32>,
+    #[serde(default)]
+    max_retries: Option<u32>,
+    #[serde(default)]
+    retry_delay_ms: Option<f64>,
+    #[serde(default)]
+    error_status: Option<i64>,
+    // tool_progress
+    #[serde(default, borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    elapsed_time_seconds: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: Option<f64>,
+    #[serde(default)]
+    output_tokens: Option<f64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<f64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<f64>,
+}
+
+impl Usage {
+    fn tokens(self) -> Tokens {
+        use crate::json::as_u64;
+        Tokens {
+            input: as_u64(self.input_tokens),
+            output: as_u64(self.output_tokens),
+            cache_read: as_u64(self.cache_read_input_tokens),
+            cache_write: as_u64(self.cache_creation_input_tokens),
+            reasoning: 0,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<Cow<'a, str>>,
+    // tool_use
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
+    // tool_result
+    #[serde(default, borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default)]
+    is_error: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct ToolTimeout {
+    #[serde(default)]
+    timeout: Option<f64>,
+}
+
+/// Error categories of synthetic messages that no retry will fix.
+const FATAL_CATEGORIES: &[&str] = &["authentication_failed", "oauth_org_not_allowed", "billing_error"];
+
+fn class_of(category: &str) -> ErrorClass {
+    match category {
+        c if FATAL_CATEGORIES.contains(&c) => ErrorClass::Authentication,
+        "rate_limit" | "overloaded" => ErrorClass::RateLimit,
+        "unknown" => ErrorClass::Other,
+        _ => ErrorClass::Api,
+    }
+}
+
+impl Decode for Claude {
+    fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
+        let Some(l) = parse::<Line<'_>>(line) else {
+            return false;
+        };
+        if let Some(id) = &l.session_id {
+            out.session_id(id);
+        }
+        match (l.ty.as_ref(), l.subtype.as_deref()) {
+            ("system", Some("init")) => out.session(
+                l.session_id.map(Cow::into_owned),
+                l.model,
+                l.claude_code_version,
+            ),
+            ("system", Some("api_retry")) => {
+                let category = l.error.and_then(|e| serde_json::from_str::<String>(e.get()).ok());
+                let category = category.unwrap_or_else(|| "unknown".into());
+                let reason = match l.error_status {
+                    Some(s) => format!("{category} (HTTP {s})"),
+                    None => category.clone(),
+                };
+                out.retry(l.attempt, l.max_retries, l.retry_delay_ms.map(|d| d as u64), reason);
+                if FATAL_CATEGORIES.contains(&category.as_str()) {
+                    out.error(
+                        format!("authentication failed: {category}"),
+                        ErrorClass::Authentication,
+                        true,
+                    );
+                }
+            }
+            ("assistant", _) => self.assistant(&l, out),
+            ("user", _) => {
+                for b in blocks(l.message.as_ref().and_then(|m| m.content)) {
+                    if b.ty == "tool_result" {
+                        let output = b.content.and_then(text_of);
+                        out.tool_finished(
+                            b.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
+                            None,
+                            b.is_error.unwrap_or(false),
+                            output.as_deref(),
+                        );
+                    }
+                }
+            }
+            ("tool_progress", _) => out.tool_progress(
+                l.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
+                l.elapsed_time_seconds.map(|s| (s * 1000.0) as u64),
+                None,
+            ),
+            ("result", _) => {
+                if let Some(u) = l.usage {
+                    out.usage_total(u.tokens(), l.total_cost_usd);
+                }
+                if let Some(t) = l.num_turns {
+                    out.summary.turns = t;
+                }
+                let failed = l.is_error.unwrap_or(l.subtype.as_deref() != Some("success"));
+                let text = l
+                    .result
+                    .or_else(|| self.last_text.take().map(|(_, t)| t));
+                let error = failed.then(|| {
+                    let listed: Vec<String> = l
+                        .errors
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
+                        .collect();
+                    let mut msg = if !listed.is_empty() {
+                        listed.join("; ")
+                    } else if let Some(e) = out.summary.error.clone() {
+                        e
+                    } else {
+                        text.clone().unwrap_or_else(|| {
+                            l.subtype.as_deref().unwrap_or("error").to_string()
+                        })
+                    };
+                    if let Some(reason) = &l.terminal_reason {
+                        msg.push_str(&format!(" ({reason}"));
+                        if let Some(s) = l.api_error_status {
+                            msg.push_str(&format!(", HTTP {s}"));
+                        }
+                        msg.push(')');
+                    }
+                    msg
+                });
+                out.result(!failed, if failed { None } else { text }, error);
+            }
+            // Everything else (hooks, status, compaction, rate limit
+            // events, unknown kinds) is well formed and carries nothing
+            // warden needs.
+            _ => {}
+        }
+        true
+    }
+}
+
+impl Claude {
+    fn assistant(&mut self, l: &Line<'_>, out: &mut Out<'_>) {
+        let Some(m) = &l.message else { return };
+        let top_level = l.parent_tool_use_id.is_none();
+        let id = m.id.as_deref().unwrap_or_default();
+        let synthetic = m.model.as_deref() == Some("<synthetic>");
+        if let Some(u) = m.usage
+            && !synthetic
+            && !id.is_empty()
+            && !self.counted.contains(id)
+        {
+            self.counted.insert(id.to_string());
+            out.usage_step(u.tokens(), None);
+            if top_level {
+                out.summary.turns += 1;
+            }
+        }
+        if let Some(model) = &m.model
+            && model != "<synthetic>"
+            && out.summary.model.is_none()
+        {
+            out.summary.model = Some(model.clone());
+        }
+        let mut texts = Vec::new();
+        for b in blocks(m.content) {
+            match b.ty.as_ref() {
+                "text" => {
+                    if let Some(t) = b.text {
+                        texts.push(t.into_owned());
+                    }
+                }
+                "thinking" => out.thinking(b.thinking.map(Cow::into_owned).unwrap_or_default()),
+                "tool_use" => {
+                    let name = b.name.map(Cow::into_owned).unwrap_or_default();
+                    let timeout_ms = b
+                        .input
+                        .and_then(|i| serde_json::from_str::<ToolTimeout>(i.get()).ok())
+                        .and_then(|t| t.timeout)
+                        .filter(|t| *t > 0.0)
+                        .map(|t| t as u64);
+                    out.tool_started(
+                        b.id.map(Cow::into_owned).unwrap_or_default(),
+                        name,
+                        input_view(b.input),
+                        timeout_ms,
+                    );
+                }
+                _ => {}
+            }
+        }
+        let text = texts.join("");
+        if let Some(category) = l.error.and_then(|e| serde_json::from_str::<String>(e.get()).ok()) {
+            let class = class_of(&category);
+            let message = if text.is_empty() { category.clone() } else { text.clone() };
+            out.error(message, class, class == ErrorClass::Authentication);
+            return;
+        }
+        if !text.is_empty() {
+            if top_level {
+                // Lines of one message carry one block each: join them.
+                match &mut self.last_text {
+                    Some((last_id, t)) if last_id == id => t.push_str(&text),
+                    _ => self.last_text = Some((id.to_string(), text.clone())),
+                }
+            }
+            out.text(text);
+        }
+    }
+}
+
+fn blocks(content: Option<&RawValue>) -> Vec<Block<'_>> {
+    match content {
+        Some(raw) if raw.get().starts_with('[') => serde_json::from_str(raw.get()).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,228 @@
+//! Codex: `codex exec --json`.
+//!
+//! `thread.started`, `turn.started`, `item.started|updated|completed` with
+//! typed items, and the terminal `turn.completed` (usage: the thread's
+//! running total) or `turn.failed`. A top-level `error` line is emitted for
+//! every error notice, including transient ones that will be retried, so
+//! it counts as a retry, not a failure; only `turn.failed` fails the run.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::decoder::Decode;
+use crate::event::{ErrorClass, Tokens};
+use crate::json::{as_u64, input_view, parse, text_of};
+use crate::summary::Out;
+
+#[derive(Debug, Default)]
+pub struct Codex {
+    last_message: Option<String>,
+    last_error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default, borrow)]
+    item: Option<Item<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<ErrorBody>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: Option<f64>,
+    #[serde(default)]
+    cached_input_tokens: Option<f64>,
+    #[serde(default)]
+    cache_write_input_tokens: Option<f64>,
+    #[serde(default)]
+    output_tokens: Option<f64>,
+    #[serde(default)]
+    reasoning_output_tokens: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct Item<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    aggregated_output: Option<String>,
+    #[serde(default)]
+    exit_code: Option<i64>,
+    #[serde(default, borrow)]
+    status: Option<Cow<'a, str>>,
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default)]
+    tool: Option<String>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<ErrorBody>,
+    #[serde(default)]
+    query: Option<String>,
+    #[serde(default, borrow)]
+    changes: Option<&'a RawValue>,
+}
+
+impl Item<'_> {
+    fn tool_name(&self) -> Option<String> {
+        match self.ty.as_ref() {
+            "command_execution" => Some("shell".into()),
+            "mcp_tool_call" => Some(format!(
+                "mcp:{}/{}",
+                self.server.as_deref().unwrap_or("?"),
+                self.tool.as_deref().unwrap_or("?")
+            )),
+            "collab_tool_call" => Some(format!("agent:{}", self.tool.as_deref().unwrap_or("?"))),
+            "web_search" => Some("web_search".into()),
+            "file_change" => Some("file_change".into()),
+            _ => None,
+        }
+    }
+
+    fn input(&self) -> Option<String> {
+        match self.ty.as_ref() {
+            "command_execution" => self.command.clone(),
+            "web_search" => self.query.clone(),
+            "file_change" => self.changes.map(|c| c.get().to_string()),
+            _ => input_view(self.arguments),
+        }
+    }
+
+    fn failed(&self) -> bool {
+        matches!(self.status.as_deref(), Some("failed" | "declined"))
+            || self.exit_code.is_some_and(|c| c != 0)
+            || self.error.as_ref().is_some_and(|e| e.message.is_some())
+    }
+
+    fn output(&self) -> Option<String> {
+        match self.ty.as_ref() {
+            "command_execution" => self.aggregated_output.clone(),
+            _ => self
+                .error
+                .as_ref()
+                .and_then(|e| e.message.clone())
+                .or_else(|| self.result.and_then(text_of)),
+        }
+    }
+}
+
+impl Decode for Codex {
+    fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
+        let Some(l) = parse::<Line<'_>>(line) else {
+            return false;
+        };
+        match l.ty.as_ref() {
+            "thread.started" => out.session(l.thread_id, None, None),
+            "turn.started" => out.summary.turns += 1,
+            "item.started" | "item.updated" | "item.completed" => {
+                if let Some(item) = l.item {
+                    self.item(l.ty.as_ref(), item, out);
+                }
+            }
+            "turn.completed" => {
+                if let Some(u) = l.usage {
+                    let tokens = Tokens {
+                        input: as_u64(u.input_tokens),
+                        output: as_u64(u.output_tokens),
+                        cache_read: as_u64(u.cached_input_tokens),
+                        cache_write: as_u64(u.cache_write_input_tokens),
+                        reasoning: as_u64(u.reasoning_output_tokens),
+                    };
+                    out.usage_total(tokens, None);
+                }
+                out.result(true, self.last_message.clone(), None);
+            }
+            "turn.failed" => {
+                let message = l
+                    .error
+                    .and_then(|e| e.message)
+                    .or_else(|| self.last_error.clone())
+                    .unwrap_or_else(|| "turn failed".into());
+                let class = ErrorClass::classify(&message, None);
+                out.error(message.clone(), class, true);
+                out.result(false, None, Some(message));
+            }
+            "error" => {
+                let message = l.message.unwrap_or_else(|| "error".into());
+                self.last_error = Some(message.clone());
+                out.retry(None, None, None, message);
+            }
+            _ => {}
+        }
+        true
+    }
+}
+
+impl Codex {
+    fn item(&mut self, phase: &str, item: Item<'_>, out: &mut Out<'_>) {
+        let id = item.id.as_deref().unwrap_or_default().to_string();
+        match (phase, item.ty.as_ref()) {
+            ("item.completed", "agent_message") => {
+                let text = item.text.unwrap_or_default();
+                self.last_message = Some(text.clone());
+                out.text(text);
+            }
+            ("item.completed", "reasoning") => out.thinking(item.text.unwrap_or_default()),
+            ("item.completed", "plan") => {
+                if self.last_message.is_none() {
+                    self.last_message = item.text;
+                }
+            }
+            ("item.completed", "error") => {
+                let message = item.message.unwrap_or_else(|| "error".into());
+                out.error(message.clone(), ErrorClass::classify(&message, None), false);
+            }
+            (_, "todo_list" | "agent_message" | "reasoning" | "plan" | "error") => {}
+            ("item.started", _) => {
+                if let Some(name) = item.tool_name() {
+                    out.tool_started(id, name, item.input(), None);
+                }
+            }
+            ("item.updated", _) => {
+                if out.summary.open_tools().any(|(open, _)| open == id) {
+                    out.tool_progress(id, None, item.aggregated_output.as_deref());
+                }
+            }
+            ("item.completed", _) => {
+                if let Some(name) = item.tool_name() {
+                    if !out.summary.open_tools().any(|(open, _)| open == id) {
+                        // Tools reported only when done (file changes).
+                        out.tool_started(id.clone(), name.clone(), item.input(), None);
+                    }
+                    let output = item.output();
+                    out.tool_finished(id, Some(name), item.failed(), output.as_deref());
+                }
+            }
+            _ => {}
+        }
+    }
+}

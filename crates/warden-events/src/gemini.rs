@@ -1,0 +1,148 @@
+//! Gemini CLI: `gemini --output-format stream-json`.
+//!
+//! `init`, `message` (the user prompt once, then assistant chunks with
+//! `delta: true`), `tool_use`, `tool_result`, non-fatal `error`, and the
+//! terminal `result` whose `status` decides and whose `stats` carry the
+//! usage (no cost).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::decoder::Decode;
+use crate::event::{ErrorClass, Tokens};
+use crate::json::{as_u64, input_view, parse};
+use crate::summary::Out;
+
+#[derive(Debug, Default)]
+pub struct Gemini {
+    /// Assistant text since the last prompt or tool result.
+    turn_text: String,
+    in_assistant: bool,
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default, borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    tool_id: Option<String>,
+    #[serde(default, borrow)]
+    parameters: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    status: Option<Cow<'a, str>>,
+    #[serde(default)]
+    output: Option<String>,
+    #[serde(default)]
+    error: Option<ErrorBody>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    stats: Option<Stats>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    #[serde(default, rename = "type")]
+    ty: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Stats {
+    #[serde(default)]
+    input_tokens: Option<f64>,
+    #[serde(default)]
+    output_tokens: Option<f64>,
+    #[serde(default)]
+    cached: Option<f64>,
+}
+
+impl Decode for Gemini {
+    fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
+        let Some(l) = parse::<Line<'_>>(line) else {
+            return false;
+        };
+        match l.ty.as_ref() {
+            "init" => out.session(l.session_id, l.model, None),
+            "message" => {
+                if l.role.as_deref() == Some("assistant") {
+                    if !self.in_assistant {
+                        self.in_assistant = true;
+                        self.turn_text.clear();
+                        out.summary.turns += 1;
+                    }
+                    let text = l.content.unwrap_or_default();
+                    self.turn_text.push_str(&text);
+                    out.text(text);
+                } else {
+                    self.in_assistant = false;
+                }
+            }
+            "tool_use" => {
+                self.in_assistant = false;
+                out.tool_started(
+                    l.tool_id.unwrap_or_default(),
+                    l.tool_name.unwrap_or_else(|| "unknown".into()),
+                    input_view(l.parameters),
+                    None,
+                );
+            }
+            "tool_result" => {
+                let failed = l.status.as_deref() == Some("error");
+                let output = l.error.and_then(|e| e.message).or(l.output);
+                out.tool_finished(l.tool_id.unwrap_or_default(), None, failed, output.as_deref());
+            }
+            "error" => {
+                let message = l.message.unwrap_or_else(|| "error".into());
+                out.error(message.clone(), ErrorClass::classify(&message, None), false);
+            }
+            "result" => {
+                if let Some(s) = l.stats {
+                    let tokens = Tokens {
+                        input: as_u64(s.input_tokens),
+                        output: as_u64(s.output_tokens),
+                        cache_read: as_u64(s.cached),
+                        cache_write: 0,
+                        reasoning: 0,
+                    };
+                    out.usage_total(tokens, None);
+                }
+                if l.status.as_deref() == Some("success") {
+                    let text = (!self.turn_text.is_empty()).then(|| self.turn_text.clone());
+                    out.result(true, text, None);
+                } else {
+                    let (kind, message) = l
+                        .error
+                        .map(|e| (e.ty, e.message))
+                        .unwrap_or((None, None));
+                    let message = message.unwrap_or_else(|| "the run ended with an error".into());
+                    let class = match kind.as_deref() {
+                        Some(k) if k.contains("Auth") => ErrorClass::Authentication,
+                        _ => ErrorClass::classify(&message, None),
+                    };
+                    let full = match kind {
+                        Some(k) => format!("{k}: {message}"),
+                        None => message,
+                    };
+                    out.error(full.clone(), class, true);
+                    out.result(false, None, Some(full));
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+}

@@ -1,0 +1,233 @@
+//! What a decoder has learned about a run so far, and the one place where
+//! events and the summary are updated together.
+//!
+//! Every decoder reports through [`Out`], so the rules that must hold for
+//! every agent hold in one place: a tool's finish closes its start, usage
+//! adds up or is replaced by a running total, the first session id wins,
+//! a fatal error is remembered for the verdict.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::event::{ErrorClass, Event, Tokens};
+
+/// How much of a tool's output or input an event carries; the whole of it
+/// stays in `stdout.log`.
+pub const PREVIEW: usize = 400;
+
+/// The run as the agent's output describes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    pub agent_version: Option<String>,
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub retries: u32,
+    pub final_text: Option<String>,
+    pub error: Option<String>,
+    pub error_class: Option<ErrorClass>,
+    /// The terminal event's word: `true` for success, `false` for
+    /// failure, `None` while none came.
+    pub terminal: Option<bool>,
+    #[serde(skip)]
+    pub(crate) open_tools: BTreeMap<String, OpenTool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OpenTool {
+    pub name: String,
+    pub timeout_ms: Option<u64>,
+}
+
+impl Summary {
+    /// The longest time limit declared by a tool call that is still open.
+    pub fn open_tool_timeout_ms(&self) -> Option<u64> {
+        self.open_tools.values().filter_map(|t| t.timeout_ms).max()
+    }
+
+    /// Tool calls started and not finished yet, as `(id, name)`.
+    pub fn open_tools(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.open_tools
+            .iter()
+            .map(|(id, t)| (id.as_str(), t.name.as_str()))
+    }
+}
+
+/// Where a decoder puts what one line meant.
+pub struct Out<'a> {
+    pub summary: &'a mut Summary,
+    pub events: &'a mut Vec<Event>,
+}
+
+/// The first `max` bytes of `s`, cut at a character boundary, with an
+/// ellipsis when cut; newlines folded for one-line views.
+pub fn preview(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut p = s[..end].to_string();
+    if end < s.len() {
+        p.push('…');
+    }
+    p
+}
+
+impl Out<'_> {
+    pub fn session(&mut self, id: Option<String>, model: Option<String>, version: Option<String>) {
+        let s = &mut *self.summary;
+        if s.session_id.is_none() {
+            s.session_id.clone_from(&id);
+        }
+        if model.is_some() {
+            s.model.clone_from(&model);
+        }
+        if version.is_some() {
+            s.agent_version.clone_from(&version);
+        }
+        self.events.push(Event::SessionStarted {
+            session_id: id,
+            model,
+            agent_version: version,
+        });
+    }
+
+    /// Notes a session id seen on any line, without an event.
+    pub fn session_id(&mut self, id: &str) {
+        if self.summary.session_id.is_none() && !id.is_empty() {
+            self.summary.session_id = Some(id.to_string());
+        }
+    }
+
+    pub fn text(&mut self, text: String) {
+        if !text.is_empty() {
+            self.events.push(Event::Text { text });
+        }
+    }
+
+    pub fn thinking(&mut self, text: String) {
+        if !text.is_empty() {
+            self.events.push(Event::Thinking { text });
+        }
+    }
+
+    pub fn final_text(&mut self, text: String) {
+        self.summary.final_text = Some(text);
+    }
+
+    pub fn tool_started(&mut self, id: String, name: String, input: Option<String>, timeout_ms: Option<u64>) {
+        self.summary.tool_calls += 1;
+        self.summary.open_tools.insert(
+            id.clone(),
+            OpenTool {
+                name: name.clone(),
+                timeout_ms,
+            },
+        );
+        self.events.push(Event::ToolStarted {
+            id,
+            name,
+            input: input.map(|i| preview(&i, PREVIEW)),
+            timeout_ms,
+        });
+    }
+
+    pub fn tool_progress(&mut self, id: String, elapsed_ms: Option<u64>, output: Option<&str>) {
+        self.events.push(Event::ToolProgress {
+            id,
+            elapsed_ms,
+            output: output.map(|o| preview(o, PREVIEW)),
+        });
+    }
+
+    /// Ends a tool call; one that never started (agents that report tools
+    /// only when done) is counted here.
+    pub fn tool_finished(&mut self, id: String, name: Option<String>, is_error: bool, output: Option<&str>) {
+        let open = self.summary.open_tools.remove(&id);
+        if open.is_none() {
+            self.summary.tool_calls += 1;
+        }
+        let name = name
+            .or(open.map(|t| t.name))
+            .unwrap_or_else(|| "unknown".to_string());
+        self.events.push(Event::ToolFinished {
+            id,
+            name,
+            is_error,
+            output: output.map(|o| preview(o, PREVIEW)),
+            output_bytes: output.map_or(0, |o| o.len() as u64),
+        });
+    }
+
+    /// Usage for one step or message, added to the total.
+    pub fn usage_step(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
+        self.summary.tokens.add(&tokens);
+        if let Some(c) = cost_usd {
+            *self.summary.cost_usd.get_or_insert(0.0) += c;
+        }
+        self.events.push(Event::Usage {
+            tokens,
+            cost_usd,
+            cumulative: false,
+        });
+    }
+
+    /// The agent's own running total: it replaces what was added up.
+    pub fn usage_total(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
+        self.summary.tokens = tokens;
+        if cost_usd.is_some() {
+            self.summary.cost_usd = cost_usd;
+        }
+        self.events.push(Event::Usage {
+            tokens,
+            cost_usd,
+            cumulative: true,
+        });
+    }
+
+    pub fn retry(&mut self, attempt: Option<u32>, max_attempts: Option<u32>, delay_ms: Option<u64>, reason: String) {
+        self.summary.retries += 1;
+        self.events.push(Event::Retry {
+            attempt,
+            max_attempts,
+            delay_ms,
+            reason,
+        });
+    }
+
+    pub fn error(&mut self, message: String, class: ErrorClass, fatal: bool) {
+        // A fatal error, or the first error, is what the report names.
+        if fatal || self.summary.error.is_none() {
+            self.summary.error = Some(message.clone());
+            self.summary.error_class = Some(class);
+        }
+        self.events.push(Event::Error {
+            message,
+            class,
+            fatal,
+        });
+    }
+
+    /// The terminal event.
+    pub fn result(&mut self, success: bool, text: Option<String>, error: Option<String>) {
+        self.summary.terminal = Some(success);
+        if let Some(t) = &text {
+            self.summary.final_text = Some(t.clone());
+        }
+        if let Some(e) = &error {
+            self.summary.error = Some(e.clone());
+            if self.summary.error_class.is_none() {
+                self.summary.error_class = Some(ErrorClass::classify(e, None));
+            }
+        }
+        self.events.push(Event::Result {
+            success,
+            text,
+            error,
+        });
+    }
+}
