@@ -57,7 +57,12 @@ pub struct UnknownAgent(pub String);
 
 impl fmt::Display for UnknownAgent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown agent `{}`; known agents: {}", self.0, Agent::names())
+        write!(
+            f,
+            "unknown agent `{}`; known agents: {}",
+            self.0,
+            Agent::names()
+        )
     }
 }
 

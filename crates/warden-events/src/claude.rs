@@ -151,7 +151,11 @@ struct ToolTimeout {
 }
 
 /// Error categories of synthetic messages that no retry will fix.
-const FATAL_CATEGORIES: &[&str] = &["authentication_failed", "oauth_org_not_allowed", "billing_error"];
+const FATAL_CATEGORIES: &[&str] = &[
+    "authentication_failed",
+    "oauth_org_not_allowed",
+    "billing_error",
+];
 
 fn class_of(category: &str) -> ErrorClass {
     match category {
@@ -177,13 +181,20 @@ impl Decode for Claude {
                 l.claude_code_version,
             ),
             ("system", Some("api_retry")) => {
-                let category = l.error.and_then(|e| serde_json::from_str::<String>(e.get()).ok());
+                let category = l
+                    .error
+                    .and_then(|e| serde_json::from_str::<String>(e.get()).ok());
                 let category = category.unwrap_or_else(|| "unknown".into());
                 let reason = match l.error_status {
                     Some(s) => format!("{category} (HTTP {s})"),
                     None => category.clone(),
                 };
-                out.retry(l.attempt, l.max_retries, l.retry_delay_ms.map(|d| d as u64), reason);
+                out.retry(
+                    l.attempt,
+                    l.max_retries,
+                    l.retry_delay_ms.map(|d| d as u64),
+                    reason,
+                );
                 if FATAL_CATEGORIES.contains(&category.as_str()) {
                     out.error(
                         format!("authentication failed: {category}"),
@@ -218,10 +229,10 @@ impl Decode for Claude {
                 if let Some(t) = l.num_turns {
                     out.summary.turns = t;
                 }
-                let failed = l.is_error.unwrap_or(l.subtype.as_deref() != Some("success"));
-                let text = l
-                    .result
-                    .or_else(|| self.last_text.take().map(|(_, t)| t));
+                let failed = l
+                    .is_error
+                    .unwrap_or(l.subtype.as_deref() != Some("success"));
+                let text = l.result.or_else(|| self.last_text.take().map(|(_, t)| t));
                 let error = failed.then(|| {
                     let listed: Vec<String> = l
                         .errors
@@ -234,9 +245,8 @@ impl Decode for Claude {
                     } else if let Some(e) = out.summary.error.clone() {
                         e
                     } else {
-                        text.clone().unwrap_or_else(|| {
-                            l.subtype.as_deref().unwrap_or("error").to_string()
-                        })
+                        text.clone()
+                            .unwrap_or_else(|| l.subtype.as_deref().unwrap_or("error").to_string())
                     };
                     if let Some(reason) = &l.terminal_reason {
                         msg.push_str(&format!(" ({reason}"));
@@ -309,9 +319,16 @@ impl Claude {
             }
         }
         let text = texts.join("");
-        if let Some(category) = l.error.and_then(|e| serde_json::from_str::<String>(e.get()).ok()) {
+        if let Some(category) = l
+            .error
+            .and_then(|e| serde_json::from_str::<String>(e.get()).ok())
+        {
             let class = class_of(&category);
-            let message = if text.is_empty() { category.clone() } else { text.clone() };
+            let message = if text.is_empty() {
+                category.clone()
+            } else {
+                text.clone()
+            };
             out.error(message, class, class == ErrorClass::Authentication);
             return;
         }
@@ -330,7 +347,9 @@ impl Claude {
 
 fn blocks(content: Option<&RawValue>) -> Vec<Block<'_>> {
     match content {
-        Some(raw) if raw.get().starts_with('[') => serde_json::from_str(raw.get()).unwrap_or_default(),
+        Some(raw) if raw.get().starts_with('[') => {
+            serde_json::from_str(raw.get()).unwrap_or_default()
+        }
         _ => Vec::new(),
     }
 }

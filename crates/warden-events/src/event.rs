@@ -68,17 +68,38 @@ impl ErrorClass {
             Some(429 | 529) => return ErrorClass::RateLimit,
             _ => {}
         }
-        if ["401", "403", "unauthorized", "authentication", "api key", "api_key", "/login", "forbidden", "credential"]
-            .iter()
-            .any(|w| m.contains(w))
+        if [
+            "401",
+            "403",
+            "unauthorized",
+            "authentication",
+            "api key",
+            "api_key",
+            "/login",
+            "forbidden",
+            "credential",
+        ]
+        .iter()
+        .any(|w| m.contains(w))
         {
             ErrorClass::Authentication
-        } else if ["429", "rate limit", "rate_limit", "overloaded", "too many requests", "quota"]
-            .iter()
-            .any(|w| m.contains(w))
+        } else if [
+            "429",
+            "rate limit",
+            "rate_limit",
+            "overloaded",
+            "too many requests",
+            "quota",
+        ]
+        .iter()
+        .any(|w| m.contains(w))
         {
             ErrorClass::RateLimit
-        } else if status.is_some() || ["api error", "500", "502", "503", "server"].iter().any(|w| m.contains(w)) {
+        } else if status.is_some()
+            || ["api error", "500", "502", "503", "server"]
+                .iter()
+                .any(|w| m.contains(w))
+        {
             ErrorClass::Api
         } else {
             ErrorClass::Other

@@ -103,7 +103,12 @@ impl Decode for Gemini {
             "tool_result" => {
                 let failed = l.status.as_deref() == Some("error");
                 let output = l.error.and_then(|e| e.message).or(l.output);
-                out.tool_finished(l.tool_id.unwrap_or_default(), None, failed, output.as_deref());
+                out.tool_finished(
+                    l.tool_id.unwrap_or_default(),
+                    None,
+                    failed,
+                    output.as_deref(),
+                );
             }
             "error" => {
                 let message = l.message.unwrap_or_else(|| "error".into());
@@ -124,10 +129,8 @@ impl Decode for Gemini {
                     let text = (!self.turn_text.is_empty()).then(|| self.turn_text.clone());
                     out.result(true, text, None);
                 } else {
-                    let (kind, message) = l
-                        .error
-                        .map(|e| (e.ty, e.message))
-                        .unwrap_or((None, None));
+                    let (kind, message) =
+                        l.error.map(|e| (e.ty, e.message)).unwrap_or((None, None));
                     let message = message.unwrap_or_else(|| "the run ended with an error".into());
                     let class = match kind.as_deref() {
                         Some(k) if k.contains("Auth") => ErrorClass::Authentication,

@@ -67,7 +67,13 @@ pub fn input_view(raw: Option<&RawValue>) -> Option<String> {
 
 /// A number field that some CLIs write as a float and others as an integer.
 pub fn as_u64(v: Option<f64>) -> u64 {
-    v.map_or(0, |f| if f.is_finite() && f > 0.0 { f as u64 } else { 0 })
+    v.map_or(0, |f| {
+        if f.is_finite() && f > 0.0 {
+            f as u64
+        } else {
+            0
+        }
+    })
 }
 
 #[cfg(test)]
@@ -88,7 +94,10 @@ mod tests {
 
     #[test]
     fn text_of_strings_and_blocks() {
-        let raw: Box<RawValue> = serde_json::from_str(r#"[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"}]"#).unwrap();
+        let raw: Box<RawValue> = serde_json::from_str(
+            r#"[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"}]"#,
+        )
+        .unwrap();
         assert_eq!(text_of(&raw).unwrap(), "a\nb");
         let raw: Box<RawValue> = serde_json::from_str(r#""plain \"q\"""#).unwrap();
         assert_eq!(text_of(&raw).unwrap(), "plain \"q\"");
@@ -96,7 +105,8 @@ mod tests {
 
     #[test]
     fn input_view_prefers_the_command() {
-        let raw: Box<RawValue> = serde_json::from_str(r#"{"command":"cargo test","timeout":5}"#).unwrap();
+        let raw: Box<RawValue> =
+            serde_json::from_str(r#"{"command":"cargo test","timeout":5}"#).unwrap();
         assert_eq!(input_view(Some(&raw)).unwrap(), "cargo test");
         let raw: Box<RawValue> = serde_json::from_str(r#"{"cmd":["bash","-lc","ls"]}"#).unwrap();
         assert_eq!(input_view(Some(&raw)).unwrap(), "bash -lc ls");

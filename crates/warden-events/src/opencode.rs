@@ -145,7 +145,10 @@ impl Decode for OpenCode {
             "step_finish" => {
                 let Some(p) = l.part else { return true };
                 if let Some(t) = p.tokens {
-                    let cache = t.cache.unwrap_or(Cache { read: None, write: None });
+                    let cache = t.cache.unwrap_or(Cache {
+                        read: None,
+                        write: None,
+                    });
                     let tokens = Tokens {
                         input: as_u64(t.input),
                         output: as_u64(t.output),

@@ -175,10 +175,9 @@ impl Decode for Pi {
             "agent_end" => {
                 let failed = matches!(self.last_stop.as_deref(), Some("error" | "aborted"));
                 if failed {
-                    let message = self
-                        .last_error
-                        .clone()
-                        .unwrap_or_else(|| format!("stopped: {}", self.last_stop.as_deref().unwrap_or("?")));
+                    let message = self.last_error.clone().unwrap_or_else(|| {
+                        format!("stopped: {}", self.last_stop.as_deref().unwrap_or("?"))
+                    });
                     out.result(false, None, Some(message));
                 } else {
                     out.result(true, self.last_text.clone(), None);
@@ -215,7 +214,9 @@ impl Pi {
         }
         self.last_stop.clone_from(&m.stop_reason);
         if m.stop_reason.as_deref() == Some("error") {
-            let message = m.error_message.unwrap_or_else(|| "the model call failed".into());
+            let message = m
+                .error_message
+                .unwrap_or_else(|| "the model call failed".into());
             let class = ErrorClass::classify(&message, None);
             self.last_error = Some(message.clone());
             // Fatal only if no retry follows; authentication never recovers.

@@ -119,7 +119,13 @@ impl Out<'_> {
         self.summary.final_text = Some(text);
     }
 
-    pub fn tool_started(&mut self, id: String, name: String, input: Option<String>, timeout_ms: Option<u64>) {
+    pub fn tool_started(
+        &mut self,
+        id: String,
+        name: String,
+        input: Option<String>,
+        timeout_ms: Option<u64>,
+    ) {
         self.summary.tool_calls += 1;
         self.summary.open_tools.insert(
             id.clone(),
@@ -146,7 +152,13 @@ impl Out<'_> {
 
     /// Ends a tool call; one that never started (agents that report tools
     /// only when done) is counted here.
-    pub fn tool_finished(&mut self, id: String, name: Option<String>, is_error: bool, output: Option<&str>) {
+    pub fn tool_finished(
+        &mut self,
+        id: String,
+        name: Option<String>,
+        is_error: bool,
+        output: Option<&str>,
+    ) {
         let open = self.summary.open_tools.remove(&id);
         if open.is_none() {
             self.summary.tool_calls += 1;
@@ -189,7 +201,13 @@ impl Out<'_> {
         });
     }
 
-    pub fn retry(&mut self, attempt: Option<u32>, max_attempts: Option<u32>, delay_ms: Option<u64>, reason: String) {
+    pub fn retry(
+        &mut self,
+        attempt: Option<u32>,
+        max_attempts: Option<u32>,
+        delay_ms: Option<u64>,
+        reason: String,
+    ) {
         self.summary.retries += 1;
         self.events.push(Event::Retry {
             attempt,

@@ -29,12 +29,18 @@ pub fn render(agent: Agent, bytes: &[u8], chunk: usize) -> String {
         d.push(c, &mut on_line);
     }
     d.finish(&mut on_line);
-    let _ = writeln!(out, "summary: {}", serde_json::to_string_pretty(d.summary()).unwrap());
+    let _ = writeln!(
+        out,
+        "summary: {}",
+        serde_json::to_string_pretty(d.summary()).unwrap()
+    );
     out
 }
 
 fn fixtures(agent: Agent) -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(agent.name());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(agent.name());
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()
@@ -57,7 +63,11 @@ fn check(agent: Agent) {
         let whole = render(agent, &bytes, bytes.len());
         // The same events whatever the chunking.
         for chunk in [1, 7, 4096] {
-            assert_eq!(render(agent, &bytes, chunk), whole, "{agent}/{name} split every {chunk} bytes");
+            assert_eq!(
+                render(agent, &bytes, chunk),
+                whole,
+                "{agent}/{name} split every {chunk} bytes"
+            );
         }
         insta::assert_snapshot!(format!("{}__{}", agent.name(), name), whole);
     }

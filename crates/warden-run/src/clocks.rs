@@ -36,6 +36,9 @@ pub struct ClockState {
     pub timeout: Option<Duration>,
     pub startup_timeout: Option<Duration>,
     pub stall_timeout: Option<Duration>,
+    /// While a tool call that declared its own time limit is open: that
+    /// limit plus a margin. The stall clock is at least this long.
+    pub stall_floor: Option<Duration>,
     pub completion_timeout: Option<Duration>,
     pub kill_grace: Duration,
     pub drain_grace: Duration,
@@ -55,6 +58,13 @@ pub struct ClockState {
 }
 
 impl ClockState {
+    /// The stall timeout in force: the configured one, stretched by an
+    /// open tool call's declared limit.
+    pub fn effective_stall(&self) -> Option<Duration> {
+        self.stall_timeout
+            .map(|s| self.stall_floor.map_or(s, |f| s.max(f)))
+    }
+
     /// The earliest deadline that is still to fire.
     pub fn next(&self) -> Option<(Instant, Clock)> {
         let started = self.started?;
@@ -91,7 +101,7 @@ impl ClockState {
                 // spawn: silence is silence.
                 (last, None) => {
                     let last = last.unwrap_or(started);
-                    if let Some(s) = self.stall_timeout {
+                    if let Some(s) = self.effective_stall() {
                         if !self.warned {
                             candidates.push((last + s / 2, Clock::StallWarning));
                         }
@@ -151,6 +161,21 @@ mod tests {
         assert_eq!(
             s.next(),
             Some((t0 + Duration::from_secs(10), Clock::StallWarning))
+        );
+    }
+
+    #[test]
+    fn an_open_tool_with_a_long_declared_limit_stretches_the_stall_clock() {
+        let (t0, mut s) = base();
+        s.last_activity = Some(t0);
+        s.warned = true;
+        s.stall_floor = Some(Duration::from_secs(90));
+        assert_eq!(s.next(), Some((t0 + Duration::from_secs(90), Clock::Stall)));
+        s.stall_floor = Some(Duration::from_secs(5));
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(20), Clock::Stall)),
+            "never shorter"
         );
     }
 

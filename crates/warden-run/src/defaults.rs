@@ -41,3 +41,7 @@ pub const RUNS_DIR: &str = ".warden/runs";
 /// every process is gone before the report is written anyway. SIGKILL cannot
 /// be ignored, so only a process stuck in the kernel (state D) gets here.
 pub const FINAL_KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// Added to a tool call's own declared time limit when it stretches the
+/// stall clock: the tool's output and the agent's reply take a moment.
+pub const TOOL_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);

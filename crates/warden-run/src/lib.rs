@@ -29,6 +29,7 @@ pub mod clocks;
 pub mod defaults;
 pub mod limits;
 pub mod live;
+mod pipe;
 pub mod report;
 pub mod supervisor;
 pub mod verdict;
@@ -45,6 +46,7 @@ pub use limits::Limits;
 pub use report::Report;
 pub use supervisor::Control;
 pub use verdict::Verdict;
+pub use warden_events::Agent;
 pub use warden_events::event::Stamped;
 pub use warden_process::ContainmentChoice;
 
@@ -54,8 +56,8 @@ use supervisor::{Setup, Supervisor};
 /// Everything needed to start one run.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
-    /// The agent's name (`exec` for any command).
-    pub agent: String,
+    /// The agent: how its output is decoded and judged.
+    pub agent: Agent,
     /// The program and its arguments.
     pub command: Vec<OsString>,
     /// The working directory of the agent.
@@ -83,7 +85,7 @@ impl RunSpec {
         S: Into<OsString>,
     {
         Self {
-            agent: "exec".into(),
+            agent: Agent::Exec,
             command: command.into_iter().map(Into::into).collect(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             run_dir: None,
@@ -158,7 +160,7 @@ impl Run {
 
         let setup = Setup {
             run_id: run_id.clone(),
-            agent: spec.agent.clone(),
+            agent: spec.agent,
             command: spec
                 .command
                 .iter()

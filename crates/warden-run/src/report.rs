@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use warden_events::Holder;
+use warden_events::{ErrorClass, Holder, Tokens};
 
 use crate::verdict::Verdict;
 
@@ -27,6 +27,15 @@ pub struct Truncation {
     pub bytes: u64,
     /// The processes that still held the pipes then.
     pub holders: Vec<Holder>,
+}
+
+/// A tool call whose declared time limit pushed the stall deadline out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StallExtension {
+    pub at_ms: u64,
+    pub tool_id: String,
+    pub tool: String,
+    pub timeout_ms: u64,
 }
 
 /// The effective limits, as milliseconds (`null` for a disabled clock).
@@ -74,6 +83,23 @@ pub struct Report {
     pub orphans: Vec<Orphan>,
     pub orphans_killed: u32,
     pub containment: Option<String>,
+    pub agent_version: Option<String>,
+    pub model: Option<String>,
+    pub session_id: Option<String>,
+    pub turns: u32,
+    pub tool_calls: u32,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub retries: u32,
+    /// The agent's last answer.
+    pub final_text: Option<String>,
+    /// The error the agent reported (the fatal one, else the first).
+    pub error_message: Option<String>,
+    pub error_class: Option<ErrorClass>,
+    /// When the agent's terminal event came.
+    pub terminal_event_ms: Option<u64>,
+    /// Tool calls that declared a time limit longer than the stall timeout.
+    pub stall_extensions: Vec<StallExtension>,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub limits: LimitsReport,

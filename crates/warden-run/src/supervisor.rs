@@ -20,13 +20,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::{Sender, UnboundedReceiver};
 use warden_events::event::Stamped;
-use warden_events::{Event, Holder, Line, LineSplitter, SignalMatcher, Stream, exec};
+use warden_events::{Agent, Event, Holder, LineKind, SignalMatcher, Stream, Summary};
 use warden_process::{RunTree, ShimMessage, Signal};
 
 use crate::artifacts::RunDir;
@@ -34,8 +32,9 @@ use crate::clocks::{Clock, ClockState};
 use crate::defaults;
 use crate::limits::Limits;
 use crate::live::LiveFeed;
-use crate::report::{LimitsReport, Orphan, Report, Truncation};
-use crate::verdict::Verdict;
+use crate::pipe::{Pipe, Reader, read};
+use crate::report::{LimitsReport, Orphan, Report, StallExtension, Truncation};
+use crate::verdict::{Cause, Facts, Verdict, decide};
 
 /// A request to the running supervisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,57 +45,10 @@ pub enum Control {
     Kill,
 }
 
-/// Why warden began to end the run before the agent exited on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    Stalled,
-    StartupTimeout,
-    TimedOut,
-    Cancelled,
-    /// The completion window ran out; the run keeps the verdict it earned.
-    ForcedCompletion,
-}
-
-type Reader = Pin<Box<dyn AsyncRead + Send>>;
-
-const READ_CHUNK: usize = 64 * 1024;
-
-/// One output pipe of the agent.
-struct Pipe {
-    stream: Stream,
-    reader: Option<Reader>,
-    buf: Vec<u8>,
-    lines: LineSplitter,
-    bytes: u64,
-}
-
-impl Pipe {
-    fn new(stream: Stream, reader: Option<Reader>, max_line: usize) -> Self {
-        Self {
-            stream,
-            reader,
-            buf: vec![0; READ_CHUNK],
-            lines: LineSplitter::new(max_line),
-            bytes: 0,
-        }
-    }
-
-    fn open(&self) -> bool {
-        self.reader.is_some()
-    }
-}
-
-async fn read(pipe: &mut Option<Reader>, buf: &mut [u8]) -> std::io::Result<usize> {
-    match pipe {
-        Some(r) => r.read(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// What the supervisor is started with.
 pub struct Setup {
     pub run_id: String,
-    pub agent: String,
+    pub agent: Agent,
     pub command: Vec<String>,
     pub cwd: PathBuf,
     pub limits: Limits,
@@ -129,6 +81,10 @@ pub struct Supervisor {
     spawn_error: Option<String>,
     stdout_bytes: u64,
     stderr_bytes: u64,
+    /// What the agent's decoder learned (kept current for the report).
+    summary: Summary,
+    terminal_seen: Option<Instant>,
+    stall_extensions: Vec<StallExtension>,
 }
 
 impl Supervisor {
@@ -170,6 +126,9 @@ impl Supervisor {
             spawn_error: None,
             stdout_bytes: 0,
             stderr_bytes: 0,
+            summary: Summary::default(),
+            terminal_seen: None,
+            stall_extensions: Vec::new(),
         }
     }
 
@@ -208,7 +167,7 @@ impl Supervisor {
         }
         Report {
             run_id: self.setup.run_id.clone(),
-            agent: self.setup.agent.clone(),
+            agent: self.setup.agent.name().to_string(),
             command: self.setup.command.clone(),
             cwd: self.setup.cwd.clone(),
             run_dir: self.setup.dir.path().to_path_buf(),
@@ -235,6 +194,19 @@ impl Supervisor {
             orphans: self.orphans.clone(),
             orphans_killed: self.orphans_killed(),
             containment: self.containment.clone(),
+            agent_version: self.summary.agent_version.clone(),
+            model: self.summary.model.clone(),
+            session_id: self.summary.session_id.clone(),
+            turns: self.summary.turns,
+            tool_calls: self.summary.tool_calls,
+            tokens: self.summary.tokens,
+            cost_usd: self.summary.cost_usd,
+            retries: self.summary.retries,
+            final_text: self.summary.final_text.clone(),
+            error_message: self.summary.error.clone(),
+            error_class: self.summary.error_class,
+            terminal_event_ms: self.terminal_seen.map(|t| self.ms(t)),
+            stall_extensions: self.stall_extensions.clone(),
             stdout_bytes: self.stdout_bytes,
             stderr_bytes: self.stderr_bytes,
             limits: LimitsReport {
@@ -285,13 +257,16 @@ impl Supervisor {
         let _ = self.setup.dir.flush_events();
 
         let max_line = self.setup.limits.max_line;
+        let agent = self.setup.agent;
         let mut out = Pipe::new(
             Stream::Stdout,
+            agent,
             tree.stdout.take().map(|r| Box::pin(r) as Reader),
             max_line,
         );
         let mut err = Pipe::new(
             Stream::Stderr,
+            agent,
             tree.stderr.take().map(|r| Box::pin(r) as Reader),
             max_line,
         );
@@ -351,13 +326,12 @@ impl Supervisor {
         };
         let now = Instant::now();
         if n == 0 {
-            pipe.reader = None;
-            let stream = pipe.stream;
-            pipe.lines.finish(|l| self.on_line(stream, l, now));
+            pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+            self.after_lines(pipe, now);
             return;
         }
-        let chunk = &pipe.buf[..n];
         pipe.bytes += n as u64;
+        let chunk = &pipe.buf[..n];
         let tee = match pipe.stream {
             Stream::Stdout => {
                 self.stdout_bytes += n as u64;
@@ -372,30 +346,87 @@ impl Supervisor {
             let name = format!("{}.log", pipe.stream.as_str());
             self.note_error(format!("could not write {name}: {e}"));
         }
-        if pipe.stream == Stream::Stdout && self.signal.push(chunk) {
+        // For `exec` the signal is matched on the raw stream (so it is found
+        // even without a newline); for agents, on their decoded text.
+        if pipe.stream == Stream::Stdout && !self.setup.agent.is_json() && self.signal.push(chunk) {
             self.on_completion_signal(now);
         }
-        let stream = pipe.stream;
-        pipe.lines.push(chunk, |l| self.on_line(stream, l, now));
+        pipe.decode(n, |stream, kind, events| {
+            self.on_line(stream, kind, events, now)
+        });
+        self.after_lines(pipe, now);
     }
 
-    fn on_line(&mut self, stream: Stream, line: Line<'_>, now: Instant) {
-        if self.clocks.completing_since_line.is_some() {
+    fn on_line(&mut self, stream: Stream, kind: LineKind, events: &mut Vec<Event>, now: Instant) {
+        if kind != LineKind::EndOfStream && self.clocks.completing_since_line.is_some() {
             self.clocks.completing_since_line = Some(now);
         }
-        match line {
-            Line::Oversized { len } => {
+        match kind {
+            LineKind::WellFormed => self.on_activity(now),
+            LineKind::Oversized { len } => {
                 self.on_activity(now);
                 self.emit(Event::OversizedLine { stream, bytes: len });
             }
-            Line::Complete(bytes) => {
-                let decoded = exec::decode_line(stream, bytes);
-                if decoded.activity {
-                    self.on_activity(now);
+            LineKind::Malformed | LineKind::EndOfStream => {}
+        }
+        for event in events.drain(..) {
+            let event = match (stream, event) {
+                (Stream::Stderr, Event::Text { text }) => Event::Stderr { text },
+                (Stream::Stdout, Event::Text { text }) if self.setup.agent.is_json() => {
+                    if self.signal.push(text.as_bytes()) {
+                        self.on_completion_signal(now);
+                    }
+                    Event::Text { text }
                 }
-                if let Some(e) = decoded.event {
-                    self.emit(e);
+                (
+                    _,
+                    Event::ToolStarted {
+                        id,
+                        name,
+                        input,
+                        timeout_ms,
+                    },
+                ) => {
+                    if let (Some(t), Some(stall)) = (timeout_ms, self.clocks.stall_timeout)
+                        && Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN > stall
+                    {
+                        self.stall_extensions.push(StallExtension {
+                            at_ms: self.ms(now),
+                            tool_id: id.clone(),
+                            tool: name.clone(),
+                            timeout_ms: t,
+                        });
+                    }
+                    Event::ToolStarted {
+                        id,
+                        name,
+                        input,
+                        timeout_ms,
+                    }
                 }
+                (_, e) => e,
+            };
+            self.emit(event);
+        }
+    }
+
+    /// After a chunk of stdout: what the decoder learned, the terminal
+    /// event, and open tool calls' declared limits.
+    fn after_lines(&mut self, pipe: &Pipe, now: Instant) {
+        if pipe.stream != Stream::Stdout {
+            return;
+        }
+        self.summary.clone_from(pipe.summary());
+        self.clocks.stall_floor = self
+            .summary
+            .open_tool_timeout_ms()
+            .map(|t| Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN);
+        if self.summary.terminal.is_some() && self.terminal_seen.is_none() {
+            self.terminal_seen = Some(now);
+            // Done by its own word: from now on silence means it will not
+            // exit, not that it is thinking.
+            if self.clocks.completing_since_line.is_none() {
+                self.clocks.completing_since_line = Some(now);
             }
         }
     }
@@ -527,12 +558,9 @@ impl Supervisor {
                         .collect::<Vec<_>>();
                     let bytes = out.bytes + err.bytes;
                     for pipe in [&mut *out, &mut *err] {
-                        if pipe.open() {
-                            pipe.reader = None;
-                            // Keep a last line that had no newline.
-                            let stream = pipe.stream;
-                            pipe.lines.finish(|l| self.on_line(stream, l, now));
-                        }
+                        // Keep a last line that had no newline.
+                        pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+                        self.after_lines(pipe, now);
                     }
                     self.emit(Event::OutputTruncated {
                         bytes,
@@ -556,8 +584,10 @@ impl Supervisor {
                 if self.exit.is_none() {
                     self.note_error("the agent's exit status was never reported".into());
                 }
-                out.reader = None;
-                err.reader = None;
+                for pipe in [&mut *out, &mut *err] {
+                    pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+                    self.after_lines(pipe, now);
+                }
             }
         }
     }
@@ -645,54 +675,19 @@ impl Supervisor {
         let l = &self.setup.limits;
         let fmt =
             |d: Option<Duration>| humantime::format_duration(d.unwrap_or_default()).to_string();
-        if let Some(e) = &self.spawn_error {
-            return (Verdict::SpawnFailed, e.clone());
-        }
-        match self.cause {
-            Some(Cause::Stalled) => (
-                Verdict::Stalled,
-                format!(
-                    "no activity for {} (stall timeout)",
-                    fmt(self.clocks.stall_timeout)
-                ),
-            ),
-            Some(Cause::StartupTimeout) => (
-                Verdict::StartupTimeout,
-                format!(
-                    "no output at all within {} of the start (startup timeout)",
-                    fmt(l.startup_timeout)
-                ),
-            ),
-            Some(Cause::TimedOut) => (
-                Verdict::TimedOut,
-                format!("the run clock of {} ran out", fmt(l.timeout)),
-            ),
-            Some(Cause::Cancelled) => {
-                (Verdict::Cancelled, "cancelled by a signal to warden".into())
-            }
-            Some(Cause::ForcedCompletion) => (
-                Verdict::Succeeded,
-                format!(
-                    "the completion signal was seen, then {} of silence without exit; the process tree was killed",
-                    fmt(l.completion_timeout)
-                ),
-            ),
-            None => match self.exit {
-                Some((Some(0), _)) => (Verdict::Succeeded, "exited with code 0".into()),
-                Some((Some(code), _)) => (Verdict::AgentFailed, format!("exited with code {code}")),
-                Some((None, Some(sig))) => (
-                    Verdict::AgentFailed,
-                    format!(
-                        "killed by signal {sig} ({}), not sent by warden",
-                        signal_name(sig)
-                    ),
-                ),
-                _ => (
-                    Verdict::InternalError,
-                    "the agent's exit status is unknown".into(),
-                ),
-            },
-        }
+        decide(&Facts {
+            json_agent: self.setup.agent.is_json(),
+            spawn_error: self.spawn_error.clone(),
+            cause: self.cause,
+            exit: self.exit,
+            terminal: self.summary.terminal,
+            agent_error: self.summary.error.clone(),
+            completion_signal_seen: self.completion_seen.is_some(),
+            stall_timeout: fmt(self.clocks.effective_stall()),
+            startup_timeout: fmt(l.startup_timeout),
+            timeout: fmt(l.timeout),
+            completion_timeout: fmt(l.completion_timeout),
+        })
     }
 }
 
@@ -702,22 +697,6 @@ fn cause_reason(cause: Cause) -> &'static str {
         Cause::StartupTimeout => "startup timeout",
         Cause::TimedOut => "run timeout",
         Cause::Cancelled => "cancelled",
-        Cause::ForcedCompletion => "completion timeout after the completion signal",
-    }
-}
-
-/// The usual name of a signal number, for messages.
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        6 => "SIGABRT",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        _ => "signal",
+        Cause::ForcedCompletion => "completion timeout after the agent said it was done",
     }
 }

@@ -54,9 +54,206 @@ impl Verdict {
     }
 }
 
+/// Why warden began to end the run before the agent exited on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    Stalled,
+    StartupTimeout,
+    TimedOut,
+    Cancelled,
+    /// The completion window ran out; the run keeps the verdict it earned.
+    ForcedCompletion,
+}
+
+/// Everything the verdict depends on.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// A JSON agent, which must end with a terminal event; `exec` need not.
+    pub json_agent: bool,
+    pub spawn_error: Option<String>,
+    pub cause: Option<Cause>,
+    /// `(exit code, signal)`.
+    pub exit: Option<(Option<i32>, Option<i32>)>,
+    /// The terminal event's word: success, failure, or none came.
+    pub terminal: Option<bool>,
+    pub agent_error: Option<String>,
+    pub completion_signal_seen: bool,
+    /// The clocks, written for people (`15m`), for the reasons.
+    pub stall_timeout: String,
+    pub startup_timeout: String,
+    pub timeout: String,
+    pub completion_timeout: String,
+}
+
+/// Decides the verdict and says why, in one sentence (DESIGN §5.2, §6).
+pub fn decide(f: &Facts) -> (Verdict, String) {
+    if let Some(e) = &f.spawn_error {
+        return (Verdict::SpawnFailed, e.clone());
+    }
+    let agent_failed = |what: &str| {
+        let detail = f.agent_error.as_deref().unwrap_or("no message");
+        (Verdict::AgentFailed, format!("{what}: {detail}"))
+    };
+    match f.cause {
+        Some(Cause::Stalled) => {
+            return (
+                Verdict::Stalled,
+                format!("no activity for {} (stall timeout)", f.stall_timeout),
+            );
+        }
+        Some(Cause::StartupTimeout) => {
+            return (
+                Verdict::StartupTimeout,
+                format!(
+                    "no output at all within {} of the start (startup timeout)",
+                    f.startup_timeout
+                ),
+            );
+        }
+        Some(Cause::TimedOut) => {
+            return (
+                Verdict::TimedOut,
+                format!("the run clock of {} ran out", f.timeout),
+            );
+        }
+        Some(Cause::Cancelled) => {
+            return (Verdict::Cancelled, "cancelled by a signal to warden".into());
+        }
+        Some(Cause::ForcedCompletion) => {
+            let what = if f.terminal.is_some() {
+                "the agent's terminal event"
+            } else {
+                "the completion signal"
+            };
+            if f.terminal == Some(false) {
+                return agent_failed("the agent reported an error, then did not exit");
+            }
+            return (
+                Verdict::Succeeded,
+                format!(
+                    "{what} was seen, then {} of silence without exit; the process tree was killed",
+                    f.completion_timeout
+                ),
+            );
+        }
+        None => {}
+    }
+    if f.terminal == Some(false) {
+        return agent_failed("the agent reported an error");
+    }
+    match f.exit {
+        Some((Some(0), _)) => {
+            if !f.json_agent || f.terminal == Some(true) {
+                (Verdict::Succeeded, "exited with code 0".into())
+            } else if f.completion_signal_seen {
+                (
+                    Verdict::Succeeded,
+                    "exited with code 0 after the completion signal (no terminal event)".into(),
+                )
+            } else {
+                (
+                    Verdict::AgentFailed,
+                    "exited with code 0 but no terminal event: the agent never said it was done"
+                        .into(),
+                )
+            }
+        }
+        Some((Some(code), _)) => match &f.agent_error {
+            Some(e) => (
+                Verdict::AgentFailed,
+                format!("exited with code {code}: {e}"),
+            ),
+            None => (Verdict::AgentFailed, format!("exited with code {code}")),
+        },
+        Some((None, Some(sig))) => (
+            Verdict::AgentFailed,
+            format!(
+                "killed by signal {sig} ({}), not sent by warden",
+                signal_name(sig)
+            ),
+        ),
+        _ => (
+            Verdict::InternalError,
+            "the agent's exit status is unknown".into(),
+        ),
+    }
+}
+
+/// The usual name of a signal number, for messages.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn json(exit: i32, terminal: Option<bool>) -> Facts {
+        Facts {
+            json_agent: true,
+            exit: Some((Some(exit), None)),
+            terminal,
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn a_terminal_error_fails_the_run_even_with_exit_zero() {
+        let mut f = json(0, Some(false));
+        f.agent_error = Some("API Error: 500".into());
+        let (v, why) = decide(&f);
+        assert_eq!(v, Verdict::AgentFailed);
+        assert!(why.contains("API Error: 500"), "{why}");
+    }
+
+    #[test]
+    fn a_json_agent_without_terminal_event_fails() {
+        let (v, why) = decide(&json(0, None));
+        assert_eq!(v, Verdict::AgentFailed);
+        assert!(why.contains("no terminal event"), "{why}");
+        let mut f = json(0, None);
+        f.completion_signal_seen = true;
+        assert_eq!(
+            decide(&f).0,
+            Verdict::Succeeded,
+            "the signal counts as done"
+        );
+        assert_eq!(decide(&json(0, Some(true))).0, Verdict::Succeeded);
+        assert_eq!(decide(&json(2, Some(true))).0, Verdict::AgentFailed);
+    }
+
+    #[test]
+    fn exec_needs_no_terminal_event() {
+        let f = Facts {
+            exit: Some((Some(0), None)),
+            ..Facts::default()
+        };
+        assert_eq!(decide(&f).0, Verdict::Succeeded);
+    }
+
+    #[test]
+    fn forced_completion_keeps_the_earned_verdict() {
+        let mut f = json(0, Some(true));
+        f.exit = Some((None, Some(15)));
+        f.cause = Some(Cause::ForcedCompletion);
+        assert_eq!(decide(&f).0, Verdict::Succeeded);
+        f.terminal = Some(false);
+        assert_eq!(decide(&f).0, Verdict::AgentFailed);
+        f.terminal = None;
+        f.completion_signal_seen = true;
+        assert_eq!(decide(&f).0, Verdict::Succeeded);
+    }
 
     #[test]
     fn serialized_name_matches_as_str() {

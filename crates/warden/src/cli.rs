@@ -1,12 +1,16 @@
 //! Flags and commands.
 
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
+use warden_agents::AgentRequest;
+use warden_events::Agent;
 use warden_run::{Run, RunSpec};
 
 use crate::render::Renderer;
+use crate::replay;
 use crate::settings::RawSettings;
 
 #[derive(Debug, Parser)]
@@ -24,19 +28,56 @@ pub struct Cli {
 pub enum Command {
     /// Run an agent (or any command with `exec`) under supervision.
     Run(RunArgs),
+    /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
+    Replay(ReplayArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The agent: `exec` runs any command given after `--`.
+    /// The agent: claude, codex, opencode, pi, gemini, or exec (any command, given after `--`).
     pub agent: String,
 
-    /// The command and its arguments (for `exec`), after `--`.
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    /// The prompt. Or use -f FILE; `-` reads it from stdin.
+    pub prompt: Option<String>,
+
+    /// Read the prompt from this file (`-` for stdin).
+    #[arg(short = 'f', long = "prompt-file", value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
+
+    /// The model, passed to the agent's CLI.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Reasoning effort, for CLIs that take one (codex, opencode, pi).
+    #[arg(long, value_name = "LEVEL")]
+    pub effort: Option<String>,
+
+    /// Continue this session of the agent.
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+
+    /// The agent CLI's executable, if it is not on PATH under its usual name.
+    #[arg(long, value_name = "PATH")]
+    pub agent_bin: Option<PathBuf>,
+
+    /// For `exec`: the command and its arguments. For an agent: extra
+    /// arguments for its CLI.
+    #[arg(last = true, value_name = "ARGS")]
+    pub rest: Vec<String>,
 
     #[command(flatten)]
     pub settings: SettingFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The agent whose output this is.
+    pub agent: String,
+    /// The recorded stdout, e.g. .warden/runs/<run-id>/stdout.log.
+    pub file: PathBuf,
+    /// Print the events as JSON lines, then the summary object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Every setting flag; each also comes from `WARDEN_<NAME>` and from
@@ -53,7 +94,7 @@ pub struct SettingFlags {
     /// Kill the run if no activity at all comes this soon [default: 2m].
     #[arg(long, value_name = "DURATION")]
     pub startup_timeout: Option<String>,
-    /// After the completion signal, end the run after this much silence [default: 60s].
+    /// After the agent says it is done, end the run after this much silence [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub completion_timeout: Option<String>,
     /// The string that says the task is done [default: <promise>COMPLETE</promise>].
@@ -77,7 +118,7 @@ pub struct SettingFlags {
     /// Write the events as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Do not echo the command's output; warnings and the summary remain.
+    /// Do not echo the agent's output; warnings and the summary remain.
     #[arg(short, long)]
     pub quiet: bool,
     /// Read settings from this file instead of ./warden.toml.
@@ -88,43 +129,100 @@ pub struct SettingFlags {
 pub async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(args) => run(args).await,
+        Command::Replay(args) => replay::replay(&args),
     }
 }
 
-const AGENTS: &[&str] = &["exec"];
+/// Prints a usage error and gives its exit code.
+fn usage(msg: impl std::fmt::Display) -> u8 {
+    eprintln!("warden: error: {msg}");
+    2
+}
+
+/// The prompt from the argument, the file, or stdin.
+fn read_prompt(args: &RunArgs) -> Result<Option<String>, String> {
+    let from_stdin = || -> Result<String, String> {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("could not read the prompt from stdin: {e}"))?;
+        Ok(s)
+    };
+    match (&args.prompt, &args.prompt_file) {
+        (Some(_), Some(_)) => {
+            Err("give the prompt as an argument or with -f FILE, not both".into())
+        }
+        (Some(p), None) if p == "-" => from_stdin().map(Some),
+        (Some(p), None) => Ok(Some(p.clone())),
+        (None, Some(f)) if f.as_os_str() == "-" => from_stdin().map(Some),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .map(Some)
+            .map_err(|e| format!("could not read the prompt file {}: {e}", f.display())),
+        (None, None) if !std::io::stdin().is_terminal() => from_stdin().map(Some),
+        (None, None) => Ok(None),
+    }
+}
 
 async fn run(args: RunArgs) -> u8 {
-    if !AGENTS.contains(&args.agent.as_str()) {
-        eprintln!(
-            "warden: error: unknown agent `{}`; known agents: {}\n  for any command: warden run exec -- CMD [ARGS...]",
-            args.agent,
-            AGENTS.join(", ")
-        );
-        return 2;
-    }
-    if args.command.is_empty() {
-        eprintln!(
-            "warden: error: no command given for `exec`\n  put it after `--`, e.g.: warden run exec -- sh -c 'echo hello'"
-        );
-        return 2;
-    }
+    let agent: Agent = match args.agent.parse() {
+        Ok(a) => a,
+        Err(e) => {
+            return usage(format_args!(
+                "{e}\n  for any command: warden run exec -- CMD [ARGS...]"
+            ));
+        }
+    };
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("warden: error: cannot read the current directory: {e}");
-            return 2;
-        }
+        Err(e) => return usage(format_args!("cannot read the current directory: {e}")),
     };
     let resolved = match RawSettings::gather(&args.settings, &cwd).and_then(|raw| raw.resolve()) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("warden: error: {e}");
-            return 2;
-        }
+        Err(e) => return usage(e),
     };
 
-    let mut spec = RunSpec::exec(&args.command);
-    spec.agent = args.agent.clone();
+    let mut spec = if agent == Agent::Exec {
+        if args.prompt.is_some() || args.prompt_file.is_some() {
+            return usage(
+                "`exec` runs a command, not a prompt: put the command after `--`, e.g. warden run exec -- make test",
+            );
+        }
+        if args.rest.is_empty() {
+            return usage(
+                "no command given for `exec`\n  put it after `--`, e.g.: warden run exec -- sh -c 'echo hello'",
+            );
+        }
+        RunSpec::exec(&args.rest)
+    } else {
+        let prompt = match read_prompt(&args) {
+            Ok(p) => p.unwrap_or_default(),
+            Err(e) => return usage(e),
+        };
+        let request = AgentRequest {
+            prompt,
+            model: args.model.clone(),
+            effort: args.effort.clone(),
+            resume: args.resume.clone(),
+            extra_args: args.rest.iter().map(Into::into).collect(),
+            program: args.agent_bin.clone(),
+        };
+        let path = std::env::var_os("PATH");
+        let inv = match warden_agents::invocation(agent, &request, path.as_ref()) {
+            Ok(inv) => inv,
+            Err(e @ warden_agents::AgentError::NotInstalled { .. }) => {
+                eprintln!("warden: error: {e}");
+                return 6;
+            }
+            Err(e) => return usage(e),
+        };
+        let mut command = vec![inv.program];
+        command.extend(inv.args);
+        let mut spec = RunSpec::exec(command);
+        spec.agent = agent;
+        spec.env = inv.env;
+        spec.stdin = inv.stdin;
+        spec
+    };
     spec.cwd = cwd;
     spec.limits = resolved.limits.clone();
     spec.containment = resolved.containment;
@@ -132,12 +230,9 @@ async fn run(args: RunArgs) -> u8 {
 
     let mut handle = match Run::new(spec).spawn() {
         Ok(h) => h,
-        Err(e) => {
-            eprintln!("warden: error: {e}");
-            return 2;
-        }
+        Err(e) => return usage(e),
     };
-    let mut renderer = Renderer::new(&resolved, &args.agent, handle.run_dir());
+    let mut renderer = Renderer::new(&resolved, agent, handle.run_dir());
     renderer.started_note(&resolved.limits);
 
     let canceller = handle.canceller();

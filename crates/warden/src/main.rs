@@ -2,6 +2,7 @@
 
 mod cli;
 mod render;
+mod replay;
 mod settings;
 
 use std::process::ExitCode;

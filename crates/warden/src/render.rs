@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use warden_events::Event;
+use warden_events::{Agent, Event};
 use warden_run::{Limits, Report, Stamped};
 
 use crate::settings::Resolved;
@@ -19,7 +19,7 @@ pub struct Renderer {
     json: bool,
     quiet: bool,
     github: bool,
-    agent: String,
+    agent: Agent,
     run_dir: PathBuf,
 }
 
@@ -36,12 +36,12 @@ fn dur(d: Option<Duration>) -> String {
 }
 
 impl Renderer {
-    pub fn new(settings: &Resolved, agent: &str, run_dir: &Path) -> Self {
+    pub fn new(settings: &Resolved, agent: Agent, run_dir: &Path) -> Self {
         Self {
             json: settings.json,
             quiet: settings.quiet,
             github: std::env::var_os("GITHUB_ACTIONS").is_some_and(|v| v == "true"),
-            agent: agent.to_string(),
+            agent,
             run_dir: shown_path(run_dir),
         }
     }
@@ -89,8 +89,107 @@ impl Renderer {
                 shell_words(command),
                 self.run_dir.display()
             )),
-            Event::Text { text } if !self.quiet => eprintln!("  out| {text}"),
+            Event::Text { text } if !self.quiet => {
+                let tag = if self.agent == Agent::Exec {
+                    "out"
+                } else {
+                    "say"
+                };
+                for line in text.lines() {
+                    eprintln!("  {tag}| {line}");
+                }
+            }
             Event::Stderr { text } if !self.quiet => eprintln!("  err| {text}"),
+            Event::Text { .. } | Event::Stderr { .. } => {}
+            Event::Thinking { .. } | Event::ToolStarted { .. } | Event::ToolFinished { .. }
+                if self.quiet => {}
+            other => self.agent_event(other),
+        }
+    }
+
+    /// Agent events and warden's own, as lines for a person.
+    fn agent_event(&self, event: &Event) {
+        match event {
+            Event::SessionStarted {
+                session_id,
+                model,
+                agent_version,
+            } => self.info(&format!(
+                "session {}{}{}",
+                session_id.as_deref().unwrap_or("(no id)"),
+                model
+                    .as_ref()
+                    .map(|m| format!(", model {m}"))
+                    .unwrap_or_default(),
+                agent_version
+                    .as_ref()
+                    .map(|v| format!(", {} {v}", self.agent))
+                    .unwrap_or_default()
+            )),
+            Event::Thinking { text } => {
+                let first = text.lines().next().unwrap_or_default();
+                eprintln!("  think| {first}");
+            }
+            Event::ToolStarted {
+                name,
+                input,
+                timeout_ms,
+                ..
+            } => eprintln!(
+                "  tool| {name}: {}{}",
+                input.as_deref().unwrap_or(""),
+                timeout_ms
+                    .map(|t| format!(" (limit {})", ms(t)))
+                    .unwrap_or_default()
+            ),
+            Event::ToolFinished {
+                name,
+                is_error: true,
+                output,
+                ..
+            } => eprintln!(
+                "  tool| {name} failed: {}",
+                output
+                    .as_deref()
+                    .and_then(|o| o.lines().next())
+                    .unwrap_or("")
+            ),
+            Event::Retry {
+                attempt,
+                max_attempts,
+                reason,
+                ..
+            } => self.warn(&format!(
+                "the agent is retrying{}: {reason}",
+                match (attempt, max_attempts) {
+                    (Some(a), Some(m)) => format!(" ({a}/{m})"),
+                    (Some(a), None) => format!(" (attempt {a})"),
+                    _ => String::new(),
+                }
+            )),
+            Event::Error {
+                message,
+                class,
+                fatal,
+            } => self.warn(&format!(
+                "the agent reported {}{} error: {message}",
+                if *fatal { "a fatal " } else { "an " },
+                serde_json::to_value(class)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                    .unwrap_or_default()
+            )),
+            Event::Result { success, .. } => self.info(if *success {
+                "the agent says it is done"
+            } else {
+                "the agent says it failed"
+            }),
+            _ => self.warden_event(event),
+        }
+    }
+
+    fn warden_event(&self, event: &Event) {
+        match event {
             Event::OversizedLine { stream, bytes } => self.warn(&format!(
                 "a line of {bytes} bytes on {} is longer than max_line: it is in the log, not decoded",
                 stream.as_str()
@@ -152,6 +251,16 @@ impl Renderer {
         }
         let verdict = report.verdict.map_or("unknown", |v| v.as_str());
         let mut line = format!("{verdict} in {}: {}", ms(report.duration_ms), report.reason);
+        if self.agent != Agent::Exec {
+            let t = &report.tokens;
+            line.push_str(&format!(
+                "; {} turn(s), {} tool call(s), tokens {} in / {} out / {} cached",
+                report.turns, report.tool_calls, t.input, t.output, t.cache_read
+            ));
+            if let Some(c) = report.cost_usd {
+                line.push_str(&format!(", ${c:.4}"));
+            }
+        }
         if report.orphans_killed > 0 {
             line.push_str(&format!("; {} orphan(s) killed", report.orphans_killed));
         }

@@ -1,0 +1,367 @@
+//! How to start each agent CLI headless: its command line, its
+//! environment, and how it gets the prompt.
+//!
+//! Every CLI here is started so that it can never wait on a person: no
+//! open stdin (the prompt is written to a pipe that is closed at once, or
+//! passed as an argument, and stdin is /dev/null otherwise), permission
+//! prompts bypassed, `CI=true`, machine-readable output on stdout. This
+//! crate only builds command lines; it starts nothing.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use warden_events::Agent;
+
+/// Linux's limit on one argument (`MAX_ARG_STRLEN`), NUL included.
+pub const MAX_ARG: usize = 128 * 1024;
+
+/// What the user asked for, for any agent.
+#[derive(Debug, Clone, Default)]
+pub struct AgentRequest {
+    pub prompt: String,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub resume: Option<String>,
+    /// Passed to the CLI as they are, after warden's own arguments.
+    pub extra_args: Vec<OsString>,
+    /// The CLI's executable, when not the usual name on PATH.
+    pub program: Option<PathBuf>,
+}
+
+/// A command line ready to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    /// Written to stdin, which is then closed; `None`: /dev/null.
+    pub stdin: Option<Vec<u8>>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AgentError {
+    #[error("`{agent}` runs a command, not a prompt: put the command after `--`")]
+    ExecTakesNoPrompt { agent: Agent },
+    #[error("no prompt for {agent}: give it as an argument, with -f FILE, or on stdin")]
+    MissingPrompt { agent: Agent },
+    #[error("{agent} does not take {flag} (no such option in its CLI)")]
+    Unsupported { agent: Agent, flag: &'static str },
+    #[error(
+        "the prompt is {len} bytes, but {agent} takes it as an argument and Linux limits one argument to {MAX_ARG} bytes: shorten it"
+    )]
+    PromptTooLong { agent: Agent, len: usize },
+    #[error("{} (`{program}`) is not on PATH; install it with `{install}`, or name its executable with --agent-bin", .agent_name)]
+    NotInstalled {
+        agent_name: &'static str,
+        program: String,
+        install: &'static str,
+    },
+}
+
+/// The usual executable name, the product name, and how to install it.
+pub fn install_info(agent: Agent) -> (&'static str, &'static str, &'static str) {
+    match agent {
+        Agent::Claude => (
+            "claude",
+            "Claude Code",
+            "npm install -g @anthropic-ai/claude-code",
+        ),
+        Agent::Codex => ("codex", "Codex", "npm install -g @openai/codex"),
+        Agent::OpenCode => ("opencode", "OpenCode", "npm install -g opencode-ai"),
+        Agent::Pi => ("pi", "pi", "npm install -g @mariozechner/pi-coding-agent"),
+        Agent::Gemini => ("gemini", "Gemini CLI", "npm install -g @google/gemini-cli"),
+        Agent::Exec => ("", "a command", ""),
+    }
+}
+
+/// Builds the command line for `agent`. `path` is the PATH to look the
+/// executable up in; a missing CLI is an error that says how to install it.
+pub fn invocation(
+    agent: Agent,
+    req: &AgentRequest,
+    path: Option<&OsString>,
+) -> Result<Invocation, AgentError> {
+    if agent == Agent::Exec {
+        return Err(AgentError::ExecTakesNoPrompt { agent });
+    }
+    if req.prompt.trim().is_empty() {
+        return Err(AgentError::MissingPrompt { agent });
+    }
+    let unsupported = |flag| Err(AgentError::Unsupported { agent, flag });
+    let (name, product, install) = install_info(agent);
+    let program: OsString = match &req.program {
+        Some(p) => p.clone().into(),
+        None => match find_on_path(name, path) {
+            Some(p) => p.into(),
+            None => {
+                return Err(AgentError::NotInstalled {
+                    agent_name: product,
+                    program: name.to_string(),
+                    install,
+                });
+            }
+        },
+    };
+    let mut args: Vec<OsString> = Vec::new();
+    let mut env: Vec<(OsString, OsString)> = vec![("CI".into(), "true".into())];
+    let mut stdin = Some(req.prompt.clone().into_bytes());
+    let mut arg = |a: &str| args.push(a.into());
+    match agent {
+        Agent::Claude => {
+            // The prompt comes on stdin: no argument-size limit, not in `ps`.
+            for a in [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+            ] {
+                arg(a);
+            }
+            if let Some(m) = &req.model {
+                arg("--model");
+                arg(m);
+            }
+            if req.effort.is_some() {
+                return unsupported("--effort");
+            }
+            if let Some(s) = &req.resume {
+                arg("--resume");
+                arg(s);
+            }
+            // Claude Code refuses its bypass flag as root unless told the
+            // machine is a sandbox.
+            if rustix::process::geteuid().is_root() {
+                env.push(("IS_SANDBOX".into(), "1".into()));
+            }
+            env.push((
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                "1".into(),
+            ));
+            env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
+        }
+        Agent::Codex => {
+            for a in [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ] {
+                arg(a);
+            }
+            if let Some(m) = &req.model {
+                arg("--model");
+                arg(m);
+            }
+            if let Some(e) = &req.effort {
+                arg("-c");
+                arg(&format!("model_reasoning_effort={e}"));
+            }
+            if let Some(s) = &req.resume {
+                arg("resume");
+                arg(s);
+            }
+            // `-` reads the prompt from stdin.
+            arg("-");
+        }
+        Agent::OpenCode => {
+            for a in ["run", "--format", "json"] {
+                arg(a);
+            }
+            if let Some(m) = &req.model {
+                arg("--model");
+                arg(m);
+            }
+            if let Some(e) = &req.effort {
+                arg("--variant");
+                arg(e);
+            }
+            if let Some(s) = &req.resume {
+                arg("--session");
+                arg(s);
+            }
+            // OpenCode takes the prompt as words on its command line.
+            if req.prompt.len() + 1 > MAX_ARG {
+                return Err(AgentError::PromptTooLong {
+                    agent,
+                    len: req.prompt.len(),
+                });
+            }
+            stdin = None;
+        }
+        Agent::Pi => {
+            for a in ["--mode", "json"] {
+                arg(a);
+            }
+            if let Some(m) = &req.model {
+                arg("--model");
+                arg(m);
+            }
+            if let Some(e) = &req.effort {
+                arg("--thinking");
+                arg(e);
+            }
+            if let Some(s) = &req.resume {
+                arg("--session");
+                arg(s);
+            }
+            env.push(("PI_OFFLINE".into(), "1".into()));
+        }
+        Agent::Gemini => {
+            for a in ["--output-format", "stream-json", "--yolo"] {
+                arg(a);
+            }
+            if let Some(m) = &req.model {
+                arg("--model");
+                arg(m);
+            }
+            if req.effort.is_some() {
+                return unsupported("--effort");
+            }
+            if let Some(s) = &req.resume {
+                arg("--resume");
+                arg(s);
+            }
+        }
+        Agent::Exec => unreachable!("handled above"),
+    }
+    args.extend(req.extra_args.iter().cloned());
+    if agent == Agent::OpenCode {
+        args.push(req.prompt.clone().into());
+    }
+    Ok(Invocation {
+        program,
+        args,
+        env,
+        stdin,
+    })
+}
+
+/// The first executable file called `name` in `path`.
+pub fn find_on_path(name: &str, path: Option<&OsString>) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Path::new(name).is_file().then(|| PathBuf::from(name));
+    }
+    let path = path?;
+    std::env::split_paths(path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_fake_bin(name: &str) -> (tempfile::TempDir, OsString) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join(name);
+        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().as_os_str().to_owned();
+        (dir, path)
+    }
+
+    fn req(prompt: &str) -> AgentRequest {
+        AgentRequest {
+            prompt: prompt.into(),
+            ..AgentRequest::default()
+        }
+    }
+
+    fn strs(v: &[OsString]) -> Vec<String> {
+        v.iter().map(|s| s.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn claude_is_headless_with_prompt_on_stdin() {
+        let (_d, path) = with_fake_bin("claude");
+        let mut r = req("fix it");
+        r.model = Some("opus".into());
+        r.resume = Some("abc".into());
+        r.extra_args = vec!["--max-turns".into(), "3".into()];
+        let inv = invocation(Agent::Claude, &r, Some(&path)).unwrap();
+        assert_eq!(
+            strs(&inv.args),
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+                "--model",
+                "opus",
+                "--resume",
+                "abc",
+                "--max-turns",
+                "3"
+            ]
+        );
+        assert_eq!(inv.stdin.as_deref(), Some(&b"fix it"[..]));
+        assert!(inv.env.contains(&("CI".into(), "true".into())));
+        assert!(
+            !strs(&inv.args).contains(&"fix it".to_string()),
+            "the prompt never appears in ps"
+        );
+    }
+
+    #[test]
+    fn codex_reads_the_prompt_from_stdin_and_takes_effort() {
+        let (_d, path) = with_fake_bin("codex");
+        let mut r = req("task");
+        r.effort = Some("high".into());
+        r.resume = Some("t-1".into());
+        let inv = invocation(Agent::Codex, &r, Some(&path)).unwrap();
+        let args = strs(&inv.args);
+        assert_eq!(args[0], "exec");
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["-c", "model_reasoning_effort=high"])
+        );
+        assert!(args.windows(2).any(|w| w == ["resume", "t-1"]));
+        assert_eq!(args.last().unwrap(), "-");
+    }
+
+    #[test]
+    fn opencode_takes_the_prompt_as_an_argument_within_the_limit() {
+        let (_d, path) = with_fake_bin("opencode");
+        let inv = invocation(Agent::OpenCode, &req("do it"), Some(&path)).unwrap();
+        assert_eq!(strs(&inv.args).last().unwrap(), "do it");
+        assert_eq!(inv.stdin, None);
+        let long = "x".repeat(MAX_ARG);
+        let e = invocation(Agent::OpenCode, &req(&long), Some(&path)).unwrap_err();
+        assert!(e.to_string().contains("131072"), "{e}");
+    }
+
+    #[test]
+    fn unsupported_options_and_missing_prompt_are_errors() {
+        let (_d, path) = with_fake_bin("gemini");
+        let mut r = req("x");
+        r.effort = Some("high".into());
+        let e = invocation(Agent::Gemini, &r, Some(&path)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gemini does not take --effort (no such option in its CLI)"
+        );
+        let e = invocation(Agent::Gemini, &req("  "), Some(&path)).unwrap_err();
+        assert!(e.to_string().contains("no prompt"));
+    }
+
+    #[test]
+    fn missing_cli_names_the_package_to_install() {
+        let empty = OsString::from("/nonexistent-dir");
+        let e = invocation(Agent::Pi, &req("x"), Some(&empty)).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("npm install -g @mariozechner/pi-coding-agent")
+                && msg.contains("--agent-bin"),
+            "{msg}"
+        );
+    }
+}

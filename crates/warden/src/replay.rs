@@ -1,0 +1,165 @@
+//! `warden replay AGENT FILE`: decode a recorded stdout offline.
+//!
+//! The same decoder the supervisor uses, on a file instead of a pipe, so a
+//! run can be understood (and a decoder bug reproduced) after the fact.
+
+use std::io::Write;
+
+use serde::Serialize;
+use warden_events::{Agent, Event, LineKind, StreamDecoder, Summary};
+
+use crate::cli::ReplayArgs;
+
+/// The last line of `--json`: the summary and the line counts.
+#[derive(Serialize)]
+struct ReplaySummary<'a> {
+    kind: &'static str,
+    agent: &'static str,
+    lines: u64,
+    malformed_lines: u64,
+    oversized_lines: u64,
+    /// What the verdict would be from the stream alone (the exit status is
+    /// not in a recording): `succeeded`, `agent_failed`, or
+    /// `no_terminal_event`.
+    outcome: &'static str,
+    #[serde(flatten)]
+    summary: &'a Summary,
+}
+
+pub fn replay(args: &ReplayArgs) -> u8 {
+    let agent: Agent = match args.agent.parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("warden: error: {e}");
+            return 2;
+        }
+    };
+    let bytes = match std::fs::read(&args.file) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("warden: error: could not read {}: {e}", args.file.display());
+            return 2;
+        }
+    };
+    let mut decoder = StreamDecoder::new(agent, warden_run::defaults::MAX_LINE);
+    let (mut lines, mut malformed, mut oversized) = (0u64, 0u64, 0u64);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut on_line = |kind: LineKind, events: &mut Vec<Event>| {
+        match kind {
+            LineKind::WellFormed => lines += 1,
+            LineKind::Malformed => {
+                lines += 1;
+                malformed += 1;
+            }
+            LineKind::Oversized { .. } => {
+                lines += 1;
+                oversized += 1;
+            }
+            LineKind::EndOfStream => {}
+        }
+        for e in events.drain(..) {
+            if args.json {
+                let _ = serde_json::to_writer(&mut out, &e);
+                let _ = out.write_all(b"\n");
+            } else {
+                print_event(&mut out, &e);
+            }
+        }
+    };
+    decoder.push(&bytes, &mut on_line);
+    decoder.finish(&mut on_line);
+    let summary = decoder.summary();
+    let outcome = match summary.terminal {
+        Some(true) => "succeeded",
+        Some(false) => "agent_failed",
+        None if agent == Agent::Exec => "succeeded",
+        None => "no_terminal_event",
+    };
+    if args.json {
+        let s = ReplaySummary {
+            kind: "summary",
+            agent: agent.name(),
+            lines,
+            malformed_lines: malformed,
+            oversized_lines: oversized,
+            outcome,
+            summary,
+        };
+        let _ = serde_json::to_writer(&mut out, &s);
+        let _ = out.write_all(b"\n");
+    } else {
+        let t = &summary.tokens;
+        let _ = writeln!(out, "---");
+        let _ = writeln!(out, "outcome: {outcome}");
+        let _ = writeln!(
+            out,
+            "lines: {lines} ({malformed} malformed, {oversized} oversized)"
+        );
+        if let Some(id) = &summary.session_id {
+            let _ = writeln!(out, "session: {id}");
+        }
+        if let Some(m) = &summary.model {
+            let _ = writeln!(out, "model: {m}");
+        }
+        let _ = writeln!(
+            out,
+            "turns: {}, tool calls: {}, retries: {}",
+            summary.turns, summary.tool_calls, summary.retries
+        );
+        let _ = writeln!(
+            out,
+            "tokens: {} in, {} out, {} cache read, {} cache write, {} reasoning",
+            t.input, t.output, t.cache_read, t.cache_write, t.reasoning
+        );
+        if let Some(c) = summary.cost_usd {
+            let _ = writeln!(out, "cost: ${c:.4}");
+        }
+        if let Some(e) = &summary.error {
+            let _ = writeln!(out, "error: {e}");
+        }
+        if let Some(f) = &summary.final_text {
+            let _ = writeln!(out, "final text: {f}");
+        }
+    }
+    let _ = out.flush();
+    match outcome {
+        "succeeded" => 0,
+        _ => 1,
+    }
+}
+
+fn print_event(out: &mut impl Write, e: &Event) {
+    let line = match e {
+        Event::SessionStarted {
+            session_id, model, ..
+        } => format!(
+            "session {} {}",
+            session_id.as_deref().unwrap_or("-"),
+            model.as_deref().unwrap_or("")
+        ),
+        Event::Text { text } => format!("say: {text}"),
+        Event::Thinking { text } => format!("think: {}", text.lines().next().unwrap_or("")),
+        Event::ToolStarted { name, input, .. } => {
+            format!("tool {name}: {}", input.as_deref().unwrap_or(""))
+        }
+        Event::ToolFinished {
+            name,
+            is_error,
+            output_bytes,
+            ..
+        } => format!(
+            "tool {name} {} ({output_bytes} bytes of output)",
+            if *is_error { "failed" } else { "done" }
+        ),
+        Event::Retry { reason, .. } => format!("retry: {reason}"),
+        Event::Error { message, fatal, .. } => {
+            format!("{}error: {message}", if *fatal { "fatal " } else { "" })
+        }
+        Event::Result { success, .. } => {
+            format!("result: {}", if *success { "success" } else { "failure" })
+        }
+        _ => return,
+    };
+    let _ = writeln!(out, "{line}");
+}
