@@ -6,6 +6,7 @@
 
 mod support;
 
+mod agents;
 mod clocks;
 mod orphans;
 mod output;
