@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{input_view, parse, text_of};
+use crate::json::{input_view, output_of, parse};
 use crate::summary::Out;
 
 #[derive(Debug, Default)]
@@ -207,12 +207,11 @@ impl Decode for Claude {
             ("user", _) => {
                 for b in blocks(l.message.as_ref().and_then(|m| m.content)) {
                     if b.ty == "tool_result" {
-                        let output = b.content.and_then(text_of);
                         out.tool_finished(
                             b.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
                             None,
                             b.is_error.unwrap_or(false),
-                            output.as_deref(),
+                            b.content.map(output_of),
                         );
                     }
                 }

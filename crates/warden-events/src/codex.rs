@@ -13,8 +13,9 @@ use serde_json::value::RawValue;
 
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse, text_of};
+use crate::json::{as_u64, input_view, output_of, parse};
 use crate::summary::Out;
+use crate::summary::ToolOutput;
 
 #[derive(Debug, Default)]
 pub struct Codex {
@@ -70,8 +71,8 @@ struct Item<'a> {
     message: Option<String>,
     #[serde(default)]
     command: Option<String>,
-    #[serde(default)]
-    aggregated_output: Option<String>,
+    #[serde(default, borrow)]
+    aggregated_output: Option<&'a RawValue>,
     #[serde(default)]
     exit_code: Option<i64>,
     #[serde(default, borrow)]
@@ -123,14 +124,15 @@ impl Item<'_> {
             || self.error.as_ref().is_some_and(|e| e.message.is_some())
     }
 
-    fn output(&self) -> Option<String> {
+    fn output(&self) -> Option<ToolOutput> {
         match self.ty.as_ref() {
-            "command_execution" => self.aggregated_output.clone(),
+            "command_execution" => self.aggregated_output.map(output_of),
             _ => self
                 .error
                 .as_ref()
-                .and_then(|e| e.message.clone())
-                .or_else(|| self.result.and_then(text_of)),
+                .and_then(|e| e.message.as_deref())
+                .map(ToolOutput::text)
+                .or_else(|| self.result.map(output_of)),
         }
     }
 }
@@ -209,7 +211,8 @@ impl Codex {
             }
             ("item.updated", _) => {
                 if out.summary.open_tools().any(|(open, _)| open == id) {
-                    out.tool_progress(id, None, item.aggregated_output.as_deref());
+                    let so_far = item.aggregated_output.map(output_of);
+                    out.tool_progress(id, None, so_far.as_ref().map(|o| o.preview.as_str()));
                 }
             }
             ("item.completed", _) => {
@@ -219,7 +222,7 @@ impl Codex {
                         out.tool_started(id.clone(), name.clone(), item.input(), None);
                     }
                     let output = item.output();
-                    out.tool_finished(id, Some(name), item.failed(), output.as_deref());
+                    out.tool_finished(id, Some(name), item.failed(), output);
                 }
             }
             _ => {}

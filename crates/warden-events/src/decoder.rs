@@ -8,7 +8,7 @@
 use crate::agent::Agent;
 use crate::event::Event;
 use crate::lines::{Line, LineSplitter};
-use crate::summary::{Out, Summary};
+use crate::summary::{Out, Summary, ToolOutput};
 use crate::{claude, codex, exec, gemini, opencode, pi};
 
 /// One agent's line decoder. Implementations are pure: bytes in, events
@@ -69,7 +69,12 @@ impl AgentDecoder {
             events,
         };
         for (id, name) in open {
-            out.tool_finished(id, Some(name), true, Some("the tool call never finished"));
+            out.tool_finished(
+                id,
+                Some(name),
+                true,
+                Some(ToolOutput::text("the tool call never finished")),
+            );
         }
     }
 
@@ -135,6 +140,11 @@ impl StreamDecoder {
 
     pub fn summary(&self) -> &Summary {
         self.decoder.summary()
+    }
+
+    /// Bytes of an unfinished line held now: never more than `max_line`.
+    pub fn pending_bytes(&self) -> usize {
+        self.lines.pending()
     }
 
     pub fn agent(&self) -> Agent {

@@ -12,8 +12,9 @@ use serde_json::value::RawValue;
 
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse};
+use crate::json::{as_u64, input_view, output_of, parse};
 use crate::summary::Out;
+use crate::summary::ToolOutput;
 
 #[derive(Debug, Default)]
 pub struct Gemini {
@@ -42,8 +43,8 @@ struct Line<'a> {
     parameters: Option<&'a RawValue>,
     #[serde(default, borrow)]
     status: Option<Cow<'a, str>>,
-    #[serde(default)]
-    output: Option<String>,
+    #[serde(default, borrow)]
+    output: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<ErrorBody>,
     #[serde(default)]
@@ -102,13 +103,11 @@ impl Decode for Gemini {
             }
             "tool_result" => {
                 let failed = l.status.as_deref() == Some("error");
-                let output = l.error.and_then(|e| e.message).or(l.output);
-                out.tool_finished(
-                    l.tool_id.unwrap_or_default(),
-                    None,
-                    failed,
-                    output.as_deref(),
-                );
+                let output = match l.error.and_then(|e| e.message) {
+                    Some(m) => Some(ToolOutput::text(&m)),
+                    None => l.output.map(output_of),
+                };
+                out.tool_finished(l.tool_id.unwrap_or_default(), None, failed, output);
             }
             "error" => {
                 let message = l.message.unwrap_or_else(|| "error".into());

@@ -1,7 +1,10 @@
 //! Small helpers shared by the JSON-lines decoders.
 
+use memchr::memchr_iter;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use crate::summary::{PREVIEW, ToolOutput};
 
 /// Parses one line as `T`, tolerating leading whitespace and a terminal
 /// escape sequence some CLIs leak before the JSON. `None` for anything
@@ -18,24 +21,152 @@ pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
     serde_json::from_slice(line).ok()
 }
 
-/// The text of a JSON value that is either a string or an array of
-/// `{"type":"text","text":...}` blocks (tool results, message content).
-pub fn text_of(raw: &RawValue) -> Option<String> {
+/// A tool's output from its JSON value (a string, or an array of text
+/// blocks), without decoding all of it: a tool result can be megabytes,
+/// and an event carries only its start and its size.
+pub fn output_of(raw: &RawValue) -> ToolOutput {
     #[derive(Deserialize)]
     struct Block<'a> {
         #[serde(borrow, default)]
-        text: Option<std::borrow::Cow<'a, str>>,
+        text: Option<&'a RawValue>,
     }
     let s = raw.get();
-    match s.as_bytes().first()? {
-        b'"' => serde_json::from_str::<String>(s).ok(),
-        b'[' => {
-            let blocks: Vec<Block<'_>> = serde_json::from_str(s).ok()?;
-            let texts: Vec<_> = blocks.into_iter().filter_map(|b| b.text).collect();
-            Some(texts.join("\n"))
+    match s.as_bytes().first() {
+        Some(b'"') => string_output(s),
+        Some(b'[') => {
+            let blocks: Vec<Block<'_>> = serde_json::from_str(s).unwrap_or_default();
+            let texts: Vec<&RawValue> = blocks.into_iter().filter_map(|b| b.text).collect();
+            let mut preview = String::new();
+            let mut bytes = 0u64;
+            for (i, t) in texts.iter().enumerate() {
+                let part = string_output(t.get());
+                if i > 0 {
+                    bytes += 1;
+                    if preview.len() < PREVIEW {
+                        preview.push('\n');
+                    }
+                }
+                bytes += part.bytes;
+                if preview.len() < PREVIEW {
+                    preview.push_str(&part.preview);
+                }
+            }
+            ToolOutput::with_size(crate::summary::preview(&preview, PREVIEW), bytes)
         }
-        _ => Some(s.to_string()),
+        _ => ToolOutput::text(s),
     }
+}
+
+/// The output of a JSON string literal (`"..."`, quotes included).
+fn string_output(lit: &str) -> ToolOutput {
+    let body = lit
+        .strip_prefix('"')
+        .and_then(|b| b.strip_suffix('"'))
+        .unwrap_or(lit)
+        .as_bytes();
+    let (preview, cut) = unescape_prefix(body, PREVIEW);
+    let mut preview = preview;
+    if cut {
+        preview.push('…');
+    }
+    ToolOutput::with_size(preview, unescaped_len(body))
+}
+
+/// Decodes the start of a JSON string body, up to about `max` bytes of
+/// text; says whether it stopped before the end.
+fn unescape_prefix(body: &[u8], max: usize) -> (String, bool) {
+    let mut out: Vec<u8> = Vec::with_capacity(max + 4);
+    let mut i = 0;
+    while i < body.len() {
+        if out.len() >= max {
+            // Back to a character boundary.
+            while !out.is_empty() && std::str::from_utf8(&out).is_err() {
+                out.pop();
+            }
+            return (String::from_utf8_lossy(&out).into_owned(), true);
+        }
+        let b = body[i];
+        if b != b'\\' {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        let Some(&e) = body.get(i + 1) else { break };
+        i += 2;
+        let c = match e {
+            b'n' => '\n',
+            b't' => '\t',
+            b'r' => '\r',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'u' => {
+                let hi = hex4(body.get(i..i + 4));
+                i += 4;
+                let code = match hi {
+                    Some(h @ 0xD800..=0xDBFF) if body.get(i..i + 2) == Some(b"\\u") => {
+                        let lo = hex4(body.get(i + 2..i + 6)).unwrap_or(0);
+                        i += 6;
+                        0x10000 + ((h - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
+                    }
+                    Some(h) => h,
+                    None => 0xFFFD,
+                };
+                char::from_u32(code).unwrap_or('\u{fffd}')
+            }
+            other => other as char,
+        };
+        let mut buf = [0u8; 4];
+        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    }
+    (String::from_utf8_lossy(&out).into_owned(), false)
+}
+
+fn hex4(b: Option<&[u8]>) -> Option<u32> {
+    u32::from_str_radix(std::str::from_utf8(b?).ok()?, 16).ok()
+}
+
+/// The length in bytes of a JSON string body once decoded, found by
+/// looking only at its escapes.
+fn unescaped_len(body: &[u8]) -> u64 {
+    // Fast path: with no `\\` and no `\u`, every backslash starts a
+    // two-byte escape that decodes to one byte, and a plain count (which
+    // the compiler vectorizes) is exact.
+    if memchr::memmem::find(body, b"\\\\").is_none() && memchr::memmem::find(body, b"\\u").is_none()
+    {
+        return body.len() as u64 - count_backslashes(body);
+    }
+    let mut len = body.len() as u64;
+    let mut next = 0;
+    for p in memchr_iter(b'\\', body) {
+        if p < next {
+            continue;
+        }
+        if body.get(p + 1) == Some(&b'u') {
+            let code = hex4(body.get(p + 2..p + 6)).unwrap_or(0xFFFD);
+            if (0xD800..=0xDBFF).contains(&code) && body.get(p + 6..p + 8) == Some(b"\\u") {
+                // A surrogate pair: 12 bytes of escape, 4 of UTF-8.
+                len -= 8;
+                next = p + 12;
+            } else {
+                let utf8 = char::from_u32(code).map_or(3, char::len_utf8) as u64;
+                len -= 6 - utf8;
+                next = p + 6;
+            }
+        } else {
+            len -= 1;
+            next = p + 2;
+        }
+    }
+    len
+}
+
+/// Counts `\\` bytes, in blocks small enough for byte-wide counters so
+/// the loop vectorizes.
+fn count_backslashes(bytes: &[u8]) -> u64 {
+    bytes
+        .chunks(255)
+        .map(|c| u64::from(c.iter().map(|&b| u8::from(b == b'\\')).sum::<u8>()))
+        .sum()
 }
 
 /// A one-line view of a tool's input: its `command` (or `cmd`) when it
@@ -93,14 +224,26 @@ mod tests {
     }
 
     #[test]
-    fn text_of_strings_and_blocks() {
-        let raw: Box<RawValue> = serde_json::from_str(
-            r#"[{"type":"text","text":"a"},{"type":"image"},{"type":"text","text":"b"}]"#,
-        )
-        .unwrap();
-        assert_eq!(text_of(&raw).unwrap(), "a\nb");
-        let raw: Box<RawValue> = serde_json::from_str(r#""plain \"q\"""#).unwrap();
-        assert_eq!(text_of(&raw).unwrap(), "plain \"q\"");
+    fn outputs_are_previewed_and_sized_without_decoding_everything() {
+        let text = format!("héllo \"q\"\n\t{}😀 end", "x".repeat(1000));
+        let raw = serde_json::value::to_raw_value(&text).unwrap();
+        let out = output_of(&raw);
+        assert_eq!(out.bytes, text.len() as u64);
+        assert!(text.starts_with(out.preview.trim_end_matches('…')));
+        assert!(out.preview.ends_with('…'));
+        let short = serde_json::value::to_raw_value("a\u{1F600}b\\").unwrap();
+        let out = output_of(&short);
+        assert_eq!(out.preview, "a😀b\\");
+        assert_eq!(out.bytes, 7);
+        let escaped: Box<RawValue> = serde_json::from_str(r#""\ud83d\ude00 \u00e9""#).unwrap();
+        let out = output_of(&escaped);
+        assert_eq!(out.preview, "😀 é");
+        assert_eq!(out.bytes, "😀 é".len() as u64);
+        let blocks: Box<RawValue> =
+            serde_json::from_str(r#"[{"type":"text","text":"ab"},{"type":"text","text":"cd"}]"#)
+                .unwrap();
+        let out = output_of(&blocks);
+        assert_eq!((out.preview.as_str(), out.bytes), ("ab\ncd", 5));
     }
 
     #[test]

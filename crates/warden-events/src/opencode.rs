@@ -13,8 +13,9 @@ use serde_json::value::RawValue;
 
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse};
+use crate::json::{as_u64, input_view, output_of, parse};
 use crate::summary::Out;
+use crate::summary::ToolOutput;
 
 #[derive(Debug, Default)]
 pub struct OpenCode {
@@ -61,8 +62,8 @@ struct State<'a> {
     status: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     input: Option<&'a RawValue>,
-    #[serde(default)]
-    output: Option<String>,
+    #[serde(default, borrow)]
+    output: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<String>,
 }
@@ -135,12 +136,15 @@ impl Decode for OpenCode {
                     Some(s) => (
                         input_view(s.input),
                         s.status.as_deref() == Some("error"),
-                        s.error.or(s.output),
+                        s.error
+                            .as_deref()
+                            .map(ToolOutput::text)
+                            .or(s.output.map(output_of)),
                     ),
                     None => (None, false, None),
                 };
                 out.tool_started(id.clone(), name.clone(), input, None);
-                out.tool_finished(id, Some(name), is_error, output.as_deref());
+                out.tool_finished(id, Some(name), is_error, output);
             }
             "step_finish" => {
                 let Some(p) = l.part else { return true };

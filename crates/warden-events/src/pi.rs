@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse, text_of};
+use crate::json::{as_u64, input_view, output_of, parse};
 use crate::summary::Out;
 
 #[derive(Debug, Default)]
@@ -147,16 +147,20 @@ impl Decode for Pi {
                 );
             }
             "tool_execution_update" => {
-                let partial = l.partial_result.and_then(|r| r.content).and_then(text_of);
-                out.tool_progress(l.tool_call_id.unwrap_or_default(), None, partial.as_deref());
+                let partial = l.partial_result.and_then(|r| r.content).map(output_of);
+                out.tool_progress(
+                    l.tool_call_id.unwrap_or_default(),
+                    None,
+                    partial.as_ref().map(|o| o.preview.as_str()),
+                );
             }
             "tool_execution_end" => {
-                let output = l.result.and_then(|r| r.content).and_then(text_of);
+                let output = l.result.and_then(|r| r.content).map(output_of);
                 out.tool_finished(
                     l.tool_call_id.unwrap_or_default(),
                     l.tool_name,
                     l.is_error.unwrap_or(false),
-                    output.as_deref(),
+                    output,
                 );
             }
             "auto_retry_start" => out.retry(

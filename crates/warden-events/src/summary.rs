@@ -16,6 +16,26 @@ use crate::event::{ErrorClass, Event, Tokens};
 /// stays in `stdout.log`.
 pub const PREVIEW: usize = 400;
 
+/// A tool's output as events carry it: its start, and its whole size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub preview: String,
+    pub bytes: u64,
+}
+
+impl ToolOutput {
+    pub fn text(s: &str) -> Self {
+        Self {
+            preview: preview(s, PREVIEW),
+            bytes: s.len() as u64,
+        }
+    }
+
+    pub fn with_size(preview: String, bytes: u64) -> Self {
+        Self { preview, bytes }
+    }
+}
+
 /// The run as the agent's output describes it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -157,7 +177,7 @@ impl Out<'_> {
         id: String,
         name: Option<String>,
         is_error: bool,
-        output: Option<&str>,
+        output: Option<ToolOutput>,
     ) {
         let open = self.summary.open_tools.remove(&id);
         if open.is_none() {
@@ -166,12 +186,16 @@ impl Out<'_> {
         let name = name
             .or(open.map(|t| t.name))
             .unwrap_or_else(|| "unknown".to_string());
+        let (output, output_bytes) = match output {
+            Some(o) => (Some(o.preview), o.bytes),
+            None => (None, 0),
+        };
         self.events.push(Event::ToolFinished {
             id,
             name,
             is_error,
-            output: output.map(|o| preview(o, PREVIEW)),
-            output_bytes: output.map_or(0, |o| o.len() as u64),
+            output,
+            output_bytes,
         });
     }
 

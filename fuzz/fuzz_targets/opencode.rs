@@ -1,0 +1,10 @@
+//! Fuzzes the opencode decoder: arbitrary bytes must never panic, and the
+//! buffered line never exceeds the limit.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    warden_fuzz_common::check(warden_events::Agent::OpenCode, data);
+});
+
+#[path = "common.rs"]
+mod warden_fuzz_common;
