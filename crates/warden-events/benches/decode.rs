@@ -95,7 +95,7 @@ fn stream(agent: Agent, size: usize) -> Vec<u8> {
     let mut i = 0usize;
     while out.len() < size {
         // Every 40th round carries a big tool result (64 KiB to 1 MiB).
-        let big = if i % 40 == 0 {
+        let big = if i.is_multiple_of(40) {
             big_text((64 << 10) << (i / 40 % 5), i)
         } else {
             big_text(600, i)

@@ -194,10 +194,8 @@ impl Codex {
                 out.text(text);
             }
             ("item.completed", "reasoning") => out.thinking(item.text.unwrap_or_default()),
-            ("item.completed", "plan") => {
-                if self.last_message.is_none() {
-                    self.last_message = item.text;
-                }
+            ("item.completed", "plan") if self.last_message.is_none() => {
+                self.last_message = item.text;
             }
             ("item.completed", "error") => {
                 let message = item.message.unwrap_or_else(|| "error".into());
@@ -209,11 +207,9 @@ impl Codex {
                     out.tool_started(id, name, item.input(), None);
                 }
             }
-            ("item.updated", _) => {
-                if out.summary.open_tools().any(|(open, _)| open == id) {
-                    let so_far = item.aggregated_output.map(output_of);
-                    out.tool_progress(id, None, so_far.as_ref().map(|o| o.preview.as_str()));
-                }
+            ("item.updated", _) if out.summary.open_tools().any(|(open, _)| open == id) => {
+                let so_far = item.aggregated_output.map(output_of);
+                out.tool_progress(id, None, so_far.as_ref().map(|o| o.preview.as_str()));
             }
             ("item.completed", _) => {
                 if let Some(name) = item.tool_name() {

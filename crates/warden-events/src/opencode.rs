@@ -166,11 +166,7 @@ impl Decode for OpenCode {
                     self.finish(out);
                 }
             }
-            "done" => {
-                if out.summary.terminal.is_none() {
-                    self.finish(out);
-                }
-            }
+            "done" if out.summary.terminal.is_none() => self.finish(out),
             "error" => {
                 let (message, status) = l
                     .error

@@ -27,7 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run an agent (or any command with `exec`) under supervision.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
     Replay(ReplayArgs),
 }
@@ -128,7 +128,7 @@ pub struct SettingFlags {
 
 pub async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
         Command::Replay(args) => replay::replay(&args),
     }
 }
