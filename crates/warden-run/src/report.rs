@@ -70,6 +70,8 @@ pub struct Report {
     pub ended_at: Option<String>,
     pub duration_ms: u64,
     pub time_to_first_activity_ms: Option<u64>,
+    /// When the last activity came (the start of the final silence).
+    pub last_activity_ms: Option<u64>,
     pub longest_silence_ms: u64,
     pub activity_lines: u64,
     pub event_counts: BTreeMap<String, u64>,

@@ -182,6 +182,7 @@ impl Supervisor {
                 .then(|| humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
             duration_ms: self.ms(now),
             time_to_first_activity_ms: self.first_activity.map(|t| self.ms(t)),
+            last_activity_ms: self.clocks.last_activity.map(|t| self.ms(t)),
             longest_silence_ms: longest.as_millis() as u64,
             activity_lines: self.activity_lines,
             event_counts: self.counts(),
@@ -682,6 +683,8 @@ impl Supervisor {
             exit: self.exit,
             terminal: self.summary.terminal,
             agent_error: self.summary.error.clone(),
+            authentication_error: self.summary.error_class
+                == Some(warden_events::ErrorClass::Authentication),
             completion_signal_seen: self.completion_seen.is_some(),
             stall_timeout: fmt(self.clocks.effective_stall()),
             startup_timeout: fmt(l.startup_timeout),

@@ -77,6 +77,8 @@ pub struct Facts {
     /// The terminal event's word: success, failure, or none came.
     pub terminal: Option<bool>,
     pub agent_error: Option<String>,
+    /// The agent's error is about credentials: the reason says so.
+    pub authentication_error: bool,
     pub completion_signal_seen: bool,
     /// The clocks, written for people (`15m`), for the reasons.
     pub stall_timeout: String,
@@ -92,6 +94,11 @@ pub fn decide(f: &Facts) -> (Verdict, String) {
     }
     let agent_failed = |what: &str| {
         let detail = f.agent_error.as_deref().unwrap_or("no message");
+        let what = if f.authentication_error {
+            format!("{what} (authentication)")
+        } else {
+            what.to_string()
+        };
         (Verdict::AgentFailed, format!("{what}: {detail}"))
     };
     match f.cause {
@@ -215,6 +222,16 @@ mod tests {
         let (v, why) = decide(&f);
         assert_eq!(v, Verdict::AgentFailed);
         assert!(why.contains("API Error: 500"), "{why}");
+    }
+
+    #[test]
+    fn an_authentication_error_is_named_in_the_reason() {
+        let mut f = json(1, None);
+        f.agent_error = Some("HTTP 401".into());
+        f.authentication_error = true;
+        let (v, why) = decide(&f);
+        assert_eq!(v, Verdict::AgentFailed);
+        assert_eq!(why, "exited with code 1 (authentication): HTTP 401");
     }
 
     #[test]

@@ -1,0 +1,306 @@
+//! A scripted fake model server, for driving the real agent CLIs offline.
+//!
+//! It listens on 127.0.0.1 on an ephemeral port and speaks just enough of
+//! four APIs: Anthropic Messages (Claude Code), OpenAI Responses (Codex),
+//! OpenAI Chat Completions (pi, OpenCode) and Gemini `streamGenerateContent`
+//! (Gemini CLI), streaming with server-sent events. Each main request (one
+//! that offers tools) is answered by the next [`Turn`] of the script; side
+//! requests (titles and the like, with no tools) get a short text. Every
+//! request is recorded.
+//!
+//! This is test support: it is not part of warden.
+
+mod anthropic;
+mod chat;
+mod gemini;
+mod responses;
+mod sse;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{OriginalUri, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+/// What the model does for one main request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Turn {
+    /// Answer with this text and end the turn.
+    Text(String),
+    /// Call the shell tool (whatever the agent calls it) with this command.
+    Shell(String),
+    /// Send the headers and the first event, then nothing, forever.
+    Stall,
+    /// Send the headers, then break the connection.
+    Drop,
+    /// Answer with this HTTP error status (401, 429, 500, ...).
+    Status(u16),
+}
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub body: Value,
+}
+
+/// Token counts every answer reports, so tests can check what the agent
+/// passed on.
+pub const INPUT_TOKENS: u64 = 21;
+pub const OUTPUT_TOKENS: u64 = 8;
+
+/// What a protocol module needs to answer one request.
+pub(crate) struct Reply<'a> {
+    pub turn: Turn,
+    /// The shell tool as the request declared it: its name, the argument
+    /// that carries the command, and whether it wants a description.
+    pub tool: Option<ShellTool>,
+    pub model: &'a str,
+    pub stream: bool,
+    pub serial: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ShellTool {
+    pub name: String,
+    pub command_key: String,
+    pub wants_description: bool,
+}
+
+impl ShellTool {
+    pub fn args(&self, command: &str) -> Value {
+        let mut args = serde_json::Map::new();
+        args.insert(self.command_key.clone(), Value::String(command.to_string()));
+        if self.wants_description {
+            args.insert("description".into(), Value::String("run a command".into()));
+        }
+        Value::Object(args)
+    }
+}
+
+const SHELL_TOOLS: &[&str] = &[
+    "Bash",
+    "bash",
+    "exec_command",
+    "shell",
+    "run_shell_command",
+    "shell_command",
+];
+
+/// Finds the shell tool among `(name, parameter properties)` pairs.
+pub(crate) fn shell_tool<'a>(
+    tools: impl Iterator<Item = (&'a str, Option<&'a Value>)>,
+) -> Option<ShellTool> {
+    tools
+        .filter(|(name, _)| SHELL_TOOLS.contains(name))
+        .map(|(name, props)| {
+            let has = |k: &str| props.and_then(|p| p.get(k)).is_some();
+            ShellTool {
+                name: name.to_string(),
+                command_key: if has("cmd") && !has("command") {
+                    "cmd"
+                } else {
+                    "command"
+                }
+                .to_string(),
+                wants_description: has("description"),
+            }
+        })
+        .next()
+}
+
+struct Shared {
+    script: Mutex<VecDeque<Turn>>,
+    requests: Mutex<Vec<Request>>,
+    serial: Mutex<u64>,
+}
+
+/// A running fake model server; stops when dropped.
+pub struct FakeModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeModel {
+    /// Starts a server on 127.0.0.1 that plays `script`, then answers
+    /// "done" to every further main request.
+    pub fn start(script: Vec<Turn>) -> Self {
+        let shared = Arc::new(Shared {
+            script: Mutex::new(script.into()),
+            requests: Mutex::new(Vec::new()),
+            serial: Mutex::new(0),
+        });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("local addr");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let state = shared.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let app = Router::new().fallback(handle).with_state(state);
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = rx.await;
+                    })
+                    .await;
+            });
+        });
+        Self {
+            addr,
+            shared,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared.requests.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        // A stalled stream keeps a connection open; do not wait for it.
+        drop(self.thread.take());
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    shared.requests.lock().expect("lock").push(Request {
+        method: method.to_string(),
+        path: uri.to_string(),
+        body: json.clone(),
+    });
+    if method != Method::POST {
+        return (StatusCode::OK, "{}").into_response();
+    }
+    let serial = {
+        let mut s = shared.serial.lock().expect("lock");
+        *s += 1;
+        *s
+    };
+    let next = |has_tools: bool| {
+        if has_tools {
+            shared
+                .script
+                .lock()
+                .expect("lock")
+                .pop_front()
+                .unwrap_or_else(|| Turn::Text("done".into()))
+        } else {
+            Turn::Text("ok".into())
+        }
+    };
+    if path.ends_with("/count_tokens") || path.ends_with(":countTokens") {
+        return axum::Json(
+            serde_json::json!({"input_tokens": INPUT_TOKENS, "totalTokens": INPUT_TOKENS}),
+        )
+        .into_response();
+    }
+    if path.ends_with("/messages") {
+        let tool = anthropic::shell_tool(&json);
+        let reply = Reply {
+            turn: next(
+                json.get("tools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| !t.is_empty()),
+            ),
+            tool,
+            model: json
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("claude-fake"),
+            stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            serial,
+        };
+        return anthropic::reply(reply);
+    }
+    if path.ends_with("/responses") {
+        let tool = responses::shell_tool(&json);
+        let reply = Reply {
+            turn: next(
+                json.get("tools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| !t.is_empty()),
+            ),
+            tool,
+            model: json
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("gpt-fake"),
+            stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            serial,
+        };
+        return responses::reply(reply);
+    }
+    if path.ends_with("/chat/completions") {
+        let tool = chat::shell_tool(&json);
+        let reply = Reply {
+            turn: next(
+                json.get("tools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| !t.is_empty()),
+            ),
+            tool,
+            model: json
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("fake-model"),
+            stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            serial,
+        };
+        return chat::reply(reply);
+    }
+    if let Some(rest) = path.split("/models/").nth(1)
+        && (rest.ends_with(":streamGenerateContent") || rest.ends_with(":generateContent"))
+    {
+        let model = rest.split(':').next().unwrap_or("gemini-fake").to_string();
+        let tool = gemini::shell_tool(&json);
+        let reply = Reply {
+            turn: next(
+                json.get("tools")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| !t.is_empty()),
+            ),
+            tool,
+            model: &model,
+            stream: rest.ends_with(":streamGenerateContent"),
+            serial,
+        };
+        return gemini::reply(reply);
+    }
+    (
+        StatusCode::NOT_FOUND,
+        "no such endpoint in the fake model server",
+    )
+        .into_response()
+}
