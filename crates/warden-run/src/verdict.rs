@@ -166,10 +166,7 @@ pub fn decide(f: &Facts) -> (Verdict, String) {
             }
         }
         Some((Some(code), _)) => match &f.agent_error {
-            Some(e) => (
-                Verdict::AgentFailed,
-                format!("exited with code {code}: {e}"),
-            ),
+            Some(_) => agent_failed(&format!("exited with code {code}")),
             None => (Verdict::AgentFailed, format!("exited with code {code}")),
         },
         Some((None, Some(sig))) => (
