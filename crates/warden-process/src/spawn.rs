@@ -131,7 +131,9 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
     }
     cmd.arg("--").arg(&spec.program).args(&spec.args);
     if let Some(dir) = &spec.cwd {
-        cmd.current_dir(dir);
+        // Some CLIs (Bun-based ones) take their directory from $PWD, which
+        // would otherwise still name warden's own.
+        cmd.current_dir(dir).env("PWD", dir);
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(if spec.stdin.is_some() {

@@ -128,6 +128,18 @@ fn deadline_is_in_the_child_environment() {
 }
 
 #[test]
+fn the_child_runs_in_the_working_directory_with_a_matching_pwd() {
+    let case = Case::new();
+    let mut cmd = case.command(&["run", "exec", "--", "env"]);
+    cmd.env("PWD", "/somewhere/else");
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let env = String::from_utf8(done.log("stdout.log")).unwrap();
+    let pwd = env.lines().find_map(|l| l.strip_prefix("PWD=")).unwrap();
+    assert_eq!(std::path::Path::new(pwd), case.path());
+}
+
+#[test]
 fn completion_signal_then_hang_is_forced_with_the_earned_verdict() {
     let case = Case::new();
     let done = case.run(&[
