@@ -90,14 +90,22 @@ pub fn happy_path(agent: &'static str) {
                 .is_some_and(|o| o.contains("hello-from-tool"))),
         "the tool's output is not in a tool_finished event: {finished:?}\n{why}"
     );
+    // The tool really ran: its output went back to the model.
+    let posts: Vec<String> = kit
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(posts.len() >= 2, "{why}");
     assert!(
-        kit.server
-            .requests()
+        // More mentions than the `echo` command itself accounts for.
+        posts
             .iter()
-            .filter(|r| r.method == "POST")
-            .count()
-            >= 2,
-        "{why}"
+            .any(|b| b.matches("hello-from-tool").count()
+                > b.matches("echo hello-from-tool").count()),
+        "no later request carried the tool's output\n{why}"
     );
 }
 
