@@ -1,9 +1,9 @@
 //! How to start each agent CLI headless: its command line, its
 //! environment, and how it gets the prompt.
 //!
-//! Every CLI here is started so that it can never wait on a person: no
-//! open stdin (the prompt is written to a pipe that is closed at once, or
-//! passed as an argument, and stdin is /dev/null otherwise), permission
+//! Every CLI here is started so that it can never wait on a person: the
+//! prompt is written to its stdin, which is then closed (never an
+//! argument: no size limit, nothing in `ps`, no shell), permission
 //! prompts bypassed, `CI=true`, machine-readable output on stdout. This
 //! crate only builds command lines; it starts nothing.
 
@@ -11,9 +11,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use warden_events::Agent;
-
-/// Linux's limit on one argument (`MAX_ARG_STRLEN`), NUL included.
-pub const MAX_ARG: usize = 128 * 1024;
 
 /// What the user asked for, for any agent.
 #[derive(Debug, Clone, Default)]
@@ -46,10 +43,6 @@ pub enum AgentError {
     MissingPrompt { agent: Agent },
     #[error("{agent} does not take {flag} (no such option in its CLI)")]
     Unsupported { agent: Agent, flag: &'static str },
-    #[error(
-        "the prompt is {len} bytes, but {agent} takes it as an argument and Linux limits one argument to {MAX_ARG} bytes: shorten it"
-    )]
-    PromptTooLong { agent: Agent, len: usize },
     #[error("{} (`{program}`) is not on PATH; install it with `{install}`, or name its executable with --agent-bin", .agent_name)]
     NotInstalled {
         agent_name: &'static str,
@@ -104,7 +97,7 @@ pub fn invocation(
     };
     let mut args: Vec<OsString> = Vec::new();
     let mut env: Vec<(OsString, OsString)> = vec![("CI".into(), "true".into())];
-    let mut stdin = Some(req.prompt.clone().into_bytes());
+    let stdin = Some(req.prompt.clone().into_bytes());
     let mut arg = |a: &str| args.push(a.into());
     match agent {
         Agent::Claude => {
@@ -180,14 +173,9 @@ pub fn invocation(
                 arg("--session");
                 arg(s);
             }
-            // OpenCode takes the prompt as words on its command line.
-            if req.prompt.len() + 1 > MAX_ARG {
-                return Err(AgentError::PromptTooLong {
-                    agent,
-                    len: req.prompt.len(),
-                });
-            }
-            stdin = None;
+            // With no message argument, `opencode run` reads the prompt from
+            // stdin: no argument-size limit, and a prompt that starts with
+            // `-` cannot be taken for an option.
         }
         Agent::Pi => {
             for a in ["--mode", "json"] {
@@ -226,9 +214,6 @@ pub fn invocation(
         Agent::Exec => unreachable!("handled above"),
     }
     args.extend(req.extra_args.iter().cloned());
-    if agent == Agent::OpenCode {
-        args.push(req.prompt.clone().into());
-    }
     Ok(Invocation {
         program,
         args,
@@ -329,14 +314,25 @@ mod tests {
     }
 
     #[test]
-    fn opencode_takes_the_prompt_as_an_argument_within_the_limit() {
-        let (_d, path) = with_fake_bin("opencode");
-        let inv = invocation(Agent::OpenCode, &req("do it"), Some(&path)).unwrap();
-        assert_eq!(strs(&inv.args).last().unwrap(), "do it");
-        assert_eq!(inv.stdin, None);
-        let long = "x".repeat(MAX_ARG);
-        let e = invocation(Agent::OpenCode, &req(&long), Some(&path)).unwrap_err();
-        assert!(e.to_string().contains("131072"), "{e}");
+    fn every_agent_gets_the_prompt_on_stdin_never_as_an_argument() {
+        let prompt = "-rf 'q' \"$(x)\" `y`\nline";
+        for agent in [
+            Agent::Claude,
+            Agent::Codex,
+            Agent::OpenCode,
+            Agent::Pi,
+            Agent::Gemini,
+        ] {
+            let (name, _, _) = install_info(agent);
+            let (_d, path) = with_fake_bin(name);
+            let inv = invocation(agent, &req(prompt), Some(&path)).unwrap();
+            assert_eq!(inv.stdin.as_deref(), Some(prompt.as_bytes()), "{agent}");
+            assert!(
+                !strs(&inv.args).iter().any(|a| a.contains("$(x)")),
+                "{agent}: {:?}",
+                inv.args
+            );
+        }
     }
 
     #[test]

@@ -40,6 +40,15 @@ pub struct RunArgs {
     /// The prompt. Or use -f FILE; `-` reads it from stdin.
     pub prompt: Option<String>,
 
+    /// The prompt, for one that starts with `-`.
+    #[arg(
+        long = "prompt",
+        value_name = "TEXT",
+        allow_hyphen_values = true,
+        conflicts_with = "prompt"
+    )]
+    pub prompt_text: Option<String>,
+
     /// Read the prompt from this file (`-` for stdin).
     #[arg(short = 'f', long = "prompt-file", value_name = "FILE")]
     pub prompt_file: Option<PathBuf>,
@@ -148,7 +157,8 @@ fn read_prompt(args: &RunArgs) -> Result<Option<String>, String> {
             .map_err(|e| format!("could not read the prompt from stdin: {e}"))?;
         Ok(s)
     };
-    match (&args.prompt, &args.prompt_file) {
+    let prompt = args.prompt.as_ref().or(args.prompt_text.as_ref());
+    match (prompt, &args.prompt_file) {
         (Some(_), Some(_)) => {
             Err("give the prompt as an argument or with -f FILE, not both".into())
         }
@@ -182,7 +192,7 @@ async fn run(args: RunArgs) -> u8 {
     };
 
     let mut spec = if agent == Agent::Exec {
-        if args.prompt.is_some() || args.prompt_file.is_some() {
+        if args.prompt.is_some() || args.prompt_text.is_some() || args.prompt_file.is_some() {
             return usage(
                 "`exec` runs a command, not a prompt: put the command after `--`, e.g. warden run exec -- make test",
             );

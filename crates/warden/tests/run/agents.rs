@@ -317,8 +317,58 @@ fn the_prompt_comes_from_a_file_or_stdin() {
     );
 }
 
+/// Quotes, `$()`, backticks, newlines and a leading `-`: the prompt never
+/// passes through a shell, and is never an argument a CLI could take for
+/// an option.
+const NASTY_PROMPT: &str =
+    "-n 'single' \"double\" $(touch pwned) `touch pwned2` \\ ; rm -rf x\nsecond line $HOME\n";
+
 #[test]
-fn opencode_gets_the_prompt_as_its_last_argument() {
+fn a_prompt_with_shell_metacharacters_reaches_every_agent_unchanged() {
+    for agent in ["claude", "codex", "opencode", "pi", "gemini"] {
+        let case = Case::new();
+        let bin = fake_cli(
+            &case,
+            &play(&fixture(agent, "success_with_tools")),
+            "exit 0",
+        );
+        let done = case.run(&[
+            "run",
+            agent,
+            "--prompt",
+            NASTY_PROMPT,
+            "--agent-bin",
+            bin.to_str().unwrap(),
+        ]);
+        assert_eq!(done.code, 0, "{agent}: {}", done.stderr);
+        let stdin = std::fs::read_to_string(case.path().join("stdin")).unwrap();
+        assert_eq!(
+            stdin, NASTY_PROMPT,
+            "{agent}: the prompt changed on the way"
+        );
+        let argv = std::fs::read_to_string(case.path().join("argv")).unwrap();
+        assert!(
+            !argv.contains("touch pwned"),
+            "{agent}: the prompt is an argument: {argv}"
+        );
+        assert!(
+            !case.path().join("pwned").exists() && !case.path().join("pwned2").exists(),
+            "{agent}: a shell ran the prompt"
+        );
+    }
+}
+
+#[test]
+fn exec_arguments_reach_the_command_unchanged() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--", "printf", "%s", NASTY_PROMPT]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.log("stdout.log"), NASTY_PROMPT.as_bytes());
+    assert!(!case.path().join("pwned").exists());
+}
+
+#[test]
+fn opencode_takes_effort_as_its_variant() {
     let case = Case::new();
     let bin = fake_cli(
         &case,
@@ -336,7 +386,6 @@ fn opencode_gets_the_prompt_as_its_last_argument() {
     ]);
     assert_eq!(done.code, 0, "{}", done.stderr);
     let argv = std::fs::read_to_string(case.path().join("argv")).unwrap();
-    assert_eq!(argv.lines().last(), Some("do the thing"));
     assert!(argv.contains("--variant\nhigh"), "{argv}");
     assert_eq!(done.report()["cost_usd"], 0.0043);
 }
