@@ -253,6 +253,78 @@ impl Event {
     }
 }
 
+impl Event {
+    /// Calls `f` on every text field of the event (for redaction).
+    pub fn for_each_string(&mut self, f: &mut dyn FnMut(&mut String)) {
+        let opt = |o: &mut Option<String>, f: &mut dyn FnMut(&mut String)| {
+            if let Some(s) = o {
+                f(s);
+            }
+        };
+        match self {
+            Event::SessionStarted {
+                session_id,
+                model,
+                agent_version,
+            } => {
+                opt(session_id, f);
+                opt(model, f);
+                opt(agent_version, f);
+            }
+            Event::Thinking { text } | Event::Text { text } | Event::Stderr { text } => f(text),
+            Event::ToolStarted {
+                id, name, input, ..
+            } => {
+                f(id);
+                f(name);
+                opt(input, f);
+            }
+            Event::ToolProgress { id, output, .. } => {
+                f(id);
+                opt(output, f);
+            }
+            Event::ToolFinished {
+                id, name, output, ..
+            } => {
+                f(id);
+                f(name);
+                opt(output, f);
+            }
+            Event::Retry { reason, .. } => f(reason),
+            Event::Error { message, .. } => f(message),
+            Event::Result { text, error, .. } => {
+                opt(text, f);
+                opt(error, f);
+            }
+            Event::Spawned {
+                command,
+                containment,
+                ..
+            } => {
+                command.iter_mut().for_each(&mut *f);
+                f(containment);
+            }
+            Event::Orphan { cmdline, .. } => f(cmdline),
+            Event::Terminating { reason } => f(reason),
+            Event::Signalled { signal, .. } => f(signal),
+            Event::OutputTruncated { holders, .. } => {
+                holders.iter_mut().for_each(|h| f(&mut h.cmdline))
+            }
+            Event::Finished {
+                verdict, reason, ..
+            } => {
+                f(verdict);
+                f(reason);
+            }
+            Event::Usage { .. }
+            | Event::OversizedLine { .. }
+            | Event::StallWarning { .. }
+            | Event::CompletionSignal
+            | Event::Exited { .. } => {}
+        }
+    }
+}
+
 /// An event with the time it happened, in milliseconds since the run began.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Stamped {

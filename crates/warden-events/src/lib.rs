@@ -24,6 +24,7 @@ mod json;
 pub mod lines;
 pub mod opencode;
 pub mod pi;
+pub mod redact;
 pub mod signal;
 pub mod summary;
 
@@ -31,5 +32,6 @@ pub use agent::{Agent, UnknownAgent};
 pub use decoder::{AgentDecoder, Decode, LineKind, StreamDecoder};
 pub use event::{ErrorClass, Event, Holder, Stream, Tokens};
 pub use lines::{Line, LineSplitter};
+pub use redact::Redactor;
 pub use signal::SignalMatcher;
 pub use summary::Summary;

@@ -58,8 +58,11 @@ pub struct SpawnSpec {
     pub program: OsString,
     pub args: Vec<OsString>,
     pub cwd: Option<PathBuf>,
-    /// Variables set on top of the inherited environment.
+    /// Variables set on top of the inherited environment (or of an empty
+    /// one, with `env_clear`).
     pub env: Vec<(OsString, OsString)>,
+    /// Start from an empty environment: a sandbox passes an allowlist.
+    pub env_clear: bool,
     /// Bytes written to the agent's stdin, which is then closed. `None`
     /// gives it /dev/null.
     pub stdin: Option<Vec<u8>>,
@@ -130,10 +133,8 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         cmd.arg("--cgroup").arg(cg.path());
     }
     cmd.arg("--").arg(&spec.program).args(&spec.args);
-    if let Some(dir) = &spec.cwd {
-        // Some CLIs (Bun-based ones) take their directory from $PWD, which
-        // would otherwise still name warden's own.
-        cmd.current_dir(dir).env("PWD", dir);
+    if spec.env_clear {
+        cmd.env_clear();
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(if spec.stdin.is_some() {
@@ -146,6 +147,11 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         // Its own group, so a Ctrl-C at the terminal reaches warden only,
         // and warden decides what the run gets.
         .process_group(0);
+    if let Some(dir) = &spec.cwd {
+        // Some CLIs (Bun-based ones) take their directory from $PWD, which
+        // would otherwise still name warden's own.
+        cmd.current_dir(dir).env("PWD", dir);
+    }
     let theirs: OwnedFd = theirs.into();
     let raw = theirs.as_raw_fd();
     // SAFETY: runs between fork and exec; makes only raw system calls on

@@ -49,9 +49,13 @@ pub use verdict::Verdict;
 pub use warden_events::Agent;
 pub use warden_events::event::Stamped;
 pub use warden_process::ContainmentChoice;
+pub use warden_sandbox::env::EnvArg;
+pub use warden_sandbox::{Sandbox, SandboxChoice, SandboxOptions};
 
 use artifacts::RunDir;
 use supervisor::{Setup, Supervisor};
+use warden_sandbox::env::agent_env;
+use warden_sandbox::{SandboxError, Target};
 
 /// Everything needed to start one run.
 #[derive(Debug, Clone)]
@@ -74,6 +78,11 @@ pub struct RunSpec {
     /// The program that acts as the run's shim; the running executable if
     /// `None`.
     pub shim_exe: Option<PathBuf>,
+    /// Where the agent runs (host by default).
+    pub sandbox: SandboxOptions,
+    /// `--env NAME` / `--env NAME=VALUE`: passed to the agent (also into a
+    /// sandbox) and treated as secrets.
+    pub env_args: Vec<EnvArg>,
 }
 
 impl RunSpec {
@@ -94,6 +103,8 @@ impl RunSpec {
             env: Vec::new(),
             stdin: None,
             shim_exe: None,
+            sandbox: SandboxOptions::default(),
+            env_args: Vec::new(),
         }
     }
 }
@@ -111,6 +122,19 @@ pub enum SetupError {
     },
     #[error("could not find warden's own executable to use as the run's shim: {0}")]
     ShimExe(std::io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+impl SetupError {
+    /// Whether the machine, not the request, is at fault (a sandbox that
+    /// cannot run here): that is `spawn_failed` (6); the rest is usage (2).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            SetupError::Sandbox(SandboxError::BwrapUnavailable(_) | SandboxError::NoEngine { .. })
+        )
+    }
 }
 
 /// A run that has not started yet.
@@ -143,21 +167,72 @@ impl Run {
             .clone()
             .unwrap_or_else(|| spec.cwd.join(defaults::RUNS_DIR).join(&run_id));
         let run_dir = absolute(&spec.cwd, &run_dir);
-        let dir = RunDir::create(&run_dir).map_err(|source| SetupError::RunDir {
-            path: run_dir.clone(),
-            source,
-        })?;
-
-        let mut env = spec.env.clone();
+        let mut fixed = spec.env.clone();
         if let Some(t) = spec.limits.timeout {
             let deadline = started_at.duration_since(UNIX_EPOCH).unwrap_or_default() + t;
-            env.push((
+            fixed.push((
                 "WARDEN_DEADLINE".into(),
                 deadline.as_secs().to_string().into(),
             ));
         }
-        env.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
+        fixed.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
 
+        // The agent's environment (an allowlist inside a sandbox) and the
+        // command line that starts it there. Checked before anything is
+        // created, so a bad request leaves nothing behind.
+        let sandbox = spec.sandbox.sandbox;
+        let host_env: Vec<(String, String)> = std::env::vars_os()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        let agent_env = agent_env(
+            spec.agent,
+            sandbox != Sandbox::Host,
+            &host_env,
+            &fixed,
+            &spec.env_args,
+        );
+        match sandbox {
+            Sandbox::Bwrap => {
+                warden_sandbox::probe::bwrap().map_err(SandboxError::BwrapUnavailable)?;
+            }
+            Sandbox::Docker | Sandbox::Podman => {
+                let engine = if sandbox == Sandbox::Docker {
+                    "docker"
+                } else {
+                    "podman"
+                };
+                let on_path = std::env::var_os("PATH")
+                    .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(engine).is_file()));
+                if !on_path {
+                    return Err(SandboxError::NoEngine { engine }.into());
+                }
+            }
+            Sandbox::Host => {}
+        }
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let container_name = format!("warden-{run_id}");
+        let wrapped = warden_sandbox::wrap(
+            &spec.sandbox,
+            Target {
+                agent: spec.agent,
+                program: spec.command[0].clone(),
+                args: spec.command[1..].to_vec(),
+                workdir: &spec.cwd,
+                home: &home,
+                env: &agent_env.vars,
+                name: &container_name,
+            },
+        )?;
+
+        let dir = RunDir::create(&run_dir).map_err(|source| SetupError::RunDir {
+            path: run_dir.clone(),
+            source,
+        })?;
         let setup = Setup {
             run_id: run_id.clone(),
             agent: spec.agent,
@@ -171,6 +246,10 @@ impl Run {
             dir,
             started,
             started_at,
+            redactor: warden_events::Redactor::new(agent_env.secrets.clone()),
+            sandbox,
+            containment_extra: wrapped.containment,
+            on_kill: wrapped.on_kill.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
@@ -178,10 +257,11 @@ impl Run {
         let fallback = supervisor.report(None, "starting".into());
 
         let process = warden_process::SpawnSpec {
-            program: spec.command[0].clone(),
-            args: spec.command[1..].to_vec(),
+            program: wrapped.program,
+            args: wrapped.args,
             cwd: Some(spec.cwd.clone()),
-            env,
+            env: agent_env.vars,
+            env_clear: agent_env.clear,
             stdin: spec.stdin.clone(),
             containment: spec.containment,
             shim_exe,

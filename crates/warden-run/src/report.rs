@@ -85,6 +85,8 @@ pub struct Report {
     pub orphans: Vec<Orphan>,
     pub orphans_killed: u32,
     pub containment: Option<String>,
+    /// Where the agent ran: `host`, `bwrap`, `docker` or `podman`.
+    pub sandbox: String,
     pub agent_version: Option<String>,
     pub model: Option<String>,
     pub session_id: Option<String>,

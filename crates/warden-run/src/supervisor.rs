@@ -55,6 +55,14 @@ pub struct Setup {
     pub dir: RunDir,
     pub started: Instant,
     pub started_at: SystemTime,
+    /// Secret values to hide in events, the report and the terminal.
+    pub redactor: warden_events::Redactor,
+    pub sandbox: warden_sandbox::Sandbox,
+    /// What the sandbox adds to the containment (`pid_namespace`).
+    pub containment_extra: Option<&'static str>,
+    /// Removes what the sandbox left (a container); run when warden ends
+    /// the run, and at the end of every run.
+    pub on_kill: Option<Vec<std::ffi::OsString>>,
 }
 
 pub struct Supervisor {
@@ -85,6 +93,17 @@ pub struct Supervisor {
     summary: Summary,
     terminal_seen: Option<Instant>,
     stall_extensions: Vec<StallExtension>,
+    sandbox_kill_started: bool,
+}
+
+/// A command with no stdin and its output discarded.
+fn quiet(cmd: &[std::ffi::OsString]) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    c
 }
 
 impl Supervisor {
@@ -129,6 +148,7 @@ impl Supervisor {
             summary: Summary::default(),
             terminal_seen: None,
             stall_extensions: Vec::new(),
+            sandbox_kill_started: false,
         }
     }
 
@@ -136,7 +156,11 @@ impl Supervisor {
         at.saturating_duration_since(self.setup.started).as_millis() as u64
     }
 
-    fn emit(&mut self, event: Event) {
+    fn emit(&mut self, mut event: Event) {
+        if !self.setup.redactor.is_empty() {
+            let r = &self.setup.redactor;
+            event.for_each_string(&mut |s| r.redact_in_place(s));
+        }
         *self.event_counts.entry(event.kind()).or_default() += 1;
         let stamped = Stamped {
             t_ms: self.ms(Instant::now()),
@@ -154,8 +178,31 @@ impl Supervisor {
         }
     }
 
-    /// The report as it stands; `verdict` is `None` until the end.
+    /// The report as it stands; `verdict` is `None` until the end. Secret
+    /// values are masked in every text field.
     pub fn report(&self, verdict: Option<Verdict>, reason: String) -> Report {
+        let mut r = self.raw_report(verdict, reason);
+        let red = &self.setup.redactor;
+        if !red.is_empty() {
+            let mut texts: Vec<&mut String> = Vec::new();
+            texts.extend(r.command.iter_mut());
+            texts.push(&mut r.reason);
+            texts.extend(r.final_text.as_mut());
+            texts.extend(r.error_message.as_mut());
+            texts.extend(r.error.as_mut());
+            texts.extend(r.orphans.iter_mut().map(|o| &mut o.cmdline));
+            texts.extend(r.hanging.iter_mut().map(|h| &mut h.cmdline));
+            if let Some(t) = r.output_truncated.as_mut() {
+                texts.extend(t.holders.iter_mut().map(|h| &mut h.cmdline));
+            }
+            for t in texts {
+                red.redact_in_place(t);
+            }
+        }
+        r
+    }
+
+    fn raw_report(&self, verdict: Option<Verdict>, reason: String) -> Report {
         let l = &self.setup.limits;
         let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
         let now = Instant::now();
@@ -195,6 +242,7 @@ impl Supervisor {
             orphans: self.orphans.clone(),
             orphans_killed: self.orphans_killed(),
             containment: self.containment.clone(),
+            sandbox: self.setup.sandbox.name().to_string(),
             agent_version: self.summary.agent_version.clone(),
             model: self.summary.model.clone(),
             session_id: self.summary.session_id.clone(),
@@ -245,11 +293,15 @@ impl Supervisor {
     pub async fn run(mut self, tree: RunTree, mut control: UnboundedReceiver<Control>) -> Report {
         let mut tree = tree;
         self.pid = Some(tree.agent_pid());
-        self.containment = Some(tree.containment().as_str().to_string());
+        let containment = match self.setup.containment_extra {
+            Some(extra) => format!("{}+{extra}", tree.containment().as_str()),
+            None => tree.containment().as_str().to_string(),
+        };
+        self.containment = Some(containment.clone());
         self.emit(Event::Spawned {
             pid: tree.agent_pid(),
             command: self.setup.command.clone(),
-            containment: tree.containment().as_str().to_string(),
+            containment,
         });
         let initial = self.report(None, "running".into());
         if let Err(e) = self.setup.dir.write_report(&initial) {
@@ -306,6 +358,7 @@ impl Supervisor {
         if !self.empty {
             self.kill_rest(&tree);
         }
+        self.remove_sandbox_leftovers().await;
         tree.close().await;
         self.finish()
     }
@@ -604,6 +657,7 @@ impl Supervisor {
             reason: cause_reason(cause).into(),
         });
         self.clocks.terminated_at = Some(Instant::now());
+        self.start_sandbox_kill();
         if self.setup.limits.kill_grace.is_zero() {
             self.kill_rest(tree);
         } else {
@@ -613,8 +667,44 @@ impl Supervisor {
 
     /// SIGKILLs every process of the run and starts the final, bounded wait
     /// for the kernel to confirm.
+    /// Starts the sandbox's own kill (`docker rm -f`) without waiting.
+    fn start_sandbox_kill(&mut self) {
+        if let Some(cmd) = &self.setup.on_kill
+            && !self.sandbox_kill_started
+        {
+            self.sandbox_kill_started = true;
+            if let Err(e) = quiet(cmd).spawn() {
+                self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy()));
+            }
+        }
+    }
+
+    /// At the end of every run: make sure the sandbox left nothing (a
+    /// container that outlived its client), waiting at most 10 s.
+    async fn remove_sandbox_leftovers(&mut self) {
+        let Some(cmd) = self.setup.on_kill.clone() else {
+            return;
+        };
+        match quiet(&cmd).spawn() {
+            Ok(mut child) => {
+                if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.start_kill();
+                    self.note_error(format!(
+                        "`{}` did not finish within 10s",
+                        cmd[0].to_string_lossy()
+                    ));
+                }
+            }
+            Err(e) => self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy())),
+        }
+    }
+
     fn kill_rest(&mut self, tree: &RunTree) {
         self.clocks.killed = true;
+        self.start_sandbox_kill();
         if self.clocks.final_kill_at.is_none() {
             self.clocks.final_kill_at = Some(Instant::now());
         }

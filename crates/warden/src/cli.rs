@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 use warden_agents::AgentRequest;
 use warden_events::Agent;
-use warden_run::{Run, RunSpec};
+use warden_run::{EnvArg, Run, RunSpec, Sandbox, SandboxChoice, SandboxOptions};
 
 use crate::render::Renderer;
 use crate::replay;
@@ -30,6 +30,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
     Replay(ReplayArgs),
+    /// What this machine can do: agent CLIs, sandboxes, containment.
+    Doctor,
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +70,19 @@ pub struct RunArgs {
     /// The agent CLI's executable, if it is not on PATH under its usual name.
     #[arg(long, value_name = "PATH")]
     pub agent_bin: Option<PathBuf>,
+
+    /// Give the agent this variable (from warden's environment, or with a
+    /// value); it passes into a sandbox and is masked in every report. Repeatable.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+
+    /// Make PATH visible read-only inside the sandbox. Repeatable.
+    #[arg(long = "ro", value_name = "PATH")]
+    pub ro: Vec<PathBuf>,
+
+    /// Make PATH writable inside the sandbox. Repeatable.
+    #[arg(long = "rw", value_name = "PATH")]
+    pub rw: Vec<PathBuf>,
 
     /// For `exec`: the command and its arguments. For an agent: extra
     /// arguments for its CLI.
@@ -124,6 +139,15 @@ pub struct SettingFlags {
     /// Where the run's artifacts go [default: .warden/runs/<run-id>].
     #[arg(long, value_name = "DIR")]
     pub run_dir: Option<String>,
+    /// Where the agent runs: host, bwrap, docker, podman, or auto (bwrap where it works) [default: host].
+    #[arg(long, value_name = "SANDBOX")]
+    pub sandbox: Option<String>,
+    /// Cut the network inside the sandbox (agents that call a model API need it).
+    #[arg(long)]
+    pub no_network: bool,
+    /// The container image, for --sandbox docker or podman.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
     /// Write the events as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
@@ -139,6 +163,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Run(args) => run(*args).await,
         Command::Replay(args) => replay::replay(&args),
+        Command::Doctor => crate::doctor::doctor().await,
     }
 }
 
@@ -237,9 +262,42 @@ async fn run(args: RunArgs) -> u8 {
     spec.limits = resolved.limits.clone();
     spec.containment = resolved.containment;
     spec.run_dir = resolved.run_dir.clone();
+    spec.env_args = match args.env.iter().map(|e| EnvArg::parse(e)).collect() {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    let sandbox = match resolved.sandbox {
+        SandboxChoice::Host => Sandbox::Host,
+        SandboxChoice::Use(s) => s,
+        SandboxChoice::Auto => {
+            let (s, why) = warden_sandbox::probe::resolve_auto();
+            if !resolved.quiet {
+                eprintln!("warden: {why}");
+            }
+            s
+        }
+    };
+    if sandbox == Sandbox::Host
+        && (resolved.no_network || !args.ro.is_empty() || !args.rw.is_empty())
+    {
+        return usage(
+            "--no-network, --ro and --rw need a sandbox: add --sandbox bwrap (or docker, podman)",
+        );
+    }
+    spec.sandbox = SandboxOptions {
+        sandbox,
+        no_network: resolved.no_network,
+        ro: args.ro.iter().map(|p| absolute(&spec.cwd, p)).collect(),
+        rw: args.rw.iter().map(|p| absolute(&spec.cwd, p)).collect(),
+        image: resolved.image.clone(),
+    };
 
     let mut handle = match Run::new(spec).spawn() {
         Ok(h) => h,
+        Err(e) if e.is_unavailable() => {
+            eprintln!("warden: error: {e}");
+            return 6;
+        }
         Err(e) => return usage(e),
     };
     let mut renderer = Renderer::new(&resolved, agent, handle.run_dir());
@@ -281,6 +339,14 @@ async fn run(args: RunArgs) -> u8 {
     report
         .verdict
         .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+}
+
+fn absolute(cwd: &std::path::Path, p: &std::path::Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The `warden` command line: parse, resolve settings, run, render.
 
 mod cli;
+mod doctor;
 mod render;
 mod replay;
 mod settings;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use warden_run::limits::clock;
-use warden_run::{ContainmentChoice, Limits};
+use warden_run::{ContainmentChoice, Limits, SandboxChoice};
 
 use crate::cli::SettingFlags;
 
@@ -28,6 +28,7 @@ pub enum Kind {
     Bool,
     Bytes,
     Containment,
+    Sandbox,
     Path,
 }
 
@@ -40,6 +41,7 @@ impl Kind {
             Kind::Bool => "`true` or `false` (or `1` / `0`)",
             Kind::Bytes => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
             Kind::Containment => "one of `auto`, `cgroup`, `subreaper`",
+            Kind::Sandbox => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path => "a directory path such as `.warden/runs/my-run`",
         }
     }
@@ -95,6 +97,18 @@ pub const KEYS: &[Key] = &[
         kind: Kind::Path,
     },
     Key {
+        name: "sandbox",
+        kind: Kind::Sandbox,
+    },
+    Key {
+        name: "no_network",
+        kind: Kind::Bool,
+    },
+    Key {
+        name: "image",
+        kind: Kind::Text,
+    },
+    Key {
         name: "json",
         kind: Kind::Bool,
     },
@@ -139,6 +153,9 @@ pub struct RawSettings {
 pub struct Resolved {
     pub limits: Limits,
     pub containment: ContainmentChoice,
+    pub sandbox: SandboxChoice,
+    pub no_network: bool,
+    pub image: Option<String>,
     pub run_dir: Option<PathBuf>,
     pub json: bool,
     pub quiet: bool,
@@ -196,13 +213,19 @@ impl RawSettings {
             ("max_line", &f.max_line),
             ("containment", &f.containment),
             ("run_dir", &f.run_dir),
+            ("sandbox", &f.sandbox),
+            ("image", &f.image),
         ];
         for (name, value) in texts {
             if let Some(v) = value {
                 self.push(name, v.clone(), format!("--{}", name.replace('_', "-")));
             }
         }
-        for (name, on) in [("json", f.json), ("quiet", f.quiet)] {
+        for (name, on) in [
+            ("json", f.json),
+            ("quiet", f.quiet),
+            ("no_network", f.no_network),
+        ] {
             if on {
                 self.push(name, "true".into(), format!("--{name}"));
             }
@@ -296,9 +319,20 @@ impl RawSettings {
             _ => None,
         };
         let flag = |name| matches!(parsed.get(name), Some(Value::Bool(true)));
+        let sandbox = match parsed.get("sandbox") {
+            Some(Value::Sandbox(s)) => *s,
+            _ => SandboxChoice::Host,
+        };
+        let image = match parsed.get("image") {
+            Some(Value::Text(t)) => Some(t.clone()),
+            _ => None,
+        };
         Ok(Resolved {
             limits,
             containment,
+            sandbox,
+            no_network: flag("no_network"),
+            image,
             run_dir,
             json: flag("json"),
             quiet: flag("quiet"),
@@ -313,6 +347,7 @@ enum Value {
     Bool(bool),
     Bytes(usize),
     Containment(ContainmentChoice),
+    Sandbox(SandboxChoice),
 }
 
 fn parse(kind: Kind, s: &str) -> Option<Value> {
@@ -326,6 +361,7 @@ fn parse(kind: Kind, s: &str) -> Option<Value> {
             _ => None,
         },
         Kind::Bytes => parse_bytes(t).map(Value::Bytes),
+        Kind::Sandbox => t.parse().ok().map(Value::Sandbox),
         Kind::Containment => match t {
             "auto" => Some(Value::Containment(ContainmentChoice::Auto)),
             "cgroup" => Some(Value::Containment(ContainmentChoice::Cgroup)),
@@ -446,6 +482,32 @@ mod tests {
         );
         let e = raw(SettingFlags::default(), &[], Some("containment = \"jail\"")).unwrap_err();
         assert!(e.to_string().contains("auto"), "{e}");
+    }
+
+    #[test]
+    fn sandbox_settings_resolve_and_bad_names_are_explained() {
+        let r = raw(
+            SettingFlags::default(),
+            &[("WARDEN_SANDBOX", "bwrap"), ("WARDEN_NO_NETWORK", "1")],
+            Some("image = \"img:1\""),
+        )
+        .unwrap();
+        assert_eq!(r.sandbox, SandboxChoice::Use(warden_run::Sandbox::Bwrap));
+        assert!(r.no_network);
+        assert_eq!(r.image.as_deref(), Some("img:1"));
+        let e = raw(
+            SettingFlags {
+                sandbox: Some("jail".into()),
+                ..Default::default()
+            },
+            &[],
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("--sandbox") && e.to_string().contains("bwrap"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,0 +1,179 @@
+//! bubblewrap: the root read-only, the work directory and the agent's own
+//! state writable, a private /tmp, the rest of HOME hidden (no `~/.ssh`,
+//! no other credentials), its own PID namespace, and optionally no network.
+//!
+//! Mount order matters: later mounts go on top of earlier ones, so HOME is
+//! replaced by an empty tmpfs first and the directories the agent may use
+//! are bound back into it afterwards.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use warden_events::Agent;
+
+use crate::{SandboxError, SandboxOptions, Target, Wrapped};
+
+/// Directories (relative to HOME) where each agent keeps its config and
+/// state, bound writable so logins, sessions and settings persist.
+pub fn state_dirs(agent: Agent) -> &'static [&'static str] {
+    match agent {
+        Agent::Claude => &[".claude"],
+        Agent::Codex => &[".codex"],
+        Agent::OpenCode => &[
+            ".config/opencode",
+            ".local/share/opencode",
+            ".cache/opencode",
+            ".local/state/opencode",
+        ],
+        Agent::Pi => &[".pi"],
+        Agent::Gemini => &[".gemini"],
+        Agent::Exec => &[],
+    }
+}
+
+/// Variables that move an agent's state directory elsewhere.
+fn state_dir_vars(agent: Agent) -> &'static [&'static str] {
+    match agent {
+        Agent::Claude => &["CLAUDE_CONFIG_DIR", "CLAUDE_CODE_TMPDIR"],
+        Agent::Codex => &["CODEX_HOME"],
+        Agent::Pi => &["PI_CODING_AGENT_DIR"],
+        Agent::Gemini => &["GEMINI_CLI_HOME"],
+        Agent::OpenCode | Agent::Exec => &[],
+    }
+}
+
+pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxError> {
+    if t.workdir == t.home {
+        return Err(SandboxError::WorkdirIsHome(t.workdir.to_path_buf()));
+    }
+    let mut a: Vec<OsString> = Vec::new();
+    let mut arg = |x: &str| a.push(x.into());
+    for x in ["--die-with-parent", "--unshare-pid", "--new-session"] {
+        arg(x);
+    }
+    if options.no_network {
+        arg("--unshare-net");
+    }
+    for x in [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ] {
+        arg(x);
+    }
+    fn bind(a: &mut Vec<OsString>, flag: &str, p: &Path) {
+        a.push(flag.into());
+        a.push(p.into());
+        a.push(p.into());
+    }
+    let mut writable: Vec<PathBuf> = state_dirs(t.agent).iter().map(|d| t.home.join(d)).collect();
+    for var in state_dir_vars(t.agent) {
+        if let Some((_, v)) = t.env.iter().find(|(k, _)| k == var) {
+            writable.push(PathBuf::from(v));
+        }
+    }
+    for dir in &writable {
+        std::fs::create_dir_all(dir).map_err(|e| SandboxError::Prepare {
+            path: dir.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    // HOME hidden: an empty tmpfs over it.
+    if t.home != Path::new("/") {
+        a.push("--tmpfs".into());
+        a.push(t.home.into());
+    }
+    for dir in &writable {
+        bind(&mut a, "--bind", dir);
+    }
+    bind(&mut a, "--bind", t.workdir);
+    for p in &options.ro {
+        bind(&mut a, "--ro-bind", p);
+    }
+    for p in &options.rw {
+        bind(&mut a, "--bind", p);
+    }
+    a.push("--chdir".into());
+    a.push(t.workdir.into());
+    a.push("--".into());
+    a.push(t.program);
+    a.extend(t.args);
+    Ok(Wrapped {
+        program: "bwrap".into(),
+        args: a,
+        containment: Some("pid_namespace"),
+        on_kill: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[OsString]) -> Vec<String> {
+        v.iter().map(|s| s.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn home_is_hidden_then_state_and_workdir_are_bound_back() {
+        let home = tempfile::tempdir().unwrap();
+        let work = home.path().join("project");
+        std::fs::create_dir_all(&work).unwrap();
+        let options = SandboxOptions {
+            no_network: true,
+            ..SandboxOptions::default()
+        };
+        let w = wrap(
+            &options,
+            Target {
+                agent: Agent::Claude,
+                program: "claude".into(),
+                args: vec!["-p".into()],
+                workdir: &work,
+                home: home.path(),
+                env: &[],
+                name: "r1",
+            },
+        )
+        .unwrap();
+        let a = strs(&w.args);
+        let pos = |needle: &str| a.iter().position(|x| x == needle).unwrap();
+        let h = home.path().to_string_lossy().into_owned();
+        let claude_dir = home.path().join(".claude").to_string_lossy().into_owned();
+        assert!(a.contains(&"--unshare-net".into()) && a.contains(&"--die-with-parent".into()));
+        assert!(
+            pos(&h) < pos(&claude_dir),
+            "HOME is hidden before .claude is bound back"
+        );
+        assert!(
+            home.path().join(".claude").is_dir(),
+            "the state dir is created so it can be bound"
+        );
+        assert_eq!(&a[a.len() - 3..], ["--", "claude", "-p"]);
+    }
+
+    #[test]
+    fn the_home_directory_itself_cannot_be_the_workdir() {
+        let home = tempfile::tempdir().unwrap();
+        let e = wrap(
+            &SandboxOptions::default(),
+            Target {
+                agent: Agent::Exec,
+                program: "true".into(),
+                args: vec![],
+                workdir: home.path(),
+                home: home.path(),
+                env: &[],
+                name: "r",
+            },
+        )
+        .unwrap_err();
+        assert!(matches!(e, SandboxError::WorkdirIsHome(_)));
+    }
+}

@@ -1,0 +1,135 @@
+//! Docker and Podman: `run --rm -i --init`, the work directory mounted at
+//! the same path, the image from `--image`, killed with `rm -f`.
+//!
+//! Secrets never appear on the container's command line: each variable is
+//! passed as `-e NAME` (no value), which makes the client read the value
+//! from its own environment, where warden put it.
+
+use std::ffi::OsString;
+
+use crate::{Sandbox, SandboxError, SandboxOptions, Target, Wrapped};
+
+pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxError> {
+    let engine = match options.sandbox {
+        Sandbox::Podman => "podman",
+        _ => "docker",
+    };
+    let image =
+        options
+            .image
+            .as_deref()
+            .filter(|i| !i.is_empty())
+            .ok_or(SandboxError::MissingImage {
+                sandbox: options.sandbox,
+            })?;
+    let mut a: Vec<OsString> = Vec::new();
+    for x in ["run", "--rm", "-i", "--init", "--name", t.name] {
+        a.push(x.into());
+    }
+    if options.no_network {
+        a.push("--network".into());
+        a.push("none".into());
+    }
+    let mount = |src: &std::path::Path, ro: bool| {
+        let mut m = OsString::from(src);
+        m.push(":");
+        m.push(src);
+        if ro {
+            m.push(":ro");
+        }
+        m
+    };
+    a.push("-v".into());
+    a.push(mount(t.workdir, false));
+    for p in &options.ro {
+        a.push("-v".into());
+        a.push(mount(p, true));
+    }
+    for p in &options.rw {
+        a.push("-v".into());
+        a.push(mount(p, false));
+    }
+    a.push("-w".into());
+    a.push(t.workdir.into());
+    for (k, _) in t.env {
+        // The host's PATH and HOME mean nothing inside the image.
+        if k == "PATH" || k == "HOME" {
+            continue;
+        }
+        a.push("-e".into());
+        a.push(k.clone());
+    }
+    a.push(image.into());
+    a.push(t.program);
+    a.extend(t.args);
+    Ok(Wrapped {
+        program: engine.into(),
+        args: a,
+        containment: Some("container"),
+        on_kill: Some(vec![engine.into(), "rm".into(), "-f".into(), t.name.into()]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use warden_events::Agent;
+
+    fn target<'a>(env: &'a [(OsString, OsString)]) -> Target<'a> {
+        Target {
+            agent: Agent::Claude,
+            program: "claude".into(),
+            args: vec!["-p".into()],
+            workdir: Path::new("/work/repo"),
+            home: Path::new("/root"),
+            env,
+            name: "warden-run1",
+        }
+    }
+
+    #[test]
+    fn the_command_mounts_the_workdir_and_passes_secrets_by_name_only() {
+        let env = [
+            (
+                OsString::from("ANTHROPIC_API_KEY"),
+                OsString::from("sk-ant-secret"),
+            ),
+            (OsString::from("PATH"), OsString::from("/usr/bin")),
+        ];
+        let options = SandboxOptions {
+            sandbox: Sandbox::Podman,
+            image: Some("ghcr.io/me/agent:1".into()),
+            no_network: true,
+            ro: vec!["/data".into()],
+            ..SandboxOptions::default()
+        };
+        let w = wrap(&options, target(&env)).unwrap();
+        let line: Vec<String> = std::iter::once(w.program.clone())
+            .chain(w.args.clone())
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            line.join(" "),
+            "podman run --rm -i --init --name warden-run1 --network none -v /work/repo:/work/repo -v /data:/data:ro -w /work/repo -e ANTHROPIC_API_KEY ghcr.io/me/agent:1 claude -p"
+        );
+        assert!(
+            !line.iter().any(|a| a.contains("sk-ant-secret")),
+            "a secret on the command line"
+        );
+        assert_eq!(
+            w.on_kill.unwrap(),
+            vec!["podman", "rm", "-f", "warden-run1"]
+        );
+    }
+
+    #[test]
+    fn an_image_is_required() {
+        let options = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            ..SandboxOptions::default()
+        };
+        let e = wrap(&options, target(&[])).unwrap_err();
+        assert!(e.to_string().contains("--image"), "{e}");
+    }
+}

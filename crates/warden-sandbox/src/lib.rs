@@ -1,0 +1,163 @@
+//! Where an agent runs, and what it is given there (DESIGN §9).
+//!
+//! A sandbox turns the agent's command line into the command line that
+//! starts it inside the sandbox: `host` leaves it as it is; `bwrap` wraps
+//! it in bubblewrap (read-only root, writable work dir and agent state,
+//! private /tmp, the rest of HOME hidden, its own PID namespace);
+//! `docker` and `podman` run it in a container. Inside any sandbox the
+//! agent gets an allowlisted environment ([`env`]), never the whole host
+//! environment. This crate builds command lines and environments; it starts
+//! nothing but the short probes in [`probe`].
+
+pub mod bwrap;
+pub mod container;
+pub mod env;
+pub mod probe;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use warden_events::Agent;
+
+/// The sandboxes warden knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sandbox {
+    /// No isolation; full containment still applies.
+    #[default]
+    Host,
+    Bwrap,
+    Docker,
+    Podman,
+}
+
+impl Sandbox {
+    pub const NAMES: &'static str = "auto, host, bwrap, docker, podman";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Sandbox::Host => "host",
+            Sandbox::Bwrap => "bwrap",
+            Sandbox::Docker => "docker",
+            Sandbox::Podman => "podman",
+        }
+    }
+}
+
+impl fmt::Display for Sandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the user asked for: a sandbox, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxChoice {
+    /// bwrap where it works, else host.
+    Auto,
+    #[default]
+    Host,
+    Use(Sandbox),
+}
+
+impl FromStr for SandboxChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "auto" => SandboxChoice::Auto,
+            "host" => SandboxChoice::Host,
+            "bwrap" => SandboxChoice::Use(Sandbox::Bwrap),
+            "docker" => SandboxChoice::Use(Sandbox::Docker),
+            "podman" => SandboxChoice::Use(Sandbox::Podman),
+            other => {
+                return Err(format!(
+                    "unknown sandbox `{other}`; known: {}",
+                    Sandbox::NAMES
+                ));
+            }
+        })
+    }
+}
+
+/// Everything a sandbox needs to wrap one agent.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxOptions {
+    pub sandbox: Sandbox,
+    /// Cut the network (agents that call a model API need it).
+    pub no_network: bool,
+    /// Extra paths visible read-only / writable inside.
+    pub ro: Vec<PathBuf>,
+    pub rw: Vec<PathBuf>,
+    /// The container image (docker, podman).
+    pub image: Option<String>,
+}
+
+/// One agent's command line, about to be wrapped.
+#[derive(Debug, Clone)]
+pub struct Target<'a> {
+    pub agent: Agent,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub workdir: &'a std::path::Path,
+    pub home: &'a std::path::Path,
+    /// The environment the agent will have (already allowlisted).
+    pub env: &'a [(OsString, OsString)],
+    /// A name for the container (unique among running runs).
+    pub name: &'a str,
+}
+
+/// The command line that starts the agent in its sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrapped {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// What the sandbox adds to the run's containment, for the report.
+    pub containment: Option<&'static str>,
+    /// A command that removes what the sandbox left behind (a container),
+    /// run when warden ends the run and at its end.
+    pub on_kill: Option<Vec<OsString>>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SandboxError {
+    #[error(
+        "--sandbox {sandbox} needs --image IMAGE: the container image with the agent's CLI in it"
+    )]
+    MissingImage { sandbox: Sandbox },
+    #[error("--sandbox bwrap cannot run here: {0}")]
+    BwrapUnavailable(String),
+    #[error("{engine} is not installed here (no `{engine}` on PATH)")]
+    NoEngine { engine: &'static str },
+    #[error(
+        "--sandbox bwrap cannot hide your home directory when the work directory is {0}: run in a project directory inside it"
+    )]
+    WorkdirIsHome(PathBuf),
+    #[error("--{flag} {path}: no such file or directory")]
+    MissingPath { flag: &'static str, path: PathBuf },
+    #[error("could not prepare {path}: {message}")]
+    Prepare { path: PathBuf, message: String },
+}
+
+/// Wraps `target` for `options.sandbox`.
+pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, SandboxError> {
+    for (flag, paths) in [("ro", &options.ro), ("rw", &options.rw)] {
+        if let Some(p) = paths.iter().find(|p| !p.exists()) {
+            return Err(SandboxError::MissingPath {
+                flag,
+                path: p.clone(),
+            });
+        }
+    }
+    match options.sandbox {
+        Sandbox::Host => Ok(Wrapped {
+            program: target.program,
+            args: target.args,
+            containment: None,
+            on_kill: None,
+        }),
+        Sandbox::Bwrap => bwrap::wrap(options, target),
+        Sandbox::Docker | Sandbox::Podman => container::wrap(options, target),
+    }
+}

@@ -1,0 +1,103 @@
+//! Short checks of what this machine can do, for `--sandbox auto` and
+//! `warden doctor`.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs a command with a time limit; `Ok(stdout)` if it exited 0.
+pub fn run(program: &str, args: &[&str], limit: Duration) -> Result<String, String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`{program}` could not be started: {e}"))?;
+    let until = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("`{program}` did not answer within {limit:?}"));
+            }
+        }
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(err.lines().last().unwrap_or("failed").trim().to_string())
+    }
+}
+
+/// Whether bubblewrap can start a process here with the options warden
+/// uses; the reason if not.
+pub fn bwrap() -> Result<String, String> {
+    let version = run("bwrap", &["--version"], Duration::from_secs(5)).map_err(|_| {
+        "bubblewrap is not installed (Debian: apt-get install bubblewrap)".to_string()
+    })?;
+    run(
+        "bwrap",
+        &[
+            "--die-with-parent",
+            "--unshare-pid",
+            "--new-session",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--",
+            "true",
+        ],
+        Duration::from_secs(5),
+    )
+    .map_err(|e| format!("bubblewrap is installed but cannot create its namespaces: {e}"))?;
+    Ok(version.trim().to_string())
+}
+
+/// The container engine's version if its client is installed and its
+/// engine answers.
+pub fn engine(engine: &str) -> Result<String, String> {
+    let version = run(engine, &["--version"], Duration::from_secs(5))
+        .map_err(|_| format!("{engine} is not installed"))?;
+    run(
+        engine,
+        &["info", "--format", "{{.ServerVersion}}"],
+        Duration::from_secs(10),
+    )
+    .map_err(|e| {
+        format!(
+            "the {engine} client is installed ({}) but no engine answers: {e}",
+            version.trim()
+        )
+    })?;
+    Ok(version.trim().to_string())
+}
+
+/// Whether this process may create user namespaces.
+pub fn user_namespaces() -> Result<(), String> {
+    run("unshare", &["--user", "true"], Duration::from_secs(5))
+        .map(|_| ())
+        .map_err(|e| format!("no: {e}"))
+}
+
+/// Resolves `--sandbox auto`: bwrap where it works here, else host, with
+/// a sentence saying which and why.
+pub fn resolve_auto() -> (crate::Sandbox, String) {
+    match bwrap() {
+        Ok(v) => (crate::Sandbox::Bwrap, format!("sandbox auto: bwrap ({v})")),
+        Err(why) => (
+            crate::Sandbox::Host,
+            format!("sandbox auto: host, because {why}"),
+        ),
+    }
+}
