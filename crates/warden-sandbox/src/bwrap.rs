@@ -2,9 +2,9 @@
 //! state writable, a private /tmp, the rest of HOME hidden (no `~/.ssh`,
 //! no other credentials), its own PID namespace, and optionally no network.
 //!
-//! Mount order matters: later mounts go on top of earlier ones, so HOME is
-//! replaced by an empty tmpfs first and the directories the agent may use
-//! are bound back into it afterwards.
+//! Mount order matters: later mounts go on top of earlier ones, so mounts
+//! are made parents first. HOME is replaced by an empty tmpfs, and the
+//! directories the agent may use are bound back into it afterwards.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -67,11 +67,6 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     ] {
         arg(x);
     }
-    fn bind(a: &mut Vec<OsString>, flag: &str, p: &Path) {
-        a.push(flag.into());
-        a.push(p.into());
-        a.push(p.into());
-    }
     let mut writable: Vec<PathBuf> = state_dirs(t.agent).iter().map(|d| t.home.join(d)).collect();
     for var in state_dir_vars(t.agent) {
         if let Some((_, v)) = t.env.iter().find(|(k, _)| k == var) {
@@ -84,20 +79,24 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
             message: e.to_string(),
         })?;
     }
-    // HOME hidden: an empty tmpfs over it.
+    // Every mount, then sorted so a parent is mounted before what lies
+    // inside it: HOME's tmpfs hides HOME even when HOME is inside the work
+    // dir, and the work dir stays visible when it is inside HOME.
+    let mut mounts: Vec<(&str, &Path)> = Vec::new();
     if t.home != Path::new("/") {
-        a.push("--tmpfs".into());
-        a.push(t.home.into());
+        mounts.push(("--tmpfs", t.home));
     }
-    for dir in &writable {
-        bind(&mut a, "--bind", dir);
-    }
-    bind(&mut a, "--bind", t.workdir);
-    for p in &options.ro {
-        bind(&mut a, "--ro-bind", p);
-    }
-    for p in &options.rw {
-        bind(&mut a, "--bind", p);
+    mounts.extend(writable.iter().map(|d| ("--bind", d.as_path())));
+    mounts.push(("--bind", t.workdir));
+    mounts.extend(options.ro.iter().map(|p| ("--ro-bind", p.as_path())));
+    mounts.extend(options.rw.iter().map(|p| ("--bind", p.as_path())));
+    mounts.sort_by_key(|(_, p)| p.components().count());
+    for (flag, p) in mounts {
+        a.push(flag.into());
+        a.push(p.into());
+        if flag != "--tmpfs" {
+            a.push(p.into());
+        }
     }
     a.push("--chdir".into());
     a.push(t.workdir.into());
@@ -156,6 +155,36 @@ mod tests {
             "the state dir is created so it can be bound"
         );
         assert_eq!(&a[a.len() - 3..], ["--", "claude", "-p"]);
+    }
+
+    #[test]
+    fn a_home_inside_the_workdir_is_still_hidden() {
+        let work = tempfile::tempdir().unwrap();
+        let home = work.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let w = wrap(
+            &SandboxOptions::default(),
+            Target {
+                agent: Agent::Exec,
+                program: "true".into(),
+                args: vec![],
+                workdir: work.path(),
+                home: &home,
+                env: &[],
+                name: "r",
+            },
+        )
+        .unwrap();
+        let a = strs(&w.args);
+        let bind_work = a
+            .windows(2)
+            .position(|x| x[0] == "--bind" && x[1] == work.path().to_string_lossy())
+            .unwrap();
+        let tmpfs_home = a
+            .windows(2)
+            .position(|x| x[0] == "--tmpfs" && x[1] == home.to_string_lossy())
+            .unwrap();
+        assert!(bind_work < tmpfs_home, "{a:?}");
     }
 
     #[test]

@@ -10,5 +10,6 @@ mod agents;
 mod clocks;
 mod orphans;
 mod output;
+mod sandbox;
 mod settings;
 mod signals;

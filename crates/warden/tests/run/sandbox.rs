@@ -1,0 +1,362 @@
+//! Sandboxes with the real bubblewrap, a stand-in container engine, the
+//! environment allowlist and secret masking.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::support::{Case, Finished};
+
+fn unique_sleep() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "sleep 8{:04}{}",
+        std::process::id() % 10000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A HOME for the test with a planted credential.
+fn home_with_ssh_key(case: &Case) -> PathBuf {
+    let home = case.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_test"), "PRIVATE-KEY-MATERIAL").unwrap();
+    home
+}
+
+fn leftovers(token: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(
+            &std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default(),
+        )
+        .replace('\0', " ");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rfind(')')
+            .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
+        if cmd.contains(token) && !zombie {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            left.push(format!("{pid} {cmd}"));
+        }
+    }
+    left
+}
+
+fn run_in_bwrap(case: &Case, home: &PathBuf, extra: &[&str], script: &str) -> Finished {
+    let mut args = vec!["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let mut cmd = case.command(&args);
+    cmd.env("HOME", home);
+    case.finished(cmd.output().unwrap(), std::time::Instant::now())
+}
+
+#[test]
+fn bwrap_confines_writes_hides_home_and_kills_the_whole_run() {
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    let sleep = unique_sleep();
+    let outside = format!("warden-outside-{}", std::process::id());
+    let script = format!(
+        "echo inside > made-here.txt; \
+         (echo x > /etc/warden-escape) 2>/dev/null && echo WROTE-ETC || echo etc-is-read-only; \
+         (echo x > /usr/local/warden-escape) 2>/dev/null && echo WROTE-USR || echo usr-is-read-only; \
+         echo x > \"$(dirname \"$PWD\")/{outside}\"; \
+         cat \"$HOME/.ssh/id_test\" 2>/dev/null || echo ssh-is-hidden; \
+         echo pid-in-namespace=$$; \
+         setsid {sleep} </dev/null >/dev/null 2>&1 & echo started"
+    );
+    let done = run_in_bwrap(&case, &home, &[], &script);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let out = String::from_utf8(done.log("stdout.log")).unwrap();
+    for want in [
+        "etc-is-read-only",
+        "usr-is-read-only",
+        "ssh-is-hidden",
+        "started",
+    ] {
+        assert!(out.contains(want), "`{want}` missing from:\n{out}");
+    }
+    assert!(
+        !out.contains("PRIVATE-KEY-MATERIAL"),
+        "~/.ssh was readable:\n{out}"
+    );
+    assert!(!std::path::Path::new("/etc/warden-escape").exists());
+    assert!(!std::path::Path::new("/usr/local/warden-escape").exists());
+    let host_tmp = case.path().parent().unwrap().join(&outside);
+    assert!(
+        !host_tmp.exists(),
+        "a write to /tmp outside the work dir reached the host: {}",
+        host_tmp.display()
+    );
+    assert_eq!(
+        std::fs::read_to_string(case.path().join("made-here.txt")).unwrap(),
+        "inside\n",
+        "the work dir is writable"
+    );
+    let pid: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("pid-in-namespace="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pid < 10, "not in its own PID namespace (pid {pid})");
+    let r = done.report();
+    assert_eq!(r["sandbox"], "bwrap");
+    assert!(
+        r["containment"]
+            .as_str()
+            .unwrap()
+            .ends_with("+pid_namespace"),
+        "{}",
+        r["containment"]
+    );
+    let left = leftovers(&sleep);
+    assert!(left.is_empty(), "the setsid daemon survived: {left:?}");
+}
+
+#[test]
+fn bwrap_no_network_blocks_a_listener_on_the_host_loopback() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    let script = format!(
+        "bash -c 'echo > /dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo connected || echo blocked"
+    );
+    let open = run_in_bwrap(&case, &home, &[], &script);
+    assert_eq!(
+        String::from_utf8(open.log("stdout.log")).unwrap().trim(),
+        "connected",
+        "{}",
+        open.stderr
+    );
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    let cut = run_in_bwrap(&case, &home, &["--no-network"], &script);
+    assert_eq!(
+        String::from_utf8(cut.log("stdout.log")).unwrap().trim(),
+        "blocked",
+        "{}",
+        cut.stderr
+    );
+    drop(listener);
+}
+
+#[test]
+fn a_sandboxed_agent_gets_an_allowlisted_environment() {
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--env",
+        "EXTRA_SETTING=on",
+        "--env",
+        "PASSED_BY_NAME",
+        "--",
+        "env",
+    ]);
+    cmd.env("HOME", &home)
+        .env("HOST_ONLY_VARIABLE", "should-not-pass")
+        .env("AWS_SECRET_ACCESS_KEY", "aws-should-not-pass")
+        .env("PASSED_BY_NAME", "yes-passed");
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let env = String::from_utf8(done.log("stdout.log")).unwrap();
+    assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+    assert!(
+        env.contains("EXTRA_SETTING=on") && env.contains("PASSED_BY_NAME=yes-passed"),
+        "{env}"
+    );
+    assert!(
+        !env.contains("HOST_ONLY_VARIABLE") && !env.contains("AWS_SECRET_ACCESS_KEY"),
+        "{env}"
+    );
+    assert!(env.contains("WARDEN_DEADLINE="), "{env}");
+}
+
+#[test]
+fn a_secret_given_with_env_appears_nowhere_but_the_agents_own_output() {
+    const SECRET: &str = "s3cr3t-Value-9f8e7d";
+    let case = Case::new();
+    let secret_arg = format!("API_TOKEN={SECRET}");
+    // The secret is printed by the agent, and is also on its command line.
+    let script = format!("echo the token is $API_TOKEN; echo also {SECRET} in an argument; exit 3");
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--env",
+        &secret_arg,
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    let out = String::from_utf8(done.log("stdout.log")).unwrap();
+    assert!(
+        out.contains(SECRET),
+        "the agent's own output is kept as it is"
+    );
+    for entry in std::fs::read_dir(&done.run_dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "stdout.log" {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(entry.path()).unwrap()).into_owned();
+        assert!(!text.contains(SECRET), "{name} leaks the secret:\n{text}");
+    }
+    assert!(
+        !done.stderr.contains(SECRET),
+        "the terminal shows the secret:\n{}",
+        done.stderr
+    );
+    assert!(!done.stdout.contains(SECRET), "--json shows the secret");
+    assert!(done.stderr.contains("***"), "{}", done.stderr);
+    assert!(done.report()["command"].to_string().contains("***"));
+}
+
+/// A stand-in for the docker client: records its arguments and whether the
+/// secret reached its environment; `run` runs the command after the image;
+/// `rm -f NAME` is logged.
+fn fake_docker(case: &Case) -> PathBuf {
+    let dir = case.path().join("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        r#"#!/bin/sh
+log='{log}'
+if [ "$1" = rm ]; then echo "rm $*" >> "$log"; exit 0; fi
+printf '%s\n' "$@" > '{args}'
+[ -n "$API_TOKEN" ] && echo "token in env" >> "$log"
+while [ "$1" != test-image ]; do shift; done
+shift
+exec "$@"
+"#,
+        log = case.path().join("docker.log").display(),
+        args = case.path().join("docker.args").display()
+    );
+    let bin = dir.join("docker");
+    std::fs::write(&bin, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn docker_passes_secrets_by_name_and_removes_the_container_when_killed() {
+    let case = Case::new();
+    let bin = fake_docker(&case);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "docker",
+        "--image",
+        "test-image",
+        "--env",
+        "API_TOKEN=tok-123456",
+        "--stall-timeout",
+        "300ms",
+        "--kill-grace",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        "echo up; sleep 600",
+    ]);
+    cmd.env("PATH", &path);
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 3, "{}", done.stderr);
+    let args = std::fs::read_to_string(case.path().join("docker.args")).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    assert_eq!(&args[..4], ["run", "--rm", "-i", "--init"]);
+    assert!(
+        args.windows(2).any(|w| w == ["-e", "API_TOKEN"]),
+        "{args:?}"
+    );
+    assert!(
+        !args.iter().any(|a| a.contains("tok-123456")),
+        "a secret on the command line: {args:?}"
+    );
+    let log = std::fs::read_to_string(case.path().join("docker.log")).unwrap();
+    assert!(log.contains("token in env"), "{log}");
+    let name = format!("warden-{}", done.report()["run_id"].as_str().unwrap());
+    assert!(
+        log.contains(&format!("rm rm -f {name}")),
+        "the container was not removed: {log}"
+    );
+    assert_eq!(done.report()["sandbox"], "docker");
+}
+
+#[test]
+fn sandbox_auto_picks_bwrap_here() {
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    let mut cmd = case.command(&["run", "exec", "--sandbox", "auto", "--", "true"]);
+    cmd.env("HOME", &home);
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("sandbox auto: bwrap"),
+        "{}",
+        done.stderr
+    );
+    assert_eq!(done.report()["sandbox"], "bwrap");
+}
+
+#[test]
+fn bad_sandbox_requests_start_nothing() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--sandbox", "jail", "--", "true"]);
+    assert_eq!(done.code, 2);
+    assert!(
+        done.stderr.contains("`jail`") && done.stderr.contains("bwrap"),
+        "{}",
+        done.stderr
+    );
+
+    let done = case.run(&["run", "exec", "--sandbox", "docker", "--", "true"]);
+    let fake = fake_docker(&case);
+    let _ = fake;
+    assert!(done.code == 2 || done.code == 6, "{}", done.stderr);
+
+    let mut cmd = case.command(&["run", "exec", "--sandbox", "docker", "--", "true"]);
+    cmd.env(
+        "PATH",
+        format!("{}:/usr/bin:/bin", case.path().join("bin").display()),
+    );
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 2, "{}", done.stderr);
+    assert!(done.stderr.contains("--image"), "{}", done.stderr);
+
+    let mut cmd = case.command(&["run", "exec", "--sandbox", "bwrap", "--", "true"]);
+    cmd.env("PATH", "/nonexistent");
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 6, "{}", done.stderr);
+    assert!(done.stderr.contains("bubblewrap"), "{}", done.stderr);
+
+    let done = case.run(&["run", "exec", "--no-network", "--", "true"]);
+    assert_eq!(done.code, 2);
+    assert!(done.stderr.contains("need a sandbox"), "{}", done.stderr);
+
+    let done = case.run(&["run", "exec", "--env", "1BAD", "--", "true"]);
+    assert_eq!(done.code, 2);
+    assert!(done.stderr.contains("NAME=VALUE"), "{}", done.stderr);
+    assert!(!case.run_dir().exists(), "nothing may start on bad input");
+    let _ = Duration::ZERO;
+}
