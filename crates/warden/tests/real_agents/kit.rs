@@ -19,6 +19,9 @@ pub struct Kit {
     /// Extra arguments for the CLI (after `--`).
     pub extra: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Variables the CLI needs that a sandbox's allowlist does not pass:
+    /// they must be named with `--env`, as a user would.
+    pub sandbox_env: Vec<&'static str>,
 }
 
 fn agents_bin() -> PathBuf {
@@ -71,6 +74,7 @@ impl Kit {
         std::fs::create_dir_all(home.join("tmp")).unwrap();
         let mut flags = Vec::new();
         let mut extra = Vec::new();
+        let mut sandbox_env = Vec::new();
         match agent {
             "claude" => {
                 env.extend([
@@ -122,6 +126,8 @@ stream_max_retries = 0
                     ),
                     ("FAKE_API_KEY".into(), "fake".into()),
                 ]);
+                // A provider's own key name is not on any allowlist.
+                sandbox_env.push("FAKE_API_KEY");
             }
             "pi" => {
                 let dir = home.join("pi");
@@ -185,6 +191,7 @@ stream_max_retries = 0
             flags,
             extra,
             env,
+            sandbox_env,
         })
     }
 

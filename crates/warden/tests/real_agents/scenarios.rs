@@ -109,6 +109,33 @@ pub fn happy_path(agent: &'static str) {
     );
 }
 
+/// The happy path again, inside bubblewrap: the agent's own state dirs
+/// are writable, the fake server on the host loopback is reachable.
+pub fn happy_path_in_bwrap(agent: &'static str) {
+    let script = vec![
+        Turn::Shell("echo hello-from-tool".into()),
+        Turn::Text("all done".into()),
+    ];
+    let Some(kit) = Kit::new(agent, script) else {
+        return;
+    };
+    let mut flags = vec!["--timeout", "120s", "--sandbox", "bwrap"];
+    for name in &kit.sandbox_env {
+        flags.extend(["--env", name]);
+    }
+    let done = kit.run("say hello through the shell", &flags);
+    let why = explain(&kit, &done);
+    assert_eq!(done.code, 0, "{why}");
+    let r = done.report();
+    assert_eq!(r["sandbox"], "bwrap", "{why}");
+    assert!(
+        r["final_text"]
+            .as_str()
+            .is_some_and(|t| t.contains("all done")),
+        "{why}"
+    );
+}
+
 /// A tool call that leaves a background job behind (with `setsid`, in its
 /// own session). Claude Code, Codex and pi exit normally; warden must end
 /// the run promptly and kill what they left. OpenCode's and Gemini's shell
@@ -263,6 +290,11 @@ macro_rules! per_agent {
                 #[test]
                 fn happy_path() {
                     super::happy_path(stringify!($agent));
+                }
+
+                #[test]
+                fn happy_path_in_bwrap() {
+                    super::happy_path_in_bwrap(stringify!($agent));
                 }
 
                 #[test]
