@@ -82,10 +82,12 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     // Every mount, then sorted so a parent is mounted before what lies
     // inside it: HOME's tmpfs hides HOME even when HOME is inside the work
     // dir, and the work dir stays visible when it is inside HOME.
+    let program_roots = program_roots(&t);
     let mut mounts: Vec<(&str, &Path)> = Vec::new();
     if t.home != Path::new("/") {
         mounts.push(("--tmpfs", t.home));
     }
+    mounts.extend(program_roots.iter().map(|p| ("--ro-bind", p.as_path())));
     mounts.extend(writable.iter().map(|d| ("--bind", d.as_path())));
     mounts.push(("--bind", t.workdir));
     mounts.extend(options.ro.iter().map(|p| ("--ro-bind", p.as_path())));
@@ -109,6 +111,69 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         containment: Some("pid_namespace"),
         on_kill: None,
     })
+}
+
+/// Directories that would be hidden inside the sandbox (HOME, /tmp) but
+/// hold the agent's own program or the `node` it runs on (an npm prefix
+/// under HOME, nvm, a checkout in /tmp): bound back read-only so the agent
+/// can start. For a path inside `node_modules`, the whole package tree
+/// (the parent of the outermost `node_modules`, platform packages and all);
+/// for one in a `bin` directory, its prefix; else its directory.
+fn program_roots(t: &Target<'_>) -> Vec<PathBuf> {
+    let hidden = |p: &Path| p.starts_with(t.home) || p.starts_with("/tmp");
+    let path_var = t
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let lookup = |name: &std::ffi::OsStr| -> Option<PathBuf> {
+        let p = Path::new(name);
+        if p.components().count() > 1 {
+            return Some(if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                t.workdir.join(p)
+            });
+        }
+        std::env::split_paths(path_var.as_ref()?)
+            .map(|d| d.join(p))
+            .find(|c| c.is_file())
+    };
+    let mut roots: Vec<PathBuf> = Vec::new();
+    let candidates = [
+        lookup(&t.program),
+        (t.agent != Agent::Exec)
+            .then(|| lookup("node".as_ref()))
+            .flatten(),
+    ];
+    for found in candidates.into_iter().flatten() {
+        let canonical = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
+        for p in [found, canonical] {
+            if !hidden(&p) {
+                continue;
+            }
+            let outermost_modules = p
+                .ancestors()
+                .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+                .last();
+            let root = match outermost_modules {
+                Some(m) => m.parent().unwrap_or(m).to_path_buf(),
+                None => {
+                    let dir = p.parent().unwrap_or(&p);
+                    if dir.file_name().is_some_and(|n| n == "bin") {
+                        dir.parent().unwrap_or(dir).to_path_buf()
+                    } else {
+                        dir.to_path_buf()
+                    }
+                }
+            };
+            // Never re-expose all of HOME or /tmp.
+            if root != t.home && root != Path::new("/tmp") && !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+    }
+    roots
 }
 
 #[cfg(test)]
@@ -185,6 +250,44 @@ mod tests {
             .position(|x| x[0] == "--tmpfs" && x[1] == home.to_string_lossy())
             .unwrap();
         assert!(bind_work < tmpfs_home, "{a:?}");
+    }
+
+    #[test]
+    fn an_agent_installed_under_home_stays_visible() {
+        let home = tempfile::tempdir().unwrap();
+        let pkg = home.path().join("tools/node_modules/@scope/cli/bin");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::create_dir_all(home.path().join("tools/node_modules/.bin")).unwrap();
+        std::fs::write(pkg.join("cli.js"), "").unwrap();
+        let link = home.path().join("tools/node_modules/.bin/cli");
+        std::os::unix::fs::symlink(pkg.join("cli.js"), &link).unwrap();
+        let work = home.path().join("project");
+        std::fs::create_dir_all(&work).unwrap();
+        let env = [(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))];
+        let w = wrap(
+            &SandboxOptions::default(),
+            Target {
+                agent: Agent::Pi,
+                program: link.clone().into(),
+                args: vec![],
+                workdir: &work,
+                home: home.path(),
+                env: &env,
+                name: "r",
+            },
+        )
+        .unwrap();
+        let a = strs(&w.args);
+        let tools = home.path().join("tools").to_string_lossy().into_owned();
+        let at = a
+            .windows(2)
+            .position(|x| x[0] == "--ro-bind" && x[1] == tools)
+            .expect("the package tree is bound");
+        let hidden = a
+            .windows(2)
+            .position(|x| x[0] == "--tmpfs" && x[1] == home.path().to_string_lossy())
+            .unwrap();
+        assert!(hidden < at, "{a:?}");
     }
 
     #[test]
