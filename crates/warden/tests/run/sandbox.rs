@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use crate::support::{Case, Finished};
 
@@ -330,11 +329,7 @@ fn bad_sandbox_requests_start_nothing() {
         done.stderr
     );
 
-    let done = case.run(&["run", "exec", "--sandbox", "docker", "--", "true"]);
-    let fake = fake_docker(&case);
-    let _ = fake;
-    assert!(done.code == 2 || done.code == 6, "{}", done.stderr);
-
+    fake_docker(&case);
     let mut cmd = case.command(&["run", "exec", "--sandbox", "docker", "--", "true"]);
     cmd.env(
         "PATH",
@@ -358,5 +353,4 @@ fn bad_sandbox_requests_start_nothing() {
     assert_eq!(done.code, 2);
     assert!(done.stderr.contains("NAME=VALUE"), "{}", done.stderr);
     assert!(!case.run_dir().exists(), "nothing may start on bad input");
-    let _ = Duration::ZERO;
 }
