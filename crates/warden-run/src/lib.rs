@@ -27,11 +27,14 @@
 pub mod artifacts;
 pub mod clocks;
 pub mod defaults;
+pub mod git;
 pub mod limits;
 pub mod live;
+pub mod output;
 mod pipe;
 pub mod report;
 pub mod supervisor;
+pub mod template;
 pub mod verdict;
 
 use std::ffi::OsString;
@@ -83,6 +86,10 @@ pub struct RunSpec {
     /// `--env NAME` / `--env NAME=VALUE`: passed to the agent (also into a
     /// sandbox) and treated as secrets.
     pub env_args: Vec<EnvArg>,
+    /// `--output-tag`: take `<TAG>…</TAG>` from the final text (validated
+    /// against the schema, if given) into the report's `output`.
+    pub output_tag: Option<String>,
+    pub output_schema: Option<(PathBuf, serde_json::Value)>,
 }
 
 impl RunSpec {
@@ -105,6 +112,8 @@ impl RunSpec {
             shim_exe: None,
             sandbox: SandboxOptions::default(),
             env_args: Vec::new(),
+            output_tag: None,
+            output_schema: None,
         }
     }
 }
@@ -124,6 +133,8 @@ pub enum SetupError {
     ShimExe(std::io::Error),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Output(#[from] output::OutputError),
 }
 
 impl SetupError {
@@ -229,6 +240,24 @@ impl Run {
             },
         )?;
 
+        let output = match &spec.output_tag {
+            Some(tag) => Some(supervisor::OutputSpec {
+                tag: tag.clone(),
+                schema: match &spec.output_schema {
+                    Some((path, schema)) => Some(output::Schema::compile(
+                        schema,
+                        &path.display().to_string(),
+                    )?),
+                    None => None,
+                },
+            }),
+            None => None,
+        };
+        let git = git::repo_root(&spec.cwd).map(|_| supervisor::GitStart {
+            dir: spec.cwd.clone(),
+            base: git::head(&spec.cwd),
+        });
+
         let dir = RunDir::create(&run_dir).map_err(|source| SetupError::RunDir {
             path: run_dir.clone(),
             source,
@@ -250,6 +279,8 @@ impl Run {
             sandbox,
             containment_extra: wrapped.containment,
             on_kill: wrapped.on_kill.clone(),
+            git,
+            output,
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();

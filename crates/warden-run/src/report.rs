@@ -104,6 +104,16 @@ pub struct Report {
     pub terminal_event_ms: Option<u64>,
     /// Tool calls that declared a time limit longer than the stall timeout.
     pub stall_extensions: Vec<StallExtension>,
+    /// The commit HEAD pointed at when the run started, in a git work tree.
+    pub base_commit: Option<String>,
+    /// The branch HEAD was on when the run ended.
+    pub branch: Option<String>,
+    /// Commits made during the run (base..HEAD), oldest first, collected
+    /// on every path: success, failure, stall, forced completion, cancel.
+    pub commits: Vec<crate::git::Commit>,
+    /// The structured output (`--output-tag`), when one was asked for and
+    /// found: JSON with `--output-schema`, else the text.
+    pub output: Option<serde_json::Value>,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub limits: LimitsReport,

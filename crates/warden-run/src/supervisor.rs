@@ -63,6 +63,23 @@ pub struct Setup {
     /// Removes what the sandbox left (a container); run when warden ends
     /// the run, and at the end of every run.
     pub on_kill: Option<Vec<std::ffi::OsString>>,
+    /// In a git work tree: where, and the commit HEAD was at the start.
+    pub git: Option<GitStart>,
+    /// `--output-tag`: the structured output to take from the final text.
+    pub output: Option<OutputSpec>,
+}
+
+/// Where a run's commits are collected from.
+#[derive(Debug, Clone)]
+pub struct GitStart {
+    pub dir: PathBuf,
+    pub base: Option<String>,
+}
+
+/// The structured output a run must produce.
+pub struct OutputSpec {
+    pub tag: String,
+    pub schema: Option<crate::output::Schema>,
 }
 
 pub struct Supervisor {
@@ -94,7 +111,15 @@ pub struct Supervisor {
     terminal_seen: Option<Instant>,
     stall_extensions: Vec<StallExtension>,
     sandbox_kill_started: bool,
+    commits: Vec<crate::git::Commit>,
+    branch: Option<String>,
+    output: Option<serde_json::Value>,
+    /// The last text of an `exec` run, for `--output-tag` (bounded).
+    recent_text: String,
 }
+
+/// How much of an `exec` run's last output is kept for `--output-tag`.
+const RECENT_TEXT: usize = 1 << 20;
 
 /// A command with no stdin and its output discarded.
 fn quiet(cmd: &[std::ffi::OsString]) -> tokio::process::Command {
@@ -149,6 +174,10 @@ impl Supervisor {
             terminal_seen: None,
             stall_extensions: Vec::new(),
             sandbox_kill_started: false,
+            commits: Vec::new(),
+            branch: None,
+            output: None,
+            recent_text: String::new(),
         }
     }
 
@@ -256,6 +285,10 @@ impl Supervisor {
             error_class: self.summary.error_class,
             terminal_event_ms: self.terminal_seen.map(|t| self.ms(t)),
             stall_extensions: self.stall_extensions.clone(),
+            base_commit: self.setup.git.as_ref().and_then(|g| g.base.clone()),
+            branch: self.branch.clone(),
+            commits: self.commits.clone(),
+            output: self.output.clone(),
             stdout_bytes: self.stdout_bytes,
             stderr_bytes: self.stderr_bytes,
             limits: LimitsReport {
@@ -360,6 +393,7 @@ impl Supervisor {
         }
         self.remove_sandbox_leftovers().await;
         tree.close().await;
+        self.collect_commits().await;
         self.finish()
     }
 
@@ -426,6 +460,20 @@ impl Supervisor {
         for event in events.drain(..) {
             let event = match (stream, event) {
                 (Stream::Stderr, Event::Text { text }) => Event::Stderr { text },
+                (Stream::Stdout, Event::Text { text }) if !self.setup.agent.is_json() => {
+                    if self.setup.output.is_some() {
+                        self.recent_text.push_str(&text);
+                        self.recent_text.push('\n');
+                        let excess = self.recent_text.len().saturating_sub(RECENT_TEXT);
+                        if excess > 0 {
+                            let cut = (excess..self.recent_text.len())
+                                .find(|i| self.recent_text.is_char_boundary(*i))
+                                .unwrap_or(self.recent_text.len());
+                            self.recent_text.drain(..cut);
+                        }
+                    }
+                    Event::Text { text }
+                }
                 (Stream::Stdout, Event::Text { text }) if self.setup.agent.is_json() => {
                     if self.signal.push(text.as_bytes()) {
                         self.on_completion_signal(now);
@@ -735,6 +783,52 @@ impl Supervisor {
         }
     }
 
+    /// The commits made since the start, read after every process of the
+    /// run is gone (so none is still writing).
+    async fn collect_commits(&mut self) {
+        let Some(g) = self.setup.git.clone() else {
+            return;
+        };
+        let found = tokio::task::spawn_blocking(move || {
+            (
+                crate::git::commits_since(&g.dir, g.base.as_deref()),
+                crate::git::branch(&g.dir),
+            )
+        })
+        .await;
+        match found {
+            Ok((Ok(commits), branch)) => {
+                self.commits = commits;
+                self.branch = branch;
+            }
+            Ok((Err(e), _)) => self.note_error(format!("could not collect commits: {e}")),
+            Err(e) => self.note_error(format!("could not collect commits: {e}")),
+        }
+    }
+
+    /// Takes the structured output from the final text; an error makes a
+    /// successful run `agent_failed`.
+    fn take_output(&mut self) -> Result<(), String> {
+        let Some(spec) = &self.setup.output else {
+            return Ok(());
+        };
+        let text = match &self.summary.final_text {
+            Some(t) => t.clone(),
+            None => self.recent_text.clone(),
+        };
+        let raw = crate::output::extract(&text, &spec.tag).map_err(|e| e.to_string())?;
+        let value = match &spec.schema {
+            Some(schema) => {
+                let v = crate::output::parse_json(&raw, &spec.tag).map_err(|e| e.to_string())?;
+                schema.check(&v, &spec.tag).map_err(|e| e.to_string())?;
+                v
+            }
+            None => serde_json::Value::String(raw),
+        };
+        self.output = Some(value);
+        Ok(())
+    }
+
     /// Ends a run whose agent could not be started.
     pub fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
         self.spawn_error = Some(error.to_string());
@@ -744,7 +838,14 @@ impl Supervisor {
 
     /// Decides the verdict, records `finished`, writes `run.json`.
     fn finish(mut self) -> Report {
-        let (verdict, reason) = self.verdict();
+        let (mut verdict, mut reason) = self.verdict();
+        if verdict == Verdict::Succeeded
+            && let Err(e) = self.take_output()
+        {
+            verdict = Verdict::AgentFailed;
+            reason = format!("structured output: {e}");
+            self.note_error(reason.clone());
+        }
         let report = self.report(Some(verdict), reason.clone());
         self.emit(Event::Finished {
             verdict: verdict.as_str().into(),
