@@ -33,6 +33,7 @@ pub mod live;
 pub mod output;
 mod pipe;
 pub mod report;
+pub mod session;
 pub mod supervisor;
 pub mod template;
 pub mod verdict;
@@ -135,6 +136,8 @@ pub enum SetupError {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Output(#[from] output::OutputError),
+    #[error("could not make the worktree: {0}")]
+    Git(git::GitError),
 }
 
 impl SetupError {
@@ -387,7 +390,7 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
 
 /// `20261129T193152Z-1a2b3c`: sortable by start time, unique in a process
 /// and, through the pid and clock, across processes.
-fn new_run_id(at: SystemTime) -> String {
+pub(crate) fn new_run_id(at: SystemTime) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let stamp: String = humantime::format_rfc3339_seconds(at)
         .to_string()

@@ -1,0 +1,381 @@
+//! A session: runs of the same task, one fresh agent process each, in the
+//! same directory (a new git worktree on its own branch, if asked), until
+//! the agent prints the completion signal, an iteration fails, or the
+//! iterations run out. Writes `session.json` with every run and the totals.
+//!
+//! The caller builds each iteration's [`RunSpec`] (the agent's command line
+//! depends on the prompt, which may use `{{ITERATION}}`), through
+//! `make_run`, and sees every event through `observe`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use serde::Serialize;
+use warden_events::Tokens;
+
+use crate::git::{self, Commit, Worktree};
+use crate::{Canceller, Report, Run, RunSpec, SetupError, Stamped, Verdict};
+
+/// `--worktree`: where the session works.
+#[derive(Debug, Clone, Default)]
+pub struct WorktreeRequest {
+    /// The branch to create; `warden/<name>/<stamp>-<random>` if `None`.
+    pub branch: Option<String>,
+    /// The commit or ref to start from; HEAD if `None`.
+    pub base: Option<String>,
+    /// Keep a clean worktree at the end (a dirty one is always kept).
+    pub keep: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Used in branch names and the session id.
+    pub name: String,
+    pub iterations: u32,
+    /// The directory to work in (or to make the worktree from).
+    pub cwd: PathBuf,
+    pub worktree: Option<WorktreeRequest>,
+    /// Where the session's directory goes; `<cwd>/.warden/sessions/<id>`
+    /// if `None`.
+    pub session_dir: Option<PathBuf>,
+    /// `--output-retries`: how many times a run whose structured output
+    /// was wrong is resumed with a correction.
+    pub output_retries: u32,
+    /// Whether the agent can resume a session (for output retries).
+    pub can_resume: bool,
+}
+
+/// What `make_run` is told about the run to build.
+#[derive(Debug, Clone)]
+pub struct IterationContext {
+    pub iteration: u32,
+    pub iterations: u32,
+    pub workdir: PathBuf,
+    pub run_dir: PathBuf,
+    pub branch: Option<String>,
+    pub base: Option<String>,
+    /// For an output retry: the agent's session to resume and the
+    /// correction to send instead of the task's prompt.
+    pub correction: Option<(String, String)>,
+}
+
+/// What the observer sees.
+pub enum SessionEvent<'a> {
+    Worktree(&'a Worktree),
+    IterationStarted {
+        iteration: u32,
+        run_dir: &'a std::path::Path,
+    },
+    Event(&'a Stamped),
+    IterationFinished {
+        iteration: u32,
+        report: &'a Report,
+    },
+}
+
+/// One run of the session, as `session.json` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRun {
+    pub iteration: u32,
+    pub output_retry: bool,
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub verdict: Option<Verdict>,
+    pub reason: String,
+    pub duration_ms: u64,
+    pub completion_signal_seen: bool,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub commits: Vec<Commit>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorktreeReport {
+    pub path: PathBuf,
+    pub branch: String,
+    pub base: Option<String>,
+    /// Removed at the end (clean and not kept) or still there.
+    pub removed: bool,
+    pub dirty: bool,
+}
+
+/// `session.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionReport {
+    pub session_id: String,
+    pub name: String,
+    pub session_dir: PathBuf,
+    pub workdir: PathBuf,
+    pub worktree: Option<WorktreeReport>,
+    pub started_at: String,
+    pub duration_ms: u64,
+    pub iterations_requested: u32,
+    pub iterations_run: u32,
+    /// `completion_signal`, `iterations_exhausted`, `iteration_failed`,
+    /// `cancelled`, or `setup_failed`.
+    pub stopped_because: String,
+    /// The verdict of the session: its last run's.
+    pub verdict: Option<Verdict>,
+    pub runs: Vec<SessionRun>,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub commits: Vec<Commit>,
+    pub output: Option<serde_json::Value>,
+    pub error: Option<String>,
+}
+
+/// Stops a session from another task: the current run is cancelled, and
+/// no further one starts.
+#[derive(Clone, Default)]
+pub struct SessionControl {
+    inner: Arc<Mutex<ControlState>>,
+}
+
+#[derive(Default)]
+struct ControlState {
+    stopped: bool,
+    current: Option<Canceller>,
+}
+
+impl SessionControl {
+    /// First call: cancel gracefully; second: kill at once.
+    pub fn cancel(&self) {
+        let mut s = self.inner.lock().expect("lock");
+        let again = s.stopped;
+        s.stopped = true;
+        if let Some(c) = &s.current {
+            if again { c.kill() } else { c.cancel() }
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.inner.lock().expect("lock").stopped
+    }
+
+    fn set_current(&self, c: Option<Canceller>) {
+        let mut s = self.inner.lock().expect("lock");
+        if s.stopped
+            && let Some(c) = &c
+        {
+            c.cancel();
+        }
+        s.current = c;
+    }
+}
+
+/// Runs the session to its end. Errors only when nothing could start.
+pub async fn run_session(
+    opts: SessionOptions,
+    control: SessionControl,
+    mut make_run: impl FnMut(&IterationContext) -> Result<RunSpec, String>,
+    mut observe: impl FnMut(SessionEvent<'_>),
+) -> Result<SessionReport, SetupError> {
+    let started = Instant::now();
+    let started_at = SystemTime::now();
+    let session_id = crate::new_run_id(started_at);
+    let base_dir = git::repo_root(&opts.cwd).unwrap_or_else(|| opts.cwd.clone());
+
+    let worktree = match &opts.worktree {
+        Some(req) => {
+            let branch = req.branch.clone().unwrap_or_else(|| {
+                format!(
+                    "warden/{}/{}",
+                    git::dir_name(&opts.name),
+                    session_id.to_ascii_lowercase()
+                )
+            });
+            let wt = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
+                .map_err(SetupError::Git)?;
+            observe(SessionEvent::Worktree(&wt));
+            Some(wt)
+        }
+        None => None,
+    };
+    let workdir = worktree
+        .as_ref()
+        .map_or_else(|| opts.cwd.clone(), |w| w.path.clone());
+    let session_dir = opts
+        .session_dir
+        .clone()
+        .unwrap_or_else(|| base_dir.join(".warden/sessions").join(&session_id));
+    std::fs::create_dir_all(&session_dir).map_err(|source| SetupError::RunDir {
+        path: session_dir.clone(),
+        source,
+    })?;
+    let branch = worktree
+        .as_ref()
+        .map(|w| w.branch.clone())
+        .or_else(|| git::branch(&workdir));
+    let base = worktree
+        .as_ref()
+        .and_then(|w| w.base.clone())
+        .or_else(|| git::head(&workdir));
+
+    let mut report = SessionReport {
+        session_id: session_id.clone(),
+        name: opts.name.clone(),
+        session_dir: session_dir.clone(),
+        workdir: workdir.clone(),
+        worktree: None,
+        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        duration_ms: 0,
+        iterations_requested: opts.iterations,
+        iterations_run: 0,
+        stopped_because: "iterations_exhausted".into(),
+        verdict: None,
+        runs: Vec::new(),
+        tokens: Tokens::default(),
+        cost_usd: None,
+        commits: Vec::new(),
+        output: None,
+        error: None,
+    };
+
+    let mut iteration = 0;
+    let mut correction: Option<(String, String)> = None;
+    let mut retries_left = opts.output_retries;
+    loop {
+        if control.stopped() {
+            report.stopped_because = "cancelled".into();
+            break;
+        }
+        let retrying = correction.is_some();
+        if !retrying {
+            if iteration >= opts.iterations {
+                break;
+            }
+            iteration += 1;
+        }
+        let run_dir = session_dir.join(if retrying {
+            format!(
+                "iteration-{iteration}-retry-{}",
+                opts.output_retries - retries_left
+            )
+        } else {
+            format!("iteration-{iteration}")
+        });
+        let ctx = IterationContext {
+            iteration,
+            iterations: opts.iterations,
+            workdir: workdir.clone(),
+            run_dir: run_dir.clone(),
+            branch: branch.clone(),
+            base: base.clone(),
+            correction: correction.take(),
+        };
+        let mut spec = match make_run(&ctx) {
+            Ok(s) => s,
+            Err(e) => {
+                report.error = Some(e);
+                report.stopped_because = "setup_failed".into();
+                break;
+            }
+        };
+        spec.cwd = workdir.clone();
+        spec.run_dir = Some(run_dir.clone());
+        let mut handle = match Run::new(spec).spawn() {
+            Ok(h) => h,
+            Err(e) => {
+                report.error = Some(e.to_string());
+                report.stopped_because = "setup_failed".into();
+                break;
+            }
+        };
+        control.set_current(Some(handle.canceller()));
+        observe(SessionEvent::IterationStarted {
+            iteration,
+            run_dir: &run_dir,
+        });
+        while let Some(ev) = handle.next_event().await {
+            observe(SessionEvent::Event(&ev));
+        }
+        let run = handle.wait().await;
+        control.set_current(None);
+        observe(SessionEvent::IterationFinished {
+            iteration,
+            report: &run,
+        });
+        report.iterations_run = iteration;
+        report.tokens.add(&run.tokens);
+        if let Some(c) = run.cost_usd {
+            *report.cost_usd.get_or_insert(0.0) += c;
+        }
+        report.verdict = run.verdict;
+        if run.output.is_some() {
+            report.output.clone_from(&run.output);
+        }
+        let signalled = run.completion_signal_seen_ms.is_some();
+        report.runs.push(SessionRun {
+            iteration,
+            output_retry: retrying,
+            run_id: run.run_id.clone(),
+            run_dir: run.run_dir.clone(),
+            verdict: run.verdict,
+            reason: run.reason.clone(),
+            duration_ms: run.duration_ms,
+            completion_signal_seen: signalled,
+            tokens: run.tokens,
+            cost_usd: run.cost_usd,
+            commits: run.commits.clone(),
+        });
+        write_json(&session_dir, &report);
+
+        match run.verdict {
+            Some(Verdict::Cancelled) => {
+                report.stopped_because = "cancelled".into();
+                break;
+            }
+            Some(Verdict::Succeeded) => {
+                if signalled {
+                    report.stopped_because = "completion_signal".into();
+                    break;
+                }
+            }
+            _ => {
+                let output_failed = run.reason.starts_with("structured output:");
+                if output_failed && retries_left > 0 && opts.can_resume {
+                    if let Some(session) = run.session_id.clone() {
+                        retries_left -= 1;
+                        correction = Some((session, run.reason.clone()));
+                        continue;
+                    }
+                }
+                report.stopped_because = "iteration_failed".into();
+                break;
+            }
+        }
+    }
+
+    // Commits of the whole session, from where it started.
+    if let Ok(c) = git::commits_since(&workdir, base.as_deref())
+        && (base.is_some() || git::head(&workdir).is_some())
+    {
+        report.commits = c;
+    }
+    if let Some(wt) = &worktree {
+        let keep = opts.worktree.as_ref().is_some_and(|w| w.keep);
+        let dirty = git::is_dirty(&wt.path);
+        let removed = wt.finish(keep);
+        report.worktree = Some(WorktreeReport {
+            path: wt.path.clone(),
+            branch: wt.branch.clone(),
+            base: wt.base.clone(),
+            removed,
+            dirty,
+        });
+    }
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    write_json(&session_dir, &report);
+    Ok(report)
+}
+
+fn write_json(dir: &std::path::Path, report: &SessionReport) {
+    let tmp = dir.join(".session.json.tmp");
+    if let Ok(mut bytes) = serde_json::to_vec_pretty(report) {
+        bytes.push(b'\n');
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(tmp, dir.join("session.json"));
+        }
+    }
+}
