@@ -334,12 +334,14 @@ pub async fn run_session(
             }
             _ => {
                 let output_failed = run.reason.starts_with("structured output:");
-                if output_failed && retries_left > 0 && opts.can_resume {
-                    if let Some(session) = run.session_id.clone() {
-                        retries_left -= 1;
-                        correction = Some((session, run.reason.clone()));
-                        continue;
-                    }
+                if output_failed
+                    && retries_left > 0
+                    && opts.can_resume
+                    && let Some(session) = run.session_id.clone()
+                {
+                    retries_left -= 1;
+                    correction = Some((session, run.reason.clone()));
+                    continue;
                 }
                 report.stopped_because = "iteration_failed".into();
                 break;

@@ -11,5 +11,6 @@ mod clocks;
 mod orphans;
 mod output;
 mod sandbox;
+mod session;
 mod settings;
 mod signals;
