@@ -2,6 +2,7 @@
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use clap::{Args, Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
@@ -35,6 +36,24 @@ pub enum Command {
     Replay(ReplayArgs),
     /// What this machine can do: agent CLIs, sandboxes, containment.
     Doctor,
+    /// Explain a finished run (or session) from its directory; --html draws its timeline.
+    Report(ReportArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff) on stdout.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A run directory (.warden/runs/<id>) or a session directory.
+    pub dir: PathBuf,
+    /// Also write the timeline as one self-contained HTML file.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Silences at least this long are listed and marked.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub silence: String,
 }
 
 #[derive(Debug, Args)]
@@ -202,6 +221,9 @@ pub struct SettingFlags {
     /// Do not echo the agent's output; warnings and the summary remain.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Off a terminal: how often to say the run is alive, and how long it has been quiet [default: 30s; 0 disables].
+    #[arg(long, value_name = "DURATION")]
+    pub heartbeat: Option<String>,
     /// Read settings from this file instead of ./warden.toml.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -212,6 +234,22 @@ pub async fn dispatch(cli: Cli) -> u8 {
         Command::Run(args) => run(*args).await,
         Command::Replay(args) => replay::replay(&args),
         Command::Doctor => crate::doctor::doctor().await,
+        Command::Report(args) => crate::report_cmd::report(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut std::io::stdout());
+            0
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("warden: error: could not write the man page: {e}");
+                    70
+                }
+            }
+        }
     }
 }
 
@@ -573,7 +611,11 @@ impl Stopper {
     }
 }
 
-fn watch_signals(stopper: Stopper) -> tokio::task::JoinHandle<()> {
+/// Where the signal watcher says what it does: through the view, so a
+/// live status line is not broken by a stray line.
+type Notify = Arc<dyn Fn(&str) + Send + Sync>;
+
+fn watch_signals(stopper: Stopper, notify: Notify) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
             signal(SignalKind::interrupt()),
@@ -591,9 +633,11 @@ fn watch_signals(stopper: Stopper) -> tokio::task::JoinHandle<()> {
             };
             count += 1;
             if count == 1 {
-                eprintln!("warden: {name}: cancelling the run (send it again to kill at once)");
+                notify(&format!(
+                    "{name}: cancelling the run (send it again to kill at once)"
+                ));
             } else {
-                eprintln!("warden: {name} again: killing the run now");
+                notify(&format!("{name} again: killing the run now"));
             }
             stopper.cancel(count > 1);
         }
@@ -609,14 +653,20 @@ async fn run_once(spec: RunSpec, agent: Agent, resolved: &crate::settings::Resol
         }
         Err(e) => return usage(e),
     };
-    let mut renderer = Renderer::new(resolved, agent, handle.run_dir());
+    let renderer = Renderer::new(resolved, agent, handle.run_dir());
     renderer.started_note(&resolved.limits);
-    let signals = watch_signals(Stopper::Run(handle.canceller()));
+    let ticker = renderer.start_ticker();
+    let view = renderer.clone();
+    let signals = watch_signals(
+        Stopper::Run(handle.canceller()),
+        Arc::new(move |m| view.notice(m)),
+    );
     while let Some(ev) = handle.next_event().await {
         renderer.event(&ev);
     }
     let report = handle.wait().await;
     signals.abort();
+    ticker.abort();
     renderer.finished(&report);
     report
         .verdict
@@ -647,8 +697,16 @@ async fn run_session_cli(
         can_resume: matches!(agent, Agent::Claude | Agent::Codex | Agent::Pi),
     };
     let control = SessionControl::default();
-    let signals = watch_signals(Stopper::Session(control.clone()));
-    let mut renderer: Option<Renderer> = None;
+    let current: Arc<Mutex<Option<Renderer>>> = Arc::default();
+    let view = current.clone();
+    let signals = watch_signals(
+        Stopper::Session(control.clone()),
+        Arc::new(move |m| match view.lock().expect("lock").as_ref() {
+            Some(r) => r.notice(m),
+            None => eprintln!("warden: {m}"),
+        }),
+    );
+    let mut renderer: Option<(Renderer, tokio::task::JoinHandle<()>)> = None;
     let quiet = resolved.quiet;
     let iterations = args.iterations;
     let result = run_session(
@@ -670,16 +728,21 @@ async fn run_session_cli(
                     eprintln!("warden: iteration {iteration}/{iterations}");
                 }
                 let r = Renderer::new(&resolved, agent, run_dir);
+                r.set_iteration(iteration, iterations);
                 r.started_note(&resolved.limits);
-                renderer = Some(r);
+                let ticker = r.start_ticker();
+                *current.lock().expect("lock") = Some(r.clone());
+                renderer = Some((r, ticker));
             }
             SessionEvent::Event(e) => {
-                if let Some(r) = renderer.as_mut() {
+                if let Some((r, _)) = renderer.as_ref() {
                     r.event(e);
                 }
             }
             SessionEvent::IterationFinished { report, .. } => {
-                if let Some(r) = renderer.take() {
+                if let Some((r, ticker)) = renderer.take() {
+                    ticker.abort();
+                    *current.lock().expect("lock") = None;
                     r.finished(report);
                 }
             }

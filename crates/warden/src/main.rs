@@ -4,7 +4,9 @@ mod cli;
 mod doctor;
 mod render;
 mod replay;
+mod report_cmd;
 mod settings;
+mod timeline;
 
 use std::process::ExitCode;
 

@@ -109,6 +109,10 @@ pub const KEYS: &[Key] = &[
         kind: Kind::Text,
     },
     Key {
+        name: "heartbeat",
+        kind: Kind::Clock,
+    },
+    Key {
         name: "json",
         kind: Kind::Bool,
     },
@@ -159,6 +163,8 @@ pub struct Resolved {
     pub run_dir: Option<PathBuf>,
     pub json: bool,
     pub quiet: bool,
+    /// The plain view's heartbeat; `None` when disabled.
+    pub heartbeat: Option<Duration>,
 }
 
 impl RawSettings {
@@ -215,6 +221,7 @@ impl RawSettings {
             ("run_dir", &f.run_dir),
             ("sandbox", &f.sandbox),
             ("image", &f.image),
+            ("heartbeat", &f.heartbeat),
         ];
         for (name, value) in texts {
             if let Some(v) = value {
@@ -336,6 +343,10 @@ impl RawSettings {
             run_dir,
             json: flag("json"),
             quiet: flag("quiet"),
+            heartbeat: match parsed.get("heartbeat") {
+                Some(Value::Duration(d)) => clock(*d),
+                _ => Some(Duration::from_secs(30)),
+            },
         })
     }
 }

@@ -14,3 +14,4 @@ mod sandbox;
 mod session;
 mod settings;
 mod signals;
+mod view;

@@ -1,0 +1,184 @@
+//! The live status line on a terminal (indicatif), redrawn in place.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{ViewState, short};
+
+pub struct Live {
+    bar: ProgressBar,
+    color: bool,
+    /// The terminal's settings before warden changed them.
+    saved: Option<rustix::termios::Termios>,
+}
+
+impl Live {
+    pub fn new() -> Self {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(8));
+        // The message is cut to the terminal's width (less a column, so
+        // the cursor never waits at the right edge): a line that wraps
+        // cannot be redrawn in place.
+        let style = ProgressStyle::with_template("{spinner} {msg}")
+            .expect("a valid template")
+            .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ");
+        bar.set_style(style);
+        bar.enable_steady_tick(Duration::from_millis(120));
+        Self {
+            bar,
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            saved: keep_output_on_interrupt(),
+        }
+    }
+
+    /// Prints a line above the status line.
+    pub fn println(&self, text: &str) {
+        self.bar.println(text);
+    }
+
+    pub fn update(&self, s: &ViewState) {
+        let cols = rustix::termios::tcgetwinsize(std::io::stderr())
+            .map(|w| usize::from(w.ws_col))
+            .unwrap_or(80);
+        self.bar
+            .set_message(fit(&status(s, self.color), cols.saturating_sub(3).max(8)));
+    }
+
+    /// Removes the status line, leaving nothing behind.
+    pub fn clear(self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        if let Some(t) = self.saved.take() {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stderr(),
+                rustix::termios::OptionalActions::Now,
+                &t,
+            );
+        }
+    }
+}
+
+/// Ctrl-C makes the terminal echo `^C` where the cursor is, which moves it
+/// off the status line, and throw away output not yet shown, which can eat
+/// half a redraw: either leaves a stale status line behind. While the view
+/// is up the terminal does neither (no ECHOCTL, NOFLSH); the old settings
+/// come back when the view ends.
+fn keep_output_on_interrupt() -> Option<rustix::termios::Termios> {
+    use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+    let saved = tcgetattr(std::io::stderr()).ok()?;
+    let mut t = saved.clone();
+    t.local_modes |= LocalModes::NOFLSH;
+    t.local_modes -= LocalModes::ECHOCTL;
+    tcsetattr(std::io::stderr(), OptionalActions::Now, &t).ok()?;
+    Some(saved)
+}
+
+/// `claude opus │ 01:23 │ quiet 12.0s │ Bash 45.0s │ 3 tools │ 1.2k/340 tok $0.04 │ 2/5 │ last text`
+pub fn status(s: &ViewState, color: bool) -> String {
+    let mut parts = Vec::new();
+    let mut who = s.agent.name().to_string();
+    if let Some(m) = &s.model {
+        who.push(' ');
+        who.push_str(m);
+    }
+    parts.push(who);
+    parts.push(short(s.started.elapsed()));
+    let quiet = s.last_activity.elapsed();
+    let mut q = format!("quiet {}", short(quiet));
+    if let Some(stall) = s.stall_timeout
+        && color
+    {
+        let frac = quiet.as_secs_f64() / stall.as_secs_f64();
+        if frac >= 0.8 {
+            q = format!("\x1b[31m{q}\x1b[0m");
+        } else if frac >= 0.5 {
+            q = format!("\x1b[33m{q}\x1b[0m");
+        }
+    }
+    parts.push(q);
+    if let Some((_, name, since)) = &s.tool {
+        parts.push(format!("{name} {}", short(since.elapsed())));
+    }
+    if s.tool_calls > 0 {
+        parts.push(format!("{} tools", s.tool_calls));
+    }
+    if s.tokens_in + s.tokens_out > 0 {
+        let mut t = format!("{}/{} tok", kilo(s.tokens_in), kilo(s.tokens_out));
+        if let Some(c) = s.cost {
+            t.push_str(&format!(" ${c:.2}"));
+        }
+        parts.push(t);
+    }
+    if let Some((i, n)) = s.iteration {
+        parts.push(format!("iter {i}/{n}"));
+    }
+    if let Some(t) = &s.last_text {
+        parts.push(t.clone());
+    }
+    parts.join(" │ ")
+}
+
+fn kilo(n: u64) -> String {
+    if n >= 10_000 {
+        format!("{}k", n / 1000)
+    } else if n >= 1000 {
+        format!("{:.1}k", n as f64 / 1000.0)
+    } else {
+        n.to_string()
+    }
+}
+
+/// `text` cut to `width` visible characters; colour escapes do not count,
+/// and a cut inside a coloured stretch resets the colour.
+pub fn fit(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut visible = 0;
+    let mut chars = text.chars().peekable();
+    let mut colored = false;
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            let mut seq = String::from(c);
+            for n in chars.by_ref() {
+                seq.push(n);
+                if n.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            colored = seq != "\x1b[0m";
+            out.push_str(&seq);
+            continue;
+        }
+        if visible + 1 > width {
+            if out.ends_with(' ') {
+                out.pop();
+            }
+            out.push('…');
+            if colored {
+                out.push_str("\x1b[0m");
+            }
+            return out;
+        }
+        out.push(c);
+        visible += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_cuts_by_visible_width_and_closes_colour() {
+        assert_eq!(fit("abcdef", 10), "abcdef");
+        assert_eq!(fit("abcdef", 4), "abcd…");
+        let coloured = "ab\x1b[33mquiet 1s\x1b[0m tail";
+        let cut = fit(coloured, 5);
+        assert_eq!(cut, "ab\x1b[33mqui…\x1b[0m");
+        assert_eq!(fit(coloured, 100), coloured);
+    }
+}

@@ -1,0 +1,522 @@
+//! What a person (or a CI log) sees, and the `--json` event stream.
+//!
+//! Human output goes to stderr. On a terminal: a live status line, redrawn
+//! in place ([`live`]), with the agent's lines and warden's notices
+//! scrolling above it. Elsewhere: plain lines, each with the time since the
+//! start, and a heartbeat every 30 s that says how long the agent has been
+//! quiet. Under GitHub Actions, warnings and a failed verdict are workflow
+//! annotations, and a Markdown summary goes to `$GITHUB_STEP_SUMMARY`
+//! ([`github`]). `--json` writes each event as one JSON line on stdout.
+
+pub mod github;
+mod live;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use warden_events::{Agent, Event};
+use warden_run::{Limits, Report, Stamped};
+
+use crate::settings::Resolved;
+
+/// What the view knows about the run, from its events.
+#[derive(Debug, Clone)]
+pub struct ViewState {
+    pub agent: Agent,
+    pub model: Option<String>,
+    pub started: Instant,
+    pub last_activity: Instant,
+    pub stall_timeout: Option<Duration>,
+    /// The tool running now: name and since when.
+    pub tool: Option<(String, String, Instant)>,
+    pub tool_calls: u32,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub cost: Option<f64>,
+    pub iteration: Option<(u32, u32)>,
+    pub last_text: Option<String>,
+}
+
+impl ViewState {
+    fn new(agent: Agent, limits: &Limits) -> Self {
+        let now = Instant::now();
+        Self {
+            agent,
+            model: None,
+            started: now,
+            last_activity: now,
+            stall_timeout: limits.armed_stall_timeout(),
+            tool: None,
+            tool_calls: 0,
+            tokens_in: 0,
+            tokens_out: 0,
+            cost: None,
+            iteration: None,
+            last_text: None,
+        }
+    }
+
+    fn observe(&mut self, e: &Event) {
+        let now = Instant::now();
+        match e {
+            Event::SessionStarted { model, .. } if model.is_some() => {
+                self.model.clone_from(model);
+            }
+            Event::Text { text } => {
+                if let Some(line) = text.lines().rev().find(|l| !l.trim().is_empty()) {
+                    self.last_text = Some(line.trim().to_string());
+                }
+            }
+            Event::ToolStarted { id, name, .. } => {
+                self.tool = Some((id.clone(), name.clone(), now));
+                self.tool_calls += 1;
+            }
+            Event::ToolFinished { id, .. }
+                if self.tool.as_ref().is_some_and(|(t, _, _)| t == id) =>
+            {
+                self.tool = None;
+            }
+            Event::Usage {
+                tokens,
+                cost_usd,
+                cumulative,
+            } => {
+                if *cumulative {
+                    self.tokens_in = tokens.input;
+                    self.tokens_out = tokens.output;
+                    if cost_usd.is_some() {
+                        self.cost = *cost_usd;
+                    }
+                } else {
+                    self.tokens_in += tokens.input;
+                    self.tokens_out += tokens.output;
+                    if let Some(c) = cost_usd {
+                        *self.cost.get_or_insert(0.0) += c;
+                    }
+                }
+            }
+            _ => {}
+        }
+        if is_activity(e) {
+            self.last_activity = now;
+        }
+    }
+}
+
+/// Events that come from an agent line (what the stall clock counts).
+fn is_activity(e: &Event) -> bool {
+    !matches!(
+        e,
+        Event::Spawned { .. }
+            | Event::StallWarning { .. }
+            | Event::CompletionSignal
+            | Event::Exited { .. }
+            | Event::Orphan { .. }
+            | Event::Terminating { .. }
+            | Event::Signalled { .. }
+            | Event::OutputTruncated { .. }
+            | Event::Finished { .. }
+    )
+}
+
+pub fn ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else {
+        short(Duration::from_millis(ms))
+    }
+}
+
+/// `850ms`, `12.3s`, `4m05s`, `1h02m`.
+pub fn short(d: Duration) -> String {
+    let s = d.as_secs();
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if s < 60 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+fn dur(d: Option<Duration>) -> String {
+    d.map_or("off".into(), |d| humantime::format_duration(d).to_string())
+}
+
+struct Inner {
+    json: bool,
+    quiet: bool,
+    github: Option<github::GitHub>,
+    state: ViewState,
+    live: Option<live::Live>,
+    last_heartbeat: Instant,
+    heartbeat: Option<Duration>,
+    run_dir: PathBuf,
+}
+
+/// The renderer of one run; cloneable so a ticker task can share it.
+#[derive(Clone)]
+pub struct Renderer {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Renderer {
+    pub fn new(settings: &Resolved, agent: Agent, run_dir: &Path) -> Self {
+        let tty = std::io::stderr().is_terminal();
+        let state = ViewState::new(agent, &settings.limits);
+        let live = (tty && !settings.quiet).then(live::Live::new);
+        Self {
+            inner: Arc::new(Mutex::new(Inner {
+                json: settings.json,
+                quiet: settings.quiet,
+                github: github::GitHub::from_env(),
+                state,
+                live,
+                last_heartbeat: Instant::now(),
+                heartbeat: settings.heartbeat,
+                run_dir: shown_path(run_dir),
+            })),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        f(&mut self.inner.lock().expect("renderer lock"))
+    }
+
+    pub fn set_iteration(&self, i: u32, n: u32) {
+        self.with(|r| r.state.iteration = Some((i, n)));
+    }
+
+    /// Redraws the status line, or prints a heartbeat when one is due.
+    pub fn tick(&self) {
+        self.with(|r| r.tick());
+    }
+
+    /// Ticks every 250 ms until the returned task is aborted.
+    pub fn start_ticker(&self) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                every.tick().await;
+                me.tick();
+            }
+        })
+    }
+
+    pub fn started_note(&self, limits: &Limits) {
+        if limits.stall_timeout.is_some() && limits.armed_stall_timeout().is_none() {
+            let msg = format!(
+                "the stall watchdog is off: its timeout ({}) is not shorter than the run timeout ({})",
+                dur(limits.stall_timeout),
+                dur(limits.timeout)
+            );
+            self.with(|r| r.info(&msg));
+        }
+    }
+
+    /// A notice from warden itself (a signal received, say).
+    pub fn notice(&self, msg: &str) {
+        self.with(|r| r.line(&format!("warden: {msg}")));
+    }
+
+    pub fn event(&self, ev: &Stamped) {
+        self.with(|r| r.event(ev));
+    }
+
+    pub fn finished(&self, report: &Report) {
+        self.with(|r| r.finished(report));
+    }
+}
+
+impl Inner {
+    fn elapsed(&self) -> String {
+        let s = self.state.started.elapsed().as_secs();
+        if s >= 3600 {
+            format!("{}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
+        } else {
+            format!("{:02}:{:02}", s / 60, s % 60)
+        }
+    }
+
+    /// One line of output: above the status line on a terminal, with the
+    /// elapsed time elsewhere.
+    fn line(&self, text: &str) {
+        match &self.live {
+            Some(l) => l.println(text),
+            None => {
+                let text = match &self.github {
+                    Some(_) => github::neutralize(text),
+                    None => text.to_string(),
+                };
+                eprintln!("[{}] {text}", self.elapsed());
+            }
+        }
+    }
+
+    fn info(&self, msg: &str) {
+        if !self.quiet {
+            self.line(&format!("warden: {msg}"));
+        }
+    }
+
+    fn warn(&self, msg: &str) {
+        match &self.github {
+            Some(g) if self.live.is_none() => g.warning(msg),
+            _ => self.line(&format!("warden: warning: {msg}")),
+        }
+    }
+
+    fn tick(&mut self) {
+        if let Some(l) = &self.live {
+            l.update(&self.state);
+            return;
+        }
+        match self.heartbeat {
+            Some(every) if !self.quiet && self.last_heartbeat.elapsed() >= every => {}
+            _ => return,
+        }
+        self.last_heartbeat = Instant::now();
+        let quiet = short(self.state.last_activity.elapsed());
+        let mut msg = format!("still running; last activity {quiet} ago");
+        if let Some(s) = self.state.stall_timeout {
+            msg.push_str(&format!(" (stall timeout {})", dur(Some(s))));
+        }
+        if let Some((_, name, since)) = &self.state.tool {
+            msg.push_str(&format!(
+                "; tool {name} running for {}",
+                short(since.elapsed())
+            ));
+        }
+        self.info(&msg);
+    }
+
+    fn event(&mut self, ev: &Stamped) {
+        if self.json {
+            let mut out = std::io::stdout().lock();
+            if serde_json::to_writer(&mut out, ev).is_ok() {
+                let _ = out.write_all(b"\n");
+                let _ = out.flush();
+            }
+        }
+        self.state.observe(&ev.event);
+        let agent = self.state.agent;
+        match &ev.event {
+            Event::Spawned {
+                pid,
+                command,
+                containment,
+            } => {
+                let msg = format!(
+                    "{agent} started: {} (pid {pid}, containment: {containment}); logs in {}",
+                    shell_words(command),
+                    self.run_dir.display()
+                );
+                self.info(&msg);
+            }
+            Event::Text { text } if !self.quiet => {
+                let tag = if agent == Agent::Exec { "out" } else { "say" };
+                for l in text.lines() {
+                    self.line(&format!("  {tag}| {l}"));
+                }
+            }
+            Event::Stderr { text } if !self.quiet => self.line(&format!("  err| {text}")),
+            Event::Text { .. } | Event::Stderr { .. } => {}
+            Event::Thinking { .. } | Event::ToolStarted { .. } | Event::ToolFinished { .. }
+                if self.quiet => {}
+            other => self.notice(other),
+        }
+        if let Some(l) = &self.live {
+            l.update(&self.state);
+        }
+    }
+
+    /// Agent events and warden's own, as lines for a person.
+    fn notice(&self, event: &Event) {
+        match event {
+            Event::SessionStarted {
+                session_id,
+                model,
+                agent_version,
+            } => self.info(&format!(
+                "session {}{}{}",
+                session_id.as_deref().unwrap_or("(no id)"),
+                model.as_ref().map(|m| format!(", model {m}")).unwrap_or_default(),
+                agent_version
+                    .as_ref()
+                    .map(|v| format!(", {} {v}", self.state.agent))
+                    .unwrap_or_default()
+            )),
+            Event::Thinking { text } => {
+                self.line(&format!("  think| {}", text.lines().next().unwrap_or_default()));
+            }
+            Event::ToolStarted {
+                name,
+                input,
+                timeout_ms,
+                ..
+            } => self.line(&format!(
+                "  tool| {name}: {}{}",
+                input.as_deref().unwrap_or(""),
+                timeout_ms.map(|t| format!(" (limit {})", ms(t))).unwrap_or_default()
+            )),
+            Event::ToolFinished {
+                name,
+                is_error: true,
+                output,
+                ..
+            } => self.line(&format!(
+                "  tool| {name} failed: {}",
+                output.as_deref().and_then(|o| o.lines().next()).unwrap_or("")
+            )),
+            Event::Retry {
+                attempt,
+                max_attempts,
+                reason,
+                ..
+            } => self.warn(&format!(
+                "the agent is retrying{}: {reason}",
+                match (attempt, max_attempts) {
+                    (Some(a), Some(m)) => format!(" ({a}/{m})"),
+                    (Some(a), None) => format!(" (attempt {a})"),
+                    _ => String::new(),
+                }
+            )),
+            Event::Error { message, class, fatal } => self.warn(&format!(
+                "the agent reported {}{} error: {message}",
+                if *fatal { "a fatal " } else { "an " },
+                serde_json::to_value(class)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+                    .unwrap_or_default()
+            )),
+            Event::Result { success, .. } => self.info(if *success {
+                "the agent says it is done"
+            } else {
+                "the agent says it failed"
+            }),
+            Event::OversizedLine { stream, bytes } => self.warn(&format!(
+                "a line of {bytes} bytes on {} is longer than max_line: it is in the log, not decoded",
+                stream.as_str()
+            )),
+            Event::StallWarning {
+                silent_ms,
+                stall_timeout_ms,
+            } => self.warn(&format!(
+                "no activity for {}; the run is ended as stalled after {}",
+                ms(*silent_ms),
+                ms(*stall_timeout_ms)
+            )),
+            Event::CompletionSignal => self.info("completion signal seen; waiting for the process to exit"),
+            Event::Orphan {
+                pid,
+                cmdline,
+                held_pipe,
+            } => self.info(&format!(
+                "orphan left running by the agent: pid {pid} `{cmdline}`{}; terminating it",
+                if *held_pipe { ", holding its output pipe" } else { "" }
+            )),
+            Event::Terminating { reason } => self.info(&format!("ending the run: {reason}")),
+            Event::OutputTruncated { bytes, holders } => self.warn(&format!(
+                "output was still held open after the drain grace; kept the {bytes} bytes read; held by: {}",
+                holders
+                    .iter()
+                    .map(|h| format!("pid {} `{}`", h.pid, h.cmdline))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => {}
+        }
+    }
+
+    fn finished(&mut self, report: &Report) {
+        if let Some(l) = self.live.take() {
+            l.clear();
+        }
+        if report.live_events_dropped > 0 {
+            self.warn(&format!(
+                "{} lines were not shown live because the output could not keep up; all are in the logs and events.jsonl",
+                report.live_events_dropped
+            ));
+        }
+        if report.forced_completion {
+            let hanging = report
+                .hanging
+                .iter()
+                .map(|h| format!("pid {} `{}`", h.pid, h.cmdline))
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.warn(&format!(
+                "the agent signalled completion but did not exit; killed what was still running: {}",
+                if hanging.is_empty() { "nothing left" } else { &hanging }
+            ));
+        }
+        let verdict = report.verdict.map_or("unknown", |v| v.as_str());
+        let mut line = format!("{verdict} in {}: {}", ms(report.duration_ms), report.reason);
+        if self.state.agent != Agent::Exec {
+            let t = &report.tokens;
+            line.push_str(&format!(
+                "; {} turn(s), {} tool call(s), tokens {} in / {} out / {} cached",
+                report.turns, report.tool_calls, t.input, t.output, t.cache_read
+            ));
+            if let Some(c) = report.cost_usd {
+                line.push_str(&format!(", ${c:.4}"));
+            }
+        }
+        if report.orphans_killed > 0 {
+            line.push_str(&format!("; {} orphan(s) killed", report.orphans_killed));
+        }
+        if !report.commits.is_empty() {
+            line.push_str(&format!("; {} commit(s)", report.commits.len()));
+        }
+        // The summary line is shown even with --quiet.
+        match &self.github {
+            Some(_) => eprintln!("[{}] warden: {}", self.elapsed(), github::neutralize(&line)),
+            None => eprintln!("warden: {line}"),
+        }
+        if let Some(g) = &self.github {
+            if report.verdict != Some(warden_run::Verdict::Succeeded) {
+                g.error(&format!("{verdict}: {}", report.reason));
+            }
+            g.step_summary(report);
+        }
+        if let Some(e) = &report.error {
+            eprintln!("warden: error: {e}");
+        }
+        if !self.quiet {
+            eprintln!(
+                "warden: report: {}",
+                self.run_dir.join("run.json").display()
+            );
+        }
+    }
+}
+
+/// The path relative to the current directory when it is inside it.
+fn shown_path(p: &Path) -> PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| p.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| p.to_path_buf())
+}
+
+/// A command line as a person would type it.
+pub fn shell_words(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,362 @@
+//! `warden report DIR`: a run (or a session) explained after the fact, on
+//! the terminal, and with `--html FILE` as one self-contained page with a
+//! timeline.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::cli::ReportArgs;
+use crate::render::ms;
+use crate::timeline::{self, Timeline};
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+}
+
+fn read_events(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+pub fn report(args: &ReportArgs) -> u8 {
+    let silence = match crate::settings::parse_duration(&args.silence) {
+        Some(d) => d.as_millis() as u64,
+        None => {
+            eprintln!(
+                "warden: error: invalid value `{}` for --silence: expected a duration such as `30s` or `2m`",
+                args.silence
+            );
+            return 2;
+        }
+    };
+    let dir = &args.dir;
+    // A run directory, or a session directory with one per iteration.
+    let runs: Vec<std::path::PathBuf> = if dir.join("run.json").exists() {
+        vec![dir.clone()]
+    } else if dir.join("session.json").exists() {
+        match read_json(&dir.join("session.json")) {
+            Ok(s) => {
+                print_session(&s);
+                s["runs"]
+                    .as_array()
+                    .map(|r| {
+                        r.iter()
+                            .filter_map(|r| r["run_dir"].as_str().map(Into::into))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            }
+            Err(e) => {
+                eprintln!("warden: error: {e}");
+                return 2;
+            }
+        }
+    } else {
+        eprintln!(
+            "warden: error: {} has no run.json or session.json: name a run directory (.warden/runs/<id>) or a session directory",
+            dir.display()
+        );
+        return 2;
+    };
+    let mut sections = Vec::new();
+    for run_dir in &runs {
+        let report = match read_json(&run_dir.join("run.json")) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("warden: error: {e}");
+                return 2;
+            }
+        };
+        let events = read_events(run_dir);
+        let t = timeline::build(&report, &events, silence);
+        print_run(&report, &t, silence);
+        sections.push((report, t));
+    }
+    if let Some(out) = &args.html {
+        let page = html(&sections, silence);
+        if let Err(e) = std::fs::write(out, page) {
+            eprintln!("warden: error: could not write {}: {e}", out.display());
+            return 2;
+        }
+        println!("timeline written to {}", out.display());
+    }
+    0
+}
+
+fn print_session(s: &Value) {
+    println!(
+        "session {}: {} after {} of {} iteration(s), stopped by {}",
+        s["session_id"].as_str().unwrap_or("?"),
+        s["verdict"].as_str().unwrap_or("no verdict"),
+        s["iterations_run"],
+        s["iterations_requested"],
+        s["stopped_because"]
+            .as_str()
+            .unwrap_or("?")
+            .replace('_', " ")
+    );
+    if let Some(wt) = s["worktree"].as_object() {
+        println!(
+            "  worktree {} on branch {}",
+            wt["path"].as_str().unwrap_or("?"),
+            wt["branch"].as_str().unwrap_or("?")
+        );
+    }
+    println!();
+}
+
+fn print_run(r: &Value, t: &Timeline, silence: u64) {
+    let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+    println!(
+        "run {}  {}  {} in {}: {}",
+        s("run_id"),
+        s("agent"),
+        r["verdict"].as_str().unwrap_or("unfinished"),
+        ms(t.duration),
+        s("reason")
+    );
+    println!(
+        "  started {}; first activity after {}; longest silence {}",
+        s("started_at"),
+        r["time_to_first_activity_ms"]
+            .as_u64()
+            .map_or("never".into(), ms),
+        ms(r["longest_silence_ms"].as_u64().unwrap_or(0))
+    );
+    if t.silences.is_empty() {
+        println!("  no silence of {} or more", ms(silence));
+    } else {
+        for (a, b) in &t.silences {
+            println!("  quiet from {} to {} ({})", ms(*a), ms(*b), ms(b - a));
+        }
+    }
+    if !t.tools.is_empty() {
+        let mut tools = t.tools.clone();
+        tools.sort_by_key(|x| std::cmp::Reverse(x.end - x.start));
+        println!("  {} tool call(s); the longest:", tools.len());
+        for x in tools.iter().take(5) {
+            println!(
+                "    {} {} at {}{}: {}",
+                x.name,
+                ms(x.end - x.start),
+                ms(x.start),
+                if !x.finished {
+                    " (never finished)"
+                } else if x.failed {
+                    " (failed)"
+                } else {
+                    ""
+                },
+                x.input.chars().take(80).collect::<String>()
+            );
+        }
+    }
+    if r["agent"] != "exec" {
+        let tk = &r["tokens"];
+        println!(
+            "  tokens {} in, {} out, {} cache read{}",
+            tk["input"],
+            tk["output"],
+            tk["cache_read"],
+            r["cost_usd"]
+                .as_f64()
+                .map(|c| format!("; ${c:.4}"))
+                .unwrap_or_default()
+        );
+    }
+    for m in t.marks.iter().filter(|m| m.kind != "info") {
+        println!("  {} at {}: {}", m.kind, ms(m.at), m.text);
+    }
+    if let Some(commits) = r["commits"].as_array().filter(|c| !c.is_empty()) {
+        println!("  {} commit(s):", commits.len());
+        for c in commits {
+            println!(
+                "    {} {}",
+                c["sha"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(10)
+                    .collect::<String>(),
+                c["subject"].as_str().unwrap_or("")
+            );
+        }
+    }
+    println!();
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The page: one section per run, each an inline SVG timeline.
+fn html(runs: &[(Value, Timeline)], silence: u64) -> String {
+    let mut out = String::from(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>warden report</title>\n<style>\
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h2{margin:8px 0}.ok{color:#1a7f37}.bad{color:#cf222e}\
+table{border-collapse:collapse;margin:8px 0}td{padding:2px 10px 2px 0;vertical-align:top}svg{border:1px solid #ddd;background:#fafafa}\
+.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}\
+</style></head><body>\n<h1>warden report</h1>\n",
+    );
+    for (r, t) in runs {
+        section(&mut out, r, t, silence);
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64) {
+    let verdict = r["verdict"].as_str().unwrap_or("unfinished");
+    let class = if verdict == "succeeded" { "ok" } else { "bad" };
+    let _ = write!(
+        out,
+        "<section><h2>{} <span class=\"{class}\">{}</span></h2>\n<table>",
+        esc(r["run_id"].as_str().unwrap_or("run")),
+        esc(verdict)
+    );
+    let rows = [
+        ("agent", r["agent"].as_str().unwrap_or("").to_string()),
+        ("why", r["reason"].as_str().unwrap_or("").to_string()),
+        ("duration", ms(t.duration)),
+        (
+            "longest silence",
+            ms(r["longest_silence_ms"].as_u64().unwrap_or(0)),
+        ),
+        ("tool calls", t.tools.len().to_string()),
+        (
+            "tokens",
+            format!(
+                "{} in / {} out",
+                r["tokens"]["input"], r["tokens"]["output"]
+            ),
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = write!(out, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
+    }
+    out.push_str("</table>\n");
+
+    let width = 1000.0;
+    let left = 90.0;
+    let span = t.duration.max(1) as f64;
+    let x = |ms: u64| left + (ms as f64 / span) * (width - left - 10.0);
+    let tool_rows = t.tools.len().min(30);
+    let height = 150.0 + tool_rows as f64 * 16.0;
+    let _ = writeln!(
+        out,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"timeline\">"
+    );
+    // Time axis.
+    for i in 0..=10 {
+        let at = t.duration * i / 10;
+        let _ = writeln!(
+            out,
+            "<line x1=\"{0:.1}\" y1=\"18\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"12\" font-size=\"10\" text-anchor=\"middle\">{2}</text>",
+            x(at),
+            height - 4.0,
+            esc(&ms(at))
+        );
+    }
+    // Silences.
+    let _ = writeln!(
+        out,
+        "<text x=\"4\" y=\"40\" font-size=\"11\">silence ≥ {}</text>",
+        esc(&ms(silence))
+    );
+    for (a, b) in &t.silences {
+        let _ = writeln!(
+            out,
+            "<rect x=\"{:.1}\" y=\"28\" width=\"{:.1}\" height=\"18\" fill=\"#f6c445\" opacity=\"0.7\"><title>quiet {} from {}</title></rect>",
+            x(*a),
+            (x(*b) - x(*a)).max(1.0),
+            esc(&ms(b - a)),
+            esc(&ms(*a))
+        );
+    }
+    // Activity ticks.
+    let _ = writeln!(
+        out,
+        "<text x=\"4\" y=\"64\" font-size=\"11\">activity</text>"
+    );
+    for &a in &t.activity {
+        let _ = writeln!(
+            out,
+            "<line x1=\"{0:.1}\" y1=\"52\" x2=\"{0:.1}\" y2=\"68\" stroke=\"#0969da\" stroke-width=\"1\"/>",
+            x(a)
+        );
+    }
+    // Marks.
+    let _ = writeln!(out, "<text x=\"4\" y=\"88\" font-size=\"11\">events</text>");
+    for m in &t.marks {
+        let color = match m.kind.as_str() {
+            "error" => "#cf222e",
+            "warning" => "#bf8700",
+            _ => "#1a7f37",
+        };
+        let _ = writeln!(
+            out,
+            "<circle cx=\"{:.1}\" cy=\"84\" r=\"5\" fill=\"{color}\"><title>{} at {}: {}</title></circle>",
+            x(m.at),
+            esc(&m.kind),
+            esc(&ms(m.at)),
+            esc(&m.text)
+        );
+    }
+    // Tokens over time.
+    let _ = writeln!(
+        out,
+        "<text x=\"4\" y=\"116\" font-size=\"11\">tokens</text>"
+    );
+    if let Some(max) = t.tokens.iter().map(|(_, n)| *n).max().filter(|m| *m > 0) {
+        let mut points = format!("{:.1},126", x(0));
+        for (at, n) in &t.tokens {
+            let y = 126.0 - (*n as f64 / max as f64) * 24.0;
+            let _ = write!(points, " {:.1},{y:.1}", x(*at));
+        }
+        let _ = write!(
+            points,
+            " {:.1},{:.1}",
+            x(t.duration),
+            126.0 - (t.tokens.last().map_or(0, |p| p.1) as f64 / max as f64) * 24.0
+        );
+        let _ = writeln!(
+            out,
+            "<polyline points=\"{points}\" fill=\"none\" stroke=\"#8250df\" stroke-width=\"2\"><title>{max} tokens at most</title></polyline>"
+        );
+    }
+    // Tool calls as bars.
+    for (i, tool) in t.tools.iter().take(30).enumerate() {
+        let y = 140.0 + i as f64 * 16.0;
+        let color = if !tool.finished {
+            "#cf222e"
+        } else if tool.failed {
+            "#fa4549"
+        } else {
+            "#2da44e"
+        };
+        let _ = writeln!(
+            out,
+            "<text x=\"4\" y=\"{:.1}\" font-size=\"10\">{}</text><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"11\" fill=\"{color}\"><title>{} {} at {}: {}</title></rect>",
+            y + 9.0,
+            esc(&tool.name.chars().take(14).collect::<String>()),
+            x(tool.start),
+            y,
+            (x(tool.end) - x(tool.start)).max(2.0),
+            esc(&tool.name),
+            esc(&ms(tool.end - tool.start)),
+            esc(&ms(tool.start)),
+            esc(&tool.input)
+        );
+    }
+    out.push_str("</svg>\n<p class=\"legend\"><span><i class=\"sw\" style=\"background:#f6c445\"></i>silence</span><span><i class=\"sw\" style=\"background:#0969da\"></i>activity</span><span><i class=\"sw\" style=\"background:#2da44e\"></i>tool call</span><span><i class=\"sw\" style=\"background:#cf222e\"></i>error / unfinished</span><span><i class=\"sw\" style=\"background:#8250df\"></i>tokens</span></p></section>\n");
+}
