@@ -42,6 +42,23 @@ pub enum Command {
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff) on stdout.
     Man,
+    /// Run many agents from a TOML file, N at a time.
+    Batch(BatchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// The batch file: `[defaults]`, then one `[[run]]` table per run.
+    pub file: PathBuf,
+    /// How many runs at once.
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 4)]
+    pub jobs: usize,
+    /// Where the batch directory goes [default: .warden/batches/<id>].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Only the summary, no progress lines.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -56,7 +73,7 @@ pub struct ReportArgs {
     pub silence: String,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct RunArgs {
     /// The agent: claude, codex, opencode, pi, gemini, or exec (any command, given after `--`).
     pub agent: String,
@@ -234,6 +251,7 @@ pub async fn dispatch(cli: Cli) -> u8 {
         Command::Run(args) => run(*args).await,
         Command::Replay(args) => replay::replay(&args),
         Command::Doctor => crate::doctor::doctor().await,
+        Command::Batch(args) => crate::batch::batch(args).await,
         Command::Report(args) => crate::report_cmd::report(&args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
@@ -340,7 +358,7 @@ async fn run(args: RunArgs) -> u8 {
 }
 
 /// Everything needed to build one run's spec.
-struct Plan {
+pub(crate) struct Plan {
     agent: Agent,
     /// The prompt as given; a template when it came from a file or with --arg.
     prompt: Option<String>,
@@ -358,7 +376,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(
+    pub(crate) fn new(
         args: &RunArgs,
         agent: Agent,
         cwd: &std::path::Path,
@@ -563,7 +581,7 @@ impl Plan {
     }
 
     /// The spec of one run.
-    fn spec(&self, ctx: &IterationContext) -> Result<RunSpec, String> {
+    pub(crate) fn spec(&self, ctx: &IterationContext) -> Result<RunSpec, String> {
         let mut spec = if self.agent == Agent::Exec {
             RunSpec::exec(&self.exec_command)
         } else {
@@ -592,6 +610,18 @@ impl Plan {
         spec.output_schema = self.output_schema.clone();
         Ok(spec)
     }
+}
+
+impl Plan {
+    /// The stall timeout the runs will have, for a view.
+    pub(crate) fn stall(&self) -> Option<std::time::Duration> {
+        self.limits.armed_stall_timeout()
+    }
+}
+
+/// A run name made safe as a directory name.
+pub(crate) fn safe_name(name: &str) -> String {
+    warden_run::git::dir_name(name)
 }
 
 /// What a signal to warden stops.

@@ -1,5 +1,6 @@
 //! The `warden` command line: parse, resolve settings, run, render.
 
+mod batch;
 mod cli;
 mod doctor;
 mod render;

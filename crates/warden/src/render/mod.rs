@@ -9,7 +9,7 @@
 //! ([`github`]). `--json` writes each event as one JSON line on stdout.
 
 pub mod github;
-mod live;
+pub mod live;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ pub struct ViewState {
 }
 
 impl ViewState {
-    fn new(agent: Agent, limits: &Limits) -> Self {
+    pub fn new(agent: Agent, limits: &Limits) -> Self {
         let now = Instant::now();
         Self {
             agent,
@@ -58,7 +58,7 @@ impl ViewState {
         }
     }
 
-    fn observe(&mut self, e: &Event) {
+    pub fn observe(&mut self, e: &Event) {
         let now = Instant::now();
         match e {
             Event::SessionStarted { model, .. } if model.is_some() => {

@@ -1,0 +1,717 @@
+//! `warden batch FILE.toml -j N`: many runs, N at a time, one view, one
+//! `batch.json`.
+//!
+//! ```toml
+//! [defaults]            # any run key, and any setting (timeout, sandbox, ...)
+//! agent = "claude"
+//! stall_timeout = "5m"
+//!
+//! [[run]]
+//! name = "issue-1"
+//! prompt = "Fix issue 1"
+//!
+//! [[run]]
+//! name = "issue-2"
+//! prompt_file = "tasks/issue.md"
+//! args = { ISSUE = "2" }
+//! worktree = true
+//! iterations = 3
+//! ```
+//!
+//! Every run is checked before any starts; one run failing never stops the
+//! others; Ctrl-C cancels them all and still writes every report.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use warden_events::Agent;
+use warden_run::session::{
+    SessionControl, SessionEvent, SessionOptions, SessionReport, WorktreeRequest, run_session,
+};
+
+use crate::cli::{BatchArgs, Plan, RunArgs, SettingFlags};
+use crate::render::{ViewState, live, ms};
+use crate::settings::{KEYS, RawSettings};
+
+/// Keys of a run (or of `[defaults]`) besides the settings in `KEYS`.
+const RUN_KEYS: &[&str] = &[
+    "name",
+    "agent",
+    "prompt",
+    "prompt_file",
+    "args",
+    "model",
+    "effort",
+    "resume",
+    "agent_bin",
+    "extra_args",
+    "command",
+    "worktree",
+    "base",
+    "keep_worktree",
+    "iterations",
+    "env",
+    "ro",
+    "rw",
+    "cwd",
+    "output_tag",
+    "output_schema",
+    "output_retries",
+    "preamble",
+];
+
+/// Settings a batch decides for itself.
+const NOT_IN_BATCH: &[&str] = &["run_dir", "json", "quiet", "heartbeat"];
+
+struct Entry {
+    name: String,
+    agent: Agent,
+    plan: Plan,
+    options: SessionOptions,
+}
+
+#[derive(Serialize)]
+struct BatchRun {
+    name: String,
+    agent: String,
+    verdict: Option<String>,
+    duration_ms: u64,
+    session: Option<SessionReport>,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct BatchReport {
+    batch_id: String,
+    file: PathBuf,
+    jobs: usize,
+    duration_ms: u64,
+    runs: Vec<BatchRun>,
+    succeeded: usize,
+    failed: usize,
+    cancelled: usize,
+}
+
+fn err(file: &Path, msg: impl std::fmt::Display) -> u8 {
+    eprintln!("warden: error: {}: {msg}", file.display());
+    2
+}
+
+fn text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn strings(v: &toml::Value) -> Option<Vec<String>> {
+    v.as_array()?.iter().map(text).collect()
+}
+
+/// Turns one merged run table into the arguments `warden run` would get.
+fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags), String> {
+    let mut a = RunArgs {
+        iterations: 1,
+        ..RunArgs::default()
+    };
+    let mut f = SettingFlags::default();
+    for (k, v) in table {
+        let bad = |what: &str| format!("`{k}` must be {what}");
+        let s = || text(v).ok_or_else(|| bad("a string"));
+        let list = || strings(v).ok_or_else(|| bad("a list of strings"));
+        match k.as_str() {
+            "name" => {}
+            "agent" => a.agent = s()?,
+            "prompt" => a.prompt_text = Some(s()?),
+            "prompt_file" => a.prompt_file = Some(s()?.into()),
+            "args" => {
+                let t = v
+                    .as_table()
+                    .ok_or_else(|| bad("a table of NAME = \"value\""))?;
+                for (name, value) in t {
+                    a.arg.push(format!(
+                        "{name}={}",
+                        text(value).ok_or_else(|| bad("a table of strings"))?
+                    ));
+                }
+            }
+            "model" => a.model = Some(s()?),
+            "effort" => a.effort = Some(s()?),
+            "resume" => a.resume = Some(s()?),
+            "agent_bin" => a.agent_bin = Some(s()?.into()),
+            "extra_args" => a.rest = list()?,
+            "command" => a.rest = list()?,
+            "worktree" => match v {
+                toml::Value::Boolean(true) => a.worktree = Some(String::new()),
+                toml::Value::Boolean(false) => a.worktree = None,
+                toml::Value::String(b) => a.worktree = Some(b.clone()),
+                _ => return Err(bad("true, false or a branch name")),
+            },
+            "base" => a.base = Some(s()?),
+            "keep_worktree" => a.keep_worktree = v.as_bool().ok_or_else(|| bad("true or false"))?,
+            "iterations" => {
+                a.iterations = v
+                    .as_integer()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| bad("a whole number of at least 1"))?
+                    as u32
+            }
+            "output_retries" => {
+                a.output_retries = v
+                    .as_integer()
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| bad("a whole number"))? as u32
+            }
+            "env" => a.env = list()?,
+            "ro" => a.ro = list()?.into_iter().map(Into::into).collect(),
+            "rw" => a.rw = list()?.into_iter().map(Into::into).collect(),
+            "cwd" => a.cwd = Some(s()?.into()),
+            "output_tag" => a.output_tag = Some(s()?),
+            "output_schema" => a.output_schema = Some(s()?.into()),
+            "preamble" => a.preamble = v.as_bool().ok_or_else(|| bad("true or false"))?,
+            "timeout" => f.timeout = Some(s()?),
+            "stall_timeout" => f.stall_timeout = Some(s()?),
+            "startup_timeout" => f.startup_timeout = Some(s()?),
+            "completion_timeout" => f.completion_timeout = Some(s()?),
+            "completion_signal" => f.completion_signal = Some(s()?),
+            "drain_grace" => f.drain_grace = Some(s()?),
+            "kill_grace" => f.kill_grace = Some(s()?),
+            "max_line" => f.max_line = Some(s()?),
+            "containment" => f.containment = Some(s()?),
+            "sandbox" => f.sandbox = Some(s()?),
+            "image" => f.image = Some(s()?),
+            "no_network" => f.no_network = v.as_bool().ok_or_else(|| bad("true or false"))?,
+            other => {
+                let known: Vec<&str> = RUN_KEYS
+                    .iter()
+                    .copied()
+                    .chain(
+                        KEYS.iter()
+                            .map(|k| k.name)
+                            .filter(|n| !NOT_IN_BATCH.contains(n)),
+                    )
+                    .collect();
+                return Err(format!(
+                    "run {}: unknown key `{other}`; known keys: {}",
+                    index + 1,
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    if a.agent.is_empty() {
+        return Err(format!(
+            "run {} has no `agent` (set it in the run or in [defaults])",
+            index + 1
+        ));
+    }
+    f.quiet = true;
+    Ok((a, f))
+}
+
+pub async fn batch(args: BatchArgs) -> u8 {
+    let file = &args.file;
+    if args.jobs == 0 {
+        return err(file, "-j must be at least 1");
+    }
+    let text_of_file = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => return err(file, format!("could not read it: {e}")),
+    };
+    let doc: toml::Table = match text_of_file.parse() {
+        Ok(d) => d,
+        Err(e) => return err(file, e),
+    };
+    for key in doc.keys() {
+        if key != "defaults" && key != "run" {
+            return err(
+                file,
+                format!("unknown table `{key}`: a batch file has [defaults] and [[run]] tables"),
+            );
+        }
+    }
+    let defaults = doc
+        .get("defaults")
+        .and_then(toml::Value::as_table)
+        .cloned()
+        .unwrap_or_default();
+    let Some(runs) = doc
+        .get("run")
+        .and_then(toml::Value::as_array)
+        .filter(|r| !r.is_empty())
+    else {
+        return err(file, "no [[run]] tables: add at least one");
+    };
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => return err(file, format!("cannot read the current directory: {e}")),
+    };
+    let batch_id = format!(
+        "{}",
+        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+    )
+    .chars()
+    .filter(char::is_ascii_alphanumeric)
+    .collect::<String>();
+    let batch_id = format!("{batch_id}-{:04x}", std::process::id() & 0xffff);
+    let batch_dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| cwd.join(".warden/batches").join(&batch_id));
+
+    // Check every run before starting any.
+    let mut entries: Vec<Entry> = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let Some(table) = run.as_table() else {
+            return err(file, format!("run {} is not a table", i + 1));
+        };
+        let mut merged = defaults.clone();
+        merged.extend(table.clone());
+        let name = match merged.get("name") {
+            Some(n) if table.contains_key("name") => match text(n) {
+                Some(n) => n,
+                None => return err(file, format!("run {}: `name` must be a string", i + 1)),
+            },
+            _ => format!("run-{}", i + 1),
+        };
+        if entries.iter().any(|e| e.name == name) {
+            return err(
+                file,
+                format!("two runs are named `{name}`: names must be unique"),
+            );
+        }
+        let (run_args, flags) = match to_args(&merged, i) {
+            Ok(x) => x,
+            Err(e) => return err(file, e),
+        };
+        let agent: Agent = match run_args.agent.parse() {
+            Ok(a) => a,
+            Err(e) => return err(file, format!("run `{name}`: {e}")),
+        };
+        let run_cwd = match &run_args.cwd {
+            Some(d) => cwd.join(d),
+            None => cwd.clone(),
+        };
+        let resolved = match RawSettings::gather(&flags, &run_cwd).and_then(|r| r.resolve()) {
+            Ok(r) => r,
+            Err(e) => return err(file, format!("run `{name}`: {e}")),
+        };
+        let plan = match Plan::new(&run_args, agent, &run_cwd, &resolved) {
+            Ok(p) => p,
+            Err(code) => {
+                eprintln!("warden: (in run `{name}` of {})", file.display());
+                return code;
+            }
+        };
+        let options = SessionOptions {
+            name: name.clone(),
+            iterations: run_args.iterations,
+            cwd: run_cwd,
+            worktree: run_args.worktree.as_ref().map(|b| WorktreeRequest {
+                branch: Some(b.clone()).filter(|b| !b.is_empty()),
+                base: run_args.base.clone(),
+                keep: run_args.keep_worktree,
+            }),
+            session_dir: Some(batch_dir.join(crate::cli::safe_name(&name))),
+            output_retries: run_args.output_retries,
+            can_resume: matches!(agent, Agent::Claude | Agent::Codex | Agent::Pi),
+        };
+        entries.push(Entry {
+            name,
+            agent,
+            plan,
+            options,
+        });
+    }
+    if let Err(e) = std::fs::create_dir_all(&batch_dir) {
+        return err(
+            file,
+            format!("could not create {}: {e}", batch_dir.display()),
+        );
+    }
+
+    let started = Instant::now();
+    let view = BatchView::new(args.quiet, entries.len());
+    view.line(&format!(
+        "batch {batch_id}: {} run(s), {} at a time; reports in {}",
+        entries.len(),
+        args.jobs,
+        batch_dir.display()
+    ));
+    let controls: Vec<SessionControl> = entries.iter().map(|_| SessionControl::default()).collect();
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let signals = {
+        let controls = controls.clone();
+        let stopping = stopping.clone();
+        let view = view.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            loop {
+                tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+                let again = stopping.swap(true, std::sync::atomic::Ordering::SeqCst);
+                view.line(if again {
+                    "signal again: killing every run now"
+                } else {
+                    "signal: cancelling every run (send it again to kill at once)"
+                });
+                for c in &controls {
+                    c.cancel();
+                }
+            }
+        })
+    };
+    let ticker = {
+        let view = view.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                every.tick().await;
+                view.tick();
+            }
+        })
+    };
+
+    let sem = Arc::new(Semaphore::new(args.jobs));
+    let mut tasks = Vec::new();
+    for (entry, control) in entries.into_iter().zip(controls) {
+        let sem = sem.clone();
+        let view = view.clone();
+        let stopping = stopping.clone();
+        tasks.push(tokio::spawn(async move {
+            let _permit = sem.acquire_owned().await.expect("semaphore");
+            let t0 = Instant::now();
+            if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                return BatchRun {
+                    name: entry.name,
+                    agent: entry.agent.name().into(),
+                    verdict: Some("cancelled".into()),
+                    duration_ms: 0,
+                    session: None,
+                    error: Some("cancelled before it started".into()),
+                };
+            }
+            let name = entry.name.clone();
+            let limits_stall = entry.plan_stall();
+            let result = run_session(
+                entry.options,
+                control,
+                |ctx| entry.plan.spec(ctx),
+                |ev| view.event(&name, entry.agent, limits_stall, &ev),
+            )
+            .await;
+            let duration_ms = t0.elapsed().as_millis() as u64;
+            match result {
+                Ok(s) => {
+                    view.finished(&name, &s);
+                    BatchRun {
+                        name,
+                        agent: entry.agent.name().into(),
+                        verdict: s.verdict.map(|v| v.as_str().to_string()),
+                        duration_ms,
+                        session: Some(s),
+                        error: None,
+                    }
+                }
+                Err(e) => {
+                    view.line(&format!("[{name}] could not start: {e}"));
+                    BatchRun {
+                        name,
+                        agent: entry.agent.name().into(),
+                        verdict: None,
+                        duration_ms,
+                        session: None,
+                        error: Some(e.to_string()),
+                    }
+                }
+            }
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        match t.await {
+            Ok(r) => results.push(r),
+            Err(e) => results.push(BatchRun {
+                name: "?".into(),
+                agent: "?".into(),
+                verdict: None,
+                duration_ms: 0,
+                session: None,
+                error: Some(format!("internal error: {e}")),
+            }),
+        }
+    }
+    ticker.abort();
+    signals.abort();
+    view.clear();
+
+    let count = |v: &str| {
+        results
+            .iter()
+            .filter(|r| r.verdict.as_deref() == Some(v))
+            .count()
+    };
+    let report = BatchReport {
+        batch_id,
+        file: file.clone(),
+        jobs: args.jobs,
+        duration_ms: started.elapsed().as_millis() as u64,
+        succeeded: count("succeeded"),
+        cancelled: count("cancelled"),
+        failed: results.len() - count("succeeded") - count("cancelled"),
+        runs: results,
+    };
+    let path = batch_dir.join("batch.json");
+    if let Ok(mut bytes) = serde_json::to_vec_pretty(&report) {
+        bytes.push(b'\n');
+        if let Err(e) = std::fs::write(&path, bytes) {
+            eprintln!("warden: error: could not write {}: {e}", path.display());
+        }
+    }
+    print_table(&report);
+    eprintln!("warden: batch report: {}", path.display());
+    if report.cancelled > 0 {
+        130
+    } else if report.failed > 0 {
+        1
+    } else {
+        0
+    }
+}
+
+impl Entry {
+    fn plan_stall(&self) -> Option<Duration> {
+        self.plan.stall()
+    }
+}
+
+fn print_table(r: &BatchReport) {
+    let rows: Vec<[String; 6]> = r
+        .runs
+        .iter()
+        .map(|run| {
+            let s = run.session.as_ref();
+            [
+                run.name.clone(),
+                run.verdict.clone().unwrap_or_else(|| "not run".into()),
+                ms(run.duration_ms),
+                s.map_or("-".into(), |s| {
+                    format!("{}/{}", s.tokens.input, s.tokens.output)
+                }),
+                s.and_then(|s| s.cost_usd)
+                    .map_or("-".into(), |c| format!("${c:.4}")),
+                s.map_or("-".into(), |s| s.commits.len().to_string()),
+            ]
+        })
+        .collect();
+    let head = [
+        "run",
+        "verdict",
+        "duration",
+        "tokens in/out",
+        "cost",
+        "commits",
+    ];
+    let mut widths: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        eprintln!("  {}", parts.join("  ").trim_end());
+    };
+    eprintln!();
+    line(head.to_vec());
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    eprintln!(
+        "\nwarden: batch {}: {} succeeded, {} failed, {} cancelled, in {}",
+        r.batch_id,
+        r.succeeded,
+        r.failed,
+        r.cancelled,
+        ms(r.duration_ms)
+    );
+}
+
+/// One view for every run: a status line each on a terminal, prefixed
+/// lines elsewhere.
+#[derive(Clone)]
+struct BatchView {
+    inner: Arc<Mutex<ViewInner>>,
+}
+
+struct ViewInner {
+    quiet: bool,
+    multi: Option<MultiProgress>,
+    started: Instant,
+    runs: BTreeMap<String, (ViewState, Option<ProgressBar>)>,
+}
+
+impl BatchView {
+    fn new(quiet: bool, _n: usize) -> Self {
+        let tty = std::io::stderr().is_terminal() && !quiet;
+        Self {
+            inner: Arc::new(Mutex::new(ViewInner {
+                quiet,
+                multi: tty.then(|| {
+                    MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(8))
+                }),
+                started: Instant::now(),
+                runs: BTreeMap::new(),
+            })),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        let v = self.inner.lock().expect("lock");
+        v.line(text);
+    }
+
+    fn tick(&self) {
+        let v = self.inner.lock().expect("lock");
+        for (name, (state, bar)) in &v.runs {
+            if let Some(b) = bar {
+                b.set_message(live::fit(
+                    &format!("[{name}] {}", live::status(state, true)),
+                    cols().saturating_sub(3),
+                ));
+            }
+        }
+    }
+
+    fn event(&self, name: &str, agent: Agent, stall: Option<Duration>, ev: &SessionEvent<'_>) {
+        let mut v = self.inner.lock().expect("lock");
+        match ev {
+            SessionEvent::IterationStarted { iteration, .. } => {
+                let mut state = ViewState::new(agent, &warden_run::Limits::default());
+                state.stall_timeout = stall;
+                if *iteration > 1 {
+                    state.iteration = Some((*iteration, 0));
+                }
+                let bar = v.multi.as_ref().map(|m| {
+                    let b = m.add(ProgressBar::new_spinner());
+                    b.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("template"));
+                    b.enable_steady_tick(Duration::from_millis(150));
+                    b
+                });
+                let note = if *iteration > 1 {
+                    format!(" (iteration {iteration})")
+                } else {
+                    String::new()
+                };
+                v.line(&format!("[{name}] started{note}"));
+                v.runs.insert(name.to_string(), (state, bar));
+            }
+            SessionEvent::Event(e) => {
+                let line = match &e.event {
+                    warden_events::Event::ToolStarted {
+                        name: tool, input, ..
+                    } => Some(format!(
+                        "[{name}] tool {tool}: {}",
+                        input
+                            .as_deref()
+                            .unwrap_or("")
+                            .chars()
+                            .take(80)
+                            .collect::<String>()
+                    )),
+                    warden_events::Event::StallWarning { silent_ms, .. } => Some(format!(
+                        "[{name}] warning: no activity for {}",
+                        ms(*silent_ms)
+                    )),
+                    warden_events::Event::Error { message, .. } => {
+                        Some(format!("[{name}] agent error: {message}"))
+                    }
+                    warden_events::Event::Terminating { reason } => {
+                        Some(format!("[{name}] ending: {reason}"))
+                    }
+                    _ => None,
+                };
+                if let Some((state, _)) = v.runs.get_mut(name) {
+                    state.observe(&e.event);
+                }
+                if let Some(l) = line {
+                    v.line(&l);
+                }
+            }
+            SessionEvent::IterationFinished { report, .. } => {
+                if let Some((_, Some(bar))) = v.runs.remove(name) {
+                    bar.finish_and_clear();
+                    if let Some(m) = &v.multi {
+                        m.remove(&bar);
+                    }
+                }
+                v.line(&format!(
+                    "[{name}] {} in {}: {}",
+                    report.verdict.map_or("unknown", |x| x.as_str()),
+                    ms(report.duration_ms),
+                    report.reason
+                ));
+            }
+            SessionEvent::Worktree(wt) => v.line(&format!(
+                "[{name}] worktree {} on {}",
+                wt.path.display(),
+                wt.branch
+            )),
+        }
+    }
+
+    fn finished(&self, name: &str, s: &SessionReport) {
+        if s.iterations_requested > 1 || s.worktree.is_some() {
+            self.line(&format!(
+                "[{name}] session done: stopped by {}",
+                s.stopped_because.replace('_', " ")
+            ));
+        }
+    }
+
+    fn clear(&self) {
+        let v = self.inner.lock().expect("lock");
+        if let Some(m) = &v.multi {
+            let _ = m.clear();
+        }
+    }
+}
+
+impl ViewInner {
+    fn line(&self, text: &str) {
+        if self.quiet {
+            return;
+        }
+        match &self.multi {
+            Some(m) => {
+                let _ = m.println(text);
+            }
+            None => {
+                let s = self.started.elapsed().as_secs();
+                eprintln!("[{:02}:{:02}] {text}", s / 60, s % 60);
+            }
+        }
+    }
+}
+
+fn cols() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stderr()).map_or(80, |w| usize::from(w.ws_col))
+}
