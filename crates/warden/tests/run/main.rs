@@ -7,6 +7,7 @@
 mod support;
 
 mod agents;
+mod batch;
 mod clocks;
 mod orphans;
 mod output;
