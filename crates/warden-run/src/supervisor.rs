@@ -16,7 +16,7 @@
 //! - the run finalizes only when the agent's exit is known (or it was
 //!   SIGKILLed and the wait for it ran out), its output is closed or
 //!   abandoned, and no process of the run is left (or all were SIGKILLed);
-//! - every path ends in [`Supervisor::finish`], which writes `run.json`.
+//! - every path ends in `Supervisor::finish`, which writes `run.json`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,4 +1,7 @@
 //! The `warden` command line: parse, resolve settings, run, render.
+// The doc comments on flags are clap's help text, written for a terminal
+// (`<id>`, `<name>`), not HTML.
+#![allow(rustdoc::invalid_html_tags)]
 
 mod batch;
 mod cli;
