@@ -5,7 +5,7 @@
 //! output pipes. It knows nothing about agents, events or verdicts, and it
 //! never reads the agent's output: that is the supervisor's job.
 //!
-//! - [`spawn`]: start a run's process tree through its shim; [`RunTree`].
+//! - [`mod@spawn`]: start a run's process tree through its shim; [`RunTree`].
 //! - [`shim`]: the per-run subreaper that warden re-executes itself as.
 //! - [`os`]: /proc, cgroups and signals, behind one module.
 

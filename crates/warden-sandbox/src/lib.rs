@@ -5,7 +5,7 @@
 //! it in bubblewrap (read-only root, writable work dir and agent state,
 //! private /tmp, the rest of HOME hidden, its own PID namespace);
 //! `docker` and `podman` run it in a container. Inside any sandbox the
-//! agent gets an allowlisted environment ([`env`]), never the whole host
+//! agent gets an allowlisted environment ([`mod@env`]), never the whole host
 //! environment. This crate builds command lines and environments; it starts
 //! nothing but the short probes in [`probe`].
 
