@@ -69,9 +69,43 @@ pub fn head(dir: &Path) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// The current branch, if HEAD is on one.
+/// The current branch, if HEAD is on one. Read from the HEAD file (no git
+/// process: it is asked at the end of every run), with git as the fallback.
 pub fn branch(dir: &Path) -> Option<String> {
+    if let Some(git_dir) = git_dir(dir)
+        && let Ok(head) = std::fs::read_to_string(git_dir.join("HEAD"))
+    {
+        return head
+            .trim()
+            .strip_prefix("ref: refs/heads/")
+            .map(str::to_string);
+    }
     git(dir, ["symbolic-ref", "--quiet", "--short", "HEAD"]).ok()
+}
+
+/// Whether `dir` is inside a git work tree, found by looking for `.git`
+/// upwards (no git process: every run asks).
+pub fn in_work_tree(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join(".git").exists())
+}
+
+/// The git directory of the work tree `dir` is in: `.git` itself, or where
+/// a worktree's `.git` file points.
+fn git_dir(dir: &Path) -> Option<PathBuf> {
+    let dot_git = dir
+        .ancestors()
+        .map(|d| d.join(".git"))
+        .find(|p| p.exists())?;
+    if dot_git.is_dir() {
+        return Some(dot_git);
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let target = PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim());
+    Some(if target.is_absolute() {
+        target
+    } else {
+        dot_git.parent()?.join(target)
+    })
 }
 
 /// Whether the work tree has changes not committed (untracked files too).

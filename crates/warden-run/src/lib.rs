@@ -256,7 +256,7 @@ impl Run {
             }),
             None => None,
         };
-        let git = git::repo_root(&spec.cwd).map(|_| supervisor::GitStart {
+        let git = git::in_work_tree(&spec.cwd).then(|| supervisor::GitStart {
             dir: spec.cwd.clone(),
             base: git::head(&spec.cwd),
         });

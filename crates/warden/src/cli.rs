@@ -343,8 +343,15 @@ async fn run(args: RunArgs) -> u8 {
             iterations: 1,
             workdir: cwd.clone(),
             run_dir: PathBuf::new(),
-            branch: warden_run::git::branch(&cwd),
-            base: warden_run::git::head(&cwd),
+            // Only a template needs them; asking git costs a process.
+            branch: plan
+                .templated
+                .then(|| warden_run::git::branch(&cwd))
+                .flatten(),
+            base: plan
+                .templated
+                .then(|| warden_run::git::head(&cwd))
+                .flatten(),
             correction: None,
         };
         let mut spec = match plan.spec(&ctx) {

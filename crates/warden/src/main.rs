@@ -22,8 +22,10 @@ fn main() -> ExitCode {
     warden_process::run_if_shim();
 
     let cli = cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the supervisors and the view hand events to each other
+    // without waking another thread for each (which cost more than the
+    // decoding); the work is I/O, and a run never blocks the thread long.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
