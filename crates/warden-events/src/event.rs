@@ -254,6 +254,23 @@ impl Event {
 }
 
 impl Event {
+    /// Cuts the text of a `text`, `stderr` or `thinking` event to `max`
+    /// bytes (at a character boundary), saying how much was left out: the
+    /// whole of it is in the logs.
+    pub fn cap_text(&mut self, max: usize) {
+        if let Event::Text { text } | Event::Stderr { text } | Event::Thinking { text } = self
+            && text.len() > max
+        {
+            let mut end = max;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let left = text.len() - end;
+            text.truncate(end);
+            text.push_str(&format!("… [{left} more bytes in the log]"));
+        }
+    }
+
     /// Calls `f` on every text field of the event (for redaction).
     pub fn for_each_string(&mut self, f: &mut dyn FnMut(&mut String)) {
         let opt = |o: &mut Option<String>, f: &mut dyn FnMut(&mut String)| {
@@ -357,6 +374,23 @@ mod tests {
         })
         .unwrap();
         assert_eq!(unit, r#"{"t_ms":0,"kind":"completion_signal"}"#);
+    }
+
+    #[test]
+    fn long_text_is_capped_with_a_note() {
+        let mut e = Event::Text {
+            text: "é".repeat(10),
+        };
+        e.cap_text(5);
+        assert_eq!(
+            e,
+            Event::Text {
+                text: "éé… [16 more bytes in the log]".into()
+            }
+        );
+        let mut short = Event::Stderr { text: "ok".into() };
+        short.cap_text(5);
+        assert_eq!(short, Event::Stderr { text: "ok".into() });
     }
 
     #[test]

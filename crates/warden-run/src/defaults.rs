@@ -45,3 +45,11 @@ pub const FINAL_KILL_WAIT: Duration = Duration::from_secs(2);
 /// Added to a tool call's own declared time limit when it stretches the
 /// stall clock: the tool's output and the agent's reply take a moment.
 pub const TOOL_TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
+
+/// The most text one event carries (a `text`, `stderr` or `thinking`
+/// line); longer text is cut with a note, and is whole in the logs.
+pub const EVENT_TEXT: usize = 64 * 1024;
+
+/// The most text one event carries in the live feed (terminal, `--json`,
+/// the library's `next_event`), so the feed's memory stays small.
+pub const LIVE_EVENT_TEXT: usize = 4 * 1024;

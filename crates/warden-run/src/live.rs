@@ -4,9 +4,11 @@
 //! library user who never reads events must not stop the clocks or grow
 //! memory without bound. So the feed is a bounded channel that is only
 //! ever tried, never awaited. When it is full, line events (`text`,
-//! `stderr`, `oversized_line`) are dropped from the feed and counted (they
-//! are in the logs and `events.jsonl` in any case); every other event waits
-//! in a small backlog, in order, and goes out as soon as there is room.
+//! `stderr`, `thinking`, `oversized_line`) are dropped from the feed and
+//! counted (they are in the logs and `events.jsonl` in any case); other
+//! events wait in a bounded backlog, in order, and go out as soon as there
+//! is room (past the bound they are dropped too, except the run's
+//! milestones). Text in the feed is capped at `LIVE_EVENT_TEXT`.
 
 use std::collections::VecDeque;
 
@@ -14,8 +16,13 @@ use tokio::sync::mpsc::{Sender, error::TrySendError};
 use warden_events::Event;
 use warden_events::event::Stamped;
 
-/// Room for this many events between the supervisor and its caller.
-pub const CAPACITY: usize = 16 * 1024;
+/// Room for this many events between the supervisor and its caller. With
+/// text capped at `LIVE_EVENT_TEXT`, the feed holds a few MiB at most.
+pub const CAPACITY: usize = 1024;
+
+/// Events other than lines that may wait for room; past this they are
+/// dropped and counted too (the file has them all).
+pub const BACKLOG: usize = 4096;
 
 pub struct LiveFeed {
     tx: Option<Sender<Stamped>>,
@@ -37,7 +44,8 @@ impl LiveFeed {
         self.dropped
     }
 
-    pub fn deliver(&mut self, ev: Stamped) {
+    pub fn deliver(&mut self, mut ev: Stamped) {
+        ev.event.cap_text(crate::defaults::LIVE_EVENT_TEXT);
         self.flush();
         if self.tx.is_none() {
             return;
@@ -53,10 +61,23 @@ impl LiveFeed {
         if self.tx.is_none() {
             return;
         }
-        if matches!(
+        let line = matches!(
             ev.event,
-            Event::Text { .. } | Event::Stderr { .. } | Event::OversizedLine { .. }
-        ) {
+            Event::Text { .. }
+                | Event::Stderr { .. }
+                | Event::OversizedLine { .. }
+                | Event::Thinking { .. }
+        );
+        // The run's own milestones always wait for room.
+        let milestone = matches!(
+            ev.event,
+            Event::Spawned { .. }
+                | Event::Exited { .. }
+                | Event::Terminating { .. }
+                | Event::Finished { .. }
+                | Event::Result { .. }
+        );
+        if line || (self.backlog.len() >= BACKLOG && !milestone) {
             self.dropped += 1;
         } else {
             self.backlog.push_back(ev);

@@ -186,6 +186,8 @@ impl Supervisor {
     }
 
     fn emit(&mut self, mut event: Event) {
+        // A line can be megabytes; the event carries its start, the log all.
+        event.cap_text(defaults::EVENT_TEXT);
         if !self.setup.redactor.is_empty() {
             let r = &self.setup.redactor;
             event.for_each_string(&mut |s| r.redact_in_place(s));
