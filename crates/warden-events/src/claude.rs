@@ -13,7 +13,7 @@
 //!   watchdog honours.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::VecDeque;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -25,8 +25,10 @@ use crate::summary::Out;
 
 #[derive(Debug, Default)]
 pub struct Claude {
-    /// Message ids whose usage was counted.
-    counted: HashSet<String>,
+    /// The latest message ids whose usage was counted. The lines of one
+    /// message come together, so a short memory is enough, and a long run
+    /// does not grow it.
+    counted: VecDeque<String>,
     /// Text of the last top-level assistant message, the fallback final text.
     last_text: Option<(String, String)>,
 }
@@ -149,6 +151,9 @@ struct ToolTimeout {
     #[serde(default)]
     timeout: Option<f64>,
 }
+
+/// How many message ids the usage dedupe remembers.
+const COUNTED_IDS: usize = 64;
 
 /// Error categories of synthetic messages that no retry will fix.
 const FATAL_CATEGORIES: &[&str] = &[
@@ -276,9 +281,12 @@ impl Claude {
         if let Some(u) = m.usage
             && !synthetic
             && !id.is_empty()
-            && !self.counted.contains(id)
+            && !self.counted.iter().any(|c| c == id)
         {
-            self.counted.insert(id.to_string());
+            if self.counted.len() == COUNTED_IDS {
+                self.counted.pop_front();
+            }
+            self.counted.push_back(id.to_string());
             out.usage_step(u.tokens(), None);
             if top_level {
                 out.summary.turns += 1;
