@@ -208,7 +208,13 @@ async fn handle(
         *s += 1;
         *s
     };
-    let next = |has_tools: bool| {
+    // A main request offers tools and takes the next turn of the script;
+    // a side request (a title, say) gets a short text.
+    let has_tools = json
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let turn = || {
         if has_tools {
             shared
                 .script
@@ -220,87 +226,60 @@ async fn handle(
             Turn::Text("ok".into())
         }
     };
+    let model = |default: &'static str| {
+        json.get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(default)
+            .to_string()
+    };
+    let stream = json.get("stream").and_then(Value::as_bool).unwrap_or(false);
     if path.ends_with("/count_tokens") || path.ends_with(":countTokens") {
         return axum::Json(
             serde_json::json!({"input_tokens": INPUT_TOKENS, "totalTokens": INPUT_TOKENS}),
         )
         .into_response();
     }
-    if path.ends_with("/messages") {
-        let tool = anthropic::shell_tool(&json);
-        let reply = Reply {
-            turn: next(
-                json.get("tools")
-                    .and_then(Value::as_array)
-                    .is_some_and(|t| !t.is_empty()),
-            ),
-            tool,
-            model: json
-                .get("model")
-                .and_then(Value::as_str)
-                .unwrap_or("claude-fake"),
-            stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
-            serial,
+    type Answer = fn(Reply<'_>) -> Response;
+    type FindTool = fn(&Value) -> Option<ShellTool>;
+    let (answer, find_tool, model, stream): (Answer, FindTool, String, bool) =
+        if path.ends_with("/messages") {
+            (
+                anthropic::reply,
+                anthropic::shell_tool,
+                model("claude-fake"),
+                stream,
+            )
+        } else if path.ends_with("/responses") {
+            (
+                responses::reply,
+                responses::shell_tool,
+                model("gpt-fake"),
+                stream,
+            )
+        } else if path.ends_with("/chat/completions") {
+            (chat::reply, chat::shell_tool, model("fake-model"), stream)
+        } else if let Some(rest) = path.split("/models/").nth(1)
+            && (rest.ends_with(":streamGenerateContent") || rest.ends_with(":generateContent"))
+        {
+            let name = rest.split(':').next().unwrap_or("gemini-fake").to_string();
+            (
+                gemini::reply,
+                gemini::shell_tool,
+                name,
+                rest.ends_with(":streamGenerateContent"),
+            )
+        } else {
+            return (
+                StatusCode::NOT_FOUND,
+                "no such endpoint in the fake model server",
+            )
+                .into_response();
         };
-        return anthropic::reply(reply);
-    }
-    if path.ends_with("/responses") {
-        let tool = responses::shell_tool(&json);
-        let reply = Reply {
-            turn: next(
-                json.get("tools")
-                    .and_then(Value::as_array)
-                    .is_some_and(|t| !t.is_empty()),
-            ),
-            tool,
-            model: json
-                .get("model")
-                .and_then(Value::as_str)
-                .unwrap_or("gpt-fake"),
-            stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
-            serial,
-        };
-        return responses::reply(reply);
-    }
-    if path.ends_with("/chat/completions") {
-        let tool = chat::shell_tool(&json);
-        let reply = Reply {
-            turn: next(
-                json.get("tools")
-                    .and_then(Value::as_array)
-                    .is_some_and(|t| !t.is_empty()),
-            ),
-            tool,
-            model: json
-                .get("model")
-                .and_then(Value::as_str)
-                .unwrap_or("fake-model"),
-            stream: json.get("stream").and_then(Value::as_bool).unwrap_or(false),
-            serial,
-        };
-        return chat::reply(reply);
-    }
-    if let Some(rest) = path.split("/models/").nth(1)
-        && (rest.ends_with(":streamGenerateContent") || rest.ends_with(":generateContent"))
-    {
-        let model = rest.split(':').next().unwrap_or("gemini-fake").to_string();
-        let tool = gemini::shell_tool(&json);
-        let reply = Reply {
-            turn: next(
-                json.get("tools")
-                    .and_then(Value::as_array)
-                    .is_some_and(|t| !t.is_empty()),
-            ),
-            tool,
-            model: &model,
-            stream: rest.ends_with(":streamGenerateContent"),
-            serial,
-        };
-        return gemini::reply(reply);
-    }
-    (
-        StatusCode::NOT_FOUND,
-        "no such endpoint in the fake model server",
-    )
-        .into_response()
+    answer(Reply {
+        turn: turn(),
+        tool: find_tool(&json),
+        model: &model,
+        stream,
+        serial,
+    })
 }

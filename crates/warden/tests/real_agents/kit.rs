@@ -229,22 +229,9 @@ stream_max_retries = 0
         let mut left = self
             .case
             .survivors_after(std::time::Duration::from_millis(500));
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = stat
-                .rfind(')')
-                .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
-            if cmd.contains(token) && !zombie && !left.iter().any(|(p, _)| *p == pid) {
-                left.push((pid, cmd));
+        for found in crate::support::kill_leftovers(token) {
+            if !left.iter().any(|(p, _)| *p == found.0) {
+                left.push(found);
             }
         }
         for (pid, _) in &left {

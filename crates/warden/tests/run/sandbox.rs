@@ -23,34 +23,6 @@ fn home_with_ssh_key(case: &Case) -> PathBuf {
     home
 }
 
-fn leftovers(token: &str) -> Vec<String> {
-    let mut left = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(
-            &std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default(),
-        )
-        .replace('\0', " ");
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .rfind(')')
-            .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
-        if cmd.contains(token) && !zombie {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-            left.push(format!("{pid} {cmd}"));
-        }
-    }
-    left
-}
-
 fn run_in_bwrap(case: &Case, home: &PathBuf, extra: &[&str], script: &str) -> Finished {
     let mut args = vec!["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"];
     args.extend_from_slice(extra);
@@ -120,7 +92,7 @@ fn bwrap_confines_writes_hides_home_and_kills_the_whole_run() {
         "{}",
         r["containment"]
     );
-    let left = leftovers(&sleep);
+    let left = crate::support::kill_leftovers(&sleep);
     assert!(left.is_empty(), "the setsid daemon survived: {left:?}");
 }
 

@@ -151,37 +151,12 @@ impl Case {
     /// Live processes (not zombies) carrying this case's marker, other than
     /// the test itself.
     pub fn survivors(&self) -> Vec<(i32, String)> {
-        let me = std::process::id() as i32;
         let needle = format!("WARDEN_TEST_MARK={}", self.mark);
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if pid == me {
-                continue;
-            }
-            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-                continue;
-            };
-            if !env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-                continue;
-            }
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
-            if state.as_deref() == Some("Z") || state.is_none() {
-                continue;
-            }
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
-        }
-        found
+        processes()
+            .into_iter()
+            .filter(|p| p.environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+            .map(|p| (p.pid, p.cmdline))
+            .collect()
     }
 
     /// Waits up to `limit` for every marked process to be gone; returns
@@ -234,4 +209,58 @@ pub fn kill(pid: u32, signal: &str) {
 pub fn ms(v: &Value) -> u64 {
     v.as_u64()
         .unwrap_or_else(|| panic!("expected milliseconds, got {v}"))
+}
+
+/// A live process (not a zombie, not the test itself).
+pub struct Proc {
+    pub pid: i32,
+    pub cmdline: String,
+    pub environ: Vec<u8>,
+}
+
+/// Every live process on the machine but the test.
+pub fn processes() -> Vec<Proc> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
+        if state.as_deref().is_none_or(|s| s == "Z") {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        found.push(Proc {
+            pid,
+            cmdline: String::from_utf8_lossy(&cmd).replace('\0', " "),
+            environ: std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default(),
+        });
+    }
+    found
+}
+
+/// Kills (SIGKILL) and returns every live process whose command line
+/// contains `token`: leftovers found by name, for processes that do not
+/// carry the marker (a sandbox's allowlisted environment drops it).
+pub fn kill_leftovers(token: &str) -> Vec<(i32, String)> {
+    let left: Vec<(i32, String)> = processes()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(token))
+        .map(|p| (p.pid, p.cmdline))
+        .collect();
+    for (pid, _) in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    left
 }
