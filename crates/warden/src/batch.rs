@@ -35,7 +35,8 @@ use warden_run::session::{
     SessionControl, SessionEvent, SessionOptions, SessionReport, WorktreeRequest, run_session,
 };
 
-use crate::cli::{BatchArgs, Plan, RunArgs, SettingFlags};
+use crate::cli::{BatchArgs, RunArgs, SettingFlags};
+use crate::plan::{Plan, safe_name};
 use crate::render::{ViewState, live, ms};
 use crate::settings::{KEYS, RawSettings};
 
@@ -321,7 +322,7 @@ pub async fn batch(args: BatchArgs) -> u8 {
                 base: run_args.base.clone(),
                 keep: run_args.keep_worktree,
             }),
-            session_dir: Some(batch_dir.join(crate::cli::safe_name(&name))),
+            session_dir: Some(batch_dir.join(safe_name(&name))),
             output_retries: run_args.output_retries,
             can_resume: matches!(agent, Agent::Claude | Agent::Codex | Agent::Pi),
         };

@@ -6,9 +6,11 @@
 mod batch;
 mod cli;
 mod doctor;
+mod plan;
 mod render;
 mod replay;
 mod report_cmd;
+mod runner;
 mod settings;
 mod timeline;
 

@@ -1,0 +1,229 @@
+//! How a run ends: the verdict, the structured output, the commits, and
+//! the report written as `run.json`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use warden_events::Event;
+
+use super::Supervisor;
+use crate::report::{LimitsReport, Report};
+use crate::verdict::{Cause, Facts, Verdict, decide};
+
+impl Supervisor {
+    /// The report as it stands; `verdict` is `None` until the end. Secret
+    /// values are masked in every text field.
+    pub fn report(&self, verdict: Option<Verdict>, reason: String) -> Report {
+        let mut r = self.raw_report(verdict, reason);
+        let red = &self.setup.redactor;
+        if !red.is_empty() {
+            let mut texts: Vec<&mut String> = Vec::new();
+            texts.extend(r.command.iter_mut());
+            texts.push(&mut r.reason);
+            texts.extend(r.final_text.as_mut());
+            texts.extend(r.error_message.as_mut());
+            texts.extend(r.error.as_mut());
+            texts.extend(r.orphans.iter_mut().map(|o| &mut o.cmdline));
+            texts.extend(r.hanging.iter_mut().map(|h| &mut h.cmdline));
+            if let Some(t) = r.output_truncated.as_mut() {
+                texts.extend(t.holders.iter_mut().map(|h| &mut h.cmdline));
+            }
+            for t in texts {
+                red.redact_in_place(t);
+            }
+        }
+        r
+    }
+
+    fn raw_report(&self, verdict: Option<Verdict>, reason: String) -> Report {
+        let l = &self.setup.limits;
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+        let now = Instant::now();
+        let ended = verdict.is_some();
+        let mut longest = self.longest_silence;
+        if ended {
+            let since = self.clocks.last_activity.unwrap_or(self.setup.started);
+            longest = longest.max(now.saturating_duration_since(since));
+        }
+        Report {
+            run_id: self.setup.run_id.clone(),
+            agent: self.setup.agent.name().to_string(),
+            command: self.setup.command.clone(),
+            cwd: self.setup.cwd.clone(),
+            run_dir: self.setup.dir.path().to_path_buf(),
+            warden_version: env!("CARGO_PKG_VERSION").to_string(),
+            verdict,
+            reason,
+            exit_code: self.exit.and_then(|e| e.0),
+            signal: self.exit.and_then(|e| e.1),
+            pid: self.pid,
+            started_at: humantime::format_rfc3339_millis(self.setup.started_at).to_string(),
+            ended_at: ended
+                .then(|| humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+            duration_ms: self.ms(now),
+            time_to_first_activity_ms: self.first_activity.map(|t| self.ms(t)),
+            last_activity_ms: self.clocks.last_activity.map(|t| self.ms(t)),
+            longest_silence_ms: longest.as_millis() as u64,
+            activity_lines: self.activity_lines,
+            event_counts: self.counts(),
+            stall_warnings: self.stall_warnings,
+            stall_watchdog_armed: self.clocks.stall_timeout.is_some(),
+            completion_signal_seen_ms: self.completion_seen.map(|t| self.ms(t)),
+            forced_completion: self.cause == Some(Cause::ForcedCompletion),
+            hanging: self.hanging.clone(),
+            output_truncated: self.truncated.clone(),
+            orphans: self.orphans.clone(),
+            orphans_killed: self.orphans_killed(),
+            containment: self.containment.clone(),
+            sandbox: self.setup.sandbox.name().to_string(),
+            agent_version: self.summary.agent_version.clone(),
+            model: self.summary.model.clone(),
+            session_id: self.summary.session_id.clone(),
+            turns: self.summary.turns,
+            tool_calls: self.summary.tool_calls,
+            tokens: self.summary.tokens,
+            cost_usd: self.summary.cost_usd,
+            retries: self.summary.retries,
+            final_text: self.summary.final_text.clone(),
+            error_message: self.summary.error.clone(),
+            error_class: self.summary.error_class,
+            terminal_event_ms: self.terminal_seen.map(|t| self.ms(t)),
+            stall_extensions: self.stall_extensions.clone(),
+            base_commit: self.setup.git.as_ref().and_then(|g| g.base.clone()),
+            branch: self.branch.clone(),
+            commits: self.commits.clone(),
+            output: self.output.clone(),
+            stdout_bytes: self.stdout_bytes,
+            stderr_bytes: self.stderr_bytes,
+            limits: LimitsReport {
+                timeout_ms: ms(l.timeout),
+                stall_timeout_ms: ms(l.stall_timeout),
+                startup_timeout_ms: ms(l.startup_timeout),
+                completion_timeout_ms: ms(l.completion_timeout),
+                drain_grace_ms: l.drain_grace.as_millis() as u64,
+                kill_grace_ms: l.kill_grace.as_millis() as u64,
+                completion_signal: l.completion_signal.clone(),
+                max_line: l.max_line,
+            },
+            warden_peak_rss_kib: warden_process::os::peak_rss_kib(),
+            live_events_dropped: self.live.dropped(),
+            warden_cpu_ms: warden_process::os::cpu_time().map(|d| d.as_millis() as u64),
+            error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
+        }
+    }
+
+    fn counts(&self) -> BTreeMap<String, u64> {
+        self.event_counts
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect()
+    }
+
+    fn orphans_killed(&self) -> u32 {
+        self.orphans
+            .iter()
+            .filter(|o| !warden_process::os::procfs::is_alive(o.pid))
+            .count() as u32
+    }
+
+    /// The commits made since the start, read after every process of the
+    /// run is gone (so none is still writing).
+    pub(super) async fn collect_commits(&mut self) {
+        let Some(g) = self.setup.git.clone() else {
+            return;
+        };
+        let found = tokio::task::spawn_blocking(move || {
+            (
+                crate::git::commits_since(&g.dir, g.base.as_deref()),
+                crate::git::branch(&g.dir),
+            )
+        })
+        .await;
+        match found {
+            Ok((Ok(commits), branch)) => {
+                self.commits = commits;
+                self.branch = branch;
+            }
+            Ok((Err(e), _)) => self.note_error(format!("could not collect commits: {e}")),
+            Err(e) => self.note_error(format!("could not collect commits: {e}")),
+        }
+    }
+
+    /// Takes the structured output from the final text; an error makes a
+    /// successful run `agent_failed`.
+    fn take_output(&mut self) -> Result<(), String> {
+        let Some(spec) = &self.setup.output else {
+            return Ok(());
+        };
+        let text = match &self.summary.final_text {
+            Some(t) => t.clone(),
+            None => self.recent_text.clone(),
+        };
+        let raw = crate::output::extract(&text, &spec.tag).map_err(|e| e.to_string())?;
+        let value = match &spec.schema {
+            Some(schema) => {
+                let v = crate::output::parse_json(&raw, &spec.tag).map_err(|e| e.to_string())?;
+                schema.check(&v, &spec.tag).map_err(|e| e.to_string())?;
+                v
+            }
+            None => serde_json::Value::String(raw),
+        };
+        self.output = Some(value);
+        Ok(())
+    }
+
+    /// Ends a run whose agent could not be started.
+    pub fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
+        self.spawn_error = Some(error.to_string());
+        self.note_error(error.to_string());
+        self.finish()
+    }
+
+    /// Decides the verdict, records `finished`, writes `run.json`.
+    pub(super) fn finish(mut self) -> Report {
+        let (mut verdict, mut reason) = self.verdict();
+        if verdict == Verdict::Succeeded
+            && let Err(e) = self.take_output()
+        {
+            verdict = Verdict::AgentFailed;
+            reason = format!("structured output: {e}");
+            self.note_error(reason.clone());
+        }
+        let report = self.report(Some(verdict), reason.clone());
+        self.emit(Event::Finished {
+            verdict: verdict.as_str().into(),
+            reason,
+            exit_code: report.exit_code,
+            signal: report.signal,
+            duration_ms: report.duration_ms,
+        });
+        let _ = self.setup.dir.flush_events();
+        let mut report = report;
+        report.event_counts = self.counts();
+        if let Err(e) = self.setup.dir.write_report(&report) {
+            report.error = Some(format!("could not write run.json: {e}"));
+        }
+        report
+    }
+
+    fn verdict(&self) -> (Verdict, String) {
+        let l = &self.setup.limits;
+        let fmt =
+            |d: Option<Duration>| humantime::format_duration(d.unwrap_or_default()).to_string();
+        decide(&Facts {
+            json_agent: self.setup.agent.is_json(),
+            spawn_error: self.spawn_error.clone(),
+            cause: self.cause,
+            exit: self.exit,
+            terminal: self.summary.terminal,
+            agent_error: self.summary.error.clone(),
+            authentication_error: self.summary.error_class
+                == Some(warden_events::ErrorClass::Authentication),
+            completion_signal_seen: self.completion_seen.is_some(),
+            stall_timeout: fmt(self.clocks.effective_stall()),
+            startup_timeout: fmt(l.startup_timeout),
+            timeout: fmt(l.timeout),
+            completion_timeout: fmt(l.completion_timeout),
+        })
+    }
+}

@@ -1,0 +1,230 @@
+//! Running what a plan describes: one run, or a session of runs, with its
+//! view and the signal handling.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::signal::unix::{SignalKind, signal};
+use warden_events::Agent;
+use warden_run::session::{
+    SessionControl, SessionEvent, SessionOptions, WorktreeRequest, run_session,
+};
+use warden_run::{Run, RunSpec};
+
+use crate::cli::{RunArgs, usage};
+use crate::plan::Plan;
+use crate::render::Renderer;
+
+/// What a signal to warden stops.
+#[derive(Clone)]
+enum Stopper {
+    Run(warden_run::Canceller),
+    Session(SessionControl),
+}
+
+impl Stopper {
+    fn cancel(&self, again: bool) {
+        match (self, again) {
+            (Stopper::Run(c), false) => c.cancel(),
+            (Stopper::Run(c), true) => c.kill(),
+            (Stopper::Session(s), _) => s.cancel(),
+        }
+    }
+}
+
+/// Where the signal watcher says what it does: through the view, so a
+/// live status line is not broken by a stray line.
+type Notify = Arc<dyn Fn(&str) + Send + Sync>;
+
+fn watch_signals(stopper: Stopper, notify: Notify) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        let mut count = 0;
+        loop {
+            let name = tokio::select! {
+                _ = int.recv() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            };
+            count += 1;
+            if count == 1 {
+                notify(&format!(
+                    "{name}: cancelling the run (send it again to kill at once)"
+                ));
+            } else {
+                notify(&format!("{name} again: killing the run now"));
+            }
+            stopper.cancel(count > 1);
+        }
+    })
+}
+
+pub(crate) async fn run_once(
+    spec: RunSpec,
+    agent: Agent,
+    resolved: &crate::settings::Resolved,
+) -> u8 {
+    let mut handle = match Run::new(spec).spawn() {
+        Ok(h) => h,
+        Err(e) if e.is_unavailable() => {
+            eprintln!("warden: error: {e}");
+            return 6;
+        }
+        Err(e) => return usage(e),
+    };
+    let renderer = Renderer::new(resolved, agent, handle.run_dir());
+    renderer.started_note(&resolved.limits);
+    let ticker = renderer.start_ticker();
+    let view = renderer.clone();
+    let signals = watch_signals(
+        Stopper::Run(handle.canceller()),
+        Arc::new(move |m| view.notice(m)),
+    );
+    while let Some(ev) = handle.next_event().await {
+        renderer.event(&ev);
+    }
+    let report = handle.wait().await;
+    signals.abort();
+    ticker.abort();
+    renderer.finished(&report);
+    report
+        .verdict
+        .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+}
+
+pub(crate) async fn run_session_cli(
+    args: RunArgs,
+    agent: Agent,
+    cwd: PathBuf,
+    resolved: crate::settings::Resolved,
+    plan: Plan,
+) -> u8 {
+    let opts = SessionOptions {
+        name: args
+            .name
+            .clone()
+            .unwrap_or_else(|| agent.name().to_string()),
+        iterations: args.iterations,
+        cwd,
+        worktree: args.worktree.as_ref().map(|branch| WorktreeRequest {
+            branch: Some(branch.clone()).filter(|b| !b.is_empty()),
+            base: args.base.clone(),
+            keep: args.keep_worktree,
+        }),
+        session_dir: resolved.run_dir.clone(),
+        output_retries: args.output_retries,
+        can_resume: matches!(agent, Agent::Claude | Agent::Codex | Agent::Pi),
+    };
+    let control = SessionControl::default();
+    let current: Arc<Mutex<Option<Renderer>>> = Arc::default();
+    let view = current.clone();
+    let signals = watch_signals(
+        Stopper::Session(control.clone()),
+        Arc::new(move |m| match view.lock().expect("lock").as_ref() {
+            Some(r) => r.notice(m),
+            None => eprintln!("warden: {m}"),
+        }),
+    );
+    let mut renderer: Option<(Renderer, tokio::task::JoinHandle<()>)> = None;
+    let quiet = resolved.quiet;
+    let iterations = args.iterations;
+    let result = run_session(
+        opts,
+        control,
+        |ctx| plan.spec(ctx),
+        |ev| match ev {
+            SessionEvent::Worktree(wt) => {
+                if !quiet {
+                    eprintln!(
+                        "warden: working in a new worktree {} on branch {}",
+                        wt.path.display(),
+                        wt.branch
+                    );
+                }
+            }
+            SessionEvent::IterationStarted { iteration, run_dir } => {
+                if !quiet {
+                    eprintln!("warden: iteration {iteration}/{iterations}");
+                }
+                let r = Renderer::new(&resolved, agent, run_dir);
+                r.set_iteration(iteration, iterations);
+                r.started_note(&resolved.limits);
+                let ticker = r.start_ticker();
+                *current.lock().expect("lock") = Some(r.clone());
+                renderer = Some((r, ticker));
+            }
+            SessionEvent::Event(e) => {
+                if let Some((r, _)) = renderer.as_ref() {
+                    r.event(e);
+                }
+            }
+            SessionEvent::IterationFinished { report, .. } => {
+                if let Some((r, ticker)) = renderer.take() {
+                    ticker.abort();
+                    *current.lock().expect("lock") = None;
+                    r.finished(report);
+                }
+            }
+        },
+    )
+    .await;
+    signals.abort();
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("warden: error: {e}");
+            return if e.is_unavailable() { 6 } else { 2 };
+        }
+    };
+    let verdict = report.verdict.map_or("none", |v| v.as_str());
+    eprintln!(
+        "warden: session {}: {verdict} after {} of {} iteration(s), stopped by {}; {} commit(s); tokens {} in / {} out{}",
+        report.session_id,
+        report.iterations_run,
+        report.iterations_requested,
+        report.stopped_because.replace('_', " "),
+        report.commits.len(),
+        report.tokens.input,
+        report.tokens.output,
+        report
+            .cost_usd
+            .map(|c| format!(", ${c:.4}"))
+            .unwrap_or_default()
+    );
+    if let Some(wt) = &report.worktree {
+        if wt.removed {
+            eprintln!(
+                "warden: the worktree was clean and is removed; branch {} keeps the commits",
+                wt.branch
+            );
+        } else {
+            eprintln!(
+                "warden: worktree kept at {}{} (branch {})",
+                wt.path.display(),
+                if wt.dirty {
+                    ", with uncommitted changes"
+                } else {
+                    ""
+                },
+                wt.branch
+            );
+        }
+    }
+    if let Some(e) = &report.error {
+        eprintln!("warden: error: {e}");
+    }
+    eprintln!(
+        "warden: session report: {}",
+        report.session_dir.join("session.json").display()
+    );
+    match report.verdict {
+        Some(v) => u8::try_from(v.exit_code()).unwrap_or(70),
+        None => 2,
+    }
+}
