@@ -35,8 +35,14 @@ pub enum Command {
     Report(ReportArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
-    /// Print the man page (roff) on stdout.
-    Man,
+    /// Print a man page (roff): warden's, or a command's (`warden man run`).
+    Man {
+        /// The command whose page to print (run, batch, report, ...).
+        command: Option<String>,
+        /// Write every page (warden.1, warden-run.1, ...) into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Run many agents from a TOML file, N at a time.
     Batch(BatchArgs),
 }
@@ -253,16 +259,53 @@ pub async fn dispatch(cli: Cli) -> u8 {
             clap_complete::generate(shell, &mut Cli::command(), "warden", &mut std::io::stdout());
             0
         }
-        Command::Man => {
-            use clap::CommandFactory;
-            match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
-                Ok(()) => 0,
-                Err(e) => {
-                    eprintln!("warden: error: could not write the man page: {e}");
-                    70
-                }
+        Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
+    }
+}
+
+/// The man pages: `warden` and one per command (`warden-run`, ...).
+fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> u8 {
+    use clap::CommandFactory;
+    let top = Cli::command();
+    let mut pages: Vec<(String, clap::Command)> = vec![("warden".into(), top.clone())];
+    for sub in top.get_subcommands() {
+        let name = format!("warden-{}", sub.get_name());
+        pages.push((name.clone(), sub.clone().name(name)));
+    }
+    let render = |page: &clap::Command, out: &mut dyn std::io::Write| {
+        clap_mangen::Man::new(page.clone()).render(out)
+    };
+    if let Some(dir) = dir {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return usage(format_args!("could not create {}: {e}", dir.display()));
+        }
+        for (name, page) in &pages {
+            let path = dir.join(format!("{name}.1"));
+            let written = std::fs::File::create(&path).and_then(|mut f| render(page, &mut f));
+            if let Err(e) = written {
+                return usage(format_args!("could not write {}: {e}", path.display()));
             }
         }
+        return 0;
+    }
+    let wanted = command.map_or_else(|| "warden".to_string(), |c| format!("warden-{c}"));
+    match pages.iter().find(|(name, _)| *name == wanted) {
+        Some((_, page)) => match render(page, &mut std::io::stdout()) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("warden: error: could not write the man page: {e}");
+                70
+            }
+        },
+        None => usage(format_args!(
+            "no command `{}`; pages: {}",
+            command.unwrap_or_default(),
+            pages
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 

@@ -405,4 +405,20 @@ fn completions_and_the_man_page_come_from_the_cli_definition() {
     let man = String::from_utf8_lossy(&man.stdout);
     assert!(man.starts_with(".ie") || man.contains(".TH"), "{man}");
     assert!(man.contains("warden"));
+    let run = Command::new(WARDEN).args(["man", "run"]).output().unwrap();
+    let run = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.contains("stall\\-timeout") || run.contains("stall-timeout"),
+        "the run page has the run flags: {run}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        Command::new(WARDEN)
+            .args(["man", "--dir"])
+            .arg(dir.path())
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(dir.path().join("warden-batch.1").exists() && dir.path().join("warden.1").exists());
 }
