@@ -100,6 +100,18 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         return 2;
     };
     let _ = os::become_subreaper();
+    // The shim's command line holds the agent's, so a `pkill -f` or a
+    // `kill $PPID` from the agent can hit it: it ignores the polite
+    // signals (warden never sends it one; it closes the socket instead).
+    // The agent gets them back at their defaults before it starts.
+    const POLITE: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+    for sig in POLITE {
+        // SAFETY: setting a signal's disposition to ignore has no
+        // preconditions.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
 
     // Join the run's cgroup for the fork, so the agent is born inside it,
     // then step back out: the shim must survive `cgroup.kill`.
@@ -110,9 +122,14 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     let mut cmd = Command::new(&args.program);
     cmd.args(&args.args).process_group(0);
     // SAFETY: the closure runs between fork and exec and only makes raw
-    // system calls (prctl, getppid): no allocation, no locks.
+    // system calls (signal, prctl, getppid): no allocation, no locks.
     unsafe {
         cmd.pre_exec(move || {
+            // An ignored signal stays ignored across exec: give the agent
+            // the defaults back. signal(2) is async-signal-safe.
+            for sig in POLITE {
+                libc::signal(sig, libc::SIG_DFL);
+            }
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The shim may have died between fork and prctl.
             if getppid() != Some(shim_pid) {
@@ -122,9 +139,13 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         });
     }
     let spawned = cmd.spawn();
-    if joined && let Some(parent) = cgroup.as_ref().and_then(Cgroup::parent) {
-        let _ = parent.join();
-    }
+    // Back out of the run's cgroup; if that fails the shim is inside it and
+    // `cgroup.kill` would kill it too, so the run does without the cgroup.
+    let joined = joined
+        && cgroup
+            .as_ref()
+            .and_then(Cgroup::parent)
+            .is_some_and(|parent| parent.join().is_ok());
     let agent = match spawned {
         Ok(child) => child.id() as i32,
         Err(e) => {

@@ -21,7 +21,10 @@ use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
 use crate::protocol::ShimMessage;
 use crate::shim::{CONTROL_FD, SHIM_ARG};
 
-/// Which containment to use; see DESIGN §5.4.
+/// How long a shim may take to report the spawn.
+const SHIM_REPORT: Duration = Duration::from_secs(30);
+
+/// Which containment to use (the report names the one in force).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ContainmentChoice {
     /// A cgroup where one can be made, else the subreaper alone.
@@ -186,7 +189,16 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         .map_err(shim_err)?
         .into_split();
     let mut messages = BufReader::new(read).lines();
-    let first = messages.next_line().await.ok().flatten();
+    // A shim reports within milliseconds; one that says nothing (a program
+    // that does not call `run_if_shim` and does not exit) must not hang
+    // the run before it has begun.
+    let first = match tokio::time::timeout(SHIM_REPORT, messages.next_line()).await {
+        Ok(line) => line.ok().flatten(),
+        Err(_) => {
+            let _ = shim.start_kill();
+            None
+        }
+    };
     let fail = |tree_cg: Option<Cgroup>, e: SpawnError| {
         if let Some(cg) = tree_cg {
             cg.remove();

@@ -69,49 +69,58 @@ impl ClockState {
     pub fn next(&self) -> Option<(Instant, Clock)> {
         let started = self.started?;
         if let Some(at) = self.final_kill_at {
-            return Some((at + self.final_kill_wait, Clock::FinalKill));
+            return after(at, self.final_kill_wait).map(|at| (at, Clock::FinalKill));
         }
         let mut candidates: Vec<(Instant, Clock)> = Vec::with_capacity(4);
         if let Some(exited) = self.exited_at
             && !self.drain_expired
         {
-            candidates.push((exited + self.drain_grace, Clock::Drain));
+            candidates.extend(after(exited, self.drain_grace).map(|at| (at, Clock::Drain)));
         }
         if let Some(term) = self.terminated_at
             && !self.killed
         {
-            candidates.push((term + self.kill_grace, Clock::KillGrace));
+            candidates.extend(after(term, self.kill_grace).map(|at| (at, Clock::KillGrace)));
         }
         if self.terminated_at.is_none() && self.exited_at.is_none() {
             if let Some(t) = self.timeout {
-                candidates.push((started + t, Clock::Run));
+                candidates.extend(after(started, t).map(|at| (at, Clock::Run)));
             }
             match (self.last_activity, self.completing_since_line) {
-                (_, Some(line)) => {
+                // The completion window, stretched while a tool that declared
+                // a limit is open; with no window, the stall clock goes on.
+                (_, Some(line)) if self.completion_timeout.is_some() => {
                     if let Some(c) = self.completion_timeout {
-                        candidates.push((line + c, Clock::Completion));
+                        let c = self.stall_floor.map_or(c, |f| c.max(f));
+                        candidates.extend(after(line, c).map(|at| (at, Clock::Completion)));
                     }
                 }
                 (None, None) if self.startup_timeout.is_some() => {
                     if let Some(s) = self.startup_timeout {
-                        candidates.push((started + s, Clock::Startup));
+                        candidates.extend(after(started, s).map(|at| (at, Clock::Startup)));
                     }
                 }
                 // With the startup clock off, the stall clock runs from the
                 // spawn: silence is silence.
-                (last, None) => {
+                (last, _) => {
                     let last = last.unwrap_or(started);
                     if let Some(s) = self.effective_stall() {
                         if !self.warned {
-                            candidates.push((last + s / 2, Clock::StallWarning));
+                            candidates
+                                .extend(after(last, s / 2).map(|at| (at, Clock::StallWarning)));
                         }
-                        candidates.push((last + s, Clock::Stall));
+                        candidates.extend(after(last, s).map(|at| (at, Clock::Stall)));
                     }
                 }
             }
         }
         candidates.into_iter().min_by_key(|(at, _)| *at)
     }
+}
+
+/// `at + d`, or `None` (never) when that is beyond what a clock can hold.
+fn after(at: Instant, d: Duration) -> Option<Instant> {
+    at.checked_add(d)
 }
 
 #[cfg(test)]
@@ -200,6 +209,31 @@ mod tests {
             s.next(),
             Some((line + Duration::from_secs(5), Clock::Completion))
         );
+    }
+
+    #[test]
+    fn without_a_completion_window_the_stall_clock_still_runs() {
+        let (t0, mut s) = base();
+        s.last_activity = Some(t0);
+        s.warned = true;
+        s.completion_timeout = None;
+        s.completing_since_line = Some(t0);
+        assert_eq!(s.next(), Some((t0 + Duration::from_secs(20), Clock::Stall)));
+        s.completion_timeout = Some(Duration::from_secs(5));
+        s.stall_floor = Some(Duration::from_secs(90));
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(90), Clock::Completion)),
+            "an open tool stretches the window"
+        );
+    }
+
+    #[test]
+    fn a_clock_too_far_away_never_fires_instead_of_overflowing() {
+        let (_, mut s) = base();
+        s.timeout = Some(Duration::MAX);
+        s.startup_timeout = Some(Duration::MAX);
+        assert_eq!(s.next(), None);
     }
 
     #[test]

@@ -182,8 +182,12 @@ impl Run {
             .unwrap_or_else(|| spec.cwd.join(defaults::RUNS_DIR).join(&run_id));
         let run_dir = absolute(&spec.cwd, &run_dir);
         let mut fixed = spec.env.clone();
-        if let Some(t) = spec.limits.timeout {
-            let deadline = started_at.duration_since(UNIX_EPOCH).unwrap_or_default() + t;
+        if let Some(deadline) = spec.limits.timeout.and_then(|t| {
+            started_at
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .checked_add(t)
+        }) {
             fixed.push((
                 "WARDEN_DEADLINE".into(),
                 deadline.as_secs().to_string().into(),
@@ -304,7 +308,7 @@ impl Run {
         let task = tokio::spawn(async move {
             match warden_process::spawn(process).await {
                 Ok(tree) => supervisor.run(tree, control_rx).await,
-                Err(e) => supervisor.spawn_failed(e),
+                Err(e) => supervisor.spawn_failed(e).await,
             }
         });
         Ok(RunHandle {

@@ -94,6 +94,20 @@ impl LiveFeed {
         }
     }
 
+    /// Sends what is still waiting, allowing the reader `limit` in all to
+    /// make room; what does not fit by then is counted as dropped.
+    pub async fn drain(mut self, limit: std::time::Duration) {
+        let Some(tx) = self.tx.take() else { return };
+        let until = tokio::time::Instant::now() + limit;
+        while let Some(ev) = self.backlog.pop_front() {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if tx.send_timeout(ev, left).await.is_err() {
+                self.dropped += 1 + self.backlog.len() as u64;
+                return;
+            }
+        }
+    }
+
     /// `None` if sent (or nobody listens any more); the event back if full.
     fn try_send(&mut self, ev: Stamped) -> Option<Stamped> {
         let tx = self.tx.as_ref()?;

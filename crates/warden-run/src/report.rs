@@ -1,4 +1,4 @@
-//! The report of one run, written as `run.json` (DESIGN §7).
+//! The report of one run, written as `run.json`.
 //!
 //! Field names are stable and snake_case; the README documents each one.
 //! Durations are in milliseconds, times in RFC 3339 UTC.

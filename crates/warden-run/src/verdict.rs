@@ -1,4 +1,4 @@
-//! Why a run ended: a closed set, each with its exit code (DESIGN §6).
+//! Why a run ended: a closed set, each with its exit code.
 
 use serde::Serialize;
 
@@ -87,7 +87,7 @@ pub struct Facts {
     pub completion_timeout: String,
 }
 
-/// Decides the verdict and says why, in one sentence (DESIGN §5.2, §6).
+/// Decides the verdict and says why, in one sentence.
 pub fn decide(f: &Facts) -> (Verdict, String) {
     if let Some(e) = &f.spawn_error {
         return (Verdict::SpawnFailed, e.clone());

@@ -1,4 +1,4 @@
-//! Where an agent runs, and what it is given there (DESIGN §9).
+//! Where an agent runs, and what it is given there.
 //!
 //! A sandbox turns the agent's command line into the command line that
 //! starts it inside the sandbox: `host` leaves it as it is; `bwrap` wraps

@@ -387,7 +387,10 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     if s == "0" {
         return Some(Duration::ZERO);
     }
-    humantime::parse_duration(s).ok()
+    // Past a hundred years a clock means "never": say 0 for that.
+    humantime::parse_duration(s)
+        .ok()
+        .filter(|d| *d <= Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 /// `8MiB`, `512KiB`, `8M`, `1048576`; at least one byte.
@@ -436,6 +439,11 @@ mod tests {
         }
         assert_eq!(parse_duration("15"), None, "a unit is required");
         assert_eq!(parse_duration("soon"), None);
+        assert_eq!(
+            parse_duration("300000000000y"),
+            None,
+            "too long to be a clock"
+        );
     }
 
     #[test]

@@ -9,4 +9,6 @@ mod linux;
 pub use linux::*;
 
 #[cfg(not(target_os = "linux"))]
-compile_error!("warden supports Linux only for now; see DESIGN §10");
+compile_error!(
+    "warden supports Linux only for now: process containment needs /proc, prctl and cgroups"
+);

@@ -1,4 +1,4 @@
-//! The supervisor: one run, one task, one select loop (DESIGN §4).
+//! The supervisor: one run, one task, one select loop.
 //!
 //! The task owns every piece of the run's state and waits on all of its
 //! inputs at once: the next chunk of stdout, the next chunk of stderr, the
@@ -6,7 +6,7 @@
 //! from [`crate::clocks`], and a control request (cancel, kill). Nothing is
 //! shared between threads, so "stop" and "fire" cannot race.
 //!
-//! Phases, as in the design: Starting (no line yet) → Running →
+//! Phases: Starting (no line yet) → Running →
 //! Completing (completion signal seen) → Exited (agent reaped) → Draining
 //! (bounded by `drain_grace`) → Finalized. Terminating (SIGTERM, then
 //! SIGKILL after `kill_grace`) can begin from any phase before Exited.
@@ -19,6 +19,7 @@
 //! - every path ends in `Supervisor::finish`, which writes `run.json`.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -258,6 +259,9 @@ impl Supervisor {
                     None => std::future::pending().await,
                 }
             };
+            // Not biased: a flooding agent must not starve the clocks or a
+            // cancel. The race the other way (a deadline winning over an
+            // exit already reported) is settled in `on_clock`.
             tokio::select! {
                 r = read(&mut out.reader, &mut out.buf) => self.on_read(&mut out, r),
                 r = read(&mut err.reader, &mut err.buf) => self.on_read(&mut err, r),
@@ -268,6 +272,21 @@ impl Supervisor {
                 },
                 () = sleep => {
                     if let Some((_, clock)) = next {
+                        // An exit reported in the same instant wins: the
+                        // agent ended by itself before the clock could act.
+                        if self.shim_open && self.exit.is_none() {
+                            let ready = {
+                                let mut message = std::pin::pin!(tree.next_message());
+                                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                                match message.as_mut().poll(&mut cx) {
+                                    std::task::Poll::Ready(m) => Some(m),
+                                    std::task::Poll::Pending => None,
+                                }
+                            };
+                            if let Some(m) = ready {
+                                self.on_message(&tree, m);
+                            }
+                        }
                         self.on_clock(&tree, &mut out, &mut err, clock);
                     }
                 }
@@ -283,7 +302,7 @@ impl Supervisor {
         self.remove_sandbox_leftovers().await;
         tree.close().await;
         self.collect_commits().await;
-        self.finish()
+        self.finish().await
     }
 
     fn done(&self, out: &Pipe, err: &Pipe) -> bool {
@@ -450,7 +469,10 @@ impl Supervisor {
             None => {
                 self.shim_open = false;
                 if self.exit.is_none() {
+                    // Without its shim the run cannot be watched to its end
+                    // (nor its exit status learned): kill what is left now.
                     self.note_error("the run's shim exited before the agent did".into());
+                    self.kill_rest(tree);
                 }
             }
         }

@@ -173,14 +173,14 @@ impl Supervisor {
     }
 
     /// Ends a run whose agent could not be started.
-    pub fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
+    pub async fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
         self.spawn_error = Some(error.to_string());
         self.note_error(error.to_string());
-        self.finish()
+        self.finish().await
     }
 
     /// Decides the verdict, records `finished`, writes `run.json`.
-    pub(super) fn finish(mut self) -> Report {
+    pub(super) async fn finish(mut self) -> Report {
         let (mut verdict, mut reason) = self.verdict();
         if verdict == Verdict::Succeeded
             && let Err(e) = self.take_output()
@@ -203,6 +203,10 @@ impl Supervisor {
         if let Err(e) = self.setup.dir.write_report(&report) {
             report.error = Some(format!("could not write run.json: {e}"));
         }
+        // The run's last events (its verdict among them) still waiting for
+        // a slow reader get a short while to go out.
+        let live = std::mem::replace(&mut self.live, crate::live::LiveFeed::new(None));
+        live.drain(Duration::from_secs(2)).await;
         report
     }
 

@@ -232,3 +232,25 @@ fn non_zero_exit_is_agent_failed() {
     assert_eq!(report["exit_code"], 7);
     assert_eq!(done.log("stderr.log"), b"oops\n");
 }
+
+#[test]
+fn with_no_completion_window_the_stall_clock_still_ends_a_hung_agent() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--completion-timeout",
+        "0",
+        "--stall-timeout",
+        "500ms",
+        "--kill-grace",
+        "200ms",
+        "--",
+        "sh",
+        "-c",
+        "echo '<promise>COMPLETE</promise>'; sleep 600",
+    ]);
+    assert_eq!(done.code, 3, "{}", done.stderr);
+    assert_eq!(done.report()["verdict"], "stalled");
+    case.assert_nothing_left();
+}

@@ -171,3 +171,82 @@ fn term_ignoring_tree_is_killed_by_sigkill_after_the_kill_grace() {
         case.assert_nothing_left();
     }
 }
+
+#[test]
+fn the_agent_cannot_take_its_shim_down_politely() {
+    // `kill $PPID` from the agent hits its shim (its parent): the shim
+    // ignores it and the run ends as usual.
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "kill -TERM $PPID; kill -INT $PPID; sleep 0.2; echo still-supervised",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done.log("stdout.log"), b"still-supervised\n");
+    assert_eq!(done.report()["error"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_shim_killed_outright_ends_the_run_at_once_and_leaves_nothing() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--containment",
+        "auto",
+        "--timeout",
+        "0",
+        "--stall-timeout",
+        "0",
+        "--startup-timeout",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 & echo up; kill -KILL $PPID; sleep 600",
+    ]);
+    assert!(
+        done.elapsed < Duration::from_secs(10),
+        "the run hung without its shim: {:?}",
+        done.elapsed
+    );
+    let report = done.report();
+    assert_eq!(report["verdict"], "internal_error", "{report}");
+    assert!(
+        report["error"].as_str().unwrap().contains("shim exited"),
+        "{report}"
+    );
+    case.assert_nothing_left();
+}
+
+#[test]
+fn a_process_with_a_name_that_is_not_utf8_is_still_found_and_killed() {
+    for containment in CONTAINMENTS {
+        let case = Case::new();
+        let odd = case.path().join("проверка");
+        std::fs::copy("/bin/sleep", &odd).unwrap();
+        let script = format!("('{}' 600 &); echo started", odd.display());
+        let done = case.run(&[
+            "run",
+            "exec",
+            "--containment",
+            containment,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert_eq!(done.code, 0, "{containment}: {}", done.stderr);
+        let report = done.report();
+        assert!(
+            ms(&report["orphans_killed"]) >= 1,
+            "{containment}: the oddly named process was not found: {report}"
+        );
+        assert!(ms(&report["duration_ms"]) < 3000, "{containment}: {report}");
+        case.assert_nothing_left();
+    }
+}

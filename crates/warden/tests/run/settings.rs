@@ -129,3 +129,10 @@ fn unknown_agent_and_missing_command_are_usage_errors() {
     let done = case.run(&["run", "exec"]);
     assert_usage_error(&done, &["no command", "--"]);
 }
+
+#[test]
+fn a_clock_too_long_to_hold_is_a_usage_error_not_a_crash() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--timeout", "300000000000y", "--", "true"]);
+    assert_usage_error(&done, &["--timeout", "`300000000000y`", "`0` disables it"]);
+}

@@ -22,7 +22,7 @@ pub fn processes() -> Vec<ProcEntry> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    let mut buf = String::new();
+    let mut buf = Vec::new();
     for entry in dir.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -40,23 +40,26 @@ pub fn processes() -> Vec<ProcEntry> {
 
 /// The stat line of one process, if it still exists.
 pub fn entry(pid: i32) -> Option<ProcEntry> {
-    read_stat(pid, &mut String::new())
+    read_stat(pid, &mut Vec::new())
 }
 
-fn read_stat(pid: i32, buf: &mut String) -> Option<ProcEntry> {
+fn read_stat(pid: i32, buf: &mut Vec<u8>) -> Option<ProcEntry> {
     use std::io::Read;
     buf.clear();
     fs::File::open(format!("/proc/{pid}/stat"))
         .ok()?
-        .read_to_string(buf)
+        .read_to_end(buf)
         .ok()?;
     parse_stat(pid, buf)
 }
 
-/// Parses `/proc/PID/stat`: the command name is in parentheses and may hold
-/// spaces or parentheses itself, so fields are counted from the last `)`.
-fn parse_stat(pid: i32, stat: &str) -> Option<ProcEntry> {
-    let rest = &stat[stat.rfind(')')? + 1..];
+/// Parses `/proc/PID/stat`. The command name is in parentheses and may hold
+/// spaces, parentheses and bytes that are not UTF-8 (the kernel cuts it at
+/// 15 bytes, even inside a character), so fields are read as bytes from
+/// the last `)`: a process with an odd name must not become invisible.
+fn parse_stat(pid: i32, stat: &[u8]) -> Option<ProcEntry> {
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.bytes().next()?;
     let ppid = fields.next()?.parse().ok()?;
@@ -140,7 +143,7 @@ mod tests {
 
     #[test]
     fn stat_with_parens_in_name_parses() {
-        let e = parse_stat(7, "7 (a) b (c)) S 42 7 7 0 -1").unwrap();
+        let e = parse_stat(7, b"7 (a) b (c)) S 42 7 7 0 -1").unwrap();
         assert_eq!(
             e,
             ProcEntry {
@@ -149,6 +152,9 @@ mod tests {
                 state: b'S'
             }
         );
+        // A name cut inside a multi-byte character.
+        let e = parse_stat(8, b"8 (\xd0\xbf\xd1\x80\xd0) S 9 8 8").unwrap();
+        assert_eq!(e.ppid, 9);
     }
 
     #[test]
