@@ -95,124 +95,33 @@ pub fn invocation(
             }
         },
     };
-    let mut args: Vec<OsString> = Vec::new();
+    let shape = shape(agent);
+    let mut args: Vec<OsString> = shape.headless.iter().map(Into::into).collect();
     let mut env: Vec<(OsString, OsString)> = vec![("CI".into(), "true".into())];
-    let stdin = Some(req.prompt.clone().into_bytes());
-    let mut arg = |a: &str| args.push(a.into());
-    match agent {
-        Agent::Claude => {
-            // The prompt comes on stdin: no argument-size limit, not in `ps`.
-            for a in [
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--dangerously-skip-permissions",
-            ] {
-                arg(a);
-            }
-            if let Some(m) = &req.model {
-                arg("--model");
-                arg(m);
-            }
-            if req.effort.is_some() {
-                return unsupported("--effort");
-            }
-            if let Some(s) = &req.resume {
-                arg("--resume");
-                arg(s);
-            }
-            // Claude Code refuses its bypass flag as root unless told the
-            // machine is a sandbox.
-            if rustix::process::geteuid().is_root() {
-                env.push(("IS_SANDBOX".into(), "1".into()));
-            }
-            env.push((
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                "1".into(),
-            ));
-            env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
-        }
-        Agent::Codex => {
-            for a in [
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox",
-            ] {
-                arg(a);
-            }
-            if let Some(m) = &req.model {
-                arg("--model");
-                arg(m);
-            }
-            if let Some(e) = &req.effort {
-                arg("-c");
-                arg(&format!("model_reasoning_effort={e}"));
-            }
-            if let Some(s) = &req.resume {
-                arg("resume");
-                arg(s);
-            }
-            // `-` reads the prompt from stdin.
-            arg("-");
-        }
-        Agent::OpenCode => {
-            for a in ["run", "--format", "json"] {
-                arg(a);
-            }
-            if let Some(m) = &req.model {
-                arg("--model");
-                arg(m);
-            }
-            if let Some(e) = &req.effort {
-                arg("--variant");
-                arg(e);
-            }
-            if let Some(s) = &req.resume {
-                arg("--session");
-                arg(s);
-            }
-            // With no message argument, `opencode run` reads the prompt from
-            // stdin: no argument-size limit, and a prompt that starts with
-            // `-` cannot be taken for an option.
-        }
-        Agent::Pi => {
-            for a in ["--mode", "json"] {
-                arg(a);
-            }
-            if let Some(m) = &req.model {
-                arg("--model");
-                arg(m);
-            }
-            if let Some(e) = &req.effort {
-                arg("--thinking");
-                arg(e);
-            }
-            if let Some(s) = &req.resume {
-                arg("--session");
-                arg(s);
-            }
-            env.push(("PI_OFFLINE".into(), "1".into()));
-        }
-        Agent::Gemini => {
-            for a in ["--output-format", "stream-json", "--yolo"] {
-                arg(a);
-            }
-            if let Some(m) = &req.model {
-                arg("--model");
-                arg(m);
-            }
-            if req.effort.is_some() {
-                return unsupported("--effort");
-            }
-            if let Some(s) = &req.resume {
-                arg("--resume");
-                arg(s);
-            }
-        }
-        Agent::Exec => unreachable!("handled above"),
+    env.extend(shape.env.iter().map(|(k, v)| (k.into(), v.into())));
+    if let Some(m) = &req.model {
+        args.extend(["--model".into(), m.into()]);
     }
+    if let Some(e) = &req.effort {
+        match shape.effort {
+            Effort::Flag(flag) => args.extend([flag.into(), e.into()]),
+            Effort::Config(key) => args.extend(["-c".into(), format!("{key}={e}").into()]),
+            Effort::None => return unsupported("--effort"),
+        }
+    }
+    if let Some(session) = &req.resume {
+        args.extend([shape.resume.into(), session.into()]);
+    }
+    args.extend(shape.trailing.iter().map(Into::into));
+    // Claude Code refuses its bypass flag as root unless told the machine
+    // is a sandbox.
+    if agent == Agent::Claude && rustix::process::geteuid().is_root() {
+        env.push(("IS_SANDBOX".into(), "1".into()));
+    }
+    // The prompt always goes on stdin, closed after it: no argument-size
+    // limit, nothing in `ps`, and a prompt starting with `-` cannot be
+    // taken for an option (OpenCode reads stdin when given no message).
+    let stdin = Some(req.prompt.clone().into_bytes());
     args.extend(req.extra_args.iter().cloned());
     Ok(Invocation {
         program,
@@ -220,6 +129,82 @@ pub fn invocation(
         env,
         stdin,
     })
+}
+
+/// How a CLI takes reasoning effort.
+enum Effort {
+    None,
+    /// `FLAG LEVEL`
+    Flag(&'static str),
+    /// `-c KEY=LEVEL`
+    Config(&'static str),
+}
+
+/// One CLI's headless command line: the fixed arguments, how it takes the
+/// options warden passes on, and the environment it needs unattended.
+struct Shape {
+    headless: &'static [&'static str],
+    effort: Effort,
+    /// The word before a session to resume (a flag, or Codex's subcommand).
+    resume: &'static str,
+    /// After the options (Codex's `-`: the prompt is on stdin).
+    trailing: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+}
+
+fn shape(agent: Agent) -> Shape {
+    match agent {
+        Agent::Claude => Shape {
+            headless: &[
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--dangerously-skip-permissions",
+            ],
+            effort: Effort::None,
+            resume: "--resume",
+            trailing: &[],
+            env: &[
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+            ],
+        },
+        Agent::Codex => Shape {
+            headless: &[
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ],
+            effort: Effort::Config("model_reasoning_effort"),
+            resume: "resume",
+            trailing: &["-"],
+            env: &[],
+        },
+        Agent::OpenCode => Shape {
+            headless: &["run", "--format", "json"],
+            effort: Effort::Flag("--variant"),
+            resume: "--session",
+            trailing: &[],
+            env: &[],
+        },
+        Agent::Pi => Shape {
+            headless: &["--mode", "json"],
+            effort: Effort::Flag("--thinking"),
+            resume: "--session",
+            trailing: &[],
+            env: &[("PI_OFFLINE", "1")],
+        },
+        Agent::Gemini => Shape {
+            headless: &["--output-format", "stream-json", "--yolo"],
+            effort: Effort::None,
+            resume: "--resume",
+            trailing: &[],
+            env: &[],
+        },
+        Agent::Exec => unreachable!("`exec` runs its command as it is"),
+    }
 }
 
 /// The first executable file called `name` in `path`.
