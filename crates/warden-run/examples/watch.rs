@@ -49,7 +49,7 @@ fn main() {
 
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     runtime.block_on(async move {
-        let mut run = match Run::new(spec).spawn() {
+        let mut run = match Run::new(spec).spawn().await {
             Ok(run) => run,
             Err(e) => {
                 eprintln!("could not start: {e}");

@@ -53,3 +53,16 @@ pub const EVENT_TEXT: usize = 64 * 1024;
 /// The most text one event carries in the live feed (terminal, `--json`,
 /// the library's `next_event`), so the feed's memory stays small.
 pub const LIVE_EVENT_TEXT: usize = 4 * 1024;
+
+/// The longest a question to git may take (the base commit, the commits of
+/// a run, a work tree's state). A repository the agent damaged (a FIFO
+/// where git expects a file) must not hang warden: git is killed then.
+pub const GIT_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest `git worktree add` / `git worktree remove` may take: they
+/// check out every file of the repository.
+pub const GIT_WORKTREE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// The largest file warden reads from a work tree (`warden.toml`,
+/// `.git/HEAD`); anything bigger is refused, not read into memory.
+pub const MAX_WORK_TREE_FILE: u64 = 1024 * 1024;

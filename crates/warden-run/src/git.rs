@@ -4,8 +4,12 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
 
 use serde::Serialize;
+
+use crate::{defaults, regular_file};
 
 /// A commit made during a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -23,8 +27,22 @@ pub struct GitError {
     pub message: String,
 }
 
-/// Runs git in `dir`; its stdout, trimmed at the end.
-pub fn git<I, S>(dir: &Path, args: I) -> Result<String, GitError>
+/// Runs git in `dir`, for at most [`defaults::GIT_QUERY_TIMEOUT`]; its
+/// stdout, trimmed at the end.
+pub async fn git<I, S>(dir: &Path, args: I) -> Result<String, GitError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    git_within(dir, args, defaults::GIT_QUERY_TIMEOUT).await
+}
+
+/// Runs git in `dir` for at most `limit`. git runs in a process group of
+/// its own, which is killed when the time is up or when the returned
+/// future is dropped (a cancelled run): a git that blocks on something
+/// the agent planted (a FIFO at `.git/index`, a hook that never ends)
+/// never holds warden, and never blocks the thread that drives the clocks.
+pub async fn git_within<I, S>(dir: &Path, args: I, limit: Duration) -> Result<String, GitError>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
@@ -35,56 +53,109 @@ where
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
-    let out = std::process::Command::new("git")
+    let fail = |message: String| GitError {
+        args: shown.clone(),
+        message,
+    };
+    let child = tokio::process::Command::new("git")
         .arg("-C")
         .arg(dir)
+        // A file-system monitor is a program the repository's config
+        // names: warden's own questions never start one.
+        .args(["-c", "core.fsmonitor=false"])
         .args(&args)
         .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| GitError {
-            args: shown.clone(),
-            message: format!("could not run git: {e}"),
-        })?;
+        // Never a prompt, never a lock another git would wait on.
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| fail(format!("could not run git: {e}")))?;
+    let mut group = GroupKiller(child.id());
+    let out = match tokio::time::timeout(limit, child.wait_with_output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => return Err(fail(format!("could not run git: {e}"))),
+        Err(_) => {
+            return Err(fail(format!(
+                "git did not finish within {} and was killed (is a file in the repository a FIFO or a device?)",
+                humantime::format_duration(limit)
+            )));
+        }
+    };
+    // git is reaped: its group id may be reused from now on.
+    group.0 = None;
     if !out.status.success() {
-        return Err(GitError {
-            args: shown,
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
+        return Err(fail(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
 }
 
+/// Kills a git's process group (git and whatever it started) unless git
+/// finished: on a timeout, and when the future running it is dropped.
+struct GroupKiller(Option<u32>);
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        if let Some(pid) = self
+            .0
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// The top of the repository `dir` is in, if it is in one.
-pub fn repo_root(dir: &Path) -> Option<PathBuf> {
+pub async fn repo_root(dir: &Path) -> Option<PathBuf> {
     git(dir, ["rev-parse", "--show-toplevel"])
+        .await
         .ok()
         .map(PathBuf::from)
 }
 
-/// The commit HEAD points at (`None` in a repository with no commit yet).
-pub fn head(dir: &Path) -> Option<String> {
+/// The commit HEAD points at (`None` in a repository with no commit yet,
+/// or one whose HEAD cannot be read).
+pub async fn head(dir: &Path) -> Option<String> {
+    check_repo_files(dir).ok()?;
     git(dir, ["rev-parse", "--verify", "--quiet", "HEAD"])
+        .await
         .ok()
         .filter(|s| !s.is_empty())
 }
 
 /// The current branch, if HEAD is on one. Read from the HEAD file (no git
 /// process: it is asked at the end of every run), with git as the fallback.
-pub fn branch(dir: &Path) -> Option<String> {
-    if let Some(git_dir) = git_dir(dir)
-        && let Ok(head) = std::fs::read_to_string(git_dir.join("HEAD"))
-    {
-        return head
-            .trim()
-            .strip_prefix("ref: refs/heads/")
-            .map(str::to_string);
+pub async fn branch(dir: &Path) -> Option<String> {
+    if let Some(git_dir) = git_dir(dir) {
+        return match regular_file::read_text(&git_dir.join("HEAD"), HEAD_FILE_LIMIT) {
+            Ok(head) => head
+                .trim()
+                .strip_prefix("ref: refs/heads/")
+                .map(str::to_string),
+            // A HEAD that is not a regular file: git would block on it.
+            Err(e) if !e.is_not_found() => None,
+            Err(_) => git(dir, ["symbolic-ref", "--quiet", "--short", "HEAD"])
+                .await
+                .ok(),
+        };
     }
-    git(dir, ["symbolic-ref", "--quiet", "--short", "HEAD"]).ok()
+    git(dir, ["symbolic-ref", "--quiet", "--short", "HEAD"])
+        .await
+        .ok()
 }
 
+/// The most of `.git/HEAD` or a `.git` file that is read: both hold one
+/// short line.
+const HEAD_FILE_LIMIT: u64 = 64 * 1024;
+
 /// Whether `dir` is inside a git work tree, found by looking for `.git`
-/// upwards (no git process: every run asks).
+/// upwards (no git process: every run asks; a `stat` never blocks).
 pub fn in_work_tree(dir: &Path) -> bool {
     dir.ancestors().any(|d| d.join(".git").exists())
 }
@@ -99,7 +170,7 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
     if dot_git.is_dir() {
         return Some(dot_git);
     }
-    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let text = regular_file::read_text(&dot_git, HEAD_FILE_LIMIT).ok()?;
     let target = PathBuf::from(text.trim().strip_prefix("gitdir:")?.trim());
     Some(if target.is_absolute() {
         target
@@ -108,15 +179,60 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
     })
 }
 
+/// Refuses a repository whose first files git reads are not regular files
+/// (the agent can plant a FIFO at `.git/HEAD`): git would block on them
+/// until it is killed, so say why at once instead. Only a `stat`, which
+/// never blocks; anything deeper is bounded by git's time limit.
+pub fn check_repo_files(dir: &Path) -> Result<(), GitError> {
+    let Some(git_dir) = git_dir(dir) else {
+        if let Some(dot_git) = dir.ancestors().map(|d| d.join(".git")).find(|p| p.exists())
+            && let Some(kind) = regular_file::not_regular(&dot_git).filter(|_| !dot_git.is_dir())
+        {
+            return Err(GitError {
+                args: "rev-parse".into(),
+                message: format!(
+                    "{} is {kind}, not a regular file or a directory",
+                    dot_git.display()
+                ),
+            });
+        }
+        return Ok(());
+    };
+    let common = regular_file::read_text(&git_dir.join("commondir"), HEAD_FILE_LIMIT)
+        .ok()
+        .map(|c| git_dir.join(c.trim()));
+    let mut files = vec![git_dir.join("HEAD"), git_dir.join("index")];
+    if let Some(c) = common {
+        files.push(c.join("config"));
+    } else {
+        files.push(git_dir.join("config"));
+    }
+    for file in files {
+        if let Some(kind) = regular_file::not_regular(&file) {
+            return Err(GitError {
+                args: "rev-parse".into(),
+                message: format!(
+                    "{} is {kind}, not a regular file: git would block on it",
+                    file.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Whether the work tree has changes not committed (untracked files too).
-pub fn is_dirty(dir: &Path) -> bool {
-    git(dir, ["status", "--porcelain"]).is_ok_and(|s| !s.is_empty())
+pub async fn is_dirty(dir: &Path) -> bool {
+    git(dir, ["status", "--porcelain"])
+        .await
+        .is_ok_and(|s| !s.is_empty())
 }
 
 /// Commits reachable from HEAD and not from `base` (all of HEAD's
 /// history when there was no base commit), oldest first.
-pub fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>, GitError> {
-    if head(dir).is_none() {
+pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>, GitError> {
+    check_repo_files(dir)?;
+    if head(dir).await.is_none() {
         return Ok(Vec::new());
     }
     let range = match base {
@@ -133,7 +249,8 @@ pub fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>, GitE
             "--name-only",
             range.as_str(),
         ],
-    )?;
+    )
+    .await?;
     Ok(log
         .split('\u{1e}')
         .filter(|r| !r.trim().is_empty())
@@ -181,8 +298,9 @@ impl Worktree {
     /// Creates `branch` from `base` (a ref; HEAD if `None`) in a new
     /// worktree under `<repo>/.warden/worktrees/`. Fails if the branch
     /// exists: two sessions never share a branch.
-    pub fn create(repo: &Path, branch: &str, base: Option<&str>) -> Result<Self, GitError> {
-        let root = repo_root(repo).ok_or_else(|| GitError {
+    pub async fn create(repo: &Path, branch: &str, base: Option<&str>) -> Result<Self, GitError> {
+        check_repo_files(repo)?;
+        let root = repo_root(repo).await.ok_or_else(|| GitError {
             args: "rev-parse --show-toplevel".into(),
             message: format!("{} is not in a git repository", repo.display()),
         })?;
@@ -191,6 +309,7 @@ impl Worktree {
             &root,
             ["rev-parse", "--verify", &format!("{base_ref}^{{commit}}")],
         )
+        .await
         .map_err(|e| GitError {
             args: e.args,
             message: format!("the base `{base_ref}` is not a commit: {}", e.message),
@@ -208,7 +327,7 @@ impl Worktree {
             );
         }
         let path = dir.join(dir_name(branch));
-        git(
+        git_within(
             &root,
             [
                 OsStr::new("-c"),
@@ -220,7 +339,9 @@ impl Worktree {
                 path.as_os_str(),
                 OsStr::new(&base_sha),
             ],
-        )?;
+            defaults::GIT_WORKTREE_TIMEOUT,
+        )
+        .await?;
         Ok(Self {
             path,
             branch: branch.to_string(),
@@ -231,20 +352,29 @@ impl Worktree {
     /// Removes the worktree if it is clean (its branch stays, with its
     /// commits; a branch with no new commit is deleted too). Returns
     /// whether it was removed; a dirty worktree is always kept.
-    pub fn finish(&self, keep: bool) -> bool {
-        if keep || is_dirty(&self.path) {
+    pub async fn finish(&self, keep: bool) -> bool {
+        if keep {
             return false;
         }
-        let made_commits =
-            commits_since(&self.path, self.base.as_deref()).is_ok_and(|c| !c.is_empty());
-        let removed = git(
+        // Removed only when known to be clean: a git that fails or is
+        // killed keeps the worktree.
+        match git(&self.path, ["status", "--porcelain"]).await {
+            Ok(s) if s.is_empty() => {}
+            _ => return false,
+        }
+        let made_commits = commits_since(&self.path, self.base.as_deref())
+            .await
+            .is_ok_and(|c| !c.is_empty());
+        let removed = git_within(
             &self.path,
             [
                 OsStr::new("worktree"),
                 OsStr::new("remove"),
                 self.path.as_os_str(),
             ],
+            defaults::GIT_WORKTREE_TIMEOUT,
         )
+        .await
         .is_ok();
         if removed && !made_commits {
             let root = self
@@ -253,7 +383,7 @@ impl Worktree {
                 .and_then(Path::parent)
                 .and_then(Path::parent);
             if let Some(root) = root {
-                let _ = git(root, ["branch", "-D", &self.branch]);
+                let _ = git(root, ["branch", "-D", &self.branch]).await;
             }
         }
         removed

@@ -10,7 +10,7 @@
 //! # async fn demo() -> Result<(), warden_run::SetupError> {
 //! use warden_run::{Run, RunSpec};
 //! let spec = RunSpec::exec(["sh", "-c", "echo hello"]);
-//! let mut run = Run::new(spec).spawn()?;
+//! let mut run = Run::new(spec).spawn().await?;
 //! while let Some(ev) = run.next_event().await {
 //!     println!("{} {:?}", ev.t_ms, ev.event);
 //! }
@@ -32,6 +32,7 @@ pub mod limits;
 pub mod live;
 pub mod output;
 mod pipe;
+pub mod regular_file;
 pub mod report;
 pub mod session;
 pub mod supervisor;
@@ -164,7 +165,11 @@ impl Run {
     /// Starts the run under its supervisor. Must be called inside a tokio
     /// runtime. An agent that cannot be started is not an error here: the
     /// run ends at once with the verdict `spawn_failed`.
-    pub fn spawn(self) -> Result<RunHandle, SetupError> {
+    ///
+    /// Async because starting asks git for the base commit and may probe
+    /// bubblewrap: both are bounded and run off the runtime's threads, so
+    /// the clocks of other runs in the same process keep time meanwhile.
+    pub async fn spawn(self) -> Result<RunHandle, SetupError> {
         let spec = self.spec;
         if spec.command.is_empty() {
             return Err(SetupError::EmptyCommand);
@@ -216,7 +221,12 @@ impl Run {
         );
         match sandbox {
             Sandbox::Bwrap => {
-                warden_sandbox::probe::bwrap().map_err(SandboxError::BwrapUnavailable)?;
+                // The probe starts bwrap and waits for it: on a blocking
+                // thread, never on one that drives clocks.
+                tokio::task::spawn_blocking(warden_sandbox::probe::bwrap)
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the bubblewrap probe failed: {e}")))
+                    .map_err(SandboxError::BwrapUnavailable)?;
             }
             Sandbox::Docker | Sandbox::Podman => {
                 let engine = if sandbox == Sandbox::Docker {
@@ -260,10 +270,14 @@ impl Run {
             }),
             None => None,
         };
-        let git = git::in_work_tree(&spec.cwd).then(|| supervisor::GitStart {
-            dir: spec.cwd.clone(),
-            base: git::head(&spec.cwd),
-        });
+        let git = if git::in_work_tree(&spec.cwd) {
+            Some(supervisor::GitStart {
+                dir: spec.cwd.clone(),
+                base: git::head(&spec.cwd).await,
+            })
+        } else {
+            None
+        };
 
         let dir = RunDir::create(&run_dir).map_err(|source| SetupError::RunDir {
             path: run_dir.clone(),

@@ -174,7 +174,9 @@ pub async fn run_session(
     let started = Instant::now();
     let started_at = SystemTime::now();
     let session_id = crate::new_run_id(started_at);
-    let base_dir = git::repo_root(&opts.cwd).unwrap_or_else(|| opts.cwd.clone());
+    let base_dir = git::repo_root(&opts.cwd)
+        .await
+        .unwrap_or_else(|| opts.cwd.clone());
 
     let worktree = match &opts.worktree {
         Some(req) => {
@@ -186,6 +188,7 @@ pub async fn run_session(
                 )
             });
             let wt = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
+                .await
                 .map_err(SetupError::Git)?;
             observe(SessionEvent::Worktree(&wt));
             Some(wt)
@@ -203,14 +206,14 @@ pub async fn run_session(
         path: session_dir.clone(),
         source,
     })?;
-    let branch = worktree
-        .as_ref()
-        .map(|w| w.branch.clone())
-        .or_else(|| git::branch(&workdir));
-    let base = worktree
-        .as_ref()
-        .and_then(|w| w.base.clone())
-        .or_else(|| git::head(&workdir));
+    let branch = match &worktree {
+        Some(w) => Some(w.branch.clone()),
+        None => git::branch(&workdir).await,
+    };
+    let base = match worktree.as_ref().and_then(|w| w.base.clone()) {
+        Some(b) => Some(b),
+        None => git::head(&workdir).await,
+    };
 
     let mut report = SessionReport {
         session_id: session_id.clone(),
@@ -274,7 +277,7 @@ pub async fn run_session(
         };
         spec.cwd = workdir.clone();
         spec.run_dir = Some(run_dir.clone());
-        let mut handle = match Run::new(spec).spawn() {
+        let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
                 report.error = Some(e.to_string());
@@ -350,15 +353,22 @@ pub async fn run_session(
     }
 
     // Commits of the whole session, from where it started.
-    if let Ok(c) = git::commits_since(&workdir, base.as_deref())
-        && (base.is_some() || git::head(&workdir).is_some())
-    {
-        report.commits = c;
+    match git::commits_since(&workdir, base.as_deref()).await {
+        Ok(c) if base.is_some() || git::head(&workdir).await.is_some() => report.commits = c,
+        Ok(_) => {}
+        Err(e) if git::in_work_tree(&workdir) => {
+            let e = format!("could not collect the session's commits: {e}");
+            report.error = Some(match report.error.take() {
+                Some(prev) => format!("{prev}; {e}"),
+                None => e,
+            });
+        }
+        Err(_) => {}
     }
     if let Some(wt) = &worktree {
         let keep = opts.worktree.as_ref().is_some_and(|w| w.keep);
-        let dirty = git::is_dirty(&wt.path);
-        let removed = wt.finish(keep);
+        let dirty = git::is_dirty(&wt.path).await;
+        let removed = wt.finish(keep).await;
         report.worktree = Some(WorktreeReport {
             path: wt.path.clone(),
             branch: wt.branch.clone(),

@@ -121,27 +121,58 @@ impl EnvArg {
     }
 }
 
-/// Whether a variable's name says it holds a secret.
+/// Words that, as a part of a variable's name, say it holds a secret.
+const SECRET_WORDS: &[&str] = &[
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+];
+
+/// Whether a variable's name says it holds a secret: one of its
+/// `_`-separated parts is, or ends with, a [`SECRET_WORDS`] word (a plural
+/// too): `ANTHROPIC_API_KEY`, `APIKEY`, `AWS_SESSION_TOKEN`, `NPM_AUTH`.
+/// A word inside a longer part is not enough: `GIT_AUTHOR_NAME`,
+/// `XAUTHORITY` and `KEYBOARD` name no secret. `SESSION` alone is not a
+/// secret word: it names desktop sessions and bus addresses far more often
+/// (`XDG_SESSION_CLASS`, `DESKTOP_SESSION`, `DBUS_SESSION_BUS_ADDRESS`),
+/// and a session token's name says `TOKEN`.
 pub fn looks_secret(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    [
-        "KEY",
-        "TOKEN",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "AUTH",
-        "COOKIE",
-        "SESSION",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
+    name.to_ascii_uppercase().split('_').any(|part| {
+        let singular = part.strip_suffix('S').unwrap_or(part);
+        SECRET_WORDS
+            .iter()
+            .any(|w| part.ends_with(w) || singular.ends_with(w))
+    })
 }
 
-/// Values shorter than this are not redacted: they would blank out common
-/// words and numbers everywhere.
-pub const MIN_SECRET_LEN: usize = 4;
+/// Values shorter than this are never masked, not even those given with
+/// `--env`: they would blank out ordinary words and numbers everywhere
+/// (`--env DEBUG=1`, `--env MODE=fast`). Re-exported from the masker,
+/// which holds to the same floor.
+pub use warden_events::redact::MIN_SECRET_LEN;
+
+/// Whether the value of a variable whose name looks secret can be a
+/// secret, rather than a setting that happens to have such a name: at
+/// least [`MIN_SECRET_LEN`] characters, no white space, not a path (it
+/// starts with `/`, `~` or `.`), and not a plain word: it has a digit, or
+/// both upper- and lower-case letters. So `XDG_SESSION_CLASS=user`,
+/// `SSH_AUTH_SOCK=/run/user/1000/ssh` and `AUTH_MODE=interactive` are not
+/// masked; `sk-ant-api03-...`, `ghp_...` and `AKIA...` are.
+pub fn can_be_secret(value: &str) -> bool {
+    let chars = value.chars().count();
+    let upper = value.chars().any(|c| c.is_uppercase());
+    let lower = value.chars().any(|c| c.is_lowercase());
+    let digit = value.chars().any(|c| c.is_ascii_digit());
+    chars >= MIN_SECRET_LEN
+        && !value.chars().any(char::is_whitespace)
+        && !value.starts_with(['/', '~', '.'])
+        && (digit || (upper && lower))
+}
 
 /// The agent's environment and the secret values in it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -165,8 +196,15 @@ pub fn agent_env(
 ) -> AgentEnv {
     let mut vars: Vec<(OsString, OsString)> = Vec::new();
     let mut secrets: Vec<String> = Vec::new();
-    let mut push_secret = |v: &str| {
-        if v.len() >= MIN_SECRET_LEN && !secrets.iter().any(|s| s == v) {
+    // `explicit`: given with --env, so the user says it is a secret; only
+    // the floor on length applies. Found by name: it must look like one.
+    let mut push_secret = |v: &str, explicit: bool| {
+        let masked = if explicit {
+            v.chars().count() >= MIN_SECRET_LEN
+        } else {
+            can_be_secret(v)
+        };
+        if masked && !secrets.iter().any(|s| s == v) {
             secrets.push(v.to_string());
         }
     };
@@ -174,7 +212,7 @@ pub fn agent_env(
     for (k, v) in host {
         let passes = !sandboxed || allowed(agent, k);
         if passes && looks_secret(k) {
-            push_secret(v);
+            push_secret(v, false);
         }
         if sandboxed && passes {
             vars.push((k.into(), v.into()));
@@ -182,7 +220,7 @@ pub fn agent_env(
     }
     for (k, v) in fixed {
         if looks_secret(&k.to_string_lossy()) {
-            push_secret(&v.to_string_lossy());
+            push_secret(&v.to_string_lossy(), false);
         }
         vars.retain(|(n, _)| n != k);
         vars.push((k.clone(), v.clone()));
@@ -194,16 +232,70 @@ pub fn agent_env(
         };
         // Everything given with --env is treated as a secret.
         if let Some(v) = value {
-            push_secret(&v);
+            push_secret(&v, true);
             vars.retain(|(n, _)| n != e.name());
             vars.push((e.name().into(), v.into()));
         }
     }
+    add_git_config(&mut vars, host, sandboxed);
     AgentEnv {
         vars,
         clear: sandboxed,
         secrets,
     }
+}
+
+/// git settings every agent's git gets. Without them, a `git commit` that
+/// triggers automatic maintenance leaves it running detached in the
+/// background, where it outlives the agent and is killed as its orphan.
+/// Run in the foreground, it is part of the commit, as it should be.
+pub const GIT_CONFIG: &[(&str, &str)] = &[
+    ("maintenance.autoDetach", "false"),
+    ("gc.autoDetach", "false"),
+];
+
+/// Appends [`GIT_CONFIG`] through `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_n`/
+/// `GIT_CONFIG_VALUE_n`, after any the agent already gets (from the host,
+/// or from `--env`), which are kept. A count git cannot read is left alone:
+/// git refuses it with its own message, which is the user's to see.
+fn add_git_config(
+    vars: &mut Vec<(OsString, OsString)>,
+    host: &[(String, String)],
+    sandboxed: bool,
+) {
+    const COUNT: &str = "GIT_CONFIG_COUNT";
+    let set = vars
+        .iter()
+        .rev()
+        .find(|(k, _)| k == COUNT)
+        .map(|(_, v)| v.to_string_lossy().into_owned());
+    // On the host the agent inherits warden's environment; in a sandbox
+    // only what `vars` holds.
+    let inherited = (!sandboxed)
+        .then(|| {
+            host.iter()
+                .find(|(k, _)| k == COUNT)
+                .map(|(_, v)| v.clone())
+        })
+        .flatten();
+    let first: usize = match set.or(inherited) {
+        None => 0,
+        Some(n) if n.trim().is_empty() => 0,
+        Some(n) => match n.trim().parse() {
+            Ok(n) => n,
+            Err(_) => return,
+        },
+    };
+    for (i, (key, value)) in GIT_CONFIG.iter().enumerate() {
+        let n = first + i;
+        for (name, v) in [("KEY", key), ("VALUE", value)] {
+            let name = OsString::from(format!("GIT_CONFIG_{name}_{n}"));
+            vars.retain(|(k, _)| *k != name);
+            vars.push((name, OsString::from(v)));
+        }
+    }
+    vars.retain(|(k, _)| k != COUNT);
+    vars.push((COUNT.into(), (first + GIT_CONFIG.len()).to_string().into()));
 }
 
 #[cfg(test)]
@@ -216,8 +308,8 @@ mod tests {
             ("HOME", "/home/u"),
             ("LC_ALL", "C"),
             ("ANTHROPIC_API_KEY", "sk-ant-123456"),
-            ("AWS_SECRET_ACCESS_KEY", "aws-secret-value"),
-            ("GITHUB_TOKEN", "ghp_abcdef"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-Secret-Value9"),
+            ("GITHUB_TOKEN", "ghp_abcdef123"),
             ("EDITOR", "vim"),
         ]
         .iter()
@@ -270,7 +362,7 @@ mod tests {
         let n = names(&e);
         assert!(n.contains(&"GITHUB_TOKEN".into()) && n.contains(&"MODE".into()));
         assert!(
-            e.secrets.contains(&"ghp_abcdef".to_string())
+            e.secrets.contains(&"ghp_abcdef123".to_string())
                 && e.secrets.contains(&"fast-lane".to_string())
         );
     }
@@ -280,13 +372,140 @@ mod tests {
         let e = agent_env(Agent::Exec, false, &host(), &[], &[]);
         assert!(!e.clear);
         assert!(
-            e.vars.is_empty(),
+            e.vars
+                .iter()
+                .all(|(k, _)| k.to_string_lossy().starts_with("GIT_CONFIG_")),
             "the host environment is inherited, not copied"
         );
         assert!(
-            e.secrets.contains(&"aws-secret-value".to_string())
-                && e.secrets.contains(&"ghp_abcdef".to_string())
+            e.secrets.contains(&"aws-Secret-Value9".to_string())
+                && e.secrets.contains(&"ghp_abcdef123".to_string())
         );
+    }
+
+    #[test]
+    fn only_names_with_a_secret_word_as_a_part_look_secret() {
+        for yes in [
+            "ANTHROPIC_API_KEY",
+            "APIKEY",
+            "GITHUB_TOKEN",
+            "AWS_SESSION_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "NPM_AUTH",
+            "DB_PASSWORD",
+            "MY_CREDENTIALS",
+            "SSH_KEYS",
+            "session_cookie",
+        ] {
+            assert!(looks_secret(yes), "{yes}");
+        }
+        for no in [
+            "XDG_SESSION_CLASS",
+            "DESKTOP_SESSION",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "GIT_AUTHOR_NAME",
+            "XAUTHORITY",
+            "KEYBOARD_LAYOUT",
+            "PATH",
+        ] {
+            assert!(!looks_secret(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn only_values_that_can_be_secrets_are_masked_for_their_name() {
+        for yes in [
+            "sk-ant-api03-AbC",
+            "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+            "AKIAIOSFODNN7EXAMPLE",
+            "hunter42",
+            "CorrectHorse",
+        ] {
+            assert!(can_be_secret(yes), "{yes}");
+        }
+        for no in [
+            "user",
+            "ubuntu",
+            "fake1",
+            "ubuntu-wayland",
+            "interactive",
+            "/run/user/1000/keyring/ssh",
+            "~/.ssh/id_ed25519",
+            "two words 12345678",
+        ] {
+            assert!(!can_be_secret(no), "{no}");
+        }
+        let host: Vec<(String, String)> = [
+            ("XDG_SESSION_CLASS", "user"),
+            ("DESKTOP_SESSION", "ubuntu"),
+            ("SSH_AUTH_SOCK", "/run/user/1000/keyring/ssh"),
+            ("NPM_TOKEN", "npm_5Fz8Qw2Lk9"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let extra = [
+            EnvArg::parse("MODE=fast").unwrap(),
+            EnvArg::parse("PHRASE=correcthorse").unwrap(),
+        ];
+        let e = agent_env(Agent::Exec, false, &host, &[], &extra);
+        assert_eq!(
+            e.secrets,
+            vec!["npm_5Fz8Qw2Lk9".to_string(), "correcthorse".to_string()],
+            "a short --env value is not masked; a long one is, word or not"
+        );
+    }
+
+    fn var<'a>(e: &'a AgentEnv, name: &str) -> Option<&'a str> {
+        e.vars
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.to_str())
+    }
+
+    #[test]
+    fn git_never_detaches_maintenance_and_the_users_git_config_is_kept() {
+        // Nothing set: ours from 0, on the host and in a sandbox.
+        for sandboxed in [false, true] {
+            let e = agent_env(Agent::Exec, sandboxed, &host(), &[], &[]);
+            assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("2"));
+            assert_eq!(var(&e, "GIT_CONFIG_KEY_0"), Some("maintenance.autoDetach"));
+            assert_eq!(var(&e, "GIT_CONFIG_VALUE_0"), Some("false"));
+            assert_eq!(var(&e, "GIT_CONFIG_KEY_1"), Some("gc.autoDetach"));
+            assert_eq!(var(&e, "GIT_CONFIG_VALUE_1"), Some("false"));
+        }
+        // The host's own, inherited on the host: appended after them.
+        let mut host = host();
+        host.push(("GIT_CONFIG_COUNT".into(), "1".into()));
+        host.push(("GIT_CONFIG_KEY_0".into(), "user.name".into()));
+        host.push(("GIT_CONFIG_VALUE_0".into(), "Jane".into()));
+        let e = agent_env(Agent::Exec, false, &host, &[], &[]);
+        assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("3"));
+        assert_eq!(var(&e, "GIT_CONFIG_KEY_0"), None, "inherited, not replaced");
+        assert_eq!(var(&e, "GIT_CONFIG_KEY_1"), Some("maintenance.autoDetach"));
+        assert_eq!(var(&e, "GIT_CONFIG_KEY_2"), Some("gc.autoDetach"));
+        // In a sandbox the host's do not pass, unless given with --env.
+        let e = agent_env(Agent::Exec, true, &host, &[], &[]);
+        assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("2"));
+        let extra = [
+            EnvArg::parse("GIT_CONFIG_COUNT").unwrap(),
+            EnvArg::parse("GIT_CONFIG_KEY_0").unwrap(),
+            EnvArg::parse("GIT_CONFIG_VALUE_0").unwrap(),
+        ];
+        let e = agent_env(Agent::Exec, true, &host, &[], &extra);
+        assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("3"));
+        assert_eq!(var(&e, "GIT_CONFIG_KEY_0"), Some("user.name"));
+        assert_eq!(var(&e, "GIT_CONFIG_KEY_2"), Some("gc.autoDetach"));
+        // A count git cannot read is git's to refuse.
+        let e = agent_env(
+            Agent::Exec,
+            false,
+            &host,
+            &[("GIT_CONFIG_COUNT".into(), "many".into())],
+            &[],
+        );
+        assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("many"));
     }
 
     #[test]

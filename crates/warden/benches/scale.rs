@@ -133,7 +133,7 @@ fn concurrent(tmp: &std::path::Path) {
             ]);
             spec.run_dir = Some(tmp.join(format!("c{i}")));
             spec.limits.stall_timeout = Some(Duration::from_secs(60));
-            let mut run = Run::new(spec).spawn().unwrap();
+            let mut run = Run::new(spec).spawn().await.unwrap();
             handles.push(tokio::spawn(async move {
                 while run.next_event().await.is_some() {}
                 run.wait().await

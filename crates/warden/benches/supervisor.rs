@@ -221,7 +221,7 @@ async fn clock_lateness(tmp: &Path, reps: usize) {
             spec.limits = case.limits.clone();
             spec.run_dir = Some(tmp.join(format!("r-clock-{n}-{i}")));
             let t0 = Instant::now();
-            let mut run = Run::new(spec).spawn().unwrap();
+            let mut run = Run::new(spec).spawn().await.unwrap();
             let mut from = case.from.is_none().then_some(t0);
             let mut fired = None;
             while let Some(ev) = run.next_event().await {

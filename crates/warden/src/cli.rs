@@ -382,14 +382,16 @@ async fn run(args: RunArgs) -> u8 {
             workdir: cwd.clone(),
             run_dir: PathBuf::new(),
             // Only a template needs them; asking git costs a process.
-            branch: plan
-                .templated
-                .then(|| warden_run::git::branch(&cwd))
-                .flatten(),
-            base: plan
-                .templated
-                .then(|| warden_run::git::head(&cwd))
-                .flatten(),
+            branch: if plan.templated {
+                warden_run::git::branch(&cwd).await
+            } else {
+                None
+            },
+            base: if plan.templated {
+                warden_run::git::head(&cwd).await
+            } else {
+                None
+            },
             correction: None,
         };
         let mut spec = match plan.spec(&ctx) {

@@ -83,7 +83,7 @@ pub async fn doctor() -> u8 {
     let dir = std::env::temp_dir().join(format!("warden-doctor-{}", std::process::id()));
     let mut spec = RunSpec::exec(["true"]);
     spec.run_dir = Some(dir.clone());
-    let works = match Run::new(spec).spawn() {
+    let works = match Run::new(spec).spawn().await {
         Ok(mut run) => {
             while run.next_event().await.is_some() {}
             let report = run.wait().await;

@@ -70,7 +70,7 @@ pub(crate) async fn run_once(
     agent: Agent,
     resolved: &crate::settings::Resolved,
 ) -> u8 {
-    let mut handle = match Run::new(spec).spawn() {
+    let mut handle = match Run::new(spec).spawn().await {
         Ok(h) => h,
         Err(e) if e.is_unavailable() => {
             eprintln!("warden: error: {e}");

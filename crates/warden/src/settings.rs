@@ -136,6 +136,35 @@ pub enum SettingsError {
     Read { path: PathBuf, message: String },
 }
 
+/// The text of a config file; `None` if `./warden.toml` is simply not
+/// there (a file named with `--config` must exist). The work tree is the
+/// agent's to change, so the file is read as one it may have planted:
+/// only a regular file, bounded, without blocking on a FIFO. Anything
+/// else that is there (a directory, a FIFO, a file warden may not read,
+/// text that is not UTF-8) is an error: never silently the defaults.
+fn read_config(path: &Path, named: bool) -> Result<Option<String>, SettingsError> {
+    use warden_run::regular_file::{self, ReadError};
+    match regular_file::read_text(path, warden_run::defaults::MAX_WORK_TREE_FILE) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.is_not_found() && !named => Ok(None),
+        Err(e) => {
+            let message = match &e {
+                ReadError::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+                    format!("{io}: make it readable by this user, or remove it")
+                }
+                ReadError::NotRegular { .. } | ReadError::NotUtf8 { .. } => {
+                    format!("{e}: a config file is TOML text; remove or replace it")
+                }
+                _ => e.to_string(),
+            };
+            Err(SettingsError::Read {
+                path: path.to_path_buf(),
+                message,
+            })
+        }
+    }
+}
+
 fn known_keys() -> String {
     KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
 }
@@ -181,21 +210,12 @@ impl RawSettings {
             .config
             .clone()
             .or_else(|| std::env::var_os("WARDEN_CONFIG").map(PathBuf::from));
-        match config {
-            Some(path) => {
-                let path = cwd.join(path);
-                let text = std::fs::read_to_string(&path).map_err(|e| SettingsError::Read {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-                raw.add_file(&text, &path)?;
-            }
-            None => {
-                let path = cwd.join("warden.toml");
-                if let Ok(text) = std::fs::read_to_string(&path) {
-                    raw.add_file(&text, &path)?;
-                }
-            }
+        let (path, named) = match config {
+            Some(path) => (cwd.join(path), true),
+            None => (cwd.join("warden.toml"), false),
+        };
+        if let Some(text) = read_config(&path, named)? {
+            raw.add_file(&text, &path)?;
         }
         Ok(raw)
     }

@@ -301,7 +301,7 @@ impl Supervisor {
         }
         self.remove_sandbox_leftovers().await;
         tree.close().await;
-        self.collect_commits().await;
+        self.collect_commits(&mut control).await;
         self.finish().await
     }
 

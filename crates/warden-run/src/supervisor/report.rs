@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use tokio::sync::mpsc::UnboundedReceiver;
 use warden_events::Event;
 
-use super::Supervisor;
+use super::{Control, Supervisor};
 use crate::report::{LimitsReport, Report};
 use crate::verdict::{Cause, Facts, Verdict, decide};
 
@@ -127,25 +128,38 @@ impl Supervisor {
     }
 
     /// The commits made since the start, read after every process of the
-    /// run is gone (so none is still writing).
-    pub(super) async fn collect_commits(&mut self) {
+    /// run is gone (so none is still writing). git is bounded in time
+    /// (`defaults::GIT_QUERY_TIMEOUT`), and a cancel stops it at once: the
+    /// agent may have left a repository git blocks on.
+    pub(super) async fn collect_commits(&mut self, control: &mut UnboundedReceiver<Control>) {
         let Some(g) = self.setup.git.clone() else {
             return;
         };
-        let found = tokio::task::spawn_blocking(move || {
-            (
-                crate::git::commits_since(&g.dir, g.base.as_deref()),
-                crate::git::branch(&g.dir),
-            )
-        })
-        .await;
+        let work = async {
+            let commits = crate::git::commits_since(&g.dir, g.base.as_deref()).await;
+            (commits, crate::git::branch(&g.dir).await)
+        };
+        let mut work = std::pin::pin!(work);
+        let mut control_open = true;
+        // Dropping `work` kills the git it is waiting for.
+        let found = loop {
+            tokio::select! {
+                found = &mut work => break Some(found),
+                c = control.recv(), if control_open => match c {
+                    Some(_) => break None,
+                    None => control_open = false,
+                },
+            }
+        };
         match found {
-            Ok((Ok(commits), branch)) => {
+            Some((Ok(commits), branch)) => {
                 self.commits = commits;
                 self.branch = branch;
             }
-            Ok((Err(e), _)) => self.note_error(format!("could not collect commits: {e}")),
-            Err(e) => self.note_error(format!("could not collect commits: {e}")),
+            Some((Err(e), _)) => self.note_error(format!("could not collect commits: {e}")),
+            None => self.note_error(
+                "could not collect commits: cancelled while git was reading them".into(),
+            ),
         }
     }
 

@@ -1,0 +1,149 @@
+//! Reading a file the agent may have planted: only a regular file, never
+//! more than a bound, and never blocking.
+//!
+//! Everything under the work tree is the agent's to change, and the agent
+//! is untrusted. A FIFO where warden expects a file blocks `open(2)` until
+//! someone writes it; a link to `/dev/zero` never ends. So the file is
+//! opened with `O_NONBLOCK` (which makes opening a FIFO return at once),
+//! its type is checked on the open descriptor (so it cannot be swapped
+//! between the check and the read), and at most `limit` bytes are read.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Why a file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("it is {kind}, not a regular file")]
+    NotRegular { kind: &'static str },
+    #[error("it is {size} bytes long, more than the {limit} bytes warden reads")]
+    TooLarge { size: u64, limit: u64 },
+    #[error("it is not UTF-8 text (byte {at} is not valid)")]
+    NotUtf8 { at: usize },
+}
+
+impl ReadError {
+    /// Whether the file simply is not there.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReadError::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+/// What a file type is, in words, for an error message.
+pub fn kind_of(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a regular file"
+    }
+}
+
+/// The bytes of the regular file at `path` (links are followed, but what
+/// they lead to must be a regular file), at most `limit` of them.
+pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let file = File::options()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(ReadError::NotRegular {
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    if meta.len() > limit {
+        return Err(ReadError::TooLarge {
+            size: meta.len(),
+            limit,
+        });
+    }
+    let mut bytes = Vec::new();
+    // A file that grows while it is read still stops at the bound.
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge {
+            size: bytes.len() as u64,
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+/// The regular file at `path` as UTF-8 text, at most `limit` bytes.
+pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
+    let bytes = read(path, limit)?;
+    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 {
+        at: e.utf8_error().valid_up_to(),
+    })
+}
+
+/// Whether `path`, if it exists, is something other than a regular file
+/// (links followed), without opening it: a `stat` never blocks.
+pub fn not_regular(path: &Path) -> Option<&'static str> {
+    let meta = std::fs::metadata(path).ok()?;
+    (!meta.file_type().is_file()).then(|| kind_of(meta.file_type()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_a_directory_a_device_and_a_big_file_are_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let e = read(&fifo, 100).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        assert!(matches!(
+            read(&link, 100),
+            Err(ReadError::NotRegular { .. })
+        ));
+        assert!(
+            read(dir.path(), 100)
+                .unwrap_err()
+                .to_string()
+                .contains("directory")
+        );
+        assert!(matches!(
+            read(Path::new("/dev/zero"), 100),
+            Err(ReadError::NotRegular { .. })
+        ));
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; 101]).unwrap();
+        assert!(matches!(read(&big, 100), Err(ReadError::TooLarge { .. })));
+        std::fs::write(&big, b"ok\xff").unwrap();
+        assert!(matches!(
+            read_text(&big, 100),
+            Err(ReadError::NotUtf8 { at: 2 })
+        ));
+        assert!(
+            read(&dir.path().join("none"), 100)
+                .unwrap_err()
+                .is_not_found()
+        );
+        assert_eq!(not_regular(&fifo), Some("a FIFO (named pipe)"));
+        assert_eq!(not_regular(&big), None);
+    }
+}
