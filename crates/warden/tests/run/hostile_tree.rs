@@ -1,0 +1,464 @@
+//! What an agent plants in its work tree must not hang, blind or fool
+//! warden: FIFOs and devices where git or warden read a file, a git that
+//! blocks, a `warden.toml` that is no text file. Also: which values are
+//! masked as secrets, and git's background maintenance inside a run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{Case, Finished, kill};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository with one commit, in the case's directory.
+fn repo(case: &Case) {
+    let d = case.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    git(d, &["config", "user.name", "Test Agent"]);
+    git(d, &["config", "user.email", "agent@example.com"]);
+    std::fs::write(d.join("README"), "hello\n").unwrap();
+    git(d, &["add", "README"]);
+    git(d, &["commit", "-qm", "initial"]);
+}
+
+/// Waits for `child` at most `limit`; kills it (and fails) if it is still
+/// running then: the hang the test is about.
+fn wait_bounded(case: &Case, mut child: Child, limit: Duration, what: &str) -> Finished {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if child.try_wait().unwrap().is_some() {
+            let out: Output = child.wait_with_output().unwrap();
+            return case.finished(out, start);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    for (pid, _) in case.survivors() {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    panic!("warden still running after {limit:?}: {what}");
+}
+
+fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+// ---- FIFOs and special files in the repository ----
+
+#[test]
+fn a_fifo_planted_at_git_head_does_not_hang_warden_and_the_report_says_why() {
+    let case = Case::new();
+    repo(&case);
+    let child = case.spawn(&[
+        "run",
+        "exec",
+        "--timeout",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "rm .git/HEAD && mkfifo .git/HEAD && echo planted",
+    ]);
+    let done = wait_bounded(&case, child, Duration::from_secs(30), "FIFO at .git/HEAD");
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        done.elapsed < Duration::from_secs(15),
+        "took {:?}",
+        done.elapsed
+    );
+    let report = done.report();
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("could not collect commits") && error.contains("HEAD is a FIFO"),
+        "the report must say why there are no commits: {report}"
+    );
+    case.assert_nothing_left();
+}
+
+#[test]
+fn sigterm_while_git_is_stuck_reading_the_commits_ends_warden_at_once() {
+    let case = Case::new();
+    repo(&case);
+    // The branch's ref file becomes a FIFO: HEAD itself is fine, so git
+    // starts and then blocks opening the ref.
+    let child = case.spawn(&[
+        "run",
+        "exec",
+        "--timeout",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "rm .git/refs/heads/main && mkfifo .git/refs/heads/main && echo planted",
+    ]);
+    case.wait_for_output("stdout.log", "planted", Duration::from_secs(10));
+    // Commit collection starts once the agent is gone; give it a moment
+    // to be stuck in git.
+    std::thread::sleep(Duration::from_millis(700));
+    kill(child.id(), "TERM");
+    let done = wait_bounded(
+        &case,
+        child,
+        Duration::from_secs(8),
+        "SIGTERM swallowed while git blocks on a FIFO",
+    );
+    assert_eq!(done.code, 0, "the agent itself succeeded: {}", done.stderr);
+    let report = done.report();
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("could not collect commits"),
+        "the report must say the commits were not collected: {report}"
+    );
+    // git carried the marker: it was killed, not left blocked.
+    case.assert_nothing_left();
+}
+
+#[test]
+fn git_head_linked_to_dev_zero_or_huge_does_not_hang_or_flood_warden() {
+    for (what, plant) in [
+        ("/dev/zero", "ln -sf /dev/zero .git/HEAD"),
+        ("a huge HEAD", "rm .git/HEAD && truncate -s 3G .git/HEAD"),
+    ] {
+        let case = Case::new();
+        repo(&case);
+        let script = format!("{plant} && echo planted");
+        let child = case.spawn(&["run", "exec", "--timeout", "5s", "--", "sh", "-c", &script]);
+        let done = wait_bounded(&case, child, Duration::from_secs(40), what);
+        assert_eq!(done.code, 0, "{what}: {}", done.stderr);
+        let report = done.report();
+        assert_eq!(report["verdict"], "succeeded", "{what}: {report}");
+        assert!(
+            report["commits"].as_array().is_some_and(Vec::is_empty),
+            "{what}: {report}"
+        );
+        assert!(
+            report["branch"].is_null(),
+            "{what}: no branch is read from such a HEAD: {report}"
+        );
+        case.assert_nothing_left();
+    }
+}
+
+// ---- warden.toml ----
+
+fn assert_config_refused(done: &Finished, needles: &[&str]) {
+    assert_eq!(
+        done.code, 2,
+        "expected a usage error; stderr:\n{}",
+        done.stderr
+    );
+    for n in needles {
+        assert!(
+            done.stderr.contains(n),
+            "`{n}` missing from:\n{}",
+            done.stderr
+        );
+    }
+    assert!(
+        done.elapsed < Duration::from_secs(5),
+        "refused at once, not after {:?}",
+        done.elapsed
+    );
+    assert!(!done.run_dir.exists(), "no run should start on bad input");
+}
+
+fn run_bounded(case: &Case, what: &str) -> Finished {
+    let child = case.spawn(&["run", "exec", "--", "true"]);
+    wait_bounded(case, child, Duration::from_secs(10), what)
+}
+
+#[test]
+fn a_fifo_at_warden_toml_is_refused_at_once() {
+    let case = Case::new();
+    mkfifo(&case.path().join("warden.toml"));
+    let done = run_bounded(&case, "FIFO at warden.toml");
+    assert_config_refused(&done, &["warden.toml", "FIFO", "not a regular file"]);
+
+    // Named with --config, and reached through a link: the same.
+    let case = Case::new();
+    mkfifo(&case.path().join("pipe"));
+    std::os::unix::fs::symlink("pipe", case.path().join("warden.toml")).unwrap();
+    let done = run_bounded(&case, "link to a FIFO at warden.toml");
+    assert_config_refused(&done, &["warden.toml", "FIFO"]);
+    let child = case.spawn(&["run", "exec", "--config", "pipe", "--", "true"]);
+    let done = wait_bounded(&case, child, Duration::from_secs(10), "--config FIFO");
+    assert_config_refused(&done, &["pipe", "FIFO"]);
+}
+
+#[test]
+fn a_directory_device_or_huge_warden_toml_is_refused_naming_the_file() {
+    let case = Case::new();
+    std::fs::create_dir(case.path().join("warden.toml")).unwrap();
+    let done = run_bounded(&case, "directory at warden.toml");
+    assert_config_refused(&done, &["warden.toml", "a directory"]);
+
+    let case = Case::new();
+    std::os::unix::fs::symlink("/dev/zero", case.path().join("warden.toml")).unwrap();
+    let done = run_bounded(&case, "/dev/zero at warden.toml");
+    assert_config_refused(&done, &["warden.toml", "character device"]);
+
+    let case = Case::new();
+    let big = std::fs::File::create(case.path().join("warden.toml")).unwrap();
+    big.set_len(1 << 30).unwrap();
+    let done = run_bounded(&case, "1 GiB warden.toml");
+    assert_config_refused(&done, &["warden.toml", "bytes long"]);
+}
+
+#[test]
+fn a_warden_toml_that_is_not_utf8_is_refused_naming_the_file() {
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("warden.toml"),
+        b"timeout = \"5s\"\n# \xff\xfe\n",
+    )
+    .unwrap();
+    let done = run_bounded(&case, "non-UTF-8 warden.toml");
+    assert_config_refused(&done, &["warden.toml", "not UTF-8"]);
+}
+
+#[test]
+fn an_unreadable_warden_toml_is_refused_naming_the_file() {
+    let case = Case::new();
+    let file = case.path().join("warden.toml");
+    std::fs::write(&file, "timeout = \"5s\"\n").unwrap();
+    set_mode(&file, 0o000);
+    let done = if is_root() {
+        // root reads anything: run warden as `nobody`.
+        if !nobody_can_run_warden() {
+            println!("skipped: `nobody` cannot reach the warden binary here");
+            return;
+        }
+        set_mode(case.path(), 0o755);
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            crate::support::WARDEN,
+            "run",
+            "exec",
+            "--",
+            "true",
+        ])
+        .current_dir(case.path())
+        .env("WARDEN_TEST_MARK", &case.mark)
+        .env("WARDEN_RUN_DIR", case.run_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        wait_bounded(&case, child, Duration::from_secs(10), "unreadable")
+    } else {
+        run_bounded(&case, "unreadable warden.toml")
+    };
+    assert_config_refused(&done, &["warden.toml", "ermission denied"]);
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn nobody_can_run_warden() -> bool {
+    Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            crate::support::WARDEN,
+            "--version",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+// ---- blocking work and the clocks ----
+
+/// A `git` first on PATH that is slow for `git status` only (which warden
+/// asks at the end of a worktree session) and the real git otherwise.
+fn slow_git_status(case: &Case, secs: u32) -> PathBuf {
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = case.path().join("slow-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = status ] && sleep {secs} && break; done\nexec {} \"$@\"\n",
+        real.trim()
+    );
+    let path = bin.join("git");
+    std::fs::write(&path, script).unwrap();
+    set_mode(&path, 0o755);
+    bin
+}
+
+#[test]
+fn a_slow_git_in_one_run_of_a_batch_does_not_delay_another_runs_clocks() {
+    let case = Case::new();
+    repo(&case);
+    let bin = slow_git_status(&case, 6);
+    let toml = "[defaults]\nagent = \"exec\"\n\n\
+         [[run]]\nname = \"slow-git\"\nworktree = true\ncommand = [\"sh\", \"-c\", \"echo quick\"]\n\n\
+         [[run]]\nname = \"clocked\"\ntimeout = \"1500ms\"\nkill_grace = \"100ms\"\ncommand = [\"sleep\", \"600\"]\n";
+    let file = case.path().join("runs.toml");
+    std::fs::write(&file, toml).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let batch_dir = case.path().join("batch");
+    let mut cmd = case.command(&[
+        "batch",
+        file.to_str().unwrap(),
+        "-j",
+        "2",
+        "--dir",
+        batch_dir.to_str().unwrap(),
+    ]);
+    cmd.env("PATH", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let done = wait_bounded(&case, child, Duration::from_secs(60), "batch");
+    let clocked: Value = serde_json::from_str(
+        &std::fs::read_to_string(batch_dir.join("clocked/iteration-1/run.json"))
+            .unwrap_or_else(|e| panic!("clocked run.json: {e}\n{}", done.stderr)),
+    )
+    .unwrap();
+    assert_eq!(clocked["verdict"], "timed_out", "{clocked}");
+    let took = clocked["duration_ms"].as_u64().unwrap();
+    assert!(
+        took < 4000,
+        "a 1.5s timeout fired after {took} ms: another run's git held the clocks\n{}",
+        done.stderr
+    );
+    case.assert_nothing_left();
+}
+
+// ---- git's background maintenance ----
+
+#[test]
+fn git_auto_maintenance_in_a_run_leaves_no_orphan() {
+    let case = Case::new();
+    repo(&case);
+    // gc.auto = 1 makes the commit start automatic maintenance, which git
+    // detaches into the background unless told not to.
+    git(case.path(), &["config", "gc.auto", "1"]);
+    let script = "mkdir d && i=0 && while [ $i -lt 2000 ]; do i=$((i+1)); echo $i > d/$i; done \
+                  && git add d && git commit -qm many && echo committed";
+    let done = case.run(&["run", "exec", "--timeout", "2m", "--", "sh", "-c", script]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let report = done.report();
+    assert_eq!(
+        report["commits"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(
+        report["orphans"].as_array().map(Vec::len),
+        Some(0),
+        "git's maintenance is no orphan of the agent: {report}"
+    );
+    assert_eq!(report["orphans_killed"], 0, "{report}");
+    assert!(
+        std::fs::read_dir(case.path().join(".git/objects/pack"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".pack")),
+        "the maintenance ran, in the foreground"
+    );
+    case.assert_nothing_left();
+}
+
+// ---- which values are masked ----
+
+const TOKEN: &str = "npm_5Fz8Qw2Lk9xYzT";
+const GIVEN: &str = "s3cr3t-Given-Value";
+
+#[test]
+fn ordinary_host_values_are_not_masked_and_real_secrets_are_everywhere() {
+    let case = Case::new();
+    let script = format!(
+        "echo user ubuntu fakery session-user; echo token={TOKEN}; echo \"given '{GIVEN}'\""
+    );
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--env",
+        "MODE=fake",
+        "--env",
+        &format!("API_SECRET={GIVEN}"),
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &script,
+        "user",
+    ]);
+    cmd.env("XDG_SESSION_CLASS", "user")
+        .env("DESKTOP_SESSION", "ubuntu")
+        .env("SSH_AUTH_SOCK", "/run/user/1000/keyring/ssh")
+        .env("NPM_TOKEN", TOKEN);
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+
+    let events = std::fs::read_to_string(done.run_dir.join("events.jsonl")).unwrap();
+    let report = std::fs::read_to_string(done.run_dir.join("run.json")).unwrap();
+    for (name, text) in [
+        ("events.jsonl", &events),
+        ("run.json", &report),
+        ("--json", &done.stdout),
+        ("the terminal", &done.stderr),
+    ] {
+        assert!(!text.contains(TOKEN), "{name} shows the token:\n{text}");
+        assert!(
+            !text.contains(GIVEN),
+            "{name} shows the --env secret:\n{text}"
+        );
+        assert!(text.contains("token=***"), "{name}:\n{text}");
+        assert!(text.contains("given '***'"), "{name}:\n{text}");
+    }
+    for (name, text) in [("events.jsonl", &events), ("run.json", &report)] {
+        assert!(
+            text.contains("user ubuntu fakery session-user"),
+            "{name}: ordinary words are masked:\n{text}"
+        );
+    }
+    let report = done.report();
+    let command = report["command"].as_array().unwrap();
+    assert_eq!(
+        command.last().unwrap(),
+        "user",
+        "the command line keeps `user`: {report}"
+    );
+}
