@@ -137,11 +137,15 @@ const SECRET_WORDS: &[&str] = &[
 /// `_`-separated parts is, or ends with, a [`SECRET_WORDS`] word (a plural
 /// too): `ANTHROPIC_API_KEY`, `APIKEY`, `AWS_SESSION_TOKEN`, `NPM_AUTH`.
 /// A word inside a longer part is not enough: `GIT_AUTHOR_NAME`,
-/// `XAUTHORITY` and `KEYBOARD` name no secret. `SESSION` alone is not a
+/// `XAUTHORITY`, `KEYBOARD` and `GIT_CONFIG_KEY_0` name no secret. `SESSION` alone is not a
 /// secret word: it names desktop sessions and bus addresses far more often
 /// (`XDG_SESSION_CLASS`, `DESKTOP_SESSION`, `DBUS_SESSION_BUS_ADDRESS`),
 /// and a session token's name says `TOKEN`.
 pub fn looks_secret(name: &str) -> bool {
+    // `GIT_CONFIG_KEY_<n>` holds the name of a git setting, not a key.
+    if name.starts_with("GIT_CONFIG_KEY_") {
+        return false;
+    }
     name.to_ascii_uppercase().split('_').any(|part| {
         let singular = part.strip_suffix('S').unwrap_or(part);
         SECRET_WORDS
@@ -406,6 +410,7 @@ mod tests {
             "GIT_AUTHOR_NAME",
             "XAUTHORITY",
             "KEYBOARD_LAYOUT",
+            "GIT_CONFIG_KEY_0",
             "PATH",
         ] {
             assert!(!looks_secret(no), "{no}");
