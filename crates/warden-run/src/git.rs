@@ -132,6 +132,7 @@ pub async fn head(dir: &Path) -> Option<String> {
 /// The current branch, if HEAD is on one. Read from the HEAD file (no git
 /// process: it is asked at the end of every run), with git as the fallback.
 pub async fn branch(dir: &Path) -> Option<String> {
+    check_repo_files(dir).ok()?;
     if let Some(git_dir) = git_dir(dir) {
         return match regular_file::read_text(&git_dir.join("HEAD"), HEAD_FILE_LIMIT) {
             Ok(head) => head
@@ -223,9 +224,13 @@ pub fn check_repo_files(dir: &Path) -> Result<(), GitError> {
 
 /// Whether the work tree has changes not committed (untracked files too).
 pub async fn is_dirty(dir: &Path) -> bool {
-    git(dir, ["status", "--porcelain"])
-        .await
-        .is_ok_and(|s| !s.is_empty())
+    status(dir).await.is_ok_and(|s| !s.is_empty())
+}
+
+/// `git status --porcelain`, refused at once where git would block.
+async fn status(dir: &Path) -> Result<String, GitError> {
+    check_repo_files(dir)?;
+    git(dir, ["status", "--porcelain"]).await
 }
 
 /// Commits reachable from HEAD and not from `base` (all of HEAD's
@@ -245,6 +250,9 @@ pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>
             "log",
             "--reverse",
             "--no-color",
+            // A signature check runs the program the repository's config
+            // names (`gpg.program`), which the agent may have set.
+            "--no-show-signature",
             "--format=%x1e%H%x1f%s%x1f%an <%ae>",
             "--name-only",
             range.as_str(),
@@ -358,7 +366,7 @@ impl Worktree {
         }
         // Removed only when known to be clean: a git that fails or is
         // killed keeps the worktree.
-        match git(&self.path, ["status", "--porcelain"]).await {
+        match status(&self.path).await {
             Ok(s) if s.is_empty() => {}
             _ => return false,
         }

@@ -165,6 +165,23 @@ fn read_config(path: &Path, named: bool) -> Result<Option<String>, SettingsError
     }
 }
 
+/// A TOML error as its place and message, without the quoted line that
+/// `toml` shows: `./warden.toml` may be a link the agent planted to a file
+/// it cannot read itself (a key, `/etc/shadow`), and warden's error must
+/// not print that file's lines.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', "; ");
+    match e.span() {
+        Some(span) => {
+            let before = &text.as_bytes()[..span.start.min(text.len())];
+            let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+            let column = before.iter().rev().take_while(|b| **b != b'\n').count() + 1;
+            format!("TOML parse error at line {line}, column {column}: {message}")
+        }
+        None => format!("TOML parse error: {message}"),
+    }
+}
+
 fn known_keys() -> String {
     KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
 }
@@ -274,7 +291,7 @@ impl RawSettings {
             text.parse()
                 .map_err(|e: toml::de::Error| SettingsError::Read {
                     path: path.to_path_buf(),
-                    message: e.to_string(),
+                    message: toml_error(text, &e),
                 })?;
         for (k, v) in table {
             let Some(key) = KEYS.iter().find(|key| key.name == k) else {

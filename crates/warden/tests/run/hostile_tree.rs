@@ -239,6 +239,26 @@ fn a_warden_toml_that_is_not_utf8_is_refused_naming_the_file() {
 }
 
 #[test]
+fn a_warden_toml_linked_to_another_file_never_prints_its_lines() {
+    let case = Case::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let key = elsewhere.path().join("id_key");
+    std::fs::write(
+        &key,
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEF\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&key, case.path().join("warden.toml")).unwrap();
+    let done = run_bounded(&case, "warden.toml linked to a key");
+    assert_config_refused(&done, &["warden.toml", "line 1"]);
+    assert!(
+        !done.stderr.contains("BEGIN") && !done.stderr.contains("MIIEvQ"),
+        "the linked file's lines are printed:\n{}",
+        done.stderr
+    );
+}
+
+#[test]
 fn an_unreadable_warden_toml_is_refused_naming_the_file() {
     let case = Case::new();
     let file = case.path().join("warden.toml");
