@@ -385,6 +385,85 @@ fn a_slow_git_in_one_run_of_a_batch_does_not_delay_another_runs_clocks() {
     case.assert_nothing_left();
 }
 
+/// A `bwrap` first on PATH whose `--version` (the first step of warden's
+/// probe) takes `secs`; the real bubblewrap otherwise.
+fn slow_bwrap_probe(case: &Case, secs: u32) -> Option<PathBuf> {
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v bwrap"])
+            .output()
+            .ok()?
+            .stdout,
+    )
+    .ok()?;
+    let real = real.trim();
+    if real.is_empty() {
+        return None;
+    }
+    let works = Command::new(real)
+        .args(["--ro-bind", "/", "/", "--", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        return None;
+    }
+    let bin = case.path().join("slow-bwrap");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!("#!/bin/sh\n[ \"$1\" = --version ] && sleep {secs}\nexec {real} \"$@\"\n");
+    let path = bin.join("bwrap");
+    std::fs::write(&path, script).unwrap();
+    set_mode(&path, 0o755);
+    Some(bin)
+}
+
+#[test]
+fn a_slow_bwrap_probe_in_one_run_of_a_batch_does_not_delay_another_runs_clocks() {
+    let case = Case::new();
+    let Some(bin) = slow_bwrap_probe(&case, 4) else {
+        println!("skipped: bubblewrap cannot run here");
+        return;
+    };
+    // The clocked run comes first, so it is running when the other run
+    // probes bubblewrap.
+    let toml = "[defaults]\nagent = \"exec\"\n\n\
+         [[run]]\nname = \"clocked\"\ntimeout = \"1500ms\"\nkill_grace = \"100ms\"\ncommand = [\"sleep\", \"600\"]\n\n\
+         [[run]]\nname = \"slow-probe\"\nsandbox = \"bwrap\"\ncommand = [\"true\"]\n";
+    let file = case.path().join("runs.toml");
+    std::fs::write(&file, toml).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let batch_dir = case.path().join("batch");
+    let mut cmd = case.command(&[
+        "batch",
+        file.to_str().unwrap(),
+        "-j",
+        "2",
+        "--dir",
+        batch_dir.to_str().unwrap(),
+    ]);
+    cmd.env("PATH", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let done = wait_bounded(&case, child, Duration::from_secs(60), "batch");
+    let clocked: Value = serde_json::from_str(
+        &std::fs::read_to_string(batch_dir.join("clocked/iteration-1/run.json"))
+            .unwrap_or_else(|e| panic!("clocked run.json: {e}\n{}", done.stderr)),
+    )
+    .unwrap();
+    assert_eq!(clocked["verdict"], "timed_out", "{clocked}");
+    let took = clocked["duration_ms"].as_u64().unwrap();
+    assert!(
+        took < 3500,
+        "a 1.5s timeout fired after {took} ms: another run's bwrap probe held the clocks\n{}",
+        done.stderr
+    );
+    case.assert_nothing_left();
+}
+
 // ---- git's background maintenance ----
 
 #[test]
