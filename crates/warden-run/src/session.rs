@@ -130,11 +130,15 @@ pub struct SessionReport {
 #[derive(Clone, Default)]
 pub struct SessionControl {
     inner: Arc<Mutex<ControlState>>,
+    /// Wakes whoever waits for the next cancel (the git work at the end).
+    cancelled: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Default)]
 struct ControlState {
     stopped: bool,
+    /// How many times `cancel` was called.
+    cancels: u32,
     current: Option<Canceller>,
 }
 
@@ -144,8 +148,26 @@ impl SessionControl {
         let mut s = self.inner.lock().expect("lock");
         let again = s.stopped;
         s.stopped = true;
+        s.cancels += 1;
         if let Some(c) = &s.current {
             if again { c.kill() } else { c.cancel() }
+        }
+        drop(s);
+        self.cancelled.notify_waiters();
+    }
+
+    fn cancels(&self) -> u32 {
+        self.inner.lock().expect("lock").cancels
+    }
+
+    /// Returns once `cancel` has been called more than `seen` times.
+    async fn cancelled_after(&self, seen: u32) {
+        loop {
+            let notified = self.cancelled.notified();
+            if self.cancels() > seen {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -352,29 +374,60 @@ pub async fn run_session(
         }
     }
 
-    // Commits of the whole session, from where it started.
-    match git::commits_since(&workdir, base.as_deref()).await {
-        Ok(c) if base.is_some() || git::head(&workdir).await.is_some() => report.commits = c,
-        Ok(_) => {}
-        Err(e) if git::in_work_tree(&workdir) => {
-            let e = format!("could not collect the session's commits: {e}");
-            report.error = Some(match report.error.take() {
-                Some(prev) => format!("{prev}; {e}"),
-                None => e,
+    // Commits of the whole session, from where it started, and the
+    // worktree's end. Each git is bounded in time; a cancel from now on
+    // (a second Ctrl-C after a cancelled session, say) stops them at once,
+    // since dropping the work kills the git it waits for.
+    let seen = control.cancels();
+    let end = async {
+        let commits = git::commits_since(&workdir, base.as_deref()).await;
+        let head = git::head(&workdir).await;
+        let mut worktree_report = None;
+        if let Some(wt) = &worktree {
+            let keep = opts.worktree.as_ref().is_some_and(|w| w.keep);
+            let dirty = git::is_dirty(&wt.path).await;
+            let removed = wt.finish(keep).await;
+            worktree_report = Some(WorktreeReport {
+                path: wt.path.clone(),
+                branch: wt.branch.clone(),
+                base: wt.base.clone(),
+                removed,
+                dirty,
             });
         }
-        Err(_) => {}
+        (commits, head, worktree_report)
+    };
+    let mut end_error = None;
+    tokio::select! {
+        (commits, head, worktree_report) = end => {
+            match commits {
+                Ok(c) if base.is_some() || head.is_some() => report.commits = c,
+                Ok(_) => {}
+                Err(e) if git::in_work_tree(&workdir) => {
+                    end_error = Some(format!("could not collect the session's commits: {e}"));
+                }
+                Err(_) => {}
+            }
+            report.worktree = worktree_report;
+        }
+        () = control.cancelled_after(seen) => {
+            end_error = Some(
+                "cancelled while git was reading the session's commits; the worktree, if any, is kept"
+                    .into(),
+            );
+            report.worktree = worktree.as_ref().map(|wt| WorktreeReport {
+                path: wt.path.clone(),
+                branch: wt.branch.clone(),
+                base: wt.base.clone(),
+                removed: false,
+                dirty: false,
+            });
+        }
     }
-    if let Some(wt) = &worktree {
-        let keep = opts.worktree.as_ref().is_some_and(|w| w.keep);
-        let dirty = git::is_dirty(&wt.path).await;
-        let removed = wt.finish(keep).await;
-        report.worktree = Some(WorktreeReport {
-            path: wt.path.clone(),
-            branch: wt.branch.clone(),
-            base: wt.base.clone(),
-            removed,
-            dirty,
+    if let Some(e) = end_error {
+        report.error = Some(match report.error.take() {
+            Some(prev) => format!("{prev}; {e}"),
+            None => e,
         });
     }
     report.duration_ms = started.elapsed().as_millis() as u64;

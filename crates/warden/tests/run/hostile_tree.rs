@@ -136,6 +136,48 @@ fn sigterm_while_git_is_stuck_reading_the_commits_ends_warden_at_once() {
 }
 
 #[test]
+fn signals_stop_a_sessions_git_at_the_end_too() {
+    let case = Case::new();
+    repo(&case);
+    let child = case.spawn(&[
+        "run",
+        "exec",
+        "--iterations",
+        "2",
+        "--timeout",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        "rm .git/refs/heads/main && mkfifo .git/refs/heads/main && echo planted '<promise>COMPLETE</promise>'",
+    ]);
+    case.wait_for_output("iteration-1/stdout.log", "planted", Duration::from_secs(10));
+    // The first signal stops the run's own commit collection, the second
+    // the session's at its end.
+    std::thread::sleep(Duration::from_millis(700));
+    kill(child.id(), "TERM");
+    std::thread::sleep(Duration::from_millis(700));
+    kill(child.id(), "TERM");
+    let done = wait_bounded(
+        &case,
+        child,
+        Duration::from_secs(8),
+        "SIGTERM swallowed while the session's git blocks on a FIFO",
+    );
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    let error = session["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("cancelled while git was reading the session's commits"),
+        "session.json must say the commits were not collected: {session}\n{}",
+        done.stderr
+    );
+    case.assert_nothing_left();
+}
+
+#[test]
 fn git_head_linked_to_dev_zero_or_huge_does_not_hang_or_flood_warden() {
     for (what, plant) in [
         ("/dev/zero", "ln -sf /dev/zero .git/HEAD"),
