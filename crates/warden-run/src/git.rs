@@ -113,6 +113,7 @@ impl Drop for GroupKiller {
 
 /// The top of the repository `dir` is in, if it is in one.
 pub async fn repo_root(dir: &Path) -> Option<PathBuf> {
+    check_repo_files(dir).ok()?;
     git(dir, ["rev-parse", "--show-toplevel"])
         .await
         .ok()
