@@ -119,6 +119,23 @@ impl EnvArg {
             EnvArg::Name(n) | EnvArg::Pair(n, _) => n,
         }
     }
+
+    /// A warning when this looks like a secret (by its name) whose value
+    /// is too short to be masked in reports; `host` gives a variable's
+    /// value for `--env NAME`.
+    pub fn unmasked_warning(&self, host: impl Fn(&str) -> Option<String>) -> Option<String> {
+        let value = match self {
+            EnvArg::Pair(_, v) => v.clone(),
+            EnvArg::Name(n) => host(n)?,
+        };
+        let short = !value.is_empty() && value.chars().count() < MIN_SECRET_LEN;
+        (short && looks_secret(self.name())).then(|| {
+            format!(
+                "--env {}: its value has fewer than {MIN_SECRET_LEN} characters, too few to be masked in reports",
+                self.name()
+            )
+        })
+    }
 }
 
 /// Words that, as a part of a variable's name, say it holds a secret.
@@ -511,6 +528,31 @@ mod tests {
             &[],
         );
         assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("many"));
+    }
+
+    #[test]
+    fn a_short_value_of_a_secret_name_is_warned_about() {
+        let none = |_: &str| None;
+        let w = EnvArg::parse("API_TOKEN=abc")
+            .unwrap()
+            .unmasked_warning(none);
+        assert!(w.is_some_and(|w| w.contains("API_TOKEN") && w.contains("8 characters")));
+        assert!(
+            EnvArg::parse("DEBUG=1")
+                .unwrap()
+                .unmasked_warning(none)
+                .is_none()
+        );
+        assert!(
+            EnvArg::parse("API_TOKEN=long-enough-1")
+                .unwrap()
+                .unmasked_warning(none)
+                .is_none()
+        );
+        let w = EnvArg::parse("DB_PASSWORD")
+            .unwrap()
+            .unmasked_warning(|_| Some("pw".into()));
+        assert!(w.is_some());
     }
 
     #[test]

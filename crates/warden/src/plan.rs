@@ -41,6 +41,14 @@ impl Plan {
             .map(|e| EnvArg::parse(e))
             .collect::<Result<Vec<_>, _>>()
             .map_err(usage)?;
+        if !resolved.quiet {
+            for warning in env_args
+                .iter()
+                .filter_map(|e| e.unmasked_warning(|n| std::env::var(n).ok()))
+            {
+                eprintln!("warden: warning: {warning}");
+            }
+        }
         let sandbox = match resolved.sandbox {
             SandboxChoice::Host => Sandbox::Host,
             SandboxChoice::Use(s) => s,

@@ -603,3 +603,18 @@ fn ordinary_host_values_are_not_masked_and_real_secrets_are_everywhere() {
         "the command line keeps `user`: {report}"
     );
 }
+
+#[test]
+fn a_secret_too_short_to_mask_is_warned_about() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--env", "API_TOKEN=abc12", "--", "true"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("--env API_TOKEN") && done.stderr.contains("too few to be masked"),
+        "{}",
+        done.stderr
+    );
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--env", "DEBUG=1", "--", "true"]);
+    assert!(!done.stderr.contains("masked"), "{}", done.stderr);
+}
