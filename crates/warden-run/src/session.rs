@@ -399,6 +399,8 @@ pub async fn run_session(
     };
     let mut end_error = None;
     tokio::select! {
+        // Work that has finished wins over a cancel in the same instant.
+        biased;
         (commits, head, worktree_report) = end => {
             match commits {
                 Ok(c) if base.is_some() || head.is_some() => report.commits = c,

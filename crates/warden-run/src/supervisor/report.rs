@@ -144,6 +144,8 @@ impl Supervisor {
         // Dropping `work` kills the git it is waiting for.
         let found = loop {
             tokio::select! {
+                // Work that has finished wins over a cancel in the same instant.
+                biased;
                 found = &mut work => break Some(found),
                 c = control.recv(), if control_open => match c {
                     Some(_) => break None,
