@@ -145,6 +145,7 @@ const SECRET_WORDS: &[&str] = &[
     "SECRET",
     "PASSWORD",
     "PASSWD",
+    "PASSPHRASE",
     "CREDENTIAL",
     "AUTH",
     "COOKIE",
@@ -154,10 +155,10 @@ const SECRET_WORDS: &[&str] = &[
 /// `_`-separated parts is, or ends with, a [`SECRET_WORDS`] word (a plural
 /// too): `ANTHROPIC_API_KEY`, `APIKEY`, `AWS_SESSION_TOKEN`, `NPM_AUTH`.
 /// A word inside a longer part is not enough: `GIT_AUTHOR_NAME`,
-/// `XAUTHORITY`, `KEYBOARD` and `GIT_CONFIG_KEY_0` name no secret. `SESSION` alone is not a
-/// secret word: it names desktop sessions and bus addresses far more often
-/// (`XDG_SESSION_CLASS`, `DESKTOP_SESSION`, `DBUS_SESSION_BUS_ADDRESS`),
-/// and a session token's name says `TOKEN`.
+/// `XAUTHORITY`, `KEYBOARD` and `GIT_CONFIG_KEY_0` name no secret.
+/// `SESSION` alone is not a secret word: it names desktop sessions and bus
+/// addresses far more often (`XDG_SESSION_CLASS`, `DESKTOP_SESSION`,
+/// `DBUS_SESSION_BUS_ADDRESS`), and a session token's name says `TOKEN`.
 pub fn looks_secret(name: &str) -> bool {
     // `GIT_CONFIG_KEY_<n>` holds the name of a git setting, not a key.
     if name.starts_with("GIT_CONFIG_KEY_") {
@@ -415,6 +416,7 @@ mod tests {
             "NPM_AUTH",
             "DB_PASSWORD",
             "MY_CREDENTIALS",
+            "GPG_PASSPHRASE",
             "SSH_KEYS",
             "session_cookie",
         ] {
