@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use warden_events::Agent;
@@ -39,6 +39,7 @@ use crate::cli::{BatchArgs, RunArgs, SettingFlags};
 use crate::plan::{Plan, safe_name};
 use crate::render::{ViewState, live, ms};
 use crate::settings::{KEYS, RawSettings};
+use crate::signals::Signals;
 
 /// Keys of a run (or of `[defaults]`) besides the settings in `KEYS`.
 const RUN_KEYS: &[&str] = &[
@@ -219,7 +220,7 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
     Ok((a, f))
 }
 
-pub async fn batch(args: BatchArgs) -> u8 {
+pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
     let file = &args.file;
     if args.jobs == 0 {
         return err(file, "-j must be at least 1");
@@ -302,10 +303,27 @@ pub async fn batch(args: BatchArgs) -> u8 {
             Some(d) => cwd.join(d),
             None => cwd.clone(),
         };
-        let resolved = match RawSettings::gather(&flags, &run_cwd).and_then(|r| r.resolve()) {
+        // A bad value is named by its key in the file, not by the flag
+        // it fills.
+        let key_origin = |key: &str| {
+            if table.contains_key(key) {
+                format!("`{key}`")
+            } else {
+                format!("`{key}` in [defaults]")
+            }
+        };
+        let resolved = match RawSettings::gather(&flags, &run_cwd)
+            .and_then(|r| r.name_flags_as(key_origin).resolve())
+        {
             Ok(r) => r,
             Err(e) => return err(file, format!("run `{name}`: {e}")),
         };
+        if let Some(why) = crate::cli::prompt_source_is_stdin(&run_args, agent) {
+            let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
+            if let Err(code) = crate::cli::read_stdin_prompt(why, &mut signals, bound).await {
+                return code;
+            }
+        }
         let plan = match Plan::new(&run_args, agent, &run_cwd, &resolved) {
             Ok(p) => p,
             Err(code) => {
@@ -350,28 +368,33 @@ pub async fn batch(args: BatchArgs) -> u8 {
     ));
     let controls: Vec<SessionControl> = entries.iter().map(|_| SessionControl::default()).collect();
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // SIGINT, SIGTERM and SIGHUP (the terminal closed) cancel every run;
+    // one that came while the runs were being checked does too.
     let signals = {
         let controls = controls.clone();
         let stopping = stopping.clone();
         let view = view.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                return;
-            };
+            let mut acted = 0;
             loop {
-                tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-                let again = stopping.swap(true, std::sync::atomic::Ordering::SeqCst);
-                view.line(if again {
-                    "signal again: killing every run now"
-                } else {
-                    "signal: cancelling every run (send it again to kill at once)"
-                });
-                for c in &controls {
-                    c.cancel();
+                let now = signals.received();
+                while acted < now.count {
+                    acted += 1;
+                    let again = stopping.swap(true, std::sync::atomic::Ordering::SeqCst);
+                    view.line(&if again {
+                        format!("{} again: killing every run now", now.last)
+                    } else {
+                        format!(
+                            "{}: cancelling every run (send it again to kill at once)",
+                            now.last
+                        )
+                    });
+                    for c in &controls {
+                        c.cancel();
+                    }
+                }
+                if signals.changed().await.is_none() {
+                    return;
                 }
             }
         })
@@ -577,7 +600,7 @@ impl BatchView {
             inner: Arc::new(Mutex::new(ViewInner {
                 quiet,
                 multi: tty.then(|| {
-                    MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(8))
+                    MultiProgress::with_draw_target(crate::render::console::QueuedTerm::target())
                 }),
                 started: Instant::now(),
                 runs: BTreeMap::new(),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{ViewState, short};
 
@@ -15,7 +15,7 @@ pub struct Live {
 
 impl Live {
     pub fn new() -> Self {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(8));
+        let bar = ProgressBar::with_draw_target(None, super::console::QueuedTerm::target());
         // The message is cut to the terminal's width (less a column, so
         // the cursor never waits at the right edge): a line that wraps
         // cannot be redrawn in place.
