@@ -416,7 +416,7 @@ fn parse(kind: Kind, s: &str) -> Result<Value, Bad> {
 }
 
 const DURATION_LIMIT: &str = "the most is 100 years";
-const CLOCK_LIMIT: &str = "the most is 100 years; `0` turns the clock off";
+const CLOCK_LIMIT: &str = "the most is 100 years (`0` disables it)";
 
 fn too_large_says(b: Bad, limit: &'static str) -> Bad {
     match b {
