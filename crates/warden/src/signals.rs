@@ -9,6 +9,11 @@
 //! Other commands unblock at once and keep the default actions (Ctrl-C
 //! ends `warden report` as it ends any program).
 //!
+//! A SIGHUP that warden was started with ignored (`nohup`) stays ignored:
+//! the caller asked to outlive the terminal. SIGINT and SIGTERM are always
+//! caught (a script's background job has SIGINT ignored, yet `kill -INT`
+//! to it is meant).
+//!
 //! What is left: a signal in the instant between `exec` and `main` (the
 //! dynamic loader, std's start-up) still takes the default action, as it
 //! would for any program.
@@ -16,13 +21,30 @@
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 const CAUGHT: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
+/// Warden was started with SIGHUP ignored.
+static HUP_IGNORED: AtomicBool = AtomicBool::new(false);
+
 /// Blocks the caught signals on this (the main) thread: they wait, pending,
-/// until [`unblock`]. Threads started meanwhile inherit the mask; child
-/// processes do not (std resets the mask before `exec`).
+/// until [`unblock`]. Threads started meanwhile inherit the mask, and so
+/// would child processes (std does not reset it before `exec`): every path
+/// unblocks before anything is spawned.
 pub fn block() {
     set_mask(libc::SIG_BLOCK);
+    HUP_IGNORED.store(is_ignored(libc::SIGHUP), Ordering::Relaxed);
+}
+
+fn is_ignored(sig: libc::c_int) -> bool {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with a null new action, `sigaction` only writes the current
+    // one into `old`, which is zeroed memory of the right type and ours.
+    let read = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: zeroed is a valid `sigaction` (plain integers and pointers),
+    // and on success the kernel filled it in.
+    read == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
 /// Delivers what came in while blocked, and everything after.
@@ -67,7 +89,10 @@ impl Signals {
             SignalKind::terminate(),
             SignalKind::hangup(),
         ];
-        let streams = kinds.map(|k| signal(k).ok());
+        let streams = kinds.map(|k| {
+            let ignored = k == SignalKind::hangup() && HUP_IGNORED.load(Ordering::Relaxed);
+            (!ignored).then(|| signal(k).ok()).flatten()
+        });
         let [mut int, mut term, mut hup] = streams;
         tokio::spawn(async move {
             loop {

