@@ -603,3 +603,69 @@ fn a_sighup_ignored_by_the_caller_stays_ignored() {
     assert_eq!(status.code(), Some(0), "the run went on to succeed");
     assert_eq!(report_of(&case)["verdict"], "succeeded");
 }
+
+#[test]
+fn a_terminal_held_with_ctrl_s_does_not_stop_the_clocks() {
+    let have_tmux = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_tmux {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let case = Case::new();
+    let code = case.path().join("code");
+    let script = case.path().join("pane.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "cd '{dir}'\nexport WARDEN_TEST_MARK='{mark}' WARDEN_RUN_DIR='{run}'\nstty ixon\n'{warden}' run --timeout 1s --kill-grace 200ms exec -- sh -c '{flood}'\necho $? > '{code}'\nsleep 60\n",
+            dir = case.path().display(),
+            mark = case.mark,
+            run = case.run_dir().display(),
+            warden = WARDEN,
+            flood = "sleep 0.5; yes $(printf %0999d 0) | head -n 3000; sleep 600",
+            code = code.display()
+        ),
+    )
+    .unwrap();
+    let session = format!("warden-{}", case.mark);
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let script_cmd = format!("sh {}", script.display());
+    assert!(
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "100",
+            "-y",
+            "20",
+            &script_cmd
+        ]),
+        "tmux did not start"
+    );
+    // Ctrl-S: the terminal stops taking output, as a person scrolling back
+    // in some terminals does; writes to it block once its buffer is full.
+    std::thread::sleep(Duration::from_millis(200));
+    tmux(&["send-keys", "-t", &session, "C-s"]);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !code.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux(&["send-keys", "-t", &session, "C-q"]);
+    let ended = std::fs::read_to_string(&code).ok();
+    tmux(&["kill-session", "-t", &session]);
+    case.assert_nothing_left();
+    let ended =
+        ended.expect("warden still ran 30 s into a --timeout 1s run: its terminal was held");
+    assert_eq!(ended.trim(), "5", "timed_out's exit code");
+    assert_eq!(report_of(&case)["verdict"], "timed_out");
+}
