@@ -5,8 +5,10 @@
 
 // Every `eprintln!` and `println!` of this crate goes through the console
 // queue (`render::console`): std's versions block while nobody reads and
-// panic when the reader is gone, and either would stop a run. These
-// definitions shadow std's for every module declared below them.
+// panic when the reader is gone, and either would stop a run. And every
+// such line is neutralized for CI logs (`render::github`): text from the
+// agent reaches many of them. These definitions shadow std's for every
+// module declared below them.
 /// `eprintln!` that never blocks a run and never panics: see the module.
 macro_rules! eprintln {
     () => {
@@ -17,9 +19,8 @@ macro_rules! eprintln {
         )
     };
     ($($arg:tt)*) => {
-        $crate::render::console::line(
+        $crate::render::console::text(
             $crate::render::console::Stream::Stderr,
-            $crate::render::console::Priority::Droppable,
             &::std::format!($($arg)*),
         )
     };
@@ -35,9 +36,8 @@ macro_rules! println {
         )
     };
     ($($arg:tt)*) => {
-        $crate::render::console::line(
+        $crate::render::console::text(
             $crate::render::console::Stream::Stdout,
-            $crate::render::console::Priority::Droppable,
             &::std::format!($($arg)*),
         )
     };

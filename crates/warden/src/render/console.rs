@@ -258,6 +258,16 @@ pub fn line(stream: Stream, priority: Priority, text: &str) {
     channel(stream).push(bytes, priority);
 }
 
+/// Queues a line of text that may hold the agent's words: neutralized for
+/// CI logs (see `github`), droppable. What `eprintln!` and `println!` do.
+pub fn text(stream: Stream, text: &str) {
+    line(
+        stream,
+        Priority::Droppable,
+        &super::github::neutralize(text),
+    );
+}
+
 /// Queues bytes as they are (a whole redraw of the status line, a page).
 pub fn raw(stream: Stream, priority: Priority, bytes: Vec<u8>) {
     if !bytes.is_empty() {

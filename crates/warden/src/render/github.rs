@@ -31,8 +31,14 @@ impl GitHub {
         })
     }
 
+    /// A warning annotation (written as it is: `escape_data` makes the
+    /// message safe, and `eprintln!` would neutralize the command itself).
     pub fn warning(&self, msg: &str) {
-        eprintln!("::warning title=warden::{}", escape_data(msg));
+        console::line(
+            Stream::Stderr,
+            Priority::Droppable,
+            &format!("::warning title=warden::{}", escape_data(msg)),
+        );
     }
 
     /// The failed verdict's annotation: it gets the queue's reserve, like
