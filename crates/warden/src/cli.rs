@@ -268,28 +268,37 @@ pub struct SettingFlags {
 }
 
 pub async fn dispatch(cli: Cli) -> u8 {
-    // A run or a batch catches signals to cancel cleanly, and its output
-    // must never make it wait; any other command keeps the defaults.
     match cli.command {
-        Command::Run(_) | Command::Batch(_) => console::for_a_run(),
-        _ => crate::signals::unblock(),
-    }
-    match cli.command {
-        Command::Run(args) => run(*args, Signals::install()).await,
-        Command::Replay(args) => replay::replay(&args),
-        Command::Doctor => crate::doctor::doctor().await,
-        Command::Batch(args) => crate::batch::batch(args, Signals::install()).await,
-        Command::Report(args) => crate::report_cmd::report(&args),
-        Command::Completions { shell } => {
-            use clap::CommandFactory;
-            // Into memory first: clap_complete panics on a failed write.
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
-            console::raw(Stream::Stdout, Priority::Droppable, script);
-            0
+        Command::Run(args) => run(*args, for_a_run()).await,
+        Command::Batch(args) => crate::batch::batch(args, for_a_run()).await,
+        other => {
+            crate::signals::default_actions();
+            match other {
+                Command::Replay(args) => replay::replay(&args),
+                Command::Doctor => crate::doctor::doctor().await,
+                Command::Report(args) => crate::report_cmd::report(&args),
+                Command::Completions { shell } => {
+                    use clap::CommandFactory;
+                    // Into memory first: clap_complete panics on a failed write.
+                    let mut script = Vec::new();
+                    clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
+                    console::raw(Stream::Stdout, Priority::Droppable, script);
+                    0
+                }
+                Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
+                Command::Run(_) | Command::Batch(_) => unreachable!("handled above"),
+            }
         }
-        Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
     }
+}
+
+/// A run or a batch catches signals to cancel cleanly, and its output
+/// must never make it wait. The signals are taken over first, while no
+/// other thread exists that could take one in the handover.
+fn for_a_run() -> Signals {
+    let signals = Signals::install();
+    console::for_a_run();
+    signals
 }
 
 /// The man pages: `warden` and one per command (`warden-run`, ...).

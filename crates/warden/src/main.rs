@@ -62,10 +62,9 @@ use clap::Parser;
 fn main() -> ExitCode {
     // A run's shim is this same program started again; it must become the
     // shim before anything else happens.
+    // (SIGINT, SIGTERM and SIGHUP are already being counted since before
+    // `main`, until it is decided what they do: see `signals`.)
     warden_process::run_if_shim();
-    // Then hold SIGINT, SIGTERM and SIGHUP until it is decided what they
-    // do (see `signals`): one that comes during start-up is not fatal.
-    signals::block();
 
     let cli = cli::Cli::parse();
     // One thread: the supervisors and the view hand events to each other
@@ -77,7 +76,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            signals::unblock();
+            signals::default_actions();
             eprintln!("warden: error: could not start the async runtime: {e}");
             render::console::finish();
             return ExitCode::from(70);
