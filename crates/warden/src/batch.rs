@@ -595,7 +595,7 @@ struct ViewInner {
 
 impl BatchView {
     fn new(quiet: bool, _n: usize) -> Self {
-        let tty = std::io::stderr().is_terminal() && !quiet;
+        let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet;
         Self {
             inner: Arc::new(Mutex::new(ViewInner {
                 quiet,

@@ -109,6 +109,39 @@ fn set_mask(how: libc::c_int) {
     }
 }
 
+/// Runs `f` with SIGTTOU held on this thread. A process in the
+/// background of its terminal that writes to it (with `stty tostop`) or
+/// changes its modes is sent SIGTTOU, which stops it, clocks and all;
+/// held, the call goes through instead. Only this thread's mask changes,
+/// and it is restored before `f`'s result is returned, so no child
+/// process can inherit it.
+pub fn without_tty_stop<R>(f: impl FnOnce() -> R) -> R {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `sigemptyset` initializes `set` before it is read;
+    // `pthread_sigmask` reads `set` and writes the previous mask into
+    // `old`, both ours and of the right type.
+    let held = unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigaddset(set.as_mut_ptr(), libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), old.as_mut_ptr()) == 0
+    };
+    let result = f();
+    if held {
+        // SAFETY: `old` was filled in by the successful call above.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
+        }
+    }
+    result
+}
+
+/// Whether this process is in the foreground of the terminal on stderr
+/// (false off a terminal).
+pub fn in_foreground() -> bool {
+    rustix::termios::tcgetpgrp(std::io::stderr()).is_ok_and(|fg| fg == rustix::process::getpgrp())
+}
+
 /// Ends the early handling: what it counted, with the signals held.
 fn take_over() -> Received {
     set_mask(libc::SIG_BLOCK);

@@ -137,7 +137,7 @@ impl Channel {
         if !self.ensure_writer(&mut q) {
             // No thread: write in place, as the last resort it is.
             drop(q);
-            if write_all(self.stream, &bytes).is_err() {
+            if crate::signals::without_tty_stop(|| write_all(self.stream, &bytes)).is_err() {
                 self.lock().broken = true;
             }
             return;
@@ -176,7 +176,9 @@ impl Channel {
                 q.writing = true;
                 q.chunks.pop_front().unwrap_or_default()
             };
-            let written = write_all(self.stream, &chunk);
+            // A background process writing to its terminal with `stty
+            // tostop` would be stopped, supervisor and all.
+            let written = crate::signals::without_tty_stop(|| write_all(self.stream, &chunk));
             let mut q = self.lock();
             q.writing = false;
             q.bytes = q.bytes.saturating_sub(chunk.len());

@@ -168,7 +168,9 @@ pub struct Renderer {
 
 impl Renderer {
     pub fn new(settings: &Resolved, agent: Agent, run_dir: &Path) -> Self {
-        let tty = std::io::stderr().is_terminal();
+        // A job in the background of its terminal gets plain lines, not a
+        // status line drawn over the foreground's.
+        let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground();
         let state = ViewState::new(agent, &settings.limits);
         let live = (tty && !settings.quiet).then(live::Live::new);
         Self {

@@ -667,3 +667,71 @@ fn a_terminal_held_with_ctrl_s_does_not_stop_the_clocks() {
     assert_eq!(ended.trim(), "5", "timed_out's exit code");
     assert_eq!(report_of(&case)["verdict"], "timed_out");
 }
+
+#[test]
+fn a_background_job_on_a_tostop_terminal_is_not_stopped_by_it() {
+    let have_tmux = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_tmux {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let case = Case::new();
+    let code = case.path().join("code");
+    let script = case.path().join("pane.sh");
+    // Job control on, `stty tostop`: a background job that writes to the
+    // terminal, or changes its modes, is sent SIGTTOU, which stops it.
+    std::fs::write(
+        &script,
+        format!(
+            "set -m\ncd '{dir}'\nexport WARDEN_TEST_MARK='{mark}' WARDEN_RUN_DIR='{run}'\nstty tostop\n'{warden}' run --timeout 1s --kill-grace 200ms exec -- sh -c 'echo hi; sleep 600' &\nwait $!\necho $? > '{code}'\nsleep 60\n",
+            dir = case.path().display(),
+            mark = case.mark,
+            run = case.run_dir().display(),
+            warden = WARDEN,
+            code = code.display()
+        ),
+    )
+    .unwrap();
+    let session = format!("warden-{}", case.mark);
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let script_cmd = format!("sh {}", script.display());
+    assert!(
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "100",
+            "-y",
+            "20",
+            &script_cmd
+        ]),
+        "tmux did not start"
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    while !code.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ended = std::fs::read_to_string(&code).ok();
+    // A stopped warden (and its run) is killed with the session.
+    let stopped: Vec<i32> = case.survivors().into_iter().map(|(pid, _)| pid).collect();
+    for pid in &stopped {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    tmux(&["kill-session", "-t", &session]);
+    case.assert_nothing_left();
+    let ended = ended.expect("warden did not end: SIGTTOU stopped it in the background");
+    assert_eq!(ended.trim(), "5", "timed_out's exit code");
+    assert_eq!(report_of(&case)["verdict"], "timed_out");
+}
