@@ -161,17 +161,20 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
             "base" => a.base = Some(s()?),
             "keep_worktree" => a.keep_worktree = v.as_bool().ok_or_else(|| bad("true or false"))?,
             "iterations" => {
-                a.iterations = v
+                let n = v
                     .as_integer()
                     .filter(|n| *n >= 1)
-                    .ok_or_else(|| bad("a whole number of at least 1"))?
-                    as u32
+                    .ok_or_else(|| bad("a whole number of at least 1"))?;
+                a.iterations = u32::try_from(n)
+                    .map_err(|_| format!("`{k}` = {n} is too large: at most {}", u32::MAX))?;
             }
             "output_retries" => {
-                a.output_retries = v
+                let n = v
                     .as_integer()
                     .filter(|n| *n >= 0)
-                    .ok_or_else(|| bad("a whole number"))? as u32
+                    .ok_or_else(|| bad("a whole number"))?;
+                a.output_retries = u32::try_from(n)
+                    .map_err(|_| format!("`{k}` = {n} is too large: at most {}", u32::MAX))?;
             }
             "env" => a.env = list()?,
             "ro" => a.ro = list()?.into_iter().map(Into::into).collect(),

@@ -547,6 +547,19 @@ fn bad_values_are_named_for_what_is_wrong_and_where() {
         done.stderr
     );
 
+    std::fs::write(
+        &file,
+        "[[run]]\nagent = \"exec\"\niterations = 4294967297\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let done = case.run(&["batch", file.to_str().unwrap()]);
+    assert_eq!(done.code, 2, "not cut to 1 iteration: {}", done.stderr);
+    assert!(
+        done.stderr.contains("`iterations`") && done.stderr.contains("too large"),
+        "{}",
+        done.stderr
+    );
+
     for jobs in [
         "4611686018427387904",
         "18446744073709551615",
