@@ -729,7 +729,7 @@ impl ViewInner {
         }
         match &self.multi {
             Some(m) => {
-                let _ = m.println(text);
+                let _ = m.println(crate::render::github::neutralize(text));
             }
             None => {
                 let s = self.started.elapsed().as_secs();

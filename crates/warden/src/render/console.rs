@@ -40,6 +40,9 @@ pub enum Stream {
 pub enum Priority {
     /// Progress, agent output, notices: the run's logs have all of it.
     Droppable,
+    /// A redraw of the status line: dropped without a count (the next
+    /// one shows the same, newer).
+    Redraw,
     /// The verdict and the summary: queued past the bound (up to a reserve
     /// of its own), so a slow but live reader still gets them.
     Important,
@@ -143,14 +146,16 @@ impl Channel {
             return;
         }
         let limit = match priority {
-            Priority::Droppable => QUEUE_BYTES,
+            Priority::Droppable | Priority::Redraw => QUEUE_BYTES,
             Priority::Important => QUEUE_BYTES + RESERVE_BYTES,
         };
         if DROP_WHEN_FULL.load(Ordering::Relaxed) {
             // A line larger than the whole queue still goes when the
             // queue is empty: dropping it would lose it for good.
             if q.bytes > 0 && q.bytes + bytes.len() > limit {
-                q.dropped += 1;
+                if priority != Priority::Redraw {
+                    q.dropped += 1;
+                }
                 return;
             }
         } else {
@@ -385,7 +390,14 @@ impl indicatif::TermLike for QueuedTerm {
 
     fn flush(&self) -> io::Result<()> {
         let frame = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
-        raw(Stream::Stderr, Priority::Droppable, frame.into_bytes());
+        // A frame with a whole line in it carries a line printed above
+        // the status line: its loss is counted. A bare redraw is not.
+        let priority = if frame.contains('\n') {
+            Priority::Droppable
+        } else {
+            Priority::Redraw
+        };
+        raw(Stream::Stderr, priority, frame.into_bytes());
         Ok(())
     }
 }
