@@ -268,27 +268,26 @@ pub struct SettingFlags {
 }
 
 pub async fn dispatch(cli: Cli) -> u8 {
+    // Only a run or a batch catches signals (see `for_a_run`); any other
+    // command gets the default actions back before it does anything.
+    if !matches!(cli.command, Command::Run(_) | Command::Batch(_)) {
+        crate::signals::default_actions();
+    }
     match cli.command {
         Command::Run(args) => run(*args, for_a_run()).await,
         Command::Batch(args) => crate::batch::batch(args, for_a_run()).await,
-        other => {
-            crate::signals::default_actions();
-            match other {
-                Command::Replay(args) => replay::replay(&args),
-                Command::Doctor => crate::doctor::doctor().await,
-                Command::Report(args) => crate::report_cmd::report(&args),
-                Command::Completions { shell } => {
-                    use clap::CommandFactory;
-                    // Into memory first: clap_complete panics on a failed write.
-                    let mut script = Vec::new();
-                    clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
-                    console::raw(Stream::Stdout, Priority::Droppable, script);
-                    0
-                }
-                Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
-                Command::Run(_) | Command::Batch(_) => unreachable!("handled above"),
-            }
+        Command::Replay(args) => replay::replay(&args),
+        Command::Doctor => crate::doctor::doctor().await,
+        Command::Report(args) => crate::report_cmd::report(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            // Into memory first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
+            console::raw(Stream::Stdout, Priority::Droppable, script);
+            0
         }
+        Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
     }
 }
 

@@ -15,6 +15,14 @@ use crate::plan::Plan;
 use crate::render::Renderer;
 use crate::signals::Signals;
 
+/// The end of a session: its lines get the console queue's reserve, so a
+/// slow reader still sees how it ended.
+macro_rules! important {
+    ($($arg:tt)*) => {
+        crate::render::console::important(&format!($($arg)*))
+    };
+}
+
 /// What a signal to warden stops.
 #[derive(Clone)]
 enum Stopper {
@@ -189,7 +197,7 @@ pub(crate) async fn run_session_cli(
         }
     };
     let verdict = report.verdict.map_or("none", |v| v.as_str());
-    eprintln!(
+    important!(
         "warden: session {}: {verdict} after {} of {} iteration(s), stopped by {}; {} commit(s); tokens {} in / {} out{}",
         report.session_id,
         report.iterations_run,
@@ -205,12 +213,12 @@ pub(crate) async fn run_session_cli(
     );
     if let Some(wt) = &report.worktree {
         if wt.removed {
-            eprintln!(
+            important!(
                 "warden: the worktree was clean and is removed; branch {} keeps the commits",
                 wt.branch
             );
         } else {
-            eprintln!(
+            important!(
                 "warden: worktree kept at {}{} (branch {})",
                 wt.path.display(),
                 if wt.dirty {
@@ -223,9 +231,9 @@ pub(crate) async fn run_session_cli(
         }
     }
     if let Some(e) = &report.error {
-        eprintln!("warden: error: {e}");
+        important!("warden: error: {e}");
     }
-    eprintln!(
+    important!(
         "warden: session report: {}",
         report.session_dir.join("session.json").display()
     );

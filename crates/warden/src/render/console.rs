@@ -275,6 +275,16 @@ pub fn text(stream: Stream, text: &str) {
     );
 }
 
+/// Queues a line on stderr that tells how a run or session ended:
+/// neutralized, and with the queue's reserve.
+pub fn important(text: &str) {
+    line(
+        Stream::Stderr,
+        Priority::Important,
+        &super::github::neutralize(text),
+    );
+}
+
 /// Queues bytes as they are (a whole redraw of the status line, a page).
 pub fn raw(stream: Stream, priority: Priority, bytes: Vec<u8>) {
     if !bytes.is_empty() {

@@ -480,14 +480,10 @@ impl Inner {
         }
         // The summary line is shown even with --quiet, and it, the
         // error and the report's path get the queue's reserve.
-        let important = |text: &str| console::line(Stream::Stderr, Priority::Important, text);
+        let important = console::important;
         match &self.github {
-            Some(_) => important(&format!(
-                "[{}] warden: {}",
-                self.elapsed(),
-                github::neutralize(&line)
-            )),
-            None => important(&github::neutralize(&format!("warden: {line}"))),
+            Some(_) => important(&format!("[{}] warden: {line}", self.elapsed())),
+            None => important(&format!("warden: {line}")),
         }
         if let Some(g) = &self.github {
             if report.verdict != Some(warden_run::Verdict::Succeeded) {
@@ -496,7 +492,7 @@ impl Inner {
             g.step_summary(report);
         }
         if let Some(e) = &report.error {
-            important(&github::neutralize(&format!("warden: error: {e}")));
+            important(&format!("warden: error: {e}"));
         }
         if !self.quiet {
             important(&format!(

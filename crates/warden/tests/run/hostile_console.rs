@@ -172,7 +172,7 @@ exit 7
 /// A command that fills any pipe, then waits to be ended by the clock.
 /// Long lines, so that what the live feed passes on (it drops what the
 /// view cannot take) is still far more than a pipe holds.
-const FLOOD_THEN_WAIT: &str = "yes $(printf '%0999d' 0) | head -n 3000; echo filled; sleep 600";
+const FLOOD_THEN_WAIT: &str = "yes $(printf '%0999d' 0) | head -n 600; echo filled; sleep 600";
 
 #[test]
 fn a_stderr_or_json_stdout_nobody_reads_does_not_stop_the_clocks() {
@@ -636,7 +636,7 @@ fn a_terminal_held_with_ctrl_s_does_not_stop_the_clocks() {
             mark = case.mark,
             run = case.run_dir().display(),
             warden = WARDEN,
-            flood = "sleep 0.5; yes $(printf %0999d 0) | head -n 3000; sleep 600",
+            flood = "sleep 0.5; yes $(printf %0999d 0) | head -n 600; sleep 600",
             code = code.display()
         ),
     )
