@@ -43,15 +43,17 @@ fn runner_lines(s: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The lines of `out` that would run a workflow command not warden's own.
+/// The lines of `out` that would run a workflow command not warden's own
+/// (the agent's all say `owned`, also one dressed as warden's).
 fn smuggled_commands(out: &str) -> Vec<String> {
     runner_lines(out)
         .into_iter()
         .filter(|l| {
             let t = l.trim_start();
             (t.starts_with("::")
-                && !t.starts_with("::warning title=warden::")
-                && !t.starts_with("::error title=warden::"))
+                && (l.contains("owned")
+                    || !(t.starts_with("::warning title=warden::")
+                        || t.starts_with("::error title=warden::"))))
                 || l.contains("##[")
         })
         .map(str::to_string)
@@ -94,6 +96,7 @@ printf 'progress\r::error title=x::owned-cr\n'
 printf 'a\r\n \t::add-mask::owned-crlf\n'
 printf '50%%\r\r  ::stop-commands::owned-token\n'
 printf 'see ##[error]owned-old-style\n'
+printf 'x\r::error title=warden::owned-dressed-as-warden\n'
 printf 'e\r::warning::owned-stderr ##[add-mask]x\n' >&2
 git -c user.name=a -c user.email=a@a -c commit.gpgsign=false commit -q --allow-empty \
   -m "$(printf 'subj\r::error::owned-subject | x | ![i](http://e/i.png) <img src=x>')"
