@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use warden_events::Agent;
@@ -39,6 +39,7 @@ use crate::cli::{BatchArgs, RunArgs, SettingFlags};
 use crate::plan::{Plan, safe_name};
 use crate::render::{ViewState, live, ms};
 use crate::settings::{KEYS, RawSettings};
+use crate::signals::Signals;
 
 /// Keys of a run (or of `[defaults]`) besides the settings in `KEYS`.
 const RUN_KEYS: &[&str] = &[
@@ -160,17 +161,20 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
             "base" => a.base = Some(s()?),
             "keep_worktree" => a.keep_worktree = v.as_bool().ok_or_else(|| bad("true or false"))?,
             "iterations" => {
-                a.iterations = v
+                let n = v
                     .as_integer()
                     .filter(|n| *n >= 1)
-                    .ok_or_else(|| bad("a whole number of at least 1"))?
-                    as u32
+                    .ok_or_else(|| bad("a whole number of at least 1"))?;
+                a.iterations = u32::try_from(n)
+                    .map_err(|_| format!("`{k}` = {n} is too large: at most {}", u32::MAX))?;
             }
             "output_retries" => {
-                a.output_retries = v
+                let n = v
                     .as_integer()
                     .filter(|n| *n >= 0)
-                    .ok_or_else(|| bad("a whole number"))? as u32
+                    .ok_or_else(|| bad("a whole number"))?;
+                a.output_retries = u32::try_from(n)
+                    .map_err(|_| format!("`{k}` = {n} is too large: at most {}", u32::MAX))?;
             }
             "env" => a.env = list()?,
             "ro" => a.ro = list()?.into_iter().map(Into::into).collect(),
@@ -219,7 +223,7 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
     Ok((a, f))
 }
 
-pub async fn batch(args: BatchArgs) -> u8 {
+pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
     let file = &args.file;
     if args.jobs == 0 {
         return err(file, "-j must be at least 1");
@@ -302,10 +306,27 @@ pub async fn batch(args: BatchArgs) -> u8 {
             Some(d) => cwd.join(d),
             None => cwd.clone(),
         };
-        let resolved = match RawSettings::gather(&flags, &run_cwd).and_then(|r| r.resolve()) {
+        // A bad value is named by its key in the file, not by the flag
+        // it fills.
+        let key_origin = |key: &str| {
+            if table.contains_key(key) {
+                format!("`{key}`")
+            } else {
+                format!("`{key}` in [defaults]")
+            }
+        };
+        let resolved = match RawSettings::gather(&flags, &run_cwd)
+            .and_then(|r| r.name_flags_as(key_origin).resolve())
+        {
             Ok(r) => r,
             Err(e) => return err(file, format!("run `{name}`: {e}")),
         };
+        if let Some(why) = crate::cli::prompt_source_is_stdin(&run_args, agent) {
+            let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
+            if let Err(code) = crate::cli::read_stdin_prompt(why, &mut signals, bound).await {
+                return code;
+            }
+        }
         let plan = match Plan::new(&run_args, agent, &run_cwd, &resolved) {
             Ok(p) => p,
             Err(code) => {
@@ -350,28 +371,33 @@ pub async fn batch(args: BatchArgs) -> u8 {
     ));
     let controls: Vec<SessionControl> = entries.iter().map(|_| SessionControl::default()).collect();
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // SIGINT, SIGTERM and SIGHUP (the terminal closed) cancel every run;
+    // one that came while the runs were being checked does too.
     let signals = {
         let controls = controls.clone();
         let stopping = stopping.clone();
         let view = view.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                return;
-            };
+            let mut acted = 0;
             loop {
-                tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-                let again = stopping.swap(true, std::sync::atomic::Ordering::SeqCst);
-                view.line(if again {
-                    "signal again: killing every run now"
-                } else {
-                    "signal: cancelling every run (send it again to kill at once)"
-                });
-                for c in &controls {
-                    c.cancel();
+                let now = signals.received();
+                while acted < now.count {
+                    acted += 1;
+                    let again = stopping.swap(true, std::sync::atomic::Ordering::SeqCst);
+                    view.line(&if again {
+                        format!("{} again: killing every run now", now.last)
+                    } else {
+                        format!(
+                            "{}: cancelling every run (send it again to kill at once)",
+                            now.last
+                        )
+                    });
+                    for c in &controls {
+                        c.cancel();
+                    }
+                }
+                if signals.changed().await.is_none() {
+                    return;
                 }
             }
         })
@@ -572,12 +598,12 @@ struct ViewInner {
 
 impl BatchView {
     fn new(quiet: bool, _n: usize) -> Self {
-        let tty = std::io::stderr().is_terminal() && !quiet;
+        let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet;
         Self {
             inner: Arc::new(Mutex::new(ViewInner {
                 quiet,
                 multi: tty.then(|| {
-                    MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(8))
+                    MultiProgress::with_draw_target(crate::render::console::QueuedTerm::target())
                 }),
                 started: Instant::now(),
                 runs: BTreeMap::new(),
@@ -703,7 +729,7 @@ impl ViewInner {
         }
         match &self.multi {
             Some(m) => {
-                let _ = m.println(text);
+                let _ = m.println(crate::render::github::neutralize(text));
             }
             None => {
                 let s = self.started.elapsed().as_secs();

@@ -2,15 +2,19 @@
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use warden_events::Agent;
 use warden_run::session::IterationContext;
 
 use crate::plan::Plan;
+use crate::render::console::{self, Priority, Stream};
 use crate::replay;
 use crate::runner::{run_once, run_session_cli};
 use crate::settings::RawSettings;
+use crate::signals::Signals;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -51,8 +55,8 @@ pub enum Command {
 pub struct BatchArgs {
     /// The batch file: `[defaults]`, then one `[[run]]` table per run.
     pub file: PathBuf,
-    /// How many runs at once.
-    #[arg(short = 'j', long, value_name = "N", default_value_t = 4)]
+    /// How many runs at once (1 to 1024).
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 4, value_parser = jobs)]
     pub jobs: usize,
     /// Where the batch directory goes [default: .warden/batches/<id>].
     #[arg(long, value_name = "DIR")]
@@ -60,6 +64,22 @@ pub struct BatchArgs {
     /// Only the summary, no progress lines.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// The most runs a batch starts at once: each is a process tree with its
+/// pipes and clocks, and a number past this is a typo, not a plan.
+pub const MAX_JOBS: usize = 1024;
+
+fn jobs(s: &str) -> Result<usize, String> {
+    let n: u128 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number; e.g. -j 4"))?;
+    match usize::try_from(n) {
+        Ok(0) => Err("at least 1 run must be allowed at once; e.g. -j 4".into()),
+        Ok(n) if n <= MAX_JOBS => Ok(n),
+        _ => Err(format!("{s} is too large: at most {MAX_JOBS} runs at once")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -248,19 +268,36 @@ pub struct SettingFlags {
 }
 
 pub async fn dispatch(cli: Cli) -> u8 {
+    // Only a run or a batch catches signals (see `for_a_run`); any other
+    // command gets the default actions back before it does anything.
+    if !matches!(cli.command, Command::Run(_) | Command::Batch(_)) {
+        crate::signals::default_actions();
+    }
     match cli.command {
-        Command::Run(args) => run(*args).await,
+        Command::Run(args) => run(*args, for_a_run()).await,
+        Command::Batch(args) => crate::batch::batch(args, for_a_run()).await,
         Command::Replay(args) => replay::replay(&args),
         Command::Doctor => crate::doctor::doctor().await,
-        Command::Batch(args) => crate::batch::batch(args).await,
         Command::Report(args) => crate::report_cmd::report(&args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut std::io::stdout());
+            // Into memory first: clap_complete panics on a failed write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
+            console::raw(Stream::Stdout, Priority::Droppable, script);
             0
         }
         Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
     }
+}
+
+/// A run or a batch catches signals to cancel cleanly, and its output
+/// must never make it wait. The signals are taken over first, while no
+/// other thread exists that could take one in the handover.
+fn for_a_run() -> Signals {
+    let signals = Signals::install();
+    console::for_a_run();
+    signals
 }
 
 /// The man pages: `warden` and one per command (`warden-run`, ...).
@@ -288,10 +325,14 @@ fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> u8 {
         }
         return 0;
     }
+    let mut page_text = Vec::new();
     let wanted = command.map_or_else(|| "warden".to_string(), |c| format!("warden-{c}"));
     match pages.iter().find(|(name, _)| *name == wanted) {
-        Some((_, page)) => match render(page, &mut std::io::stdout()) {
-            Ok(()) => 0,
+        Some((_, page)) => match render(page, &mut page_text) {
+            Ok(()) => {
+                console::raw(Stream::Stdout, Priority::Droppable, page_text);
+                0
+            }
             Err(e) => {
                 eprintln!("warden: error: could not write the man page: {e}");
                 70
@@ -315,9 +356,112 @@ pub(crate) fn usage(msg: impl std::fmt::Display) -> u8 {
     2
 }
 
+/// The prompt from stdin, read ahead of the plan by [`read_stdin_prompt`].
+static STDIN_PROMPT: OnceLock<String> = OnceLock::new();
+
+/// How long warden waits quietly for a prompt on stdin before it says so.
+const STDIN_NOTICE: Duration = Duration::from_secs(1);
+
+/// Whether these arguments take the prompt from stdin, and why.
+pub(crate) fn prompt_source_is_stdin(args: &RunArgs, agent: Agent) -> Option<&'static str> {
+    if agent == Agent::Exec {
+        return None;
+    }
+    let prompt = args.prompt.as_ref().or(args.prompt_text.as_ref());
+    match (prompt, &args.prompt_file) {
+        (Some(p), None) if p == "-" => Some("the prompt is `-`"),
+        (None, Some(f)) if f.as_os_str() == "-" => Some("-f -"),
+        (None, None) if !std::io::stdin().is_terminal() => {
+            Some("no prompt argument or -f FILE given")
+        }
+        _ => None,
+    }
+}
+
+/// Reads the prompt from stdin before anything starts, so that the wait is
+/// visible (a notice after a second), bounded (by `bound`: the startup
+/// timeout) and cancellable (by any signal). A CI step whose stdin is a
+/// pipe that nobody closes would otherwise wait forever, in silence.
+pub(crate) async fn read_stdin_prompt(
+    why: &str,
+    signals: &mut Signals,
+    bound: Option<Duration>,
+) -> Result<(), u8> {
+    if STDIN_PROMPT.get().is_some() {
+        return Ok(());
+    }
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    // A thread of its own, not the runtime's blocking pool: a read from a
+    // pipe cannot be cancelled, and one left behind must not hold up the
+    // exit.
+    let reader = std::thread::Builder::new()
+        .name("warden-stdin".into())
+        .spawn(move || {
+            let mut bytes = Vec::new();
+            let read = std::io::stdin().lock().read_to_end(&mut bytes);
+            let _ = tx.send(read.map(|_| bytes));
+        });
+    if let Err(e) = reader {
+        return Err(usage(format_args!(
+            "could not start reading the prompt from stdin: {e}"
+        )));
+    }
+    let waited = |d: Duration| humantime::format_duration(d).to_string();
+    let notice = tokio::time::sleep(STDIN_NOTICE);
+    let limit = async {
+        match bound {
+            Some(b) => tokio::time::sleep(b).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(notice, limit);
+    let mut noticed = false;
+    loop {
+        let before = signals.received();
+        if before.count > 0 {
+            eprintln!(
+                "warden: {}: cancelled while waiting for the prompt on stdin; nothing was started",
+                before.last
+            );
+            return Err(130);
+        }
+        tokio::select! {
+            read = &mut rx => {
+                let text = match read {
+                    Ok(Ok(bytes)) => String::from_utf8(bytes)
+                        .map_err(|_| usage("the prompt on stdin is not UTF-8 text"))?,
+                    Ok(Err(e)) => {
+                        return Err(usage(format_args!("could not read the prompt from stdin: {e}")));
+                    }
+                    Err(_) => return Err(usage("could not read the prompt from stdin")),
+                };
+                let _ = STDIN_PROMPT.set(text);
+                return Ok(());
+            }
+            () = &mut notice, if !noticed => {
+                noticed = true;
+                eprintln!(
+                    "warden: reading the prompt from stdin ({why}); it ends when stdin is closed{}",
+                    bound.map(|b| format!("; giving up after {}", waited(b))).unwrap_or_default()
+                );
+            }
+            () = &mut limit => {
+                return Err(usage(format_args!(
+                    "no prompt on stdin after {} (the startup timeout): stdin stayed open ({why})\n  give the prompt as an argument or with -f FILE, close stdin (`</dev/null`), or raise --startup-timeout",
+                    bound.map(waited).unwrap_or_default()
+                )));
+            }
+            _ = signals.changed() => {}
+        }
+    }
+}
+
 /// The prompt from the argument, the file, or stdin.
 pub(crate) fn read_prompt(args: &RunArgs) -> Result<Option<String>, String> {
     let from_stdin = || -> Result<String, String> {
+        if let Some(p) = STDIN_PROMPT.get() {
+            return Ok(p.clone());
+        }
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
@@ -340,7 +484,19 @@ pub(crate) fn read_prompt(args: &RunArgs) -> Result<Option<String>, String> {
     }
 }
 
-async fn run(args: RunArgs) -> u8 {
+/// Exit code 130 and a word when a signal came before anything started.
+pub(crate) fn cancelled_before_start(signals: &Signals) -> Option<u8> {
+    let r = signals.received();
+    (r.count > 0).then(|| {
+        eprintln!(
+            "warden: {}: cancelled before the run started; nothing was started",
+            r.last
+        );
+        130
+    })
+}
+
+async fn run(args: RunArgs, mut signals: Signals) -> u8 {
     let agent: Agent = match args.agent.parse() {
         Ok(a) => a,
         Err(e) => {
@@ -366,6 +522,12 @@ async fn run(args: RunArgs) -> u8 {
     };
     if args.iterations == 0 {
         return usage("--iterations must be at least 1");
+    }
+    if let Some(why) = prompt_source_is_stdin(&args, agent) {
+        let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
+        if let Err(code) = read_stdin_prompt(why, &mut signals, bound).await {
+            return code;
+        }
     }
 
     // What stays the same for every run of the session.
@@ -399,9 +561,15 @@ async fn run(args: RunArgs) -> u8 {
             Err(e) => return usage(e),
         };
         spec.run_dir = resolved.run_dir.clone();
-        return run_once(spec, agent, &resolved).await;
+        if let Some(code) = cancelled_before_start(&signals) {
+            return code;
+        }
+        return run_once(spec, agent, &resolved, signals).await;
     }
-    run_session_cli(args, agent, cwd, resolved, plan).await
+    if let Some(code) = cancelled_before_start(&signals) {
+        return code;
+    }
+    run_session_cli(args, agent, cwd, resolved, plan, signals).await
 }
 
 pub(crate) fn absolute(cwd: &std::path::Path, p: &std::path::Path) -> PathBuf {

@@ -3,6 +3,46 @@
 // (`<id>`, `<name>`), not HTML.
 #![allow(rustdoc::invalid_html_tags)]
 
+// Every `eprintln!` and `println!` of this crate goes through the console
+// queue (`render::console`): std's versions block while nobody reads and
+// panic when the reader is gone, and either would stop a run. And every
+// such line is neutralized for CI logs (`render::github`): text from the
+// agent reaches many of them. These definitions shadow std's for every
+// module declared below them.
+/// `eprintln!` that never blocks a run and never panics: see the module.
+macro_rules! eprintln {
+    () => {
+        $crate::render::console::line(
+            $crate::render::console::Stream::Stderr,
+            $crate::render::console::Priority::Droppable,
+            "",
+        )
+    };
+    ($($arg:tt)*) => {
+        $crate::render::console::text(
+            $crate::render::console::Stream::Stderr,
+            &::std::format!($($arg)*),
+        )
+    };
+}
+
+/// `println!` that never panics: see the module.
+macro_rules! println {
+    () => {
+        $crate::render::console::line(
+            $crate::render::console::Stream::Stdout,
+            $crate::render::console::Priority::Droppable,
+            "",
+        )
+    };
+    ($($arg:tt)*) => {
+        $crate::render::console::text(
+            $crate::render::console::Stream::Stdout,
+            &::std::format!($($arg)*),
+        )
+    };
+}
+
 mod batch;
 mod cli;
 mod doctor;
@@ -12,6 +52,7 @@ mod replay;
 mod report_cmd;
 mod runner;
 mod settings;
+mod signals;
 mod timeline;
 
 use std::process::ExitCode;
@@ -21,6 +62,8 @@ use clap::Parser;
 fn main() -> ExitCode {
     // A run's shim is this same program started again; it must become the
     // shim before anything else happens.
+    // (SIGINT, SIGTERM and SIGHUP are already being counted since before
+    // `main`, until it is decided what they do: see `signals`.)
     warden_process::run_if_shim();
 
     let cli = cli::Cli::parse();
@@ -33,10 +76,16 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
+            signals::default_actions();
             eprintln!("warden: error: could not start the async runtime: {e}");
+            render::console::finish();
             return ExitCode::from(70);
         }
     };
     let code = runtime.block_on(cli::dispatch(cli));
+    // The outcome is decided: nothing still running in the background may
+    // hold up the exit.
+    runtime.shutdown_background();
+    render::console::finish();
     ExitCode::from(code)
 }

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use tokio::signal::unix::{SignalKind, signal};
 use warden_events::Agent;
 use warden_run::session::{
     SessionControl, SessionEvent, SessionOptions, WorktreeRequest, run_session,
@@ -14,6 +13,15 @@ use warden_run::{Run, RunSpec};
 use crate::cli::{RunArgs, usage};
 use crate::plan::Plan;
 use crate::render::Renderer;
+use crate::signals::Signals;
+
+/// The end of a session: its lines get the console queue's reserve, so a
+/// slow reader still sees how it ended.
+macro_rules! important {
+    ($($arg:tt)*) => {
+        crate::render::console::important(&format!($($arg)*))
+    };
+}
 
 /// What a signal to warden stops.
 #[derive(Clone)]
@@ -36,31 +44,33 @@ impl Stopper {
 /// live status line is not broken by a stray line.
 type Notify = Arc<dyn Fn(&str) + Send + Sync>;
 
-fn watch_signals(stopper: Stopper, notify: Notify) -> tokio::task::JoinHandle<()> {
+/// Acts on every signal to warden: the first cancels, the next kills. A
+/// signal that came before the watch began (while the run was being set
+/// up) is acted on at once.
+fn watch_signals(
+    mut signals: Signals,
+    stopper: Stopper,
+    notify: Notify,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) else {
-            return;
-        };
-        let mut count = 0;
+        let mut acted = 0;
         loop {
-            let name = tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-                _ = hup.recv() => "SIGHUP",
-            };
-            count += 1;
-            if count == 1 {
-                notify(&format!(
-                    "{name}: cancelling the run (send it again to kill at once)"
-                ));
-            } else {
-                notify(&format!("{name} again: killing the run now"));
+            let now = signals.received();
+            while acted < now.count {
+                acted += 1;
+                let name = now.last;
+                if acted == 1 {
+                    notify(&format!(
+                        "{name}: cancelling the run (send it again to kill at once)"
+                    ));
+                } else {
+                    notify(&format!("{name} again: killing the run now"));
+                }
+                stopper.cancel(acted > 1);
             }
-            stopper.cancel(count > 1);
+            if signals.changed().await.is_none() {
+                return;
+            }
         }
     })
 }
@@ -69,6 +79,7 @@ pub(crate) async fn run_once(
     spec: RunSpec,
     agent: Agent,
     resolved: &crate::settings::Resolved,
+    signals: Signals,
 ) -> u8 {
     let mut handle = match Run::new(spec).spawn().await {
         Ok(h) => h,
@@ -83,6 +94,7 @@ pub(crate) async fn run_once(
     let ticker = renderer.start_ticker();
     let view = renderer.clone();
     let signals = watch_signals(
+        signals,
         Stopper::Run(handle.canceller()),
         Arc::new(move |m| view.notice(m)),
     );
@@ -104,6 +116,7 @@ pub(crate) async fn run_session_cli(
     cwd: PathBuf,
     resolved: crate::settings::Resolved,
     plan: Plan,
+    signals: Signals,
 ) -> u8 {
     let opts = SessionOptions {
         name: args
@@ -125,6 +138,7 @@ pub(crate) async fn run_session_cli(
     let current: Arc<Mutex<Option<Renderer>>> = Arc::default();
     let view = current.clone();
     let signals = watch_signals(
+        signals,
         Stopper::Session(control.clone()),
         Arc::new(move |m| match view.lock().expect("lock").as_ref() {
             Some(r) => r.notice(m),
@@ -183,7 +197,7 @@ pub(crate) async fn run_session_cli(
         }
     };
     let verdict = report.verdict.map_or("none", |v| v.as_str());
-    eprintln!(
+    important!(
         "warden: session {}: {verdict} after {} of {} iteration(s), stopped by {}; {} commit(s); tokens {} in / {} out{}",
         report.session_id,
         report.iterations_run,
@@ -199,12 +213,12 @@ pub(crate) async fn run_session_cli(
     );
     if let Some(wt) = &report.worktree {
         if wt.removed {
-            eprintln!(
+            important!(
                 "warden: the worktree was clean and is removed; branch {} keeps the commits",
                 wt.branch
             );
         } else {
-            eprintln!(
+            important!(
                 "warden: worktree kept at {}{} (branch {})",
                 wt.path.display(),
                 if wt.dirty {
@@ -217,9 +231,9 @@ pub(crate) async fn run_session_cli(
         }
     }
     if let Some(e) = &report.error {
-        eprintln!("warden: error: {e}");
+        important!("warden: error: {e}");
     }
-    eprintln!(
+    important!(
         "warden: session report: {}",
         report.session_dir.join("session.json").display()
     );

@@ -130,6 +130,12 @@ pub enum SettingsError {
         value: String,
         expected: &'static str,
     },
+    #[error("the value `{value}` for {origin} is too large: {limit}")]
+    TooLarge {
+        origin: String,
+        value: String,
+        limit: &'static str,
+    },
     #[error("unknown key `{key}` in {}; known keys: {}", .path.display(), known_keys())]
     UnknownKey { key: String, path: PathBuf },
     #[error("could not read the config file {}: {message}", .path.display())]
@@ -190,6 +196,8 @@ fn known_keys() -> String {
 struct Sourced {
     value: String,
     origin: String,
+    /// Came from `SettingFlags` (which a batch file fills as well).
+    from_flags: bool,
 }
 
 /// Raw values from every source, highest precedence first.
@@ -238,10 +246,23 @@ impl RawSettings {
     }
 
     fn push(&mut self, name: &'static str, value: String, origin: String) {
-        self.values
-            .entry(name)
-            .or_default()
-            .push(Sourced { value, origin });
+        self.values.entry(name).or_default().push(Sourced {
+            value,
+            origin,
+            from_flags: false,
+        });
+    }
+
+    /// Names the values that came in as flags by where they were really
+    /// written: a batch file fills the same flags from its keys, and its
+    /// errors must name the key (`timeout`), not a flag nobody typed.
+    pub fn name_flags_as(mut self, origin: impl Fn(&str) -> String) -> Self {
+        for (name, values) in &mut self.values {
+            for v in values.iter_mut().filter(|v| v.from_flags) {
+                v.origin = origin(name);
+            }
+        }
+        self
     }
 
     fn add_flags(&mut self, f: &SettingFlags) {
@@ -260,9 +281,15 @@ impl RawSettings {
             ("image", &f.image),
             ("heartbeat", &f.heartbeat),
         ];
+        let mut from_flag = |name, value| {
+            self.push(name, value, format!("--{}", name.replace('_', "-")));
+            if let Some(last) = self.values.get_mut(name).and_then(|v| v.last_mut()) {
+                last.from_flags = true;
+            }
+        };
         for (name, value) in texts {
             if let Some(v) = value {
-                self.push(name, v.clone(), format!("--{}", name.replace('_', "-")));
+                from_flag(name, v.clone());
             }
         }
         for (name, on) in [
@@ -271,7 +298,7 @@ impl RawSettings {
             ("no_network", f.no_network),
         ] {
             if on {
-                self.push(name, "true".into(), format!("--{name}"));
+                from_flag(name, "true".into());
             }
         }
     }
@@ -323,10 +350,17 @@ impl RawSettings {
         let mut parsed: HashMap<&'static str, Value> = HashMap::new();
         for key in KEYS {
             for (i, s) in self.values.get(key.name).into_iter().flatten().enumerate() {
-                let v = parse(key.kind, &s.value).ok_or_else(|| SettingsError::Invalid {
-                    origin: s.origin.clone(),
-                    value: s.value.clone(),
-                    expected: key.kind.expected(),
+                let v = parse(key.kind, &s.value).map_err(|bad| match bad {
+                    Bad::Invalid => SettingsError::Invalid {
+                        origin: s.origin.clone(),
+                        value: s.value.clone(),
+                        expected: key.kind.expected(),
+                    },
+                    Bad::TooLarge(limit) => SettingsError::TooLarge {
+                        origin: s.origin.clone(),
+                        value: s.value.clone(),
+                        limit,
+                    },
                 })?;
                 if i == 0 {
                     parsed.insert(key.name, v);
@@ -398,17 +432,46 @@ enum Value {
     Sandbox(SandboxChoice),
 }
 
-fn parse(kind: Kind, s: &str) -> Option<Value> {
+/// Why a value was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bad {
+    Invalid,
+    /// Well formed, but past what the setting can hold: says the limit.
+    TooLarge(&'static str),
+}
+
+fn parse(kind: Kind, s: &str) -> Result<Value, Bad> {
     let t = s.trim();
     match kind {
-        Kind::Clock | Kind::Grace => parse_duration(t).map(Value::Duration),
+        Kind::Clock => duration(t)
+            .map(Value::Duration)
+            .map_err(|b| too_large_says(b, CLOCK_LIMIT)),
+        Kind::Grace => duration(t).map(Value::Duration),
+        Kind::Bytes => bytes(t).map(Value::Bytes),
+        _ => parse_other(kind, s).ok_or(Bad::Invalid),
+    }
+}
+
+const DURATION_LIMIT: &str = "the most is 100 years";
+const CLOCK_LIMIT: &str = "the most is 100 years (`0` disables it)";
+
+fn too_large_says(b: Bad, limit: &'static str) -> Bad {
+    match b {
+        Bad::TooLarge(_) => Bad::TooLarge(limit),
+        other => other,
+    }
+}
+
+fn parse_other(kind: Kind, s: &str) -> Option<Value> {
+    let t = s.trim();
+    match kind {
+        Kind::Clock | Kind::Grace | Kind::Bytes => None,
         Kind::Text | Kind::Path => (!s.is_empty()).then(|| Value::Text(s.to_string())),
         Kind::Bool => match t.to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Some(Value::Bool(true)),
             "false" | "0" | "no" | "off" | "" => Some(Value::Bool(false)),
             _ => None,
         },
-        Kind::Bytes => parse_bytes(t).map(Value::Bytes),
         Kind::Sandbox => t.parse().ok().map(Value::Sandbox),
         Kind::Containment => match t {
             "auto" => Some(Value::Containment(ContainmentChoice::Auto)),
@@ -421,28 +484,45 @@ fn parse(kind: Kind, s: &str) -> Option<Value> {
 
 /// `15m`, `90s`, `250ms`, `1h30m`, or `0`.
 pub fn parse_duration(s: &str) -> Option<Duration> {
+    duration(s).ok()
+}
+
+/// Past a hundred years a clock means "never": say 0 for that.
+const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+fn duration(s: &str) -> Result<Duration, Bad> {
     if s == "0" {
-        return Some(Duration::ZERO);
+        return Ok(Duration::ZERO);
     }
-    // Past a hundred years a clock means "never": say 0 for that.
-    humantime::parse_duration(s)
-        .ok()
-        .filter(|d| *d <= Duration::from_secs(100 * 365 * 24 * 3600))
+    match humantime::parse_duration(s) {
+        Ok(d) if d <= LONGEST => Ok(d),
+        Ok(_) | Err(humantime::DurationError::NumberOverflow) => Err(Bad::TooLarge(DURATION_LIMIT)),
+        Err(_) => Err(Bad::Invalid),
+    }
 }
 
 /// `8MiB`, `512KiB`, `8M`, `1048576`; at least one byte.
-pub fn parse_bytes(s: &str) -> Option<usize> {
+fn bytes(s: &str) -> Result<usize, Bad> {
+    const TOO_LARGE: Bad = Bad::TooLarge("it does not fit in this machine's memory size");
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: usize = num.parse().ok()?;
+    if num.is_empty() {
+        return Err(Bad::Invalid);
+    }
     let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        _ => return None,
+        _ => return Err(Bad::Invalid),
     };
-    n.checked_mul(mult).filter(|&b| b > 0)
+    // All digits: a failed parse can only be an overflow.
+    let n: usize = num.parse().map_err(|_| TOO_LARGE)?;
+    match n.checked_mul(mult) {
+        Some(0) => Err(Bad::Invalid),
+        Some(b) => Ok(b),
+        None => Err(TOO_LARGE),
+    }
 }
 
 #[cfg(test)]
@@ -577,11 +657,71 @@ mod tests {
     }
 
     #[test]
+    fn values_over_the_limit_say_they_are_too_large() {
+        for (flags, needle) in [
+            (
+                SettingFlags {
+                    timeout: Some("101y".into()),
+                    ..Default::default()
+                },
+                "--timeout is too large",
+            ),
+            (
+                SettingFlags {
+                    stall_timeout: Some("99999999999999999999999s".into()),
+                    ..Default::default()
+                },
+                "--stall-timeout is too large",
+            ),
+            (
+                SettingFlags {
+                    kill_grace: Some("300000000000y".into()),
+                    ..Default::default()
+                },
+                "--kill-grace is too large",
+            ),
+            (
+                SettingFlags {
+                    max_line: Some("99999999999999999999999".into()),
+                    ..Default::default()
+                },
+                "--max-line is too large",
+            ),
+        ] {
+            let e = raw(flags, &[], None).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+        let e = raw(SettingFlags::default(), &[], Some("timeout = \"200y\""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too large") && e.contains("`timeout` in"), "{e}");
+    }
+
+    #[test]
+    fn flags_can_be_named_as_the_batch_keys_they_came_from() {
+        let mut r = RawSettings::default();
+        r.add_flags(&SettingFlags {
+            timeout: Some("soon".into()),
+            ..Default::default()
+        });
+        r.add_env([("WARDEN_STALL_TIMEOUT".to_string(), "1m".to_string())].into_iter());
+        let e = r
+            .name_flags_as(|k| format!("`{k}`"))
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("for `timeout`") && !e.contains("--timeout"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn sizes_parse_with_units() {
-        assert_eq!(parse_bytes("8MiB"), Some(8 << 20));
-        assert_eq!(parse_bytes("512k"), Some(512 << 10));
-        assert_eq!(parse_bytes("100"), Some(100));
-        assert_eq!(parse_bytes("0"), None);
-        assert_eq!(parse_bytes("8 parsecs"), None);
+        assert_eq!(bytes("8MiB").ok(), Some(8 << 20));
+        assert_eq!(bytes("512k").ok(), Some(512 << 10));
+        assert_eq!(bytes("100").ok(), Some(100));
+        assert_eq!(bytes("0").ok(), None);
+        assert_eq!(bytes("8 parsecs").ok(), None);
     }
 }

@@ -1,12 +1,21 @@
 //! GitHub Actions: workflow annotations and the step summary.
 //!
-//! Anything that came from the agent is neutralized before it reaches a
-//! line start or an annotation, so an agent cannot issue workflow commands
-//! (`::error::`, `::add-mask::`, `::stop-commands::`) through warden.
+//! Anything that came from the agent is neutralized before it is printed,
+//! so an agent cannot issue workflow commands (`::error::`, `::add-mask::`,
+//! `::stop-commands::`) through warden. The runner splits lines at `\n`,
+//! `\r` and `\r\n`, trims leading whitespace before it looks for `::`, and
+//! honours the older `##[command]` form anywhere in a line. So no piece of
+//! a line, however split, may start with `::` after whitespace, and no
+//! `##[` is left whole: in the log, in an annotation's data, in a `--json`
+//! line. The view applies this to every line it prints, also when
+//! `GITHUB_ACTIONS` is not set (a container step may not pass it on while
+//! the runner still reads the output).
 
 use std::io::Write;
 
 use warden_run::Report;
+
+use super::console::{self, Priority, Stream};
 
 pub struct GitHub {
     summary: Option<std::path::PathBuf>,
@@ -22,12 +31,24 @@ impl GitHub {
         })
     }
 
+    /// A warning annotation (written as it is: `escape_data` makes the
+    /// message safe, and `eprintln!` would neutralize the command itself).
     pub fn warning(&self, msg: &str) {
-        eprintln!("::warning title=warden::{}", escape_data(msg));
+        console::line(
+            Stream::Stderr,
+            Priority::Droppable,
+            &format!("::warning title=warden::{}", escape_data(msg)),
+        );
     }
 
+    /// The failed verdict's annotation: it gets the queue's reserve, like
+    /// the summary line.
     pub fn error(&self, msg: &str) {
-        eprintln!("::error title=warden::{}", escape_data(msg));
+        console::line(
+            Stream::Stderr,
+            Priority::Important,
+            &format!("::error title=warden::{}", escape_data(msg)),
+        );
     }
 
     /// Appends a Markdown summary of the run to `$GITHUB_STEP_SUMMARY`.
@@ -44,41 +65,98 @@ impl GitHub {
     }
 }
 
-/// Escapes an annotation's message the way the runner decodes it.
+/// Escapes an annotation's message the way the runner decodes it; the
+/// result is one line with no `##[` left whole.
 pub fn escape_data(s: &str) -> String {
-    s.replace('%', "%25")
-        .replace('\r', "%0D")
-        .replace('\n', "%0A")
+    break_old_commands(
+        &s.replace('%', "%25")
+            .replace('\r', "%0D")
+            .replace('\n', "%0A"),
+    )
 }
 
-/// Makes a line that would start a workflow command harmless.
-pub fn neutralize(line: &str) -> String {
-    if line.trim_start().starts_with("::") {
-        format!("\u{2024}{line}")
-    } else {
-        line.to_string()
+/// Where a reader of the log may start a new line. The runner splits at
+/// `\r` and `\n` only; the others are line breaks to other readers, kept
+/// out of reach too.
+const BREAKS: [char; 7] = [
+    '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',
+];
+
+/// Makes text from the agent safe to print in a CI log: a piece (after
+/// any line break) that would start a workflow command gets a one-dot
+/// leader (`\u{2024}`) in front, and every `##[` a word joiner inside
+/// (invisible, and not a `[`).
+pub fn neutralize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 3);
+    for piece in text.split_inclusive(BREAKS) {
+        if piece.trim_start().starts_with("::") {
+            out.push('\u{2024}');
+        }
+        out.push_str(piece);
     }
+    break_old_commands(&out)
 }
 
+fn break_old_commands(s: &str) -> String {
+    s.replace("##[", "##\u{2060}[")
+}
+
+/// A `--json` line made safe for a CI log: JSON strings already escape
+/// every line break and a line starts with `{`; what is left is `##[`
+/// inside a string, written `#\u0023[` (the same text to a JSON reader).
+pub fn json_line(line: Vec<u8>) -> Vec<u8> {
+    if !line.windows(3).any(|w| w == b"##[") {
+        return line;
+    }
+    let mut out = Vec::with_capacity(line.len() + 8);
+    let mut i = 0;
+    while i < line.len() {
+        if line[i..].starts_with(b"##[") {
+            out.extend_from_slice(br"#\u0023");
+            i += 2;
+        } else {
+            out.push(line[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A table cell from text that may be the agent's: one line, with
+/// Markdown and HTML taken literally, so it cannot add rows, links,
+/// images or headings to the summary.
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|")
-        .replace('\n', " ")
-        .replace("::", ":\u{200b}:")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            c if BREAKS.contains(&c) => out.push(' '),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '!' | '|' | '#' | '~' | '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.replace("::", ":\u{200b}:")
 }
 
 pub fn summary_markdown(r: &Report) -> String {
     let verdict = r.verdict.map_or("unknown", |v| v.as_str());
     let icon = if verdict == "succeeded" { "✅" } else { "❌" };
-    let mut md = format!("### {icon} warden: `{}` {verdict}\n\n", r.agent);
+    let mut md = format!("### {icon} warden: `{}` {verdict}\n\n", cell(&r.agent));
     md.push_str("| | |\n|---|---|\n");
-    let mut row = |k: &str, v: String| md.push_str(&format!("| {k} | {} |\n", cell(&v)));
-    row("why", r.reason.clone());
-    row("duration", super::ms(r.duration_ms));
-    row("longest silence", super::ms(r.longest_silence_ms));
-    row("stall warnings", r.stall_warnings.to_string());
+    // `v` is Markdown already made safe (see `cell`).
+    let mut row_md = |k: &str, v: String| md.push_str(&format!("| {k} | {v} |\n"));
+    row_md("why", cell(&r.reason));
+    row_md("duration", super::ms(r.duration_ms));
+    row_md("longest silence", super::ms(r.longest_silence_ms));
+    row_md("stall warnings", r.stall_warnings.to_string());
     if r.agent != "exec" {
-        row("tool calls", r.tool_calls.to_string());
-        row(
+        row_md("tool calls", r.tool_calls.to_string());
+        row_md(
             "tokens",
             format!(
                 "{} in, {} out, {} cache read",
@@ -86,23 +164,29 @@ pub fn summary_markdown(r: &Report) -> String {
             ),
         );
         if let Some(c) = r.cost_usd {
-            row("cost", format!("${c:.4}"));
+            row_md("cost", format!("${c:.4}"));
         }
     }
     if r.orphans_killed > 0 {
-        row("orphans killed", r.orphans_killed.to_string());
+        row_md("orphans killed", r.orphans_killed.to_string());
     }
     if !r.commits.is_empty() {
-        row(
+        row_md(
             "commits",
             r.commits
                 .iter()
-                .map(|c| format!("`{}` {}", &c.sha[..c.sha.len().min(10)], c.subject))
+                .map(|c| {
+                    format!(
+                        "`{}` {}",
+                        cell(&c.sha[..c.sha.len().min(10)]).replace('`', ""),
+                        cell(&c.subject)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("<br>"),
         );
     }
-    row("run", r.run_id.clone());
+    row_md("run", cell(&r.run_id));
     md.push('\n');
     md
 }
@@ -111,11 +195,68 @@ pub fn summary_markdown(r: &Report) -> String {
 mod tests {
     use super::*;
 
+    /// Every line a runner would see, split as it splits them.
+    fn runner_lines(s: &str) -> Vec<&str> {
+        s.split("\r\n")
+            .flat_map(|l| l.split(['\r', '\n']))
+            .collect()
+    }
+
+    fn starts_a_command(line: &str) -> bool {
+        line.trim_start().starts_with("::") || line.contains("##[")
+    }
+
     #[test]
     fn workflow_commands_from_the_agent_are_neutralized() {
         assert!(!neutralize("::error::injected").starts_with("::"));
         assert!(!neutralize("  ::add-mask::x").trim_start().starts_with("::"));
         assert_eq!(neutralize("plain"), "plain");
+        assert_eq!(neutralize("a::b std::vec"), "a::b std::vec");
         assert_eq!(escape_data("a%b\nc"), "a%25b%0Ac");
+    }
+
+    #[test]
+    fn no_split_of_a_neutralized_line_starts_a_command() {
+        let hostile = [
+            "progress\r::error title=x::owned",
+            "progress\r\n::error::owned",
+            "a\n::add-mask::secret",
+            "a\r \t::stop-commands::tok",
+            "a\r\u{a0}::error::nbsp",
+            "a\u{2028}::error::ls",
+            "\r\r\n\n::warning::x",
+            "see ##[error]old style",
+            "see ###[error]x ##[add-mask]y",
+            "##[set-output name=a]b",
+        ];
+        for h in hostile {
+            for text in [neutralize(h), format!("[00:01]   say| {}", neutralize(h))] {
+                for line in runner_lines(&text) {
+                    assert!(!starts_a_command(line), "{h:?} gave the line {line:?}");
+                }
+            }
+            let data = escape_data(h);
+            assert_eq!(runner_lines(&data).len(), 1, "{h:?}");
+            assert!(!data.contains("##["), "{data:?}");
+        }
+    }
+
+    #[test]
+    fn json_lines_keep_their_meaning_without_old_style_commands() {
+        let v = serde_json::json!({"text": "x ##[error]y ###[z"});
+        let line = json_line(serde_json::to_vec(&v).unwrap());
+        assert!(!line.windows(3).any(|w| w == b"##["));
+        let back: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn summary_cells_take_markdown_and_html_literally() {
+        let c = cell("done\r| x | y |\n![i](http://e/x.png) <img src=x> [l](u) ::error::z");
+        assert!(!c.contains(['\r', '\n']), "{c}");
+        assert!(!c.contains("<img"), "{c}");
+        assert!(!c.contains("!["), "{c}");
+        assert!(!c.contains(" | "), "{c}");
+        assert!(!c.contains("::"), "{c}");
     }
 }

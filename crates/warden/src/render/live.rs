@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{ViewState, short};
 
@@ -15,7 +15,7 @@ pub struct Live {
 
 impl Live {
     pub fn new() -> Self {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(8));
+        let bar = ProgressBar::with_draw_target(None, super::console::QueuedTerm::target());
         // The message is cut to the terminal's width (less a column, so
         // the cursor never waits at the right edge): a line that wraps
         // cannot be redrawn in place.
@@ -53,11 +53,15 @@ impl Live {
 impl Drop for Live {
     fn drop(&mut self) {
         if let Some(t) = self.saved.take() {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stderr(),
-                rustix::termios::OptionalActions::Now,
-                &t,
-            );
+            // Sent to the background meanwhile, warden would be stopped by
+            // SIGTTOU here: see `without_tty_stop`.
+            let _ = crate::signals::without_tty_stop(|| {
+                rustix::termios::tcsetattr(
+                    std::io::stderr(),
+                    rustix::termios::OptionalActions::Now,
+                    &t,
+                )
+            });
         }
     }
 }
@@ -73,7 +77,8 @@ fn keep_output_on_interrupt() -> Option<rustix::termios::Termios> {
     let mut t = saved.clone();
     t.local_modes |= LocalModes::NOFLSH;
     t.local_modes -= LocalModes::ECHOCTL;
-    tcsetattr(std::io::stderr(), OptionalActions::Now, &t).ok()?;
+    crate::signals::without_tty_stop(|| tcsetattr(std::io::stderr(), OptionalActions::Now, &t))
+        .ok()?;
     Some(saved)
 }
 

@@ -8,10 +8,11 @@
 //! annotations, and a Markdown summary goes to `$GITHUB_STEP_SUMMARY`
 //! ([`github`]). `--json` writes each event as one JSON line on stdout.
 
+pub mod console;
 pub mod github;
 pub mod live;
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use warden_events::{Agent, Event};
 use warden_run::{Limits, Report, Stamped};
 
 use crate::settings::Resolved;
+use console::{Priority, Stream};
 
 /// What the view knows about the run, from its events.
 #[derive(Debug, Clone)]
@@ -166,7 +168,9 @@ pub struct Renderer {
 
 impl Renderer {
     pub fn new(settings: &Resolved, agent: Agent, run_dir: &Path) -> Self {
-        let tty = std::io::stderr().is_terminal();
+        // A job in the background of its terminal gets plain lines, not a
+        // status line drawn over the foreground's.
+        let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground();
         let state = ViewState::new(agent, &settings.limits);
         let live = (tty && !settings.quiet).then(live::Live::new);
         Self {
@@ -246,15 +250,11 @@ impl Inner {
     /// One line of output: above the status line on a terminal, with the
     /// elapsed time elsewhere.
     fn line(&self, text: &str) {
+        // Always neutralized: see `github` for why not only under Actions.
+        let text = github::neutralize(text);
         match &self.live {
-            Some(l) => l.println(text),
-            None => {
-                let text = match &self.github {
-                    Some(_) => github::neutralize(text),
-                    None => text.to_string(),
-                };
-                eprintln!("[{}] {text}", self.elapsed());
-            }
+            Some(l) => l.println(&text),
+            None => eprintln!("[{}] {text}", self.elapsed()),
         }
     }
 
@@ -296,12 +296,17 @@ impl Inner {
     }
 
     fn event(&mut self, ev: &Stamped) {
-        if self.json {
-            let mut out = std::io::stdout().lock();
-            if serde_json::to_writer(&mut out, ev).is_ok() {
-                let _ = out.write_all(b"\n");
-                let _ = out.flush();
-            }
+        if self.json
+            && let Ok(mut line) = serde_json::to_vec(ev)
+        {
+            line.push(b'\n');
+            // The last event gets the reserve: a slow reader still sees
+            // how the run ended.
+            let priority = match ev.event {
+                Event::Finished { .. } => Priority::Important,
+                _ => Priority::Droppable,
+            };
+            console::raw(Stream::Stdout, priority, github::json_line(line));
         }
         self.state.observe(&ev.event);
         let agent = self.state.agent;
@@ -473,10 +478,12 @@ impl Inner {
         if !report.commits.is_empty() {
             line.push_str(&format!("; {} commit(s)", report.commits.len()));
         }
-        // The summary line is shown even with --quiet.
+        // The summary line is shown even with --quiet, and it, the
+        // error and the report's path get the queue's reserve.
+        let important = console::important;
         match &self.github {
-            Some(_) => eprintln!("[{}] warden: {}", self.elapsed(), github::neutralize(&line)),
-            None => eprintln!("warden: {line}"),
+            Some(_) => important(&format!("[{}] warden: {line}", self.elapsed())),
+            None => important(&format!("warden: {line}")),
         }
         if let Some(g) = &self.github {
             if report.verdict != Some(warden_run::Verdict::Succeeded) {
@@ -485,13 +492,13 @@ impl Inner {
             g.step_summary(report);
         }
         if let Some(e) = &report.error {
-            eprintln!("warden: error: {e}");
+            important(&format!("warden: error: {e}"));
         }
         if !self.quiet {
-            eprintln!(
+            important(&format!(
                 "warden: report: {}",
                 self.run_dir.join("run.json").display()
-            );
+            ));
         }
     }
 }

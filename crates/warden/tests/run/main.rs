@@ -9,6 +9,7 @@ mod support;
 mod agents;
 mod batch;
 mod clocks;
+mod hostile_console;
 mod hostile_tree;
 mod orphans;
 mod output;

@@ -1,0 +1,413 @@
+//! warden's own console output: stderr (the view, notices, the summary)
+//! and stdout (`--json`, and what `report`, `doctor`, `completions`, `man`
+//! print).
+//!
+//! Nothing printed may stop or kill a run. Each stream is written by a
+//! thread of its own, from a bounded queue of whole lines:
+//! - A reader who stops reading (a paused pager, a stuck log shipper, a
+//!   terminal held with Ctrl-S) fills the queue. During a run or a batch
+//!   ([`for_a_run`]) further lines are then dropped and counted, never
+//!   waited for: the thread that drives the clocks only ever appends to
+//!   memory. Outside a run nothing is dropped: a print waits for room, as a
+//!   plain write would, since no clock depends on it.
+//! - A write that fails (`EPIPE` from a closed pipe, `ENOSPC` on a full
+//!   disk) closes the stream for good; later lines are discarded. Nothing
+//!   panics, as `println!` and `eprintln!` do: a console that went away is
+//!   not a reason to end a run, and the exit code stays the run's.
+//! - Lines are queued and dropped whole, so a dropped line can never glue
+//!   the start of one line to the end of another (which could make a new
+//!   line start with a CI workflow command, or cut a JSON line in two).
+//!
+//! At exit, [`finish`] gives what is queued a bounded time to go out (in a
+//! run), and says how many lines were dropped.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One of warden's two output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Whether a line may be dropped when its reader cannot keep up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// Progress, agent output, notices: the run's logs have all of it.
+    Droppable,
+    /// A redraw of the status line: dropped without a count (the next
+    /// one shows the same, newer).
+    Redraw,
+    /// The verdict and the summary: queued past the bound (up to a reserve
+    /// of its own), so a slow but live reader still gets them.
+    Important,
+}
+
+/// What may wait in memory for a slow reader, per stream.
+const QUEUE_BYTES: usize = 256 * 1024;
+/// What important lines may add on top of a full queue.
+const RESERVE_BYTES: usize = 64 * 1024;
+/// How long the end of a run waits for the last lines to go out.
+pub const FINISH_WAIT: Duration = Duration::from_secs(3);
+
+#[derive(Default)]
+struct Queue {
+    chunks: VecDeque<Vec<u8>>,
+    /// Bytes queued, including the chunk being written.
+    bytes: usize,
+    writing: bool,
+    /// A write failed: the stream is closed for good.
+    broken: bool,
+    dropped: u64,
+    writer: Writer,
+}
+
+#[derive(Default, PartialEq, Eq)]
+enum Writer {
+    #[default]
+    NotStarted,
+    Running,
+    /// No thread could be started: lines are written in place.
+    Inline,
+}
+
+struct Channel {
+    stream: Stream,
+    queue: Mutex<Queue>,
+    /// Something to write.
+    work: Condvar,
+    /// Something was written (room, or nothing left).
+    progress: Condvar,
+}
+
+/// Set for the length of a run or batch: a full queue drops.
+static DROP_WHEN_FULL: AtomicBool = AtomicBool::new(false);
+
+fn channel(stream: Stream) -> &'static Channel {
+    static OUT: OnceLock<Channel> = OnceLock::new();
+    static ERR: OnceLock<Channel> = OnceLock::new();
+    let cell = match stream {
+        Stream::Stdout => &OUT,
+        Stream::Stderr => &ERR,
+    };
+    cell.get_or_init(|| Channel {
+        stream,
+        queue: Mutex::new(Queue::default()),
+        work: Condvar::new(),
+        progress: Condvar::new(),
+    })
+}
+
+impl Channel {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // The queue is plain data, consistent between statements: a panic
+        // elsewhere while it was held leaves nothing half-done.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the writer thread once; `false` when none could be started.
+    fn ensure_writer(&'static self, q: &mut Queue) -> bool {
+        match q.writer {
+            Writer::Running => return true,
+            Writer::Inline => return false,
+            Writer::NotStarted => {}
+        }
+        let name = match self.stream {
+            Stream::Stdout => "warden-stdout",
+            Stream::Stderr => "warden-stderr",
+        };
+        let spawned = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || self.write_forever());
+        q.writer = if spawned.is_ok() {
+            Writer::Running
+        } else {
+            Writer::Inline
+        };
+        spawned.is_ok()
+    }
+
+    fn push(&'static self, bytes: Vec<u8>, priority: Priority) {
+        let mut q = self.lock();
+        if q.broken {
+            return;
+        }
+        if !self.ensure_writer(&mut q) {
+            // No thread: write in place, as the last resort it is.
+            drop(q);
+            if crate::signals::without_tty_stop(|| write_all(self.stream, &bytes)).is_err() {
+                self.lock().broken = true;
+            }
+            return;
+        }
+        let limit = match priority {
+            Priority::Droppable | Priority::Redraw => QUEUE_BYTES,
+            Priority::Important => QUEUE_BYTES + RESERVE_BYTES,
+        };
+        if DROP_WHEN_FULL.load(Ordering::Relaxed) {
+            // A line larger than the whole queue still goes when the
+            // queue is empty: dropping it would lose it for good.
+            if q.bytes > 0 && q.bytes + bytes.len() > limit {
+                if priority != Priority::Redraw {
+                    q.dropped += 1;
+                }
+                return;
+            }
+        } else {
+            while q.bytes > 0 && q.bytes + bytes.len() > limit && !q.broken {
+                q = self.progress.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+            if q.broken {
+                return;
+            }
+        }
+        q.bytes += bytes.len();
+        q.chunks.push_back(bytes);
+        self.work.notify_one();
+    }
+
+    fn write_forever(&self) {
+        loop {
+            let chunk = {
+                let mut q = self.lock();
+                while q.chunks.is_empty() {
+                    q = self.work.wait(q).unwrap_or_else(|p| p.into_inner());
+                }
+                q.writing = true;
+                q.chunks.pop_front().unwrap_or_default()
+            };
+            // A background process writing to its terminal with `stty
+            // tostop` would be stopped, supervisor and all.
+            let written = crate::signals::without_tty_stop(|| write_all(self.stream, &chunk));
+            let mut q = self.lock();
+            q.writing = false;
+            q.bytes = q.bytes.saturating_sub(chunk.len());
+            if written.is_err() {
+                q.broken = true;
+                q.chunks.clear();
+                q.bytes = 0;
+            }
+            self.progress.notify_all();
+        }
+    }
+
+    /// Waits until everything queued is written, the stream breaks, or
+    /// the deadline passes.
+    fn drain(&self, deadline: Option<Instant>) {
+        let mut q = self.lock();
+        while (q.writing || !q.chunks.is_empty()) && !q.broken {
+            q = match deadline {
+                None => self.progress.wait(q).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    self.progress
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    fn dropped(&self) -> u64 {
+        self.lock().dropped
+    }
+}
+
+/// Writes all of `bytes` straight to the stream's file descriptor (no
+/// buffer of std's in between, so nothing is left behind at exit). A
+/// descriptor someone made non-blocking is waited on, not given up.
+fn write_all(stream: Stream, mut bytes: &[u8]) -> io::Result<()> {
+    let out = io::stdout();
+    let err = io::stderr();
+    let fd = match stream {
+        Stream::Stdout => out.as_fd(),
+        Stream::Stderr => err.as_fd(),
+    };
+    while !bytes.is_empty() {
+        match rustix::io::write(fd, bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// From now on (a run or a batch is about to start), a stream whose reader
+/// cannot keep up drops lines instead of making the caller wait. Starts
+/// both writers now, before any agent runs, so starting a thread later
+/// cannot fail for want of resources the agent used up.
+pub fn for_a_run() {
+    DROP_WHEN_FULL.store(true, Ordering::Relaxed);
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        let ch = channel(stream);
+        let mut q = ch.lock();
+        ch.ensure_writer(&mut q);
+    }
+}
+
+/// Queues `text` and a newline on `stream`.
+pub fn line(stream: Stream, priority: Priority, text: &str) {
+    let mut bytes = Vec::with_capacity(text.len() + 1);
+    bytes.extend_from_slice(text.as_bytes());
+    bytes.push(b'\n');
+    channel(stream).push(bytes, priority);
+}
+
+/// Queues a line of text that may hold the agent's words: neutralized for
+/// CI logs (see `github`), droppable. What `eprintln!` and `println!` do.
+pub fn text(stream: Stream, text: &str) {
+    line(
+        stream,
+        Priority::Droppable,
+        &super::github::neutralize(text),
+    );
+}
+
+/// Queues a line on stderr that tells how a run or session ended:
+/// neutralized, and with the queue's reserve.
+pub fn important(text: &str) {
+    line(
+        Stream::Stderr,
+        Priority::Important,
+        &super::github::neutralize(text),
+    );
+}
+
+/// Queues bytes as they are (a whole redraw of the status line, a page).
+pub fn raw(stream: Stream, priority: Priority, bytes: Vec<u8>) {
+    if !bytes.is_empty() {
+        channel(stream).push(bytes, priority);
+    }
+}
+
+/// The end of the program: says what was dropped, then lets the queues
+/// drain, for at most `FINISH_WAIT` after a run (outside one, a reader
+/// who reads slowly still gets every line).
+pub fn finish() {
+    let run = DROP_WHEN_FULL.load(Ordering::Relaxed);
+    if run {
+        let out = channel(Stream::Stdout).dropped();
+        let err = channel(Stream::Stderr).dropped();
+        if out > 0 {
+            line(
+                Stream::Stderr,
+                Priority::Important,
+                &format!(
+                    "warden: warning: {out} --json line(s) were not written to stdout because it was not read fast enough; events.jsonl in the run directory has them all"
+                ),
+            );
+        }
+        if err > 0 {
+            line(
+                Stream::Stderr,
+                Priority::Important,
+                &format!(
+                    "warden: warning: {err} line(s) of warden's output were dropped because stderr was not read fast enough; the run's logs have everything"
+                ),
+            );
+        }
+    }
+    let deadline = run.then(|| Instant::now() + FINISH_WAIT);
+    channel(Stream::Stdout).drain(deadline);
+    channel(Stream::Stderr).drain(deadline);
+}
+
+/// A terminal for indicatif that draws through the stderr queue, so a
+/// terminal that stops taking output (Ctrl-S, a stopped `screen`) never
+/// blocks the thread that redraws. Each redraw is buffered and queued as
+/// one piece at `flush`, so a dropped redraw is dropped whole.
+#[derive(Debug, Default)]
+pub struct QueuedTerm {
+    pending: Mutex<String>,
+}
+
+impl QueuedTerm {
+    /// An indicatif draw target on stderr, through the queue.
+    pub fn target() -> indicatif::ProgressDrawTarget {
+        indicatif::ProgressDrawTarget::term_like_with_hz(Box::new(QueuedTerm::default()), 8)
+    }
+
+    fn put(&self, s: &str) -> io::Result<()> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_str(s);
+        Ok(())
+    }
+}
+
+impl indicatif::TermLike for QueuedTerm {
+    fn width(&self) -> u16 {
+        rustix::termios::tcgetwinsize(io::stderr()).map_or(80, |w| w.ws_col)
+    }
+
+    fn height(&self) -> u16 {
+        rustix::termios::tcgetwinsize(io::stderr()).map_or(24, |w| w.ws_row)
+    }
+
+    fn move_cursor_up(&self, n: usize) -> io::Result<()> {
+        if n > 0 {
+            self.put(&format!("\x1b[{n}A"))?;
+        }
+        Ok(())
+    }
+
+    fn move_cursor_down(&self, n: usize) -> io::Result<()> {
+        if n > 0 {
+            self.put(&format!("\x1b[{n}B"))?;
+        }
+        Ok(())
+    }
+
+    fn move_cursor_right(&self, n: usize) -> io::Result<()> {
+        if n > 0 {
+            self.put(&format!("\x1b[{n}C"))?;
+        }
+        Ok(())
+    }
+
+    fn move_cursor_left(&self, n: usize) -> io::Result<()> {
+        if n > 0 {
+            self.put(&format!("\x1b[{n}D"))?;
+        }
+        Ok(())
+    }
+
+    fn write_line(&self, s: &str) -> io::Result<()> {
+        self.put(s)?;
+        self.put("\n")
+    }
+
+    fn write_str(&self, s: &str) -> io::Result<()> {
+        self.put(s)
+    }
+
+    fn clear_line(&self) -> io::Result<()> {
+        self.put("\r\x1b[2K")
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        let frame = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        // A frame with a whole line in it carries a line printed above
+        // the status line: its loss is counted. A bare redraw is not.
+        let priority = if frame.contains('\n') {
+            Priority::Droppable
+        } else {
+            Priority::Redraw
+        };
+        raw(Stream::Stderr, priority, frame.into_bytes());
+        Ok(())
+    }
+}
