@@ -72,9 +72,9 @@ pub(crate) async fn run_once(
 ) -> u8 {
     let mut handle = match Run::new(spec).spawn() {
         Ok(h) => h,
-        Err(e) if e.is_unavailable() => {
+        Err(e) if e.exit_code() != 2 => {
             eprintln!("warden: error: {e}");
-            return 6;
+            return e.exit_code();
         }
         Err(e) => return usage(e),
     };
@@ -93,9 +93,7 @@ pub(crate) async fn run_once(
     signals.abort();
     ticker.abort();
     renderer.finished(&report);
-    report
-        .verdict
-        .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    report.warden_exit_code()
 }
 
 pub(crate) async fn run_session_cli(
@@ -179,7 +177,7 @@ pub(crate) async fn run_session_cli(
         Ok(r) => r,
         Err(e) => {
             eprintln!("warden: error: {e}");
-            return if e.is_unavailable() { 6 } else { 2 };
+            return e.exit_code();
         }
     };
     let verdict = report.verdict.map_or("none", |v| v.as_str());
@@ -219,12 +217,11 @@ pub(crate) async fn run_session_cli(
     if let Some(e) = &report.error {
         eprintln!("warden: error: {e}");
     }
-    eprintln!(
-        "warden: session report: {}",
-        report.session_dir.join("session.json").display()
-    );
-    match report.verdict {
-        Some(v) => u8::try_from(v.exit_code()).unwrap_or(70),
-        None => 2,
+    if report.written {
+        eprintln!(
+            "warden: session report: {}",
+            report.session_dir.join("session.json").display()
+        );
     }
+    report.warden_exit_code()
 }

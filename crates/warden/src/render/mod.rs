@@ -487,7 +487,8 @@ impl Inner {
         if let Some(e) = &report.error {
             eprintln!("warden: error: {e}");
         }
-        if !self.quiet {
+        // Only a report that was written is named.
+        if !self.quiet && report.written {
             eprintln!(
                 "warden: report: {}",
                 self.run_dir.join("run.json").display()

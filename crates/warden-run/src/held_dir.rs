@@ -1,0 +1,340 @@
+//! Writes that an agent cannot redirect.
+//!
+//! The run directory sits inside the agent's writable work tree, and the
+//! agent knows the run's id. Whatever it plants there (a symbolic link
+//! named like one of warden's files, a link in place of a directory on the
+//! way, a dangling link where a file is about to be created) must never
+//! make warden write anywhere else. So every directory warden writes in is
+//! reached one component at a time from `/`, each opened with
+//! `O_DIRECTORY | O_NOFOLLOW` (a link on the way is refused with an error
+//! that names it), and kept open as a [`HeldDir`]. Every file is then made
+//! relative to that handle: created with `O_CREAT | O_EXCL | O_NOFOLLOW`
+//! (it can only be a new file of warden's), and a JSON file is written
+//! under a unique temporary name and renamed over the old one, which
+//! replaces a planted link instead of following it.
+//!
+//! A `.warden` directory met on the way gets a `.gitignore` (created the
+//! same way; an existing entry of that name is left alone), so an agent
+//! never commits warden's files.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{
+    AtFlags, CWD, FileType, Mode, OFlags, mkdirat, openat, renameat, statat, unlinkat,
+};
+use rustix::io::Errno;
+
+/// What `.warden/.gitignore` says.
+const GITIGNORE: &str = "# warden's run logs and worktrees; never committed\n*\n";
+
+/// Why a directory could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error(
+        "{} is a symbolic link: warden never follows a link on the way to a directory it writes in (an agent could have planted it); use the real path",
+        .path.display()
+    )]
+    Symlink { path: PathBuf },
+    #[error("{} is not a directory", .path.display())]
+    NotADirectory { path: PathBuf },
+    #[error(
+        "{} is not empty: a run directory holds exactly one run; pick a new directory (or leave the run directory unset for a fresh one per run)",
+        .path.display()
+    )]
+    NotEmpty { path: PathBuf },
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl DirError {
+    /// The underlying I/O error, when the file system (not the request)
+    /// was at fault: a full disk, a read-only mount.
+    pub fn io(&self) -> Option<&io::Error> {
+        match self {
+            DirError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// An open directory that warden writes in. Cloning shares the handle.
+#[derive(Debug, Clone)]
+pub struct HeldDir {
+    fd: Arc<OwnedFd>,
+    path: PathBuf,
+}
+
+impl HeldDir {
+    /// Opens `path`, creating what is missing; refuses a link anywhere on
+    /// the way.
+    pub fn open_or_create(path: &Path) -> Result<Self, DirError> {
+        walk(path)
+    }
+
+    /// Like [`HeldDir::open_or_create`], and the directory must be new or
+    /// empty: it is the home of exactly one run (or session, or batch).
+    pub fn create_empty(path: &Path) -> Result<Self, DirError> {
+        let dir = walk(path)?;
+        let mut entries = rustix::fs::Dir::read_from(&*dir.fd).map_err(|e| dir.io(e))?;
+        for entry in &mut entries {
+            let entry = entry.map_err(|e| dir.io(e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                return Err(DirError::NotEmpty { path: dir.path });
+            }
+        }
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io(&self, e: impl Into<io::Error>) -> DirError {
+        DirError::Io {
+            path: self.path.clone(),
+            source: e.into(),
+        }
+    }
+
+    /// Creates the file `name`, which must not exist yet (whatever is
+    /// there, a link included, is an error), for appending.
+    pub fn create_file(&self, name: &str) -> io::Result<File> {
+        let fd = openat(
+            &*self.fd,
+            name,
+            OFlags::WRONLY
+                | OFlags::CREATE
+                | OFlags::EXCL
+                | OFlags::NOFOLLOW
+                | OFlags::CLOEXEC
+                | OFlags::APPEND,
+            Mode::from_raw_mode(0o644),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// Opens the subdirectory `name`, creating it if missing; refuses a
+    /// link.
+    pub fn subdir(&self, name: &str) -> Result<Self, DirError> {
+        let path = self.path.join(name);
+        let fd = step(&self.fd, OsStr::new(name), &path)?;
+        Ok(Self {
+            fd: Arc::new(fd),
+            path,
+        })
+    }
+
+    /// Replaces `name` with `bytes` at once: written to a new file with a
+    /// name of its own, then renamed over `name` (a reader sees the old
+    /// file or the new one, never half of one; concurrent writers never
+    /// share a temporary file; a link at `name` is replaced, not
+    /// followed).
+    pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = format!(".{name}.{:016x}.tmp", random_u64());
+        let written = self
+            .create_file(&tmp)
+            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()));
+        let renamed = written.and_then(|()| Ok(renameat(&*self.fd, &tmp, &*self.fd, name)?));
+        if renamed.is_err() {
+            let _ = unlinkat(&*self.fd, &tmp, AtFlags::empty());
+        }
+        renamed
+    }
+
+    /// Creates `name` with `bytes` unless something of that name exists
+    /// (which is then left as it is, whatever it is).
+    fn ensure_file(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        match self.create_file(name) {
+            Ok(mut f) => f.write_all(bytes),
+            Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Opens every component of `path` from the root (or the current
+/// directory, for a relative path), creating the missing ones.
+fn walk(path: &Path) -> Result<HeldDir, DirError> {
+    let start = if path.is_absolute() { "/" } else { "." };
+    let mut fd = openat(
+        CWD,
+        start,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| DirError::Io {
+        path: start.into(),
+        source: e.into(),
+    })?;
+    let mut so_far = PathBuf::from(start);
+    for component in path.components() {
+        let name: &OsStr = match component {
+            Component::Prefix(_) | Component::RootDir | Component::CurDir => continue,
+            Component::ParentDir => OsStr::new(".."),
+            Component::Normal(n) => n,
+        };
+        so_far.push(component);
+        fd = step(&fd, name, &so_far)?;
+        if name.as_bytes() == b".warden" {
+            let warden = HeldDir {
+                fd: Arc::new(fd),
+                path: so_far.clone(),
+            };
+            warden
+                .ensure_file(".gitignore", GITIGNORE.as_bytes())
+                .map_err(|e| warden.io(e))?;
+            fd = Arc::try_unwrap(warden.fd).expect("the only handle");
+        }
+    }
+    Ok(HeldDir {
+        fd: Arc::new(fd),
+        path: path.to_path_buf(),
+    })
+}
+
+/// Opens (making it first if missing) the directory `name` in `dir`.
+fn step(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<OwnedFd, DirError> {
+    let open = || {
+        openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    let io = |e: Errno| DirError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    };
+    match open() {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOENT) => {
+            match mkdirat(dir, name, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(io(e)),
+            }
+            open().map_err(|e| refused(dir, name, path, e))
+        }
+        Err(e) => Err(refused(dir, name, path, e)),
+    }
+}
+
+/// Why opening `name` as a directory failed: a link, something else, or
+/// the error itself.
+fn refused(dir: &OwnedFd, name: &OsStr, path: &Path, e: Errno) -> DirError {
+    if matches!(e, Errno::LOOP | Errno::NOTDIR) {
+        match statat(dir.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                return DirError::Symlink {
+                    path: path.to_path_buf(),
+                };
+            }
+            Ok(_) => {
+                return DirError::NotADirectory {
+                    path: path.to_path_buf(),
+                };
+            }
+            Err(_) => {}
+        }
+    }
+    DirError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+/// 64 bits from the kernel's random source (for names no one can guess or
+/// collide with).
+pub fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(Errno::INTR) => {}
+            // No getrandom(2) (a kernel before 3.17, a seccomp filter):
+            // the clock and a counter still keep names apart in this
+            // process; O_EXCL catches the rest.
+            Err(_) => return fallback_u64(),
+        }
+    }
+    u64::from_le_bytes(buf)
+}
+
+fn fallback_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // std seeds each RandomState from the OS once and then varies it.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_on_the_way_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), t.path().join("runs")).unwrap();
+        let err = HeldDir::open_or_create(&t.path().join("runs/one")).unwrap_err();
+        assert!(matches!(err, DirError::Symlink { .. }), "{err}");
+        assert!(
+            std::fs::read_dir(elsewhere.path())
+                .unwrap()
+                .next()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_dangling_gitignore_link_is_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::create_dir(t.path().join(".warden")).unwrap();
+        std::os::unix::fs::symlink(&victim, t.path().join(".warden/.gitignore")).unwrap();
+        HeldDir::open_or_create(&t.path().join(".warden/runs/x")).unwrap();
+        assert!(!victim.exists());
+    }
+
+    #[test]
+    fn an_atomic_write_replaces_a_planted_link() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let d = HeldDir::create_empty(&t.path().join("run")).unwrap();
+        std::os::unix::fs::symlink(&victim, t.path().join("run/run.json")).unwrap();
+        d.write_atomic("run.json", b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("run/run.json")).unwrap(),
+            "{}"
+        );
+    }
+
+    #[test]
+    fn a_used_directory_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("stdout.log"), "old").unwrap();
+        let err = HeldDir::create_empty(t.path()).unwrap_err();
+        assert!(matches!(err, DirError::NotEmpty { .. }), "{err}");
+    }
+
+    #[test]
+    fn random_names_differ() {
+        assert_ne!(random_u64(), random_u64());
+    }
+}
