@@ -22,11 +22,17 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use warden_events::event::Stamped;
 
-use crate::held_dir::{DirError, HeldDir};
+use crate::held_dir::{DirError, HeldDir, Reserved};
 use crate::report::Report;
 
 /// The logs whose digests `run.json` records, by file name.
 pub const LOGS: [&str; 3] = ["stdout.log", "stderr.log", "events.jsonl"];
+
+/// Disk set aside at the start for the final `run.json`, so the report
+/// is still written when the agent's output has filled the disk. A run
+/// directory where even this does not fit is refused before the agent
+/// starts.
+const REPORT_RESERVE: usize = 64 * 1024;
 
 /// What warden wrote to one log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -86,6 +92,8 @@ pub struct RunDir {
     pub stdout: HashedLog,
     pub stderr: HashedLog,
     events: BufWriter<HashedLog>,
+    /// For the final `run.json`.
+    reserved: Option<Reserved>,
 }
 
 impl RunDir {
@@ -113,10 +121,17 @@ impl RunDir {
         let stdout = open("stdout.log")?;
         let stderr = open("stderr.log")?;
         let events = BufWriter::with_capacity(64 * 1024, open("events.jsonl")?);
+        let reserved = dir
+            .reserve("run.json", REPORT_RESERVE)
+            .map_err(|source| DirError::Io {
+                path: path.join("run.json"),
+                source,
+            })?;
         Ok(Self {
             stdout,
             stderr,
             events,
+            reserved: Some(reserved),
             dir,
         })
     }
@@ -154,6 +169,16 @@ impl RunDir {
 
     pub fn write_report(&self, report: &Report) -> io::Result<()> {
         write_report(&self.dir, report)
+    }
+
+    /// Writes the final `run.json`, into the space set aside for it.
+    pub fn write_final_report(&mut self, report: &Report) -> io::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(report)?;
+        bytes.push(b'\n');
+        match self.reserved.take() {
+            Some(r) => r.write(&bytes),
+            None => self.dir.write_atomic("run.json", &bytes),
+        }
     }
 }
 

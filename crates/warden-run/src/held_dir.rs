@@ -106,6 +106,10 @@ impl HeldDir {
     /// Creates the file `name`, which must not exist yet (whatever is
     /// there, a link included, is an error), for appending.
     pub fn create_file(&self, name: &str) -> io::Result<File> {
+        self.create(name, OFlags::APPEND)
+    }
+
+    fn create(&self, name: &str, extra: OFlags) -> io::Result<File> {
         let fd = openat(
             &*self.fd,
             name,
@@ -114,7 +118,7 @@ impl HeldDir {
                 | OFlags::EXCL
                 | OFlags::NOFOLLOW
                 | OFlags::CLOEXEC
-                | OFlags::APPEND,
+                | extra,
             Mode::from_raw_mode(0o644),
         )?;
         Ok(File::from(fd))
@@ -148,6 +152,30 @@ impl HeldDir {
         renamed
     }
 
+    /// Sets aside `bytes` of disk for a later [`HeldDir::write_atomic`] of
+    /// `name` (a new file of its own filled with zeros), so that file can
+    /// still be written when the disk has filled up in between.
+    pub fn reserve(&self, name: &str, bytes: usize) -> io::Result<Reserved> {
+        let tmp = format!(".{name}.{:016x}.tmp", random_u64());
+        // Not for appending: the report is written at its start later.
+        let filled = self
+            .create(&tmp, OFlags::empty())
+            .and_then(|mut f| f.write_all(&vec![0; bytes]).map(|()| f));
+        match filled {
+            Ok(file) => Ok(Reserved {
+                dir: self.clone(),
+                tmp,
+                file,
+                name: name.to_string(),
+                done: false,
+            }),
+            Err(e) => {
+                let _ = unlinkat(&*self.fd, &tmp, AtFlags::empty());
+                Err(e)
+            }
+        }
+    }
+
     /// Creates `name` with `bytes` unless something of that name exists
     /// (which is then left as it is, whatever it is).
     fn ensure_file(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
@@ -155,6 +183,46 @@ impl HeldDir {
             Ok(mut f) => f.write_all(bytes),
             Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// Space set aside for one atomic write (see [`HeldDir::reserve`]).
+#[derive(Debug)]
+pub struct Reserved {
+    dir: HeldDir,
+    tmp: String,
+    file: File,
+    name: String,
+    /// Renamed (or removed) already: nothing to give back.
+    done: bool,
+}
+
+impl Reserved {
+    /// Writes `bytes` over the reserved space (growing it if needed), cuts
+    /// what is left of it, and renames it over the file it was reserved
+    /// for.
+    pub fn write(mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let fd = &*self.dir.fd;
+        let renamed = self
+            .file
+            .write_all_at(bytes, 0)
+            .and_then(|()| self.file.set_len(bytes.len() as u64))
+            .and_then(|()| Ok(renameat(fd, &self.tmp, fd, &self.name)?));
+        if renamed.is_err() {
+            let _ = unlinkat(fd, &self.tmp, AtFlags::empty());
+        }
+        self.done = true;
+        renamed
+    }
+}
+
+impl Drop for Reserved {
+    /// Never used: the space is given back.
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = unlinkat(&*self.dir.fd, &self.tmp, AtFlags::empty());
         }
     }
 }

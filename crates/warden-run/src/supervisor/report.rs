@@ -239,7 +239,7 @@ impl Supervisor {
         // Errors met since the report was made (the last events' flush).
         self.refresh_errors(&mut report);
         report.logs = Some(self.setup.dir.digests());
-        match self.setup.dir.write_report(&report) {
+        match self.setup.dir.write_final_report(&report) {
             Ok(()) => report.written = true,
             Err(e) => {
                 // Said after the errors before it, never instead of them.

@@ -9,6 +9,7 @@ mod support;
 mod agents;
 mod batch;
 mod clocks;
+mod hostile_files;
 mod orphans;
 mod output;
 mod sandbox;
