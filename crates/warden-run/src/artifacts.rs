@@ -176,7 +176,11 @@ impl RunDir {
         let mut bytes = serde_json::to_vec_pretty(report)?;
         bytes.push(b'\n');
         match self.reserved.take() {
-            Some(r) => r.write(&bytes),
+            // Written where the space was set aside; if that fails (it was
+            // tampered with, say), a fresh file may still do.
+            Some(r) => r
+                .write(&bytes)
+                .or_else(|_| self.dir.write_atomic("run.json", &bytes)),
             None => self.dir.write_atomic("run.json", &bytes),
         }
     }

@@ -142,10 +142,10 @@ impl HeldDir {
     /// followed).
     pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let tmp = format!(".{name}.{:016x}.tmp", random_u64());
-        let written = self
-            .create_file(&tmp)
-            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()));
-        let renamed = written.and_then(|()| Ok(renameat(&*self.fd, &tmp, &*self.fd, name)?));
+        let renamed = self.create_file(&tmp).and_then(|mut f| {
+            f.write_all(bytes)?;
+            self.rename_own(&f, &tmp, name)
+        });
         if renamed.is_err() {
             let _ = unlinkat(&*self.fd, &tmp, AtFlags::empty());
         }
@@ -174,6 +174,20 @@ impl HeldDir {
                 Err(e)
             }
         }
+    }
+
+    /// Renames `tmp` to `name` if `tmp` is still the file warden wrote:
+    /// a file swapped in under that name by someone else is refused, not
+    /// passed off as warden's.
+    fn rename_own(&self, file: &File, tmp: &str, name: &str) -> io::Result<()> {
+        let ours = rustix::fs::fstat(file)?;
+        let there = statat(&*self.fd, tmp, AtFlags::SYMLINK_NOFOLLOW)?;
+        if (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino) {
+            return Err(io::Error::other(format!(
+                "{tmp} was replaced by something else while warden wrote it"
+            )));
+        }
+        Ok(renameat(&*self.fd, tmp, &*self.fd, name)?)
     }
 
     /// Creates `name` with `bytes` unless something of that name exists
@@ -209,7 +223,7 @@ impl Reserved {
             .file
             .write_all_at(bytes, 0)
             .and_then(|()| self.file.set_len(bytes.len() as u64))
-            .and_then(|()| Ok(renameat(fd, &self.tmp, fd, &self.name)?));
+            .and_then(|()| self.dir.rename_own(&self.file, &self.tmp, &self.name));
         if renamed.is_err() {
             let _ = unlinkat(fd, &self.tmp, AtFlags::empty());
         }
@@ -391,6 +405,23 @@ mod tests {
             std::fs::read_to_string(t.path().join("run/run.json")).unwrap(),
             "{}"
         );
+    }
+
+    #[test]
+    fn a_reservation_swapped_for_a_link_is_not_passed_off_as_the_report() {
+        let t = tempfile::tempdir().unwrap();
+        let d = HeldDir::create_empty(&t.path().join("run")).unwrap();
+        let r = d.reserve("run.json", 16).unwrap();
+        let tmp = std::fs::read_dir(d.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::remove_file(&tmp).unwrap();
+        std::fs::write(&tmp, "forged").unwrap();
+        assert!(r.write(b"{}").is_err());
+        assert!(!d.path().join("run.json").exists());
     }
 
     #[test]

@@ -364,9 +364,9 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
         _ => "unfinished",
     };
     let class = if verdict == "succeeded" { "ok" } else { "bad" };
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<section><h2>{} <span class=\"{class}\">{}</span></h2>\n",
+        "<section><h2>{} <span class=\"{class}\">{}</span></h2>",
         esc(r["run_id"].as_str().unwrap_or("run")),
         esc(verdict)
     );
