@@ -81,7 +81,15 @@ impl HeldDir {
     /// empty: it is the home of exactly one run (or session, or batch).
     pub fn create_empty(path: &Path) -> Result<Self, DirError> {
         let dir = walk(path)?;
-        let mut entries = rustix::fs::Dir::read_from(&*dir.fd).map_err(|e| dir.io(e))?;
+        // The walk holds search-only handles; listing needs to read.
+        let readable = openat(
+            &*dir.fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| dir.io(e))?;
+        let mut entries = rustix::fs::Dir::new(readable).map_err(|e| dir.io(e))?;
         for entry in &mut entries {
             let entry = entry.map_err(|e| dir.io(e))?;
             let name = entry.file_name().to_bytes();
@@ -248,7 +256,7 @@ fn walk(path: &Path) -> Result<HeldDir, DirError> {
     let mut fd = openat(
         CWD,
         start,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| DirError::Io {
@@ -282,12 +290,14 @@ fn walk(path: &Path) -> Result<HeldDir, DirError> {
 }
 
 /// Opens (making it first if missing) the directory `name` in `dir`.
+/// `O_PATH`: a directory on the way may be search-only (`0711`), as
+/// `/home/<user>` often is.
 fn step(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<OwnedFd, DirError> {
     let open = || {
         openat(
             dir,
             name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
     };

@@ -387,7 +387,8 @@ impl RunHandle {
     }
 
     /// Waits for the end of the run. Always returns a report with a
-    /// verdict, and `run.json` has been written.
+    /// verdict; `run.json` has it when `written` is true (a full disk can
+    /// prevent that: then `output_lost` says why).
     pub async fn wait(self) -> Report {
         match self.task.await {
             Ok(report) => report,

@@ -99,6 +99,90 @@ fn a_planted_temporary_report_link_overwrites_nothing() {
 }
 
 #[test]
+fn planted_session_and_batch_report_links_overwrite_nothing() {
+    let case = Case::new();
+    let victim = Victim::new();
+    // A session's directory is the fixed run dir; session.json is written
+    // after each iteration.
+    let script = format!(
+        "ln -sf '{v}' run/.session.json.tmp; ln -sf '{v}' run/session.json.tmp",
+        v = victim.path.display()
+    );
+    let done = sh(&case, &["--iterations", "2"], &script);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    victim.assert_untouched();
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(session["iterations_run"], 2);
+
+    // batch.json in the batch directory, the parent of the run's session.
+    let case = Case::new();
+    let dir = case.path().join("batch");
+    let file = case.path().join("b.toml");
+    let script = format!(
+        "ln -sf '{}' '{}/batch.json'",
+        victim.path.display(),
+        dir.display()
+    );
+    std::fs::write(
+        &file,
+        format!(
+            "[[run]]\nname = \"t\"\nagent = \"exec\"\ncommand = [\"sh\", \"-c\", {script:?}]\n"
+        ),
+    )
+    .unwrap();
+    let done = case.run(&[
+        "batch",
+        file.to_str().unwrap(),
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    victim.assert_untouched();
+    let batch: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("batch.json")).unwrap()).unwrap();
+    assert_eq!(batch["succeeded"], 1);
+}
+
+#[test]
+fn a_search_only_directory_on_the_way_is_no_obstacle() {
+    if !is_root() {
+        eprintln!("skipped: running as another user needs root");
+        return;
+    }
+    // /home/<user> is often 0711: warden must pass through it without
+    // reading it.
+    let case = Case::new();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(case.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let work = case.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let chown = Command::new("chown")
+        .arg("nobody")
+        .arg(&work)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let out = Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(crate::support::WARDEN)
+        .args(["run", "exec", "--", "echo", "hi"])
+        .current_dir(&work)
+        .env_remove("WARDEN_RUN_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(work.join(".warden/.gitignore").exists());
+}
+
+#[test]
 fn a_dangling_gitignore_link_makes_the_next_run_create_nothing() {
     let case = Case::new();
     let victim = Victim::new();
