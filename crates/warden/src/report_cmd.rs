@@ -421,7 +421,7 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
     );
     // Time axis.
     for i in 0..=10 {
-        let at = t.duration * i / 10;
+        let at = (u128::from(t.duration) * i / 10) as u64;
         let _ = writeln!(
             out,
             "<line x1=\"{0:.1}\" y1=\"18\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"12\" font-size=\"10\" text-anchor=\"middle\">{2}</text>",

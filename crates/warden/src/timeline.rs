@@ -119,11 +119,15 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
                 }
             }
             "usage" => {
-                let n = e["input"].as_u64().unwrap_or(0) + e["output"].as_u64().unwrap_or(0);
+                // Saturating: the numbers come from a file anyone could edit.
+                let n = e["input"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    .saturating_add(e["output"].as_u64().unwrap_or(0));
                 if e["cumulative"].as_bool().unwrap_or(false) {
                     tokens_total = Some(n);
                 } else {
-                    tokens_step += n;
+                    tokens_step = tokens_step.saturating_add(n);
                 }
                 t.tokens
                     .push((at, tokens_total.unwrap_or(tokens_step).max(tokens_step)));
@@ -194,4 +198,39 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
     t.first_activity = reported("time_to_first_activity_ms").or(t.activity.first().copied());
     t.longest_silence = reported("longest_silence_ms").unwrap_or(longest);
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unfinished_run_is_drawn_up_to_its_last_event() {
+        // The first run.json: no verdict, 0 ms; the events went on.
+        let report = json!({"verdict": null, "duration_ms": 0, "time_to_first_activity_ms": null});
+        let events = [
+            json!({"t_ms": 40, "kind": "session_started"}),
+            json!({"t_ms": 5000, "kind": "tool_started", "id": "t1", "name": "Bash"}),
+            json!({"t_ms": 9000, "kind": "text", "text": "still here"}),
+        ];
+        let t = build(&report, &events, 1000);
+        assert!(!t.finished);
+        assert_eq!(t.duration, 9000);
+        assert_eq!(t.first_activity, Some(40));
+        assert_eq!(t.longest_silence, 4960);
+        assert_eq!(t.tools.len(), 1);
+        assert!(t.tools[0].end >= t.tools[0].start);
+    }
+
+    #[test]
+    fn forged_numbers_do_not_overflow() {
+        let report = json!({"verdict": "succeeded", "duration_ms": u64::MAX});
+        let events = [
+            json!({"t_ms": u64::MAX, "kind": "usage", "input": u64::MAX, "output": u64::MAX}),
+            json!({"t_ms": 3, "kind": "usage", "input": u64::MAX, "output": 1}),
+        ];
+        let t = build(&report, &events, 1);
+        assert_eq!(t.duration, u64::MAX);
+    }
 }
