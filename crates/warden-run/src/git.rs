@@ -197,9 +197,15 @@ impl Worktree {
         })?;
         let dir = root.join(".warden/worktrees");
         // Made without following a link (and with `.warden/.gitignore`).
-        crate::held_dir::HeldDir::open_or_create(&dir).map_err(|e| GitError {
+        let held = crate::held_dir::HeldDir::open_or_create(&dir).map_err(|e| GitError {
             args: "worktree add".into(),
             message: format!("could not create {}: {e}", dir.display()),
+        })?;
+        // One `git worktree add` at a time: git reads the other worktrees'
+        // half-written entries and fails ("failed to read …/commondir").
+        let _one_at_a_time = held.lock().map_err(|e| GitError {
+            args: "worktree add".into(),
+            message: format!("could not lock {}: {e}", dir.display()),
         })?;
         let path = dir.join(dir_name(branch));
         git(

@@ -184,6 +184,24 @@ impl HeldDir {
         }
     }
 
+    /// Takes an exclusive lock on the directory (`flock`), held until the
+    /// returned handle is dropped; waits for another holder.
+    pub fn lock(&self) -> io::Result<OwnedFd> {
+        let fd = openat(
+            &*self.fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        loop {
+            match rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(fd),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Renames `tmp` to `name` if `tmp` is still the file warden wrote:
     /// a file swapped in under that name by someone else is refused, not
     /// passed off as warden's.
