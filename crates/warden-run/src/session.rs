@@ -212,8 +212,11 @@ pub async fn run_session(
                     session_id.to_ascii_lowercase()
                 )
             });
-            let wt = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
-                .map_err(SetupError::Git)?;
+            let wt = Worktree::create(&opts.cwd, &branch, req.base.as_deref()).map_err(|e| {
+                // Nothing was started: the (still empty) directory goes too.
+                let _ = std::fs::remove_dir(&session_dir);
+                SetupError::Git(e)
+            })?;
             observe(SessionEvent::Worktree(&wt));
             Some(wt)
         }
