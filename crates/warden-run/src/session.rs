@@ -301,6 +301,9 @@ pub async fn run_session(
         let mut handle = match Run::new(spec).spawn() {
             Ok(h) => h,
             Err(e) => {
+                if e.exit_code() == crate::report::OUTPUT_LOST_EXIT {
+                    report.output_lost.get_or_insert_with(|| e.to_string());
+                }
                 report.error = Some(e.to_string());
                 report.stopped_because = "setup_failed".into();
                 break;
