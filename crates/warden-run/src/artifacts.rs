@@ -171,6 +171,18 @@ impl RunDir {
         write_report(&self.dir, report)
     }
 
+    /// Says (and forgets it) if the space set aside for the final report
+    /// was tampered with during the run; the report is then written anew.
+    pub fn check_reserved(&mut self) -> Option<String> {
+        if self.reserved.as_ref().is_some_and(|r| !r.is_intact()) {
+            self.reserved = None;
+            return Some(
+                "the space set aside for run.json was removed or replaced during the run".into(),
+            );
+        }
+        None
+    }
+
     /// Writes the final `run.json`, into the space set aside for it.
     pub fn write_final_report(&mut self, report: &Report) -> io::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(report)?;

@@ -239,6 +239,18 @@ pub struct Reserved {
 }
 
 impl Reserved {
+    /// Whether the reserved file is still where warden put it (not
+    /// removed, renamed or replaced by someone else).
+    pub fn is_intact(&self) -> bool {
+        let (Ok(ours), Ok(there)) = (
+            rustix::fs::fstat(&self.file),
+            statat(&*self.dir.fd, &self.tmp, AtFlags::SYMLINK_NOFOLLOW),
+        ) else {
+            return false;
+        };
+        (ours.st_dev, ours.st_ino) == (there.st_dev, there.st_ino)
+    }
+
     /// Writes `bytes` over the reserved space (growing it if needed), cuts
     /// what is left of it, and renames it over the file it was reserved
     /// for.

@@ -236,6 +236,9 @@ impl Supervisor {
         self.flush_events();
         let mut report = report;
         report.event_counts = self.counts();
+        if let Some(problem) = self.setup.dir.check_reserved() {
+            self.note_error(problem);
+        }
         // Errors met since the report was made (the last events' flush).
         self.refresh_errors(&mut report);
         report.logs = Some(self.setup.dir.digests());

@@ -99,6 +99,35 @@ fn a_planted_temporary_report_link_overwrites_nothing() {
 }
 
 #[test]
+fn the_space_set_aside_for_the_report_swapped_for_a_link_is_not_used() {
+    let case = Case::new();
+    let victim = Victim::new();
+    // The agent sees warden's hidden file for the final report and puts a
+    // link (to a file, then a forged report) in its place.
+    let script = format!(
+        "for f in run/.run.json.*.tmp; do rm -f \"$f\"; ln -s '{}' \"$f\"; done; echo swapped",
+        victim.path.display()
+    );
+    let done = sh(&case, &[], &script);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    victim.assert_untouched();
+    let report = done.report();
+    assert_eq!(report["verdict"], "succeeded", "{report}");
+    assert!(
+        report["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("set aside for run.json")),
+        "the tampering is said: {report}"
+    );
+    assert!(
+        !std::fs::symlink_metadata(case.run_dir().join("run.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[test]
 fn planted_session_and_batch_report_links_overwrite_nothing() {
     let case = Case::new();
     let victim = Victim::new();
