@@ -276,6 +276,8 @@ fn print_run(r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
         }
     } else if let Some(why) = &check.unchecked {
         println!("  logs not checked: {why}");
+    } else {
+        println!("  logs as warden wrote them (sizes and SHA-256 checked)");
     }
     if let Some(lost) = r["output_lost"].as_str() {
         println!("  OUTPUT LOST: {lost}");

@@ -390,6 +390,8 @@ fn an_untouched_run_checks_out_and_its_digests_are_the_files() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("logs as warden wrote them"), "{stdout}");
 }
 
 // ---- one run per directory ----
