@@ -6,52 +6,143 @@
 //! - `run.json`: the report, written when the run starts (verdict `null`)
 //!   and again when it ends, always by write-then-rename so a reader never
 //!   sees half a file.
+//!
+//! The directory is new or empty (it holds exactly one run), reached and
+//! written through a [`HeldDir`], so nothing the agent plants in it can
+//! redirect a write. Each log is hashed as warden writes it; the final
+//! `run.json` records the byte count and SHA-256 of every log, so a log
+//! changed afterwards is found out (`warden report` checks them).
 
-use std::fs::{self, File, OpenOptions};
+use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use serde::Serialize;
+use sha2::{Digest, Sha256};
 use warden_events::event::Stamped;
 
+use crate::held_dir::{DirError, HeldDir, Reserved};
 use crate::report::Report;
 
+/// The logs whose digests `run.json` records, by file name.
+pub const LOGS: [&str; 3] = ["stdout.log", "stderr.log", "events.jsonl"];
+
+/// Disk set aside at the start for the final `run.json`, so the report
+/// is still written when the agent's output has filled the disk. A run
+/// directory where even this does not fit is refused before the agent
+/// starts.
+const REPORT_RESERVE: usize = 64 * 1024;
+
+/// What warden wrote to one log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LogDigest {
+    pub bytes: u64,
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+/// A log file that hashes exactly the bytes that reached it.
+pub struct HashedLog {
+    file: File,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl HashedLog {
+    fn new(file: File) -> Self {
+        Self {
+            file,
+            hasher: Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    pub fn digest(&self) -> LogDigest {
+        LogDigest {
+            bytes: self.bytes,
+            sha256: hex(&self.hasher.clone().finalize()),
+        }
+    }
+}
+
+impl Write for HashedLog {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
 pub struct RunDir {
-    path: PathBuf,
-    pub stdout: File,
-    pub stderr: File,
-    events: BufWriter<File>,
+    dir: HeldDir,
+    pub stdout: HashedLog,
+    pub stderr: HashedLog,
+    events: BufWriter<HashedLog>,
+    /// For the final `run.json`.
+    reserved: Option<Reserved>,
 }
 
 impl RunDir {
-    /// Creates the run directory (and, under a `.warden` directory, a
-    /// `.gitignore` so an agent never commits warden's logs).
-    pub fn create(path: &Path) -> io::Result<Self> {
-        fs::create_dir_all(path)?;
-        if let Some(warden_dir) = path
-            .ancestors()
-            .find(|p| p.file_name() == Some(".warden".as_ref()))
-        {
-            let ignore = warden_dir.join(".gitignore");
-            if !ignore.exists() {
-                fs::write(ignore, "# warden's run logs; never committed\n*\n")?;
-            }
-        }
+    /// Creates the run directory, which must be new or empty (and, under a
+    /// `.warden` directory, a `.gitignore` so an agent never commits
+    /// warden's logs).
+    pub fn create(path: &Path) -> Result<Self, DirError> {
+        let dir = HeldDir::create_empty(path)?;
+        // O_EXCL: the first file claims the directory, so two runs started
+        // on the same empty directory at once cannot both use it.
         let open = |name: &str| {
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path.join(name))
+            dir.create_file(name).map(HashedLog::new).map_err(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    DirError::NotEmpty {
+                        path: path.to_path_buf(),
+                    }
+                } else {
+                    DirError::Io {
+                        path: path.join(name),
+                        source: e,
+                    }
+                }
+            })
         };
+        let stdout = open("stdout.log")?;
+        let stderr = open("stderr.log")?;
+        let events = BufWriter::with_capacity(64 * 1024, open("events.jsonl")?);
+        let reserved = dir
+            .reserve("run.json", REPORT_RESERVE)
+            .map_err(|source| DirError::Io {
+                path: path.join("run.json"),
+                source,
+            })?;
         Ok(Self {
-            path: path.to_path_buf(),
-            stdout: open("stdout.log")?,
-            stderr: open("stderr.log")?,
-            events: BufWriter::with_capacity(64 * 1024, open("events.jsonl")?),
+            stdout,
+            stderr,
+            events,
+            reserved: Some(reserved),
+            dir,
         })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
+    }
+
+    /// The directory handle, for a report written after the run.
+    pub fn handle(&self) -> HeldDir {
+        self.dir.clone()
     }
 
     pub fn event(&mut self, e: &Stamped) -> io::Result<()> {
@@ -63,16 +154,80 @@ impl RunDir {
         self.events.flush()
     }
 
+    /// What has reached each log so far (`events.jsonl`: what left the
+    /// buffer; flush first).
+    pub fn digests(&self) -> BTreeMap<String, LogDigest> {
+        [
+            (LOGS[0], self.stdout.digest()),
+            (LOGS[1], self.stderr.digest()),
+            (LOGS[2], self.events.get_ref().digest()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
     pub fn write_report(&self, report: &Report) -> io::Result<()> {
-        write_report(&self.path, report)
+        write_report(&self.dir, report)
+    }
+
+    /// Says (and forgets it) if the space set aside for the final report
+    /// was tampered with during the run; the report is then written anew.
+    pub fn check_reserved(&mut self) -> Option<String> {
+        if self.reserved.as_ref().is_some_and(|r| !r.is_intact()) {
+            self.reserved = None;
+            return Some(
+                "the space set aside for run.json was removed or replaced during the run".into(),
+            );
+        }
+        None
+    }
+
+    /// Writes the final `run.json`, into the space set aside for it.
+    pub fn write_final_report(&mut self, report: &Report) -> io::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(report)?;
+        bytes.push(b'\n');
+        match self.reserved.take() {
+            // Written where the space was set aside; if that fails (it was
+            // tampered with, say), a fresh file may still do.
+            Some(r) => r
+                .write(&bytes)
+                .or_else(|_| self.dir.write_atomic("run.json", &bytes)),
+            None => self.dir.write_atomic("run.json", &bytes),
+        }
     }
 }
 
 /// Writes `run.json` in `dir` atomically.
-pub fn write_report(dir: &Path, report: &Report) -> io::Result<()> {
-    let tmp = dir.join(".run.json.tmp");
+pub fn write_report(dir: &HeldDir, report: &Report) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(report)?;
     bytes.push(b'\n');
-    fs::write(&tmp, bytes)?;
-    fs::rename(tmp, dir.join("run.json"))
+    dir.write_atomic("run.json", &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_is_the_sha256_of_what_was_written() {
+        let t = tempfile::tempdir().unwrap();
+        let mut d = RunDir::create(&t.path().join("run")).unwrap();
+        d.stdout.write_all(b"abc").unwrap();
+        let got = d.digests();
+        assert_eq!(got["stdout.log"].bytes, 3);
+        assert_eq!(
+            got["stdout.log"].sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(got["stderr.log"].bytes, 0);
+    }
+
+    #[test]
+    fn a_second_run_in_the_same_directory_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let _first = RunDir::create(&t.path().join("run")).unwrap();
+        let err = RunDir::create(&t.path().join("run")).err().unwrap();
+        assert!(matches!(err, DirError::NotEmpty { .. }), "{err}");
+    }
 }

@@ -324,17 +324,17 @@ impl Worktree {
             message: format!("the base `{base_ref}` is not a commit: {}", e.message),
         })?;
         let dir = root.join(".warden/worktrees");
-        std::fs::create_dir_all(&dir).map_err(|e| GitError {
+        // Made without following a link (and with `.warden/.gitignore`).
+        let held = crate::held_dir::HeldDir::open_or_create(&dir).map_err(|e| GitError {
             args: "worktree add".into(),
             message: format!("could not create {}: {e}", dir.display()),
         })?;
-        let ignore = root.join(".warden/.gitignore");
-        if !ignore.exists() {
-            let _ = std::fs::write(
-                &ignore,
-                "# warden's run logs and worktrees; never committed\n*\n",
-            );
-        }
+        // One `git worktree add` at a time: git reads the other worktrees'
+        // half-written entries and fails ("failed to read …/commondir").
+        let _one_at_a_time = held.lock().map_err(|e| GitError {
+            args: "worktree add".into(),
+            message: format!("could not lock {}: {e}", dir.display()),
+        })?;
         let path = dir.join(dir_name(branch));
         git_within(
             &root,

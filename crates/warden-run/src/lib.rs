@@ -28,6 +28,7 @@ pub mod artifacts;
 pub mod clocks;
 pub mod defaults;
 pub mod git;
+pub mod held_dir;
 pub mod limits;
 pub mod live;
 pub mod output;
@@ -41,7 +42,6 @@ pub mod verdict;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
@@ -126,11 +126,8 @@ impl RunSpec {
 pub enum SetupError {
     #[error("the command is empty: name a program to run")]
     EmptyCommand,
-    #[error("could not create the run directory {}: {source}", .path.display())]
-    RunDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("could not use the run directory: {0}")]
+    RunDir(#[from] held_dir::DirError),
     #[error("could not find warden's own executable to use as the run's shim: {0}")]
     ShimExe(std::io::Error),
     #[error(transparent)]
@@ -149,6 +146,28 @@ impl SetupError {
             self,
             SetupError::Sandbox(SandboxError::BwrapUnavailable(_) | SandboxError::NoEngine { .. })
         )
+    }
+
+    /// warden's exit code for this error: 6 when the machine cannot run
+    /// the sandbox, [`report::OUTPUT_LOST_EXIT`] when the file system
+    /// cannot keep the run's output (full, read-only, failing), 2 for a
+    /// bad request.
+    pub fn exit_code(&self) -> u8 {
+        use rustix::io::Errno;
+        if self.is_unavailable() {
+            return 6;
+        }
+        let storage = [Errno::NOSPC, Errno::DQUOT, Errno::IO, Errno::ROFS];
+        match self {
+            SetupError::RunDir(e)
+                if e.io()
+                    .and_then(std::io::Error::raw_os_error)
+                    .is_some_and(|code| storage.iter().any(|s| s.raw_os_error() == code)) =>
+            {
+                report::OUTPUT_LOST_EXIT
+            }
+            _ => 2,
+        }
     }
 }
 
@@ -279,10 +298,8 @@ impl Run {
             None
         };
 
-        let dir = RunDir::create(&run_dir).map_err(|source| SetupError::RunDir {
-            path: run_dir.clone(),
-            source,
-        })?;
+        let dir = RunDir::create(&run_dir)?;
+        let dir_handle = dir.handle();
         let setup = Setup {
             run_id: run_id.clone(),
             agent: spec.agent,
@@ -332,6 +349,7 @@ impl Run {
             control: control_tx,
             task,
             fallback,
+            dir: dir_handle,
         })
     }
 }
@@ -344,6 +362,7 @@ pub struct RunHandle {
     control: mpsc::UnboundedSender<Control>,
     task: JoinHandle<Report>,
     fallback: Report,
+    dir: held_dir::HeldDir,
 }
 
 /// A cloneable way to stop a run, for signal handlers and other tasks.
@@ -382,7 +401,8 @@ impl RunHandle {
     }
 
     /// Waits for the end of the run. Always returns a report with a
-    /// verdict, and `run.json` has been written.
+    /// verdict; `run.json` has it when `written` is true (a full disk can
+    /// prevent that: then `output_lost` says why).
     pub async fn wait(self) -> Report {
         match self.task.await {
             Ok(report) => report,
@@ -391,7 +411,7 @@ impl RunHandle {
                 report.verdict = Some(Verdict::InternalError);
                 report.reason = "warden's supervisor failed".into();
                 report.error = Some(format!("the supervisor task failed: {e}"));
-                let _ = artifacts::write_report(&self.run_dir, &report);
+                report.written = artifacts::write_report(&self.dir, &report).is_ok();
                 report
             }
         }
@@ -406,21 +426,14 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// `20261129T193152Z-1a2b3c`: sortable by start time, unique in a process
-/// and, through the pid and clock, across processes.
-pub(crate) fn new_run_id(at: SystemTime) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
+/// `20261129T193152Z-1a2b3c4d5e6f7a8b`: sortable by start time, and 64
+/// random bits from the kernel, so ids never collide, across processes
+/// and machines, and cannot be guessed before the run starts.
+pub fn new_run_id(at: SystemTime) -> String {
     let stamp: String = humantime::format_rfc3339_seconds(at)
         .to_string()
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .collect();
-    let nanos = at
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos() as u64;
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mix =
-        (nanos ^ (u64::from(std::process::id()) << 20) ^ (n.wrapping_mul(0x9e37_79b9))) & 0xff_ffff;
-    format!("{stamp}-{mix:06x}")
+    format!("{stamp}-{:016x}", held_dir::random_u64())
 }

@@ -124,6 +124,36 @@ pub struct Report {
     pub warden_peak_rss_kib: Option<u64>,
     /// CPU time warden's process has used so far (all its runs), ms.
     pub warden_cpu_ms: Option<u64>,
-    /// What went wrong inside warden or at spawn, if anything.
+    /// What went wrong inside warden or at spawn, if anything (every
+    /// error, the first one first).
     pub error: Option<String>,
+    /// The first failure to keep the run's output (a write to a log or to
+    /// `run.json` that failed: a full disk, say); `null` when all of it
+    /// was kept. Then warden exits with [`OUTPUT_LOST_EXIT`] whatever the
+    /// verdict, which is still the agent's.
+    pub output_lost: Option<String>,
+    /// At the end of the run: the byte count and SHA-256 of what warden
+    /// wrote to each log (`stdout.log`, `stderr.log`, `events.jsonl`), for
+    /// `warden report` to check that none was changed since; `null` while
+    /// the run is going.
+    pub logs: Option<BTreeMap<String, crate::artifacts::LogDigest>>,
+    /// Whether this report reached `run.json` (not part of the file).
+    #[serde(skip)]
+    pub written: bool,
+}
+
+/// warden's exit code when it could not keep a run's output.
+pub const OUTPUT_LOST_EXIT: u8 = 74;
+
+impl Report {
+    /// The exit code of `warden run` for this report: the verdict's, or
+    /// [`OUTPUT_LOST_EXIT`] when output was lost (a record with a hole in
+    /// it must not pass for a complete one), or 70 with no verdict.
+    pub fn warden_exit_code(&self) -> u8 {
+        if self.output_lost.is_some() {
+            return OUTPUT_LOST_EXIT;
+        }
+        self.verdict
+            .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    }
 }

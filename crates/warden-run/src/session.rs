@@ -15,6 +15,7 @@ use serde::Serialize;
 use warden_events::Tokens;
 
 use crate::git::{self, Commit, Worktree};
+use crate::held_dir::HeldDir;
 use crate::{Canceller, Report, Run, RunSpec, SetupError, Stamped, Verdict};
 
 /// `--worktree`: where the session works.
@@ -123,6 +124,25 @@ pub struct SessionReport {
     pub commits: Vec<Commit>,
     pub output: Option<serde_json::Value>,
     pub error: Option<String>,
+    /// The first failure to keep output: a run's (`Report::output_lost`)
+    /// or a `session.json` that could not be written.
+    pub output_lost: Option<String>,
+    /// Whether the last `session.json` was written (not part of the file).
+    #[serde(skip)]
+    pub written: bool,
+}
+
+impl SessionReport {
+    /// The exit code of a session: its verdict's, or
+    /// [`crate::report::OUTPUT_LOST_EXIT`] when output was lost, or 2
+    /// when no run started.
+    pub fn warden_exit_code(&self) -> u8 {
+        if self.output_lost.is_some() {
+            return crate::report::OUTPUT_LOST_EXIT;
+        }
+        self.verdict
+            .map_or(2, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    }
 }
 
 /// Stops a session from another task: the current run is cancelled, and
@@ -199,6 +219,13 @@ pub async fn run_session(
     let base_dir = git::repo_root(&opts.cwd)
         .await
         .unwrap_or_else(|| opts.cwd.clone());
+    // Before anything else is made: a session directory that cannot be
+    // used (not empty, a planted link) leaves nothing behind.
+    let session_dir = opts
+        .session_dir
+        .clone()
+        .unwrap_or_else(|| base_dir.join(".warden/sessions").join(&session_id));
+    let held = HeldDir::create_empty(&session_dir)?;
 
     let worktree = match &opts.worktree {
         Some(req) => {
@@ -211,7 +238,11 @@ pub async fn run_session(
             });
             let wt = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
                 .await
-                .map_err(SetupError::Git)?;
+                .map_err(|e| {
+                    // Nothing was started: the (still empty) directory goes too.
+                    let _ = std::fs::remove_dir(&session_dir);
+                    SetupError::Git(e)
+                })?;
             observe(SessionEvent::Worktree(&wt));
             Some(wt)
         }
@@ -220,14 +251,6 @@ pub async fn run_session(
     let workdir = worktree
         .as_ref()
         .map_or_else(|| opts.cwd.clone(), |w| w.path.clone());
-    let session_dir = opts
-        .session_dir
-        .clone()
-        .unwrap_or_else(|| base_dir.join(".warden/sessions").join(&session_id));
-    std::fs::create_dir_all(&session_dir).map_err(|source| SetupError::RunDir {
-        path: session_dir.clone(),
-        source,
-    })?;
     let branch = match &worktree {
         Some(w) => Some(w.branch.clone()),
         None => git::branch(&workdir).await,
@@ -255,6 +278,8 @@ pub async fn run_session(
         commits: Vec::new(),
         output: None,
         error: None,
+        output_lost: None,
+        written: false,
     };
 
     let mut iteration = 0;
@@ -302,6 +327,9 @@ pub async fn run_session(
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
+                if e.exit_code() == crate::report::OUTPUT_LOST_EXIT {
+                    report.output_lost.get_or_insert_with(|| e.to_string());
+                }
                 report.error = Some(e.to_string());
                 report.stopped_because = "setup_failed".into();
                 break;
@@ -330,6 +358,11 @@ pub async fn run_session(
         if run.output.is_some() {
             report.output.clone_from(&run.output);
         }
+        if let Some(lost) = &run.output_lost
+            && report.output_lost.is_none()
+        {
+            report.output_lost = Some(format!("iteration {iteration}: {lost}"));
+        }
         let signalled = run.completion_signal_seen_ms.is_some();
         report.runs.push(SessionRun {
             iteration,
@@ -344,7 +377,7 @@ pub async fn run_session(
             cost_usd: run.cost_usd,
             commits: run.commits.clone(),
         });
-        write_json(&session_dir, &report);
+        write_json(&held, &mut report);
 
         match run.verdict {
             Some(Verdict::Cancelled) => {
@@ -433,16 +466,27 @@ pub async fn run_session(
         });
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
-    write_json(&session_dir, &report);
+    write_json(&held, &mut report);
     Ok(report)
 }
 
-fn write_json(dir: &std::path::Path, report: &SessionReport) {
-    let tmp = dir.join(".session.json.tmp");
-    if let Ok(mut bytes) = serde_json::to_vec_pretty(report) {
-        bytes.push(b'\n');
-        if std::fs::write(&tmp, bytes).is_ok() {
-            let _ = std::fs::rename(tmp, dir.join("session.json"));
-        }
+/// Writes `session.json` atomically through the session directory's
+/// handle; a failure is kept in the report (after any error before it).
+fn write_json(dir: &HeldDir, report: &mut SessionReport) {
+    let written = serde_json::to_vec_pretty(&*report)
+        .map_err(std::io::Error::from)
+        .and_then(|mut bytes| {
+            bytes.push(b'\n');
+            dir.write_atomic("session.json", &bytes)
+        });
+    report.written = written.is_ok();
+    if let Err(e) = written {
+        let e = format!("could not write session.json: {e}");
+        report.error = Some(match report.error.take() {
+            Some(first) if !first.contains(&e) => format!("{first}; {e}"),
+            Some(first) => first,
+            None => e.clone(),
+        });
+        report.output_lost.get_or_insert(e);
     }
 }

@@ -37,6 +37,32 @@ use warden_run::session::{
 
 use crate::cli::{BatchArgs, RunArgs, SettingFlags};
 use crate::plan::{Plan, safe_name};
+
+/// What warden itself keeps in a batch directory, so no run is named so.
+const BATCH_FILES: &[&str] = &["batch.json"];
+
+/// The directory of the run `name` in its batch: one plain component, so
+/// it can never be outside the batch directory, nor the batch directory
+/// itself.
+fn run_dir_name(name: &str) -> Result<String, String> {
+    let dir = safe_name(name);
+    if dir.is_empty() || dir == "." || dir == ".." {
+        return Err(format!(
+            "the name `{name}` cannot name a directory: use letters, digits, `-`, `_` or `.`, not only dots"
+        ));
+    }
+    if BATCH_FILES.contains(&dir.as_str()) {
+        return Err(format!(
+            "the name `{name}` is taken by warden's own `{dir}`: pick another"
+        ));
+    }
+    if dir.len() > 200 {
+        return Err(format!(
+            "the name `{name}` is too long for a directory name (at most 200 bytes)"
+        ));
+    }
+    Ok(dir)
+}
 use crate::render::{ViewState, live, ms};
 use crate::settings::{KEYS, RawSettings};
 use crate::signals::Signals;
@@ -260,14 +286,7 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
         Ok(d) => d,
         Err(e) => return err(file, format!("cannot read the current directory: {e}")),
     };
-    let batch_id = format!(
-        "{}",
-        humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-    )
-    .chars()
-    .filter(char::is_ascii_alphanumeric)
-    .collect::<String>();
-    let batch_id = format!("{batch_id}-{:04x}", std::process::id() & 0xffff);
+    let batch_id = warden_run::new_run_id(std::time::SystemTime::now());
     let batch_dir = args
         .dir
         .clone()
@@ -288,10 +307,24 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             },
             _ => format!("run-{}", i + 1),
         };
-        if entries.iter().any(|e| e.name == name) {
+        let dir_name = match run_dir_name(&name) {
+            Ok(d) => d,
+            Err(e) => return err(file, format!("run {}: {e}", i + 1)),
+        };
+        if let Some(other) = entries
+            .iter()
+            .find(|e| run_dir_name(&e.name).is_ok_and(|d| d == dir_name))
+        {
             return err(
                 file,
-                format!("two runs are named `{name}`: names must be unique"),
+                if other.name == name {
+                    format!("two runs are named `{name}`: names must be unique")
+                } else {
+                    format!(
+                        "the runs `{}` and `{name}` would share the directory `{dir_name}` (a name keeps letters, digits, `-`, `_` and `.`; anything else becomes `-`): give them names that differ there",
+                        other.name
+                    )
+                },
             );
         }
         let (run_args, flags) = match to_args(&merged, i) {
@@ -343,7 +376,7 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
                 base: run_args.base.clone(),
                 keep: run_args.keep_worktree,
             }),
-            session_dir: Some(batch_dir.join(safe_name(&name))),
+            session_dir: Some(batch_dir.join(&dir_name)),
             output_retries: run_args.output_retries,
             can_resume: matches!(agent, Agent::Claude | Agent::Codex | Agent::Pi),
         };
@@ -354,12 +387,18 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             options,
         });
     }
-    if let Err(e) = std::fs::create_dir_all(&batch_dir) {
-        return err(
-            file,
-            format!("could not create {}: {e}", batch_dir.display()),
-        );
-    }
+    let held = match warden_run::held_dir::HeldDir::create_empty(&batch_dir) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("warden: error: {}: {e}", file.display());
+            return match e.io().and_then(std::io::Error::raw_os_error) {
+                Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => {
+                    warden_run::report::OUTPUT_LOST_EXIT
+                }
+                _ => 2,
+            };
+        }
+    };
 
     let started = Instant::now();
     let view = BatchView::new(args.quiet, entries.len());
@@ -503,15 +542,27 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
         runs: results,
     };
     let path = batch_dir.join("batch.json");
-    if let Ok(mut bytes) = serde_json::to_vec_pretty(&report) {
-        bytes.push(b'\n');
-        if let Err(e) = std::fs::write(&path, bytes) {
+    let written = serde_json::to_vec_pretty(&report)
+        .map_err(std::io::Error::from)
+        .and_then(|mut bytes| {
+            bytes.push(b'\n');
+            held.write_atomic("batch.json", &bytes)
+        });
+    print_table(&report);
+    let lost = report
+        .runs
+        .iter()
+        .any(|r| r.session.as_ref().is_some_and(|s| s.output_lost.is_some()));
+    match written {
+        Ok(()) => eprintln!("warden: batch report: {}", path.display()),
+        Err(e) => {
             eprintln!("warden: error: could not write {}: {e}", path.display());
+            return warden_run::report::OUTPUT_LOST_EXIT;
         }
     }
-    print_table(&report);
-    eprintln!("warden: batch report: {}", path.display());
-    if report.cancelled > 0 {
+    if lost {
+        warden_run::report::OUTPUT_LOST_EXIT
+    } else if report.cancelled > 0 {
         130
     } else if report.failed > 0 {
         1

@@ -11,18 +11,125 @@ use crate::cli::ReportArgs;
 use crate::render::ms;
 use crate::timeline::{self, Timeline};
 
+/// Opens a file of a run directory for reading: never through a link,
+/// never a FIFO or a device (which could block `warden report` forever).
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{CWD, FileType, Mode, OFlags, fstat, openat};
+    let fd = openat(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            std::io::Error::other("it is a symbolic link, which warden never writes")
+        } else {
+            e.into()
+        }
+    })?;
+    if FileType::from_raw_mode(fstat(&fd)?.st_mode) != FileType::RegularFile {
+        return Err(std::io::Error::other(
+            "it is not a regular file, which warden never writes",
+        ));
+    }
+    Ok(std::fs::File::from(fd))
+}
+
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut open_regular(path)?, &mut text)?;
+    Ok(text)
+}
+
 fn read_json(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+    let text = read_text(path).map_err(|e| format!("could not read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
 }
 
 fn read_events(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("events.jsonl"))
+    read_text(&dir.join("events.jsonl"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// The byte count and SHA-256 of a file, read in pieces.
+fn digest_of(path: &Path) -> std::io::Result<(u64, String)> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = open_regular(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    let sha = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((bytes, sha))
+}
+
+/// What `warden report` found about a run's logs.
+#[derive(Debug, Default)]
+struct LogCheck {
+    /// Logs that no longer are what warden wrote: one sentence each.
+    changed: Vec<String>,
+    /// Why the logs could not be checked at all, if so.
+    unchecked: Option<String>,
+}
+
+/// Checks each log against the byte count and SHA-256 that `run.json`
+/// recorded when warden finished writing it.
+fn check_logs(dir: &Path, report: &Value) -> LogCheck {
+    let mut check = LogCheck::default();
+    let Some(logs) = report["logs"].as_object() else {
+        check.unchecked = Some(if report["verdict"].is_null() {
+            "the run is unfinished, so its logs have no recorded digests to check".into()
+        } else {
+            "run.json records no digests of the logs, so they cannot be checked".into()
+        });
+        return check;
+    };
+    for (name, want) in logs {
+        let (Some(bytes), Some(sha)) = (want["bytes"].as_u64(), want["sha256"].as_str()) else {
+            check
+                .changed
+                .push(format!("{name}: run.json's record of it is malformed"));
+            continue;
+        };
+        // Only a plain file name: run.json must not send the check
+        // elsewhere.
+        if name.contains('/') || name == ".." || name == "." {
+            check
+                .changed
+                .push(format!("`{name}`: not a file of the run directory"));
+            continue;
+        }
+        match digest_of(&dir.join(name)) {
+            Ok((n, got)) if n == bytes && got == sha => {}
+            Ok((n, got)) => check.changed.push(format!(
+                "{name} no longer matches what warden wrote: warden wrote {bytes} bytes (sha256 {}), the file now has {n} bytes (sha256 {})",
+                &sha[..sha.len().min(16)],
+                &got[..16]
+            )),
+            Err(e) => check
+                .changed
+                .push(format!("{name} can no longer be read as warden wrote it: {e}")),
+        }
+    }
+    check
 }
 
 pub fn report(args: &ReportArgs) -> u8 {
@@ -66,6 +173,7 @@ pub fn report(args: &ReportArgs) -> u8 {
         return 2;
     };
     let mut sections = Vec::new();
+    let mut tampered = false;
     for run_dir in &runs {
         let report = match read_json(&run_dir.join("run.json")) {
             Ok(r) => r,
@@ -76,8 +184,16 @@ pub fn report(args: &ReportArgs) -> u8 {
         };
         let events = read_events(run_dir);
         let t = timeline::build(&report, &events, silence);
-        print_run(&report, &t, silence);
-        sections.push((report, t));
+        let check = check_logs(run_dir, &report);
+        print_run(&report, &t, silence, &check);
+        for c in &check.changed {
+            tampered = true;
+            eprintln!(
+                "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
+                run_dir.display()
+            );
+        }
+        sections.push((report, t, check));
     }
     if let Some(out) = &args.html {
         let page = html(&sections, silence);
@@ -87,8 +203,11 @@ pub fn report(args: &ReportArgs) -> u8 {
         }
         println!("timeline written to {}", out.display());
     }
-    0
+    if tampered { LOGS_CHANGED_EXIT } else { 0 }
 }
+
+/// `warden report`'s exit code when a log no longer matches its digest.
+const LOGS_CHANGED_EXIT: u8 = 1;
 
 fn print_session(s: &Value) {
     println!(
@@ -112,40 +231,66 @@ fn print_session(s: &Value) {
     println!();
 }
 
-fn print_run(r: &Value, t: &Timeline, silence: u64) {
+fn print_run(r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
     let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+    if t.finished {
+        println!(
+            "run {}  {}  {} in {}: {}",
+            s("run_id"),
+            s("agent"),
+            r["verdict"].as_str().unwrap_or("?"),
+            ms(t.duration),
+            s("reason")
+        );
+    } else {
+        println!(
+            "run {}  {}  UNFINISHED: no verdict; the run is still going, or its warden was killed before it could finish (its events go up to {})",
+            s("run_id"),
+            s("agent"),
+            ms(t.duration),
+        );
+    }
     println!(
-        "run {}  {}  {} in {}: {}",
-        s("run_id"),
-        s("agent"),
-        r["verdict"].as_str().unwrap_or("unfinished"),
-        ms(t.duration),
-        s("reason")
-    );
-    println!(
-        "  started {}; first activity after {}; longest silence {}",
+        "  started {}; first activity after {}; longest silence {}{}",
         s("started_at"),
-        r["time_to_first_activity_ms"]
-            .as_u64()
-            .map_or("never".into(), ms),
-        ms(r["longest_silence_ms"].as_u64().unwrap_or(0))
+        t.first_activity.map_or("never".into(), ms),
+        ms(t.longest_silence),
+        if t.finished { "" } else { " so far" }
     );
     if t.silences.is_empty() {
         println!("  no silence of {} or more", ms(silence));
     } else {
         for (a, b) in &t.silences {
-            println!("  quiet from {} to {} ({})", ms(*a), ms(*b), ms(b - a));
+            println!(
+                "  quiet from {} to {} ({})",
+                ms(*a),
+                ms(*b),
+                ms(b.saturating_sub(*a))
+            );
         }
+    }
+    if !check.changed.is_empty() {
+        println!("  LOGS CHANGED AFTER THE RUN:");
+        for c in &check.changed {
+            println!("    {c}");
+        }
+    } else if let Some(why) = &check.unchecked {
+        println!("  logs not checked: {why}");
+    } else {
+        println!("  logs as warden wrote them (sizes and SHA-256 checked)");
+    }
+    if let Some(lost) = r["output_lost"].as_str() {
+        println!("  OUTPUT LOST: {lost}");
     }
     if !t.tools.is_empty() {
         let mut tools = t.tools.clone();
-        tools.sort_by_key(|x| std::cmp::Reverse(x.end - x.start));
+        tools.sort_by_key(|x| std::cmp::Reverse(x.end.saturating_sub(x.start)));
         println!("  {} tool call(s); the longest:", tools.len());
         for x in tools.iter().take(5) {
             println!(
                 "    {} {} at {}{}: {}",
                 x.name,
-                ms(x.end - x.start),
+                ms(x.end.saturating_sub(x.start)),
                 ms(x.start),
                 if !x.finished {
                     " (never finished)"
@@ -200,7 +345,7 @@ fn esc(s: &str) -> String {
 }
 
 /// The page: one section per run, each an inline SVG timeline.
-fn html(runs: &[(Value, Timeline)], silence: u64) -> String {
+fn html(runs: &[(Value, Timeline, LogCheck)], silence: u64) -> String {
     let mut out = String::from(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>warden report</title>\n<style>\
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h2{margin:8px 0}.ok{color:#1a7f37}.bad{color:#cf222e}\
@@ -208,30 +353,50 @@ table{border-collapse:collapse;margin:8px 0}td{padding:2px 10px 2px 0;vertical-a
 .legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}\
 </style></head><body>\n<h1>warden report</h1>\n",
     );
-    for (r, t) in runs {
-        section(&mut out, r, t, silence);
+    for (r, t, check) in runs {
+        section(&mut out, r, t, silence, check);
     }
     out.push_str("</body></html>\n");
     out
 }
 
-fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64) {
-    let verdict = r["verdict"].as_str().unwrap_or("unfinished");
+fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
+    let verdict = match r["verdict"].as_str() {
+        Some(v) if t.finished => v,
+        _ => "unfinished",
+    };
     let class = if verdict == "succeeded" { "ok" } else { "bad" };
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<section><h2>{} <span class=\"{class}\">{}</span></h2>\n<table>",
+        "<section><h2>{} <span class=\"{class}\">{}</span></h2>",
         esc(r["run_id"].as_str().unwrap_or("run")),
         esc(verdict)
     );
+    for c in &check.changed {
+        let _ = writeln!(
+            out,
+            "<p class=\"bad\"><strong>log changed after the run:</strong> {}</p>",
+            esc(c)
+        );
+    }
+    if let Some(lost) = r["output_lost"].as_str() {
+        let _ = writeln!(
+            out,
+            "<p class=\"bad\"><strong>output lost:</strong> {}</p>",
+            esc(lost)
+        );
+    }
+    out.push_str("<table>");
+    let why = if t.finished {
+        r["reason"].as_str().unwrap_or("").to_string()
+    } else {
+        "no verdict: still going, or its warden was killed before it could finish".to_string()
+    };
     let rows = [
         ("agent", r["agent"].as_str().unwrap_or("").to_string()),
-        ("why", r["reason"].as_str().unwrap_or("").to_string()),
+        ("why", why),
         ("duration", ms(t.duration)),
-        (
-            "longest silence",
-            ms(r["longest_silence_ms"].as_u64().unwrap_or(0)),
-        ),
+        ("longest silence", ms(t.longest_silence)),
         ("tool calls", t.tools.len().to_string()),
         (
             "tokens",
@@ -258,7 +423,7 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64) {
     );
     // Time axis.
     for i in 0..=10 {
-        let at = t.duration * i / 10;
+        let at = (u128::from(t.duration) * i / 10) as u64;
         let _ = writeln!(
             out,
             "<line x1=\"{0:.1}\" y1=\"18\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"12\" font-size=\"10\" text-anchor=\"middle\">{2}</text>",
@@ -279,7 +444,7 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64) {
             "<rect x=\"{:.1}\" y=\"28\" width=\"{:.1}\" height=\"18\" fill=\"#f6c445\" opacity=\"0.7\"><title>quiet {} from {}</title></rect>",
             x(*a),
             (x(*b) - x(*a)).max(1.0),
-            esc(&ms(b - a)),
+            esc(&ms(b.saturating_sub(*a))),
             esc(&ms(*a))
         );
     }
@@ -353,7 +518,7 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64) {
             y,
             (x(tool.end) - x(tool.start)).max(2.0),
             esc(&tool.name),
-            esc(&ms(tool.end - tool.start)),
+            esc(&ms(tool.end.saturating_sub(tool.start))),
             esc(&ms(tool.start)),
             esc(&tool.input)
         );

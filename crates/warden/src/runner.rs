@@ -83,9 +83,9 @@ pub(crate) async fn run_once(
 ) -> u8 {
     let mut handle = match Run::new(spec).spawn().await {
         Ok(h) => h,
-        Err(e) if e.is_unavailable() => {
+        Err(e) if e.exit_code() != 2 => {
             eprintln!("warden: error: {e}");
-            return 6;
+            return e.exit_code();
         }
         Err(e) => return usage(e),
     };
@@ -105,9 +105,7 @@ pub(crate) async fn run_once(
     signals.abort();
     ticker.abort();
     renderer.finished(&report);
-    report
-        .verdict
-        .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    report.warden_exit_code()
 }
 
 pub(crate) async fn run_session_cli(
@@ -193,7 +191,7 @@ pub(crate) async fn run_session_cli(
         Ok(r) => r,
         Err(e) => {
             eprintln!("warden: error: {e}");
-            return if e.is_unavailable() { 6 } else { 2 };
+            return e.exit_code();
         }
     };
     let verdict = report.verdict.map_or("none", |v| v.as_str());
@@ -233,12 +231,11 @@ pub(crate) async fn run_session_cli(
     if let Some(e) = &report.error {
         important!("warden: error: {e}");
     }
-    important!(
-        "warden: session report: {}",
-        report.session_dir.join("session.json").display()
-    );
-    match report.verdict {
-        Some(v) => u8::try_from(v.exit_code()).unwrap_or(70),
-        None => 2,
+    if report.written {
+        important!(
+            "warden: session report: {}",
+            report.session_dir.join("session.json").display()
+        );
     }
+    report.warden_exit_code()
 }

@@ -24,7 +24,17 @@ pub struct Mark {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Timeline {
+    /// Whether `run.json` has a verdict. An unfinished run (still going,
+    /// or its warden was killed) is drawn up to its last event.
+    pub finished: bool,
+    /// The run's length: `duration_ms` of a finished run (never shorter
+    /// than its events), else the time of its last event.
     pub duration: u64,
+    /// When the first activity came, from the report or else the events.
+    pub first_activity: Option<u64>,
+    /// The longest stretch without activity, from the report of a
+    /// finished run, else from the events.
+    pub longest_silence: u64,
     pub activity: Vec<u64>,
     /// `(start, end)` of each silence at least the threshold long.
     pub silences: Vec<(u64, u64)>,
@@ -50,14 +60,20 @@ const ACTIVITY: &[&str] = &[
 ];
 
 pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
-    let duration = report["duration_ms"].as_u64().unwrap_or_else(|| {
-        events
-            .iter()
-            .filter_map(|e| e["t_ms"].as_u64())
-            .max()
-            .unwrap_or(0)
-    });
+    let finished = !report["verdict"].is_null();
+    let last_event = events
+        .iter()
+        .filter_map(|e| e["t_ms"].as_u64())
+        .max()
+        .unwrap_or(0);
+    // The first run.json of a run says 0 ms: only a finished run's length
+    // is the report's, and never shorter than its own events.
+    let duration = match report["duration_ms"].as_u64() {
+        Some(d) if finished => d.max(last_event),
+        _ => last_event,
+    };
     let mut t = Timeline {
+        finished,
         duration,
         ..Timeline::default()
     };
@@ -103,11 +119,15 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
                 }
             }
             "usage" => {
-                let n = e["input"].as_u64().unwrap_or(0) + e["output"].as_u64().unwrap_or(0);
+                // Saturating: the numbers come from a file anyone could edit.
+                let n = e["input"]
+                    .as_u64()
+                    .unwrap_or(0)
+                    .saturating_add(e["output"].as_u64().unwrap_or(0));
                 if e["cumulative"].as_bool().unwrap_or(false) {
                     tokens_total = Some(n);
                 } else {
-                    tokens_step += n;
+                    tokens_step = tokens_step.saturating_add(n);
                 }
                 t.tokens
                     .push((at, tokens_total.unwrap_or(tokens_step).max(tokens_step)));
@@ -165,11 +185,52 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
     t.tools.sort_by_key(|s| s.start);
     // Silences: between activities, from the start, and to the end.
     let mut prev = 0;
+    let mut longest = 0;
     for &a in t.activity.iter().chain(std::iter::once(&duration)) {
-        if a >= prev + silence_ms && silence_ms > 0 {
+        let gap = a.saturating_sub(prev);
+        longest = longest.max(gap);
+        if silence_ms > 0 && gap >= silence_ms {
             t.silences.push((prev, a));
         }
         prev = prev.max(a);
     }
+    let reported = |k: &str| report[k].as_u64().filter(|_| finished);
+    t.first_activity = reported("time_to_first_activity_ms").or(t.activity.first().copied());
+    t.longest_silence = reported("longest_silence_ms").unwrap_or(longest);
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unfinished_run_is_drawn_up_to_its_last_event() {
+        // The first run.json: no verdict, 0 ms; the events went on.
+        let report = json!({"verdict": null, "duration_ms": 0, "time_to_first_activity_ms": null});
+        let events = [
+            json!({"t_ms": 40, "kind": "session_started"}),
+            json!({"t_ms": 5000, "kind": "tool_started", "id": "t1", "name": "Bash"}),
+            json!({"t_ms": 9000, "kind": "text", "text": "still here"}),
+        ];
+        let t = build(&report, &events, 1000);
+        assert!(!t.finished);
+        assert_eq!(t.duration, 9000);
+        assert_eq!(t.first_activity, Some(40));
+        assert_eq!(t.longest_silence, 4960);
+        assert_eq!(t.tools.len(), 1);
+        assert!(t.tools[0].end >= t.tools[0].start);
+    }
+
+    #[test]
+    fn forged_numbers_do_not_overflow() {
+        let report = json!({"verdict": "succeeded", "duration_ms": u64::MAX});
+        let events = [
+            json!({"t_ms": u64::MAX, "kind": "usage", "input": u64::MAX, "output": u64::MAX}),
+            json!({"t_ms": 3, "kind": "usage", "input": u64::MAX, "output": 1}),
+        ];
+        let t = build(&report, &events, 1);
+        assert_eq!(t.duration, u64::MAX);
+    }
 }

@@ -106,6 +106,8 @@ pub struct Supervisor {
     pid: Option<i32>,
     containment: Option<String>,
     errors: Vec<String>,
+    /// The first failure to keep the output (see `Report::output_lost`).
+    output_lost: Option<String>,
     spawn_error: Option<String>,
     stdout_bytes: u64,
     stderr_bytes: u64,
@@ -170,6 +172,7 @@ impl Supervisor {
             pid: None,
             containment: None,
             errors: Vec::new(),
+            output_lost: None,
             spawn_error: None,
             stdout_bytes: 0,
             stderr_bytes: 0,
@@ -189,19 +192,21 @@ impl Supervisor {
     }
 
     fn emit(&mut self, mut event: Event) {
-        // A line can be megabytes; the event carries its start, the log all.
-        event.cap_text(defaults::EVENT_TEXT);
+        // Masked before it is cut: a secret across the cut would otherwise
+        // keep its first bytes.
         if !self.setup.redactor.is_empty() {
             let r = &self.setup.redactor;
             event.for_each_string(&mut |s| r.redact_in_place(s));
         }
+        // A line can be megabytes; the event carries its start, the log all.
+        event.cap_text(defaults::EVENT_TEXT);
         *self.event_counts.entry(event.kind()).or_default() += 1;
         let stamped = Stamped {
             t_ms: self.ms(Instant::now()),
             event,
         };
         if let Err(e) = self.setup.dir.event(&stamped) {
-            self.note_error(format!("could not write events.jsonl: {e}"));
+            self.note_lost(format!("could not write events.jsonl: {e}"));
         }
         self.live.deliver(stamped);
     }
@@ -228,9 +233,9 @@ impl Supervisor {
         });
         let initial = self.report(None, "running".into());
         if let Err(e) = self.setup.dir.write_report(&initial) {
-            self.note_error(format!("could not write run.json: {e}"));
+            self.note_lost(format!("could not write run.json: {e}"));
         }
-        let _ = self.setup.dir.flush_events();
+        self.flush_events();
 
         let max_line = self.setup.limits.max_line;
         let agent = self.setup.agent;
@@ -291,7 +296,7 @@ impl Supervisor {
                     }
                 }
             }
-            let _ = self.setup.dir.flush_events();
+            self.flush_events();
             self.live.flush();
         }
         // Whatever is still alive (a process that ignores SIGTERM and left
@@ -340,7 +345,7 @@ impl Supervisor {
         };
         if let Err(e) = std::io::Write::write_all(tee, chunk) {
             let name = format!("{}.log", pipe.stream.as_str());
-            self.note_error(format!("could not write {name}: {e}"));
+            self.note_lost(format!("could not write {name}: {e}"));
         }
         // For `exec` the signal is matched on the raw stream (so it is found
         // even without a newline); for agents, on their decoded text.

@@ -29,11 +29,44 @@ impl Supervisor {
             if let Some(t) = r.output_truncated.as_mut() {
                 texts.extend(t.holders.iter_mut().map(|h| &mut h.cmdline));
             }
+            texts.extend(r.output_lost.as_mut());
             for t in texts {
                 red.redact_in_place(t);
             }
+            // The structured output is the agent's text too (and goes on
+            // into session.json and batch.json from here).
+            if let Some(v) = r.output.as_mut() {
+                redact_json(red, v);
+            }
         }
         r
+    }
+
+    /// Records a failure to keep the output: an error, and the first one
+    /// stays `output_lost`.
+    pub(super) fn note_lost(&mut self, e: String) {
+        if self.output_lost.is_none() {
+            self.output_lost = Some(e.clone());
+        }
+        self.note_error(e);
+    }
+
+    /// Brings `error` and `output_lost` of `report` up to date, masked.
+    fn refresh_errors(&self, report: &mut Report) {
+        let red = &self.setup.redactor;
+        report.error =
+            (!self.errors.is_empty()).then(|| red.redact(&self.errors.join("; ")).into_owned());
+        report.output_lost = self
+            .output_lost
+            .as_ref()
+            .map(|e| red.redact(e).into_owned());
+    }
+
+    /// Writes what is buffered to `events.jsonl`.
+    pub(super) fn flush_events(&mut self) {
+        if let Err(e) = self.setup.dir.flush_events() {
+            self.note_lost(format!("could not write events.jsonl: {e}"));
+        }
     }
 
     fn raw_report(&self, verdict: Option<Verdict>, reason: String) -> Report {
@@ -110,6 +143,9 @@ impl Supervisor {
             live_events_dropped: self.live.dropped(),
             warden_cpu_ms: warden_process::os::cpu_time().map(|d| d.as_millis() as u64),
             error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
+            output_lost: self.output_lost.clone(),
+            logs: None,
+            written: false,
         }
     }
 
@@ -213,11 +249,22 @@ impl Supervisor {
             signal: report.signal,
             duration_ms: report.duration_ms,
         });
-        let _ = self.setup.dir.flush_events();
+        self.flush_events();
         let mut report = report;
         report.event_counts = self.counts();
-        if let Err(e) = self.setup.dir.write_report(&report) {
-            report.error = Some(format!("could not write run.json: {e}"));
+        if let Some(problem) = self.setup.dir.check_reserved() {
+            self.note_error(problem);
+        }
+        // Errors met since the report was made (the last events' flush).
+        self.refresh_errors(&mut report);
+        report.logs = Some(self.setup.dir.digests());
+        match self.setup.dir.write_final_report(&report) {
+            Ok(()) => report.written = true,
+            Err(e) => {
+                // Said after the errors before it, never instead of them.
+                self.note_lost(format!("could not write run.json: {e}"));
+                self.refresh_errors(&mut report);
+            }
         }
         // The run's last events (its verdict among them) still waiting for
         // a slow reader get a short while to go out.
@@ -245,5 +292,22 @@ impl Supervisor {
             timeout: fmt(l.timeout),
             completion_timeout: fmt(l.completion_timeout),
         })
+    }
+}
+
+/// Masks secrets in every string of a JSON value, keys included.
+fn redact_json(red: &warden_events::Redactor, v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => red.redact_in_place(s),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| redact_json(red, x)),
+        serde_json::Value::Object(o) => {
+            let old = std::mem::take(o);
+            for (mut k, mut x) in old {
+                red.redact_in_place(&mut k);
+                redact_json(red, &mut x);
+                o.insert(k, x);
+            }
+        }
+        _ => {}
     }
 }

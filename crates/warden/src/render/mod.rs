@@ -494,7 +494,8 @@ impl Inner {
         if let Some(e) = &report.error {
             important(&format!("warden: error: {e}"));
         }
-        if !self.quiet {
+        // Only a report that was written is named.
+        if !self.quiet && report.written {
             important(&format!(
                 "warden: report: {}",
                 self.run_dir.join("run.json").display()

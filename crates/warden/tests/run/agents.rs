@@ -292,6 +292,8 @@ fn the_prompt_comes_from_a_file_or_stdin() {
     );
 
     let mut cmd = case.command(&["run", "gemini", "--agent-bin", bin.to_str().unwrap()]);
+    // A run directory holds one run: the second run gets its own.
+    cmd.env("WARDEN_RUN_DIR", case.path().join("run-2"));
     cmd.stdin(std::process::Stdio::piped());
     let mut child = cmd
         .stdout(std::process::Stdio::null())

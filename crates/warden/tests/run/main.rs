@@ -10,6 +10,7 @@ mod agents;
 mod batch;
 mod clocks;
 mod hostile_console;
+mod hostile_files;
 mod hostile_tree;
 mod orphans;
 mod output;

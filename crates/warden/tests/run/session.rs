@@ -262,7 +262,16 @@ fn a_dirty_worktree_is_kept_and_reported() {
     );
     assert!(done.stderr.contains("worktree kept at"), "{}", done.stderr);
     // The same branch again is refused: sessions never share one.
-    let again = case.run(&["run", "exec", "--worktree", "feature/x", "--", "true"]);
+    let again = case.run(&[
+        "run",
+        "exec",
+        "--run-dir",
+        "run-2",
+        "--worktree",
+        "feature/x",
+        "--",
+        "true",
+    ]);
     assert_eq!(again.code, 2, "{}", again.stderr);
     assert!(again.stderr.contains("feature/x"), "{}", again.stderr);
 }
@@ -398,6 +407,8 @@ fn prompt_files_are_templates_filled_from_args_and_builtins() {
         "run",
         "claude",
         "plain prompt",
+        "--run-dir",
+        "run-2",
         "--preamble",
         "--agent-bin",
         bin.to_str().unwrap(),

@@ -82,6 +82,8 @@ fn config_file_values_apply_and_flags_override_them() {
         "exec",
         "--config",
         "custom.toml",
+        "--run-dir",
+        "run-2",
         "--startup-timeout",
         "0",
         "--timeout",

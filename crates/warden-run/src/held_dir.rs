@@ -1,0 +1,479 @@
+//! Writes that an agent cannot redirect.
+//!
+//! The run directory sits inside the agent's writable work tree, and the
+//! agent knows the run's id. Whatever it plants there (a symbolic link
+//! named like one of warden's files, a link in place of a directory on the
+//! way, a dangling link where a file is about to be created) must never
+//! make warden write anywhere else. So every directory warden writes in is
+//! reached one component at a time from `/`, each opened with
+//! `O_DIRECTORY | O_NOFOLLOW` (a link on the way is refused with an error
+//! that names it), and kept open as a [`HeldDir`]. Every file is then made
+//! relative to that handle: created with `O_CREAT | O_EXCL | O_NOFOLLOW`
+//! (it can only be a new file of warden's), and a JSON file is written
+//! under a unique temporary name and renamed over the old one, which
+//! replaces a planted link instead of following it.
+//!
+//! A `.warden` directory met on the way gets a `.gitignore` (created the
+//! same way; an existing entry of that name is left alone), so an agent
+//! never commits warden's files.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{
+    AtFlags, CWD, FileType, Mode, OFlags, mkdirat, openat, renameat, statat, unlinkat,
+};
+use rustix::io::Errno;
+
+/// What `.warden/.gitignore` says.
+const GITIGNORE: &str = "# warden's run logs and worktrees; never committed\n*\n";
+
+/// Why a directory could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error(
+        "{} is a symbolic link: warden never follows a link on the way to a directory it writes in (an agent could have planted it); use the real path",
+        .path.display()
+    )]
+    Symlink { path: PathBuf },
+    #[error("{} is not a directory", .path.display())]
+    NotADirectory { path: PathBuf },
+    #[error(
+        "{} is not empty: a run directory holds exactly one run; pick a new directory (or leave the run directory unset for a fresh one per run)",
+        .path.display()
+    )]
+    NotEmpty { path: PathBuf },
+    #[error("{}: {source}", .path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl DirError {
+    /// The underlying I/O error, when the file system (not the request)
+    /// was at fault: a full disk, a read-only mount.
+    pub fn io(&self) -> Option<&io::Error> {
+        match self {
+            DirError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// An open directory that warden writes in. Cloning shares the handle.
+#[derive(Debug, Clone)]
+pub struct HeldDir {
+    fd: Arc<OwnedFd>,
+    path: PathBuf,
+}
+
+impl HeldDir {
+    /// Opens `path`, creating what is missing; refuses a link anywhere on
+    /// the way.
+    pub fn open_or_create(path: &Path) -> Result<Self, DirError> {
+        walk(path)
+    }
+
+    /// Like [`HeldDir::open_or_create`], and the directory must be new or
+    /// empty: it is the home of exactly one run (or session, or batch).
+    pub fn create_empty(path: &Path) -> Result<Self, DirError> {
+        let dir = walk(path)?;
+        // The walk holds search-only handles; listing needs to read.
+        let readable = openat(
+            &*dir.fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| dir.io(e))?;
+        let mut entries = rustix::fs::Dir::new(readable).map_err(|e| dir.io(e))?;
+        for entry in &mut entries {
+            let entry = entry.map_err(|e| dir.io(e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                return Err(DirError::NotEmpty { path: dir.path });
+            }
+        }
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io(&self, e: impl Into<io::Error>) -> DirError {
+        DirError::Io {
+            path: self.path.clone(),
+            source: e.into(),
+        }
+    }
+
+    /// Creates the file `name`, which must not exist yet (whatever is
+    /// there, a link included, is an error), for appending.
+    pub fn create_file(&self, name: &str) -> io::Result<File> {
+        self.create(name, OFlags::APPEND)
+    }
+
+    fn create(&self, name: &str, extra: OFlags) -> io::Result<File> {
+        let fd = openat(
+            &*self.fd,
+            name,
+            OFlags::WRONLY
+                | OFlags::CREATE
+                | OFlags::EXCL
+                | OFlags::NOFOLLOW
+                | OFlags::CLOEXEC
+                | extra,
+            Mode::from_raw_mode(0o644),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// Opens the subdirectory `name`, creating it if missing; refuses a
+    /// link.
+    pub fn subdir(&self, name: &str) -> Result<Self, DirError> {
+        let path = self.path.join(name);
+        let fd = step(&self.fd, OsStr::new(name), &path)?;
+        Ok(Self {
+            fd: Arc::new(fd),
+            path,
+        })
+    }
+
+    /// Replaces `name` with `bytes` at once: written to a new file with a
+    /// name of its own, then renamed over `name` (a reader sees the old
+    /// file or the new one, never half of one; concurrent writers never
+    /// share a temporary file; a link at `name` is replaced, not
+    /// followed).
+    pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = format!(".{name}.{:016x}.tmp", random_u64());
+        let renamed = self.create_file(&tmp).and_then(|mut f| {
+            f.write_all(bytes)?;
+            self.rename_own(&f, &tmp, name)
+        });
+        if renamed.is_err() {
+            let _ = unlinkat(&*self.fd, &tmp, AtFlags::empty());
+        }
+        renamed
+    }
+
+    /// Sets aside `bytes` of disk for a later [`HeldDir::write_atomic`] of
+    /// `name` (a new file of its own filled with zeros), so that file can
+    /// still be written when the disk has filled up in between.
+    pub fn reserve(&self, name: &str, bytes: usize) -> io::Result<Reserved> {
+        let tmp = format!(".{name}.{:016x}.tmp", random_u64());
+        // Not for appending: the report is written at its start later.
+        let filled = self
+            .create(&tmp, OFlags::empty())
+            .and_then(|mut f| f.write_all(&vec![0; bytes]).map(|()| f));
+        match filled {
+            Ok(file) => Ok(Reserved {
+                dir: self.clone(),
+                tmp,
+                file,
+                name: name.to_string(),
+                done: false,
+            }),
+            Err(e) => {
+                let _ = unlinkat(&*self.fd, &tmp, AtFlags::empty());
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes an exclusive lock on the directory (`flock`), held until the
+    /// returned handle is dropped; waits for another holder.
+    pub fn lock(&self) -> io::Result<OwnedFd> {
+        let fd = openat(
+            &*self.fd,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        loop {
+            match rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(fd),
+                Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Renames `tmp` to `name` if `tmp` is still the file warden wrote:
+    /// a file swapped in under that name by someone else is refused, not
+    /// passed off as warden's.
+    fn rename_own(&self, file: &File, tmp: &str, name: &str) -> io::Result<()> {
+        let ours = rustix::fs::fstat(file)?;
+        let there = statat(&*self.fd, tmp, AtFlags::SYMLINK_NOFOLLOW)?;
+        if (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino) {
+            return Err(io::Error::other(format!(
+                "{tmp} was replaced by something else while warden wrote it"
+            )));
+        }
+        Ok(renameat(&*self.fd, tmp, &*self.fd, name)?)
+    }
+
+    /// Creates `name` with `bytes` unless something of that name exists
+    /// (which is then left as it is, whatever it is).
+    fn ensure_file(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        match self.create_file(name) {
+            Ok(mut f) => f.write_all(bytes),
+            Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Space set aside for one atomic write (see [`HeldDir::reserve`]).
+#[derive(Debug)]
+pub struct Reserved {
+    dir: HeldDir,
+    tmp: String,
+    file: File,
+    name: String,
+    /// Renamed (or removed) already: nothing to give back.
+    done: bool,
+}
+
+impl Reserved {
+    /// Whether the reserved file is still where warden put it (not
+    /// removed, renamed or replaced by someone else).
+    pub fn is_intact(&self) -> bool {
+        let (Ok(ours), Ok(there)) = (
+            rustix::fs::fstat(&self.file),
+            statat(&*self.dir.fd, &self.tmp, AtFlags::SYMLINK_NOFOLLOW),
+        ) else {
+            return false;
+        };
+        (ours.st_dev, ours.st_ino) == (there.st_dev, there.st_ino)
+    }
+
+    /// Writes `bytes` over the reserved space (growing it if needed), cuts
+    /// what is left of it, and renames it over the file it was reserved
+    /// for.
+    pub fn write(mut self, bytes: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let fd = &*self.dir.fd;
+        let renamed = self
+            .file
+            .write_all_at(bytes, 0)
+            .and_then(|()| self.file.set_len(bytes.len() as u64))
+            .and_then(|()| self.dir.rename_own(&self.file, &self.tmp, &self.name));
+        if renamed.is_err() {
+            let _ = unlinkat(fd, &self.tmp, AtFlags::empty());
+        }
+        self.done = true;
+        renamed
+    }
+}
+
+impl Drop for Reserved {
+    /// Never used: the space is given back.
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = unlinkat(&*self.dir.fd, &self.tmp, AtFlags::empty());
+        }
+    }
+}
+
+/// Opens every component of `path` from the root (or the current
+/// directory, for a relative path), creating the missing ones.
+fn walk(path: &Path) -> Result<HeldDir, DirError> {
+    let start = if path.is_absolute() { "/" } else { "." };
+    let mut fd = openat(
+        CWD,
+        start,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| DirError::Io {
+        path: start.into(),
+        source: e.into(),
+    })?;
+    let mut so_far = PathBuf::from(start);
+    for component in path.components() {
+        let name: &OsStr = match component {
+            Component::Prefix(_) | Component::RootDir | Component::CurDir => continue,
+            Component::ParentDir => OsStr::new(".."),
+            Component::Normal(n) => n,
+        };
+        so_far.push(component);
+        fd = step(&fd, name, &so_far)?;
+        if name.as_bytes() == b".warden" {
+            let warden = HeldDir {
+                fd: Arc::new(fd),
+                path: so_far.clone(),
+            };
+            warden
+                .ensure_file(".gitignore", GITIGNORE.as_bytes())
+                .map_err(|e| warden.io(e))?;
+            fd = Arc::try_unwrap(warden.fd).expect("the only handle");
+        }
+    }
+    Ok(HeldDir {
+        fd: Arc::new(fd),
+        path: path.to_path_buf(),
+    })
+}
+
+/// Opens (making it first if missing) the directory `name` in `dir`.
+/// `O_PATH`: a directory on the way may be search-only (`0711`), as
+/// `/home/<user>` often is.
+fn step(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<OwnedFd, DirError> {
+    let open = || {
+        openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    let io = |e: Errno| DirError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    };
+    match open() {
+        Ok(fd) => Ok(fd),
+        Err(Errno::NOENT) => {
+            match mkdirat(dir, name, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(io(e)),
+            }
+            open().map_err(|e| refused(dir, name, path, e))
+        }
+        Err(e) => Err(refused(dir, name, path, e)),
+    }
+}
+
+/// Why opening `name` as a directory failed: a link, something else, or
+/// the error itself.
+fn refused(dir: &OwnedFd, name: &OsStr, path: &Path, e: Errno) -> DirError {
+    if matches!(e, Errno::LOOP | Errno::NOTDIR) {
+        match statat(dir.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
+                return DirError::Symlink {
+                    path: path.to_path_buf(),
+                };
+            }
+            Ok(_) => {
+                return DirError::NotADirectory {
+                    path: path.to_path_buf(),
+                };
+            }
+            Err(_) => {}
+        }
+    }
+    DirError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+/// 64 bits from the kernel's random source (for names no one can guess or
+/// collide with).
+pub fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(Errno::INTR) => {}
+            // No getrandom(2) (a kernel before 3.17, a seccomp filter):
+            // the clock and a counter still keep names apart in this
+            // process; O_EXCL catches the rest.
+            Err(_) => return fallback_u64(),
+        }
+    }
+    u64::from_le_bytes(buf)
+}
+
+fn fallback_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // std seeds each RandomState from the OS once and then varies it.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_on_the_way_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), t.path().join("runs")).unwrap();
+        let err = HeldDir::open_or_create(&t.path().join("runs/one")).unwrap_err();
+        assert!(matches!(err, DirError::Symlink { .. }), "{err}");
+        assert!(
+            std::fs::read_dir(elsewhere.path())
+                .unwrap()
+                .next()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_dangling_gitignore_link_is_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::create_dir(t.path().join(".warden")).unwrap();
+        std::os::unix::fs::symlink(&victim, t.path().join(".warden/.gitignore")).unwrap();
+        HeldDir::open_or_create(&t.path().join(".warden/runs/x")).unwrap();
+        assert!(!victim.exists());
+    }
+
+    #[test]
+    fn an_atomic_write_replaces_a_planted_link() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let d = HeldDir::create_empty(&t.path().join("run")).unwrap();
+        std::os::unix::fs::symlink(&victim, t.path().join("run/run.json")).unwrap();
+        d.write_atomic("run.json", b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("run/run.json")).unwrap(),
+            "{}"
+        );
+    }
+
+    #[test]
+    fn a_reservation_swapped_for_a_link_is_not_passed_off_as_the_report() {
+        let t = tempfile::tempdir().unwrap();
+        let d = HeldDir::create_empty(&t.path().join("run")).unwrap();
+        let r = d.reserve("run.json", 16).unwrap();
+        let tmp = std::fs::read_dir(d.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::remove_file(&tmp).unwrap();
+        std::fs::write(&tmp, "forged").unwrap();
+        assert!(r.write(b"{}").is_err());
+        assert!(!d.path().join("run.json").exists());
+    }
+
+    #[test]
+    fn a_used_directory_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("stdout.log"), "old").unwrap();
+        let err = HeldDir::create_empty(t.path()).unwrap_err();
+        assert!(matches!(err, DirError::NotEmpty { .. }), "{err}");
+    }
+
+    #[test]
+    fn random_names_differ() {
+        assert_ne!(random_u64(), random_u64());
+    }
+}
