@@ -40,27 +40,20 @@ pub fn bwrap() -> Result<String, String> {
     let version = run("bwrap", &["--version"], Duration::from_secs(5)).map_err(|_| {
         "bubblewrap is not installed (Debian: apt-get install bubblewrap)".to_string()
     })?;
-    run(
-        "bwrap",
-        &[
-            "--die-with-parent",
-            "--unshare-pid",
-            "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--",
-            "true",
-        ],
-        Duration::from_secs(5),
-    )
-    .map_err(|e| format!("bubblewrap is installed but cannot create its namespaces: {e}"))?;
+    let mut args: Vec<String> = crate::bwrap::base_args()
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    args.extend(["--".into(), "true".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run("bwrap", &args, Duration::from_secs(5))
+    .map_err(|e| {
+        format!(
+            "bubblewrap ({}) is installed but cannot create its namespaces with the options warden needs \
+             (a user namespace without capabilities, --disable-userns: bubblewrap 0.8 or later): {e}",
+            version.trim()
+        )
+    })?;
     Ok(version.trim().to_string())
 }
 

@@ -487,8 +487,9 @@ impl Supervisor {
             signal,
         });
         // Everything still alive now is an orphan: name it, then terminate
-        // it at once while the pipes are still read.
-        for p in tree.processes() {
+        // it at once while the pipes are still read. The sandbox's own
+        // helpers are not the agent's.
+        for p in self.agents_processes(tree) {
             let held_pipe = tree.holds_output(p.pid);
             self.emit(Event::Orphan {
                 pid: p.pid,
@@ -670,7 +671,7 @@ impl Supervisor {
         // Processes that appeared after the exit (forked by orphans) are
         // orphans too.
         if self.exit.is_some() {
-            for p in tree.processes() {
+            for p in self.agents_processes(tree) {
                 if !self.orphans.iter().any(|o| o.pid == p.pid) {
                     let held_pipe = tree.holds_output(p.pid);
                     self.orphans.push(Orphan {
@@ -682,6 +683,15 @@ impl Supervisor {
             }
         }
         self.signal_all(tree, Signal::Kill);
+    }
+
+    /// The processes of the run but the sandbox's own helpers.
+    fn agents_processes(&self, tree: &RunTree) -> Vec<warden_process::ProcessInfo> {
+        let sandbox = self.setup.sandbox;
+        tree.processes()
+            .into_iter()
+            .filter(|p| !sandbox.is_own_helper(p.pid))
+            .collect()
     }
 
     fn signal_all(&mut self, tree: &RunTree, signal: Signal) {
