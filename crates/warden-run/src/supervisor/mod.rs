@@ -685,12 +685,19 @@ impl Supervisor {
         self.signal_all(tree, Signal::Kill);
     }
 
-    /// The processes of the run but the sandbox's own helpers.
+    /// The processes of the run but the sandbox's own helpers. The helpers
+    /// are picked out before the listing: one that exits in between (its
+    /// status gone, not yet reaped) is then never mistaken for the agent's.
     fn agents_processes(&self, tree: &RunTree) -> Vec<warden_process::ProcessInfo> {
         let sandbox = self.setup.sandbox;
+        let helpers: Vec<i32> = tree
+            .pids()
+            .into_iter()
+            .filter(|&pid| sandbox.is_own_helper(pid))
+            .collect();
         tree.processes()
             .into_iter()
-            .filter(|p| !sandbox.is_own_helper(p.pid))
+            .filter(|p| !helpers.contains(&p.pid))
             .collect()
     }
 
