@@ -64,6 +64,22 @@ fn bwrap_as_root_leaves_the_agent_no_capabilities() {
     assert_eq!(done.code, 0, "{}", done.stderr);
     let text = out(&done);
     assert!(text.contains("done"), "{text}");
+    assert_no_capabilities(&text);
+    for escape in [
+        "REMOUNTED-ROOT",
+        "WROTE-ETC",
+        "UNMOUNTED-HOME",
+        "PRIVATE-KEY-MATERIAL",
+        "WROTE-PROC-SYS",
+        "NEW-USER-NAMESPACE",
+    ] {
+        assert!(!text.contains(escape), "{escape}:\n{text}");
+    }
+    assert!(!Path::new(&etc_file).exists(), "{etc_file} was written");
+}
+
+/// The capability lines of /proc/self/status, and whether each is empty.
+fn assert_no_capabilities(text: &str) {
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
         let line = text
             .lines()
@@ -78,17 +94,64 @@ fn bwrap_as_root_leaves_the_agent_no_capabilities() {
         text.lines().any(|l| l == "NoNewPrivs:\t1"),
         "no_new_privs is not set:\n{text}"
     );
-    for escape in [
-        "REMOUNTED-ROOT",
-        "WROTE-ETC",
-        "UNMOUNTED-HOME",
-        "PRIVATE-KEY-MATERIAL",
-        "WROTE-PROC-SYS",
-        "NEW-USER-NAMESPACE",
-    ] {
+}
+
+#[test]
+fn bwrap_run_by_an_unprivileged_user_gives_the_same_guarantees() {
+    if !is_root() {
+        eprintln!(
+            "skipped: bwrap_run_by_an_unprivileged_user_gives_the_same_guarantees needs root to become nobody"
+        );
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").is_file() {
+        eprintln!("skipped: no setpriv to become nobody with");
+        return;
+    }
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    let sleep = format!("sleep 6{:05}", std::process::id() % 100_000);
+    let nobody = 65534;
+    for entry in [case.path().to_path_buf(), home.clone(), home.join(".ssh")] {
+        std::os::unix::fs::chown(&entry, Some(nobody), Some(nobody)).unwrap();
+    }
+    std::fs::set_permissions(
+        case.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let script = format!(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; \
+         umount -l \"$HOME\" 2>/dev/null && echo UNMOUNTED-HOME; \
+         unshare --user --map-root-user true 2>/dev/null && echo NEW-USER-NAMESPACE; \
+         (echo x > run/stdout.log) 2>/dev/null && echo REWROTE-LOG; \
+         {sleep} & echo done"
+    );
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(crate::support::WARDEN)
+        .args(["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"])
+        .args(["--", "sh", "-c", &script])
+        .current_dir(case.path())
+        .env("HOME", &home)
+        .env("WARDEN_RUN_DIR", case.run_dir())
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let done = case.finished(out, std::time::Instant::now());
+    let left = crate::support::kill_leftovers(&sleep);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let text = self::out(&done);
+    assert!(text.contains("done"), "{text}\n{}", done.stderr);
+    assert_no_capabilities(&text);
+    for escape in ["UNMOUNTED-HOME", "NEW-USER-NAMESPACE", "REWROTE-LOG"] {
         assert!(!text.contains(escape), "{escape}:\n{text}");
     }
-    assert!(!Path::new(&etc_file).exists(), "{etc_file} was written");
+    assert!(left.is_empty(), "the orphan survived: {left:?}");
+    let orphans = done.report()["orphans"].as_array().cloned().unwrap();
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    assert_eq!(orphans[0]["cmdline"], sleep.as_str(), "{orphans:?}");
 }
 
 /// A python3 outside HOME, to speak to unix sockets from inside.
