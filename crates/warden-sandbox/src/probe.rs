@@ -46,11 +46,11 @@ pub fn bwrap() -> Result<String, String> {
         .collect();
     args.extend(["--".into(), "true".into()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run("bwrap", &args, Duration::from_secs(5))
-    .map_err(|e| {
+    run("bwrap", &args, Duration::from_secs(5)).map_err(|e| {
         format!(
-            "bubblewrap ({}) is installed but cannot create its namespaces with the options warden needs \
-             (a user namespace without capabilities, --disable-userns: bubblewrap 0.8 or later): {e}",
+            "{} is installed but cannot start a sandbox with the options warden needs \
+             (its own user namespace without capabilities and --disable-userns, which need \
+             bubblewrap 0.8 or later and user namespaces): {e}",
             version.trim()
         )
     })?;
