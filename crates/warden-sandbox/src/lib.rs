@@ -45,9 +45,7 @@ impl Sandbox {
             Sandbox::Podman => "podman",
         }
     }
-}
 
-impl Sandbox {
     /// Whether `pid`, a process of the run, is one the sandbox itself runs
     /// next to the agent (bwrap's init in the agent's PID namespace): never
     /// an orphan of the agent.
