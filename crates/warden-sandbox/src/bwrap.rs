@@ -224,11 +224,29 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     a.push("--chdir".into());
     a.push(t.workdir.into());
     a.push("--".into());
-    a.push(t.program);
-    a.extend(t.args);
+    // warden ends a run by sending SIGTERM to every process of it, bwrap's
+    // outer process included, and that process dies of it at once (bwrap
+    // forwards no signal): the run would see "exited" before the agent had
+    // finished its clean-up, and name the agent as its own orphan. So the
+    // outer process starts with SIGTERM ignored and the agent gets the
+    // default back just before it starts; bwrap's init ignores a SIGTERM
+    // from outside its namespace anyway. SIGKILL still reaches all.
+    let (program, mut args) = if crate::probe::signal_env()
+        && !t.program.as_encoded_bytes().contains(&b'=')
+        && !t.program.as_encoded_bytes().starts_with(b"-")
+    {
+        a.extend(["env", "--default-signal=TERM"].map(OsString::from));
+        let mut outer: Vec<OsString> = vec!["--ignore-signal=TERM".into(), "bwrap".into()];
+        outer.append(&mut a);
+        (OsString::from("env"), outer)
+    } else {
+        (OsString::from("bwrap"), a)
+    };
+    args.push(t.program);
+    args.extend(t.args);
     Ok(Wrapped {
-        program: "bwrap".into(),
-        args: a,
+        program,
+        args,
         containment: Some("pid_namespace"),
         on_kill: None,
     })
@@ -434,7 +452,17 @@ mod tests {
             home.path().join(".claude").is_dir(),
             "the state dir is created so it can be bound"
         );
-        assert_eq!(&a[a.len() - 3..], ["--", "claude", "-p"]);
+        if crate::probe::signal_env() {
+            assert_eq!(w.program, "env");
+            assert_eq!(&a[..2], ["--ignore-signal=TERM", "bwrap"]);
+            assert_eq!(
+                &a[a.len() - 5..],
+                ["--", "env", "--default-signal=TERM", "claude", "-p"]
+            );
+        } else {
+            assert_eq!(w.program, "bwrap");
+            assert_eq!(&a[a.len() - 3..], ["--", "claude", "-p"]);
+        }
     }
 
     #[test]

@@ -76,6 +76,26 @@ pub fn engine(engine: &str) -> Result<String, String> {
     Ok(version.trim().to_string())
 }
 
+/// Whether `env` can start a program with SIGTERM ignored and give the
+/// next program its default back (GNU coreutils 8.31 or later). Checked
+/// once per process.
+pub fn signal_env() -> bool {
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        run(
+            "env",
+            &[
+                "--ignore-signal=TERM",
+                "env",
+                "--default-signal=TERM",
+                "true",
+            ],
+            Duration::from_secs(5),
+        )
+        .is_ok()
+    })
+}
+
 /// Whether this process may create user namespaces.
 pub fn user_namespaces() -> Result<(), String> {
     run("unshare", &["--user", "true"], Duration::from_secs(5))

@@ -334,3 +334,49 @@ fn bwraps_own_init_is_never_an_orphan_but_what_the_agent_leaves_is() {
         assert_eq!(orphans[0]["held_pipe"], true, "{orphans:?}");
     }
 }
+
+#[test]
+fn a_timed_out_agent_in_bwrap_gets_sigterm_and_finishes_its_clean_up() {
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    // bwrap's own processes must not die of warden's SIGTERM before the
+    // agent: the run would end before the clean-up, with bwrap's exit
+    // status, and the agent named as its own orphan.
+    let script = "trap 'echo got-term; sleep 0.3; echo cleaned-up; exit 0' TERM; \
+                  echo up; while :; do sleep 0.05; done";
+    let mut args = vec![
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--timeout",
+        "1s",
+        "--kill-grace",
+        "5s",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ];
+    if !Path::new("/bin/bash").exists() && !Path::new("/usr/bin/bash").exists() {
+        args[9] = "sh";
+    }
+    let mut cmd = case.command(&args);
+    cmd.env("HOME", &home);
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    let text = out(&done);
+    let r = done.report();
+    assert_eq!(r["verdict"], "timed_out", "{}", done.stderr);
+    assert!(
+        text.contains("cleaned-up"),
+        "the clean-up did not finish:\n{text}\n{}",
+        done.stderr
+    );
+    assert_eq!(r["exit_code"], 0, "the agent's own exit status: {r}");
+    assert_eq!(
+        r["orphans"].as_array().map(Vec::len),
+        Some(0),
+        "the agent named as its own orphan: {}",
+        r["orphans"]
+    );
+}
