@@ -380,3 +380,85 @@ fn a_timed_out_agent_in_bwrap_gets_sigterm_and_finishes_its_clean_up() {
         r["orphans"]
     );
 }
+
+#[test]
+fn in_a_worktree_the_agent_writes_its_worktree_but_reaches_no_record() {
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    let repo = case.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "initial",
+    ]);
+    let mut earlier = case.command(&["run", "exec", "--", "sh", "-c", "echo EARLIER-RUN-OUTPUT"]);
+    earlier.env_remove("WARDEN_RUN_DIR");
+    assert!(earlier.output().unwrap().status.success());
+
+    // The repository is under /tmp, hidden inside the sandbox: --ro makes
+    // it visible, so its `.warden` is what has to be sealed.
+    let records = repo.join(".warden");
+    let script = format!(
+        "cat {r}/runs/*/stdout.log 2>/dev/null; \
+         for f in {r}/sessions/*/iteration-1/stdout.log {r}/runs/*/stdout.log; do \
+           (echo TAMPERED > \"$f\") 2>/dev/null && echo \"rewrote $f\"; \
+         done; \
+         echo mine > from-the-agent.txt && echo worktree-is-writable",
+        r = records.display()
+    );
+    let repo_arg = repo.display().to_string();
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--worktree",
+        "hostile",
+        "--keep-worktree",
+        "--sandbox",
+        "bwrap",
+        "--ro",
+        &repo_arg,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.env_remove("WARDEN_RUN_DIR").env("HOME", &home);
+    let done = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    let log = std::fs::read_dir(records.join("sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path()
+        .join("iteration-1/stdout.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("worktree-is-writable"), "{text}\n{stderr}");
+    assert!(
+        !text.contains("EARLIER-RUN-OUTPUT"),
+        "another run's log was read:\n{text}"
+    );
+    assert!(!text.contains("rewrote"), "{text}");
+    assert!(!text.contains("TAMPERED"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(records.join("worktrees/hostile/from-the-agent.txt")).unwrap(),
+        "mine\n"
+    );
+}
