@@ -119,6 +119,9 @@ pub struct Supervisor {
     output: Option<serde_json::Value>,
     /// The last text of an `exec` run, for `--output-tag` (bounded).
     recent_text: String,
+    /// Processes the sandbox runs next to the agent (bwrap's init), as
+    /// seen so far: never the agent's orphans, also once they are gone.
+    sandbox_helpers: Vec<i32>,
 }
 
 /// How much of an `exec` run's last output is kept for `--output-tag`.
@@ -181,6 +184,7 @@ impl Supervisor {
             branch: None,
             output: None,
             recent_text: String::new(),
+            sandbox_helpers: Vec::new(),
         }
     }
 
@@ -688,16 +692,18 @@ impl Supervisor {
     /// The processes of the run but the sandbox's own helpers. The helpers
     /// are picked out before the listing: one that exits in between (its
     /// status gone, not yet reaped) is then never mistaken for the agent's.
-    fn agents_processes(&self, tree: &RunTree) -> Vec<warden_process::ProcessInfo> {
+    /// Every helper seen is remembered, so that a list made later (of what
+    /// a kill found) can leave it out by pid.
+    fn agents_processes(&mut self, tree: &RunTree) -> Vec<warden_process::ProcessInfo> {
         let sandbox = self.setup.sandbox;
-        let helpers: Vec<i32> = tree
-            .pids()
-            .into_iter()
-            .filter(|&pid| sandbox.is_own_helper(pid))
-            .collect();
+        for pid in tree.pids() {
+            if !self.sandbox_helpers.contains(&pid) && sandbox.is_own_helper(pid) {
+                self.sandbox_helpers.push(pid);
+            }
+        }
         tree.processes()
             .into_iter()
-            .filter(|p| !helpers.contains(&p.pid))
+            .filter(|p| !self.sandbox_helpers.contains(&p.pid))
             .collect()
     }
 
