@@ -154,17 +154,18 @@ fn bwrap_run_by_an_unprivileged_user_gives_the_same_guarantees() {
     assert_eq!(orphans[0]["cmdline"], sleep.as_str(), "{orphans:?}");
 }
 
-/// A python3 outside HOME, to speak to unix sockets from inside.
-fn python3() -> Option<&'static str> {
-    ["/usr/bin/python3", "/bin/python3"]
+/// A perl outside HOME, to speak to unix sockets from inside (perl-base,
+/// with IO::Socket::UNIX, is essential on Debian).
+fn perl() -> Option<&'static str> {
+    ["/usr/bin/perl", "/bin/perl"]
         .into_iter()
         .find(|p| Path::new(p).is_file())
 }
 
 #[test]
 fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
-    let Some(python) = python3() else {
-        eprintln!("skipped: no python3 in /usr/bin to connect to unix sockets with");
+    let Some(perl) = perl() else {
+        eprintln!("skipped: no perl in /usr/bin to connect to unix sockets with");
         return;
     };
     let case = Case::new();
@@ -190,17 +191,15 @@ fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
     let mut script = String::new();
     for s in &sockets {
         script.push_str(&format!(
-            "{python} -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \
-             {} 2>/dev/null && echo 'reached {}' || echo 'unreachable {}'; ",
-            s.display(),
-            s.display(),
-            s.display()
+            "{perl} -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or exit 1' {s} \
+             && echo 'reached {s}' || echo 'unreachable {s}'; ",
+            s = s.display()
         ));
     }
     // The agent's own socket in its work dir still works.
     script.push_str(&format!(
-        "{python} -c 'import socket,os; p=\"own.sock\"; l=socket.socket(socket.AF_UNIX); l.bind(p); l.listen(1); \
-         c=socket.socket(socket.AF_UNIX); c.connect(p); os.unlink(p); print(\"own socket works\")'"
+        "{perl} -MIO::Socket::UNIX -e '$l = IO::Socket::UNIX->new(Local => \"own.sock\", Listen => 1) or die $!; \
+         IO::Socket::UNIX->new(Peer => \"own.sock\") or die $!; unlink \"own.sock\"; print \"own socket works\\n\"'"
     ));
     let shared_arg = shared.display().to_string();
     let open = bwrap_run(&case, &home, &["--ro", &shared_arg], &script);
