@@ -273,6 +273,7 @@ impl Run {
                 home: &home,
                 env: &agent_env.vars,
                 name: &container_name,
+                run_dir: Some(&run_dir),
             },
         )?;
 

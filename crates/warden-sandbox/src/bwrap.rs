@@ -1,6 +1,27 @@
 //! bubblewrap: the root read-only, the work directory and the agent's own
 //! state writable, a private /tmp, the rest of HOME hidden (no `~/.ssh`,
-//! no other credentials), its own PID namespace, and optionally no network.
+//! no other credentials), warden's own records hidden, its own user and PID
+//! namespaces with no capabilities, and optionally no network.
+//!
+//! What holds against a hostile agent, whoever runs warden (root
+//! included):
+//! - no capabilities at all (effective, permitted, bounding, ambient), and
+//!   `no_new_privs`: an agent running as uid 0 cannot remount, unmount or
+//!   mount anything, so the read-only root stays read-only and the tmpfs
+//!   over HOME stays in place; it cannot create a user namespace to get
+//!   capabilities back;
+//! - `/proc/sys` read-only: uid 0 may write sysctls by file permission
+//!   alone, no capability needed, and bwrap leaves it writable;
+//! - its own PID namespace: warden, its shim and every other process of the
+//!   host are out of sight and out of reach of signals and ptrace;
+//! - a new session: no controlling terminal to push input into;
+//! - the run directory and every `.warden` directory around the work dir
+//!   (other runs' logs, batches, sessions, other worktrees) covered by an
+//!   empty read-only tmpfs, the work dir itself bound back on top;
+//! - with `--no-network`, besides a new network namespace: /run (and a real
+//!   /var/run) replaced by an empty tmpfs, and every unix socket bound on
+//!   the host that would be visible inside covered, so none can be
+//!   connected to.
 //!
 //! Mount order matters: later mounts go on top of earlier ones, so mounts
 //! are made parents first. HOME is replaced by an empty tmpfs, and the
@@ -12,6 +33,44 @@ use std::path::{Path, PathBuf};
 use warden_events::Agent;
 
 use crate::{SandboxError, SandboxOptions, Target, Wrapped};
+
+/// The namespaces and privileges of every bwrap sandbox warden starts; the
+/// probe checks exactly these.
+///
+/// `--die-with-parent` is deliberately not used: with it, the agent's exit
+/// makes bwrap's outer process exit, which SIGKILLs the namespace's init and
+/// with it every process the agent left, before warden could see, name and
+/// report them. warden's shim is the parent of the outer process (with a
+/// parent-death signal) and kills every process of the run itself.
+pub const ISOLATION: &[&str] = &[
+    "--unshare-user",
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+    "--unshare-pid",
+    "--new-session",
+];
+
+/// The mounts every bwrap sandbox starts with, before its own.
+const BASE_MOUNTS: &[(Kind, &str)] = &[
+    (Kind::RoBind, "/"),
+    (Kind::Dev, "/dev"),
+    (Kind::Proc, "/proc"),
+    (Kind::RoBind, "/proc/sys"),
+    (Kind::Tmpfs, "/tmp"),
+];
+
+/// bwrap's arguments for a sandbox with only the isolation and the base
+/// mounts: what the probe starts `true` in.
+pub fn base_args() -> Vec<OsString> {
+    let mut a: Vec<OsString> = ISOLATION.iter().map(OsString::from).collect();
+    let base: Vec<Mount> = BASE_MOUNTS
+        .iter()
+        .map(|(kind, p)| Mount::new(*kind, p))
+        .collect();
+    push_mounts(&mut a, &base);
+    a
+}
 
 /// Directories (relative to HOME) where each agent keeps its config and
 /// state, bound writable so logins, sessions and settings persist.
@@ -42,30 +101,59 @@ fn state_dir_vars(agent: Agent) -> &'static [&'static str] {
     }
 }
 
+/// What is mounted at a path inside the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The host's path, read-only.
+    RoBind,
+    /// The host's path, writable.
+    Bind,
+    /// An empty private tmpfs, writable.
+    Tmpfs,
+    /// An empty private tmpfs, made read-only once everything inside it is
+    /// mounted.
+    SealedTmpfs,
+    /// bwrap's minimal /dev.
+    Dev,
+    /// A procfs of the agent's PID namespace.
+    Proc,
+    /// /dev/null over a host unix socket, so it cannot be connected to.
+    Cover,
+}
+
+#[derive(Debug, Clone)]
+struct Mount {
+    kind: Kind,
+    path: PathBuf,
+}
+
+impl Mount {
+    fn new(kind: Kind, path: impl Into<PathBuf>) -> Self {
+        Self {
+            kind,
+            path: path.into(),
+        }
+    }
+}
+
+/// Whether the host's `path` can be seen inside the sandbox at the same
+/// path: the mount on top of it (the deepest one that contains it) shows
+/// the host's files.
+fn shows_host(mounts: &[Mount], path: &Path) -> bool {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.path))
+        .max_by_key(|m| m.path.components().count())
+        .is_some_and(|m| matches!(m.kind, Kind::RoBind | Kind::Bind))
+}
+
 pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxError> {
     if t.workdir == t.home {
         return Err(SandboxError::WorkdirIsHome(t.workdir.to_path_buf()));
     }
-    let mut a: Vec<OsString> = Vec::new();
-    let mut arg = |x: &str| a.push(x.into());
-    for x in ["--die-with-parent", "--unshare-pid", "--new-session"] {
-        arg(x);
-    }
+    let mut a: Vec<OsString> = ISOLATION.iter().map(OsString::from).collect();
     if options.no_network {
-        arg("--unshare-net");
-    }
-    for x in [
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-    ] {
-        arg(x);
+        a.push("--unshare-net".into());
     }
     let mut writable: Vec<PathBuf> = state_dirs(t.agent).iter().map(|d| t.home.join(d)).collect();
     for var in state_dir_vars(t.agent) {
@@ -79,38 +167,170 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
             message: e.to_string(),
         })?;
     }
-    // Every mount, then sorted so a parent is mounted before what lies
-    // inside it: HOME's tmpfs hides HOME even when HOME is inside the work
-    // dir, and the work dir stays visible when it is inside HOME.
-    let program_roots = program_roots(&t);
-    let mut mounts: Vec<(&str, &Path)> = Vec::new();
-    if t.home != Path::new("/") {
-        mounts.push(("--tmpfs", t.home));
-    }
-    mounts.extend(program_roots.iter().map(|p| ("--ro-bind", p.as_path())));
-    mounts.extend(writable.iter().map(|d| ("--bind", d.as_path())));
-    mounts.push(("--bind", t.workdir));
-    mounts.extend(options.ro.iter().map(|p| ("--ro-bind", p.as_path())));
-    mounts.extend(options.rw.iter().map(|p| ("--bind", p.as_path())));
-    mounts.sort_by_key(|(_, p)| p.components().count());
-    for (flag, p) in mounts {
-        a.push(flag.into());
-        a.push(p.into());
-        if flag != "--tmpfs" {
-            a.push(p.into());
+
+    let mut mounts: Vec<Mount> = BASE_MOUNTS
+        .iter()
+        .map(|(kind, p)| Mount::new(*kind, p))
+        .collect();
+    if options.no_network {
+        // Where the host keeps its daemons' sockets (docker, dbus, systemd,
+        // the user's runtime dir): gone, not just read-only, since a
+        // socket can be connected to through a read-only mount.
+        mounts.push(Mount::new(Kind::Tmpfs, "/run"));
+        if std::fs::symlink_metadata("/var/run").is_ok_and(|m| m.is_dir()) {
+            mounts.push(Mount::new(Kind::Tmpfs, "/var/run"));
         }
     }
+    if t.home != Path::new("/") {
+        mounts.push(Mount::new(Kind::Tmpfs, t.home));
+    }
+    let hidden_roots: Vec<&Path> = mounts
+        .iter()
+        .filter(|m| m.kind == Kind::Tmpfs)
+        .map(|m| m.path.as_path())
+        .collect();
+    let program_roots = program_roots(&t, &hidden_roots);
+    mounts.extend(
+        program_roots
+            .into_iter()
+            .map(|p| Mount::new(Kind::RoBind, p)),
+    );
+    mounts.extend(writable.into_iter().map(|d| Mount::new(Kind::Bind, d)));
+    mounts.push(Mount::new(Kind::Bind, t.workdir));
+    mounts.extend(options.ro.iter().map(|p| Mount::new(Kind::RoBind, p)));
+    mounts.extend(options.rw.iter().map(|p| Mount::new(Kind::Bind, p)));
+
+    // warden's records: out of the agent's sight and reach, so it cannot
+    // rewrite its own logs or read and alter other runs'.
+    for dir in records(&t) {
+        if dir != t.workdir && shows_host(&mounts, &dir) {
+            mounts.push(Mount::new(Kind::SealedTmpfs, dir));
+        }
+    }
+    if options.no_network {
+        for socket in crate::sockets::host_unix_sockets() {
+            if shows_host(&mounts, &socket) {
+                mounts.push(Mount::new(Kind::Cover, socket));
+            }
+        }
+    }
+
+    // Sorted so a parent is mounted before what lies inside it (a stable
+    // sort: the base mounts keep their order): HOME's tmpfs hides HOME even
+    // when HOME is inside the work dir, the work dir stays visible when it
+    // is inside HOME or inside a hidden `.warden`.
+    mounts.sort_by_key(|m| m.path.components().count());
+    push_mounts(&mut a, &mounts);
     a.push("--chdir".into());
     a.push(t.workdir.into());
     a.push("--".into());
-    a.push(t.program);
-    a.extend(t.args);
+    // warden ends a run by sending SIGTERM to every process of it, bwrap's
+    // outer process included, and that process dies of it at once (bwrap
+    // forwards no signal): the run would see "exited" before the agent had
+    // finished its clean-up, and name the agent as its own orphan. So the
+    // outer process starts with SIGTERM ignored and the agent gets the
+    // default back just before it starts; bwrap's init ignores a SIGTERM
+    // from outside its namespace anyway. SIGKILL still reaches all.
+    let (program, mut args) = if crate::probe::signal_env()
+        && !t.program.as_encoded_bytes().contains(&b'=')
+        && !t.program.as_encoded_bytes().starts_with(b"-")
+    {
+        a.extend(["env", "--default-signal=TERM"].map(OsString::from));
+        let mut outer: Vec<OsString> = vec!["--ignore-signal=TERM".into(), "bwrap".into()];
+        outer.append(&mut a);
+        (OsString::from("env"), outer)
+    } else {
+        (OsString::from("bwrap"), a)
+    };
+    args.push(t.program);
+    args.extend(t.args);
     Ok(Wrapped {
-        program: "bwrap".into(),
-        args: a,
+        program,
+        args,
         containment: Some("pid_namespace"),
         on_kill: None,
     })
+}
+
+/// Appends the bwrap arguments that make `mounts`, in order; sealed
+/// tmpfs are made read-only last, once whatever lies inside them is
+/// mounted (the remount is not recursive).
+fn push_mounts(a: &mut Vec<OsString>, mounts: &[Mount]) {
+    for m in mounts {
+        let p = m.path.as_os_str();
+        let args: &[&std::ffi::OsStr] = match m.kind {
+            Kind::RoBind => &["--ro-bind".as_ref(), p, p],
+            Kind::Bind => &["--bind".as_ref(), p, p],
+            Kind::Tmpfs | Kind::SealedTmpfs => &["--tmpfs".as_ref(), p],
+            Kind::Dev => &["--dev".as_ref(), p],
+            Kind::Proc => &["--proc".as_ref(), p],
+            Kind::Cover => &["--ro-bind".as_ref(), "/dev/null".as_ref(), p],
+        };
+        a.extend(args.iter().map(|x| x.to_os_string()));
+    }
+    for m in mounts.iter().filter(|m| m.kind == Kind::SealedTmpfs) {
+        a.push("--remount-ro".into());
+        a.push(m.path.clone().into());
+    }
+}
+
+/// warden's records around this run: its run directory, and every
+/// `.warden` directory that holds the work dir or lies in it or in one of
+/// its parents (other runs' logs, batches, sessions, worktrees).
+fn records(t: &Target<'_>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut add = |d: PathBuf| {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    };
+    if let Some(run_dir) = t.run_dir {
+        add(run_dir.to_path_buf());
+        for a in run_dir.ancestors() {
+            if a.file_name().is_some_and(|n| n == ".warden") {
+                add(a.to_path_buf());
+            }
+        }
+    }
+    for a in t.workdir.ancestors() {
+        if a.file_name().is_some_and(|n| n == ".warden") {
+            add(a.to_path_buf());
+        }
+        let inside = a.join(".warden");
+        if std::fs::symlink_metadata(&inside).is_ok_and(|m| m.is_dir()) {
+            add(inside);
+        }
+    }
+    dirs
+}
+
+/// Whether `pid` is bubblewrap's own init in a sandbox one PID namespace
+/// below warden's: bwrap runs it next to the agent to reap orphans, it is
+/// not something the agent left. The agent cannot fake one: it would need
+/// a PID namespace of its own, which takes a capability or a user
+/// namespace, and it has neither.
+pub fn is_sandbox_init(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let field = |s: &str, name: &str| -> Option<String> {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    let depth = |nspid: &str| nspid.split_whitespace().count();
+    let Some(own) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| field(&s, "NSpid:"))
+    else {
+        return false;
+    };
+    let (Some(name), Some(nspid)) = (field(&status, "Name:"), field(&status, "NSpid:")) else {
+        return false;
+    };
+    name == "bwrap"
+        && depth(&nspid) == depth(&own) + 1
+        && nspid.split_whitespace().last() == Some("1")
 }
 
 /// Directories that would be hidden inside the sandbox (HOME, /tmp) but
@@ -119,8 +339,8 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
 /// can start. For a path inside `node_modules`, the whole package tree
 /// (the parent of the outermost `node_modules`, platform packages and all);
 /// for one in a `bin` directory, its prefix; else its directory.
-fn program_roots(t: &Target<'_>) -> Vec<PathBuf> {
-    let hidden = |p: &Path| p.starts_with(t.home) || p.starts_with("/tmp");
+fn program_roots(t: &Target<'_>, hidden_roots: &[&Path]) -> Vec<PathBuf> {
+    let hidden = |p: &Path| hidden_roots.iter().any(|r| p.starts_with(r));
     let path_var = t
         .env
         .iter()
@@ -167,8 +387,8 @@ fn program_roots(t: &Target<'_>) -> Vec<PathBuf> {
                     }
                 }
             };
-            // Never re-expose all of HOME or /tmp.
-            if root != t.home && root != Path::new("/tmp") && !roots.contains(&root) {
+            // Never re-expose all of HOME, /tmp or /run.
+            if !hidden_roots.contains(&root.as_path()) && !roots.contains(&root) {
                 roots.push(root);
             }
         }
@@ -203,6 +423,7 @@ mod tests {
                 home: home.path(),
                 env: &[],
                 name: "r1",
+                run_dir: None,
             },
         )
         .unwrap();
@@ -210,7 +431,19 @@ mod tests {
         let pos = |needle: &str| a.iter().position(|x| x == needle).unwrap();
         let h = home.path().to_string_lossy().into_owned();
         let claude_dir = home.path().join(".claude").to_string_lossy().into_owned();
-        assert!(a.contains(&"--unshare-net".into()) && a.contains(&"--die-with-parent".into()));
+        for flag in [
+            "--unshare-net",
+            "--unshare-user",
+            "--disable-userns",
+            "--new-session",
+        ] {
+            assert!(a.contains(&flag.into()), "{flag} missing: {a:?}");
+        }
+        assert!(a.windows(2).any(|w| w == ["--cap-drop", "ALL"]), "{a:?}");
+        assert!(
+            pos("/proc") < a.iter().rposition(|x| x == "/proc/sys").unwrap(),
+            "/proc/sys is made read-only after /proc is mounted"
+        );
         assert!(
             pos(&h) < pos(&claude_dir),
             "HOME is hidden before .claude is bound back"
@@ -219,7 +452,17 @@ mod tests {
             home.path().join(".claude").is_dir(),
             "the state dir is created so it can be bound"
         );
-        assert_eq!(&a[a.len() - 3..], ["--", "claude", "-p"]);
+        if crate::probe::signal_env() {
+            assert_eq!(w.program, "env");
+            assert_eq!(&a[..2], ["--ignore-signal=TERM", "bwrap"]);
+            assert_eq!(
+                &a[a.len() - 5..],
+                ["--", "env", "--default-signal=TERM", "claude", "-p"]
+            );
+        } else {
+            assert_eq!(w.program, "bwrap");
+            assert_eq!(&a[a.len() - 3..], ["--", "claude", "-p"]);
+        }
     }
 
     #[test]
@@ -237,6 +480,7 @@ mod tests {
                 home: &home,
                 env: &[],
                 name: "r",
+                run_dir: None,
             },
         )
         .unwrap();
@@ -274,6 +518,7 @@ mod tests {
                 home: home.path(),
                 env: &env,
                 name: "r",
+                run_dir: None,
             },
         )
         .unwrap();
@@ -303,9 +548,107 @@ mod tests {
                 home: home.path(),
                 env: &[],
                 name: "r",
+                run_dir: None,
             },
         )
         .unwrap_err();
         assert!(matches!(e, SandboxError::WorkdirIsHome(_)));
+    }
+
+    #[test]
+    fn warden_records_are_sealed_and_a_worktree_inside_them_is_bound_back() {
+        let repo = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let warden = repo.path().join(".warden");
+        let work = warden.join("worktrees/feature");
+        let run_dir = warden.join("sessions/s1/iteration-1");
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::create_dir_all(work.join(".warden/runs")).unwrap();
+        std::fs::create_dir_all(&run_dir).unwrap();
+        // The repository is in /tmp, hidden inside: make it visible.
+        let options = SandboxOptions {
+            ro: vec![repo.path().to_path_buf()],
+            ..SandboxOptions::default()
+        };
+        let w = wrap(
+            &options,
+            Target {
+                agent: Agent::Exec,
+                program: "true".into(),
+                args: vec![],
+                workdir: &work,
+                home: home.path(),
+                env: &[],
+                name: "r",
+                run_dir: Some(&run_dir),
+            },
+        )
+        .unwrap();
+        let a = strs(&w.args);
+        let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        let at = |flag: &str, p: &std::path::Path| {
+            a.windows(2)
+                .position(|x| x[0] == flag && x[1] == s(p))
+                .unwrap_or_else(|| panic!("{flag} {} missing: {a:?}", p.display()))
+        };
+        let sealed = at("--tmpfs", &warden);
+        assert!(sealed < at("--bind", &work), "the work dir is bound back");
+        assert!(at("--tmpfs", &run_dir) > sealed);
+        at("--tmpfs", &work.join(".warden"));
+        let last_mount = at("--bind", &work).max(at("--tmpfs", &run_dir));
+        for dir in [&warden, &run_dir, &work.join(".warden")] {
+            assert!(at("--remount-ro", dir) > last_mount, "{a:?}");
+        }
+        assert!(
+            !a.windows(2).any(|x| x[0] == "--tmpfs" && x[1] == s(&work)),
+            "the work dir itself is never hidden: {a:?}"
+        );
+    }
+
+    #[test]
+    fn no_network_covers_the_host_sockets_the_agent_could_see() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let visible = work.path().join("daemon.sock");
+        let hidden = home.path().join("hidden.sock");
+        let _l1 = std::os::unix::net::UnixListener::bind(&visible).unwrap();
+        let _l2 = std::os::unix::net::UnixListener::bind(&hidden).unwrap();
+        let target = |net| {
+            let options = SandboxOptions {
+                no_network: net,
+                ..SandboxOptions::default()
+            };
+            strs(
+                &wrap(
+                    &options,
+                    Target {
+                        agent: Agent::Exec,
+                        program: "true".into(),
+                        args: vec![],
+                        workdir: work.path(),
+                        home: home.path(),
+                        env: &[],
+                        name: "r",
+                        run_dir: None,
+                    },
+                )
+                .unwrap()
+                .args,
+            )
+        };
+        let covered = |a: &[String], p: &std::path::Path| {
+            let p = std::fs::canonicalize(p)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            a.windows(3)
+                .any(|x| x[0] == "--ro-bind" && x[1] == "/dev/null" && x[2] == p)
+        };
+        let cut = target(true);
+        assert!(covered(&cut, &visible), "{cut:?}");
+        assert!(!covered(&cut, &hidden), "under the hidden HOME: {cut:?}");
+        assert!(cut.windows(2).any(|x| x == ["--tmpfs", "/run"]), "{cut:?}");
+        let open = target(false);
+        assert!(!covered(&open, &visible), "{open:?}");
     }
 }

@@ -85,6 +85,7 @@ mod tests {
             home: Path::new("/root"),
             env,
             name: "warden-run1",
+            run_dir: None,
         }
     }
 

@@ -3,7 +3,8 @@
 //! A sandbox turns the agent's command line into the command line that
 //! starts it inside the sandbox: `host` leaves it as it is; `bwrap` wraps
 //! it in bubblewrap (read-only root, writable work dir and agent state,
-//! private /tmp, the rest of HOME hidden, its own PID namespace);
+//! private /tmp, the rest of HOME and warden's records hidden, its own
+//! user and PID namespaces without capabilities);
 //! `docker` and `podman` run it in a container. Inside any sandbox the
 //! agent gets an allowlisted environment ([`mod@env`]), never the whole host
 //! environment. This crate builds command lines and environments; it starts
@@ -13,6 +14,7 @@ pub mod bwrap;
 pub mod container;
 pub mod env;
 pub mod probe;
+pub mod sockets;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -41,6 +43,16 @@ impl Sandbox {
             Sandbox::Bwrap => "bwrap",
             Sandbox::Docker => "docker",
             Sandbox::Podman => "podman",
+        }
+    }
+
+    /// Whether `pid`, a process of the run, is one the sandbox itself runs
+    /// next to the agent (bwrap's init in the agent's PID namespace): never
+    /// an orphan of the agent.
+    pub fn is_own_helper(self, pid: i32) -> bool {
+        match self {
+            Sandbox::Bwrap => bwrap::is_sandbox_init(pid),
+            Sandbox::Host | Sandbox::Docker | Sandbox::Podman => false,
         }
     }
 }
@@ -106,6 +118,9 @@ pub struct Target<'a> {
     pub env: &'a [(OsString, OsString)],
     /// A name for the container (unique among running runs).
     pub name: &'a str,
+    /// The run directory, where warden keeps the run's logs: kept out of
+    /// the agent's reach where the sandbox can.
+    pub run_dir: Option<&'a std::path::Path>,
 }
 
 /// The command line that starts the agent in its sandbox.

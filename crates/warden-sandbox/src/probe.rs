@@ -40,27 +40,20 @@ pub fn bwrap() -> Result<String, String> {
     let version = run("bwrap", &["--version"], Duration::from_secs(5)).map_err(|_| {
         "bubblewrap is not installed (Debian: apt-get install bubblewrap)".to_string()
     })?;
-    run(
-        "bwrap",
-        &[
-            "--die-with-parent",
-            "--unshare-pid",
-            "--new-session",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--",
-            "true",
-        ],
-        Duration::from_secs(5),
-    )
-    .map_err(|e| format!("bubblewrap is installed but cannot create its namespaces: {e}"))?;
+    let mut args: Vec<String> = crate::bwrap::base_args()
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    args.extend(["--".into(), "true".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run("bwrap", &args, Duration::from_secs(5)).map_err(|e| {
+        format!(
+            "{} is installed but cannot start a sandbox with the options warden needs \
+             (its own user namespace without capabilities and --disable-userns, which need \
+             bubblewrap 0.8 or later and user namespaces): {e}",
+            version.trim()
+        )
+    })?;
     Ok(version.trim().to_string())
 }
 
@@ -81,6 +74,26 @@ pub fn engine(engine: &str) -> Result<String, String> {
         )
     })?;
     Ok(version.trim().to_string())
+}
+
+/// Whether `env` can start a program with SIGTERM ignored and give the
+/// next program its default back (GNU coreutils 8.31 or later). Checked
+/// once per process.
+pub fn signal_env() -> bool {
+    static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SUPPORTED.get_or_init(|| {
+        run(
+            "env",
+            &[
+                "--ignore-signal=TERM",
+                "env",
+                "--default-signal=TERM",
+                "true",
+            ],
+            Duration::from_secs(5),
+        )
+        .is_ok()
+    })
 }
 
 /// Whether this process may create user namespaces.

@@ -121,6 +121,9 @@ pub struct Supervisor {
     output: Option<serde_json::Value>,
     /// The last text of an `exec` run, for `--output-tag` (bounded).
     recent_text: String,
+    /// Processes the sandbox runs next to the agent (bwrap's init), as
+    /// seen so far: never the agent's orphans, also once they are gone.
+    sandbox_helpers: Vec<i32>,
 }
 
 /// How much of an `exec` run's last output is kept for `--output-tag`.
@@ -184,6 +187,7 @@ impl Supervisor {
             branch: None,
             output: None,
             recent_text: String::new(),
+            sandbox_helpers: Vec::new(),
         }
     }
 
@@ -492,8 +496,9 @@ impl Supervisor {
             signal,
         });
         // Everything still alive now is an orphan: name it, then terminate
-        // it at once while the pipes are still read.
-        for p in tree.processes() {
+        // it at once while the pipes are still read. The sandbox's own
+        // helpers are not the agent's.
+        for p in self.agents_processes(tree) {
             let held_pipe = tree.holds_output(p.pid);
             self.emit(Event::Orphan {
                 pid: p.pid,
@@ -675,7 +680,7 @@ impl Supervisor {
         // Processes that appeared after the exit (forked by orphans) are
         // orphans too.
         if self.exit.is_some() {
-            for p in tree.processes() {
+            for p in self.agents_processes(tree) {
                 if !self.orphans.iter().any(|o| o.pid == p.pid) {
                     let held_pipe = tree.holds_output(p.pid);
                     self.orphans.push(Orphan {
@@ -687,6 +692,24 @@ impl Supervisor {
             }
         }
         self.signal_all(tree, Signal::Kill);
+    }
+
+    /// The processes of the run but the sandbox's own helpers. The helpers
+    /// are picked out before the listing: one that exits in between (its
+    /// status gone, not yet reaped) is then never mistaken for the agent's.
+    /// Every helper seen is remembered, so that a list made later (of what
+    /// a kill found) can leave it out by pid.
+    fn agents_processes(&mut self, tree: &RunTree) -> Vec<warden_process::ProcessInfo> {
+        let sandbox = self.setup.sandbox;
+        for pid in tree.pids() {
+            if !self.sandbox_helpers.contains(&pid) && sandbox.is_own_helper(pid) {
+                self.sandbox_helpers.push(pid);
+            }
+        }
+        tree.processes()
+            .into_iter()
+            .filter(|p| !self.sandbox_helpers.contains(&p.pid))
+            .collect()
     }
 
     fn signal_all(&mut self, tree: &RunTree, signal: Signal) {

@@ -128,6 +128,11 @@ pub fn happy_path_in_bwrap(agent: &'static str) {
     assert_eq!(done.code, 0, "{why}");
     let r = done.report();
     assert_eq!(r["sandbox"], "bwrap", "{why}");
+    assert_eq!(
+        r["orphans"].as_array().map(Vec::len),
+        Some(0),
+        "bwrap's own processes are not orphans: {why}"
+    );
     assert!(
         r["final_text"]
             .as_str()

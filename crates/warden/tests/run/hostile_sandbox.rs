@@ -1,0 +1,463 @@
+//! bubblewrap against a hostile agent: no capabilities even when warden
+//! runs as root, no host unix socket with `--no-network`, no access to
+//! warden's own records, and no false orphans from bwrap's own processes.
+
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+
+use crate::support::{Case, Finished};
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().nth(1).map(|euid| euid == "0"))
+        .unwrap_or(false)
+}
+
+/// A HOME for the test with a planted credential.
+fn home_with_secret(case: &Case) -> PathBuf {
+    let home = case.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_test"), "PRIVATE-KEY-MATERIAL").unwrap();
+    home
+}
+
+fn bwrap_run(case: &Case, home: &Path, extra: &[&str], script: &str) -> Finished {
+    let mut args = vec!["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let mut cmd = case.command(&args);
+    cmd.env("HOME", home);
+    case.finished(cmd.output().unwrap(), std::time::Instant::now())
+}
+
+fn out(done: &Finished) -> String {
+    String::from_utf8_lossy(&done.log("stdout.log")).into_owned()
+}
+
+#[test]
+fn bwrap_as_root_leaves_the_agent_no_capabilities() {
+    if !is_root() {
+        eprintln!("skipped: bwrap_as_root_leaves_the_agent_no_capabilities needs root");
+        return;
+    }
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    let etc_file = format!("/etc/warden-escape-{}", std::process::id());
+    // Every step prints a word only when the attack worked. The sysctl is
+    // opened for appending nothing, so even a successful open changes
+    // nothing on the host.
+    let script = format!(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; \
+         mount -o remount,rw / 2>/dev/null && echo REMOUNTED-ROOT; \
+         (echo x > {etc_file}) 2>/dev/null && echo WROTE-ETC; \
+         umount -l \"$HOME\" 2>/dev/null && echo UNMOUNTED-HOME; \
+         cat \"$HOME/.ssh/id_test\" 2>/dev/null; \
+         (printf '' >> /proc/sys/kernel/domainname) 2>/dev/null && echo WROTE-PROC-SYS; \
+         unshare --user --map-root-user true 2>/dev/null && echo NEW-USER-NAMESPACE; \
+         echo done"
+    );
+    let done = bwrap_run(&case, &home, &[], &script);
+    let _ = std::fs::remove_file(&etc_file);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let text = out(&done);
+    assert!(text.contains("done"), "{text}");
+    assert_no_capabilities(&text);
+    for escape in [
+        "REMOUNTED-ROOT",
+        "WROTE-ETC",
+        "UNMOUNTED-HOME",
+        "PRIVATE-KEY-MATERIAL",
+        "WROTE-PROC-SYS",
+        "NEW-USER-NAMESPACE",
+    ] {
+        assert!(!text.contains(escape), "{escape}:\n{text}");
+    }
+    assert!(!Path::new(&etc_file).exists(), "{etc_file} was written");
+}
+
+/// The capability lines of /proc/self/status, and whether each is empty.
+fn assert_no_capabilities(text: &str) {
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(set))
+            .unwrap_or_else(|| panic!("no {set} in:\n{text}"));
+        assert!(
+            line.ends_with("0000000000000000"),
+            "the agent holds capabilities: {line}\n{text}"
+        );
+    }
+    assert!(
+        text.lines().any(|l| l == "NoNewPrivs:\t1"),
+        "no_new_privs is not set:\n{text}"
+    );
+}
+
+#[test]
+fn bwrap_run_by_an_unprivileged_user_gives_the_same_guarantees() {
+    if !is_root() {
+        eprintln!(
+            "skipped: bwrap_run_by_an_unprivileged_user_gives_the_same_guarantees needs root to become nobody"
+        );
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").is_file() {
+        eprintln!("skipped: no setpriv to become nobody with");
+        return;
+    }
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    let sleep = format!("sleep 6{:05}", std::process::id() % 100_000);
+    let nobody = 65534;
+    for entry in [case.path().to_path_buf(), home.clone(), home.join(".ssh")] {
+        std::os::unix::fs::chown(&entry, Some(nobody), Some(nobody)).unwrap();
+    }
+    std::fs::set_permissions(
+        case.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let script = format!(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; \
+         umount -l \"$HOME\" 2>/dev/null && echo UNMOUNTED-HOME; \
+         unshare --user --map-root-user true 2>/dev/null && echo NEW-USER-NAMESPACE; \
+         (echo x > run/stdout.log) 2>/dev/null && echo REWROTE-LOG; \
+         {sleep} & echo done"
+    );
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(crate::support::WARDEN)
+        .args(["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"])
+        .args(["--", "sh", "-c", &script])
+        .current_dir(case.path())
+        .env("HOME", &home)
+        .env("WARDEN_RUN_DIR", case.run_dir())
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let done = case.finished(out, std::time::Instant::now());
+    let left = crate::support::kill_leftovers(&sleep);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let text = self::out(&done);
+    assert!(text.contains("done"), "{text}\n{}", done.stderr);
+    assert_no_capabilities(&text);
+    for escape in ["UNMOUNTED-HOME", "NEW-USER-NAMESPACE", "REWROTE-LOG"] {
+        assert!(!text.contains(escape), "{escape}:\n{text}");
+    }
+    assert!(left.is_empty(), "the orphan survived: {left:?}");
+    let orphans = done.report()["orphans"].as_array().cloned().unwrap();
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    assert_eq!(orphans[0]["cmdline"], sleep.as_str(), "{orphans:?}");
+}
+
+/// A perl outside HOME, to speak to unix sockets from inside (perl-base,
+/// with IO::Socket::UNIX, is essential on Debian).
+fn perl() -> Option<&'static str> {
+    ["/usr/bin/perl", "/bin/perl"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+}
+
+#[test]
+fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
+    let Some(perl) = perl() else {
+        eprintln!("skipped: no perl in /usr/bin to connect to unix sockets with");
+        return;
+    };
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    let shared = case.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    // A daemon's socket in a directory given with --ro, one in the work dir
+    // made before the run, and (as root) one under /run.
+    let mut sockets = vec![shared.join("daemon.sock"), case.path().join("dev.sock")];
+    if is_root() {
+        sockets.push(PathBuf::from(format!(
+            "/run/warden-test-{}.sock",
+            std::process::id()
+        )));
+    }
+    for s in &sockets {
+        let _ = std::fs::remove_file(s);
+    }
+    let _listeners: Vec<UnixListener> = sockets
+        .iter()
+        .map(|s| UnixListener::bind(s).unwrap())
+        .collect();
+    let mut script = String::new();
+    for s in &sockets {
+        script.push_str(&format!(
+            "{perl} -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => $ARGV[0]) or exit 1' {s} \
+             && echo 'reached {s}' || echo 'unreachable {s}'; ",
+            s = s.display()
+        ));
+    }
+    // The agent's own socket in its work dir still works.
+    script.push_str(&format!(
+        "{perl} -MIO::Socket::UNIX -e '$l = IO::Socket::UNIX->new(Local => \"own.sock\", Listen => 1) or die $!; \
+         IO::Socket::UNIX->new(Peer => \"own.sock\") or die $!; unlink \"own.sock\"; print \"own socket works\\n\"'"
+    ));
+    let shared_arg = shared.display().to_string();
+    let open = bwrap_run(&case, &home, &["--ro", &shared_arg], &script);
+    let text = out(&open);
+    for s in &sockets {
+        assert!(
+            text.contains(&format!("reached {}", s.display())),
+            "without --no-network the socket is reachable:\n{text}\n{}",
+            open.stderr
+        );
+    }
+    std::fs::remove_dir_all(case.run_dir()).unwrap();
+    let cut = bwrap_run(
+        &case,
+        &home,
+        &["--ro", &shared_arg, "--no-network"],
+        &script,
+    );
+    let text = out(&cut);
+    for s in &sockets {
+        assert!(
+            text.contains(&format!("unreachable {}", s.display())),
+            "with --no-network the host's socket {} was reached:\n{text}\n{}",
+            s.display(),
+            cut.stderr
+        );
+    }
+    assert!(text.contains("own socket works"), "{text}\n{}", cut.stderr);
+    for s in &sockets {
+        let _ = std::fs::remove_file(s);
+    }
+}
+
+#[test]
+fn bwrap_keeps_the_run_directories_out_of_the_agents_reach() {
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    // An earlier run in the same work tree, with its logs where warden
+    // puts them by default.
+    let mut cmd = case.command(&["run", "exec", "--", "sh", "-c", "echo EARLIER-RUN-OUTPUT"]);
+    cmd.env_remove("WARDEN_RUN_DIR");
+    let first = cmd.output().unwrap();
+    assert!(first.status.success(), "{first:?}");
+    let runs = case.path().join(".warden/runs");
+    let earlier = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let earlier_log = std::fs::read(earlier.join("stdout.log")).unwrap();
+    assert!(String::from_utf8_lossy(&earlier_log).contains("EARLIER-RUN-OUTPUT"));
+
+    // The agent tries to read the earlier run's log, to rewrite it, and to
+    // rewrite its own (at the run dir the test gives warden, inside the
+    // work dir).
+    let script = "echo CONFESSION; \
+         cat .warden/runs/*/stdout.log 2>/dev/null; \
+         for f in .warden/runs/*/stdout.log run/stdout.log run/events.jsonl run/run.json; do \
+           (echo TAMPERED > \"$f\") 2>/dev/null && echo \"rewrote $f\"; \
+         done; \
+         (echo TAMPERED > .warden/planted) 2>/dev/null && echo 'wrote .warden'; \
+         echo made-here > made-here.txt; echo finished";
+    let done = bwrap_run(&case, &home, &[], script);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let text = out(&done);
+    assert!(
+        text.contains("CONFESSION") && text.contains("finished"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("EARLIER-RUN-OUTPUT"),
+        "the agent read another run's log:\n{text}"
+    );
+    assert!(
+        !text.contains("rewrote") && !text.contains("wrote .warden"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read(earlier.join("stdout.log")).unwrap(),
+        earlier_log,
+        "another run's log was changed"
+    );
+    assert!(
+        !text.contains("TAMPERED"),
+        "its own log was rewritten:\n{text}"
+    );
+    assert!(!case.path().join(".warden/planted").exists());
+    assert_eq!(done.report()["verdict"], "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(case.path().join("made-here.txt")).unwrap(),
+        "made-here\n",
+        "the work dir stays writable"
+    );
+}
+
+#[test]
+fn bwraps_own_init_is_never_an_orphan_but_what_the_agent_leaves_is() {
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    for round in 0..5 {
+        let _ = std::fs::remove_dir_all(case.run_dir());
+        let done = bwrap_run(&case, &home, &[], "echo healthy");
+        assert_eq!(done.code, 0, "{}", done.stderr);
+        let r = done.report();
+        assert_eq!(
+            r["orphans"].as_array().map(Vec::len),
+            Some(0),
+            "round {round}: a healthy run reports orphans: {}",
+            r["orphans"]
+        );
+        assert!(!done.stderr.contains("orphan"), "{}", done.stderr);
+    }
+
+    let sleep = format!("sleep 7{:05}", std::process::id() % 100_000);
+    for round in 0..3 {
+        let _ = std::fs::remove_dir_all(case.run_dir());
+        let done = bwrap_run(&case, &home, &[], &format!("{sleep} & echo left-a-sleeper"));
+        let left = crate::support::kill_leftovers(&sleep);
+        assert!(
+            left.is_empty(),
+            "round {round}: the orphan survived: {left:?}"
+        );
+        let orphans = done.report()["orphans"].as_array().cloned().unwrap();
+        assert_eq!(
+            orphans.len(),
+            1,
+            "round {round}: exactly the agent's sleeper is an orphan: {orphans:?}"
+        );
+        assert_eq!(orphans[0]["cmdline"], sleep.as_str(), "{orphans:?}");
+        assert_eq!(orphans[0]["held_pipe"], true, "{orphans:?}");
+    }
+}
+
+#[test]
+fn a_timed_out_agent_in_bwrap_gets_sigterm_and_finishes_its_clean_up() {
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    // bwrap's own processes must not die of warden's SIGTERM before the
+    // agent: the run would end before the clean-up, with bwrap's exit
+    // status, and the agent named as its own orphan.
+    let script = "trap 'echo got-term; sleep 0.3; echo cleaned-up; exit 0' TERM; \
+                  echo up; while :; do sleep 0.05; done";
+    let mut args = vec![
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--timeout",
+        "1s",
+        "--kill-grace",
+        "5s",
+        "--",
+        "bash",
+        "-c",
+        script,
+    ];
+    if !Path::new("/bin/bash").exists() && !Path::new("/usr/bin/bash").exists() {
+        args[9] = "sh";
+    }
+    let mut cmd = case.command(&args);
+    cmd.env("HOME", &home);
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    let text = out(&done);
+    let r = done.report();
+    assert_eq!(r["verdict"], "timed_out", "{}", done.stderr);
+    assert!(
+        text.contains("cleaned-up"),
+        "the clean-up did not finish:\n{text}\n{}",
+        done.stderr
+    );
+    assert_eq!(r["exit_code"], 0, "the agent's own exit status: {r}");
+    assert_eq!(
+        r["orphans"].as_array().map(Vec::len),
+        Some(0),
+        "the agent named as its own orphan: {}",
+        r["orphans"]
+    );
+}
+
+#[test]
+fn in_a_worktree_the_agent_writes_its_worktree_but_reaches_no_record() {
+    let case = Case::new();
+    let home = home_with_secret(&case);
+    let repo = case.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "initial",
+    ]);
+    let mut earlier = case.command(&["run", "exec", "--", "sh", "-c", "echo EARLIER-RUN-OUTPUT"]);
+    earlier.env_remove("WARDEN_RUN_DIR");
+    assert!(earlier.output().unwrap().status.success());
+
+    // The repository is under /tmp, hidden inside the sandbox: --ro makes
+    // it visible, so its `.warden` is what has to be sealed.
+    let records = repo.join(".warden");
+    let script = format!(
+        "cat {r}/runs/*/stdout.log 2>/dev/null; \
+         for f in {r}/sessions/*/iteration-1/stdout.log {r}/runs/*/stdout.log; do \
+           (echo TAMPERED > \"$f\") 2>/dev/null && echo \"rewrote $f\"; \
+         done; \
+         echo mine > from-the-agent.txt && echo worktree-is-writable",
+        r = records.display()
+    );
+    let repo_arg = repo.display().to_string();
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--worktree",
+        "hostile",
+        "--keep-worktree",
+        "--sandbox",
+        "bwrap",
+        "--ro",
+        &repo_arg,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.env_remove("WARDEN_RUN_DIR").env("HOME", &home);
+    let done = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{stderr}");
+    let log = std::fs::read_dir(records.join("sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path()
+        .join("iteration-1/stdout.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("worktree-is-writable"), "{text}\n{stderr}");
+    assert!(
+        !text.contains("EARLIER-RUN-OUTPUT"),
+        "another run's log was read:\n{text}"
+    );
+    assert!(!text.contains("rewrote"), "{text}");
+    assert!(!text.contains("TAMPERED"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(records.join("worktrees/hostile/from-the-agent.txt")).unwrap(),
+        "mine\n"
+    );
+}
