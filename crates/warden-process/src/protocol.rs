@@ -1,8 +1,13 @@
 //! The messages a shim sends to warden over its control socket.
 //!
 //! One line each, plain text, so a stuck run can be debugged with `strace`.
-//! warden never writes to the shim: closing the socket (or dying, which
-//! closes it) is the only instruction, and it means "kill everything".
+//! warden writes only [`KILL_REQUEST`] to the shim ("kill everything now,
+//! and tell me what you killed"); closing the socket (or dying, which
+//! closes it) means the same and also "then exit".
+
+/// What warden writes to the shim to have every process of the run
+/// killed at once.
+pub const KILL_REQUEST: &[u8] = b"kill\n";
 
 /// What the shim reports about the agent process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +24,9 @@ pub enum ShimMessage {
     },
     /// The agent has exited and no process of the run is left.
     Empty,
+    /// A process the shim's sweep killed after the agent had exited (an
+    /// orphan that a scan from warden could have missed).
+    Killed { pid: i32, cmdline: String },
 }
 
 impl ShimMessage {
@@ -40,6 +48,9 @@ impl ShimMessage {
                 format!("exited signal {}\n", signal.unwrap_or(0))
             }
             ShimMessage::Empty => "empty\n".to_string(),
+            ShimMessage::Killed { pid, cmdline } => {
+                format!("killed {pid} {}\n", cmdline.replace(['\n', '\r'], " "))
+            }
         }
     }
 
@@ -63,6 +74,10 @@ impl ShimMessage {
                 signal: Some(n.parse().ok()?),
             }),
             ("empty", None, None) => Some(ShimMessage::Empty),
+            ("killed", Some(pid), cmdline) => Some(ShimMessage::Killed {
+                pid: pid.parse().ok()?,
+                cmdline: cmdline.unwrap_or_default().to_string(),
+            }),
             _ => None,
         }
     }
@@ -96,6 +111,10 @@ mod tests {
                 signal: Some(9),
             },
             ShimMessage::Empty,
+            ShimMessage::Killed {
+                pid: 12,
+                cmdline: "perl -e fork".into(),
+            },
         ] {
             assert_eq!(ShimMessage::parse(&m.to_line()), Some(m));
         }

@@ -138,6 +138,8 @@ pub enum SetupError {
     Output(#[from] output::OutputError),
     #[error("could not make the worktree: {0}")]
     Git(git::GitError),
+    #[error(transparent)]
+    StartedAsShim(warden_process::SpawnError),
 }
 
 impl SetupError {
@@ -166,6 +168,13 @@ impl Run {
     /// run ends at once with the verdict `spawn_failed`.
     pub fn spawn(self) -> Result<RunHandle, SetupError> {
         let spec = self.spec;
+        // Before anything is created: in a process started as a shim, a
+        // run would start this program again, and again.
+        if warden_process::started_as_shim() {
+            return Err(SetupError::StartedAsShim(
+                warden_process::SpawnError::StartedAsShim,
+            ));
+        }
         if spec.command.is_empty() {
             return Err(SetupError::EmptyCommand);
         }
@@ -304,6 +313,7 @@ impl Run {
             containment: spec.containment,
             shim_exe,
             run_name: format!("warden-{run_id}"),
+            timeout: spec.limits.timeout,
         };
         let task = tokio::spawn(async move {
             match warden_process::spawn(process).await {

@@ -119,6 +119,11 @@ pub struct Supervisor {
     output: Option<serde_json::Value>,
     /// The last text of an `exec` run, for `--output-tag` (bounded).
     recent_text: String,
+    /// Processes found outside the run's cgroup (they moved themselves):
+    /// killed all the same, as descendants of the shim, and named.
+    escaped: Vec<String>,
+    /// The processes still there when the wait after SIGKILL ran out.
+    final_left: Vec<(i32, String)>,
 }
 
 /// How much of an `exec` run's last output is kept for `--output-tag`.
@@ -181,6 +186,8 @@ impl Supervisor {
             branch: None,
             output: None,
             recent_text: String::new(),
+            escaped: Vec::new(),
+            final_left: Vec::new(),
         }
     }
 
@@ -300,7 +307,8 @@ impl Supervisor {
             self.kill_rest(&tree);
         }
         self.remove_sandbox_leftovers().await;
-        tree.close().await;
+        let swept = tree.close().await;
+        self.after_close(swept);
         self.collect_commits().await;
         self.finish().await
     }
@@ -465,6 +473,7 @@ impl Supervisor {
         match m {
             Some(ShimMessage::Exited { code, signal }) => self.on_exit(tree, code, signal),
             Some(ShimMessage::Empty) => self.empty = true,
+            Some(ShimMessage::Killed { pid, cmdline }) => self.on_swept(pid, cmdline),
             Some(ShimMessage::Spawned { .. } | ShimMessage::SpawnFailed { .. }) => {}
             None => {
                 self.shim_open = false;
@@ -488,7 +497,9 @@ impl Supervisor {
         });
         // Everything still alive now is an orphan: name it, then terminate
         // it at once while the pipes are still read.
-        for p in tree.processes() {
+        let found = tree.processes();
+        self.note_escapes(tree, &found);
+        for p in found {
             let held_pipe = tree.holds_output(p.pid);
             self.emit(Event::Orphan {
                 pid: p.pid,
@@ -585,12 +596,13 @@ impl Supervisor {
             }
             Clock::FinalKill => {
                 if !self.empty {
-                    let left = tree.pids();
-                    if !left.is_empty() {
-                        self.note_error(format!(
-                            "processes {left:?} survived SIGKILL (stuck in the kernel?)"
-                        ));
-                    }
+                    // Judged after the shim's last sweep (in `after_close`):
+                    // most of these are a chain still being stopped.
+                    self.final_left = tree
+                        .processes()
+                        .into_iter()
+                        .map(|p| (p.pid, p.cmdline))
+                        .collect();
                 }
                 self.shim_open = false;
                 self.empty = true;
@@ -669,8 +681,10 @@ impl Supervisor {
         }
         // Processes that appeared after the exit (forked by orphans) are
         // orphans too.
+        let found = tree.processes();
+        self.note_escapes(tree, &found);
         if self.exit.is_some() {
-            for p in tree.processes() {
+            for p in found {
                 if !self.orphans.iter().any(|o| o.pid == p.pid) {
                     let held_pipe = tree.holds_output(p.pid);
                     self.orphans.push(Orphan {
@@ -682,6 +696,72 @@ impl Supervisor {
             }
         }
         self.signal_all(tree, Signal::Kill);
+    }
+
+    /// Names the processes that moved themselves out of the run's cgroup:
+    /// `cgroup.kill` misses them, the shim's sweep does not.
+    fn note_escapes(&mut self, tree: &RunTree, found: &[warden_process::ProcessInfo]) {
+        for p in found {
+            if let Some(dir) = tree.outside_cgroup(p.pid) {
+                let line = format!("{} `{}` (moved to {})", p.pid, p.cmdline, dir.display());
+                if !self.escaped.contains(&line) && self.escaped.len() < 16 {
+                    self.escaped.push(line);
+                }
+            }
+        }
+    }
+
+    /// A process the shim's sweep killed after the agent had exited: an
+    /// orphan, perhaps one that forked too fast for warden's scans.
+    fn on_swept(&mut self, pid: i32, cmdline: String) {
+        if self.orphans.iter().any(|o| o.pid == pid) {
+            return;
+        }
+        self.emit(Event::Orphan {
+            pid,
+            cmdline: cmdline.clone(),
+            held_pipe: false,
+        });
+        self.orphans.push(Orphan {
+            pid,
+            cmdline,
+            held_pipe: false,
+        });
+    }
+
+    /// After the shim's last sweep: the orphans it reported, what left the
+    /// cgroup, and what (if anything) truly survived SIGKILL.
+    fn after_close(&mut self, swept: Vec<warden_process::ProcessInfo>) {
+        for p in swept {
+            self.on_swept(p.pid, p.cmdline);
+        }
+        if !self.escaped.is_empty() {
+            self.note_error(format!(
+                "processes moved themselves out of the run's cgroup, out of reach of \
+                 cgroup.kill; they were stopped and killed as descendants of the run's shim: {}",
+                self.escaped.join(", ")
+            ));
+        }
+        let alive: Vec<String> = self
+            .final_left
+            .iter()
+            .filter_map(|(pid, cmdline)| {
+                let e = warden_process::os::procfs::entry(*pid)?;
+                (!e.is_dead()).then(|| {
+                    let why = match e.state {
+                        b'D' => "in uninterruptible sleep in the kernel (state D)".to_string(),
+                        s => format!("state {}", s as char),
+                    };
+                    format!("{pid} `{cmdline}` ({why})")
+                })
+            })
+            .collect();
+        if !alive.is_empty() {
+            self.note_error(format!(
+                "processes survived SIGKILL and the shim's stop-and-kill sweep: {}",
+                alive.join(", ")
+            ));
+        }
     }
 
     fn signal_all(&mut self, tree: &RunTree, signal: Signal) {

@@ -9,6 +9,7 @@ mod support;
 mod agents;
 mod batch;
 mod clocks;
+mod hostile_procs;
 mod orphans;
 mod output;
 mod sandbox;

@@ -16,6 +16,50 @@ pub fn become_subreaper() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Marks every file descriptor from `first` up close-on-exec, so that a
+/// program started next gets only the ones below (stdin, stdout, stderr):
+/// a descriptor warden inherited from its own parent must never reach the
+/// agent. Close-on-exec rather than closed, so that a pipe the spawning
+/// code still needs until the exec keeps working.
+///
+/// Async-signal-safe (raw system calls only), for use between fork and
+/// exec.
+pub fn cloexec_from(first: i32) -> std::io::Result<()> {
+    let first = first.max(0) as libc::c_uint;
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only changes descriptor
+    // flags; it takes plain integers and touches no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.11: one descriptor at a time, up to the limit.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and nothing else.
+    let top = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur.min(1 << 20) as libc::c_int
+    } else {
+        1024
+    };
+    for fd in first as libc::c_int..top {
+        // SAFETY: F_SETFD on a descriptor that may not exist fails with
+        // EBADF and changes nothing.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    Ok(())
+}
+
 /// The pid of this process, as a plain number.
 pub fn own_pid() -> i32 {
     getpid().as_raw_nonzero().get()

@@ -1,0 +1,119 @@
+//! Killing every descendant of a process, even ones that fork faster than
+//! they can be found.
+//!
+//! A scan of /proc followed by SIGKILL to each pid found loses to a chain
+//! that forks and exits in a loop: by the time the signal arrives, the pid
+//! found is gone and its child is running. So the sweep freezes first and
+//! kills second:
+//!
+//! 1. walk the tree from the root (each process's children, from
+//!    `/proc/PID/task/*/children`: cheap, and complete for a process that
+//!    is stopped, since a stopped process cannot fork);
+//! 2. SIGSTOP every live process found that is not stopped yet, and its
+//!    process group (which also catches a child forked since the walk);
+//! 3. repeat until one walk finds every live process stopped: then the
+//!    tree is complete and frozen, and nothing in it can fork;
+//! 4. SIGKILL all of them (and `cgroup.kill` the run's cgroup), and walk
+//!    again until nothing is left alive.
+//!
+//! Every orphan of the run is re-parented to the subreaper shim whatever
+//! its session, process group or cgroup, so the walk from the shim finds
+//! processes that left the run's cgroup as well.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
+
+/// What a sweep did.
+#[derive(Debug, Default)]
+pub struct Swept {
+    /// The processes it SIGKILLed, with their command lines (read while
+    /// they were stopped; only for the first [`NAMED`], empty after).
+    pub killed: Vec<(i32, String)>,
+    /// Processes still alive when time ran out (stuck in the kernel, in
+    /// uninterruptible sleep).
+    pub left: Vec<i32>,
+}
+
+/// How many killed processes have their command line read: a chain can
+/// leave thousands.
+pub const NAMED: usize = 64;
+
+/// Stops, then kills, every descendant of `root` (and every process in
+/// `cgroup`), within `limit`. `spare` lists process groups that must never
+/// be signalled as a whole (the shim's and warden's own).
+pub fn sweep(root: i32, cgroup: Option<&Cgroup>, spare: &[i32], limit: Duration) -> Swept {
+    let until = Instant::now() + limit;
+    let mut swept = Swept::default();
+    let mut killed: HashSet<i32> = HashSet::new();
+    loop {
+        let live = live_tree(root, cgroup);
+        if live.is_empty() {
+            break;
+        }
+        let frozen = live.iter().all(procfs::ProcEntry::is_stopped);
+        let out_of_time = Instant::now() >= until;
+        if frozen || out_of_time {
+            if let Some(cg) = cgroup {
+                let _ = cg.kill();
+            }
+            for p in &live {
+                let cmdline = if swept.killed.len() < NAMED && !killed.contains(&p.pid) {
+                    procfs::cmdline(p.pid)
+                } else {
+                    String::new()
+                };
+                let _ = os::send(Target::Process(p.pid), Signal::Kill);
+                if killed.insert(p.pid) {
+                    swept.killed.push((p.pid, cmdline));
+                }
+            }
+            if out_of_time {
+                // One last look, after the kernel had a moment to act.
+                std::thread::sleep(Duration::from_millis(20));
+                swept.left = live_tree(root, cgroup).iter().map(|p| p.pid).collect();
+                break;
+            }
+            // Killed processes take a moment to become zombies.
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        let mut groups: HashSet<i32> = HashSet::new();
+        for p in live.iter().filter(|p| !p.is_stopped()) {
+            let _ = os::send(Target::Process(p.pid), Signal::Stop);
+            if p.pgid > 1 && !spare.contains(&p.pgid) {
+                groups.insert(p.pgid);
+            }
+        }
+        for g in groups {
+            let _ = os::send(Target::Group(g), Signal::Stop);
+        }
+        // A stop takes effect when the process next runs; give it that.
+        std::thread::yield_now();
+    }
+    swept
+}
+
+/// The live (not dead) processes under `root`, and in `cgroup`.
+fn live_tree(root: i32, cgroup: Option<&Cgroup>) -> Vec<procfs::ProcEntry> {
+    let mut seen: HashSet<i32> = HashSet::new();
+    let mut out = Vec::new();
+    let mut queue = procfs::children(root);
+    if let Some(cg) = cgroup {
+        queue.extend(cg.pids());
+    }
+    while let Some(pid) = queue.pop() {
+        if pid == root || !seen.insert(pid) {
+            continue;
+        }
+        let Some(e) = procfs::entry(pid) else {
+            continue;
+        };
+        queue.extend(procfs::children(pid));
+        if !e.is_dead() {
+            out.push(e);
+        }
+    }
+    out
+}
