@@ -300,10 +300,14 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         }
         _ => {
             let status = shim.wait().await;
-            let what = match silent_for {
+            let mut what = match silent_for {
                 Some(d) => format!("it said nothing for {d:?} and was killed"),
                 None => format!("it ended without reporting the spawn (exit: {status:?})"),
             };
+            // What it printed says best what went wrong.
+            if let Some(said) = first_words(stderr).await {
+                what.push_str(&format!("; it printed: {said}"));
+            }
             fail(
                 cgroup,
                 SpawnError::Shim {
@@ -316,6 +320,18 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             )
         }
     }
+}
+
+/// The start of what a failed shim wrote to stderr (bounded in size and
+/// time: a process it left may hold the pipe open).
+async fn first_words(stderr: Option<ChildStderr>) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut limited = stderr?.take(2048);
+    let _ = tokio::time::timeout(Duration::from_millis(300), limited.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!text.is_empty()).then_some(text)
 }
 
 /// In the forked child: put the control socket on [`CONTROL_FD`], without
