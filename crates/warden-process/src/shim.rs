@@ -58,7 +58,7 @@ pub const SHIM_ENV: &str = "WARDEN_SHIM_OF";
 pub(crate) const CONTROL_FD: i32 = 3;
 
 /// How long a sweep may take before the processes left are given up on.
-const SWEEP_LIMIT: Duration = Duration::from_secs(3);
+const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 
 /// How often the shim looks at warden's state.
 const WATCH_EVERY: Duration = Duration::from_millis(100);

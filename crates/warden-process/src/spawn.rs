@@ -449,7 +449,7 @@ impl RunTree {
     }
 
     /// Sends `signal` to every process of the run, each exactly once;
-    /// returns the pids.
+    /// returns them (named before they were signalled).
     ///
     /// The agent's process group gets it as a group (which also reaches
     /// members forked since the scan, and works after its leader died: a
@@ -457,9 +457,16 @@ impl RunTree {
     /// process found (one that moved to a group or session of its own)
     /// gets it by pid. SIGKILL also goes to the whole cgroup, and has the
     /// shim stop and kill whatever forks faster than a scan can follow.
-    pub fn signal_all(&self, signal: Signal) -> Vec<i32> {
+    pub fn signal_all(&self, signal: Signal) -> Vec<ProcessInfo> {
         let procs: Vec<procfs::ProcEntry> =
             self.pids().into_iter().filter_map(procfs::entry).collect();
+        let named = procs
+            .iter()
+            .map(|p| ProcessInfo {
+                pid: p.pid,
+                cmdline: procfs::cmdline(p.pid),
+            })
+            .collect();
         if signal == Signal::Kill {
             if let Some(cg) = &self.cgroup {
                 // Atomic for the whole cgroup, forks racing the kill included.
@@ -478,7 +485,7 @@ impl RunTree {
                 let _ = os::send(Target::Process(p.pid), signal);
             }
         }
-        procs.iter().map(|p| p.pid).collect()
+        named
     }
 
     /// Asks the shim to stop and kill every process of the run now; the
@@ -502,7 +509,8 @@ impl RunTree {
     /// reported killing since the last message was read.
     pub async fn close(&mut self) -> Vec<ProcessInfo> {
         self.control.take();
-        match tokio::time::timeout(Duration::from_secs(5), self.shim.wait()).await {
+        // Longer than the shim's sweep may take (5 s), so it is not cut off.
+        match tokio::time::timeout(Duration::from_secs(8), self.shim.wait()).await {
             Ok(_) => {}
             Err(_) => {
                 let _ = self.shim.start_kill();

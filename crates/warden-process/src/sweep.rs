@@ -16,6 +16,11 @@
 //! 4. SIGKILL all of them (and `cgroup.kill` the run's cgroup), and walk
 //!    again until nothing is left alive.
 //!
+//! A walk can miss a process: one that is re-parented (its parent exited)
+//! after the list it moves into was read. So the root's list is read again
+//! until it holds nothing new, and "nothing left" must be seen by several
+//! walks in a row, over a few milliseconds, before it is believed.
+//!
 //! Every orphan of the run is re-parented to the subreaper shim whatever
 //! its session, process group or cgroup, so the walk from the shim finds
 //! processes that left the run's cgroup as well.
@@ -36,6 +41,10 @@ pub struct Swept {
     pub left: Vec<i32>,
 }
 
+/// How many empty walks in a row, over how long, make "nothing left" true.
+const CONFIRM_WALKS: u32 = 10;
+const CONFIRM_TIME: Duration = Duration::from_millis(5);
+
 /// How many killed processes have their command line read: a chain can
 /// leave thousands.
 pub const NAMED: usize = 64;
@@ -47,11 +56,21 @@ pub fn sweep(root: i32, cgroup: Option<&Cgroup>, spare: &[i32], limit: Duration)
     let until = Instant::now() + limit;
     let mut swept = Swept::default();
     let mut killed: HashSet<i32> = HashSet::new();
+    let mut empty_since: Option<(Instant, u32)> = None;
     loop {
         let live = live_tree(root, cgroup);
         if live.is_empty() {
-            break;
+            let (since, walks) = empty_since.get_or_insert((Instant::now(), 0));
+            *walks += 1;
+            if (*walks >= CONFIRM_WALKS && since.elapsed() >= CONFIRM_TIME)
+                || Instant::now() >= until
+            {
+                break;
+            }
+            std::thread::yield_now();
+            continue;
         }
+        empty_since = None;
         let frozen = live.iter().all(procfs::ProcEntry::is_stopped);
         let out_of_time = Instant::now() >= until;
         if frozen || out_of_time {
@@ -103,16 +122,25 @@ fn live_tree(root: i32, cgroup: Option<&Cgroup>) -> Vec<procfs::ProcEntry> {
     if let Some(cg) = cgroup {
         queue.extend(cg.pids());
     }
-    while let Some(pid) = queue.pop() {
-        if pid == root || !seen.insert(pid) {
-            continue;
+    // Bounded: a chain could feed the root's list for ever.
+    for _ in 0..8 {
+        while let Some(pid) = queue.pop() {
+            if pid == root || !seen.insert(pid) {
+                continue;
+            }
+            let Some(e) = procfs::entry(pid) else {
+                continue;
+            };
+            queue.extend(procfs::children(pid));
+            if !e.is_dead() {
+                out.push(e);
+            }
         }
-        let Some(e) = procfs::entry(pid) else {
-            continue;
-        };
-        queue.extend(procfs::children(pid));
-        if !e.is_dead() {
-            out.push(e);
+        // Orphans re-parented to the root while the walk went on.
+        queue = procfs::children(root);
+        queue.retain(|p| !seen.contains(p));
+        if queue.is_empty() {
+            break;
         }
     }
     out

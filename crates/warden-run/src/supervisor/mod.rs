@@ -683,19 +683,25 @@ impl Supervisor {
         // orphans too.
         let found = tree.processes();
         self.note_escapes(tree, &found);
-        if self.exit.is_some() {
-            for p in found {
-                if !self.orphans.iter().any(|o| o.pid == p.pid) {
-                    let held_pipe = tree.holds_output(p.pid);
-                    self.orphans.push(Orphan {
-                        pid: p.pid,
-                        cmdline: p.cmdline,
-                        held_pipe,
-                    });
+        let note_orphans = |this: &mut Self, found: Vec<warden_process::ProcessInfo>| {
+            if this.exit.is_some() {
+                for p in found {
+                    if !this.orphans.iter().any(|o| o.pid == p.pid) {
+                        let held_pipe = tree.holds_output(p.pid);
+                        this.orphans.push(Orphan {
+                            pid: p.pid,
+                            cmdline: p.cmdline,
+                            held_pipe,
+                        });
+                    }
                 }
             }
-        }
-        self.signal_all(tree, Signal::Kill);
+        };
+        note_orphans(self, found);
+        // The kill's own scan can see what the one above missed (a chain
+        // moves on between scans).
+        let signalled = self.signal_all(tree, Signal::Kill);
+        note_orphans(self, signalled);
     }
 
     /// Names the processes that moved themselves out of the run's cgroup:
@@ -764,14 +770,16 @@ impl Supervisor {
         }
     }
 
-    fn signal_all(&mut self, tree: &RunTree, signal: Signal) {
-        let pids = tree.signal_all(signal);
+    fn signal_all(&mut self, tree: &RunTree, signal: Signal) -> Vec<warden_process::ProcessInfo> {
+        let signalled = tree.signal_all(signal);
+        let pids: Vec<i32> = signalled.iter().map(|p| p.pid).collect();
         if !pids.is_empty() {
             self.emit(Event::Signalled {
                 signal: signal.name().into(),
                 pids,
             });
         }
+        signalled
     }
 }
 

@@ -389,6 +389,13 @@ fn a_chain_that_leaves_the_run_cgroup_is_still_killed_and_named() {
         skip("not root: cannot move a process between cgroups");
         return;
     }
+    // A chain escapes a lone cgroup.kill in most tries, not all: try a few.
+    for _ in 0..4 {
+        chain_leaves_the_cgroup();
+    }
+}
+
+fn chain_leaves_the_cgroup() {
     let case = Case::new();
     // Into the parent of its own cgroup, then a chain of sessions.
     let script = format!(
