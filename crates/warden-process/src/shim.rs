@@ -6,9 +6,8 @@
 //! - marks itself child subreaper, so every orphan of the agent (double
 //!   forks, `setsid` daemons) is re-parented to it and stays attributable
 //!   to this run even when one warden supervises many;
-//! - starts the agent in a session of its own (so it has no controlling
-//!   terminal, and is the leader of its own process group), in the run's
-//!   cgroup when there is one, with a parent-death signal, only stdin,
+//! - starts the agent in its own process group with no controlling
+//!   terminal, in the run's cgroup when there is one, with a parent-death signal, only stdin,
 //!   stdout and stderr open, and reports its pid;
 //! - reaps everything, and reports the agent's exit status and the moment
 //!   the run has no process left;
@@ -197,8 +196,8 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     // The marker is the shim's, not the agent's: an agent may run warden.
     cmd.args(&args.args).env_remove(SHIM_ENV);
     // SAFETY: the closure runs between fork and exec and only makes raw
-    // system calls (signal, setsid, prctl, getppid, close_range or fcntl):
-    // no allocation, no locks.
+    // system calls (signal, setpgid, open/ioctl/close, prctl, getppid,
+    // close_range or fcntl): no allocation, no locks.
     unsafe {
         cmd.pre_exec(move || {
             // An ignored signal stays ignored across exec: give the agent
@@ -206,11 +205,11 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
             for sig in POLITE {
                 libc::signal(sig, libc::SIG_DFL);
             }
-            // A session of its own: no controlling terminal, so a prompt
-            // on /dev/tty fails at once (ENXIO) instead of stopping the
-            // agent or writing over warden's status line; and, as the
-            // session's leader, a process group of its own.
-            rustix::process::setsid()?;
+            // A process group of its own, and no controlling terminal: a
+            // prompt on /dev/tty fails at once (ENXIO) instead of stopping
+            // the agent or writing over warden's status line.
+            rustix::process::setpgid(None, None)?;
+            os::drop_controlling_terminal();
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The shim may have died between fork and prctl.
             if getppid() != Some(shim_pid) {

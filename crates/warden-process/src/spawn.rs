@@ -300,6 +300,35 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         }
         _ => {
             let status = shim.wait().await;
+            // Killed by a signal before it could report (the agent can
+            // `kill -KILL $PPID` first thing): the agent may well have run
+            // and printed. That is a run whose shim died, not a failed
+            // spawn: the supervisor reads what it printed, kills what the
+            // cgroup still holds, and says the shim died.
+            let killed = silent_for.is_none()
+                && status
+                    .as_ref()
+                    .is_ok_and(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some());
+            if killed {
+                let containment = if cgroup.is_some() {
+                    Containment::Cgroup
+                } else {
+                    Containment::Subreaper
+                };
+                return Ok(RunTree {
+                    shim,
+                    shim_pid,
+                    agent_pid: 0,
+                    messages,
+                    control: Some(write),
+                    watchdog,
+                    stdout,
+                    stderr,
+                    pipe_inodes,
+                    cgroup,
+                    containment,
+                });
+            }
             let mut what = match silent_for {
                 Some(d) => format!("it said nothing for {d:?} and was killed"),
                 None => format!("it ended without reporting the spawn (exit: {status:?})"),
@@ -362,7 +391,12 @@ fn make_cgroup(name: &str) -> io::Result<Cgroup> {
 /// Removes a cgroup off the runtime's thread (removal retries while the
 /// last killed processes leave).
 fn remove_in_background(cg: Cgroup) {
-    drop(tokio::task::spawn_blocking(move || cg.remove()));
+    drop(tokio::task::spawn_blocking(move || {
+        if !cg.pids().is_empty() {
+            let _ = cg.kill();
+        }
+        cg.remove()
+    }));
 }
 
 /// The agent can SIGSTOP its shim (`kill -STOP $PPID`): the shim would then
@@ -385,6 +419,7 @@ fn pipe_inode(fd: BorrowedFd<'_>) -> io::Result<u64> {
 }
 
 impl RunTree {
+    /// The agent's pid; 0 if its shim died before it could say.
     pub fn agent_pid(&self) -> i32 {
         self.agent_pid
     }

@@ -60,6 +60,35 @@ pub fn cloexec_from(first: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Gives up the controlling terminal, if this process has one, so that
+/// opening `/dev/tty` fails (ENXIO) and nothing can stop it for reading
+/// the terminal or write over what the terminal shows.
+///
+/// `TIOCNOTTY` rather than `setsid()`: the process stays in its session
+/// (a new session would also be a new scheduling autogroup, which changes
+/// how much CPU the run gets next to everything else). It does not lead a
+/// session, so it can never acquire a terminal again; nor can its
+/// children, unless they start a session of their own and open a
+/// terminal no session holds.
+///
+/// Async-signal-safe (raw system calls only), for use between fork and
+/// exec.
+pub fn drop_controlling_terminal() {
+    // SAFETY: open with a static NUL-terminated path, ioctl TIOCNOTTY
+    // (no argument) and close on the descriptor just opened: raw system
+    // calls that touch no memory of ours but the path.
+    unsafe {
+        let fd = libc::open(
+            c"/dev/tty".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::ioctl(fd, libc::TIOCNOTTY);
+            libc::close(fd);
+        }
+    }
+}
+
 /// The pid of this process, as a plain number.
 pub fn own_pid() -> i32 {
     getpid().as_raw_nonzero().get()
