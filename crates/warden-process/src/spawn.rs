@@ -442,14 +442,20 @@ impl RunTree {
         }
     }
 
-    /// The live processes of the run now (not the shim).
+    /// The live processes of the run now (not the shim): the shim's
+    /// descendants, the cgroup's members, and the agent's process group
+    /// (whose members are no longer the shim's descendants if the agent
+    /// killed its shim; a group's id cannot be reused while it has
+    /// members, so these are the run's).
     pub fn pids(&self) -> Vec<i32> {
         let mut pids = procfs::live_descendants(self.shim_pid);
-        if let Some(cg) = &self.cgroup {
-            for p in cg.pids() {
-                if !pids.contains(&p) && procfs::is_alive(p) {
-                    pids.push(p);
-                }
+        let mut more = self.cgroup.as_ref().map(Cgroup::pids).unwrap_or_default();
+        if self.agent_pid > 0 {
+            more.extend(procfs::group_members(self.agent_pid));
+        }
+        for p in more {
+            if !pids.contains(&p) && procfs::is_alive(p) {
+                pids.push(p);
             }
         }
         pids

@@ -609,3 +609,31 @@ fn in_bwrap_the_agent_cannot_see_or_stop_its_supervisors() {
     assert_eq!(done.log("stdout.log"), b"still-here\n");
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn killing_its_shim_leaves_nothing_even_without_a_cgroup() {
+    // The shim is gone, and with it the subreaper: what the agent started
+    // is found through the agent's process group.
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--containment",
+        "subreaper",
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 & echo up; sleep 0.2; kill -KILL $PPID; sleep 600",
+    ]);
+    assert!(done.elapsed < Duration::from_secs(10), "{:?}", done.elapsed);
+    let report = done.report();
+    assert_eq!(report["verdict"], "internal_error", "{report}");
+    assert!(
+        report["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("shim exited"),
+        "{report}"
+    );
+    case.assert_nothing_left();
+}

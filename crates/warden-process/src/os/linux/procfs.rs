@@ -141,6 +141,15 @@ pub fn children(pid: i32) -> Vec<i32> {
     out
 }
 
+/// The live members of process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.pgid == pgid && p.state != b'Z')
+        .map(|p| p.pid)
+        .collect()
+}
+
 /// Whether `pid` exists and is not a zombie.
 pub fn is_alive(pid: i32) -> bool {
     entry(pid).is_some_and(|e| e.state != b'Z')
