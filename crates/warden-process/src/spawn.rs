@@ -585,3 +585,46 @@ impl Drop for RunTree {
         self.watchdog.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn spec(shim_exe: PathBuf, timeout: Option<Duration>) -> SpawnSpec {
+        SpawnSpec {
+            program: "true".into(),
+            args: Vec::new(),
+            cwd: None,
+            env: Vec::new(),
+            env_clear: false,
+            stdin: None,
+            containment: ContainmentChoice::Subreaper,
+            shim_exe,
+            run_name: "warden-test".into(),
+            timeout,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_shim_is_given_up_on_within_the_run_timeout() {
+        // A program that never reports (as one that forgot run_if_shim and
+        // went on with its own work would).
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("silent");
+        std::fs::write(&exe, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let start = std::time::Instant::now();
+        let Err(e) = spawn(spec(exe, Some(Duration::from_millis(300)))).await else {
+            panic!("a silent shim was accepted");
+        };
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        let text = e.to_string();
+        assert!(text.contains("said nothing for 300ms"), "{text}");
+        assert!(text.contains("run_if_shim"), "{text}");
+    }
+}
