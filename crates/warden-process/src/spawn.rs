@@ -315,12 +315,15 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                 } else {
                     Containment::Subreaper
                 };
+                // Reaped: its pid may be reused, so nothing may signal it.
+                watchdog.abort();
+                drop(write);
                 return Ok(RunTree {
                     shim,
                     shim_pid,
                     agent_pid: 0,
                     messages,
-                    control: Some(write),
+                    control: None,
                     watchdog,
                     stdout,
                     stderr,
@@ -443,14 +446,14 @@ impl RunTree {
     }
 
     /// The live processes of the run now (not the shim): the shim's
-    /// descendants, the cgroup's members, and the agent's process group
-    /// (whose members are no longer the shim's descendants if the agent
-    /// killed its shim; a group's id cannot be reused while it has
-    /// members, so these are the run's).
+    /// descendants, the cgroup's members, and, once the shim is dead (the
+    /// agent can kill it), the members of the agent's process group, which
+    /// are then nobody's descendants (a group's id cannot be reused while
+    /// it has members, so these are the run's).
     pub fn pids(&self) -> Vec<i32> {
         let mut pids = procfs::live_descendants(self.shim_pid);
         let mut more = self.cgroup.as_ref().map(Cgroup::pids).unwrap_or_default();
-        if self.agent_pid > 0 {
+        if self.agent_pid > 0 && !procfs::is_alive(self.shim_pid) {
             more.extend(procfs::group_members(self.agent_pid));
         }
         for p in more {
