@@ -25,8 +25,13 @@ pub enum ShimMessage {
     /// The agent has exited and no process of the run is left.
     Empty,
     /// A process the shim's sweep killed after the agent had exited (an
-    /// orphan that a scan from warden could have missed).
-    Killed { pid: i32, cmdline: String },
+    /// orphan that a scan from warden could have missed); `escaped` if it
+    /// had moved itself out of the run's cgroup.
+    Killed {
+        pid: i32,
+        escaped: bool,
+        cmdline: String,
+    },
 }
 
 impl ShimMessage {
@@ -48,9 +53,15 @@ impl ShimMessage {
                 format!("exited signal {}\n", signal.unwrap_or(0))
             }
             ShimMessage::Empty => "empty\n".to_string(),
-            ShimMessage::Killed { pid, cmdline } => {
-                format!("killed {pid} {}\n", cmdline.replace(['\n', '\r'], " "))
-            }
+            ShimMessage::Killed {
+                pid,
+                escaped,
+                cmdline,
+            } => format!(
+                "killed {pid} {} {}\n",
+                if *escaped { "escaped" } else { "-" },
+                cmdline.replace(['\n', '\r'], " ")
+            ),
         }
     }
 
@@ -74,10 +85,14 @@ impl ShimMessage {
                 signal: Some(n.parse().ok()?),
             }),
             ("empty", None, None) => Some(ShimMessage::Empty),
-            ("killed", Some(pid), cmdline) => Some(ShimMessage::Killed {
-                pid: pid.parse().ok()?,
-                cmdline: cmdline.unwrap_or_default().to_string(),
-            }),
+            ("killed", Some(pid), Some(rest)) => {
+                let (flag, cmdline) = rest.split_once(' ').unwrap_or((rest, ""));
+                Some(ShimMessage::Killed {
+                    pid: pid.parse().ok()?,
+                    escaped: flag == "escaped",
+                    cmdline: cmdline.to_string(),
+                })
+            }
             _ => None,
         }
     }
@@ -113,7 +128,13 @@ mod tests {
             ShimMessage::Empty,
             ShimMessage::Killed {
                 pid: 12,
+                escaped: true,
                 cmdline: "perl -e fork".into(),
+            },
+            ShimMessage::Killed {
+                pid: 13,
+                escaped: false,
+                cmdline: "sleep 600".into(),
             },
         ] {
             assert_eq!(ShimMessage::parse(&m.to_line()), Some(m));

@@ -132,9 +132,13 @@ impl Shared {
         let orphans = self.agent_exited.load(Ordering::SeqCst);
         let swept = sweep(me, self.cgroup.as_ref(), &spare, SWEEP_LIMIT);
         if orphans {
-            for (pid, cmdline) in swept.killed.into_iter().filter(|(p, _)| *p != self.agent) {
-                if !cmdline.is_empty() {
-                    self.send(&ShimMessage::Killed { pid, cmdline });
+            for k in swept.killed.into_iter().filter(|k| k.pid != self.agent) {
+                if !k.cmdline.is_empty() {
+                    self.send(&ShimMessage::Killed {
+                        pid: k.pid,
+                        escaped: k.escaped,
+                        cmdline: k.cmdline,
+                    });
                 }
             }
         }

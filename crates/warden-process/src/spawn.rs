@@ -550,8 +550,9 @@ impl RunTree {
     /// Ends the run's containment: closes the control socket (the shim then
     /// stops and kills whatever is left), waits for the shim to exit
     /// (bounded), and removes the cgroup. Returns the orphans the shim
-    /// reported killing since the last message was read.
-    pub async fn close(&mut self) -> Vec<ProcessInfo> {
+    /// reported killing since the last message was read, each with
+    /// whether it had left the run's cgroup.
+    pub async fn close(&mut self) -> Vec<(ProcessInfo, bool)> {
         self.control.take();
         // Longer than the shim's sweep may take (5 s), so it is not cut off.
         match tokio::time::timeout(Duration::from_secs(8), self.shim.wait()).await {
@@ -566,8 +567,13 @@ impl RunTree {
         while let Ok(Some(m)) =
             tokio::time::timeout(Duration::from_millis(200), self.next_message()).await
         {
-            if let ShimMessage::Killed { pid, cmdline } = m {
-                killed.push(ProcessInfo { pid, cmdline });
+            if let ShimMessage::Killed {
+                pid,
+                escaped,
+                cmdline,
+            } = m
+            {
+                killed.push((ProcessInfo { pid, cmdline }, escaped));
             }
         }
         if let Some(cg) = self.cgroup.clone() {

@@ -30,12 +30,21 @@ use std::time::{Duration, Instant};
 
 use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
 
+/// A process a sweep killed.
+#[derive(Debug)]
+pub struct Killed {
+    pub pid: i32,
+    pub cmdline: String,
+    /// It was outside the cgroup it was given (it moved itself out).
+    pub escaped: bool,
+}
+
 /// What a sweep did.
 #[derive(Debug, Default)]
 pub struct Swept {
     /// The processes it SIGKILLed, with their command lines (read while
     /// they were stopped; only for the first [`NAMED`], empty after).
-    pub killed: Vec<(i32, String)>,
+    pub killed: Vec<Killed>,
     /// Processes still alive when time ran out (stuck in the kernel, in
     /// uninterruptible sleep).
     pub left: Vec<i32>,
@@ -78,14 +87,20 @@ pub fn sweep(root: i32, cgroup: Option<&Cgroup>, spare: &[i32], limit: Duration)
                 let _ = cg.kill();
             }
             for p in &live {
-                let cmdline = if swept.killed.len() < NAMED && !killed.contains(&p.pid) {
+                let named = swept.killed.len() < NAMED && !killed.contains(&p.pid);
+                let cmdline = if named {
                     procfs::cmdline(p.pid)
                 } else {
                     String::new()
                 };
+                let escaped = named && cgroup.is_some_and(|cg| cg.outside(p.pid).is_some());
                 let _ = os::send(Target::Process(p.pid), Signal::Kill);
                 if killed.insert(p.pid) {
-                    swept.killed.push((p.pid, cmdline));
+                    swept.killed.push(Killed {
+                        pid: p.pid,
+                        cmdline,
+                        escaped,
+                    });
                 }
             }
             if out_of_time {

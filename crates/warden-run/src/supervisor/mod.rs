@@ -473,7 +473,11 @@ impl Supervisor {
         match m {
             Some(ShimMessage::Exited { code, signal }) => self.on_exit(tree, code, signal),
             Some(ShimMessage::Empty) => self.empty = true,
-            Some(ShimMessage::Killed { pid, cmdline }) => self.on_swept(pid, cmdline),
+            Some(ShimMessage::Killed {
+                pid,
+                escaped,
+                cmdline,
+            }) => self.on_swept(pid, cmdline, escaped),
             Some(ShimMessage::Spawned { .. } | ShimMessage::SpawnFailed { .. }) => {}
             None => {
                 self.shim_open = false;
@@ -719,7 +723,13 @@ impl Supervisor {
 
     /// A process the shim's sweep killed after the agent had exited: an
     /// orphan, perhaps one that forked too fast for warden's scans.
-    fn on_swept(&mut self, pid: i32, cmdline: String) {
+    fn on_swept(&mut self, pid: i32, cmdline: String, escaped: bool) {
+        if escaped {
+            let line = format!("{pid} `{cmdline}`");
+            if !self.escaped.contains(&line) && self.escaped.len() < 16 {
+                self.escaped.push(line);
+            }
+        }
         if self.orphans.iter().any(|o| o.pid == pid) {
             return;
         }
@@ -737,9 +747,9 @@ impl Supervisor {
 
     /// After the shim's last sweep: the orphans it reported, what left the
     /// cgroup, and what (if anything) truly survived SIGKILL.
-    fn after_close(&mut self, swept: Vec<warden_process::ProcessInfo>) {
-        for p in swept {
-            self.on_swept(p.pid, p.cmdline);
+    fn after_close(&mut self, swept: Vec<(warden_process::ProcessInfo, bool)>) {
+        for (p, escaped) in swept {
+            self.on_swept(p.pid, p.cmdline, escaped);
         }
         if !self.escaped.is_empty() {
             self.note_error(format!(

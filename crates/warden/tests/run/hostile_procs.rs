@@ -449,6 +449,10 @@ fn chain_leaves_the_cgroup() {
     let error = report["error"].as_str().unwrap_or("");
     assert!(!error.contains("stuck in the kernel"), "{report}");
     assert!(
+        error.contains("moved themselves out of the run's cgroup") && error.contains("perl"),
+        "what escaped is named: {report}"
+    );
+    assert!(
         report["orphans_killed"].as_u64().unwrap_or(0) >= 1,
         "the escaped chain was not reported: {report}"
     );
