@@ -511,12 +511,16 @@ impl RunTree {
                 cmdline: procfs::cmdline(p.pid),
             })
             .collect();
+        // SIGKILL one by one is left to the shim while it lives: it stops
+        // before it kills, so nothing forks away between a scan and the
+        // kill, and it can tell which processes left the cgroup.
+        let mut by_pid = true;
         if signal == Signal::Kill {
             if let Some(cg) = &self.cgroup {
                 // Atomic for the whole cgroup, forks racing the kill included.
                 let _ = cg.kill();
             }
-            self.request_sweep();
+            by_pid = !self.request_sweep();
         }
         let group = self.agent_pid;
         // Only while a process of this run is in it: then it is ours.
@@ -524,7 +528,7 @@ impl RunTree {
         if group_alive {
             let _ = os::send(Target::Group(group), signal);
         }
-        for p in &procs {
+        for p in procs.iter().filter(|_| by_pid) {
             if !(group_alive && p.pgid == group) {
                 let _ = os::send(Target::Process(p.pid), signal);
             }
@@ -533,12 +537,19 @@ impl RunTree {
     }
 
     /// Asks the shim to stop and kill every process of the run now; the
-    /// orphans it kills come back as [`ShimMessage::Killed`].
-    pub fn request_sweep(&self) {
-        if let Some(control) = &self.control {
-            let _ = os::send(Target::Process(self.shim_pid), Signal::Cont);
-            let _ = control.try_write(KILL_REQUEST);
+    /// orphans it kills come back as [`ShimMessage::Killed`]. Returns
+    /// whether the request went out (the shim lives and was asked).
+    pub fn request_sweep(&self) -> bool {
+        let Some(control) = &self.control else {
+            return false;
+        };
+        if !procfs::is_alive(self.shim_pid) {
+            return false;
         }
+        let _ = os::send(Target::Process(self.shim_pid), Signal::Cont);
+        control
+            .try_write(KILL_REQUEST)
+            .is_ok_and(|n| n == KILL_REQUEST.len())
     }
 
     /// The cgroup `pid` moved itself to, if the run has a cgroup and the
