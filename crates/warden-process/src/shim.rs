@@ -177,6 +177,11 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         return 2;
     };
     let _ = os::become_subreaper();
+    // Not dumpable: a process of the same user can no longer ptrace the
+    // shim (attaching would stop it, and would give it the shim's hands)
+    // nor read its /proc files; only a privileged one can. The agent gets
+    // the usual dumpable state back at its exec.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     // The shim's command line holds the agent's, so a `pkill -f` or a
     // `kill $PPID` from the agent can hit it: it ignores the polite
     // signals (warden never sends it one; it closes the socket instead).

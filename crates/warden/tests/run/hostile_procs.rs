@@ -666,3 +666,34 @@ fn killing_its_shim_leaves_nothing_even_without_a_cgroup() {
     );
     case.assert_nothing_left();
 }
+
+#[test]
+fn an_unprivileged_agent_cannot_trace_its_shim() {
+    if !is_root() {
+        skip("not root: cannot run the agent as another, unprivileged user");
+        return;
+    }
+    // Reading /proc/PID/environ takes the same permission as attaching
+    // with ptrace (which would stop the shim): both are refused.
+    let case = Case::new();
+    let out = unprivileged(&case)
+        .args([
+            "run",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "cat /proc/$PPID/environ >/dev/null 2>&1 && echo traceable || echo protected; \
+             cat /proc/$$/environ >/dev/null 2>&1 && echo own-readable",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(case.run_dir().join("stdout.log")).unwrap();
+    assert_eq!(log, "protected\nown-readable\n");
+}
