@@ -36,18 +36,18 @@ fn run_through_shell(case: &Case, shell_tail: &str, args: &[&str]) -> Finished {
     }
     line.push(' ');
     line.push_str(shell_tail);
-    let mut cmd = case.command(&[]);
+    // The case's environment (its marker, its run dir) for the shell.
+    let proto = case.command(&[]);
     let start = Instant::now();
     let out = Command::new("sh")
         .arg("-c")
         .arg(&line)
         .current_dir(case.path())
-        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .envs(proto.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
         .env("WARDEN_BIN", crate::support::WARDEN)
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let _ = &mut cmd;
     case.finished(out, start)
 }
 
