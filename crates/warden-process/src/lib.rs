@@ -7,16 +7,18 @@
 //!
 //! - [`mod@spawn`]: start a run's process tree through its shim; [`RunTree`].
 //! - [`shim`]: the per-run subreaper that warden re-executes itself as.
+//! - [`sweep`]: stop, then kill, every process of a run.
 //! - [`os`]: /proc, cgroups and signals, behind one module.
 
 pub mod os;
 pub mod protocol;
 pub mod shim;
 pub mod spawn;
+pub mod sweep;
 
 pub use os::{Signal, Target};
 pub use protocol::ShimMessage;
-pub use shim::run_if_shim;
+pub use shim::{run_if_shim, started_as_shim};
 pub use spawn::{
     Containment, ContainmentChoice, ProcessInfo, RunTree, SpawnError, SpawnSpec, spawn,
 };

@@ -1,8 +1,13 @@
 //! The messages a shim sends to warden over its control socket.
 //!
 //! One line each, plain text, so a stuck run can be debugged with `strace`.
-//! warden never writes to the shim: closing the socket (or dying, which
-//! closes it) is the only instruction, and it means "kill everything".
+//! warden writes only [`KILL_REQUEST`] to the shim ("kill everything now,
+//! and tell me what you killed"); closing the socket (or dying, which
+//! closes it) means the same and also "then exit".
+
+/// What warden writes to the shim to have every process of the run
+/// killed at once.
+pub const KILL_REQUEST: &[u8] = b"kill\n";
 
 /// What the shim reports about the agent process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +24,14 @@ pub enum ShimMessage {
     },
     /// The agent has exited and no process of the run is left.
     Empty,
+    /// A process the shim's sweep killed after the agent had exited (an
+    /// orphan that a scan from warden could have missed); `escaped` if it
+    /// had moved itself out of the run's cgroup.
+    Killed {
+        pid: i32,
+        escaped: bool,
+        cmdline: String,
+    },
 }
 
 impl ShimMessage {
@@ -40,6 +53,15 @@ impl ShimMessage {
                 format!("exited signal {}\n", signal.unwrap_or(0))
             }
             ShimMessage::Empty => "empty\n".to_string(),
+            ShimMessage::Killed {
+                pid,
+                escaped,
+                cmdline,
+            } => format!(
+                "killed {pid} {} {}\n",
+                if *escaped { "escaped" } else { "-" },
+                cmdline.replace(['\n', '\r'], " ")
+            ),
         }
     }
 
@@ -63,6 +85,14 @@ impl ShimMessage {
                 signal: Some(n.parse().ok()?),
             }),
             ("empty", None, None) => Some(ShimMessage::Empty),
+            ("killed", Some(pid), Some(rest)) => {
+                let (flag, cmdline) = rest.split_once(' ').unwrap_or((rest, ""));
+                Some(ShimMessage::Killed {
+                    pid: pid.parse().ok()?,
+                    escaped: flag == "escaped",
+                    cmdline: cmdline.to_string(),
+                })
+            }
             _ => None,
         }
     }
@@ -96,6 +126,16 @@ mod tests {
                 signal: Some(9),
             },
             ShimMessage::Empty,
+            ShimMessage::Killed {
+                pid: 12,
+                escaped: true,
+                cmdline: "perl -e fork".into(),
+            },
+            ShimMessage::Killed {
+                pid: 13,
+                escaped: false,
+                cmdline: "sleep 600".into(),
+            },
         ] {
             assert_eq!(ShimMessage::parse(&m.to_line()), Some(m));
         }

@@ -6,41 +6,61 @@
 //! - marks itself child subreaper, so every orphan of the agent (double
 //!   forks, `setsid` daemons) is re-parented to it and stays attributable
 //!   to this run even when one warden supervises many;
-//! - starts the agent in its own process group (and the run's cgroup, when
-//!   there is one), with a parent-death signal, and reports its pid;
+//! - starts the agent in its own process group with no controlling
+//!   terminal, in the run's cgroup when there is one, with a parent-death signal, only stdin,
+//!   stdout and stderr open, and reports its pid;
 //! - reaps everything, and reports the agent's exit status and the moment
 //!   the run has no process left;
-//! - watches its control socket: when warden closes it or dies (the kernel
-//!   closes it then), the shim SIGKILLs every process of the run, removes
-//!   the cgroup and exits. That is what makes "warden was SIGKILLed and
-//!   nothing of the run survived" true.
+//! - on warden's request, and when warden closes the control socket or
+//!   dies (the kernel closes it then), stops and kills every process of
+//!   the run (see [`crate::sweep`]); on close it then removes the cgroup
+//!   and exits. That is what makes "warden was SIGKILLed and nothing of
+//!   the run survived" true;
+//! - resumes warden if it finds it stopped (the agent can send it
+//!   SIGSTOP), unless warden was stopped from its terminal (Ctrl-Z).
 //!
 //! The shim holds none of the agent's pipes after the spawn, so a pipe's
 //! end of file still means that every writer of the run is gone.
 //!
 //! An embedding program enables the shim by calling [`run_if_shim`] first
-//! thing in `main`; the warden binary does.
+//! thing in `main`; the warden binary does. A program that forgets to
+//! would start itself again and again (each copy spawning the next): the
+//! shim is started with [`SHIM_ENV`] set, and [`crate::spawn`] refuses to
+//! start a run in a process that carries it.
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{BorrowedFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rustix::io::{Errno, FdFlags, fcntl_setfd};
 use rustix::process::{WaitOptions, getppid, wait};
 
-use crate::os::{self, Signal, Target, cgroup::Cgroup};
+use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
 use crate::protocol::ShimMessage;
+use crate::sweep::sweep;
 
 /// The first argument that turns the process into a shim.
 pub const SHIM_ARG: &str = "__warden-shim";
 
+/// Set in the shim's environment (to warden's pid), never in the agent's:
+/// a process that carries it was started as a shim.
+pub const SHIM_ENV: &str = "WARDEN_SHIM_OF";
+
 /// The file descriptor the control socket is passed on.
 pub(crate) const CONTROL_FD: i32 = 3;
+
+/// How long a sweep may take before the processes left are given up on.
+const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+
+/// How often the shim looks at warden's state.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 /// Becomes the shim and never returns if this process was started as one;
 /// returns at once otherwise. Call it first thing in `main`.
@@ -50,6 +70,12 @@ pub fn run_if_shim() {
         let code = shim_main(args.collect());
         std::process::exit(code);
     }
+}
+
+/// Whether this process was started as a run's shim (and so must not start
+/// runs of its own: see [`run_if_shim`]).
+pub fn started_as_shim() -> bool {
+    std::env::var_os(SHIM_ENV).is_some()
 }
 
 struct ShimArgs {
@@ -73,6 +99,57 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
         program,
         args: argv,
     })
+}
+
+/// The shim's state shared by its two threads.
+struct Shared {
+    out: Mutex<UnixStream>,
+    cgroup: Option<Cgroup>,
+    agent: i32,
+    agent_exited: AtomicBool,
+    /// Held while sweeping or cleaning up, so the reaper cannot exit in
+    /// the middle of either.
+    work: Mutex<()>,
+}
+
+impl Shared {
+    fn send(&self, m: &ShimMessage) {
+        if let Ok(mut out) = self.out.lock() {
+            let _ = out.write_all(m.to_line().as_bytes());
+        }
+    }
+
+    /// Stops and kills every process of the run; names to warden the ones
+    /// that were orphans (alive after the agent exited).
+    fn sweep(&self) {
+        let me = os::own_pid();
+        // Never our own group or warden's (the agent is in neither).
+        let mut spare = vec![me];
+        spare.extend(procfs::entry(me).map(|e| e.pgid));
+        if let Some(p) = getppid() {
+            spare.extend(procfs::entry(p.as_raw_nonzero().get()).map(|e| e.pgid));
+        }
+        let orphans = self.agent_exited.load(Ordering::SeqCst);
+        let swept = sweep(me, self.cgroup.as_ref(), &spare, SWEEP_LIMIT);
+        if orphans {
+            for k in swept.killed.into_iter().filter(|k| k.pid != self.agent) {
+                if !k.cmdline.is_empty() {
+                    self.send(&ShimMessage::Killed {
+                        pid: k.pid,
+                        escaped: k.escaped,
+                        cmdline: k.cmdline,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Removes the run's cgroup (empty by now).
+    fn remove_cgroup(&self) {
+        if let Some(cg) = &self.cgroup {
+            cg.remove();
+        }
+    }
 }
 
 fn shim_main(argv: Vec<OsString>) -> i32 {
@@ -100,6 +177,11 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         return 2;
     };
     let _ = os::become_subreaper();
+    // Not dumpable: a process of the same user can no longer ptrace the
+    // shim (attaching would stop it, and would give it the shim's hands)
+    // nor read its /proc files; only a privileged one can. The agent gets
+    // the usual dumpable state back at its exec.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     // The shim's command line holds the agent's, so a `pkill -f` or a
     // `kill $PPID` from the agent can hit it: it ignores the polite
     // signals (warden never sends it one; it closes the socket instead).
@@ -120,9 +202,11 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
 
     let shim_pid = rustix::process::getpid();
     let mut cmd = Command::new(&args.program);
-    cmd.args(&args.args).process_group(0);
+    // The marker is the shim's, not the agent's: an agent may run warden.
+    cmd.args(&args.args).env_remove(SHIM_ENV);
     // SAFETY: the closure runs between fork and exec and only makes raw
-    // system calls (signal, prctl, getppid): no allocation, no locks.
+    // system calls (signal, setpgid, open/ioctl/close, prctl, getppid,
+    // close_range or fcntl): no allocation, no locks.
     unsafe {
         cmd.pre_exec(move || {
             // An ignored signal stays ignored across exec: give the agent
@@ -130,11 +214,18 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
             for sig in POLITE {
                 libc::signal(sig, libc::SIG_DFL);
             }
+            // A process group of its own, and no controlling terminal: a
+            // prompt on /dev/tty fails at once (ENXIO) instead of stopping
+            // the agent or writing over warden's status line.
+            rustix::process::setpgid(None, None)?;
+            os::drop_controlling_terminal();
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The shim may have died between fork and prctl.
             if getppid() != Some(shim_pid) {
                 return Err(std::io::Error::other("the shim exited during spawn"));
             }
+            // Only stdin, stdout and stderr reach the agent.
+            os::cloexec_from(3)?;
             Ok(())
         });
     }
@@ -168,39 +259,97 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     );
     release_stdio();
 
-    let mut watch = control;
+    let shared = std::sync::Arc::new(Shared {
+        out: Mutex::new(out),
+        cgroup,
+        agent,
+        agent_exited: AtomicBool::new(false),
+        work: Mutex::new(()),
+    });
+    let watcher = std::sync::Arc::clone(&shared);
     std::thread::spawn(move || {
-        let mut buf = [0u8; 64];
-        while matches!(watch.read(&mut buf), Ok(n) if n > 0) {}
-        // warden closed the socket or died: nothing of the run may outlive it.
-        kill_everything(cgroup.as_ref());
+        // Whatever happens in the watch, the run must not outlive it.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch(control, &watcher)));
+        let _work = watcher.work.lock();
+        watcher.sweep();
+        watcher.remove_cgroup();
         std::process::exit(0);
     });
 
-    let mut agent_exited = false;
     loop {
         match wait(WaitOptions::empty()) {
             Ok(Some((pid, status))) if pid.as_raw_nonzero().get() == agent => {
-                agent_exited = true;
-                send(
-                    &mut out,
-                    ShimMessage::Exited {
-                        code: status.exit_status(),
-                        signal: status.terminating_signal(),
-                    },
-                );
+                shared.agent_exited.store(true, Ordering::SeqCst);
+                shared.send(&ShimMessage::Exited {
+                    code: status.exit_status(),
+                    signal: status.terminating_signal(),
+                });
             }
             Ok(_) | Err(Errno::INTR) => {}
             Err(_) => {
                 // ECHILD: no child left, so no descendant left either (every
-                // orphan is re-parented here).
-                if agent_exited {
-                    send(&mut out, ShimMessage::Empty);
+                // orphan is re-parented here). Whatever warden does now, the
+                // cgroup is empty and can go: warden may be dead.
+                let _work = shared.work.lock();
+                if shared.agent_exited.load(Ordering::SeqCst) {
+                    shared.send(&ShimMessage::Empty);
                 }
+                shared.remove_cgroup();
                 return 0;
             }
         }
     }
+}
+
+/// The control socket's thread: a request from warden sweeps the run;
+/// returns at the socket's end (warden closed it, or died). In between, it
+/// keeps warden from staying stopped.
+fn watch(mut control: UnixStream, shared: &Shared) {
+    let _ = control.set_read_timeout(Some(WATCH_EVERY));
+    let mut buf = [0u8; 64];
+    let mut stopped_seen = 0u32;
+    loop {
+        match control.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {
+                let _work = shared.work.lock();
+                shared.sweep();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                stopped_seen = resume_warden(stopped_seen);
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    // warden closed the socket or died: nothing of the run may outlive it
+    // (the caller sweeps, removes the cgroup and ends the shim).
+}
+
+/// SIGCONTs warden if it was found stopped twice in a row, unless it was
+/// stopped by its terminal's job control (then its terminal's foreground
+/// is another process group: the user pressed Ctrl-Z, and `fg` resumes
+/// it). Returns how many times in a row it was found stopped.
+fn resume_warden(seen: u32) -> u32 {
+    let Some(parent) = getppid() else {
+        return 0;
+    };
+    let pid = parent.as_raw_nonzero().get();
+    let Some(e) = procfs::entry(pid) else {
+        return 0;
+    };
+    if !e.is_stopped() || e.state == b't' {
+        return 0;
+    }
+    let job_control = e.tty != 0 && e.tpgid != e.pgid;
+    if job_control {
+        return 0;
+    }
+    if seen >= 1 {
+        let _ = os::send(Target::Process(pid), Signal::Cont);
+        return 0;
+    }
+    seen + 1
 }
 
 /// Points the shim's own stdin, stdout and stderr at /dev/null, so that the
@@ -214,26 +363,5 @@ fn release_stdio() {
         let _ = rustix::stdio::dup2_stdin(&null);
         let _ = rustix::stdio::dup2_stdout(&null);
         let _ = rustix::stdio::dup2_stderr(&null);
-    }
-}
-
-/// SIGKILLs every process of the run until none is left.
-fn kill_everything(cgroup: Option<&Cgroup>) {
-    let me = os::own_pid();
-    for _ in 0..200 {
-        if let Some(cg) = cgroup {
-            let _ = cg.kill();
-        }
-        let left = os::procfs::live_descendants(me);
-        if left.is_empty() && cgroup.is_none_or(|cg| cg.pids().is_empty()) {
-            break;
-        }
-        for pid in left {
-            let _ = os::send(Target::Process(pid), Signal::Kill);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if let Some(cg) = cgroup {
-        cg.remove();
     }
 }

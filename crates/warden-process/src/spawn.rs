@@ -18,11 +18,16 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
-use crate::protocol::ShimMessage;
-use crate::shim::{CONTROL_FD, SHIM_ARG};
+use crate::protocol::{KILL_REQUEST, ShimMessage};
+use crate::shim::{CONTROL_FD, SHIM_ARG, SHIM_ENV};
 
-/// How long a shim may take to report the spawn.
+/// How long a shim may take to report the spawn (or the run's timeout, if
+/// that is shorter).
 const SHIM_REPORT: Duration = Duration::from_secs(30);
+
+/// How often warden looks at its shim's state, to resume it if the agent
+/// stopped it.
+const WATCH_SHIM: Duration = Duration::from_millis(100);
 
 /// Which containment to use (the report names the one in force).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,6 +80,9 @@ pub struct SpawnSpec {
     pub shim_exe: PathBuf,
     /// A name for the run's cgroup, unique among running runs.
     pub run_name: String,
+    /// The run's timeout: the wait for the shim's first report never
+    /// outlasts it.
+    pub timeout: Option<Duration>,
 }
 
 /// Why a run could not be started.
@@ -88,6 +96,13 @@ pub enum SpawnError {
     Shim { exe: PathBuf, source: io::Error },
     #[error("containment `cgroup` was asked for, but no cgroup could be made: {0}")]
     NoCgroup(io::Error),
+    #[error(
+        "this process was started as a warden shim but did not call \
+         warden_process::run_if_shim() first thing in main, so it went on to start a run \
+         of its own (and would start itself again, without end); add \
+         `warden_process::run_if_shim();` at the top of main"
+    )]
+    StartedAsShim,
 }
 
 /// A process of the run as found in /proc.
@@ -106,6 +121,8 @@ pub struct RunTree {
     /// Held open for the life of the run: closing it tells the shim to kill
     /// everything that is left.
     control: Option<OwnedWriteHalf>,
+    /// Resumes the shim whenever the agent stops it.
+    watchdog: tokio::task::JoinHandle<()>,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
     pipe_inodes: Vec<u64>,
@@ -116,12 +133,25 @@ pub struct RunTree {
 /// Starts the shim and, through it, the agent. Returns once the agent runs
 /// (or could not be started).
 pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
+    // A program that forgot `run_if_shim` runs its own main as the shim:
+    // starting a run from there would repeat itself without end.
+    if crate::shim::started_as_shim() {
+        return Err(SpawnError::StartedAsShim);
+    }
     let program = spec.program.to_string_lossy().into_owned();
     let cgroup = match spec.containment {
         ContainmentChoice::Subreaper => None,
-        ContainmentChoice::Auto => Cgroup::create(&spec.run_name).ok(),
-        ContainmentChoice::Cgroup => {
-            Some(Cgroup::create(&spec.run_name).map_err(SpawnError::NoCgroup)?)
+        choice => {
+            let name = spec.run_name.clone();
+            // File system work, kept off the thread that drives the clocks.
+            let made = tokio::task::spawn_blocking(move || make_cgroup(&name))
+                .await
+                .unwrap_or_else(|e| Err(io::Error::other(e)));
+            match (choice, made) {
+                (_, Ok(cg)) => Some(cg),
+                (ContainmentChoice::Cgroup, Err(e)) => return Err(SpawnError::NoCgroup(e)),
+                (_, Err(_)) => None,
+            }
         }
     };
     let shim_err = |source| SpawnError::Shim {
@@ -140,6 +170,10 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         cmd.env_clear();
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)))
+        // Marks the shim as one (it removes the mark for the agent): a
+        // program that forgets `run_if_shim` then refuses to start a run
+        // instead of starting itself again.
+        .env(SHIM_ENV, os::own_pid().to_string())
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -160,11 +194,16 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
     // SAFETY: runs between fork and exec; makes only raw system calls on
     // descriptors that are open in the child.
     unsafe {
-        cmd.pre_exec(move || pass_control_fd(raw));
+        cmd.pre_exec(move || {
+            pass_control_fd(raw)?;
+            // Descriptors warden inherited from its own parent stop here.
+            os::cloexec_from(CONTROL_FD + 1)
+        });
     }
     let mut shim = cmd.spawn().map_err(shim_err)?;
     drop(theirs);
     let shim_pid = shim.id().map_or(0, |p| p as i32);
+    let watchdog = tokio::spawn(resume_when_stopped(shim_pid));
 
     let stdout = shim.stdout.take();
     let stderr = shim.stderr.take();
@@ -189,19 +228,24 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         .map_err(shim_err)?
         .into_split();
     let mut messages = BufReader::new(read).lines();
-    // A shim reports within milliseconds; one that says nothing (a program
-    // that does not call `run_if_shim` and does not exit) must not hang
-    // the run before it has begun.
-    let first = match tokio::time::timeout(SHIM_REPORT, messages.next_line()).await {
+    // A shim reports within milliseconds (the watchdog resumes one the
+    // agent stopped); one that says nothing (a program that does not call
+    // `run_if_shim` and does not exit) must not hang the run before it has
+    // begun, nor outlast the run's timeout.
+    let wait = spec.timeout.map_or(SHIM_REPORT, |t| t.min(SHIM_REPORT));
+    let mut silent_for = None;
+    let first = match tokio::time::timeout(wait, messages.next_line()).await {
         Ok(line) => line.ok().flatten(),
         Err(_) => {
+            silent_for = Some(wait);
             let _ = shim.start_kill();
             None
         }
     };
     let fail = |tree_cg: Option<Cgroup>, e: SpawnError| {
+        watchdog.abort();
         if let Some(cg) = tree_cg {
-            cg.remove();
+            remove_in_background(cg);
         }
         Err(e)
     };
@@ -213,9 +257,10 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             let cgroup = match (cgroup, joined) {
                 (Some(cg), true) => Some(cg),
                 (Some(cg), false) => {
-                    cg.remove();
+                    remove_in_background(cg);
                     if spec.containment == ContainmentChoice::Cgroup {
                         drop(write);
+                        watchdog.abort();
                         let _ = shim.wait().await;
                         return Err(SpawnError::NoCgroup(io::Error::other(
                             "the shim could not join the run's cgroup",
@@ -236,6 +281,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                 agent_pid: pid,
                 messages,
                 control: Some(write),
+                watchdog,
                 stdout,
                 stderr,
                 pipe_inodes,
@@ -254,18 +300,70 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         }
         _ => {
             let status = shim.wait().await;
+            // Killed by a signal before it could report (the agent can
+            // `kill -KILL $PPID` first thing): the agent may well have run
+            // and printed. That is a run whose shim died, not a failed
+            // spawn: the supervisor reads what it printed, kills what the
+            // cgroup still holds, and says the shim died.
+            let killed = silent_for.is_none()
+                && status
+                    .as_ref()
+                    .is_ok_and(|s| std::os::unix::process::ExitStatusExt::signal(s).is_some());
+            if killed {
+                let containment = if cgroup.is_some() {
+                    Containment::Cgroup
+                } else {
+                    Containment::Subreaper
+                };
+                // Reaped: its pid may be reused, so nothing may signal it.
+                watchdog.abort();
+                drop(write);
+                return Ok(RunTree {
+                    shim,
+                    shim_pid,
+                    agent_pid: 0,
+                    messages,
+                    control: None,
+                    watchdog,
+                    stdout,
+                    stderr,
+                    pipe_inodes,
+                    cgroup,
+                    containment,
+                });
+            }
+            let mut what = match silent_for {
+                Some(d) => format!("it said nothing for {d:?} and was killed"),
+                None => format!("it ended without reporting the spawn (exit: {status:?})"),
+            };
+            // What it printed says best what went wrong.
+            if let Some(said) = first_words(stderr).await {
+                what.push_str(&format!("; it printed: {said}"));
+            }
             fail(
                 cgroup,
                 SpawnError::Shim {
                     exe: spec.shim_exe.clone(),
                     source: io::Error::other(format!(
-                        "it did not report the spawn (exit: {status:?}); is this program calling \
-                         warden_process::run_if_shim() at the top of main?"
+                        "{what}; is this program calling warden_process::run_if_shim() at the \
+                         top of main?"
                     )),
                 },
             )
         }
     }
+}
+
+/// The start of what a failed shim wrote to stderr (bounded in size and
+/// time: a process it left may hold the pipe open).
+async fn first_words(stderr: Option<ChildStderr>) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut limited = stderr?.take(2048);
+    let _ = tokio::time::timeout(Duration::from_millis(300), limited.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!text.is_empty()).then_some(text)
 }
 
 /// In the forked child: put the control socket on [`CONTROL_FD`], without
@@ -284,11 +382,47 @@ fn pass_control_fd(raw: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes the run's cgroup, after removing the ones that dead wardens left
+/// behind next to it.
+fn make_cgroup(name: &str) -> io::Result<Cgroup> {
+    if let Ok(parent) = os::cgroup::own_cgroup_dir() {
+        os::cgroup::remove_stale(&parent);
+    }
+    Cgroup::create(name)
+}
+
+/// Removes a cgroup off the runtime's thread (removal retries while the
+/// last killed processes leave).
+fn remove_in_background(cg: Cgroup) {
+    drop(tokio::task::spawn_blocking(move || {
+        if !cg.pids().is_empty() {
+            let _ = cg.kill();
+        }
+        cg.remove()
+    }));
+}
+
+/// The agent can SIGSTOP its shim (`kill -STOP $PPID`): the shim would then
+/// neither reap nor report, and the run could not end by itself. It is
+/// resumed within [`WATCH_SHIM`]. (A shim is never stopped legitimately:
+/// it is in no terminal's foreground group.)
+async fn resume_when_stopped(shim: i32) {
+    let mut tick = tokio::time::interval(WATCH_SHIM);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if procfs::entry(shim).is_some_and(|e| e.state == b'T') {
+            let _ = os::send(Target::Process(shim), Signal::Cont);
+        }
+    }
+}
+
 fn pipe_inode(fd: BorrowedFd<'_>) -> io::Result<u64> {
     Ok(std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))?.ino())
 }
 
 impl RunTree {
+    /// The agent's pid; 0 if its shim died before it could say.
     pub fn agent_pid(&self) -> i32 {
         self.agent_pid
     }
@@ -311,14 +445,20 @@ impl RunTree {
         }
     }
 
-    /// The live processes of the run now (not the shim).
+    /// The live processes of the run now (not the shim): the shim's
+    /// descendants, the cgroup's members, and, once the shim is dead (the
+    /// agent can kill it), the members of the agent's process group, which
+    /// are then nobody's descendants (a group's id cannot be reused while
+    /// it has members, so these are the run's).
     pub fn pids(&self) -> Vec<i32> {
         let mut pids = procfs::live_descendants(self.shim_pid);
-        if let Some(cg) = &self.cgroup {
-            for p in cg.pids() {
-                if !pids.contains(&p) && procfs::is_alive(p) {
-                    pids.push(p);
-                }
+        let mut more = self.cgroup.as_ref().map(Cgroup::pids).unwrap_or_default();
+        if self.agent_pid > 0 && !procfs::is_alive(self.shim_pid) {
+            more.extend(procfs::group_members(self.agent_pid));
+        }
+        for p in more {
+            if !pids.contains(&p) && procfs::is_alive(p) {
+                pids.push(p);
             }
         }
         pids
@@ -352,42 +492,159 @@ impl RunTree {
             .collect()
     }
 
-    /// Sends `signal` to every process of the run; returns the pids.
-    pub fn signal_all(&self, signal: Signal) -> Vec<i32> {
-        let pids = self.pids();
-        if signal == Signal::Kill
-            && let Some(cg) = &self.cgroup
-        {
-            // Atomic for the whole cgroup, forks racing the kill included.
-            let _ = cg.kill();
+    /// Sends `signal` to every process of the run, each exactly once;
+    /// returns them (named before they were signalled).
+    ///
+    /// The agent's process group gets it as a group (which also reaches
+    /// members forked since the scan, and works after its leader died: a
+    /// group's id cannot be reused while any member lives); every other
+    /// process found (one that moved to a group or session of its own)
+    /// gets it by pid. SIGKILL also goes to the whole cgroup, and has the
+    /// shim stop and kill whatever forks faster than a scan can follow.
+    pub fn signal_all(&self, signal: Signal) -> Vec<ProcessInfo> {
+        let procs: Vec<procfs::ProcEntry> =
+            self.pids().into_iter().filter_map(procfs::entry).collect();
+        let named = procs
+            .iter()
+            .map(|p| ProcessInfo {
+                pid: p.pid,
+                cmdline: procfs::cmdline(p.pid),
+            })
+            .collect();
+        // SIGKILL one by one is left to the shim while it lives: it stops
+        // before it kills, so nothing forks away between a scan and the
+        // kill, and it can tell which processes left the cgroup.
+        let mut by_pid = true;
+        if signal == Signal::Kill {
+            if let Some(cg) = &self.cgroup {
+                // Atomic for the whole cgroup, forks racing the kill included.
+                let _ = cg.kill();
+            }
+            by_pid = !self.request_sweep();
         }
-        // The group as well: it reaches members forked since the scan.
-        if procfs::is_alive(self.agent_pid) {
-            let _ = os::send(Target::Group(self.agent_pid), signal);
+        let group = self.agent_pid;
+        // Only while a process of this run is in it: then it is ours.
+        let group_alive = procs.iter().any(|p| p.pgid == group);
+        if group_alive {
+            let _ = os::send(Target::Group(group), signal);
         }
-        for &pid in &pids {
-            let _ = os::send(Target::Process(pid), signal);
+        for p in procs.iter().filter(|_| by_pid) {
+            if !(group_alive && p.pgid == group) {
+                let _ = os::send(Target::Process(p.pid), signal);
+            }
         }
-        pids
+        named
+    }
+
+    /// Asks the shim to stop and kill every process of the run now; the
+    /// orphans it kills come back as [`ShimMessage::Killed`]. Returns
+    /// whether the request went out (the shim lives and was asked).
+    pub fn request_sweep(&self) -> bool {
+        let Some(control) = &self.control else {
+            return false;
+        };
+        if !procfs::is_alive(self.shim_pid) {
+            return false;
+        }
+        let _ = os::send(Target::Process(self.shim_pid), Signal::Cont);
+        control
+            .try_write(KILL_REQUEST)
+            .is_ok_and(|n| n == KILL_REQUEST.len())
+    }
+
+    /// The cgroup `pid` moved itself to, if the run has a cgroup and the
+    /// process is no longer in it.
+    pub fn outside_cgroup(&self, pid: i32) -> Option<PathBuf> {
+        self.cgroup.as_ref()?.outside(pid)
     }
 
     /// Ends the run's containment: closes the control socket (the shim then
-    /// kills whatever is left), waits for the shim to exit (bounded), and
-    /// removes the cgroup.
-    pub async fn close(&mut self) {
+    /// stops and kills whatever is left), waits for the shim to exit
+    /// (bounded), and removes the cgroup. Returns the orphans the shim
+    /// reported killing since the last message was read, each with
+    /// whether it had left the run's cgroup.
+    pub async fn close(&mut self) -> Vec<(ProcessInfo, bool)> {
         self.control.take();
-        match tokio::time::timeout(Duration::from_secs(5), self.shim.wait()).await {
+        // Longer than the shim's sweep may take (5 s), so it is not cut off.
+        match tokio::time::timeout(Duration::from_secs(8), self.shim.wait()).await {
             Ok(_) => {}
             Err(_) => {
                 let _ = self.shim.start_kill();
                 let _ = self.shim.wait().await;
             }
         }
-        if let Some(cg) = &self.cgroup {
-            if !cg.pids().is_empty() {
-                let _ = cg.kill();
+        self.watchdog.abort();
+        let mut killed = Vec::new();
+        while let Ok(Some(m)) =
+            tokio::time::timeout(Duration::from_millis(200), self.next_message()).await
+        {
+            if let ShimMessage::Killed {
+                pid,
+                escaped,
+                cmdline,
+            } = m
+            {
+                killed.push((ProcessInfo { pid, cmdline }, escaped));
             }
-            cg.remove();
         }
+        if let Some(cg) = self.cgroup.clone() {
+            let _ = tokio::task::spawn_blocking(move || {
+                if !cg.pids().is_empty() {
+                    let _ = cg.kill();
+                }
+                cg.remove();
+            })
+            .await;
+        }
+        killed
+    }
+}
+
+impl Drop for RunTree {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn spec(shim_exe: PathBuf, timeout: Option<Duration>) -> SpawnSpec {
+        SpawnSpec {
+            program: "true".into(),
+            args: Vec::new(),
+            cwd: None,
+            env: Vec::new(),
+            env_clear: false,
+            stdin: None,
+            containment: ContainmentChoice::Subreaper,
+            shim_exe,
+            run_name: "warden-test".into(),
+            timeout,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_shim_is_given_up_on_within_the_run_timeout() {
+        // A program that never reports (as one that forgot run_if_shim and
+        // went on with its own work would).
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("silent");
+        std::fs::write(&exe, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let start = std::time::Instant::now();
+        let Err(e) = spawn(spec(exe, Some(Duration::from_millis(300)))).await else {
+            panic!("a silent shim was accepted");
+        };
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        let text = e.to_string();
+        assert!(text.contains("said nothing for 300ms"), "{text}");
+        assert!(text.contains("run_if_shim"), "{text}");
     }
 }

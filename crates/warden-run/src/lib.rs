@@ -136,6 +136,8 @@ pub enum SetupError {
     Output(#[from] output::OutputError),
     #[error("could not make the worktree: {0}")]
     Git(git::GitError),
+    #[error(transparent)]
+    StartedAsShim(warden_process::SpawnError),
 }
 
 impl SetupError {
@@ -190,6 +192,13 @@ impl Run {
     /// the clocks of other runs in the same process keep time meanwhile.
     pub async fn spawn(self) -> Result<RunHandle, SetupError> {
         let spec = self.spec;
+        // Before anything is created: in a process started as a shim, a
+        // run would start this program again, and again.
+        if warden_process::started_as_shim() {
+            return Err(SetupError::StartedAsShim(
+                warden_process::SpawnError::StartedAsShim,
+            ));
+        }
         if spec.command.is_empty() {
             return Err(SetupError::EmptyCommand);
         }
@@ -336,6 +345,7 @@ impl Run {
             containment: spec.containment,
             shim_exe,
             run_name: format!("warden-{run_id}"),
+            timeout: spec.limits.timeout,
         };
         let task = tokio::spawn(async move {
             match warden_process::spawn(process).await {

@@ -65,6 +65,11 @@ fn main() -> ExitCode {
     // (SIGINT, SIGTERM and SIGHUP are already being counted since before
     // `main`, until it is decided what they do: see `signals`.)
     warden_process::run_if_shim();
+    // An agent of the same user could otherwise ptrace-attach warden
+    // (`gdb -p`), which stops it and lets it rewrite warden's memory. Not
+    // dumpable: only a privileged process can attach (the shim does the
+    // same for itself; the agent is dumpable again after its exec).
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 
     let cli = cli::Cli::parse();
     // One thread: the supervisors and the view hand events to each other

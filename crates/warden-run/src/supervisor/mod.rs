@@ -124,6 +124,11 @@ pub struct Supervisor {
     /// Processes the sandbox runs next to the agent (bwrap's init), as
     /// seen so far: never the agent's orphans, also once they are gone.
     sandbox_helpers: Vec<i32>,
+    /// Processes found outside the run's cgroup (they moved themselves):
+    /// killed all the same, as descendants of the shim, and named.
+    escaped: Vec<String>,
+    /// The processes still there when the wait after SIGKILL ran out.
+    final_left: Vec<(i32, String)>,
 }
 
 /// How much of an `exec` run's last output is kept for `--output-tag`.
@@ -188,6 +193,8 @@ impl Supervisor {
             output: None,
             recent_text: String::new(),
             sandbox_helpers: Vec::new(),
+            escaped: Vec::new(),
+            final_left: Vec::new(),
         }
     }
 
@@ -309,7 +316,8 @@ impl Supervisor {
             self.kill_rest(&tree);
         }
         self.remove_sandbox_leftovers().await;
-        tree.close().await;
+        let swept = tree.close().await;
+        self.after_close(swept);
         self.collect_commits(&mut control).await;
         self.finish().await
     }
@@ -474,6 +482,11 @@ impl Supervisor {
         match m {
             Some(ShimMessage::Exited { code, signal }) => self.on_exit(tree, code, signal),
             Some(ShimMessage::Empty) => self.empty = true,
+            Some(ShimMessage::Killed {
+                pid,
+                escaped,
+                cmdline,
+            }) => self.on_swept(pid, cmdline, escaped),
             Some(ShimMessage::Spawned { .. } | ShimMessage::SpawnFailed { .. }) => {}
             None => {
                 self.shim_open = false;
@@ -498,7 +511,9 @@ impl Supervisor {
         // Everything still alive now is an orphan: name it, then terminate
         // it at once while the pipes are still read. The sandbox's own
         // helpers are not the agent's.
-        for p in self.agents_processes(tree) {
+        let found = self.agents_processes(tree);
+        self.note_escapes(tree, &found);
+        for p in found {
             let held_pipe = tree.holds_output(p.pid);
             self.emit(Event::Orphan {
                 pid: p.pid,
@@ -595,12 +610,13 @@ impl Supervisor {
             }
             Clock::FinalKill => {
                 if !self.empty {
-                    let left = tree.pids();
-                    if !left.is_empty() {
-                        self.note_error(format!(
-                            "processes {left:?} survived SIGKILL (stuck in the kernel?)"
-                        ));
-                    }
+                    // Judged after the shim's last sweep (in `after_close`):
+                    // most of these are a chain still being stopped.
+                    self.final_left = tree
+                        .processes()
+                        .into_iter()
+                        .map(|p| (p.pid, p.cmdline))
+                        .collect();
                 }
                 self.shim_open = false;
                 self.empty = true;
@@ -679,19 +695,42 @@ impl Supervisor {
         }
         // Processes that appeared after the exit (forked by orphans) are
         // orphans too.
-        if self.exit.is_some() {
-            for p in self.agents_processes(tree) {
-                if !self.orphans.iter().any(|o| o.pid == p.pid) {
-                    let held_pipe = tree.holds_output(p.pid);
-                    self.orphans.push(Orphan {
-                        pid: p.pid,
-                        cmdline: p.cmdline,
-                        held_pipe,
-                    });
+        let found = self.agents_processes(tree);
+        self.note_escapes(tree, &found);
+        let note_orphans = |this: &mut Self, found: Vec<warden_process::ProcessInfo>| {
+            if this.exit.is_some() {
+                for p in found {
+                    if !this.orphans.iter().any(|o| o.pid == p.pid)
+                        && !this.sandbox_helpers.contains(&p.pid)
+                    {
+                        let held_pipe = tree.holds_output(p.pid);
+                        this.orphans.push(Orphan {
+                            pid: p.pid,
+                            cmdline: p.cmdline,
+                            held_pipe,
+                        });
+                    }
+                }
+            }
+        };
+        note_orphans(self, found);
+        // The kill's own scan can see what the one above missed (a chain
+        // moves on between scans).
+        let signalled = self.signal_all(tree, Signal::Kill);
+        note_orphans(self, signalled);
+    }
+
+    /// Names the processes that moved themselves out of the run's cgroup:
+    /// `cgroup.kill` misses them, the shim's sweep does not.
+    fn note_escapes(&mut self, tree: &RunTree, found: &[warden_process::ProcessInfo]) {
+        for p in found {
+            if let Some(dir) = tree.outside_cgroup(p.pid) {
+                let line = format!("{} `{}` (moved to {})", p.pid, p.cmdline, dir.display());
+                if !self.escaped.contains(&line) && self.escaped.len() < 16 {
+                    self.escaped.push(line);
                 }
             }
         }
-        self.signal_all(tree, Signal::Kill);
     }
 
     /// The processes of the run but the sandbox's own helpers. The helpers
@@ -712,14 +751,75 @@ impl Supervisor {
             .collect()
     }
 
-    fn signal_all(&mut self, tree: &RunTree, signal: Signal) {
-        let pids = tree.signal_all(signal);
+    /// A process the shim's sweep killed after the agent had exited: an
+    /// orphan, perhaps one that forked too fast for warden's scans.
+    fn on_swept(&mut self, pid: i32, cmdline: String, escaped: bool) {
+        if escaped {
+            let line = format!("{pid} `{cmdline}`");
+            if !self.escaped.contains(&line) && self.escaped.len() < 16 {
+                self.escaped.push(line);
+            }
+        }
+        if self.orphans.iter().any(|o| o.pid == pid) || self.sandbox_helpers.contains(&pid) {
+            return;
+        }
+        self.emit(Event::Orphan {
+            pid,
+            cmdline: cmdline.clone(),
+            held_pipe: false,
+        });
+        self.orphans.push(Orphan {
+            pid,
+            cmdline,
+            held_pipe: false,
+        });
+    }
+
+    /// After the shim's last sweep: the orphans it reported, what left the
+    /// cgroup, and what (if anything) truly survived SIGKILL.
+    fn after_close(&mut self, swept: Vec<(warden_process::ProcessInfo, bool)>) {
+        for (p, escaped) in swept {
+            self.on_swept(p.pid, p.cmdline, escaped);
+        }
+        if !self.escaped.is_empty() {
+            self.note_error(format!(
+                "processes moved themselves out of the run's cgroup, out of reach of \
+                 cgroup.kill; they were stopped and killed as descendants of the run's shim: {}",
+                self.escaped.join(", ")
+            ));
+        }
+        let alive: Vec<String> = self
+            .final_left
+            .iter()
+            .filter_map(|(pid, cmdline)| {
+                let e = warden_process::os::procfs::entry(*pid)?;
+                (!e.is_dead()).then(|| {
+                    let why = match e.state {
+                        b'D' => "in uninterruptible sleep in the kernel (state D)".to_string(),
+                        s => format!("state {}", s as char),
+                    };
+                    format!("{pid} `{cmdline}` ({why})")
+                })
+            })
+            .collect();
+        if !alive.is_empty() {
+            self.note_error(format!(
+                "processes survived SIGKILL and the shim's stop-and-kill sweep: {}",
+                alive.join(", ")
+            ));
+        }
+    }
+
+    fn signal_all(&mut self, tree: &RunTree, signal: Signal) -> Vec<warden_process::ProcessInfo> {
+        let signalled = tree.signal_all(signal);
+        let pids: Vec<i32> = signalled.iter().map(|p| p.pid).collect();
         if !pids.is_empty() {
             self.emit(Event::Signalled {
                 signal: signal.name().into(),
                 pids,
             });
         }
+        signalled
     }
 }
 

@@ -11,6 +11,7 @@ mod batch;
 mod clocks;
 mod hostile_console;
 mod hostile_files;
+mod hostile_procs;
 mod hostile_sandbox;
 mod hostile_tree;
 mod orphans;

@@ -17,11 +17,18 @@ pub struct Cgroup {
     dir: PathBuf,
 }
 
+/// What a run's cgroup is named after: `<name>.<pid>.<start>`, the pid and
+/// start time of the warden that made it, so that a later warden can tell
+/// one whose owner is gone from one that is still in use.
+const OWNER_SEP: char = '.';
+
 impl Cgroup {
-    /// Creates `<our cgroup>/<name>`, or says why it cannot.
+    /// Creates `<our cgroup>/<name>.<pid>.<start>`, or says why it cannot.
     pub fn create(name: &str) -> io::Result<Self> {
         let parent = own_cgroup_dir()?;
-        let dir = parent.join(name);
+        let me = super::own_pid();
+        let start = super::procfs::entry(me).map_or(0, |e| e.start);
+        let dir = parent.join(format!("{name}{OWNER_SEP}{me}{OWNER_SEP}{start}"));
         fs::create_dir(&dir)?;
         let cg = Self { dir };
         if !cg.dir.join("cgroup.kill").exists() {
@@ -72,6 +79,13 @@ impl Cgroup {
         self.pids().contains(&pid)
     }
 
+    /// The cgroup `pid` is in, if it is somewhere else than in this one
+    /// (or below it): a process that moved itself out.
+    pub fn outside(&self, pid: i32) -> Option<PathBuf> {
+        let dir = cgroup_dir_of(&format!("/proc/{pid}/cgroup")).ok()?;
+        (!dir.starts_with(&self.dir)).then_some(dir)
+    }
+
     /// SIGKILLs every process in the cgroup.
     pub fn kill(&self) -> io::Result<()> {
         fs::write(self.dir.join("cgroup.kill"), "1")
@@ -91,9 +105,72 @@ impl Cgroup {
     }
 }
 
-/// The directory of the cgroup v2 this process is in.
-fn own_cgroup_dir() -> io::Result<PathBuf> {
-    let cgroups = fs::read_to_string("/proc/self/cgroup")?;
+/// Removes the run cgroups under `parent` that warden left behind when it
+/// and its shim were killed outright: `warden-*` cgroups whose owner is
+/// gone and that hold no process (their sub-cgroups included). Never one
+/// of a warden that still runs, and never one with a process in it.
+/// Returns the ones removed.
+pub fn remove_stale(parent: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if !name.starts_with("warden-") || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let mut parts = name.rsplitn(3, OWNER_SEP);
+        let (Some(start), Some(pid), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let (Ok(start), Ok(pid)) = (start.parse::<u64>(), pid.parse::<i32>()) else {
+            continue;
+        };
+        let owner_alive = super::procfs::entry(pid).is_some_and(|e| e.start == start);
+        if owner_alive || populated(&dir) {
+            continue;
+        }
+        if remove_tree(&dir) {
+            removed.push(dir);
+        }
+    }
+    removed
+}
+
+/// Whether a cgroup or any cgroup below it holds a process.
+fn populated(dir: &Path) -> bool {
+    match fs::read_to_string(dir.join("cgroup.events")) {
+        Ok(events) => events.lines().any(|l| l == "populated 1"),
+        // Cannot tell: leave it alone.
+        Err(_) => true,
+    }
+}
+
+/// Removes an empty cgroup and the empty cgroups below it, deepest first.
+fn remove_tree(dir: &Path) -> bool {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path());
+            }
+        }
+    }
+    fs::remove_dir(dir).is_ok()
+}
+
+/// The directory of the cgroup v2 this process is in: the parent of every
+/// run cgroup it makes.
+pub fn own_cgroup_dir() -> io::Result<PathBuf> {
+    cgroup_dir_of("/proc/self/cgroup")
+}
+
+/// The directory of the cgroup v2 named in a `/proc/PID/cgroup` file.
+fn cgroup_dir_of(file: &str) -> io::Result<PathBuf> {
+    let cgroups = fs::read_to_string(file)?;
     let own = cgroups
         .lines()
         .find_map(|l| l.strip_prefix("0::"))

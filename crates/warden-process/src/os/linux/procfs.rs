@@ -12,8 +12,29 @@ use std::fs;
 pub struct ProcEntry {
     pub pid: i32,
     pub ppid: i32,
-    /// `Z` for a zombie: dead, only waiting to be reaped.
+    /// `Z` for a zombie: dead, only waiting to be reaped; `T` stopped.
     pub state: u8,
+    /// The process group.
+    pub pgid: i32,
+    /// The controlling terminal (0 for none).
+    pub tty: i32,
+    /// The foreground process group of that terminal (-1 without one).
+    pub tpgid: i32,
+    /// When the process started, in clock ticks since boot: with the pid,
+    /// it names one process (pids are reused, this pair is not).
+    pub start: u64,
+}
+
+impl ProcEntry {
+    /// Stopped (by a signal or a tracer): it cannot run, and so cannot fork.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self.state, b'T' | b't')
+    }
+
+    /// Dead: a zombie or on its way out.
+    pub fn is_dead(&self) -> bool {
+        matches!(self.state, b'Z' | b'X' | b'x')
+    }
 }
 
 /// Every process visible in /proc, skipping ones that vanish while read.
@@ -63,7 +84,21 @@ fn parse_stat(pid: i32, stat: &[u8]) -> Option<ProcEntry> {
     let mut fields = rest.split_ascii_whitespace();
     let state = fields.next()?.bytes().next()?;
     let ppid = fields.next()?.parse().ok()?;
-    Some(ProcEntry { pid, ppid, state })
+    let pgid = fields.next()?.parse().ok()?;
+    let _session = fields.next()?;
+    let tty = fields.next()?.parse().ok()?;
+    let tpgid = fields.next()?.parse().ok()?;
+    // Fields 9 to 21, then the start time (field 22).
+    let start = fields.nth(13)?.parse().ok()?;
+    Some(ProcEntry {
+        pid,
+        ppid,
+        state,
+        pgid,
+        tty,
+        tpgid,
+        start,
+    })
 }
 
 /// The live (non-zombie) descendants of `root`, not including `root`,
@@ -85,6 +120,34 @@ pub fn live_descendants(root: i32) -> Vec<i32> {
         }
     }
     out
+}
+
+/// The direct children of `pid`, from every one of its threads (a child
+/// is listed under the thread that forked it; an orphan under the thread
+/// the kernel picked). Much cheaper than a scan of all of /proc.
+pub fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        if let Ok(list) = fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                list.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// The live members of process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.pgid == pgid && p.state != b'Z')
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Whether `pid` exists and is not a zombie.
@@ -143,17 +206,24 @@ mod tests {
 
     #[test]
     fn stat_with_parens_in_name_parses() {
-        let e = parse_stat(7, b"7 (a) b (c)) S 42 7 7 0 -1").unwrap();
+        let tail = b" 4194560 1 2 3 4 5 6 7 8 20 0 1 0 777 1 2";
+        let line = [&b"7 (a) b (c)) S 42 7 7 34816 7 "[..], &tail[..]].concat();
+        let e = parse_stat(7, &line).unwrap();
         assert_eq!(
             e,
             ProcEntry {
                 pid: 7,
                 ppid: 42,
-                state: b'S'
+                state: b'S',
+                pgid: 7,
+                tty: 34816,
+                tpgid: 7,
+                start: 777,
             }
         );
         // A name cut inside a multi-byte character.
-        let e = parse_stat(8, b"8 (\xd0\xbf\xd1\x80\xd0) S 9 8 8").unwrap();
+        let line = [&b"8 (\xd0\xbf\xd1\x80\xd0) S 9 8 8 0 -1 "[..], &tail[..]].concat();
+        let e = parse_stat(8, &line).unwrap();
         assert_eq!(e.ppid, 9);
     }
 

@@ -8,6 +8,9 @@ pub enum Signal {
     Term,
     Kill,
     Int,
+    /// Freezes a process until SIGCONT; it cannot be caught or ignored.
+    Stop,
+    Cont,
 }
 
 impl Signal {
@@ -16,6 +19,8 @@ impl Signal {
             Signal::Term => rustix::process::Signal::TERM,
             Signal::Kill => rustix::process::Signal::KILL,
             Signal::Int => rustix::process::Signal::INT,
+            Signal::Stop => rustix::process::Signal::STOP,
+            Signal::Cont => rustix::process::Signal::CONT,
         }
     }
 
@@ -25,6 +30,8 @@ impl Signal {
             Signal::Term => "SIGTERM",
             Signal::Kill => "SIGKILL",
             Signal::Int => "SIGINT",
+            Signal::Stop => "SIGSTOP",
+            Signal::Cont => "SIGCONT",
         }
     }
 }
