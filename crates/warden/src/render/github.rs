@@ -86,6 +86,14 @@ const BREAKS: [char; 7] = [
 /// any line break) that would start a workflow command gets a one-dot
 /// leader (`\u{2024}`) in front, and every `##[` a word joiner inside
 /// (invisible, and not a `[`).
+///
+/// Then every control character but newline and tab is shown as a symbol
+/// rather than sent: an escape sequence from the agent would otherwise
+/// reach the user's terminal (clear the screen, retitle the window, set
+/// the clipboard, move the cursor over warden's own lines), and a bare CR
+/// would let a line overwrite the timestamp warden put before it. The
+/// bidirectional overrides go the same way, so text cannot be shown in
+/// an order other than the one it has.
 pub fn neutralize(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 3);
     for piece in text.split_inclusive(BREAKS) {
@@ -94,7 +102,22 @@ pub fn neutralize(text: &str) -> String {
         }
         out.push_str(piece);
     }
-    break_old_commands(&out)
+    inert_controls(&break_old_commands(&out))
+}
+
+/// C0 controls as their Unicode control pictures (`ESC` as `␛`), DEL as
+/// `␡`, C1 controls and the bidirectional embeddings, overrides and
+/// isolates as `�`; newline and tab stay.
+fn inert_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            '\0'..='\u{1f}' => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
+            '\u{7f}' => '\u{2421}',
+            '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => '\u{fffd}',
+            c => c,
+        })
+        .collect()
 }
 
 fn break_old_commands(s: &str) -> String {
@@ -193,6 +216,21 @@ pub fn summary_markdown(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn agent_escape_sequences_and_carriage_returns_never_reach_a_terminal() {
+        let shown = neutralize("a\x1b]0;owned\x07b\x1b[2Jc\rd\u{9b}31me\u{202e}f\tg");
+        assert!(
+            !shown.chars().any(|c| c.is_control() && c != '\t'),
+            "no control character is sent: {shown:?}"
+        );
+        assert_eq!(
+            shown,
+            "a\u{241b}]0;owned\u{2407}b\u{241b}[2Jc\u{240d}d\u{fffd}31me\u{fffd}f\tg"
+        );
+        assert_eq!(neutralize("two\nlines"), "two\nlines");
+    }
+
     use super::*;
 
     /// Every line a runner would see, split as it splits them.

@@ -86,9 +86,11 @@ fn keep_output_on_interrupt() -> Option<rustix::termios::Termios> {
 pub fn status(s: &ViewState, color: bool) -> String {
     let mut parts = Vec::new();
     let mut who = s.agent.name().to_string();
+    // The model, the tool's name and the last text come from the agent:
+    // shown inert, like every line (see `github::neutralize`).
     if let Some(m) = &s.model {
         who.push(' ');
-        who.push_str(m);
+        who.push_str(&super::github::neutralize(m));
     }
     parts.push(who);
     parts.push(short(s.started.elapsed()));
@@ -106,7 +108,11 @@ pub fn status(s: &ViewState, color: bool) -> String {
     }
     parts.push(q);
     if let Some((_, name, since)) = &s.tool {
-        parts.push(format!("{name} {}", short(since.elapsed())));
+        parts.push(format!(
+            "{} {}",
+            super::github::neutralize(name),
+            short(since.elapsed())
+        ));
     }
     if s.tool_calls > 0 {
         parts.push(format!("{} tools", s.tool_calls));
@@ -122,7 +128,7 @@ pub fn status(s: &ViewState, color: bool) -> String {
         parts.push(format!("iter {i}/{n}"));
     }
     if let Some(t) = &s.last_text {
-        parts.push(t.clone());
+        parts.push(super::github::neutralize(t));
     }
     parts.join(" │ ")
 }

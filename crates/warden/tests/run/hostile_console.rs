@@ -751,3 +751,38 @@ fn a_background_job_on_a_tostop_terminal_is_not_stopped_by_it() {
     assert_eq!(ended.trim(), "5", "timed_out's exit code");
     assert_eq!(report_of(&case)["verdict"], "timed_out");
 }
+
+#[test]
+fn the_agents_escape_sequences_never_reach_the_terminal() {
+    let case = Case::new();
+    // Clear the screen, retitle the window, write the clipboard (OSC 52),
+    // a CSI in its one-byte C1 form, a bare CR that would overwrite
+    // warden's timestamp, and a right-to-left override, on both streams.
+    let script = r#"printf 'a\033[2Jb\033]0;owned\007c\033]52;c;b3duZWQ=\007d\302\233e\rf\342\200\256g\n'; printf 'x\033[31my\rz\n' >&2"#;
+    let done = case.run(&["run", "exec", "--", "sh", "-c", script]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    for c in ['\u{1b}', '\r', '\u{7}', '\u{9b}', '\u{202e}'] {
+        assert!(
+            !done.stderr.contains(c),
+            "{c:?} from the agent reached warden's stderr:\n{}",
+            done.stderr.escape_debug()
+        );
+    }
+    assert!(
+        done.stderr
+            .contains("a\u{241b}[2Jb\u{241b}]0;owned\u{2407}c"),
+        "the sequences are shown as symbols:\n{}",
+        done.stderr
+    );
+    assert!(
+        done.stderr.contains("x\u{241b}[31my\u{240d}z"),
+        "{}",
+        done.stderr
+    );
+    // The logs keep the agent's bytes exactly.
+    assert!(
+        done.log("stdout.log")
+            .starts_with(b"a\x1b[2Jb\x1b]0;owned\x07c"),
+        "stdout.log is byte-exact"
+    );
+}
