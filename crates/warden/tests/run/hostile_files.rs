@@ -5,12 +5,12 @@
 //! write.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Case, Finished, kill};
+use crate::support::{Case, Finished, bwrap_works, is_root, kill};
 
 /// A file outside the case's directory (so also outside a sandbox's view)
 /// that no run may touch.
@@ -56,18 +56,6 @@ fn sh(case: &Case, extra: &[&str], script: &str) -> Finished {
 
 fn run_json(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
-}
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
-fn bwrap_works() -> bool {
-    Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--unshare-pid", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 // ---- links planted in the run directory and on the way to it ----

@@ -9,22 +9,10 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
-use crate::support::{CONTAINMENTS, Case, Finished, kill, kill_leftovers};
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+use crate::support::{CONTAINMENTS, Case, Finished, bwrap_works, is_root, kill, kill_leftovers};
 
 fn skip(why: &str) {
     eprintln!("SKIPPED: {why}");
-}
-
-fn bwrap_works() -> bool {
-    Command::new("bwrap")
-        .args(["--ro-bind", "/", "/", "--unshare-pid", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 /// warden run through `sh`, so the shell can hand it extra descriptors

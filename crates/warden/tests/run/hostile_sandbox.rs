@@ -5,33 +5,7 @@
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use crate::support::{Case, Finished};
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|v| v.split_whitespace().nth(1).map(|euid| euid == "0"))
-        .unwrap_or(false)
-}
-
-/// A HOME for the test with a planted credential.
-fn home_with_secret(case: &Case) -> PathBuf {
-    let home = case.path().join("home");
-    std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::write(home.join(".ssh/id_test"), "PRIVATE-KEY-MATERIAL").unwrap();
-    home
-}
-
-fn bwrap_run(case: &Case, home: &Path, extra: &[&str], script: &str) -> Finished {
-    let mut args = vec!["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "sh", "-c", script]);
-    let mut cmd = case.command(&args);
-    cmd.env("HOME", home);
-    case.finished(cmd.output().unwrap(), std::time::Instant::now())
-}
+use crate::support::{Case, Finished, home_with_ssh_key, is_root, run_in_bwrap};
 
 fn out(done: &Finished) -> String {
     String::from_utf8_lossy(&done.log("stdout.log")).into_owned()
@@ -44,7 +18,7 @@ fn bwrap_as_root_leaves_the_agent_no_capabilities() {
         return;
     }
     let case = Case::new();
-    let home = home_with_secret(&case);
+    let home = home_with_ssh_key(&case);
     let etc_file = format!("/etc/warden-escape-{}", std::process::id());
     // Every step prints a word only when the attack worked. The sysctl is
     // opened for appending nothing, so even a successful open changes
@@ -59,7 +33,7 @@ fn bwrap_as_root_leaves_the_agent_no_capabilities() {
          unshare --user --map-root-user true 2>/dev/null && echo NEW-USER-NAMESPACE; \
          echo done"
     );
-    let done = bwrap_run(&case, &home, &[], &script);
+    let done = run_in_bwrap(&case, &home, &[], &script);
     let _ = std::fs::remove_file(&etc_file);
     assert_eq!(done.code, 0, "{}", done.stderr);
     let text = out(&done);
@@ -109,7 +83,7 @@ fn bwrap_run_by_an_unprivileged_user_gives_the_same_guarantees() {
         return;
     }
     let case = Case::new();
-    let home = home_with_secret(&case);
+    let home = home_with_ssh_key(&case);
     let sleep = format!("sleep 6{:05}", std::process::id() % 100_000);
     let nobody = 65534;
     for entry in [case.path().to_path_buf(), home.clone(), home.join(".ssh")] {
@@ -169,7 +143,7 @@ fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
         return;
     };
     let case = Case::new();
-    let home = home_with_secret(&case);
+    let home = home_with_ssh_key(&case);
     let shared = case.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();
     // A daemon's socket in a directory given with --ro, one in the work dir
@@ -202,7 +176,7 @@ fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
          IO::Socket::UNIX->new(Peer => \"own.sock\") or die $!; unlink \"own.sock\"; print \"own socket works\\n\"'"
     ));
     let shared_arg = shared.display().to_string();
-    let open = bwrap_run(&case, &home, &["--ro", &shared_arg], &script);
+    let open = run_in_bwrap(&case, &home, &["--ro", &shared_arg], &script);
     let text = out(&open);
     for s in &sockets {
         assert!(
@@ -212,7 +186,7 @@ fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
         );
     }
     std::fs::remove_dir_all(case.run_dir()).unwrap();
-    let cut = bwrap_run(
+    let cut = run_in_bwrap(
         &case,
         &home,
         &["--ro", &shared_arg, "--no-network"],
@@ -236,7 +210,7 @@ fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
 #[test]
 fn bwrap_keeps_the_run_directories_out_of_the_agents_reach() {
     let case = Case::new();
-    let home = home_with_secret(&case);
+    let home = home_with_ssh_key(&case);
     // An earlier run in the same work tree, with its logs where warden
     // puts them by default.
     let mut cmd = case.command(&["run", "exec", "--", "sh", "-c", "echo EARLIER-RUN-OUTPUT"]);
@@ -263,7 +237,7 @@ fn bwrap_keeps_the_run_directories_out_of_the_agents_reach() {
          done; \
          (echo TAMPERED > .warden/planted) 2>/dev/null && echo 'wrote .warden'; \
          echo made-here > made-here.txt; echo finished";
-    let done = bwrap_run(&case, &home, &[], script);
+    let done = run_in_bwrap(&case, &home, &[], script);
     assert_eq!(done.code, 0, "{}", done.stderr);
     let text = out(&done);
     assert!(
@@ -299,10 +273,10 @@ fn bwrap_keeps_the_run_directories_out_of_the_agents_reach() {
 #[test]
 fn bwraps_own_init_is_never_an_orphan_but_what_the_agent_leaves_is() {
     let case = Case::new();
-    let home = home_with_secret(&case);
+    let home = home_with_ssh_key(&case);
     for round in 0..5 {
         let _ = std::fs::remove_dir_all(case.run_dir());
-        let done = bwrap_run(&case, &home, &[], "echo healthy");
+        let done = run_in_bwrap(&case, &home, &[], "echo healthy");
         assert_eq!(done.code, 0, "{}", done.stderr);
         let r = done.report();
         assert_eq!(
@@ -317,7 +291,7 @@ fn bwraps_own_init_is_never_an_orphan_but_what_the_agent_leaves_is() {
     let sleep = format!("sleep 7{:05}", std::process::id() % 100_000);
     for round in 0..3 {
         let _ = std::fs::remove_dir_all(case.run_dir());
-        let done = bwrap_run(&case, &home, &[], &format!("{sleep} & echo left-a-sleeper"));
+        let done = run_in_bwrap(&case, &home, &[], &format!("{sleep} & echo left-a-sleeper"));
         let left = crate::support::kill_leftovers(&sleep);
         assert!(
             left.is_empty(),
@@ -337,7 +311,7 @@ fn bwraps_own_init_is_never_an_orphan_but_what_the_agent_leaves_is() {
 #[test]
 fn a_timed_out_agent_in_bwrap_gets_sigterm_and_finishes_its_clean_up() {
     let case = Case::new();
-    let home = home_with_secret(&case);
+    let home = home_with_ssh_key(&case);
     // bwrap's own processes must not die of warden's SIGTERM before the
     // agent: the run would end before the clean-up, with bwrap's exit
     // status, and the agent named as its own orphan.
@@ -383,7 +357,7 @@ fn a_timed_out_agent_in_bwrap_gets_sigterm_and_finishes_its_clean_up() {
 #[test]
 fn in_a_worktree_the_agent_writes_its_worktree_but_reaches_no_record() {
     let case = Case::new();
-    let home = home_with_secret(&case);
+    let home = home_with_ssh_key(&case);
     let repo = case.path();
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git")

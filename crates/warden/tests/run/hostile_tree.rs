@@ -9,22 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Case, Finished, kill};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use crate::support::{Case, Finished, git, is_root, kill};
 
 /// A repository with one commit, in the case's directory.
 fn repo(case: &Case) {
@@ -59,10 +44,6 @@ fn wait_bounded(case: &Case, mut child: Child, limit: Duration, what: &str) -> F
 fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
     assert!(ok, "mkfifo {}", path.display());
-}
-
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
 }
 
 // ---- FIFOs and special files in the repository ----

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::support::{Case, Finished};
+use crate::support::{Case, home_with_ssh_key, run_in_bwrap};
 
 fn unique_sleep() -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -13,23 +13,6 @@ fn unique_sleep() -> String {
         std::process::id() % 10000,
         N.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// A HOME for the test with a planted credential.
-fn home_with_ssh_key(case: &Case) -> PathBuf {
-    let home = case.path().join("home");
-    std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::write(home.join(".ssh/id_test"), "PRIVATE-KEY-MATERIAL").unwrap();
-    home
-}
-
-fn run_in_bwrap(case: &Case, home: &PathBuf, extra: &[&str], script: &str) -> Finished {
-    let mut args = vec!["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "sh", "-c", script]);
-    let mut cmd = case.command(&args);
-    cmd.env("HOME", home);
-    case.finished(cmd.output().unwrap(), std::time::Instant::now())
 }
 
 #[test]

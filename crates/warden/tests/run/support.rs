@@ -264,3 +264,52 @@ pub fn kill_leftovers(token: &str) -> Vec<(i32, String)> {
     }
     left
 }
+
+/// Whether the tests run as root (root-only cases skip with a message
+/// otherwise).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Whether bubblewrap can make a PID namespace here.
+pub fn bwrap_works() -> bool {
+    Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--unshare-pid", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs git in `dir`; its stdout, trimmed. Fails the test if git fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A HOME for the test with a planted credential.
+pub fn home_with_ssh_key(case: &Case) -> PathBuf {
+    let home = case.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_test"), "PRIVATE-KEY-MATERIAL").unwrap();
+    home
+}
+
+/// `warden run exec --sandbox bwrap` of a shell script, with `home` as HOME.
+pub fn run_in_bwrap(case: &Case, home: &Path, extra: &[&str], script: &str) -> Finished {
+    let mut args = vec!["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let mut cmd = case.command(&args);
+    cmd.env("HOME", home);
+    case.finished(cmd.output().unwrap(), Instant::now())
+}
