@@ -17,9 +17,11 @@
 //!   follows is the failure, not a retry. Title requests (`small=true`)
 //!   are side requests and are not counted.
 //!
-//! Every non-blank line is still a `stderr` line, except OpenCode's own
-//! INFO and DEBUG log lines: they stay in `stderr.log` but are not events
-//! (there are many, and they say nothing a reader of the run needs).
+//! Every non-blank line is still a `stderr` line and activity, except
+//! OpenCode's own INFO and DEBUG log lines: they stay in `stderr.log` but
+//! are neither events (there are many, and they say nothing a reader of
+//! the run needs) nor activity (the CLI writes its log, not the work: a
+//! model that stalls must still look silent).
 
 use std::collections::BTreeMap;
 
@@ -49,7 +51,7 @@ impl Decode for Stderr {
             return false;
         }
         let text = String::from_utf8_lossy(line).into_owned();
-        let mut shown = true;
+        let mut chatter = false;
         match self.agent {
             Agent::Gemini => {
                 if let Some(r) = gemini_retry(&text) {
@@ -61,13 +63,14 @@ impl Decode for Stderr {
                 if let Some(r) = seen.retry {
                     out.retry(Some(r.attempt), None, None, r.reason);
                 }
-                shown = !seen.chatter;
+                chatter = seen.chatter;
             }
             _ => {}
         }
-        if shown {
-            out.text(text);
+        if chatter {
+            return false;
         }
+        out.text(text);
         true
     }
 }
@@ -336,12 +339,12 @@ mod tests {
 
         let mut d = AgentDecoder::stderr(Agent::OpenCode);
         let mut events = Vec::new();
-        d.line(oc("s", "stream", "small=false").as_bytes(), &mut events);
-        d.line(
-            oc("s", "stream error", "small=false").as_bytes(),
-            &mut events,
-        );
-        d.line(oc("s", "stream", "small=false").as_bytes(), &mut events);
+        // INFO lines are not activity; the ERROR line is.
+        let stream = oc("s", "stream", "small=false");
+        let failed = oc("s", "stream error", "small=false");
+        assert!(!d.line(stream.as_bytes(), &mut events));
+        assert!(d.line(failed.as_bytes(), &mut events));
+        assert!(!d.line(stream.as_bytes(), &mut events));
         assert_eq!(d.summary().retries, 1);
         // The ERROR line is shown, the INFO lines are not.
         let texts = events
