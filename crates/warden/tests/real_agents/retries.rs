@@ -73,6 +73,14 @@ fn check(agent: &'static str, failures: &[u16], budget: u32, recovers: bool) {
         String::from_utf8_lossy(&std::fs::read(done.run_dir.join(name)).unwrap_or_default())
             .into_owned()
     };
+    // To refresh the recorded fixtures: the real CLI's streams, kept.
+    if let Some(dir) = std::env::var_os("WARDEN_RECORD_DIR") {
+        let dir = std::path::Path::new(&dir).join(agent);
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["stdout.log", "stderr.log"] {
+            let _ = std::fs::copy(done.run_dir.join(name), dir.join(name));
+        }
+    }
     // Main requests only: those that offer tools (not titles and the like).
     let main_requests = kit
         .server
