@@ -91,3 +91,28 @@ fn codex_reconnects_are_retries() {
         done.stderr
     );
 }
+
+#[test]
+fn replay_counts_the_retries_on_stderr_too() {
+    let case = Case::new();
+    let stdout = fixture("stderr/gemini/retries.stdout.jsonl");
+    let stderr = fixture("stderr/gemini/retries.stderr.log");
+    let replay = |extra: &[&str]| {
+        let mut args = vec!["replay", "gemini", stdout.to_str().unwrap(), "--json"];
+        args.extend(extra);
+        let out = case.command(&args).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let retries = lines.iter().filter(|l| l["kind"] == "retry").count();
+        (retries, lines.last().unwrap()["retries"].clone())
+    };
+    assert_eq!(replay(&[]), (0, serde_json::json!(0)));
+    assert_eq!(
+        replay(&["--stderr", stderr.to_str().unwrap()]),
+        (2, serde_json::json!(2))
+    );
+}
