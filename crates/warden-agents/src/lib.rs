@@ -183,7 +183,18 @@ fn shape(agent: Agent) -> Shape {
             env: &[],
         },
         Agent::OpenCode => Shape {
-            headless: &["run", "--format", "json"],
+            // OpenCode says it is retrying a model request only in its
+            // log: `--print-logs` puts the log on stderr, where warden
+            // counts the retries (INFO is the level that shows a request
+            // being sent again).
+            headless: &[
+                "run",
+                "--format",
+                "json",
+                "--print-logs",
+                "--log-level",
+                "INFO",
+            ],
             effort: Effort::Flag("--variant"),
             resume: "--session",
             trailing: &[],

@@ -3,8 +3,10 @@
 //! `thread.started`, `turn.started`, `item.started|updated|completed` with
 //! typed items, and the terminal `turn.completed` (usage: the thread's
 //! running total) or `turn.failed`. A top-level `error` line is emitted for
-//! every error notice, including transient ones that will be retried, so
-//! it counts as a retry, not a failure; only `turn.failed` fails the run.
+//! every error notice: the ones that announce a request sent again
+//! (`Reconnecting... 2/5 (why)`) are retries; the others, such as the
+//! error that `turn.failed` then repeats, are errors. Only `turn.failed`
+//! fails the run.
 
 use std::borrow::Cow;
 
@@ -175,13 +177,34 @@ impl Decode for Codex {
             }
             "error" => {
                 let message = l.message.unwrap_or_else(|| "error".into());
-                self.last_error = Some(message.clone());
-                out.retry(None, None, None, message);
+                match reconnecting(&message) {
+                    Some((attempt, max)) => out.retry(attempt, max, None, message.clone()),
+                    None => {
+                        // The error that ends the turn (`turn.failed`
+                        // follows) or a notice: not a request sent again.
+                        let class = ErrorClass::classify(&message, None);
+                        out.error(message.clone(), class, false);
+                    }
+                }
+                self.last_error = Some(message);
             }
             _ => {}
         }
         true
     }
+}
+
+/// `Reconnecting... N/M (why)`: Codex is sending a failed request again,
+/// for the Nth time of at most M. `None` when the notice is not that.
+fn reconnecting(message: &str) -> Option<(Option<u32>, Option<u32>)> {
+    let rest = message
+        .get(..12)
+        .filter(|p| p.eq_ignore_ascii_case("reconnecting"))
+        .map(|_| &message[12..])?;
+    let count = rest.trim_start_matches('.').trim_start();
+    let count = count.split_whitespace().next().unwrap_or_default();
+    let (n, m) = count.split_once('/').unwrap_or((count, ""));
+    Some((n.parse().ok(), m.parse().ok()))
 }
 
 impl Codex {
@@ -223,5 +246,63 @@ impl Codex {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Agent;
+    use crate::decoder::AgentDecoder;
+    use crate::event::Event;
+
+    #[test]
+    fn reconnect_notices_are_retries() {
+        assert_eq!(
+            reconnecting("Reconnecting... 2/5 (stream disconnected before completion)"),
+            Some((Some(2), Some(5)))
+        );
+        assert_eq!(reconnecting("Reconnecting..."), Some((None, None)));
+        assert_eq!(reconnecting("exceeded retry limit, last status: 429"), None);
+        assert_eq!(reconnecting("Reconn"), None);
+        assert_eq!(reconnecting("é"), None);
+    }
+
+    /// As Codex 0.171.0 printed them: two request retries, then success;
+    /// and a 429 it does not retry, whose error `turn.failed` repeats.
+    #[test]
+    fn only_reconnects_count_not_the_final_error() {
+        let run = |lines: &[&str]| {
+            let mut d = AgentDecoder::new(Agent::Codex);
+            let mut events = Vec::new();
+            for l in lines {
+                d.line(l.as_bytes(), &mut events);
+            }
+            (d.summary().clone(), events)
+        };
+        let (s, events) = run(&[
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"error","message":"Reconnecting... 1/5 (We’re currently experiencing high demand, which may cause temporary errors.)"}"#,
+            r#"{"type":"error","message":"Reconnecting... 2/5 (We’re currently experiencing high demand, which may cause temporary errors.)"}"#,
+            r#"{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"recovered"}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":21,"output_tokens":8}}"#,
+        ]);
+        assert_eq!(s.retries, 2);
+        assert!(matches!(
+            events[0],
+            Event::Retry {
+                attempt: Some(1),
+                max_attempts: Some(5),
+                ..
+            }
+        ));
+        let (s, events) = run(&[
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"error","message":"exceeded retry limit, last status: 429 Too Many Requests"}"#,
+            r#"{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}"#,
+        ]);
+        assert_eq!(s.retries, 0);
+        assert!(!events.iter().any(|e| matches!(e, Event::Retry { .. })));
+        assert_eq!(s.terminal, Some(false));
     }
 }

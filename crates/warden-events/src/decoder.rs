@@ -9,7 +9,7 @@ use crate::agent::Agent;
 use crate::event::Event;
 use crate::lines::{Line, LineSplitter};
 use crate::summary::{Out, Summary, ToolOutput};
-use crate::{claude, codex, exec, gemini, opencode, pi};
+use crate::{claude, codex, exec, gemini, opencode, pi, stderr};
 
 /// One agent's line decoder. Implementations are pure: bytes in, events
 /// out, no I/O and no clock.
@@ -40,6 +40,16 @@ impl AgentDecoder {
         Self {
             agent,
             inner,
+            summary: Summary::default(),
+        }
+    }
+
+    /// The decoder for `agent`'s stderr: plain lines, and the retries
+    /// the agent announces only there (see [`stderr`]).
+    pub fn stderr(agent: Agent) -> Self {
+        Self {
+            agent,
+            inner: Box::new(stderr::Stderr::new(agent)),
             summary: Summary::default(),
         }
     }
@@ -108,6 +118,14 @@ impl StreamDecoder {
         Self {
             lines: LineSplitter::new(max_line),
             decoder: AgentDecoder::new(agent),
+        }
+    }
+
+    /// For `agent`'s stderr; see [`AgentDecoder::stderr`].
+    pub fn stderr(agent: Agent, max_line: usize) -> Self {
+        Self {
+            lines: LineSplitter::new(max_line),
+            decoder: AgentDecoder::stderr(agent),
         }
     }
 

@@ -11,7 +11,8 @@
 //! - [`event`]: the normalized event vocabulary.
 //! - [`decoder`]: one decoder per agent behind one interface, and the
 //!   [`Summary`] it builds; the agents are [`claude`], [`codex`],
-//!   [`opencode`], [`pi`], [`gemini`] and [`exec`] (plain lines).
+//!   [`opencode`], [`pi`], [`gemini`] and [`exec`] (plain lines); [`stderr`]
+//!   reads an agent's stderr, where some agents announce their retries.
 
 pub mod agent;
 pub mod claude;
@@ -26,6 +27,7 @@ pub mod opencode;
 pub mod pi;
 pub mod redact;
 pub mod signal;
+pub mod stderr;
 pub mod summary;
 
 pub use agent::{Agent, UnknownAgent};

@@ -46,6 +46,9 @@ pub struct Summary {
     pub tool_calls: u32,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    /// Model requests the agent sent again because the previous attempt
+    /// failed, as it announced them (on stdout or stderr); the failure
+    /// that ends a run is not one.
     pub retries: u32,
     pub final_text: Option<String>,
     pub error: Option<String>,

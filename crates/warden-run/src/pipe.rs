@@ -14,8 +14,9 @@ pub struct Pipe {
     pub stream: Stream,
     pub reader: Option<Reader>,
     pub buf: Vec<u8>,
-    /// stdout goes through the agent's decoder; stderr through the plain
-    /// line decoder (its lines become `stderr` events).
+    /// stdout goes through the agent's decoder; stderr through its stderr
+    /// decoder (plain lines, which become `stderr` events, and the retries
+    /// some agents announce only there).
     decoder: StreamDecoder,
     /// Bytes read so far.
     pub bytes: u64,
@@ -24,15 +25,15 @@ pub struct Pipe {
 
 impl Pipe {
     pub fn new(stream: Stream, agent: Agent, reader: Option<Reader>, max_line: usize) -> Self {
-        let agent = match stream {
-            Stream::Stdout => agent,
-            Stream::Stderr => Agent::Exec,
+        let decoder = match stream {
+            Stream::Stdout => StreamDecoder::new(agent, max_line),
+            Stream::Stderr => StreamDecoder::stderr(agent, max_line),
         };
         Self {
             stream,
             reader,
             buf: vec![0; READ_CHUNK],
-            decoder: StreamDecoder::new(agent, max_line),
+            decoder,
             bytes: 0,
             finished: false,
         }

@@ -94,6 +94,9 @@ pub struct Report {
     pub tool_calls: u32,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    /// Model requests the agent sent again because the previous attempt
+    /// failed, as it announced them (on stdout or stderr); the failure
+    /// that ends a run is not one.
     pub retries: u32,
     /// The agent's last answer.
     pub final_text: Option<String>,

@@ -204,6 +204,10 @@ pub struct ReplayArgs {
     pub agent: String,
     /// The recorded stdout, e.g. .warden/runs/<run-id>/stdout.log.
     pub file: PathBuf,
+    /// The recorded stderr (stderr.log): the retries some agents
+    /// (Gemini CLI, OpenCode) announce only there are counted too.
+    #[arg(long, value_name = "FILE")]
+    pub stderr: Option<PathBuf>,
     /// Print the events as JSON lines, then the summary object.
     #[arg(long)]
     pub json: bool,

@@ -69,7 +69,26 @@ pub fn replay(args: &ReplayArgs) -> u8 {
     };
     decoder.push(&bytes, &mut on_line);
     decoder.finish(&mut on_line);
-    let summary = decoder.summary();
+    let mut summary = decoder.summary().clone();
+    if let Some(path) = &args.stderr {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("warden: error: could not read {}: {e}", path.display());
+                return 2;
+            }
+        };
+        // Its retries only: its lines are not the agent's events.
+        let mut stderr = StreamDecoder::stderr(agent, warden_run::defaults::MAX_LINE);
+        let mut retries = |_: LineKind, events: &mut Vec<Event>| {
+            events.retain(|e| matches!(e, Event::Retry { .. }));
+            on_line(LineKind::EndOfStream, events);
+        };
+        stderr.push(&bytes, &mut retries);
+        stderr.finish(&mut retries);
+        summary.retries += stderr.summary().retries;
+    }
+    let summary = &summary;
     let outcome = match summary.terminal {
         Some(true) => "succeeded",
         Some(false) => "agent_failed",

@@ -111,8 +111,11 @@ pub struct Supervisor {
     spawn_error: Option<String>,
     stdout_bytes: u64,
     stderr_bytes: u64,
-    /// What the agent's decoder learned (kept current for the report).
+    /// What the agent's decoder learned (kept current for the report),
+    /// with the retries its stderr announced added.
     summary: Summary,
+    /// Retries the agent announced on stderr.
+    stderr_retries: u32,
     terminal_seen: Option<Instant>,
     stall_extensions: Vec<StallExtension>,
     sandbox_kill_started: bool,
@@ -185,6 +188,7 @@ impl Supervisor {
             stdout_bytes: 0,
             stderr_bytes: 0,
             summary: Summary::default(),
+            stderr_retries: 0,
             terminal_seen: None,
             stall_extensions: Vec::new(),
             sandbox_kill_started: false,
@@ -438,12 +442,17 @@ impl Supervisor {
     }
 
     /// After a chunk of stdout: what the decoder learned, the terminal
-    /// event, and open tool calls' declared limits.
+    /// event, and open tool calls' declared limits. After a chunk of
+    /// stderr: the retries announced there.
     fn after_lines(&mut self, pipe: &Pipe, now: Instant) {
         if pipe.stream != Stream::Stdout {
+            let before = self.stderr_retries;
+            self.stderr_retries = pipe.summary().retries;
+            self.summary.retries += self.stderr_retries - before;
             return;
         }
         self.summary.clone_from(pipe.summary());
+        self.summary.retries += self.stderr_retries;
         self.clocks.stall_floor = self
             .summary
             .open_tool_timeout_ms()

@@ -82,7 +82,7 @@ fn keep_output_on_interrupt() -> Option<rustix::termios::Termios> {
     Some(saved)
 }
 
-/// `claude opus │ 01:23 │ quiet 12.0s │ Bash 45.0s │ 3 tools │ 1.2k/340 tok $0.04 │ 2/5 │ last text`
+/// `claude opus │ 01:23 │ quiet 12.0s │ Bash 45.0s │ 3 tools │ 1.2k/340 tok $0.04 │ 2 retries │ 2/5 │ last text`
 pub fn status(s: &ViewState, color: bool) -> String {
     let mut parts = Vec::new();
     let mut who = s.agent.name().to_string();
@@ -123,6 +123,11 @@ pub fn status(s: &ViewState, color: bool) -> String {
             t.push_str(&format!(" ${c:.2}"));
         }
         parts.push(t);
+    }
+    match s.retries {
+        0 => {}
+        1 => parts.push("1 retry".into()),
+        n => parts.push(format!("{n} retries")),
     }
     if let Some((i, n)) = s.iteration {
         parts.push(format!("iter {i}/{n}"));
@@ -191,5 +196,30 @@ mod tests {
         let cut = fit(coloured, 5);
         assert_eq!(cut, "ab\x1b[33mqui…\x1b[0m");
         assert_eq!(fit(coloured, 100), coloured);
+    }
+
+    #[test]
+    fn status_counts_retry_events() {
+        use warden_events::Event;
+        let mut s = ViewState::new(warden_events::Agent::Gemini, &Default::default());
+        assert!(!status(&s, false).contains("retr"));
+        let retry = Event::Retry {
+            attempt: Some(1),
+            max_attempts: None,
+            delay_ms: None,
+            reason: "with status 429".into(),
+        };
+        s.observe(&retry);
+        assert!(
+            status(&s, false).contains("│ 1 retry"),
+            "{}",
+            status(&s, false)
+        );
+        s.observe(&retry);
+        assert!(
+            status(&s, false).contains("│ 2 retries"),
+            "{}",
+            status(&s, false)
+        );
     }
 }

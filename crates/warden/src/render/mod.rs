@@ -39,6 +39,9 @@ pub struct ViewState {
     pub cost: Option<f64>,
     pub iteration: Option<(u32, u32)>,
     pub last_text: Option<String>,
+    /// Retry events so far: one per model request sent again, as the
+    /// report counts them.
+    pub retries: u32,
 }
 
 impl ViewState {
@@ -57,6 +60,7 @@ impl ViewState {
             cost: None,
             iteration: None,
             last_text: None,
+            retries: 0,
         }
     }
 
@@ -80,6 +84,7 @@ impl ViewState {
             {
                 self.tool = None;
             }
+            Event::Retry { .. } => self.retries += 1,
             Event::Usage {
                 tokens,
                 cost_usd,
@@ -470,6 +475,11 @@ impl Inner {
             ));
             if let Some(c) = report.cost_usd {
                 line.push_str(&format!(", ${c:.4}"));
+            }
+            match report.retries {
+                0 => {}
+                1 => line.push_str("; 1 retry"),
+                n => line.push_str(&format!("; {n} retries")),
             }
         }
         if report.orphans_killed > 0 {

@@ -16,4 +16,5 @@
 mod support;
 
 mod kit;
+mod retries;
 mod scenarios;
