@@ -96,10 +96,14 @@ pub fn status(s: &ViewState, color: bool) -> String {
     parts.push(short(s.started.elapsed()));
     let quiet = s.last_activity.elapsed();
     let mut q = format!("quiet {}", short(quiet));
-    if let Some(stall) = s.stall_timeout
+    // Coloured by the supervisor's own deadline (stretched while a tool
+    // with a declared limit runs; none in the completion window), so the
+    // colour never shows a stall that is not coming.
+    if let Some(deadline) = s.stall_deadline
         && color
     {
-        let frac = quiet.as_secs_f64() / stall.as_secs_f64();
+        let stall = deadline.saturating_duration_since(s.last_activity);
+        let frac = quiet.as_secs_f64() / stall.as_secs_f64().max(0.001);
         if frac >= 0.8 {
             q = format!("\x1b[31m{q}\x1b[0m");
         } else if frac >= 0.5 {
@@ -107,7 +111,7 @@ pub fn status(s: &ViewState, color: bool) -> String {
         }
     }
     parts.push(q);
-    if let Some((_, name, since)) = &s.tool {
+    if let Some((name, _, since)) = &s.tool {
         parts.push(format!(
             "{} {}",
             super::github::neutralize(name),
@@ -117,8 +121,8 @@ pub fn status(s: &ViewState, color: bool) -> String {
     if s.tool_calls > 0 {
         parts.push(format!("{} tools", s.tool_calls));
     }
-    if s.tokens_in + s.tokens_out > 0 {
-        let mut t = format!("{}/{} tok", kilo(s.tokens_in), kilo(s.tokens_out));
+    if s.tokens.input + s.tokens.output > 0 {
+        let mut t = format!("{}/{} tok", kilo(s.tokens.input), kilo(s.tokens.output));
         if let Some(c) = s.cost {
             t.push_str(&format!(" ${c:.2}"));
         }
