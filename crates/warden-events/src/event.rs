@@ -235,7 +235,9 @@ pub enum Event {
         last_activity_ms: Option<u64>,
         /// Activity lines so far.
         activity_lines: u64,
-        /// The silence that the last activity ended, in ms.
+        /// The longest silence that ended since the previous snapshot, in
+        /// ms. One of 250 ms or more ended at `last_activity_ms` (such a
+        /// snapshot is written at once), so every silence can be drawn.
         silence_before_ms: u64,
         /// The longest silence that has ended so far, in ms.
         longest_silence_ms: u64,

@@ -274,7 +274,7 @@ impl Supervisor {
             }
             let next = self.clocks.next();
             // A status snapshot may be due before the next clock.
-            let wake = match (next.map(|(at, _)| at), self.status.due()) {
+            let wake = match (next.map(|(at, _)| at), self.status.due(Instant::now())) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };

@@ -30,7 +30,7 @@ pub(super) struct StatusFeed {
     pending: bool,
     /// That activity ended a silence worth writing down at once.
     urgent: bool,
-    /// The silence the last activity ended.
+    /// The longest silence ended since the last snapshot.
     pub(super) silence_before: Duration,
     /// Tool calls started and not yet known to be finished, oldest first.
     pub(super) calls: Vec<(String, OpenCall)>,
@@ -40,20 +40,23 @@ impl StatusFeed {
     /// Activity came after `silence`.
     pub(super) fn on_activity(&mut self, silence: Duration) {
         self.pending = true;
-        self.silence_before = silence;
+        // Lines of one read share its instant: only the first of them
+        // ends a silence, and the ones after must not hide it.
+        self.silence_before = self.silence_before.max(silence);
         if silence >= SILENCE_NOTED {
             self.urgent = true;
         }
     }
 
-    /// When the pending snapshot is due, if one is.
-    pub(super) fn due(&self) -> Option<Instant> {
+    /// When the pending snapshot is due, if one is: `now` when it is due
+    /// at once.
+    pub(super) fn due(&self, now: Instant) -> Option<Instant> {
         if !self.pending {
             return None;
         }
         match self.sent {
-            Some(sent) if !self.urgent => sent.checked_add(STATUS_EVERY),
-            _ => Some(Instant::now()),
+            Some(sent) if !self.urgent => Some(sent.checked_add(STATUS_EVERY).unwrap_or(now)),
+            _ => Some(now),
         }
     }
 }
@@ -61,7 +64,7 @@ impl StatusFeed {
 impl Supervisor {
     /// Writes the pending snapshot if it is due (or `now_anyway`).
     pub(super) fn status_tick(&mut self, now: Instant, now_anyway: bool) {
-        let due = match self.status.due() {
+        let due = match self.status.due(now) {
             Some(at) => now_anyway || at <= now,
             None => false,
         };
@@ -95,6 +98,7 @@ impl Supervisor {
             retries: self.summary.retries,
             tool: self.status.calls.last().map(|(_, c)| c.clone()),
         };
+        self.status.silence_before = Duration::ZERO;
         self.emit(event);
     }
 }

@@ -21,3 +21,4 @@ mod session;
 mod settings;
 mod signals;
 mod view;
+mod views12;
