@@ -307,16 +307,14 @@ fn print_run(r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
         }
     }
     if r["agent"] != "exec" {
-        let tk = &r["tokens"];
         println!(
-            "  tokens {} in, {} out, {} cache read{}",
-            tk["input"],
-            tk["output"],
-            tk["cache_read"],
-            r["cost_usd"]
-                .as_f64()
-                .map(|c| format!("; ${c:.4}"))
-                .unwrap_or_default()
+            "  model {}; tokens {}; cost {}",
+            r["model"]
+                .as_str()
+                .filter(|m| !m.is_empty())
+                .unwrap_or("not reported"),
+            tokens_text(&r["tokens"]),
+            cost_text(&r["cost_usd"])
         );
     }
     for m in t.marks.iter().filter(|m| m.kind != "info") {
@@ -474,9 +472,9 @@ fn session_summary(out: &mut String, s: &Value, runs: &[(Value, Timeline, LogChe
 /// The drawing's own width; the page scales it to its width.
 const VIEW_WIDTH: f64 = 1200.0;
 /// The column of row labels (wide enough for a shortened command).
-const LABEL_WIDTH: f64 = 300.0;
+const LABEL_WIDTH: f64 = 240.0;
 /// Characters of a tool call's label.
-const TOOL_LABEL: usize = 46;
+const TOOL_LABEL: usize = 38;
 
 fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
     let verdict = match r["verdict"].as_str() {
