@@ -188,6 +188,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn quiet_is_red_only_near_the_supervisors_own_deadline() {
+        use std::time::Instant;
+        let limits = warden_run::Limits {
+            stall_timeout: Some(Duration::from_secs(12)),
+            ..warden_run::Limits::default()
+        };
+        let mut s = ViewState::new(warden_events::Agent::Claude, &limits);
+        s.last_activity = Instant::now() - Duration::from_secs(10);
+        // A tool with a declared 15 min limit is open: the deadline is far.
+        s.stall_deadline = Some(s.last_activity + Duration::from_secs(930));
+        assert!(!status(&s, true).contains("\x1b[31m"), "{}", status(&s, true));
+        s.stall_deadline = Some(s.last_activity + Duration::from_secs(12));
+        assert!(status(&s, true).contains("\x1b[31m"));
+        // The completion window: no stall is coming.
+        s.stall_deadline = None;
+        assert!(!status(&s, true).contains("\x1b["));
+    }
+
+    #[test]
     fn fit_cuts_by_visible_width_and_closes_colour() {
         assert_eq!(fit("abcdef", 10), "abcdef");
         assert_eq!(fit("abcdef", 4), "abcd…");

@@ -276,8 +276,18 @@ impl Inner {
         self.last_heartbeat = Instant::now();
         let quiet = short(self.state.last_activity.elapsed());
         let mut msg = format!("still running; last activity {quiet} ago");
-        if let Some(s) = self.state.stall_timeout {
-            msg.push_str(&format!(" (stall timeout {})", dur(Some(s))));
+        // The supervisor's own deadline (stretched while a tool with a
+        // declared limit runs), not the setting.
+        match self.state.stall_deadline {
+            Some(at) => msg.push_str(&format!(
+                " (ended as stalled in {} if it stays quiet)",
+                short(at.saturating_duration_since(Instant::now()))
+            )),
+            None => {
+                if let Some(s) = self.state.stall_timeout {
+                    msg.push_str(&format!(" (stall timeout {})", dur(Some(s))));
+                }
+            }
         }
         if let Some((name, _, since)) = &self.state.tool {
             msg.push_str(&format!(

@@ -309,3 +309,52 @@ fn blank_and_malformed_lines_are_not_activity_in_any_view() {
     );
     case.assert_nothing_left();
 }
+
+#[test]
+fn a_tool_with_a_declared_limit_shows_the_supervisors_deadline_not_a_stall() {
+    let case = Case::new();
+    let f = fixture();
+    let f = f.display();
+    // The Bash call declares a 15 min limit, so the supervisor stretches
+    // the 1 s stall clock; the views must say so, not count down to 1 s.
+    let bin = stand_in(
+        &case,
+        &format!("head -n 3 '{f}'\nsleep 1.6\ntail -n +4 '{f}'"),
+    );
+    let done = case.run(&[
+        "run",
+        "claude",
+        "x",
+        "--agent-bin",
+        &bin,
+        "--heartbeat",
+        "300ms",
+        "--stall-timeout",
+        "1s",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let beats: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("still running"))
+        .collect();
+    assert!(beats.len() >= 3, "{}", done.stderr);
+    for b in &beats[1..] {
+        assert!(
+            b.contains("ended as stalled in 15m"),
+            "the heartbeat shows the supervisor's stretched deadline: {b}\n{}",
+            done.stderr
+        );
+    }
+    let status = done.events_of("status");
+    assert!(
+        status
+            .iter()
+            .any(|s| ms_of(&s["stall_deadline_ms"]) > 15 * 60 * 1000),
+        "{status:?}"
+    );
+}
+
+fn ms_of(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
