@@ -102,3 +102,31 @@ impl Supervisor {
         self.emit(event);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_is_due_at_once_after_a_silence_else_once_a_second() {
+        let now = Instant::now();
+        let mut feed = StatusFeed::default();
+        assert_eq!(feed.due(now), None, "nothing came: nothing to write");
+        // The first activity is written at once.
+        feed.on_activity(Duration::from_millis(10));
+        assert_eq!(feed.due(now), Some(now));
+        feed.sent = Some(now);
+        feed.pending = false;
+        feed.urgent = false;
+        feed.silence_before = Duration::ZERO;
+        // A busy agent: once a second.
+        feed.on_activity(Duration::from_millis(20));
+        assert_eq!(feed.due(now), Some(now + STATUS_EVERY));
+        // A line that ended a silence: at once, and the silence is kept
+        // through the lines of the same read that follow it.
+        feed.on_activity(SILENCE_NOTED);
+        feed.on_activity(Duration::ZERO);
+        assert_eq!(feed.due(now), Some(now));
+        assert_eq!(feed.silence_before, SILENCE_NOTED);
+    }
+}

@@ -198,7 +198,11 @@ mod tests {
         s.last_activity = Instant::now() - Duration::from_secs(10);
         // A tool with a declared 15 min limit is open: the deadline is far.
         s.stall_deadline = Some(s.last_activity + Duration::from_secs(930));
-        assert!(!status(&s, true).contains("\x1b[31m"), "{}", status(&s, true));
+        assert!(
+            !status(&s, true).contains("\x1b[31m"),
+            "{}",
+            status(&s, true)
+        );
         s.stall_deadline = Some(s.last_activity + Duration::from_secs(12));
         assert!(status(&s, true).contains("\x1b[31m"));
         // The completion window: no stall is coming.
