@@ -189,11 +189,18 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
         t.tools.push(s);
     }
     t.tools.sort_by_key(|s| s.start);
-    // The silence still going at the end (or at the last event).
-    let tail = duration.saturating_sub(last_activity.unwrap_or(0));
-    longest = longest.max(tail);
-    if silence_ms > 0 && tail >= silence_ms {
-        t.silences.push((last_activity.unwrap_or(0), duration));
+    // The silence still going at the end (or at the last event): from the
+    // last activity the supervisor wrote down, else run.json's, else the
+    // start when there was none. A run recorded with no status snapshots
+    // but with activity has no silence to draw.
+    let last = last_activity.or(report["last_activity_ms"].as_u64());
+    let no_activity = report["activity_lines"].as_u64().unwrap_or(0) == 0;
+    if let Some(from) = last.or(no_activity.then_some(0)) {
+        let tail = duration.saturating_sub(from);
+        longest = longest.max(tail);
+        if silence_ms > 0 && tail >= silence_ms {
+            t.silences.push((from, duration));
+        }
     }
     let reported = |k: &str| report[k].as_u64().filter(|_| finished);
     t.first_activity = reported("time_to_first_activity_ms").or(t.activity.first().copied());
