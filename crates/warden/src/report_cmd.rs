@@ -224,6 +224,13 @@ fn print_session(s: &Value) {
             .unwrap_or("?")
             .replace('_', " ")
     );
+    println!(
+        "  in {}; tokens {}; cost {}; {} commit(s)",
+        ms(s["duration_ms"].as_u64().unwrap_or(0)),
+        tokens_text(&s["tokens"]),
+        cost_text(&s["cost_usd"]),
+        s["commits"].as_array().map_or(0, Vec::len)
+    );
     if let Some(wt) = s["worktree"].as_object() {
         println!(
             "  worktree {} on branch {}",

@@ -11,6 +11,10 @@
 //! (bounded by `drain_grace`) → Finalized. Terminating (SIGTERM, then
 //! SIGKILL after `kill_grace`) can begin from any phase before Exited.
 //!
+//! What the supervisor decides about activity, the stall clock, tokens and
+//! the open tool call goes into the event stream as `status` snapshots
+//! (`status`), so that no view has to re-derive it.
+//!
 //! Invariants:
 //! - every byte read is written to the tee before it is decoded;
 //! - the run finalizes only when the agent's exit is known (or it was
