@@ -450,6 +450,23 @@ fn session_summary(out: &mut String, s: &Value, runs: &[(Value, Timeline, LogChe
         "duration",
         &esc(&ms(s["duration_ms"].as_u64().unwrap_or(0))),
     );
+    let mut each = String::from("<ol style=\"margin:0;padding-left:18px\">");
+    for (r, t, _) in runs {
+        let verdict = r["verdict"]
+            .as_str()
+            .filter(|_| t.finished)
+            .unwrap_or("unfinished");
+        let _ = write!(
+            each,
+            "<li><span class=\"{}\">{}</span> in {}: {}</li>",
+            if verdict == "succeeded" { "ok" } else { "bad" },
+            esc(verdict),
+            esc(&ms(t.duration)),
+            esc(r["reason"].as_str().unwrap_or(""))
+        );
+    }
+    each.push_str("</ol>");
+    row(out, "each iteration", &each);
     let tool_calls: u64 = runs
         .iter()
         .map(|(r, _, _)| r["tool_calls"].as_u64().unwrap_or(0))
