@@ -114,6 +114,16 @@ pub struct Holder {
     pub cmdline: String,
 }
 
+/// The tool call a [`Event::Status`] says is open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpenCall {
+    pub name: String,
+    /// Its one-line input (a shell command, say), if the agent gave one.
+    pub input: Option<String>,
+    /// When it started, in ms since the run began.
+    pub since_ms: u64,
+}
+
 /// One thing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -214,6 +224,35 @@ pub enum Event {
     Signalled { signal: String, pids: Vec<i32> },
     /// The drain was cut short: processes still held the output pipes.
     OutputTruncated { bytes: u64, holders: Vec<Holder> },
+    /// What the supervisor decided so far: the one source every view
+    /// reads for activity, the stall clock, tokens and the open tool call
+    /// (a view never re-derives these from the other events). Written when
+    /// activity comes, at most once a second, at once when the activity
+    /// ends a silence, and once more before the run ends.
+    Status {
+        /// The last activity (ms since the start); none before the first.
+        /// Activity is any well-formed line, with or without an event.
+        last_activity_ms: Option<u64>,
+        /// Activity lines so far.
+        activity_lines: u64,
+        /// The longest silence that ended since the previous snapshot, in
+        /// ms. One of 250 ms or more ended at `last_activity_ms` (such a
+        /// snapshot is written at once), so every silence can be drawn.
+        silence_before_ms: u64,
+        /// The longest silence that has ended so far, in ms.
+        longest_silence_ms: u64,
+        /// When the run is ended as stalled if no activity comes (ms since
+        /// the start); none while the stall clock is off or the completion
+        /// window has replaced it.
+        stall_deadline_ms: Option<u64>,
+        /// Tokens so far, as the run's report counts them.
+        tokens: Tokens,
+        cost_usd: Option<f64>,
+        tool_calls: u32,
+        retries: u32,
+        /// The tool call open now (the latest started), if any.
+        tool: Option<OpenCall>,
+    },
     /// The run is over; the report is in `run.json`.
     Finished {
         verdict: String,
@@ -248,6 +287,7 @@ impl Event {
             Event::Terminating { .. } => "terminating",
             Event::Signalled { .. } => "signalled",
             Event::OutputTruncated { .. } => "output_truncated",
+            Event::Status { .. } => "status",
             Event::Finished { .. } => "finished",
         }
     }
@@ -332,6 +372,12 @@ impl Event {
             } => {
                 f(verdict);
                 f(reason);
+            }
+            Event::Status { tool, .. } => {
+                if let Some(t) = tool {
+                    f(&mut t.name);
+                    opt(&mut t.input, f);
+                }
             }
             Event::Usage { .. }
             | Event::OversizedLine { .. }

@@ -32,7 +32,7 @@ pub mod summary;
 
 pub use agent::{Agent, UnknownAgent};
 pub use decoder::{AgentDecoder, Decode, LineKind, StreamDecoder};
-pub use event::{ErrorClass, Event, Holder, Stream, Tokens};
+pub use event::{ErrorClass, Event, Holder, OpenCall, Stream, Tokens};
 pub use lines::{Line, LineSplitter};
 pub use redact::Redactor;
 pub use signal::SignalMatcher;

@@ -728,7 +728,7 @@ impl BatchView {
                     _ => None,
                 };
                 if let Some((state, _)) = v.runs.get_mut(name) {
-                    state.observe(&e.event);
+                    state.observe(e);
                 }
                 if let Some(l) = line {
                     v.line(&l);

@@ -145,20 +145,23 @@ pub fn report(args: &ReportArgs) -> u8 {
     };
     let dir = &args.dir;
     // A run directory, or a session directory with one per iteration.
+    let mut session: Option<Value> = None;
     let runs: Vec<std::path::PathBuf> = if dir.join("run.json").exists() {
         vec![dir.clone()]
     } else if dir.join("session.json").exists() {
         match read_json(&dir.join("session.json")) {
             Ok(s) => {
                 print_session(&s);
-                s["runs"]
+                let runs = s["runs"]
                     .as_array()
                     .map(|r| {
                         r.iter()
                             .filter_map(|r| r["run_dir"].as_str().map(Into::into))
                             .collect()
                     })
-                    .unwrap_or_default()
+                    .unwrap_or_default();
+                session = Some(s);
+                runs
             }
             Err(e) => {
                 eprintln!("warden: error: {e}");
@@ -196,7 +199,7 @@ pub fn report(args: &ReportArgs) -> u8 {
         sections.push((report, t, check));
     }
     if let Some(out) = &args.html {
-        let page = html(&sections, silence);
+        let page = html(session.as_ref(), &sections, silence);
         if let Err(e) = std::fs::write(out, page) {
             eprintln!("warden: error: could not write {}: {e}", out.display());
             return 2;
@@ -220,6 +223,13 @@ fn print_session(s: &Value) {
             .as_str()
             .unwrap_or("?")
             .replace('_', " ")
+    );
+    println!(
+        "  in {}; tokens {}; cost {}; {} commit(s)",
+        ms(s["duration_ms"].as_u64().unwrap_or(0)),
+        tokens_text(&s["tokens"]),
+        cost_text(&s["cost_usd"]),
+        s["commits"].as_array().map_or(0, Vec::len)
     );
     if let Some(wt) = s["worktree"].as_object() {
         println!(
@@ -304,16 +314,14 @@ fn print_run(r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
         }
     }
     if r["agent"] != "exec" {
-        let tk = &r["tokens"];
         println!(
-            "  tokens {} in, {} out, {} cache read{}",
-            tk["input"],
-            tk["output"],
-            tk["cache_read"],
-            r["cost_usd"]
-                .as_f64()
-                .map(|c| format!("; ${c:.4}"))
-                .unwrap_or_default()
+            "  model {}; tokens {}; cost {}",
+            r["model"]
+                .as_str()
+                .filter(|m| !m.is_empty())
+                .unwrap_or("not reported"),
+            tokens_text(&r["tokens"]),
+            cost_text(&r["cost_usd"])
         );
     }
     for m in t.marks.iter().filter(|m| m.kind != "info") {
@@ -344,21 +352,153 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The page: one section per run, each an inline SVG timeline.
-fn html(runs: &[(Value, Timeline, LogCheck)], silence: u64) -> String {
+/// The page: a session summary (for a session directory), then one
+/// section per run, each an inline SVG timeline as wide as the page.
+fn html(session: Option<&Value>, runs: &[(Value, Timeline, LogCheck)], silence: u64) -> String {
     let mut out = String::from(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>warden report</title>\n<style>\
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h2{margin:8px 0}.ok{color:#1a7f37}.bad{color:#cf222e}\
-table{border-collapse:collapse;margin:8px 0}td{padding:2px 10px 2px 0;vertical-align:top}svg{border:1px solid #ddd;background:#fafafa}\
-.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}\
+table{border-collapse:collapse;margin:8px 0}td{padding:2px 10px 2px 0;vertical-align:top}svg.timeline{display:block;width:100%;height:auto;border:1px solid #ddd;background:#fafafa}\
+.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}code{font-size:12px}\
 </style></head><body>\n<h1>warden report</h1>\n",
     );
+    if let Some(s) = session {
+        session_summary(&mut out, s, runs);
+    }
     for (r, t, check) in runs {
         section(&mut out, r, t, silence, check);
     }
     out.push_str("</body></html>\n");
     out
 }
+
+/// `text`'s first line, cut to `max` characters with an ellipsis.
+fn shorten(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() <= max && !text.contains('\n') {
+        return line.to_string();
+    }
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+fn tokens_text(t: &Value) -> String {
+    let n = |k: &str| t[k].as_u64().unwrap_or(0);
+    format!(
+        "{} in / {} out / {} cache read / {} cache write ({} in all)",
+        n("input"),
+        n("output"),
+        n("cache_read"),
+        n("cache_write"),
+        timeline::tokens_total(t)
+    )
+}
+
+fn cost_text(c: &Value) -> String {
+    c.as_f64()
+        .map_or("not reported by the agent".into(), |c| format!("${c:.4}"))
+}
+
+/// Commits as HTML list items (escaped), or a sentence when there are none.
+fn commits_html(commits: &[&Value]) -> String {
+    if commits.is_empty() {
+        return "none".into();
+    }
+    let mut html = format!("{}<ul style=\"margin:0;padding-left:18px\">", commits.len());
+    for c in commits {
+        let sha: String = c["sha"].as_str().unwrap_or("").chars().take(10).collect();
+        let _ = write!(
+            html,
+            "<li><code>{}</code> {}</li>",
+            esc(&sha),
+            esc(c["subject"].as_str().unwrap_or(""))
+        );
+    }
+    html.push_str("</ul>");
+    html
+}
+
+fn row(out: &mut String, key: &str, value_html: &str) {
+    let _ = write!(out, "<tr><td>{key}</td><td>{value_html}</td></tr>");
+}
+
+fn session_summary(out: &mut String, s: &Value, runs: &[(Value, Timeline, LogCheck)]) {
+    let verdict = s["verdict"].as_str().unwrap_or("no verdict");
+    let class = if verdict == "succeeded" { "ok" } else { "bad" };
+    let _ = writeln!(
+        out,
+        "<section class=\"session\"><h2>session {} <span class=\"{class}\">{}</span></h2><table>",
+        esc(s["session_id"].as_str().unwrap_or("?")),
+        esc(verdict)
+    );
+    row(
+        out,
+        "iterations",
+        &format!("{} of {}", s["iterations_run"], s["iterations_requested"]),
+    );
+    row(
+        out,
+        "stopped because",
+        &esc(&s["stopped_because"]
+            .as_str()
+            .unwrap_or("?")
+            .replace('_', " ")),
+    );
+    row(
+        out,
+        "duration",
+        &esc(&ms(s["duration_ms"].as_u64().unwrap_or(0))),
+    );
+    let mut each = String::from("<ol style=\"margin:0;padding-left:18px\">");
+    for (r, t, _) in runs {
+        let verdict = r["verdict"]
+            .as_str()
+            .filter(|_| t.finished)
+            .unwrap_or("unfinished");
+        let _ = write!(
+            each,
+            "<li><span class=\"{}\">{}</span> in {}: {}</li>",
+            if verdict == "succeeded" { "ok" } else { "bad" },
+            esc(verdict),
+            esc(&ms(t.duration)),
+            esc(r["reason"].as_str().unwrap_or(""))
+        );
+    }
+    each.push_str("</ol>");
+    row(out, "each iteration", &each);
+    let tool_calls: u64 = runs
+        .iter()
+        .map(|(r, _, _)| r["tool_calls"].as_u64().unwrap_or(0))
+        .sum();
+    row(out, "tool calls", &tool_calls.to_string());
+    row(out, "tokens", &esc(&tokens_text(&s["tokens"])));
+    row(out, "cost", &esc(&cost_text(&s["cost_usd"])));
+    let commits: Vec<&Value> = s["commits"]
+        .as_array()
+        .map(|c| c.iter().collect())
+        .unwrap_or_default();
+    row(out, "commits", &commits_html(&commits));
+    if let Some(wt) = s["worktree"].as_object() {
+        row(
+            out,
+            "worktree",
+            &esc(&format!(
+                "{} on branch {}",
+                wt.get("path").and_then(Value::as_str).unwrap_or("?"),
+                wt.get("branch").and_then(Value::as_str).unwrap_or("?")
+            )),
+        );
+    }
+    out.push_str("</table></section>\n");
+}
+
+/// The drawing's own width; the page scales it to its width.
+const VIEW_WIDTH: f64 = 1200.0;
+/// The column of row labels (wide enough for a shortened command).
+const LABEL_WIDTH: f64 = 240.0;
+/// Characters of a tool call's label.
+const TOOL_LABEL: usize = 38;
 
 fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
     let verdict = match r["verdict"].as_str() {
@@ -368,7 +508,7 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
     let class = if verdict == "succeeded" { "ok" } else { "bad" };
     let _ = writeln!(
         out,
-        "<section><h2>{} <span class=\"{class}\">{}</span></h2>",
+        "<section class=\"run\"><h2>{} <span class=\"{class}\">{}</span></h2>",
         esc(r["run_id"].as_str().unwrap_or("run")),
         esc(verdict)
     );
@@ -392,34 +532,39 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
     } else {
         "no verdict: still going, or its warden was killed before it could finish".to_string()
     };
+    let model = r["model"]
+        .as_str()
+        .filter(|m| !m.is_empty())
+        .unwrap_or("not reported");
     let rows = [
         ("agent", r["agent"].as_str().unwrap_or("").to_string()),
+        ("model", model.to_string()),
         ("why", why),
         ("duration", ms(t.duration)),
         ("longest silence", ms(t.longest_silence)),
         ("tool calls", t.tools.len().to_string()),
-        (
-            "tokens",
-            format!(
-                "{} in / {} out",
-                r["tokens"]["input"], r["tokens"]["output"]
-            ),
-        ),
+        ("tokens", tokens_text(&r["tokens"])),
+        ("cost", cost_text(&r["cost_usd"])),
     ];
     for (k, v) in rows {
-        let _ = write!(out, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
+        row(out, k, &esc(&v));
     }
+    let commits: Vec<&Value> = r["commits"]
+        .as_array()
+        .map(|c| c.iter().collect())
+        .unwrap_or_default();
+    row(out, "commits", &commits_html(&commits));
     out.push_str("</table>\n");
 
-    let width = 1000.0;
-    let left = 90.0;
+    let width = VIEW_WIDTH;
+    let left = LABEL_WIDTH;
     let span = t.duration.max(1) as f64;
-    let x = |ms: u64| left + (ms as f64 / span) * (width - left - 10.0);
+    let x = |ms: u64| left + (ms.min(t.duration) as f64 / span) * (width - left - 16.0);
     let tool_rows = t.tools.len().min(30);
     let height = 150.0 + tool_rows as f64 * 16.0;
     let _ = writeln!(
         out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"timeline\">"
+        "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"100%\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"timeline\">"
     );
     // Time axis.
     for i in 0..=10 {
@@ -432,20 +577,24 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
             esc(&ms(at))
         );
     }
-    // Silences.
+    // Silences: one band each, inset so that two in a row (split by one
+    // line of activity) are two bands.
     let _ = writeln!(
         out,
         "<text x=\"4\" y=\"40\" font-size=\"11\">silence ≥ {}</text>",
         esc(&ms(silence))
     );
     for (a, b) in &t.silences {
+        let (xa, xb) = (x(*a), x(*b));
+        let inset = ((xb - xa) / 4.0).min(1.5);
         let _ = writeln!(
             out,
-            "<rect x=\"{:.1}\" y=\"28\" width=\"{:.1}\" height=\"18\" fill=\"#f6c445\" opacity=\"0.7\"><title>quiet {} from {}</title></rect>",
-            x(*a),
-            (x(*b) - x(*a)).max(1.0),
+            "<rect class=\"silence\" x=\"{:.1}\" y=\"28\" width=\"{:.1}\" height=\"18\" rx=\"2\" fill=\"#f6c445\" stroke=\"#bf8700\" stroke-width=\"0.5\" opacity=\"0.8\"><title>quiet {} from {} to {}</title></rect>",
+            xa + inset,
+            (xb - xa - 2.0 * inset).max(1.0),
             esc(&ms(b.saturating_sub(*a))),
-            esc(&ms(*a))
+            esc(&ms(*a)),
+            esc(&ms(*b))
         );
     }
     // Activity ticks.
@@ -456,13 +605,20 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
     for &a in &t.activity {
         let _ = writeln!(
             out,
-            "<line x1=\"{0:.1}\" y1=\"52\" x2=\"{0:.1}\" y2=\"68\" stroke=\"#0969da\" stroke-width=\"1\"/>",
+            "<line class=\"activity\" x1=\"{0:.1}\" y1=\"52\" x2=\"{0:.1}\" y2=\"68\" stroke=\"#0969da\" stroke-width=\"1\"/>",
             x(a)
         );
     }
-    // Marks.
+    // Marks, the gravest drawn last (on top); then the end of the run.
     let _ = writeln!(out, "<text x=\"4\" y=\"88\" font-size=\"11\">events</text>");
-    for m in &t.marks {
+    let mut marks: Vec<&timeline::Mark> = t.marks.iter().collect();
+    let rank = |k: &str| match k {
+        "error" => 2,
+        "warning" => 1,
+        _ => 0,
+    };
+    marks.sort_by_key(|m| (rank(&m.kind), m.at));
+    for m in marks {
         let color = match m.kind.as_str() {
             "error" => "#cf222e",
             "warning" => "#bf8700",
@@ -470,36 +626,44 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
         };
         let _ = writeln!(
             out,
-            "<circle cx=\"{:.1}\" cy=\"84\" r=\"5\" fill=\"{color}\"><title>{} at {}: {}</title></circle>",
+            "<circle class=\"mark {}\" cx=\"{:.1}\" cy=\"84\" r=\"5\" fill=\"{color}\"><title>{} at {}: {}</title></circle>",
+            esc(&m.kind),
             x(m.at),
             esc(&m.kind),
             esc(&ms(m.at)),
             esc(&m.text)
         );
     }
-    // Tokens over time.
+    let end_color = match verdict {
+        "succeeded" => "#1a7f37",
+        "unfinished" => "#8c959f",
+        _ => "#cf222e",
+    };
+    let _ = writeln!(
+        out,
+        "<circle class=\"end\" cx=\"{:.1}\" cy=\"84\" r=\"6\" fill=\"{end_color}\" stroke=\"#fff\" stroke-width=\"1.5\"><title>end at {}: {}</title></circle>",
+        x(t.duration),
+        esc(&ms(t.duration)),
+        esc(verdict)
+    );
+    // Tokens over time: a step each time the count changed.
     let _ = writeln!(
         out,
         "<text x=\"4\" y=\"116\" font-size=\"11\">tokens</text>"
     );
     if let Some(max) = t.tokens.iter().map(|(_, n)| *n).max().filter(|m| *m > 0) {
-        let mut points = format!("{:.1},126", x(0));
+        let y = |n: u64| 126.0 - (n as f64 / max as f64) * 24.0;
+        let mut d = format!("M{:.1} {:.1}", x(0), y(0));
         for (at, n) in &t.tokens {
-            let y = 126.0 - (*n as f64 / max as f64) * 24.0;
-            let _ = write!(points, " {:.1},{y:.1}", x(*at));
+            let _ = write!(d, " H{:.1} V{:.1}", x(*at), y(*n));
         }
-        let _ = write!(
-            points,
-            " {:.1},{:.1}",
-            x(t.duration),
-            126.0 - (t.tokens.last().map_or(0, |p| p.1) as f64 / max as f64) * 24.0
-        );
+        let _ = write!(d, " H{:.1}", x(t.duration));
         let _ = writeln!(
             out,
-            "<polyline points=\"{points}\" fill=\"none\" stroke=\"#8250df\" stroke-width=\"2\"><title>{max} tokens at most</title></polyline>"
+            "<path class=\"tokens\" d=\"{d}\" fill=\"none\" stroke=\"#8250df\" stroke-width=\"2\"><title>{max} tokens in all</title></path>"
         );
     }
-    // Tool calls as bars.
+    // Tool calls as bars, labelled with what they ran.
     for (i, tool) in t.tools.iter().take(30).enumerate() {
         let y = 140.0 + i as f64 * 16.0;
         let color = if !tool.finished {
@@ -509,18 +673,28 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
         } else {
             "#2da44e"
         };
+        let label = if tool.input.trim().is_empty() {
+            tool.name.clone()
+        } else {
+            format!("{}: {}", tool.name, tool.input.trim())
+        };
+        let full = if tool.input.is_empty() {
+            tool.name.clone()
+        } else {
+            format!("{}: {}", tool.name, tool.input)
+        };
         let _ = writeln!(
             out,
-            "<text x=\"4\" y=\"{:.1}\" font-size=\"10\">{}</text><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"11\" fill=\"{color}\"><title>{} {} at {}: {}</title></rect>",
+            "<text class=\"tool\" x=\"4\" y=\"{:.1}\" font-size=\"10\" font-family=\"monospace\"><title>{}</title>{}</text><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"11\" fill=\"{color}\"><title>{} at {}: {}</title></rect>",
             y + 9.0,
-            esc(&tool.name.chars().take(14).collect::<String>()),
+            esc(&full),
+            esc(&shorten(&label, TOOL_LABEL)),
             x(tool.start),
             y,
             (x(tool.end) - x(tool.start)).max(2.0),
-            esc(&tool.name),
             esc(&ms(tool.end.saturating_sub(tool.start))),
             esc(&ms(tool.start)),
-            esc(&tool.input)
+            esc(&full)
         );
     }
     out.push_str("</svg>\n<p class=\"legend\"><span><i class=\"sw\" style=\"background:#f6c445\"></i>silence</span><span><i class=\"sw\" style=\"background:#0969da\"></i>activity</span><span><i class=\"sw\" style=\"background:#2da44e\"></i>tool call</span><span><i class=\"sw\" style=\"background:#cf222e\"></i>error / unfinished</span><span><i class=\"sw\" style=\"background:#8250df\"></i>tokens</span></p></section>\n");

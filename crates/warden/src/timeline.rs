@@ -1,5 +1,9 @@
 //! A run as a timeline: the facts `warden report` prints and draws, read
 //! from `run.json` and `events.jsonl`. Pure: values in, text out.
+//!
+//! Activity, silences and tokens are the supervisor's, from its `status`
+//! snapshots (activity is a line, and many lines carry no event), and the
+//! finished run's numbers are `run.json`'s: nothing here re-derives them.
 
 use serde_json::Value;
 
@@ -40,24 +44,20 @@ pub struct Timeline {
     pub silences: Vec<(u64, u64)>,
     pub tools: Vec<ToolSpan>,
     pub marks: Vec<Mark>,
-    /// `(t, input + output tokens so far)`.
+    /// `(t, tokens so far)`: the supervisor's count each time it changed.
     pub tokens: Vec<(u64, u64)>,
 }
 
-const ACTIVITY: &[&str] = &[
-    "text",
-    "stderr",
-    "thinking",
-    "tool_started",
-    "tool_progress",
-    "tool_finished",
-    "usage",
-    "session_started",
-    "result",
-    "error",
-    "retry",
-    "oversized_line",
-];
+/// All the tokens of a `tokens` object: its `total` where it has one,
+/// else the sum of its parts.
+pub fn tokens_total(t: &Value) -> u64 {
+    if let Some(total) = t["total"].as_u64() {
+        return total;
+    }
+    ["input", "cache_read", "cache_write", "output"]
+        .iter()
+        .fold(0u64, |n, k| n.saturating_add(t[*k].as_u64().unwrap_or(0)))
+}
 
 pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
     let finished = !report["verdict"].is_null();
@@ -78,13 +78,11 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
         ..Timeline::default()
     };
     let mut open: Vec<(String, ToolSpan)> = Vec::new();
-    let (mut tokens_step, mut tokens_total): (u64, Option<u64>) = (0, None);
+    let mut last_activity: Option<u64> = None;
+    let mut longest = 0;
     for e in events {
         let at = e["t_ms"].as_u64().unwrap_or(0);
         let kind = e["kind"].as_str().unwrap_or("");
-        if ACTIVITY.contains(&kind) {
-            t.activity.push(at);
-        }
         let text = |k: &str| e[k].as_str().unwrap_or("").to_string();
         match kind {
             "tool_started" => open.push((
@@ -118,19 +116,22 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
                     t.tools.push(s);
                 }
             }
-            "usage" => {
-                // Saturating: the numbers come from a file anyone could edit.
-                let n = e["input"]
-                    .as_u64()
-                    .unwrap_or(0)
-                    .saturating_add(e["output"].as_u64().unwrap_or(0));
-                if e["cumulative"].as_bool().unwrap_or(false) {
-                    tokens_total = Some(n);
-                } else {
-                    tokens_step = tokens_step.saturating_add(n);
+            "status" => {
+                if let Some(last) = e["last_activity_ms"].as_u64() {
+                    if last_activity != Some(last) {
+                        t.activity.push(last);
+                        let before = e["silence_before_ms"].as_u64().unwrap_or(0);
+                        if silence_ms > 0 && before >= silence_ms {
+                            t.silences.push((last.saturating_sub(before), last));
+                        }
+                    }
+                    last_activity = Some(last);
                 }
-                t.tokens
-                    .push((at, tokens_total.unwrap_or(tokens_step).max(tokens_step)));
+                longest = longest.max(e["longest_silence_ms"].as_u64().unwrap_or(0));
+                let n = tokens_total(&e["tokens"]);
+                if t.tokens.last().map(|p| p.1) != Some(n) {
+                    t.tokens.push((at, n));
+                }
             }
             "stall_warning" => t.marks.push(Mark {
                 at,
@@ -163,7 +164,12 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
             }),
             "exited" => t.marks.push(Mark {
                 at,
-                kind: "info".into(),
+                // Killed, or failed by its own exit: not a green dot.
+                kind: if e["signal"].is_null() && e["exit_code"].as_i64() == Some(0) {
+                    "info".into()
+                } else {
+                    "error".into()
+                },
                 text: format!("exited (code {}, signal {})", e["exit_code"], e["signal"]),
             }),
             "terminating" => t.marks.push(Mark {
@@ -183,16 +189,18 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
         t.tools.push(s);
     }
     t.tools.sort_by_key(|s| s.start);
-    // Silences: between activities, from the start, and to the end.
-    let mut prev = 0;
-    let mut longest = 0;
-    for &a in t.activity.iter().chain(std::iter::once(&duration)) {
-        let gap = a.saturating_sub(prev);
-        longest = longest.max(gap);
-        if silence_ms > 0 && gap >= silence_ms {
-            t.silences.push((prev, a));
+    // The silence still going at the end (or at the last event): from the
+    // last activity the supervisor wrote down, else run.json's, else the
+    // start when there was none. A run recorded with no status snapshots
+    // but with activity has no silence to draw.
+    let last = last_activity.or(report["last_activity_ms"].as_u64());
+    let no_activity = report["activity_lines"].as_u64().unwrap_or(0) == 0;
+    if let Some(from) = last.or(no_activity.then_some(0)) {
+        let tail = duration.saturating_sub(from);
+        longest = longest.max(tail);
+        if silence_ms > 0 && tail >= silence_ms {
+            t.silences.push((from, duration));
         }
-        prev = prev.max(a);
     }
     let reported = |k: &str| report[k].as_u64().filter(|_| finished);
     t.first_activity = reported("time_to_first_activity_ms").or(t.activity.first().copied());
@@ -205,14 +213,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn status(t: u64, last: u64, before: u64, tokens: u64) -> Value {
+        json!({"t_ms": t, "kind": "status", "last_activity_ms": last,
+               "silence_before_ms": before, "longest_silence_ms": before,
+               "tokens": {"input": tokens, "output": 0}})
+    }
+
     #[test]
     fn an_unfinished_run_is_drawn_up_to_its_last_event() {
         // The first run.json: no verdict, 0 ms; the events went on.
         let report = json!({"verdict": null, "duration_ms": 0, "time_to_first_activity_ms": null});
         let events = [
-            json!({"t_ms": 40, "kind": "session_started"}),
+            status(40, 40, 40, 0),
             json!({"t_ms": 5000, "kind": "tool_started", "id": "t1", "name": "Bash"}),
+            status(5000, 5000, 4960, 0),
             json!({"t_ms": 9000, "kind": "text", "text": "still here"}),
+            status(9000, 9000, 4000, 0),
         ];
         let t = build(&report, &events, 1000);
         assert!(!t.finished);
@@ -224,10 +240,33 @@ mod tests {
     }
 
     #[test]
+    fn back_to_back_silences_are_two_and_come_from_the_supervisor() {
+        // Lines with no event (no `text`) are activity all the same: the
+        // status snapshots say so.
+        let report = json!({"verdict": "stalled", "duration_ms": 9000, "longest_silence_ms": 5000});
+        let events = [
+            status(10, 10, 10, 0),
+            status(2000, 2000, 1990, 100),
+            status(4000, 4000, 2000, 100),
+            json!({"t_ms": 8000, "kind": "text", "text": "an event is not activity here"}),
+        ];
+        let t = build(&report, &events, 1500);
+        assert_eq!(
+            t.silences,
+            vec![(10, 2000), (2000, 4000), (4000, 9000)],
+            "each silence its own band, the last up to the end"
+        );
+        assert_eq!(t.activity, vec![10, 2000, 4000]);
+        assert_eq!(t.longest_silence, 5000, "run.json's number");
+        assert_eq!(t.tokens, vec![(10, 0), (2000, 100)]);
+    }
+
+    #[test]
     fn forged_numbers_do_not_overflow() {
         let report = json!({"verdict": "succeeded", "duration_ms": u64::MAX});
         let events = [
-            json!({"t_ms": u64::MAX, "kind": "usage", "input": u64::MAX, "output": u64::MAX}),
+            json!({"t_ms": u64::MAX, "kind": "status", "last_activity_ms": u64::MAX,
+                   "silence_before_ms": u64::MAX, "tokens": {"input": u64::MAX, "output": u64::MAX}}),
             json!({"t_ms": 3, "kind": "usage", "input": u64::MAX, "output": 1}),
         ];
         let t = build(&report, &events, 1);

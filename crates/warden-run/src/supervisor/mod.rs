@@ -11,6 +11,10 @@
 //! (bounded by `drain_grace`) → Finalized. Terminating (SIGTERM, then
 //! SIGKILL after `kill_grace`) can begin from any phase before Exited.
 //!
+//! What the supervisor decides about activity, the stall clock, tokens and
+//! the open tool call goes into the event stream as `status` snapshots
+//! (`status`), so that no view has to re-derive it.
+//!
 //! Invariants:
 //! - every byte read is written to the tee before it is decoded;
 //! - the run finalizes only when the agent's exit is known (or it was
@@ -31,6 +35,7 @@ use warden_process::{RunTree, ShimMessage, Signal};
 use crate::artifacts::RunDir;
 
 mod report;
+mod status;
 use crate::clocks::{Clock, ClockState};
 use crate::defaults;
 use crate::limits::Limits;
@@ -132,6 +137,8 @@ pub struct Supervisor {
     escaped: Vec<String>,
     /// The processes still there when the wait after SIGKILL ran out.
     final_left: Vec<(i32, String)>,
+    /// The snapshots of what the supervisor decided (see `status`).
+    status: status::StatusFeed,
 }
 
 /// How much of an `exec` run's last output is kept for `--output-tag`.
@@ -199,6 +206,7 @@ impl Supervisor {
             sandbox_helpers: Vec::new(),
             escaped: Vec::new(),
             final_left: Vec::new(),
+            status: status::StatusFeed::default(),
         }
     }
 
@@ -273,9 +281,14 @@ impl Supervisor {
                 break;
             }
             let next = self.clocks.next();
+            // A status snapshot may be due before the next clock.
+            let wake = match (next.map(|(at, _)| at), self.status.due(Instant::now())) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let sleep = async {
-                match next {
-                    Some((at, _)) => tokio::time::sleep_until(at.into()).await,
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
                     None => std::future::pending().await,
                 }
             };
@@ -291,7 +304,7 @@ impl Supervisor {
                     None => control_open = false,
                 },
                 () = sleep => {
-                    if let Some((_, clock)) = next {
+                    if let Some((_, clock)) = next.filter(|(at, _)| *at <= Instant::now()) {
                         // An exit reported in the same instant wins: the
                         // agent ended by itself before the clock could act.
                         if self.shim_open && self.exit.is_none() {
@@ -311,9 +324,11 @@ impl Supervisor {
                     }
                 }
             }
+            self.status_tick(Instant::now(), false);
             self.flush_events();
             self.live.flush();
         }
+        self.status_tick(Instant::now(), true);
         // Whatever is still alive (a process that ignores SIGTERM and left
         // the pipes alone, say) is killed now; the shim makes sure of it.
         if !self.empty {
@@ -418,6 +433,14 @@ impl Supervisor {
                         timeout_ms,
                     },
                 ) => {
+                    self.status.calls.push((
+                        id.clone(),
+                        warden_events::OpenCall {
+                            name: name.clone(),
+                            input: input.clone(),
+                            since_ms: self.ms(now),
+                        },
+                    ));
                     if let (Some(t), Some(stall)) = (timeout_ms, self.clocks.stall_timeout)
                         && Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN > stall
                     {
@@ -472,6 +495,8 @@ impl Supervisor {
         self.longest_silence = self
             .longest_silence
             .max(now.saturating_duration_since(since));
+        self.status
+            .on_activity(now.saturating_duration_since(since));
         self.first_activity.get_or_insert(now);
         self.clocks.last_activity = Some(now);
         self.clocks.warned = false;

@@ -96,10 +96,14 @@ pub fn status(s: &ViewState, color: bool) -> String {
     parts.push(short(s.started.elapsed()));
     let quiet = s.last_activity.elapsed();
     let mut q = format!("quiet {}", short(quiet));
-    if let Some(stall) = s.stall_timeout
+    // Coloured by the supervisor's own deadline (stretched while a tool
+    // with a declared limit runs; none in the completion window), so the
+    // colour never shows a stall that is not coming.
+    if let Some(deadline) = s.stall_deadline
         && color
     {
-        let frac = quiet.as_secs_f64() / stall.as_secs_f64();
+        let stall = deadline.saturating_duration_since(s.last_activity);
+        let frac = quiet.as_secs_f64() / stall.as_secs_f64().max(0.001);
         if frac >= 0.8 {
             q = format!("\x1b[31m{q}\x1b[0m");
         } else if frac >= 0.5 {
@@ -107,7 +111,7 @@ pub fn status(s: &ViewState, color: bool) -> String {
         }
     }
     parts.push(q);
-    if let Some((_, name, since)) = &s.tool {
+    if let Some((name, _, since)) = &s.tool {
         parts.push(format!(
             "{} {}",
             super::github::neutralize(name),
@@ -117,8 +121,8 @@ pub fn status(s: &ViewState, color: bool) -> String {
     if s.tool_calls > 0 {
         parts.push(format!("{} tools", s.tool_calls));
     }
-    if s.tokens_in + s.tokens_out > 0 {
-        let mut t = format!("{}/{} tok", kilo(s.tokens_in), kilo(s.tokens_out));
+    if s.tokens.input + s.tokens.output > 0 {
+        let mut t = format!("{}/{} tok", kilo(s.tokens.input), kilo(s.tokens.output));
         if let Some(c) = s.cost {
             t.push_str(&format!(" ${c:.2}"));
         }
@@ -189,6 +193,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn quiet_is_red_only_near_the_supervisors_own_deadline() {
+        use std::time::Instant;
+        let limits = warden_run::Limits {
+            stall_timeout: Some(Duration::from_secs(12)),
+            ..warden_run::Limits::default()
+        };
+        let mut s = ViewState::new(warden_events::Agent::Claude, &limits);
+        s.last_activity = Instant::now() - Duration::from_secs(10);
+        // A tool with a declared 15 min limit is open: the deadline is far.
+        s.stall_deadline = Some(s.last_activity + Duration::from_secs(930));
+        assert!(
+            !status(&s, true).contains("\x1b[31m"),
+            "{}",
+            status(&s, true)
+        );
+        s.stall_deadline = Some(s.last_activity + Duration::from_secs(12));
+        assert!(status(&s, true).contains("\x1b[31m"));
+        // The completion window: no stall is coming.
+        s.stall_deadline = None;
+        assert!(!status(&s, true).contains("\x1b["));
+    }
+
+    #[test]
     fn fit_cuts_by_visible_width_and_closes_colour() {
         assert_eq!(fit("abcdef", 10), "abcdef");
         assert_eq!(fit("abcdef", 4), "abcd…");
@@ -199,23 +226,33 @@ mod tests {
     }
 
     #[test]
-    fn status_counts_retry_events() {
+    fn status_shows_the_supervisors_retry_count() {
         use warden_events::Event;
+        use warden_events::event::Stamped;
         let mut s = ViewState::new(warden_events::Agent::Gemini, &Default::default());
         assert!(!status(&s, false).contains("retr"));
-        let retry = Event::Retry {
-            attempt: Some(1),
-            max_attempts: None,
-            delay_ms: None,
-            reason: "with status 429".into(),
+        let snapshot = |retries| Stamped {
+            t_ms: 10,
+            event: Event::Status {
+                last_activity_ms: Some(5),
+                activity_lines: 1,
+                silence_before_ms: 0,
+                longest_silence_ms: 5,
+                stall_deadline_ms: None,
+                tokens: Default::default(),
+                cost_usd: None,
+                tool_calls: 0,
+                retries,
+                tool: None,
+            },
         };
-        s.observe(&retry);
+        s.observe(&snapshot(1));
         assert!(
             status(&s, false).contains("│ 1 retry"),
             "{}",
             status(&s, false)
         );
-        s.observe(&retry);
+        s.observe(&snapshot(2));
         assert!(
             status(&s, false).contains("│ 2 retries"),
             "{}",

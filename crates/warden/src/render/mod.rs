@@ -17,25 +17,33 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use warden_events::{Agent, Event};
+use warden_events::{Agent, Event, Tokens};
 use warden_run::{Limits, Report, Stamped};
 
 use crate::settings::Resolved;
 use console::{Priority, Stream};
 
-/// What the view knows about the run, from its events.
+/// What the view knows about the run. Activity, the stall clock, tokens
+/// and the open tool call are what the supervisor decided, read from its
+/// status snapshots ([`Event::Status`]): a view never re-derives them
+/// from the other events (many activity lines carry no event).
 #[derive(Debug, Clone)]
 pub struct ViewState {
     pub agent: Agent,
     pub model: Option<String>,
+    /// The run's start, as near as the view can tell: re-anchored on the
+    /// first event from the event's own time.
     pub started: Instant,
+    anchored: bool,
+    /// The last activity the supervisor saw (the start before any).
     pub last_activity: Instant,
     pub stall_timeout: Option<Duration>,
-    /// The tool running now: name and since when.
-    pub tool: Option<(String, String, Instant)>,
+    /// When the supervisor will end the run as stalled, if it will.
+    pub stall_deadline: Option<Instant>,
+    /// The tool call open now: name, input and since when.
+    pub tool: Option<(String, Option<String>, Instant)>,
     pub tool_calls: u32,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
+    pub tokens: Tokens,
     pub cost: Option<f64>,
     pub iteration: Option<(u32, u32)>,
     pub last_text: Option<String>,
@@ -51,12 +59,13 @@ impl ViewState {
             agent,
             model: None,
             started: now,
+            anchored: false,
             last_activity: now,
             stall_timeout: limits.armed_stall_timeout(),
+            stall_deadline: None,
             tool: None,
             tool_calls: 0,
-            tokens_in: 0,
-            tokens_out: 0,
+            tokens: Tokens::default(),
             cost: None,
             iteration: None,
             last_text: None,
@@ -64,9 +73,22 @@ impl ViewState {
         }
     }
 
-    pub fn observe(&mut self, e: &Event) {
-        let now = Instant::now();
-        match e {
+    /// The instant `t_ms` after the run's start.
+    fn at(&self, t_ms: u64) -> Instant {
+        self.started
+            .checked_add(Duration::from_millis(t_ms))
+            .unwrap_or(self.started)
+    }
+
+    pub fn observe(&mut self, e: &Stamped) {
+        if !self.anchored {
+            self.anchored = true;
+            if let Some(start) = Instant::now().checked_sub(Duration::from_millis(e.t_ms)) {
+                self.started = start;
+                self.last_activity = start;
+            }
+        }
+        match &e.event {
             Event::SessionStarted { model, .. } if model.is_some() => {
                 self.model.clone_from(model);
             }
@@ -75,57 +97,29 @@ impl ViewState {
                     self.last_text = Some(line.trim().to_string());
                 }
             }
-            Event::ToolStarted { id, name, .. } => {
-                self.tool = Some((id.clone(), name.clone(), now));
-                self.tool_calls += 1;
-            }
-            Event::ToolFinished { id, .. }
-                if self.tool.as_ref().is_some_and(|(t, _, _)| t == id) =>
-            {
-                self.tool = None;
-            }
-            Event::Retry { .. } => self.retries += 1,
-            Event::Usage {
+            Event::Status {
+                last_activity_ms,
+                stall_deadline_ms,
                 tokens,
                 cost_usd,
-                cumulative,
+                tool_calls,
+                retries,
+                tool,
+                ..
             } => {
-                if *cumulative {
-                    self.tokens_in = tokens.input;
-                    self.tokens_out = tokens.output;
-                    if cost_usd.is_some() {
-                        self.cost = *cost_usd;
-                    }
-                } else {
-                    self.tokens_in += tokens.input;
-                    self.tokens_out += tokens.output;
-                    if let Some(c) = cost_usd {
-                        *self.cost.get_or_insert(0.0) += c;
-                    }
-                }
+                self.last_activity = self.at(last_activity_ms.unwrap_or(0));
+                self.stall_deadline = stall_deadline_ms.map(|t| self.at(t));
+                self.tokens = *tokens;
+                self.cost = *cost_usd;
+                self.tool_calls = *tool_calls;
+                self.retries = *retries;
+                self.tool = tool
+                    .as_ref()
+                    .map(|c| (c.name.clone(), c.input.clone(), self.at(c.since_ms)));
             }
             _ => {}
         }
-        if is_activity(e) {
-            self.last_activity = now;
-        }
     }
-}
-
-/// Events that come from an agent line (what the stall clock counts).
-fn is_activity(e: &Event) -> bool {
-    !matches!(
-        e,
-        Event::Spawned { .. }
-            | Event::StallWarning { .. }
-            | Event::CompletionSignal
-            | Event::Exited { .. }
-            | Event::Orphan { .. }
-            | Event::Terminating { .. }
-            | Event::Signalled { .. }
-            | Event::OutputTruncated { .. }
-            | Event::Finished { .. }
-    )
 }
 
 pub fn ms(ms: u64) -> String {
@@ -288,10 +282,20 @@ impl Inner {
         self.last_heartbeat = Instant::now();
         let quiet = short(self.state.last_activity.elapsed());
         let mut msg = format!("still running; last activity {quiet} ago");
-        if let Some(s) = self.state.stall_timeout {
-            msg.push_str(&format!(" (stall timeout {})", dur(Some(s))));
+        // The supervisor's own deadline (stretched while a tool with a
+        // declared limit runs), not the setting.
+        match self.state.stall_deadline {
+            Some(at) => msg.push_str(&format!(
+                " (ended as stalled in {} if it stays quiet)",
+                short(at.saturating_duration_since(Instant::now()))
+            )),
+            None => {
+                if let Some(s) = self.state.stall_timeout {
+                    msg.push_str(&format!(" (stall timeout {})", dur(Some(s))));
+                }
+            }
         }
-        if let Some((_, name, since)) = &self.state.tool {
+        if let Some((name, _, since)) = &self.state.tool {
             msg.push_str(&format!(
                 "; tool {name} running for {}",
                 short(since.elapsed())
@@ -313,7 +317,7 @@ impl Inner {
             };
             console::raw(Stream::Stdout, priority, github::json_line(line));
         }
-        self.state.observe(&ev.event);
+        self.state.observe(ev);
         let agent = self.state.agent;
         match &ev.event {
             Event::Spawned {

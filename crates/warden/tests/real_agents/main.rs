@@ -18,3 +18,4 @@ mod support;
 mod kit;
 mod retries;
 mod scenarios;
+mod views12;

@@ -22,3 +22,4 @@ mod session;
 mod settings;
 mod signals;
 mod view;
+mod views12;
