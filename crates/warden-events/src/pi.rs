@@ -123,7 +123,8 @@ impl Decode for Pi {
         };
         match l.ty.as_ref() {
             "session" => out.session(l.id, None, None),
-            "turn_start" => out.summary.turns += 1,
+            // One turn of pi is one model call and the tools it asked for.
+            "turn_start" => out.turn(),
             "message_end" => {
                 if let Some(m) = l.message
                     && m.role.as_deref() == Some("assistant")
@@ -207,6 +208,8 @@ impl Pi {
             }
         }
         if let Some(u) = m.usage {
+            // pi's terms are warden's: `input` leaves out the cached
+            // tokens, and reasoning is part of `output`.
             let tokens = Tokens {
                 input: as_u64(u.input),
                 output: as_u64(u.output),

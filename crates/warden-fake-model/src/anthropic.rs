@@ -4,7 +4,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::sse::{self, End};
-use crate::{INPUT_TOKENS, OUTPUT_TOKENS, Reply, ShellTool, Turn};
+use crate::{Reply, ShellTool, Turn, Usage};
 
 pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
@@ -16,13 +16,15 @@ pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     }))
 }
 
-fn usage(output: u64) -> Value {
-    json!({"input_tokens": INPUT_TOKENS, "output_tokens": output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+/// Anthropic counts input without the cached parts, and thinking as
+/// output.
+fn usage(u: &Usage, output: u64) -> Value {
+    json!({"input_tokens": u.input, "output_tokens": output, "cache_creation_input_tokens": u.cache_write, "cache_read_input_tokens": u.cache_read})
 }
 
 pub fn reply(r: Reply<'_>) -> Response {
     let id = format!("msg_fake_{}", r.serial);
-    let start = json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(1)}});
+    let start = json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&r.usage, 1)}});
     let (block, delta, stop_reason) = match &r.turn {
         Turn::Status(code) => {
             let kind = match code {
@@ -72,7 +74,7 @@ pub fn reply(r: Reply<'_>) -> Response {
         } else {
             json!({"type": "text", "text": delta["text"]})
         };
-        return axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [content], "stop_reason": stop_reason, "stop_sequence": null, "usage": usage(OUTPUT_TOKENS)})).into_response();
+        return axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [content], "stop_reason": stop_reason, "stop_sequence": null, "usage": usage(&r.usage, r.usage.output)})).into_response();
     }
     let frames = vec![
         sse::frame(Some("message_start"), &start),
@@ -90,7 +92,7 @@ pub fn reply(r: Reply<'_>) -> Response {
         ),
         sse::frame(
             Some("message_delta"),
-            &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": OUTPUT_TOKENS}}),
+            &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": usage(&r.usage, r.usage.output)}),
         ),
         sse::frame(Some("message_stop"), &json!({"type": "message_stop"})),
     ];

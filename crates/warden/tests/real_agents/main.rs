@@ -15,5 +15,6 @@
 #[path = "../run/support.rs"]
 mod support;
 
+mod fields;
 mod kit;
 mod scenarios;
