@@ -7,7 +7,8 @@
 //! `stop`, or `done`; an `error` line fails the run.
 //!
 //! A step is one model call. OpenCode's `tokens.input` leaves out the
-//! cached tokens, as warden's does. Since a tool is printed only when
+//! cached tokens, as warden's does; its `tokens.output` leaves out the
+//! reasoning, which warden's counts. Since a tool is printed only when
 //! done, its duration is OpenCode's own (`state.time`), not the time
 //! between events. The model is not in the stream: the report takes it
 //! from the command line.
@@ -178,12 +179,15 @@ impl Decode for OpenCode {
                         read: None,
                         write: None,
                     });
+                    // OpenCode's `output` leaves the reasoning out; warden's
+                    // counts it.
+                    let reasoning = as_u64(t.reasoning);
                     let tokens = Tokens {
                         input: as_u64(t.input),
-                        output: as_u64(t.output),
+                        output: as_u64(t.output) + reasoning,
                         cache_read: as_u64(cache.read),
                         cache_write: as_u64(cache.write),
-                        reasoning: as_u64(t.reasoning),
+                        reasoning,
                     };
                     out.usage_step(tokens, p.cost);
                 }

@@ -92,6 +92,36 @@ pub fn usage_matches_the_server(agent: &'static str) {
     );
 }
 
+/// One model call whose output includes reasoning (and, for Claude, the
+/// only API with the notion, tokens written to the cache): `output` counts
+/// the reasoning, `reasoning` says how much of it there was, where the CLI
+/// passes that on.
+pub fn reasoning_is_part_of_output(agent: &'static str) {
+    let usage = Usage {
+        input: 500,
+        cache_read: 20,
+        cache_write: if agent == "claude" { 30 } else { 0 },
+        output: 90,
+        reasoning: 40,
+    };
+    let Some(kit) = Kit::with_usage(agent, |_| vec![Turn::Text("all done".into())], usage) else {
+        return;
+    };
+    let done = kit.run("say done", &["--timeout", "120s"]);
+    let why = explain(&kit, &done);
+    assert_eq!(done.verdict(), "succeeded", "{why}");
+    let t = &done.report()["tokens"];
+    let want = |field: &str, n: u64| {
+        assert_eq!(ms(&t[field]), n, "tokens.{field} in {t}\n{why}");
+    };
+    want("input", usage.input);
+    want("cache_read", usage.cache_read);
+    want("cache_write", usage.cache_write);
+    want("output", usage.output);
+    want("total", usage.total());
+    eprintln!("{agent}: reasoning reported as {}", t["reasoning"]);
+}
+
 /// Claude Code, stopped by Ctrl-C while a tool runs: no `result` comes, so
 /// the output tokens are the ones its messages reported, the last usage of
 /// each message, not the first.
@@ -147,6 +177,11 @@ macro_rules! per_agent {
                 #[test]
                 fn usage_and_turns_match_the_server() {
                     super::usage_matches_the_server(stringify!($agent));
+                }
+
+                #[test]
+                fn reasoning_is_part_of_output() {
+                    super::reasoning_is_part_of_output(stringify!($agent));
                 }
             }
         )*
