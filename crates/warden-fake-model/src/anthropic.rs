@@ -25,6 +25,7 @@ fn usage(u: &Usage, output: u64) -> Value {
 pub fn reply(r: Reply<'_>) -> Response {
     let id = format!("msg_fake_{}", r.serial);
     let start = json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&r.usage, 1)}});
+    let say = r.say.as_deref();
     let (block, delta, stop_reason) = match &r.turn {
         Turn::Status(code) => {
             let kind = match code {
@@ -64,6 +65,7 @@ pub fn reply(r: Reply<'_>) -> Response {
             json!({"type": "text_delta", "text": t}),
             "end_turn",
         ),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
     if !r.stream {
         let content = if stop_reason == "tool_use" {
@@ -74,27 +76,44 @@ pub fn reply(r: Reply<'_>) -> Response {
         } else {
             json!({"type": "text", "text": delta["text"]})
         };
-        return axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [content], "stop_reason": stop_reason, "stop_sequence": null, "usage": usage(&r.usage, r.usage.output)})).into_response();
+        let mut all: Vec<Value> = say
+            .map(|t| json!({"type": "text", "text": t}))
+            .into_iter()
+            .collect();
+        all.push(content);
+        return axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": r.model, "content": all, "stop_reason": stop_reason, "stop_sequence": null, "usage": usage(&r.usage, r.usage.output)})).into_response();
     }
-    let frames = vec![
-        sse::frame(Some("message_start"), &start),
-        sse::frame(
-            Some("content_block_start"),
-            &json!({"type": "content_block_start", "index": 0, "content_block": block}),
-        ),
-        sse::frame(
-            Some("content_block_delta"),
-            &json!({"type": "content_block_delta", "index": 0, "delta": delta}),
-        ),
-        sse::frame(
-            Some("content_block_stop"),
-            &json!({"type": "content_block_stop", "index": 0}),
-        ),
+    let mut blocks = Vec::new();
+    if let Some(t) = say {
+        blocks.push((
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": t}),
+        ));
+    }
+    blocks.push((block, delta));
+    let mut frames = vec![sse::frame(Some("message_start"), &start)];
+    for (index, (block, delta)) in blocks.into_iter().enumerate() {
+        frames.extend([
+            sse::frame(
+                Some("content_block_start"),
+                &json!({"type": "content_block_start", "index": index, "content_block": block}),
+            ),
+            sse::frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            ),
+            sse::frame(
+                Some("content_block_stop"),
+                &json!({"type": "content_block_stop", "index": index}),
+            ),
+        ]);
+    }
+    frames.extend([
         sse::frame(
             Some("message_delta"),
             &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": usage(&r.usage, r.usage.output)}),
         ),
         sse::frame(Some("message_stop"), &json!({"type": "message_stop"})),
-    ];
+    ]);
     sse::response(frames, End::Done)
 }

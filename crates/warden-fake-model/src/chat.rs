@@ -59,6 +59,7 @@ pub fn reply(r: Reply<'_>) -> Response {
             "stop",
         ),
         Turn::Text(t) => (json!({"content": t}), "stop"),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
     if !r.stream {
         let mut message = delta.clone();

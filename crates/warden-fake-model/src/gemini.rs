@@ -68,6 +68,7 @@ pub fn reply(r: Reply<'_>) -> Response {
         }
         Turn::Shell(cmd) => json!([{"text": format!("(no shell tool offered for {cmd})")}]),
         Turn::Text(t) => json!([{"text": t}]),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
     let full = body(parts, Some("STOP"));
     if !r.stream {

@@ -40,6 +40,11 @@ pub enum Turn {
     Drop,
     /// Answer with this HTTP error status (401, 429, 500, ...).
     Status(u16),
+    /// Say this text, then call the shell tool with this command, in one
+    /// answer. Only the Anthropic API says the text; the others answer
+    /// it as [`Turn::Shell`]. Protocol modules see it as a `Shell` turn
+    /// with [`Reply::say`].
+    SayThenShell(String, String),
 }
 
 /// One request the server received.
@@ -95,7 +100,10 @@ impl Usage {
 
 /// What a protocol module needs to answer one request.
 pub(crate) struct Reply<'a> {
+    /// Never a `SayThenShell`: that comes as a `Shell` and `say`.
     pub turn: Turn,
+    /// Text to say before the turn's tool call.
+    pub say: Option<String>,
     /// The shell tool as the request declared it: its name, the argument
     /// that carries the command, and whether it wants a description.
     pub tool: Option<ShellTool>,
@@ -322,8 +330,13 @@ async fn handle(
             )
                 .into_response();
         };
+    let (turn, say) = match turn() {
+        Turn::SayThenShell(text, cmd) => (Turn::Shell(cmd), Some(text)),
+        t => (t, None),
+    };
     answer(Reply {
-        turn: turn(),
+        turn,
+        say,
         tool: find_tool(&json),
         model: &model,
         stream,

@@ -55,6 +55,7 @@ pub fn reply(r: Reply<'_>) -> Response {
         }
         Turn::Shell(cmd) => message(&format!("(no shell tool offered for {cmd})"), r.serial),
         Turn::Text(t) => message(t, r.serial),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
     let done = json!({"type": "response.completed", "response": {"id": id, "object": "response", "created_at": 0, "status": "completed", "model": r.model, "output": [item], "usage": usage(&r.usage)}});
     if !r.stream {

@@ -165,6 +165,40 @@ pub fn claude_output_tokens_without_result() {
     let _ = kit.leftovers("sleep 60");
 }
 
+/// Claude Code says it is done and then runs a long tool: warden ends it
+/// when the completion window runs out, with no `result`. The output
+/// tokens are still the server's.
+pub fn claude_output_tokens_after_forced_completion() {
+    let script = vec![Turn::SayThenShell(
+        "finished <promise>COMPLETE</promise>".into(),
+        "sleep 61".into(),
+    )];
+    let Some(kit) = Kit::with_usage("claude", |_| script, USAGE) else {
+        return;
+    };
+    let done = kit.run(
+        "finish, then wait",
+        &["--completion-timeout", "1500ms", "--kill-grace", "1s"],
+    );
+    let why = explain(&kit, &done);
+    let r = done.report();
+    assert_eq!(r["forced_completion"], true, "{why}");
+    assert!(
+        r["terminal_event_ms"].is_null(),
+        "a result came: the case is not what it means to be\n{why}"
+    );
+    let t = &r["tokens"];
+    assert_eq!(ms(&t["output"]), USAGE.output, "tokens {t}\n{why}");
+    assert_eq!(ms(&t["total"]), USAGE.total(), "tokens {t}\n{why}");
+    assert_eq!(ms(&r["turns"]), 1, "{why}");
+    let _ = kit.leftovers("sleep 61");
+}
+
+#[test]
+fn claude_output_tokens_after_a_forced_completion() {
+    claude_output_tokens_after_forced_completion();
+}
+
 #[test]
 fn claude_output_tokens_when_no_result_arrives() {
     claude_output_tokens_without_result();
