@@ -45,12 +45,14 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// Adds `other`, count by count; a count that would overflow (numbers
+    /// from a stream anyone could write) stops at the maximum.
     pub fn add(&mut self, other: &Tokens) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.reasoning += other.reasoning;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.reasoning = self.reasoning.saturating_add(other.reasoning);
     }
 
     /// Every token the model read or wrote.

@@ -93,13 +93,13 @@ impl Stats {
         // The thoughts are what the total has beyond prompt and answer.
         let thoughts = self
             .total_tokens
-            .map(|t| as_u64(Some(t)).saturating_sub(prompt + candidates))
+            .map(|t| as_u64(Some(t)).saturating_sub(prompt.saturating_add(candidates)))
             .unwrap_or(0);
         Tokens {
             input: self
                 .input
                 .map_or(prompt.saturating_sub(cached), |i| as_u64(Some(i))),
-            output: candidates + thoughts,
+            output: candidates.saturating_add(thoughts),
             cache_read: cached,
             cache_write: 0,
             reasoning: thoughts,

@@ -184,7 +184,7 @@ impl Decode for OpenCode {
                     let reasoning = as_u64(t.reasoning);
                     let tokens = Tokens {
                         input: as_u64(t.input),
-                        output: as_u64(t.output) + reasoning,
+                        output: as_u64(t.output).saturating_add(reasoning),
                         cache_read: as_u64(cache.read),
                         cache_write: as_u64(cache.write),
                         reasoning,

@@ -120,3 +120,28 @@ fn opencode_output_includes_reasoning_and_tools_keep_their_duration() {
     });
     assert_eq!(took, Some(127_000));
 }
+
+#[test]
+fn forged_token_counts_saturate_instead_of_overflowing() {
+    let big = "1e30";
+    let s = decode(
+        Agent::OpenCode,
+        &[
+            &format!(
+                r#"{{"type":"step_finish","sessionID":"s","part":{{"reason":"tool-calls","tokens":{{"input":{big},"output":{big},"reasoning":{big},"cache":{{"read":{big},"write":0}}}}}}}}"#
+            ),
+            &format!(
+                r#"{{"type":"step_finish","sessionID":"s","part":{{"reason":"stop","tokens":{{"input":{big},"output":{big},"reasoning":0}}}}}}"#
+            ),
+        ],
+    );
+    assert_eq!(s.tokens.output, u64::MAX);
+    assert_eq!(s.tokens.total(), u64::MAX);
+    let s = decode(
+        Agent::Gemini,
+        &[&format!(
+            r#"{{"type":"result","status":"success","stats":{{"total_tokens":{big},"input_tokens":{big},"output_tokens":{big},"cached":{big}}}}}"#
+        )],
+    );
+    assert_eq!(s.tokens.output, u64::MAX);
+}
