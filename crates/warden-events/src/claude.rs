@@ -429,6 +429,9 @@ impl Claude {
                     return;
                 }
                 self.streaming.retain(|(p, _)| *p != parent);
+                if self.streaming.len() == COUNTED_IDS {
+                    self.streaming.remove(0);
+                }
                 self.streaming.push((parent, id.to_string()));
                 if let Some(u) = m.usage {
                     self.usage_seen(id, u, top_level, out);
