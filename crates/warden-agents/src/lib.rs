@@ -160,6 +160,11 @@ fn shape(agent: Agent) -> Shape {
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                // The partial messages carry each message's final usage;
+                // the whole messages only its first (1 output token), and
+                // without a `result` (Ctrl-C, a forced end) that is all
+                // there would be.
+                "--include-partial-messages",
                 "--dangerously-skip-permissions",
             ],
             effort: Effort::None,
@@ -275,6 +280,7 @@ mod tests {
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                "--include-partial-messages",
                 "--dangerously-skip-permissions",
                 "--model",
                 "opus",

@@ -2,8 +2,12 @@
 //!
 //! One JSON object per line, `type` plus `subtype` for `system` and
 //! `result`. What matters and is easy to get wrong:
-//! - usage is repeated on every content line of one API message: it is
-//!   counted once per `message.id`, and the `result` totals win;
+//! - usage is repeated on every content line of one API message, and the
+//!   output count grows as the message streams (the `assistant` lines say
+//!   1 output token; the partial messages' `message_delta` has the true
+//!   count): the last usage seen per `message.id` counts, and the
+//!   `result` totals win;
+//! - `turns` is the number of top-level message ids (one per model call);
 //! - the terminal event is `result`, and `is_error` decides, not `subtype`
 //!   (API errors can come as `subtype: "success"` with `is_error: true`,
 //!   and exit 0);
@@ -25,10 +29,13 @@ use crate::summary::Out;
 
 #[derive(Debug, Default)]
 pub struct Claude {
-    /// The latest message ids whose usage was counted. The lines of one
-    /// message come together, so a short memory is enough, and a long run
-    /// does not grow it.
-    counted: VecDeque<String>,
+    /// The latest message ids and the usage counted for each. The lines of
+    /// one message come together, so a short memory is enough, and a long
+    /// run does not grow it.
+    counted: VecDeque<(String, Tokens)>,
+    /// The message each stream of partial messages (top level, or one
+    /// subagent's) is on, from its `message_start`.
+    streaming: Vec<(Option<String>, String)>,
     /// Text of the last top-level assistant message, the fallback final text.
     last_text: Option<(String, String)>,
 }
@@ -60,8 +67,6 @@ struct Line<'a> {
     #[serde(default)]
     errors: Option<Vec<serde_json::Value>>,
     #[serde(default)]
-    num_turns: Option<u32>,
-    #[serde(default)]
     total_cost_usd: Option<f64>,
     #[serde(default)]
     usage: Option<Usage>,
@@ -83,6 +88,20 @@ struct Line<'a> {
     tool_use_id: Option<Cow<'a, str>>,
     #[serde(default)]
     elapsed_time_seconds: Option<f64>,
+    // stream_event (with --include-partial-messages)
+    #[serde(default, borrow)]
+    event: Option<&'a RawValue>,
+}
+
+/// The raw API event of a partial message; only what carries usage.
+#[derive(Deserialize)]
+struct StreamEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default, borrow)]
+    message: Option<Message<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
 }
 
 #[derive(Deserialize)]
@@ -110,6 +129,21 @@ struct Usage {
 }
 
 impl Usage {
+    /// `earlier` with the counts this usage gives replaced.
+    fn over(self, earlier: Tokens) -> Tokens {
+        use crate::json::as_u64;
+        let or = |v: Option<f64>, e: u64| v.map_or(e, |v| as_u64(Some(v)));
+        Tokens {
+            input: or(self.input_tokens, earlier.input),
+            output: or(self.output_tokens, earlier.output),
+            cache_read: or(self.cache_read_input_tokens, earlier.cache_read),
+            cache_write: or(self.cache_creation_input_tokens, earlier.cache_write),
+            reasoning: 0,
+        }
+    }
+
+    /// Anthropic's terms are warden's: `input_tokens` leaves out the
+    /// cached parts, and thinking is output.
     fn tokens(self) -> Tokens {
         use crate::json::as_u64;
         Tokens {
@@ -221,6 +255,7 @@ impl Decode for Claude {
                     }
                 }
             }
+            ("stream_event", _) => self.stream_event(&l, out),
             ("tool_progress", _) => out.tool_progress(
                 l.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
                 l.elapsed_time_seconds.map(|s| (s * 1000.0) as u64),
@@ -230,9 +265,9 @@ impl Decode for Claude {
                 if let Some(u) = l.usage {
                     out.usage_total(u.tokens(), l.total_cost_usd);
                 }
-                if let Some(t) = l.num_turns {
-                    out.summary.turns = t;
-                }
+                // `num_turns` is left alone: `turns` counts model calls the
+                // same way for every agent, and Claude's count of its own
+                // turns is not always that.
                 let failed = l
                     .is_error
                     .unwrap_or(l.subtype.as_deref() != Some("success"));
@@ -280,17 +315,8 @@ impl Claude {
         let synthetic = m.model.as_deref() == Some("<synthetic>");
         if let Some(u) = m.usage
             && !synthetic
-            && !id.is_empty()
-            && !self.counted.iter().any(|c| c == id)
         {
-            if self.counted.len() == COUNTED_IDS {
-                self.counted.pop_front();
-            }
-            self.counted.push_back(id.to_string());
-            out.usage_step(u.tokens(), None);
-            if top_level {
-                out.summary.turns += 1;
-            }
+            self.usage_seen(id, u, top_level, out);
         }
         if let Some(model) = &m.model
             && model != "<synthetic>"
@@ -348,6 +374,82 @@ impl Claude {
                 }
             }
             out.text(text);
+        }
+    }
+}
+
+impl Claude {
+    /// A usage seen for message `id`: the first counts in full (and is a
+    /// model call), a later one adds only what it has beyond what was
+    /// counted, so the last and largest usage of each message is what
+    /// adds up.
+    fn usage_seen(&mut self, id: &str, u: Usage, top_level: bool, out: &mut Out<'_>) {
+        if id.is_empty() {
+            return;
+        }
+        match self.counted.iter_mut().find(|(c, _)| c == id) {
+            Some((_, counted)) => {
+                let now = u.over(*counted).max(counted);
+                let more = now.beyond(counted);
+                *counted = now;
+                if !more.is_zero() {
+                    out.usage_step(more, None);
+                }
+            }
+            None => {
+                if self.counted.len() == COUNTED_IDS {
+                    self.counted.pop_front();
+                }
+                let tokens = u.tokens();
+                self.counted.push_back((id.to_string(), tokens));
+                out.usage_step(tokens, None);
+                if top_level {
+                    out.turn();
+                }
+            }
+        }
+    }
+
+    /// A partial message: `message_start` names the message a stream is
+    /// on, and `message_delta` carries its final usage.
+    fn stream_event(&mut self, l: &Line<'_>, out: &mut Out<'_>) {
+        let Some(e) = l
+            .event
+            .and_then(|e| serde_json::from_str::<StreamEvent<'_>>(e.get()).ok())
+        else {
+            return;
+        };
+        let parent = l.parent_tool_use_id.as_deref().map(str::to_string);
+        let top_level = parent.is_none();
+        match e.ty.as_ref() {
+            "message_start" => {
+                let Some(m) = &e.message else { return };
+                let Some(id) = m.id.as_deref() else { return };
+                if m.model.as_deref() == Some("<synthetic>") {
+                    return;
+                }
+                self.streaming.retain(|(p, _)| *p != parent);
+                if self.streaming.len() == COUNTED_IDS {
+                    self.streaming.remove(0);
+                }
+                self.streaming.push((parent, id.to_string()));
+                if let Some(u) = m.usage {
+                    self.usage_seen(id, u, top_level, out);
+                }
+            }
+            "message_delta" => {
+                let Some(u) = e.usage else { return };
+                let Some(id) = self
+                    .streaming
+                    .iter()
+                    .find(|(p, _)| *p == parent)
+                    .map(|(_, id)| id.clone())
+                else {
+                    return;
+                };
+                self.usage_seen(&id, u, top_level, out);
+            }
+            _ => {}
         }
     }
 }

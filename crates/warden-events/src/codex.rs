@@ -7,6 +7,11 @@
 //! (`Reconnecting... 2/5 (why)`) are retries; the others, such as the
 //! error that `turn.failed` then repeats, are errors. Only `turn.failed`
 //! fails the run.
+//!
+//! Codex's `input_tokens` include the cached ones; warden's `input` does
+//! not. Codex reports no model calls: one is counted when the model's
+//! output (a message, reasoning, a tool call) follows the start or a tool
+//! call's end.
 
 use std::borrow::Cow;
 
@@ -23,6 +28,9 @@ use crate::summary::ToolOutput;
 pub struct Codex {
     last_message: Option<String>,
     last_error: Option<String>,
+    /// Whether the model's next output is a new model call: at the start,
+    /// and after a tool call ended (its result goes back to the model).
+    awaiting_model: bool,
 }
 
 #[derive(Deserialize)]
@@ -146,7 +154,7 @@ impl Decode for Codex {
         };
         match l.ty.as_ref() {
             "thread.started" => out.session(l.thread_id, None, None),
-            "turn.started" => out.summary.turns += 1,
+            "turn.started" => self.awaiting_model = true,
             "item.started" | "item.updated" | "item.completed" => {
                 if let Some(item) = l.item {
                     self.item(l.ty.as_ref(), item, out);
@@ -154,10 +162,11 @@ impl Decode for Codex {
             }
             "turn.completed" => {
                 if let Some(u) = l.usage {
+                    let cached = as_u64(u.cached_input_tokens);
                     let tokens = Tokens {
-                        input: as_u64(u.input_tokens),
+                        input: as_u64(u.input_tokens).saturating_sub(cached),
                         output: as_u64(u.output_tokens),
-                        cache_read: as_u64(u.cached_input_tokens),
+                        cache_read: cached,
                         cache_write: as_u64(u.cache_write_input_tokens),
                         reasoning: as_u64(u.reasoning_output_tokens),
                     };
@@ -208,8 +217,31 @@ fn reconnecting(message: &str) -> Option<(Option<u32>, Option<u32>)> {
 }
 
 impl Codex {
+    /// Counts a model call at the first output of the model after the
+    /// start or after a tool call ended.
+    fn count_model_call(&mut self, phase: &str, item: &Item<'_>, id: &str, out: &mut Out<'_>) {
+        let is_tool = item.tool_name().is_some();
+        let open = out.summary.open_tools().any(|(o, _)| o == id);
+        // What the model produced: its messages and reasoning, and tool
+        // calls as they start (or, for tools reported only when done, as
+        // they are reported).
+        let from_model = match item.ty.as_ref() {
+            "agent_message" | "reasoning" | "plan" => phase == "item.completed",
+            _ if is_tool => phase == "item.started" || (phase == "item.completed" && !open),
+            _ => false,
+        };
+        if from_model && self.awaiting_model {
+            self.awaiting_model = false;
+            out.turn();
+        }
+        if is_tool && phase == "item.completed" {
+            self.awaiting_model = true;
+        }
+    }
+
     fn item(&mut self, phase: &str, item: Item<'_>, out: &mut Out<'_>) {
         let id = item.id.as_deref().unwrap_or_default().to_string();
+        self.count_model_call(phase, &item, &id, out);
         match (phase, item.ty.as_ref()) {
             ("item.completed", "agent_message") => {
                 let text = item.text.unwrap_or_default();

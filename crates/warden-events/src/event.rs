@@ -24,8 +24,18 @@ impl Stream {
     }
 }
 
-/// Token counts. Absent counts are zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+/// Token counts, one meaning for every agent (each decoder converts its
+/// CLI's own terms to these). Absent counts are zero.
+///
+/// - `input`: prompt tokens neither read from nor written to the cache;
+/// - `cache_read`: prompt tokens read from the cache;
+/// - `cache_write`: prompt tokens written to the cache;
+/// - `output`: every generated token, reasoning included;
+/// - `reasoning`: the part of `output` that was reasoning (not added on
+///   top of it);
+/// - `total` (serialized, not stored): `input + cache_read + cache_write +
+///   output`, every token the model read or wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tokens {
     pub input: u64,
     pub output: u64,
@@ -35,12 +45,62 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// Adds `other`, count by count; a count that would overflow (numbers
+    /// from a stream anyone could write) stops at the maximum.
     pub fn add(&mut self, other: &Tokens) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.reasoning += other.reasoning;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.reasoning = self.reasoning.saturating_add(other.reasoning);
+    }
+
+    /// Every token the model read or wrote.
+    pub fn total(&self) -> u64 {
+        self.input
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
+            .saturating_add(self.output)
+    }
+
+    /// What `self` has beyond `earlier`, count by count (never below zero).
+    pub fn beyond(&self, earlier: &Tokens) -> Tokens {
+        Tokens {
+            input: self.input.saturating_sub(earlier.input),
+            output: self.output.saturating_sub(earlier.output),
+            cache_read: self.cache_read.saturating_sub(earlier.cache_read),
+            cache_write: self.cache_write.saturating_sub(earlier.cache_write),
+            reasoning: self.reasoning.saturating_sub(earlier.reasoning),
+        }
+    }
+
+    /// The larger of each count.
+    pub fn max(&self, other: &Tokens) -> Tokens {
+        Tokens {
+            input: self.input.max(other.input),
+            output: self.output.max(other.output),
+            cache_read: self.cache_read.max(other.cache_read),
+            cache_write: self.cache_write.max(other.cache_write),
+            reasoning: self.reasoning.max(other.reasoning),
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Tokens::default()
+    }
+}
+
+impl Serialize for Tokens {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Tokens", 6)?;
+        st.serialize_field("input", &self.input)?;
+        st.serialize_field("output", &self.output)?;
+        st.serialize_field("cache_read", &self.cache_read)?;
+        st.serialize_field("cache_write", &self.cache_write)?;
+        st.serialize_field("reasoning", &self.reasoning)?;
+        st.serialize_field("total", &self.total())?;
+        st.end()
     }
 }
 
@@ -159,6 +219,11 @@ pub enum Event {
         /// The start of the output (the whole output is in `stdout.log`).
         output: Option<String>,
         output_bytes: u64,
+        /// How long the call ran by the agent's own clock, when the agent
+        /// says (OpenCode does); else the time between the started and
+        /// finished events is the measure.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
     },
     /// Tokens (and cost, where the agent reports it). `cumulative` usage
     /// is a running total for the run; otherwise it adds to what came

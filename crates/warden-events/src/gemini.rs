@@ -4,6 +4,13 @@
 //! `delta: true`), `tool_use`, `tool_result`, non-fatal `error`, and the
 //! terminal `result` whose `status` decides and whose `stats` carry the
 //! usage (no cost).
+//!
+//! Gemini's `input_tokens` include the cached ones (`input` leaves them
+//! out), and its `output_tokens` leave out the thoughts, which only its
+//! `total_tokens` count: warden's `output` adds them back, and they are
+//! its `reasoning`. Gemini reports no model calls: one is counted when
+//! the model's output (text, a tool call) follows the prompt or a tool
+//! result.
 
 use std::borrow::Cow;
 
@@ -21,6 +28,9 @@ pub struct Gemini {
     /// Assistant text since the last prompt or tool result.
     turn_text: String,
     in_assistant: bool,
+    /// Whether the model's next output is a new model call: at the start,
+    /// and after a tool result (it goes back to the model).
+    answered: bool,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +79,43 @@ struct Stats {
     output_tokens: Option<f64>,
     #[serde(default)]
     cached: Option<f64>,
+    #[serde(default)]
+    input: Option<f64>,
+    #[serde(default)]
+    total_tokens: Option<f64>,
+}
+
+impl Stats {
+    fn tokens(&self) -> Tokens {
+        let prompt = as_u64(self.input_tokens);
+        let cached = as_u64(self.cached);
+        let candidates = as_u64(self.output_tokens);
+        // The thoughts are what the total has beyond prompt and answer.
+        let thoughts = self
+            .total_tokens
+            .map(|t| as_u64(Some(t)).saturating_sub(prompt.saturating_add(candidates)))
+            .unwrap_or(0);
+        Tokens {
+            input: self
+                .input
+                .map_or(prompt.saturating_sub(cached), |i| as_u64(Some(i))),
+            output: candidates.saturating_add(thoughts),
+            cache_read: cached,
+            cache_write: 0,
+            reasoning: thoughts,
+        }
+    }
+}
+
+impl Gemini {
+    /// Counts a model call at the model's first output after the prompt
+    /// or a tool result.
+    fn model_output(&mut self, out: &mut Out<'_>) {
+        if !self.answered {
+            self.answered = true;
+            out.turn();
+        }
+    }
 }
 
 impl Decode for Gemini {
@@ -80,10 +127,10 @@ impl Decode for Gemini {
             "init" => out.session(l.session_id, l.model, None),
             "message" => {
                 if l.role.as_deref() == Some("assistant") {
+                    self.model_output(out);
                     if !self.in_assistant {
                         self.in_assistant = true;
                         self.turn_text.clear();
-                        out.summary.turns += 1;
                     }
                     let text = l.content.unwrap_or_default();
                     self.turn_text.push_str(&text);
@@ -93,6 +140,7 @@ impl Decode for Gemini {
                 }
             }
             "tool_use" => {
+                self.model_output(out);
                 self.in_assistant = false;
                 out.tool_started(
                     l.tool_id.unwrap_or_default(),
@@ -102,6 +150,7 @@ impl Decode for Gemini {
                 );
             }
             "tool_result" => {
+                self.answered = false;
                 let failed = l.status.as_deref() == Some("error");
                 let output = match l.error.and_then(|e| e.message) {
                     Some(m) => Some(ToolOutput::text(&m)),
@@ -115,14 +164,7 @@ impl Decode for Gemini {
             }
             "result" => {
                 if let Some(s) = l.stats {
-                    let tokens = Tokens {
-                        input: as_u64(s.input_tokens),
-                        output: as_u64(s.output_tokens),
-                        cache_read: as_u64(s.cached),
-                        cache_write: 0,
-                        reasoning: 0,
-                    };
-                    out.usage_total(tokens, None);
+                    out.usage_total(s.tokens(), None);
                 }
                 if l.status.as_deref() == Some("success") {
                     let text = (!self.turn_text.is_empty()).then(|| self.turn_text.clone());

@@ -5,6 +5,13 @@
 //! `step_finish` (per-step tokens and cost, summed), `error`, and in newer
 //! versions `done`. The terminal event is the `step_finish` whose reason is
 //! `stop`, or `done`; an `error` line fails the run.
+//!
+//! A step is one model call. OpenCode's `tokens.input` leaves out the
+//! cached tokens, as warden's does; its `tokens.output` leaves out the
+//! reasoning, which warden's counts. Since a tool is printed only when
+//! done, its duration is OpenCode's own (`state.time`), not the time
+//! between events. The model is not in the stream: the report takes it
+//! from the command line.
 
 use std::borrow::Cow;
 
@@ -66,6 +73,24 @@ struct State<'a> {
     output: Option<&'a RawValue>,
     #[serde(default)]
     error: Option<String>,
+    #[serde(default)]
+    time: Option<Span>,
+}
+
+/// When a tool call ran, by OpenCode's clock (ms since the epoch).
+#[derive(Deserialize)]
+struct Span {
+    #[serde(default)]
+    start: Option<f64>,
+    #[serde(default)]
+    end: Option<f64>,
+}
+
+impl Span {
+    fn duration_ms(&self) -> Option<u64> {
+        let (start, end) = (self.start?, self.end?);
+        (end >= start && start > 0.0).then_some((end - start) as u64)
+    }
 }
 
 #[derive(Deserialize)]
@@ -119,7 +144,7 @@ impl Decode for OpenCode {
         }
         match l.ty.as_ref() {
             "step_start" => {
-                out.summary.turns += 1;
+                out.turn();
                 self.step_text.clear();
             }
             "text" => {
@@ -132,7 +157,7 @@ impl Decode for OpenCode {
                 let Some(p) = l.part else { return true };
                 let id = p.call_id.or(p.id).map(Cow::into_owned).unwrap_or_default();
                 let name = p.tool.unwrap_or_else(|| "unknown".into());
-                let (input, is_error, output) = match p.state {
+                let (input, is_error, output, took) = match p.state {
                     Some(s) => (
                         input_view(s.input),
                         s.status.as_deref() == Some("error"),
@@ -140,11 +165,12 @@ impl Decode for OpenCode {
                             .as_deref()
                             .map(ToolOutput::text)
                             .or(s.output.map(output_of)),
+                        s.time.as_ref().and_then(Span::duration_ms),
                     ),
-                    None => (None, false, None),
+                    None => (None, false, None, None),
                 };
                 out.tool_started(id.clone(), name.clone(), input, None);
-                out.tool_finished(id, Some(name), is_error, output);
+                out.tool_finished_after(id, Some(name), is_error, output, took);
             }
             "step_finish" => {
                 let Some(p) = l.part else { return true };
@@ -153,12 +179,15 @@ impl Decode for OpenCode {
                         read: None,
                         write: None,
                     });
+                    // OpenCode's `output` leaves the reasoning out; warden's
+                    // counts it.
+                    let reasoning = as_u64(t.reasoning);
                     let tokens = Tokens {
                         input: as_u64(t.input),
-                        output: as_u64(t.output),
+                        output: as_u64(t.output).saturating_add(reasoning),
                         cache_read: as_u64(cache.read),
                         cache_write: as_u64(cache.write),
-                        reasoning: as_u64(t.reasoning),
+                        reasoning,
                     };
                     out.usage_step(tokens, p.cost);
                 }

@@ -5,7 +5,9 @@
 //! the whole partial message on every delta and are only activity). Usage
 //! is per assistant message and summed. pi exits 0 even when the model
 //! failed, so success is decided by the last assistant message's
-//! `stopReason` when `agent_end` arrives.
+//! `stopReason` when `agent_end` arrives. A model call is an assistant
+//! `message_end` that did not fail (a failed one is retried as a new
+//! turn).
 
 use std::borrow::Cow;
 
@@ -123,7 +125,6 @@ impl Decode for Pi {
         };
         match l.ty.as_ref() {
             "session" => out.session(l.id, None, None),
-            "turn_start" => out.summary.turns += 1,
             "message_end" => {
                 if let Some(m) = l.message
                     && m.role.as_deref() == Some("assistant")
@@ -207,6 +208,8 @@ impl Pi {
             }
         }
         if let Some(u) = m.usage {
+            // pi's terms are warden's: `input` leaves out the cached
+            // tokens, and reasoning is part of `output`.
             let tokens = Tokens {
                 input: as_u64(u.input),
                 output: as_u64(u.output),
@@ -215,6 +218,11 @@ impl Pi {
                 reasoning: 0,
             };
             out.usage_step(tokens, u.cost.and_then(|c| c.total));
+        }
+        // A model call that answered; pi starts a new turn for each retry
+        // of a failed one, so its turns are not counted.
+        if m.stop_reason.as_deref() != Some("error") {
+            out.turn();
         }
         self.last_stop.clone_from(&m.stop_reason);
         if m.stop_reason.as_deref() == Some("error") {

@@ -182,6 +182,18 @@ impl Out<'_> {
         is_error: bool,
         output: Option<ToolOutput>,
     ) {
+        self.tool_finished_after(id, name, is_error, output, None);
+    }
+
+    /// Ends a tool call whose duration the agent reported itself.
+    pub fn tool_finished_after(
+        &mut self,
+        id: String,
+        name: Option<String>,
+        is_error: bool,
+        output: Option<ToolOutput>,
+        duration_ms: Option<u64>,
+    ) {
         let open = self.summary.open_tools.remove(&id);
         if open.is_none() {
             self.summary.tool_calls += 1;
@@ -199,7 +211,13 @@ impl Out<'_> {
             is_error,
             output,
             output_bytes,
+            duration_ms,
         });
+    }
+
+    /// One more model call answered (see `turns` in the README).
+    pub fn turn(&mut self) {
+        self.summary.turns += 1;
     }
 
     /// Usage for one step or message, added to the total.

@@ -4,7 +4,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::sse::{self, End};
-use crate::{INPUT_TOKENS, OUTPUT_TOKENS, Reply, ShellTool, Turn};
+use crate::{Reply, ShellTool, Turn, Usage};
 
 pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
@@ -16,13 +16,16 @@ pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     }))
 }
 
-fn usage(output: u64) -> Value {
-    json!({"input_tokens": INPUT_TOKENS, "output_tokens": output, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+/// Anthropic counts input without the cached parts, and thinking as
+/// output.
+fn usage(u: &Usage, output: u64) -> Value {
+    json!({"input_tokens": u.input, "output_tokens": output, "cache_creation_input_tokens": u.cache_write, "cache_read_input_tokens": u.cache_read})
 }
 
 pub fn reply(r: Reply<'_>) -> Response {
     let id = format!("msg_fake_{}", r.serial);
-    let start = json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(1)}});
+    let start = json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&r.usage, 1)}});
+    let say = r.say.as_deref();
     let (block, delta, stop_reason) = match &r.turn {
         Turn::Status(code) => {
             let kind = match code {
@@ -62,6 +65,7 @@ pub fn reply(r: Reply<'_>) -> Response {
             json!({"type": "text_delta", "text": t}),
             "end_turn",
         ),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
     if !r.stream {
         let content = if stop_reason == "tool_use" {
@@ -72,27 +76,44 @@ pub fn reply(r: Reply<'_>) -> Response {
         } else {
             json!({"type": "text", "text": delta["text"]})
         };
-        return axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [content], "stop_reason": stop_reason, "stop_sequence": null, "usage": usage(OUTPUT_TOKENS)})).into_response();
+        let mut all: Vec<Value> = say
+            .map(|t| json!({"type": "text", "text": t}))
+            .into_iter()
+            .collect();
+        all.push(content);
+        return axum::Json(json!({"id": id, "type": "message", "role": "assistant", "model": r.model, "content": all, "stop_reason": stop_reason, "stop_sequence": null, "usage": usage(&r.usage, r.usage.output)})).into_response();
     }
-    let frames = vec![
-        sse::frame(Some("message_start"), &start),
-        sse::frame(
-            Some("content_block_start"),
-            &json!({"type": "content_block_start", "index": 0, "content_block": block}),
-        ),
-        sse::frame(
-            Some("content_block_delta"),
-            &json!({"type": "content_block_delta", "index": 0, "delta": delta}),
-        ),
-        sse::frame(
-            Some("content_block_stop"),
-            &json!({"type": "content_block_stop", "index": 0}),
-        ),
+    let mut blocks = Vec::new();
+    if let Some(t) = say {
+        blocks.push((
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": t}),
+        ));
+    }
+    blocks.push((block, delta));
+    let mut frames = vec![sse::frame(Some("message_start"), &start)];
+    for (index, (block, delta)) in blocks.into_iter().enumerate() {
+        frames.extend([
+            sse::frame(
+                Some("content_block_start"),
+                &json!({"type": "content_block_start", "index": index, "content_block": block}),
+            ),
+            sse::frame(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            ),
+            sse::frame(
+                Some("content_block_stop"),
+                &json!({"type": "content_block_stop", "index": index}),
+            ),
+        ]);
+    }
+    frames.extend([
         sse::frame(
             Some("message_delta"),
-            &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": OUTPUT_TOKENS}}),
+            &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": usage(&r.usage, r.usage.output)}),
         ),
         sse::frame(Some("message_stop"), &json!({"type": "message_stop"})),
-    ];
+    ]);
     sse::response(frames, End::Done)
 }

@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::sse::{self, End};
-use crate::{INPUT_TOKENS, OUTPUT_TOKENS, Reply, ShellTool, Turn};
+use crate::{Reply, ShellTool, Turn, Usage};
 
 pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
@@ -18,8 +18,10 @@ pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     }))
 }
 
-fn usage() -> Value {
-    json!({"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS, "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS})
+/// Chat Completions counts cached tokens inside `prompt_tokens`, and
+/// reasoning inside `completion_tokens`.
+fn usage(u: &Usage) -> Value {
+    json!({"prompt_tokens": u.prompt(), "completion_tokens": u.output, "total_tokens": u.total(), "prompt_tokens_details": {"cached_tokens": u.cache_read}, "completion_tokens_details": {"reasoning_tokens": u.reasoning}})
 }
 
 pub fn reply(r: Reply<'_>) -> Response {
@@ -57,11 +59,12 @@ pub fn reply(r: Reply<'_>) -> Response {
             "stop",
         ),
         Turn::Text(t) => (json!({"content": t}), "stop"),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
     if !r.stream {
         let mut message = delta.clone();
         message["role"] = json!("assistant");
-        return axum::Json(json!({"id": id, "object": "chat.completion", "created": 0, "model": r.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage()})).into_response();
+        return axum::Json(json!({"id": id, "object": "chat.completion", "created": 0, "model": r.model, "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage(&r.usage)})).into_response();
     }
     let frames = vec![
         sse::frame(None, &first),
@@ -69,7 +72,7 @@ pub fn reply(r: Reply<'_>) -> Response {
         sse::frame(None, &chunk(json!({}), json!(finish), Value::Null)),
         sse::frame(
             None,
-            &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": r.model, "choices": [], "usage": usage()}),
+            &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": r.model, "choices": [], "usage": usage(&r.usage)}),
         ),
         sse::raw("data: [DONE]\n\n"),
     ];

@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::sse::{self, End};
-use crate::{INPUT_TOKENS, OUTPUT_TOKENS, Reply, ShellTool, Turn};
+use crate::{Reply, ShellTool, Turn};
 
 pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
@@ -32,7 +32,10 @@ pub fn reply(r: Reply<'_>) -> Response {
         if let Some(f) = finish {
             cand["finishReason"] = json!(f);
         }
-        json!({"candidates": [cand], "usageMetadata": {"promptTokenCount": INPUT_TOKENS, "candidatesTokenCount": OUTPUT_TOKENS, "totalTokenCount": INPUT_TOKENS + OUTPUT_TOKENS}, "modelVersion": r.model})
+        // Gemini counts cached tokens inside the prompt, and thoughts
+        // apart from the candidates.
+        let u = &r.usage;
+        json!({"candidates": [cand], "usageMetadata": {"promptTokenCount": u.prompt(), "cachedContentTokenCount": u.cache_read, "candidatesTokenCount": u.output.saturating_sub(u.reasoning), "thoughtsTokenCount": u.reasoning, "totalTokenCount": u.total()}, "modelVersion": r.model})
     };
     let parts = match &r.turn {
         Turn::Status(code) => {
@@ -65,6 +68,7 @@ pub fn reply(r: Reply<'_>) -> Response {
         }
         Turn::Shell(cmd) => json!([{"text": format!("(no shell tool offered for {cmd})")}]),
         Turn::Text(t) => json!([{"text": t}]),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
     let full = body(parts, Some("STOP"));
     if !r.stream {

@@ -40,6 +40,11 @@ pub enum Turn {
     Drop,
     /// Answer with this HTTP error status (401, 429, 500, ...).
     Status(u16),
+    /// Say this text, then call the shell tool with this command, in one
+    /// answer. Only the Anthropic API says the text; the others answer
+    /// it as [`Turn::Shell`]. Protocol modules see it as a `Shell` turn
+    /// with [`Reply::say`].
+    SayThenShell(String, String),
 }
 
 /// One request the server received.
@@ -55,15 +60,57 @@ pub struct Request {
 pub const INPUT_TOKENS: u64 = 21;
 pub const OUTPUT_TOKENS: u64 = 8;
 
+/// The usage one answer reports, in warden's terms; each API module
+/// renders it in that API's own shape (where prompt tokens include the
+/// cached ones, or not; where reasoning is part of the output, or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens neither read from nor written to the cache.
+    pub input: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    /// Every generated token, reasoning included.
+    pub output: u64,
+    /// The part of `output` that was reasoning.
+    pub reasoning: u64,
+}
+
+impl Default for Usage {
+    fn default() -> Self {
+        Self {
+            input: INPUT_TOKENS,
+            cache_read: 0,
+            cache_write: 0,
+            output: OUTPUT_TOKENS,
+            reasoning: 0,
+        }
+    }
+}
+
+impl Usage {
+    /// All prompt tokens, cached or not.
+    pub fn prompt(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+
+    pub fn total(&self) -> u64 {
+        self.prompt() + self.output
+    }
+}
+
 /// What a protocol module needs to answer one request.
 pub(crate) struct Reply<'a> {
+    /// Never a `SayThenShell`: that comes as a `Shell` and `say`.
     pub turn: Turn,
+    /// Text to say before the turn's tool call.
+    pub say: Option<String>,
     /// The shell tool as the request declared it: its name, the argument
     /// that carries the command, and whether it wants a description.
     pub tool: Option<ShellTool>,
     pub model: &'a str,
     pub stream: bool,
     pub serial: u64,
+    pub usage: Usage,
 }
 
 #[derive(Debug, Clone)]
@@ -119,6 +166,7 @@ struct Shared {
     script: Mutex<VecDeque<Turn>>,
     requests: Mutex<Vec<Request>>,
     serial: Mutex<u64>,
+    usage: Usage,
 }
 
 /// A running fake model server; stops when dropped.
@@ -133,10 +181,17 @@ impl FakeModel {
     /// Starts a server on 127.0.0.1 that plays `script`, then answers
     /// "done" to every further main request.
     pub fn start(script: Vec<Turn>) -> Self {
+        Self::start_with_usage(script, Usage::default())
+    }
+
+    /// Like [`FakeModel::start`], with every main answer reporting `usage`
+    /// (side requests keep the default).
+    pub fn start_with_usage(script: Vec<Turn>, usage: Usage) -> Self {
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into()),
             requests: Mutex::new(Vec::new()),
             serial: Mutex::new(0),
+            usage,
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -275,11 +330,21 @@ async fn handle(
             )
                 .into_response();
         };
+    let (turn, say) = match turn() {
+        Turn::SayThenShell(text, cmd) => (Turn::Shell(cmd), Some(text)),
+        t => (t, None),
+    };
     answer(Reply {
-        turn: turn(),
+        turn,
+        say,
         tool: find_tool(&json),
         model: &model,
         stream,
         serial,
+        usage: if has_tools {
+            shared.usage
+        } else {
+            Usage::default()
+        },
     })
 }

@@ -4,7 +4,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::sse::{self, End};
-use crate::{INPUT_TOKENS, OUTPUT_TOKENS, Reply, ShellTool, Turn};
+use crate::{Reply, ShellTool, Turn, Usage};
 
 pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
@@ -16,8 +16,10 @@ pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     }))
 }
 
-fn usage() -> Value {
-    json!({"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS})
+/// Responses counts cached tokens inside `input_tokens`, and reasoning
+/// inside `output_tokens`.
+fn usage(u: &Usage) -> Value {
+    json!({"input_tokens": u.prompt(), "input_tokens_details": {"cached_tokens": u.cache_read}, "output_tokens": u.output, "output_tokens_details": {"reasoning_tokens": u.reasoning}, "total_tokens": u.total()})
 }
 
 pub fn reply(r: Reply<'_>) -> Response {
@@ -53,8 +55,9 @@ pub fn reply(r: Reply<'_>) -> Response {
         }
         Turn::Shell(cmd) => message(&format!("(no shell tool offered for {cmd})"), r.serial),
         Turn::Text(t) => message(t, r.serial),
+        Turn::SayThenShell(..) => unreachable!("comes as Shell and say"),
     };
-    let done = json!({"type": "response.completed", "response": {"id": id, "object": "response", "created_at": 0, "status": "completed", "model": r.model, "output": [item], "usage": usage()}});
+    let done = json!({"type": "response.completed", "response": {"id": id, "object": "response", "created_at": 0, "status": "completed", "model": r.model, "output": [item], "usage": usage(&r.usage)}});
     if !r.stream {
         return axum::Json(done["response"].clone()).into_response();
     }

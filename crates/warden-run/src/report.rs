@@ -88,10 +88,16 @@ pub struct Report {
     /// Where the agent ran: `host`, `bwrap`, `docker` or `podman`.
     pub sandbox: String,
     pub agent_version: Option<String>,
+    /// The model the agent says it used, else the one its command line
+    /// named (`--model`, `-m`).
     pub model: Option<String>,
     pub session_id: Option<String>,
+    /// Model calls the agent made in its own conversation (a subagent's
+    /// are not counted), each counted once: a call that was retried is
+    /// one turn.
     pub turns: u32,
     pub tool_calls: u32,
+    /// Tokens, one meaning for every agent: see [`Tokens`].
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
     /// Model requests the agent sent again because the previous attempt
@@ -145,6 +151,25 @@ pub struct Report {
     pub written: bool,
 }
 
+/// The model a command line names with `--model M`, `--model=M` or
+/// `-m M` (the last one, as the CLIs read it), for agents that do not say
+/// in their output which model they use.
+pub fn model_in_command(command: &[String]) -> Option<String> {
+    let mut found = None;
+    let mut args = command.iter().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--model" || a == "-m" {
+            found = args.next().cloned();
+        } else if let Some(m) = a.strip_prefix("--model=") {
+            found = Some(m.to_string());
+        }
+    }
+    found.filter(|m| !m.is_empty())
+}
+
 /// warden's exit code when it could not keep a run's output.
 pub const OUTPUT_LOST_EXIT: u8 = 74;
 
@@ -158,5 +183,29 @@ impl Report {
         }
         self.verdict
             .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model_in_command;
+
+    fn cmd(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_model_comes_from_the_command_line() {
+        let m = |a: &[&str]| model_in_command(&cmd(a));
+        assert_eq!(
+            m(&["opencode", "run", "--model", "fake/m1"]).as_deref(),
+            Some("fake/m1")
+        );
+        assert_eq!(m(&["gemini", "-m", "g-2"]).as_deref(), Some("g-2"));
+        assert_eq!(m(&["x", "--model=a", "--model", "b"]).as_deref(), Some("b"));
+        assert_eq!(m(&["x", "--model"]), None);
+        assert_eq!(m(&["x", "--model="]), None);
+        assert_eq!(m(&["--model", "the-program-is-not-an-option"]), None);
+        assert_eq!(m(&["x", "--", "--model", "after-the-end"]), None);
     }
 }

@@ -110,6 +110,11 @@ pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
                     }),
                 };
                 if let Some(mut s) = span {
+                    // An agent that prints a tool only when done (OpenCode)
+                    // says how long it ran: that, not the events' 0 ms.
+                    if let Some(d) = e["duration_ms"].as_u64() {
+                        s.start = at.saturating_sub(d);
+                    }
                     s.end = at;
                     s.finished = true;
                     s.failed = e["is_error"].as_bool().unwrap_or(false);
@@ -259,6 +264,17 @@ mod tests {
         assert_eq!(t.activity, vec![10, 2000, 4000]);
         assert_eq!(t.longest_silence, 5000, "run.json's number");
         assert_eq!(t.tokens, vec![(10, 0), (2000, 100)]);
+    }
+
+    #[test]
+    fn a_tool_printed_when_done_spans_its_own_duration() {
+        let report = json!({"verdict": "succeeded", "duration_ms": 200_000});
+        let events = [
+            json!({"t_ms": 130_000, "kind": "tool_started", "id": "t1", "name": "bash"}),
+            json!({"t_ms": 130_000, "kind": "tool_finished", "id": "t1", "name": "bash", "duration_ms": 127_000}),
+        ];
+        let t = build(&report, &events, 1000);
+        assert_eq!((t.tools[0].start, t.tools[0].end), (3_000, 130_000));
     }
 
     #[test]

@@ -111,7 +111,11 @@ impl Supervisor {
             containment: self.containment.clone(),
             sandbox: self.setup.sandbox.name().to_string(),
             agent_version: self.summary.agent_version.clone(),
-            model: self.summary.model.clone(),
+            model: self
+                .summary
+                .model
+                .clone()
+                .or_else(|| crate::report::model_in_command(&self.setup.command)),
             session_id: self.summary.session_id.clone(),
             turns: self.summary.turns,
             tool_calls: self.summary.tool_calls,

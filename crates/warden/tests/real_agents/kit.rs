@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use warden_fake_model::{FakeModel, Turn};
+use warden_fake_model::{FakeModel, Turn, Usage};
 
 use crate::support::{Case, Finished};
 
@@ -44,6 +44,16 @@ impl Kit {
         agent: &'static str,
         script: impl FnOnce(&std::path::Path) -> Vec<Turn>,
     ) -> Option<Kit> {
+        Self::with_usage(agent, script, Usage::default())
+    }
+
+    /// Like [`Kit::with`], with the server reporting `usage` for every
+    /// main answer.
+    pub fn with_usage(
+        agent: &'static str,
+        script: impl FnOnce(&std::path::Path) -> Vec<Turn>,
+        usage: Usage,
+    ) -> Option<Kit> {
         let bin = agents_bin().join(agent);
         if !bin.exists() {
             let msg = format!(
@@ -57,7 +67,7 @@ impl Kit {
             return None;
         }
         let case = Case::new();
-        let server = FakeModel::start(script(case.path()));
+        let server = FakeModel::start_with_usage(script(case.path()), usage);
         let home = case.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         let url = server.url();

@@ -15,6 +15,7 @@
 #[path = "../run/support.rs"]
 mod support;
 
+mod fields;
 mod kit;
 mod retries;
 mod scenarios;
