@@ -123,6 +123,9 @@ impl Decode for Pi {
         };
         match l.ty.as_ref() {
             "session" => out.session(l.id, None, None),
+            // After an `agent_end` with an error, pi retries by itself:
+            // a new `agent_start` means that `agent_end` was not the end.
+            "agent_start" => out.working(),
             "turn_start" => out.summary.turns += 1,
             "message_end" => {
                 if let Some(m) = l.message

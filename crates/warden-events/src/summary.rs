@@ -50,9 +50,26 @@ pub struct Summary {
     pub final_text: Option<String>,
     pub error: Option<String>,
     pub error_class: Option<ErrorClass>,
-    /// The terminal event's word: `true` for success, `false` for
-    /// failure, `None` while none came.
+    /// The last terminal event's word: `true` for success, `false` for
+    /// failure, `None` while none came. An agent that recovers after
+    /// reporting an error sends another one, which replaces it.
     pub terminal: Option<bool>,
+    /// How many terminal events came.
+    #[serde(skip)]
+    pub terminal_events: u32,
+    /// The agent went on working after its last terminal event (a retry,
+    /// a new turn, a tool call, text): that event did not end the run, and
+    /// silence is again the stall clock's to judge.
+    #[serde(skip)]
+    pub working_after_terminal: bool,
+    /// The class of a fatal error (one no retry fixes) that is the last
+    /// word so far: neither a terminal event nor any work came after it.
+    #[serde(skip)]
+    pub fatal_pending: Option<ErrorClass>,
+    /// The classes of fatal errors already reported as events: a CLI that
+    /// retries a bad credential ten times gets one fatal event, not ten.
+    #[serde(skip)]
+    fatal_reported: Vec<ErrorClass>,
     #[serde(skip)]
     pub(crate) open_tools: BTreeMap<String, OpenTool>,
 }
@@ -125,14 +142,28 @@ impl Out<'_> {
 
     pub fn text(&mut self, text: String) {
         if !text.is_empty() {
+            self.working();
             self.events.push(Event::Text { text });
         }
     }
 
     pub fn thinking(&mut self, text: String) {
         if !text.is_empty() {
+            self.working();
             self.events.push(Event::Thinking { text });
         }
+    }
+
+    /// The agent is at work (a new turn, a tool call, text, a retry): a
+    /// terminal event before this did not end the run, and a fatal error
+    /// before it was recovered from. Trailing output (usage, a tool
+    /// closing) is not work.
+    pub fn working(&mut self) {
+        let s = &mut *self.summary;
+        if s.terminal.is_some() {
+            s.working_after_terminal = true;
+        }
+        s.fatal_pending = None;
     }
 
     pub fn final_text(&mut self, text: String) {
@@ -146,6 +177,7 @@ impl Out<'_> {
         input: Option<String>,
         timeout_ms: Option<u64>,
     ) {
+        self.working();
         self.summary.tool_calls += 1;
         self.summary.open_tools.insert(
             id.clone(),
@@ -232,6 +264,11 @@ impl Out<'_> {
         delay_ms: Option<u64>,
         reason: String,
     ) {
+        // A retry is the agent going on, but not a recovery from a fatal
+        // error: that is what a CLI that retries a bad key does.
+        let fatal = self.summary.fatal_pending;
+        self.working();
+        self.summary.fatal_pending = fatal;
         self.summary.retries += 1;
         self.events.push(Event::Retry {
             attempt,
@@ -242,10 +279,20 @@ impl Out<'_> {
     }
 
     pub fn error(&mut self, message: String, class: ErrorClass, fatal: bool) {
+        let s = &mut *self.summary;
+        if fatal {
+            s.fatal_pending = Some(class);
+            if s.fatal_reported.contains(&class) {
+                // The same fatal error again (the CLI retried it): the
+                // first report stands.
+                return;
+            }
+            s.fatal_reported.push(class);
+        }
         // A fatal error, or the first error, is what the report names.
-        if fatal || self.summary.error.is_none() {
-            self.summary.error = Some(message.clone());
-            self.summary.error_class = Some(class);
+        if fatal || s.error.is_none() {
+            s.error = Some(message.clone());
+            s.error_class = Some(class);
         }
         self.events.push(Event::Error {
             message,
@@ -254,9 +301,14 @@ impl Out<'_> {
         });
     }
 
-    /// The terminal event.
+    /// The terminal event. The last one decides: an agent that reported
+    /// an error and then recovered by itself sends another.
     pub fn result(&mut self, success: bool, text: Option<String>, error: Option<String>) {
         self.summary.terminal = Some(success);
+        self.summary.terminal_events += 1;
+        self.summary.working_after_terminal = false;
+        // Decided by the agent itself: no fatal error is left to act on.
+        self.summary.fatal_pending = None;
         if let Some(t) = &text {
             self.summary.final_text = Some(t.clone());
         }

@@ -113,7 +113,10 @@ pub struct Supervisor {
     stderr_bytes: u64,
     /// What the agent's decoder learned (kept current for the report).
     summary: Summary,
+    /// When the last terminal event came.
     terminal_seen: Option<Instant>,
+    /// How many terminal events the supervisor has acted on.
+    terminal_events: u32,
     stall_extensions: Vec<StallExtension>,
     sandbox_kill_started: bool,
     commits: Vec<crate::git::Commit>,
@@ -153,6 +156,7 @@ impl Supervisor {
             startup_timeout: l.startup_timeout,
             stall_timeout: l.armed_stall_timeout(),
             completion_timeout: l.completion_timeout,
+            fatal_error_grace: l.fatal_error_grace(),
             kill_grace: l.kill_grace,
             drain_grace: l.drain_grace,
             final_kill_wait: defaults::FINAL_KILL_WAIT,
@@ -186,6 +190,7 @@ impl Supervisor {
             stderr_bytes: 0,
             summary: Summary::default(),
             terminal_seen: None,
+            terminal_events: 0,
             stall_extensions: Vec::new(),
             sandbox_kill_started: false,
             commits: Vec::new(),
@@ -448,14 +453,32 @@ impl Supervisor {
             .summary
             .open_tool_timeout_ms()
             .map(|t| Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN);
-        if self.summary.terminal.is_some() && self.terminal_seen.is_none() {
+        let s = &self.summary;
+        // The last terminal event decides, and only while the agent has not
+        // gone on working after it.
+        let terminal_in_force = s.terminal.is_some() && !s.working_after_terminal;
+        if s.terminal_events != self.terminal_events {
+            self.terminal_events = s.terminal_events;
             self.terminal_seen = Some(now);
+        }
+        if terminal_in_force {
             // Done by its own word: from now on silence means it will not
             // exit, not that it is thinking.
             if self.clocks.completing_since_line.is_none() {
                 self.clocks.completing_since_line = Some(now);
             }
+        } else if s.working_after_terminal && self.completion_seen.is_none() {
+            // It reported an end, then went on (pi retries by itself after
+            // an `agent_end` with an error): silence is the stall clock's
+            // again, until the next terminal event.
+            self.clocks.completing_since_line = None;
         }
+        // A fatal error that is still the agent's last word: it has the
+        // fatal-error grace to end by itself. A terminal event takes over.
+        self.clocks.fatal_error_at = match s.fatal_pending {
+            Some(_) if !terminal_in_force => Some(self.clocks.fatal_error_at.unwrap_or(now)),
+            _ => None,
+        };
     }
 
     fn on_activity(&mut self, now: Instant) {
@@ -559,6 +582,7 @@ impl Supervisor {
             Clock::Run => self.begin_ending(tree, Cause::TimedOut),
             Clock::Startup => self.begin_ending(tree, Cause::StartupTimeout),
             Clock::Stall => self.begin_ending(tree, Cause::Stalled),
+            Clock::FatalError => self.begin_ending(tree, Cause::FatalError),
             Clock::StallWarning => {
                 self.clocks.warned = true;
                 self.stall_warnings += 1;
@@ -830,5 +854,8 @@ fn cause_reason(cause: Cause) -> &'static str {
         Cause::TimedOut => "run timeout",
         Cause::Cancelled => "cancelled",
         Cause::ForcedCompletion => "completion timeout after the agent said it was done",
+        Cause::FatalError => {
+            "the agent reported an error that retrying will not fix (--on-fatal-error end)"
+        }
     }
 }

@@ -138,6 +138,7 @@ impl Supervisor {
                 kill_grace_ms: l.kill_grace.as_millis() as u64,
                 completion_signal: l.completion_signal.clone(),
                 max_line: l.max_line,
+                on_fatal_error: l.on_fatal_error,
             },
             warden_peak_rss_kib: warden_process::os::peak_rss_kib(),
             live_events_dropped: self.live.dropped(),

@@ -17,3 +17,4 @@ mod support;
 
 mod kit;
 mod scenarios;
+mod verdicts;
