@@ -252,3 +252,112 @@ fn codex_unauthorized_ends_within_seconds() {
 fn pi_unauthorized_ends_within_seconds() {
     unauthorized_quickly("pi");
 }
+
+/// Every CLI, with its own retries on, meets two 429s and then a model
+/// that works: the run succeeds, judged by its last terminal event, and
+/// it is not ended early.
+fn rate_limited_then_recovers(agent: &'static str) {
+    recovers_after(agent, 429, "succeeded");
+}
+
+/// Two answers with HTTP `status`, then a model that works: the run ends
+/// `expected`, by the CLI's own last word, never by warden's clocks.
+fn recovers_after(agent: &'static str, status: u16, expected: &str) {
+    let script = vec![
+        Turn::Status(status),
+        Turn::Status(status),
+        Turn::Shell("echo recovered-tool".into()),
+        Turn::Text("all done".into()),
+    ];
+    let Some(mut kit) = Kit::new(agent, script) else {
+        return;
+    };
+    match agent {
+        "claude" => set_env(&mut kit, "CLAUDE_CODE_MAX_RETRIES", Some("4")),
+        "codex" => {
+            let config = kit.case.path().join("home/codex/config.toml");
+            let text = std::fs::read_to_string(&config)
+                .unwrap()
+                .replace("request_max_retries = 0", "request_max_retries = 4")
+                .replace("stream_max_retries = 0", "stream_max_retries = 4");
+            std::fs::write(&config, text).unwrap();
+        }
+        "pi" => std::fs::write(
+            kit.case.path().join("home/pi/settings.json"),
+            r#"{"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":100,"maxDelayMs":1000}}"#,
+        )
+        .unwrap(),
+        _ => {}
+    }
+    let done = kit.run(
+        "run the tool",
+        &[
+            // Gemini CLI takes a few seconds to exit after its result.
+            "--completion-timeout",
+            "20s",
+            "--stall-timeout",
+            "90s",
+            "--kill-grace",
+            "1s",
+            "--timeout",
+            "240s",
+        ],
+    );
+    record(&done, &format!("{agent}-{status}-then-recovers.jsonl"));
+    let why = explain(&kit, &done);
+    let r = done.report();
+    eprintln!(
+        "{agent}: {} in {:?}, retries {}, results {:?}, errors {:?}",
+        r["verdict"],
+        done.elapsed,
+        r["retries"],
+        done.events_of("result"),
+        done.events_of("error")
+    );
+    assert_eq!(r["verdict"], expected, "reason: {}\n{why}", r["reason"]);
+    assert_eq!(r["forced_completion"], false, "{why}");
+    assert!(done.events_of("terminating").is_empty(), "{why}");
+    if expected == "succeeded" {
+        assert!(
+            r["final_text"]
+                .as_str()
+                .is_some_and(|t| t.contains("all done")),
+            "{why}"
+        );
+    }
+}
+
+mod rate_limited_then_recovers {
+    #[test]
+    fn claude() {
+        super::rate_limited_then_recovers("claude");
+    }
+
+    /// Codex does not retry a 429 of the Responses API: its `error` line
+    /// and `turn.failed` come at once ("exceeded retry limit").
+    #[test]
+    fn codex() {
+        super::recovers_after("codex", 429, "agent_failed");
+    }
+
+    /// It retries a 500 without a word on stdout.
+    #[test]
+    fn codex_500() {
+        super::recovers_after("codex", 500, "succeeded");
+    }
+
+    #[test]
+    fn pi() {
+        super::rate_limited_then_recovers("pi");
+    }
+
+    #[test]
+    fn opencode() {
+        super::rate_limited_then_recovers("opencode");
+    }
+
+    #[test]
+    fn gemini() {
+        super::rate_limited_then_recovers("gemini");
+    }
+}
