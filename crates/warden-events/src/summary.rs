@@ -283,8 +283,9 @@ impl Out<'_> {
         if fatal {
             s.fatal_pending = Some(class);
             if s.fatal_reported.contains(&class) {
-                // The same fatal error again (the CLI retried it): the
-                // first report stands.
+                // The same fatal error again (the CLI retried it): no new
+                // event, but its latest wording is often the most precise.
+                s.error = Some(message);
                 return;
             }
             s.fatal_reported.push(class);
@@ -323,5 +324,106 @@ impl Out<'_> {
             text,
             error,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Agent, AgentDecoder};
+
+    fn decode(agent: Agent, lines: &[&str]) -> (Summary, Vec<Event>) {
+        let mut d = AgentDecoder::new(agent);
+        let mut events = Vec::new();
+        for l in lines {
+            assert!(d.line(l.as_bytes(), &mut events), "not well formed: {l}");
+        }
+        (d.summary().clone(), events)
+    }
+
+    const PI_ERROR_END: &[&str] = &[
+        r#"{"type":"agent_start"}"#,
+        r#"{"type":"turn_start"}"#,
+        r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"429 Too Many Requests"}}"#,
+        r#"{"type":"agent_end","messages":[]}"#,
+    ];
+
+    #[test]
+    fn work_after_a_terminal_event_takes_it_back_and_the_last_one_decides() {
+        let (s, _) = decode(Agent::Pi, PI_ERROR_END);
+        assert_eq!(s.terminal, Some(false));
+        assert!(
+            !s.working_after_terminal,
+            "trailing nothing: still in force"
+        );
+
+        let mut lines = PI_ERROR_END.to_vec();
+        lines.push(r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"429"}"#);
+        let (s, _) = decode(Agent::Pi, &lines);
+        assert!(s.working_after_terminal, "a retry after agent_end is work");
+
+        lines.extend([
+            r#"{"type":"agent_start"}"#,
+            r#"{"type":"tool_execution_start","toolCallId":"c1","toolName":"bash","args":{"command":"sleep 90"}}"#,
+        ]);
+        let (s, _) = decode(Agent::Pi, &lines);
+        assert!(s.working_after_terminal);
+        assert_eq!(s.terminal, Some(false), "no new word yet");
+
+        lines.extend([
+            r#"{"type":"tool_execution_end","toolCallId":"c1","toolName":"bash","result":{"content":[]},"isError":false}"#,
+            r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"stopReason":"stop"}}"#,
+            r#"{"type":"agent_end","messages":[]}"#,
+        ]);
+        let (s, _) = decode(Agent::Pi, &lines);
+        assert_eq!(s.terminal, Some(true), "the last terminal event decides");
+        assert_eq!(s.terminal_events, 2);
+        assert!(!s.working_after_terminal);
+    }
+
+    #[test]
+    fn usage_after_a_terminal_event_is_trailing_output_not_work() {
+        let mut summary = Summary::default();
+        let mut events = Vec::new();
+        let mut out = Out {
+            summary: &mut summary,
+            events: &mut events,
+        };
+        out.result(true, Some("done".into()), None);
+        out.usage_step(Tokens::default(), None);
+        out.tool_finished("x".into(), None, false, None);
+        out.error("late warning".into(), ErrorClass::Other, false);
+        assert!(!summary.working_after_terminal);
+    }
+
+    const CLAUDE_401_RETRY: &str = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}"#;
+
+    #[test]
+    fn a_retried_fatal_error_is_one_event_and_stays_pending_until_a_terminal_event() {
+        let (s, events) = decode(Agent::Claude, &[CLAUDE_401_RETRY; 11]);
+        let fatal = events
+            .iter()
+            .filter(|e| matches!(e, Event::Error { fatal: true, .. }))
+            .count();
+        assert_eq!(fatal, 1, "{events:?}");
+        assert_eq!(s.fatal_pending, Some(ErrorClass::Authentication));
+
+        let mut lines = vec![CLAUDE_401_RETRY; 2];
+        lines.push(r#"{"type":"result","subtype":"success","is_error":true,"result":"Failed to authenticate"}"#);
+        let (s, _) = decode(Agent::Claude, &lines);
+        assert_eq!(s.fatal_pending, None, "the agent ended by itself");
+        assert_eq!(s.terminal, Some(false));
+    }
+
+    #[test]
+    fn work_after_a_fatal_error_is_a_recovery() {
+        let (s, _) = decode(
+            Agent::Claude,
+            &[
+                CLAUDE_401_RETRY,
+                r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"hi"}]}}"#,
+            ],
+        );
+        assert_eq!(s.fatal_pending, None);
     }
 }

@@ -242,6 +242,31 @@ mod tests {
     }
 
     #[test]
+    fn a_fatal_error_ends_the_run_after_its_grace_with_no_stall_warning() {
+        let (t0, mut s) = base();
+        s.last_activity = Some(t0);
+        s.fatal_error_grace = Some(Duration::from_secs(2));
+        s.fatal_error_at = Some(t0);
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(2), Clock::FatalError))
+        );
+        s.stall_timeout = Some(Duration::from_secs(1));
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(1), Clock::Stall)),
+            "a stall that comes first still ends the run, unannounced"
+        );
+        s.stall_timeout = Some(Duration::from_secs(20));
+        s.fatal_error_grace = None;
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(10), Clock::StallWarning)),
+            "--on-fatal-error wait: the stall clock as usual"
+        );
+    }
+
+    #[test]
     fn a_clock_too_far_away_never_fires_instead_of_overflowing() {
         let (_, mut s) = base();
         s.timeout = Some(Duration::MAX);

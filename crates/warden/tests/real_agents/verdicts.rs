@@ -88,7 +88,7 @@ fn pi_recovers_after_an_error_agent_end() {
             "120s",
         ],
     );
-    record(&done, "pi-429-then-recovers.jsonl");
+    record(&done, "pi-agent-end-then-recovers.jsonl");
     let why = explain(&kit, &done);
     let stdout = String::from_utf8_lossy(&done.log("stdout.log")).into_owned();
     let ends = stdout.matches("\"type\":\"agent_end\"").count();
