@@ -20,4 +20,5 @@ mod sandbox;
 mod session;
 mod settings;
 mod signals;
+mod verdicts;
 mod view;
