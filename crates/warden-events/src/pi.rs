@@ -166,12 +166,16 @@ impl Decode for Pi {
                     output,
                 );
             }
-            "auto_retry_start" => out.retry(
-                l.attempt,
-                l.max_attempts,
-                l.delay_ms.map(|d| d as u64),
-                l.error_message.unwrap_or_else(|| "retry".into()),
-            ),
+            "auto_retry_start" => {
+                // pi retries after its `agent_end`: that end was not the end.
+                out.working();
+                out.retry(
+                    l.attempt,
+                    l.max_attempts,
+                    l.delay_ms.map(|d| d as u64),
+                    l.error_message.unwrap_or_else(|| "retry".into()),
+                );
+            }
             "auto_retry_end" if l.success == Some(false) => {
                 let message = l
                     .final_error

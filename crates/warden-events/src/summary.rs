@@ -81,6 +81,17 @@ pub(crate) struct OpenTool {
 }
 
 impl Summary {
+    /// The word of the terminal event that ends the run as far as the
+    /// stream tells: the last one, unless the agent went on working after
+    /// it (then none, until the next).
+    pub fn terminal_in_force(&self) -> Option<bool> {
+        if self.working_after_terminal {
+            None
+        } else {
+            self.terminal
+        }
+    }
+
     /// The longest time limit declared by a tool call that is still open.
     pub fn open_tool_timeout_ms(&self) -> Option<u64> {
         self.open_tools.values().filter_map(|t| t.timeout_ms).max()
@@ -154,7 +165,7 @@ impl Out<'_> {
         }
     }
 
-    /// The agent is at work (a new turn, a tool call, text, a retry): a
+    /// The agent is at work (a new turn, a tool call, text): a
     /// terminal event before this did not end the run, and a fatal error
     /// before it was recovered from. Trailing output (usage, a tool
     /// closing) is not work.
@@ -264,11 +275,9 @@ impl Out<'_> {
         delay_ms: Option<u64>,
         reason: String,
     ) {
-        // A retry is the agent going on, but not a recovery from a fatal
-        // error: that is what a CLI that retries a bad key does.
-        let fatal = self.summary.fatal_pending;
-        self.working();
-        self.summary.fatal_pending = fatal;
+        // Not work by itself (nor a recovery from a fatal error: that is
+        // what a CLI that retries a bad key does); a decoder whose agent
+        // retries after its terminal event says so with `working`.
         self.summary.retries += 1;
         self.events.push(Event::Retry {
             attempt,

@@ -456,7 +456,7 @@ impl Supervisor {
         let s = &self.summary;
         // The last terminal event decides, and only while the agent has not
         // gone on working after it.
-        let terminal_in_force = s.terminal.is_some() && !s.working_after_terminal;
+        let terminal_in_force = s.terminal_in_force().is_some();
         if s.terminal_events != self.terminal_events {
             self.terminal_events = s.terminal_events;
             self.terminal_seen = Some(now);

@@ -283,7 +283,7 @@ impl Supervisor {
             spawn_error: self.spawn_error.clone(),
             cause: self.cause,
             exit: self.exit,
-            terminal: self.summary.terminal,
+            terminal: self.summary.terminal_in_force(),
             agent_error: self.summary.error.clone(),
             authentication_error: self.summary.error_class
                 == Some(warden_events::ErrorClass::Authentication),

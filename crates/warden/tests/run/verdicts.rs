@@ -148,18 +148,34 @@ fn a_terminal_event_then_silence_still_gets_the_completion_window() {
     case.assert_nothing_left();
 }
 
+/// Recorded from the real pi: 429s, an `agent_end` with the error, its
+/// own retry, then a tool, and a final `agent_end`; and the same run as
+/// warden once cut it short (killed in the tool after the first one).
 #[test]
-fn replay_judges_by_the_last_terminal_event() {
+fn replay_judges_by_the_last_terminal_event_in_force() {
     let case = Case::new();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../warden-events/tests/fixtures/pi/agent_end_then_recovers.jsonl");
-    let out = case
-        .command(&["replay", "pi", fixture.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("outcome: succeeded"), "{text}");
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    for (name, outcome, code) in [
+        ("agent_end_then_recovers", "succeeded", 0),
+        (
+            "agent_end_then_killed_while_working",
+            "no_terminal_event",
+            1,
+        ),
+    ] {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../warden-events/tests/fixtures/pi")
+            .join(format!("{name}.jsonl"));
+        let out = case
+            .command(&["replay", "pi", fixture.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("outcome: {outcome}")),
+            "{name}: {text}"
+        );
+        assert_eq!(out.status.code(), Some(code), "{name}: {text}");
+    }
 }
 
 /// Claude Code meeting a 401: an `api_retry` line per attempt, with
