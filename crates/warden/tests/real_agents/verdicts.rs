@@ -227,6 +227,13 @@ fn unauthorized_quickly(agent: &'static str) {
     record(&done, &format!("{agent}-401.jsonl"));
     let why = explain(&kit, &done);
     let r = done.report();
+    eprintln!(
+        "{agent}: {} in {:?}: {}; terminating: {:?}",
+        r["verdict"],
+        done.elapsed,
+        r["reason"],
+        done.events_of("terminating")
+    );
     assert_eq!(r["verdict"], "agent_failed", "{why}");
     assert!(
         done.elapsed < Duration::from_secs(30),
@@ -360,4 +367,14 @@ mod rate_limited_then_recovers {
     fn gemini() {
         super::rate_limited_then_recovers("gemini");
     }
+}
+
+#[test]
+fn opencode_unauthorized_ends_within_seconds() {
+    unauthorized_quickly("opencode");
+}
+
+#[test]
+fn gemini_unauthorized_ends_within_seconds() {
+    unauthorized_quickly("gemini");
 }
