@@ -7,9 +7,14 @@
 //! shared between threads, so "stop" and "fire" cannot race.
 //!
 //! Phases: Starting (no line yet) → Running →
-//! Completing (completion signal seen) → Exited (agent reaped) → Draining
-//! (bounded by `drain_grace`) → Finalized. Terminating (SIGTERM, then
-//! SIGKILL after `kill_grace`) can begin from any phase before Exited.
+//! Completing (terminal event or completion signal seen) → Exited (agent
+//! reaped) → Draining (bounded by `drain_grace`) → Finalized. Terminating
+//! (SIGTERM, then SIGKILL after `kill_grace`) can begin from any phase
+//! before Exited. Completing goes back to Running when the agent works
+//! after its terminal event (pi retries after an `agent_end` that reported
+//! an error); the next terminal event brings it back. A fatal error the
+//! agent does not end on by itself ends the run after a short grace
+//! (`--on-fatal-error end`).
 //!
 //! Invariants:
 //! - every byte read is written to the tee before it is decoded;
