@@ -125,6 +125,9 @@ impl Decode for Pi {
         };
         match l.ty.as_ref() {
             "session" => out.session(l.id, None, None),
+            // After an `agent_end` with an error, pi retries by itself:
+            // a new `agent_start` means that `agent_end` was not the end.
+            "agent_start" => out.working(),
             "message_end" => {
                 if let Some(m) = l.message
                     && m.role.as_deref() == Some("assistant")
@@ -164,12 +167,16 @@ impl Decode for Pi {
                     output,
                 );
             }
-            "auto_retry_start" => out.retry(
-                l.attempt,
-                l.max_attempts,
-                l.delay_ms.map(|d| d as u64),
-                l.error_message.unwrap_or_else(|| "retry".into()),
-            ),
+            "auto_retry_start" => {
+                // pi retries after its `agent_end`: that end was not the end.
+                out.working();
+                out.retry(
+                    l.attempt,
+                    l.max_attempts,
+                    l.delay_ms.map(|d| d as u64),
+                    l.error_message.unwrap_or_else(|| "retry".into()),
+                );
+            }
             "auto_retry_end" if l.success == Some(false) => {
                 let message = l
                     .final_error

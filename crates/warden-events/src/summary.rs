@@ -53,9 +53,26 @@ pub struct Summary {
     pub final_text: Option<String>,
     pub error: Option<String>,
     pub error_class: Option<ErrorClass>,
-    /// The terminal event's word: `true` for success, `false` for
-    /// failure, `None` while none came.
+    /// The last terminal event's word: `true` for success, `false` for
+    /// failure, `None` while none came. An agent that recovers after
+    /// reporting an error sends another one, which replaces it.
     pub terminal: Option<bool>,
+    /// How many terminal events came.
+    #[serde(skip)]
+    pub terminal_events: u32,
+    /// The agent went on working after its last terminal event (a retry,
+    /// a new turn, a tool call, text): that event did not end the run, and
+    /// silence is again the stall clock's to judge.
+    #[serde(skip)]
+    pub working_after_terminal: bool,
+    /// The class of a fatal error (one no retry fixes) that is the last
+    /// word so far: neither a terminal event nor any work came after it.
+    #[serde(skip)]
+    pub fatal_pending: Option<ErrorClass>,
+    /// The classes of fatal errors already reported as events: a CLI that
+    /// retries a bad credential ten times gets one fatal event, not ten.
+    #[serde(skip)]
+    fatal_reported: Vec<ErrorClass>,
     #[serde(skip)]
     pub(crate) open_tools: BTreeMap<String, OpenTool>,
 }
@@ -67,6 +84,17 @@ pub(crate) struct OpenTool {
 }
 
 impl Summary {
+    /// The word of the terminal event that ends the run as far as the
+    /// stream tells: the last one, unless the agent went on working after
+    /// it (then none, until the next).
+    pub fn terminal_in_force(&self) -> Option<bool> {
+        if self.working_after_terminal {
+            None
+        } else {
+            self.terminal
+        }
+    }
+
     /// The longest time limit declared by a tool call that is still open.
     pub fn open_tool_timeout_ms(&self) -> Option<u64> {
         self.open_tools.values().filter_map(|t| t.timeout_ms).max()
@@ -128,14 +156,28 @@ impl Out<'_> {
 
     pub fn text(&mut self, text: String) {
         if !text.is_empty() {
+            self.working();
             self.events.push(Event::Text { text });
         }
     }
 
     pub fn thinking(&mut self, text: String) {
         if !text.is_empty() {
+            self.working();
             self.events.push(Event::Thinking { text });
         }
+    }
+
+    /// The agent is at work (a new turn, a tool call, text): a
+    /// terminal event before this did not end the run, and a fatal error
+    /// before it was recovered from. Trailing output (usage, a tool
+    /// closing) is not work.
+    pub fn working(&mut self) {
+        let s = &mut *self.summary;
+        if s.terminal.is_some() {
+            s.working_after_terminal = true;
+        }
+        s.fatal_pending = None;
     }
 
     pub fn final_text(&mut self, text: String) {
@@ -149,6 +191,7 @@ impl Out<'_> {
         input: Option<String>,
         timeout_ms: Option<u64>,
     ) {
+        self.working();
         self.summary.tool_calls += 1;
         self.summary.open_tools.insert(
             id.clone(),
@@ -253,6 +296,9 @@ impl Out<'_> {
         delay_ms: Option<u64>,
         reason: String,
     ) {
+        // Not work by itself (nor a recovery from a fatal error: that is
+        // what a CLI that retries a bad key does); a decoder whose agent
+        // retries after its terminal event says so with `working`.
         self.summary.retries += 1;
         self.events.push(Event::Retry {
             attempt,
@@ -263,10 +309,21 @@ impl Out<'_> {
     }
 
     pub fn error(&mut self, message: String, class: ErrorClass, fatal: bool) {
+        let s = &mut *self.summary;
+        if fatal {
+            s.fatal_pending = Some(class);
+            if s.fatal_reported.contains(&class) {
+                // The same fatal error again (the CLI retried it): no new
+                // event, but its latest wording is often the most precise.
+                s.error = Some(message);
+                return;
+            }
+            s.fatal_reported.push(class);
+        }
         // A fatal error, or the first error, is what the report names.
-        if fatal || self.summary.error.is_none() {
-            self.summary.error = Some(message.clone());
-            self.summary.error_class = Some(class);
+        if fatal || s.error.is_none() {
+            s.error = Some(message.clone());
+            s.error_class = Some(class);
         }
         self.events.push(Event::Error {
             message,
@@ -275,9 +332,14 @@ impl Out<'_> {
         });
     }
 
-    /// The terminal event.
+    /// The terminal event. The last one decides: an agent that reported
+    /// an error and then recovered by itself sends another.
     pub fn result(&mut self, success: bool, text: Option<String>, error: Option<String>) {
         self.summary.terminal = Some(success);
+        self.summary.terminal_events += 1;
+        self.summary.working_after_terminal = false;
+        // Decided by the agent itself: no fatal error is left to act on.
+        self.summary.fatal_pending = None;
         if let Some(t) = &text {
             self.summary.final_text = Some(t.clone());
         }
@@ -292,5 +354,106 @@ impl Out<'_> {
             text,
             error,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Agent, AgentDecoder};
+
+    fn decode(agent: Agent, lines: &[&str]) -> (Summary, Vec<Event>) {
+        let mut d = AgentDecoder::new(agent);
+        let mut events = Vec::new();
+        for l in lines {
+            assert!(d.line(l.as_bytes(), &mut events), "not well formed: {l}");
+        }
+        (d.summary().clone(), events)
+    }
+
+    const PI_ERROR_END: &[&str] = &[
+        r#"{"type":"agent_start"}"#,
+        r#"{"type":"turn_start"}"#,
+        r#"{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"429 Too Many Requests"}}"#,
+        r#"{"type":"agent_end","messages":[]}"#,
+    ];
+
+    #[test]
+    fn work_after_a_terminal_event_takes_it_back_and_the_last_one_decides() {
+        let (s, _) = decode(Agent::Pi, PI_ERROR_END);
+        assert_eq!(s.terminal, Some(false));
+        assert!(
+            !s.working_after_terminal,
+            "trailing nothing: still in force"
+        );
+
+        let mut lines = PI_ERROR_END.to_vec();
+        lines.push(r#"{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"429"}"#);
+        let (s, _) = decode(Agent::Pi, &lines);
+        assert!(s.working_after_terminal, "a retry after agent_end is work");
+
+        lines.extend([
+            r#"{"type":"agent_start"}"#,
+            r#"{"type":"tool_execution_start","toolCallId":"c1","toolName":"bash","args":{"command":"sleep 90"}}"#,
+        ]);
+        let (s, _) = decode(Agent::Pi, &lines);
+        assert!(s.working_after_terminal);
+        assert_eq!(s.terminal, Some(false), "no new word yet");
+
+        lines.extend([
+            r#"{"type":"tool_execution_end","toolCallId":"c1","toolName":"bash","result":{"content":[]},"isError":false}"#,
+            r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"stopReason":"stop"}}"#,
+            r#"{"type":"agent_end","messages":[]}"#,
+        ]);
+        let (s, _) = decode(Agent::Pi, &lines);
+        assert_eq!(s.terminal, Some(true), "the last terminal event decides");
+        assert_eq!(s.terminal_events, 2);
+        assert!(!s.working_after_terminal);
+    }
+
+    #[test]
+    fn usage_after_a_terminal_event_is_trailing_output_not_work() {
+        let mut summary = Summary::default();
+        let mut events = Vec::new();
+        let mut out = Out {
+            summary: &mut summary,
+            events: &mut events,
+        };
+        out.result(true, Some("done".into()), None);
+        out.usage_step(Tokens::default(), None);
+        out.tool_finished("x".into(), None, false, None);
+        out.error("late warning".into(), ErrorClass::Other, false);
+        assert!(!summary.working_after_terminal);
+    }
+
+    const CLAUDE_401_RETRY: &str = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}"#;
+
+    #[test]
+    fn a_retried_fatal_error_is_one_event_and_stays_pending_until_a_terminal_event() {
+        let (s, events) = decode(Agent::Claude, &[CLAUDE_401_RETRY; 11]);
+        let fatal = events
+            .iter()
+            .filter(|e| matches!(e, Event::Error { fatal: true, .. }))
+            .count();
+        assert_eq!(fatal, 1, "{events:?}");
+        assert_eq!(s.fatal_pending, Some(ErrorClass::Authentication));
+
+        let mut lines = vec![CLAUDE_401_RETRY; 2];
+        lines.push(r#"{"type":"result","subtype":"success","is_error":true,"result":"Failed to authenticate"}"#);
+        let (s, _) = decode(Agent::Claude, &lines);
+        assert_eq!(s.fatal_pending, None, "the agent ended by itself");
+        assert_eq!(s.terminal, Some(false));
+    }
+
+    #[test]
+    fn work_after_a_fatal_error_is_a_recovery() {
+        let (s, _) = decode(
+            Agent::Claude,
+            &[
+                CLAUDE_401_RETRY,
+                r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"hi"}]}}"#,
+            ],
+        );
+        assert_eq!(s.fatal_pending, None);
     }
 }

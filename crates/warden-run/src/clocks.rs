@@ -21,6 +21,8 @@ pub enum Clock {
     Stall,
     /// Silence after the terminal event or completion signal.
     Completion,
+    /// A fatal error was reported and the agent did not end by itself.
+    FatalError,
     /// SIGTERM was sent this long ago: now SIGKILL.
     KillGrace,
     /// The agent exited this long ago and output is still open.
@@ -40,6 +42,11 @@ pub struct ClockState {
     /// limit plus a margin. The stall clock is at least this long.
     pub stall_floor: Option<Duration>,
     pub completion_timeout: Option<Duration>,
+    /// How long the agent has to end by itself after a fatal error; `None`
+    /// leaves it to retry.
+    pub fatal_error_grace: Option<Duration>,
+    /// When the fatal error that is still the agent's last word came.
+    pub fatal_error_at: Option<Instant>,
     pub kill_grace: Duration,
     pub drain_grace: Duration,
     pub final_kill_wait: Duration,
@@ -104,8 +111,14 @@ impl ClockState {
                 // spawn: silence is silence.
                 (last, _) => {
                     let last = last.unwrap_or(started);
+                    let fatal = self.fatal_error_at.zip(self.fatal_error_grace);
+                    if let Some((at, grace)) = fatal {
+                        candidates.extend(after(at, grace).map(|at| (at, Clock::FatalError)));
+                    }
                     if let Some(s) = self.effective_stall() {
-                        if !self.warned {
+                        // No warning of a stall that the fatal error's end
+                        // will come before.
+                        if !self.warned && fatal.is_none() {
                             candidates
                                 .extend(after(last, s / 2).map(|at| (at, Clock::StallWarning)));
                         }
@@ -225,6 +238,31 @@ mod tests {
             s.next(),
             Some((t0 + Duration::from_secs(90), Clock::Completion)),
             "an open tool stretches the window"
+        );
+    }
+
+    #[test]
+    fn a_fatal_error_ends_the_run_after_its_grace_with_no_stall_warning() {
+        let (t0, mut s) = base();
+        s.last_activity = Some(t0);
+        s.fatal_error_grace = Some(Duration::from_secs(2));
+        s.fatal_error_at = Some(t0);
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(2), Clock::FatalError))
+        );
+        s.stall_timeout = Some(Duration::from_secs(1));
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(1), Clock::Stall)),
+            "a stall that comes first still ends the run, unannounced"
+        );
+        s.stall_timeout = Some(Duration::from_secs(20));
+        s.fatal_error_grace = None;
+        assert_eq!(
+            s.next(),
+            Some((t0 + Duration::from_secs(10), Clock::StallWarning)),
+            "--on-fatal-error wait: the stall clock as usual"
         );
     }
 

@@ -16,6 +16,42 @@ pub struct Limits {
     pub kill_grace: Duration,
     pub completion_signal: String,
     pub max_line: usize,
+    /// What a fatal error of the agent does to the run.
+    pub on_fatal_error: OnFatalError,
+}
+
+/// What warden does when the agent reports an error that no retry will
+/// fix (bad credentials, an unknown model, an exhausted quota) and goes on
+/// without ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFatalError {
+    /// End the run within seconds: `agent_failed`, with the error.
+    #[default]
+    End,
+    /// Let the CLI retry, under the stall and run clocks as usual.
+    Wait,
+}
+
+impl OnFatalError {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFatalError::End => "end",
+            OnFatalError::Wait => "wait",
+        }
+    }
+}
+
+impl std::str::FromStr for OnFatalError {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "end" => Ok(OnFatalError::End),
+            "wait" => Ok(OnFatalError::Wait),
+            _ => Err(()),
+        }
+    }
 }
 
 impl Default for Limits {
@@ -29,11 +65,21 @@ impl Default for Limits {
             kill_grace: defaults::KILL_GRACE,
             completion_signal: defaults::COMPLETION_SIGNAL.to_string(),
             max_line: defaults::MAX_LINE,
+            on_fatal_error: defaults::ON_FATAL_ERROR,
         }
     }
 }
 
 impl Limits {
+    /// How long after a fatal error the agent has to end by itself; `None`
+    /// when the CLI is left to retry.
+    pub fn fatal_error_grace(&self) -> Option<Duration> {
+        match self.on_fatal_error {
+            OnFatalError::End => Some(defaults::FATAL_ERROR_GRACE),
+            OnFatalError::Wait => None,
+        }
+    }
+
     /// The stall timeout that will actually be armed: none when it could
     /// never fire before the run clock does.
     pub fn armed_stall_timeout(&self) -> Option<Duration> {

@@ -49,6 +49,8 @@ pub struct LimitsReport {
     pub kill_grace_ms: u64,
     pub completion_signal: String,
     pub max_line: usize,
+    /// `end` or `wait`: what a fatal error of the agent did to the run.
+    pub on_fatal_error: crate::limits::OnFatalError,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

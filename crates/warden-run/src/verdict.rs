@@ -63,6 +63,9 @@ pub enum Cause {
     Cancelled,
     /// The completion window ran out; the run keeps the verdict it earned.
     ForcedCompletion,
+    /// The agent reported an error no retry fixes and did not end by
+    /// itself (`--on-fatal-error end`).
+    FatalError,
 }
 
 /// Everything the verdict depends on.
@@ -125,6 +128,22 @@ pub fn decide(f: &Facts) -> (Verdict, String) {
         }
         Some(Cause::Cancelled) => {
             return (Verdict::Cancelled, "cancelled by a signal to warden".into());
+        }
+        Some(Cause::FatalError) => {
+            let class = if f.authentication_error {
+                " (authentication)"
+            } else {
+                ""
+            };
+            return (
+                Verdict::AgentFailed,
+                format!(
+                    "the agent reported an error that retrying will not fix{class}: {}; \
+                     the run was ended rather than left to the agent's own retries \
+                     (--on-fatal-error wait lets it retry)",
+                    f.agent_error.as_deref().unwrap_or("no message")
+                ),
+            );
         }
         Some(Cause::ForcedCompletion) => {
             let what = if f.terminal.is_some() {
@@ -267,6 +286,20 @@ mod tests {
         f.terminal = None;
         f.completion_signal_seen = true;
         assert_eq!(decide(&f).0, Verdict::Succeeded);
+    }
+
+    #[test]
+    fn a_fatal_error_ends_as_agent_failed_naming_the_error() {
+        let mut f = json(0, None);
+        f.exit = Some((None, Some(15)));
+        f.cause = Some(Cause::FatalError);
+        f.agent_error = Some("authentication failed: authentication_failed".into());
+        f.authentication_error = true;
+        let (v, why) = decide(&f);
+        assert_eq!(v, Verdict::AgentFailed);
+        assert!(why.contains("(authentication)"), "{why}");
+        assert!(why.contains("authentication_failed"), "{why}");
+        assert!(why.contains("--on-fatal-error wait"), "{why}");
     }
 
     #[test]

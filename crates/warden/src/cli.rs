@@ -233,6 +233,10 @@ pub struct SettingFlags {
     /// The string that says the task is done [default: <promise>COMPLETE</promise>].
     #[arg(long, value_name = "TEXT")]
     pub completion_signal: Option<String>,
+    /// When the agent reports an error no retry fixes (bad credentials, unknown model,
+    /// exhausted quota): end the run, or wait for the agent's own retries [default: end].
+    #[arg(long, value_name = "end|wait")]
+    pub on_fatal_error: Option<String>,
     /// After the agent exits, how long to keep reading its output [default: 5s].
     #[arg(long, value_name = "DURATION")]
     pub drain_grace: Option<String>,

@@ -89,7 +89,8 @@ pub fn replay(args: &ReplayArgs) -> u8 {
         summary.retries += stderr.summary().retries;
     }
     let summary = &summary;
-    let outcome = match summary.terminal {
+    // An agent that went on working after a terminal event had not ended.
+    let outcome = match summary.terminal_in_force() {
         Some(true) => "succeeded",
         Some(false) => "agent_failed",
         None if agent == Agent::Exec => "succeeded",

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use warden_run::limits::clock;
+use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, Limits, SandboxChoice};
 
 use crate::cli::SettingFlags;
@@ -30,6 +30,8 @@ pub enum Kind {
     Containment,
     Sandbox,
     Path,
+    /// What a fatal error of the agent does: `end` or `wait`.
+    OnFatalError,
 }
 
 impl Kind {
@@ -43,6 +45,7 @@ impl Kind {
             Kind::Containment => "one of `auto`, `cgroup`, `subreaper`",
             Kind::Sandbox => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path => "a directory path such as `.warden/runs/my-run`",
+            Kind::OnFatalError => "`end` (end the run at once) or `wait` (let the agent retry)",
         }
     }
 }
@@ -75,6 +78,10 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "completion_signal",
         kind: Kind::Text,
+    },
+    Key {
+        name: "on_fatal_error",
+        kind: Kind::OnFatalError,
     },
     Key {
         name: "drain_grace",
@@ -272,6 +279,7 @@ impl RawSettings {
             ("startup_timeout", &f.startup_timeout),
             ("completion_timeout", &f.completion_timeout),
             ("completion_signal", &f.completion_signal),
+            ("on_fatal_error", &f.on_fatal_error),
             ("drain_grace", &f.drain_grace),
             ("kill_grace", &f.kill_grace),
             ("max_line", &f.max_line),
@@ -385,6 +393,9 @@ impl RawSettings {
         if let Some(Value::Text(t)) = parsed.get("completion_signal") {
             limits.completion_signal = t.clone();
         }
+        if let Some(Value::OnFatalError(o)) = parsed.get("on_fatal_error") {
+            limits.on_fatal_error = *o;
+        }
         if let Some(Value::Bytes(b)) = parsed.get("max_line") {
             limits.max_line = *b;
         }
@@ -430,6 +441,7 @@ enum Value {
     Bytes(usize),
     Containment(ContainmentChoice),
     Sandbox(SandboxChoice),
+    OnFatalError(OnFatalError),
 }
 
 /// Why a value was refused.
@@ -473,6 +485,7 @@ fn parse_other(kind: Kind, s: &str) -> Option<Value> {
             _ => None,
         },
         Kind::Sandbox => t.parse().ok().map(Value::Sandbox),
+        Kind::OnFatalError => t.parse().ok().map(Value::OnFatalError),
         Kind::Containment => match t {
             "auto" => Some(Value::Containment(ContainmentChoice::Auto)),
             "cgroup" => Some(Value::Containment(ContainmentChoice::Cgroup)),

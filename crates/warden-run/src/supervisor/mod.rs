@@ -7,9 +7,14 @@
 //! shared between threads, so "stop" and "fire" cannot race.
 //!
 //! Phases: Starting (no line yet) → Running →
-//! Completing (completion signal seen) → Exited (agent reaped) → Draining
-//! (bounded by `drain_grace`) → Finalized. Terminating (SIGTERM, then
-//! SIGKILL after `kill_grace`) can begin from any phase before Exited.
+//! Completing (terminal event or completion signal seen) → Exited (agent
+//! reaped) → Draining (bounded by `drain_grace`) → Finalized. Terminating
+//! (SIGTERM, then SIGKILL after `kill_grace`) can begin from any phase
+//! before Exited. Completing goes back to Running when the agent works
+//! after its terminal event (pi retries after an `agent_end` that reported
+//! an error); the next terminal event brings it back. A fatal error the
+//! agent does not end on by itself ends the run after a short grace
+//! (`--on-fatal-error end`).
 //!
 //! What the supervisor decides about activity, the stall clock, tokens and
 //! the open tool call goes into the event stream as `status` snapshots
@@ -121,7 +126,10 @@ pub struct Supervisor {
     summary: Summary,
     /// Retries the agent announced on stderr.
     stderr_retries: u32,
+    /// When the last terminal event came.
     terminal_seen: Option<Instant>,
+    /// How many terminal events the supervisor has acted on.
+    terminal_events: u32,
     stall_extensions: Vec<StallExtension>,
     sandbox_kill_started: bool,
     commits: Vec<crate::git::Commit>,
@@ -163,6 +171,7 @@ impl Supervisor {
             startup_timeout: l.startup_timeout,
             stall_timeout: l.armed_stall_timeout(),
             completion_timeout: l.completion_timeout,
+            fatal_error_grace: l.fatal_error_grace(),
             kill_grace: l.kill_grace,
             drain_grace: l.drain_grace,
             final_kill_wait: defaults::FINAL_KILL_WAIT,
@@ -197,6 +206,7 @@ impl Supervisor {
             summary: Summary::default(),
             stderr_retries: 0,
             terminal_seen: None,
+            terminal_events: 0,
             stall_extensions: Vec::new(),
             sandbox_kill_started: false,
             commits: Vec::new(),
@@ -480,14 +490,32 @@ impl Supervisor {
             .summary
             .open_tool_timeout_ms()
             .map(|t| Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN);
-        if self.summary.terminal.is_some() && self.terminal_seen.is_none() {
+        let s = &self.summary;
+        // The last terminal event decides, and only while the agent has not
+        // gone on working after it.
+        let terminal_in_force = s.terminal_in_force().is_some();
+        if s.terminal_events != self.terminal_events {
+            self.terminal_events = s.terminal_events;
             self.terminal_seen = Some(now);
+        }
+        if terminal_in_force {
             // Done by its own word: from now on silence means it will not
             // exit, not that it is thinking.
             if self.clocks.completing_since_line.is_none() {
                 self.clocks.completing_since_line = Some(now);
             }
+        } else if s.working_after_terminal && self.completion_seen.is_none() {
+            // It reported an end, then went on (pi retries by itself after
+            // an `agent_end` with an error): silence is the stall clock's
+            // again, until the next terminal event.
+            self.clocks.completing_since_line = None;
         }
+        // A fatal error that is still the agent's last word: it has the
+        // fatal-error grace to end by itself. A terminal event takes over.
+        self.clocks.fatal_error_at = match s.fatal_pending {
+            Some(_) if !terminal_in_force => Some(self.clocks.fatal_error_at.unwrap_or(now)),
+            _ => None,
+        };
     }
 
     fn on_activity(&mut self, now: Instant) {
@@ -593,6 +621,7 @@ impl Supervisor {
             Clock::Run => self.begin_ending(tree, Cause::TimedOut),
             Clock::Startup => self.begin_ending(tree, Cause::StartupTimeout),
             Clock::Stall => self.begin_ending(tree, Cause::Stalled),
+            Clock::FatalError => self.begin_ending(tree, Cause::FatalError),
             Clock::StallWarning => {
                 self.clocks.warned = true;
                 self.stall_warnings += 1;
@@ -864,5 +893,8 @@ fn cause_reason(cause: Cause) -> &'static str {
         Cause::TimedOut => "run timeout",
         Cause::Cancelled => "cancelled",
         Cause::ForcedCompletion => "completion timeout after the agent said it was done",
+        Cause::FatalError => {
+            "the agent reported an error that retrying will not fix (--on-fatal-error end)"
+        }
     }
 }

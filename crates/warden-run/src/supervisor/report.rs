@@ -142,6 +142,7 @@ impl Supervisor {
                 kill_grace_ms: l.kill_grace.as_millis() as u64,
                 completion_signal: l.completion_signal.clone(),
                 max_line: l.max_line,
+                on_fatal_error: l.on_fatal_error,
             },
             warden_peak_rss_kib: warden_process::os::peak_rss_kib(),
             live_events_dropped: self.live.dropped(),
@@ -286,7 +287,7 @@ impl Supervisor {
             spawn_error: self.spawn_error.clone(),
             cause: self.cause,
             exit: self.exit,
-            terminal: self.summary.terminal,
+            terminal: self.summary.terminal_in_force(),
             agent_error: self.summary.error.clone(),
             authentication_error: self.summary.error_class
                 == Some(warden_events::ErrorClass::Authentication),

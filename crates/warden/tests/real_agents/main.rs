@@ -19,4 +19,5 @@ mod fields;
 mod kit;
 mod retries;
 mod scenarios;
+mod verdicts;
 mod views12;

@@ -21,5 +21,6 @@ mod sandbox;
 mod session;
 mod settings;
 mod signals;
+mod verdicts;
 mod view;
 mod views12;
