@@ -27,6 +27,9 @@ use crate::event::{ErrorClass, Tokens};
 use crate::json::{input_view, output_of, parse};
 use crate::summary::Out;
 
+mod content;
+use content::Content;
+
 #[derive(Debug, Default)]
 pub struct Claude {
     /// The latest message ids and the usage counted for each. The lines of
@@ -111,7 +114,7 @@ struct Message<'a> {
     #[serde(default)]
     model: Option<String>,
     #[serde(default, borrow)]
-    content: Option<&'a RawValue>,
+    content: Content<'a>,
     #[serde(default)]
     usage: Option<Usage>,
 }
@@ -157,30 +160,6 @@ impl Usage {
 }
 
 #[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Cow<'a, str>,
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    thinking: Option<Cow<'a, str>>,
-    // tool_use
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    input: Option<&'a RawValue>,
-    // tool_result
-    #[serde(default, borrow)]
-    tool_use_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    content: Option<&'a RawValue>,
-    #[serde(default)]
-    is_error: Option<bool>,
-}
-
-#[derive(Deserialize)]
 struct ToolTimeout {
     #[serde(default)]
     timeout: Option<f64>,
@@ -213,6 +192,9 @@ impl Decode for Claude {
         let Some(l) = parse::<Line<'_>>(line) else {
             return false;
         };
+        if l.message.is_some() && !content::two_step_accepts(line) {
+            return false;
+        }
         if let Some(id) = &l.session_id {
             out.session_id(id);
         }
@@ -245,9 +227,10 @@ impl Decode for Claude {
                     );
                 }
             }
-            ("assistant", _) => self.assistant(&l, out),
+            ("assistant", _) => self.assistant(&l, line, out),
             ("user", _) => {
-                for b in blocks(l.message.as_ref().and_then(|m| m.content)) {
+                let content = l.message.as_ref().map(|m| m.content.blocks(line));
+                for b in content.unwrap_or_default() {
                     if b.ty == "tool_result" {
                         out.tool_finished(
                             b.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
@@ -311,7 +294,7 @@ impl Decode for Claude {
 }
 
 impl Claude {
-    fn assistant(&mut self, l: &Line<'_>, out: &mut Out<'_>) {
+    fn assistant<'a>(&mut self, l: &Line<'a>, line: &'a [u8], out: &mut Out<'_>) {
         let Some(m) = &l.message else { return };
         let top_level = l.parent_tool_use_id.is_none();
         let id = m.id.as_deref().unwrap_or_default();
@@ -328,7 +311,7 @@ impl Claude {
             out.summary.model = Some(model.clone());
         }
         let mut texts = Vec::new();
-        for b in blocks(m.content) {
+        for b in m.content.blocks(line) {
             match b.ty.as_ref() {
                 "text" => {
                     if let Some(t) = b.text {
@@ -522,15 +505,6 @@ fn quiet_stream_event(line: &[u8]) -> bool {
     })
 }
 
-fn blocks(content: Option<&RawValue>) -> Vec<Block<'_>> {
-    match content {
-        Some(raw) if raw.get().starts_with('[') => {
-            serde_json::from_str(raw.get()).unwrap_or_default()
-        }
-        _ => Vec::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,5 +534,30 @@ mod tests {
         for l in parsed {
             assert!(!quiet_stream_event(l.as_bytes()), "{l}");
         }
+    }
+}
+
+#[cfg(test)]
+mod utf8_tests {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_in_a_skipped_block_field_is_still_malformed() {
+        let mut line =
+            br#"{"type":"user","message":{"content":[{"type":"text","x":"?"}]}}"#.to_vec();
+        let at = line.iter().position(|b| *b == b'?').unwrap();
+        line[at] = 0xff;
+        let mut summary = crate::summary::Summary::default();
+        let mut events = Vec::new();
+        let mut out = Out {
+            summary: &mut summary,
+            events: &mut events,
+        };
+        assert!(!Claude::default().line(&line, &mut out));
+        // Outside the content, as before, it is skipped without a check.
+        let mut line = br#"{"type":"user","message":{"content":[]},"x":"?"}"#.to_vec();
+        let at = line.iter().position(|b| *b == b'?').unwrap();
+        line[at] = 0xff;
+        assert!(Claude::default().line(&line, &mut out));
     }
 }
