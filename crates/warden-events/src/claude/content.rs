@@ -395,6 +395,7 @@ impl<'de> Deserialize<'de> for Flag {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// The blocks as the two-step reading found them.
     fn two_step(content: &str) -> Vec<Block<'_>> {
@@ -466,6 +467,67 @@ mod tests {
                 seen(&l.message.content.blocks(line.as_bytes())),
                 seen(&two_step(content)),
                 "{content}"
+            );
+        }
+    }
+
+    /// A JSON value likely to hit the edges: the fields a block has, with
+    /// values of every type, duplicates, and nesting.
+    fn value() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("null".to_string()),
+            Just("true".to_string()),
+            Just("3".to_string()),
+            Just(r#""s""#.to_string()),
+            Just(r#""e\u00e9\n""#.to_string()),
+            Just("[]".to_string()),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            let key = prop::sample::select(vec![
+                "type",
+                "text",
+                "thinking",
+                "id",
+                "name",
+                "input",
+                "tool_use_id",
+                "content",
+                "is_error",
+                "other",
+            ]);
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec((key, inner), 0..5).prop_map(|m| {
+                    let members: Vec<String> = m
+                        .into_iter()
+                        .map(|(k, v)| format!(r#""{k}":{v}"#))
+                        .collect();
+                    format!("{{{}}}", members.join(","))
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_agrees_with_the_two_steps_on_any_content(content in value()) {
+            let line = format!(r#"{{"message":{{"content":{content}}}}}"#);
+            #[derive(Deserialize)]
+            struct L<'a> {
+                #[serde(borrow)]
+                message: M<'a>,
+            }
+            #[derive(Deserialize)]
+            struct M<'a> {
+                #[serde(borrow)]
+                content: Content<'a>,
+            }
+            let l: L<'_> = serde_json::from_str(&line).expect("well formed");
+            proptest::prop_assert_eq!(
+                seen(&l.message.content.blocks(line.as_bytes())),
+                seen(&two_step(&content)),
+                "{}", content
             );
         }
     }
