@@ -27,6 +27,9 @@ use crate::event::{ErrorClass, Tokens};
 use crate::json::{input_view, output_of, parse};
 use crate::summary::Out;
 
+mod content;
+use content::Content;
+
 #[derive(Debug, Default)]
 pub struct Claude {
     /// The latest message ids and the usage counted for each. The lines of
@@ -111,7 +114,7 @@ struct Message<'a> {
     #[serde(default)]
     model: Option<String>,
     #[serde(default, borrow)]
-    content: Option<&'a RawValue>,
+    content: Content<'a>,
     #[serde(default)]
     usage: Option<Usage>,
 }
@@ -157,30 +160,6 @@ impl Usage {
 }
 
 #[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Cow<'a, str>,
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    thinking: Option<Cow<'a, str>>,
-    // tool_use
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    input: Option<&'a RawValue>,
-    // tool_result
-    #[serde(default, borrow)]
-    tool_use_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    content: Option<&'a RawValue>,
-    #[serde(default)]
-    is_error: Option<bool>,
-}
-
-#[derive(Deserialize)]
 struct ToolTimeout {
     #[serde(default)]
     timeout: Option<f64>,
@@ -207,9 +186,15 @@ fn class_of(category: &str) -> ErrorClass {
 
 impl Decode for Claude {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
+        if out.summary.session_id.is_some() && quiet_stream_event(line) {
+            return true;
+        }
         let Some(l) = parse::<Line<'_>>(line) else {
             return false;
         };
+        if l.message.is_some() && !content::two_step_accepts(line) {
+            return false;
+        }
         if let Some(id) = &l.session_id {
             out.session_id(id);
         }
@@ -242,9 +227,10 @@ impl Decode for Claude {
                     );
                 }
             }
-            ("assistant", _) => self.assistant(&l, out),
+            ("assistant", _) => self.assistant(&l, line, out),
             ("user", _) => {
-                for b in blocks(l.message.as_ref().and_then(|m| m.content)) {
+                let content = l.message.as_ref().map(|m| m.content.blocks(line));
+                for b in content.unwrap_or_default() {
                     if b.ty == "tool_result" {
                         out.tool_finished(
                             b.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
@@ -308,7 +294,7 @@ impl Decode for Claude {
 }
 
 impl Claude {
-    fn assistant(&mut self, l: &Line<'_>, out: &mut Out<'_>) {
+    fn assistant<'a>(&mut self, l: &Line<'a>, line: &'a [u8], out: &mut Out<'_>) {
         let Some(m) = &l.message else { return };
         let top_level = l.parent_tool_use_id.is_none();
         let id = m.id.as_deref().unwrap_or_default();
@@ -325,7 +311,7 @@ impl Claude {
             out.summary.model = Some(model.clone());
         }
         let mut texts = Vec::new();
-        for b in blocks(m.content) {
+        for b in m.content.blocks(line) {
             match b.ty.as_ref() {
                 "text" => {
                     if let Some(t) = b.text {
@@ -454,11 +440,124 @@ impl Claude {
     }
 }
 
-fn blocks(content: Option<&RawValue>) -> Vec<Block<'_>> {
-    match content {
-        Some(raw) if raw.get().starts_with('[') => {
-            serde_json::from_str(raw.get()).unwrap_or_default()
+/// Every field of [`Line`]: a line that repeats one would be refused by
+/// the full parse.
+const LINE_FIELDS: &[&[u8]] = &[
+    b"type",
+    b"subtype",
+    b"session_id",
+    b"model",
+    b"claude_code_version",
+    b"message",
+    b"parent_tool_use_id",
+    b"error",
+    b"is_error",
+    b"result",
+    b"errors",
+    b"total_cost_usd",
+    b"usage",
+    b"terminal_reason",
+    b"api_error_status",
+    b"attempt",
+    b"max_retries",
+    b"retry_delay_ms",
+    b"error_status",
+    b"tool_use_id",
+    b"elapsed_time_seconds",
+    b"event",
+];
+
+/// Whether `line` is a well-formed `stream_event` whose API event carries
+/// nothing warden reads (text and tool-input deltas, block starts and
+/// stops, `message_stop`, pings): most lines of a stream with partial
+/// messages. Such a line is only checked, not parsed. Anything this does
+/// not vouch for (another shape, field order, or an unusual field) goes
+/// to the full parse, which decides as before; the session id is the one
+/// thing the full parse would take from such a line, so callers use this
+/// only once it is known.
+fn quiet_stream_event(line: &[u8]) -> bool {
+    const PREFIX: &[u8] = br#"{"type":"stream_event","event":{"type":""#;
+    let Some(rest) = line.strip_prefix(PREFIX) else {
+        return false;
+    };
+    let Some(end) = memchr::memchr(b'"', rest) else {
+        return false;
+    };
+    let ty = &rest[..end];
+    if ty.contains(&b'\\') || ty == b"message_start" || ty == b"message_delta" {
+        return false;
+    }
+    let mut seen = 0usize;
+    let (mut session, mut parent) = (false, false);
+    crate::skim::object(line, |key, value| {
+        seen += 1;
+        let once = |flag: &mut bool| {
+            let fresh = !*flag && (value == b"null" || value.first() == Some(&b'"'));
+            *flag = true;
+            fresh
+        };
+        match (seen, key) {
+            (1, b"type") | (2, b"event") => true,
+            (_, b"session_id") => once(&mut session),
+            (_, b"parent_tool_use_id") => once(&mut parent),
+            (_, key) => !LINE_FIELDS.contains(&key),
         }
-        _ => Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_well_formed_quiet_stream_events_skip_the_parse() {
+        let quiet = [
+            r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a \"b\""}},"session_id":"s","parent_tool_use_id":null,"uuid":"u"}"#,
+            r#"{"type":"stream_event","event":{"type":"message_stop"},"parent_tool_use_id":"toolu_1"}"#,
+        ];
+        for l in quiet {
+            assert!(quiet_stream_event(l.as_bytes()), "{l}");
+            assert!(parse::<Line<'_>>(l.as_bytes()).is_some(), "{l}");
+        }
+        let parsed = [
+            // They carry usage.
+            r#"{"type":"stream_event","event":{"type":"message_start","message":{}}}"#,
+            r#"{"type":"stream_event","event":{"type":"message_delta","usage":{}}}"#,
+            // The full parse refuses these, and must be the one to say so.
+            r#"{"type":"stream_event","event":{"type":"ping"},"session_id":"a","session_id":"b"}"#,
+            r#"{"type":"stream_event","event":{"type":"ping"},"type":"x"}"#,
+            r#"{"type":"stream_event","event":{"type":"ping"},"session_id":1}"#,
+            r#"{"type":"stream_event","event":{"type":"ping"},"usage":[]}"#,
+            r#"{"type":"stream_event","event":{"type":"ping"}"#,
+            r#"{"type":"stream_event","event":{"type":"ping"}} x"#,
+        ];
+        for l in parsed {
+            assert!(!quiet_stream_event(l.as_bytes()), "{l}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod utf8_tests {
+    use super::*;
+
+    #[test]
+    fn invalid_utf8_in_a_skipped_block_field_is_still_malformed() {
+        let mut line =
+            br#"{"type":"user","message":{"content":[{"type":"text","x":"?"}]}}"#.to_vec();
+        let at = line.iter().position(|b| *b == b'?').unwrap();
+        line[at] = 0xff;
+        let mut summary = crate::summary::Summary::default();
+        let mut events = Vec::new();
+        let mut out = Out {
+            summary: &mut summary,
+            events: &mut events,
+        };
+        assert!(!Claude::default().line(&line, &mut out));
+        // Outside the content, as before, it is skipped without a check.
+        let mut line = br#"{"type":"user","message":{"content":[]},"x":"?"}"#.to_vec();
+        let at = line.iter().position(|b| *b == b'?').unwrap();
+        line[at] = 0xff;
+        assert!(Claude::default().line(&line, &mut out));
     }
 }

@@ -27,6 +27,7 @@ pub mod opencode;
 pub mod pi;
 pub mod redact;
 pub mod signal;
+mod skim;
 pub mod stderr;
 pub mod summary;
 
