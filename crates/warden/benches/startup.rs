@@ -7,7 +7,8 @@
 //! once inside one (a run there reads the base commit at its start and
 //! the commits made at its end). Also prints the size of the binary that
 //! each run re-executes as its shim. Set `WARDEN_BENCH_QUICK=1` for fewer
-//! repetitions.
+//! repetitions, `WARDEN_BENCH_BIN=PATH` to time another warden binary
+//! (an older build, to compare).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
 fn main() {
+    let bin = std::env::var("WARDEN_BENCH_BIN").unwrap_or_else(|_| WARDEN.to_string());
     let quick = std::env::var_os("WARDEN_BENCH_QUICK").is_some();
     let reps = if quick { 10 } else { 50 };
     let tmp = tempfile::tempdir().unwrap();
@@ -30,10 +32,10 @@ fn main() {
         outside.display()
     );
 
-    let size = std::fs::metadata(WARDEN).unwrap().len();
+    let size = std::fs::metadata(&bin).unwrap().len();
     println!("# warden start-up ({reps} runs of each, in turn; median wall time)\n");
     println!(
-        "shim binary: {WARDEN} ({:.1} MiB)\n",
+        "shim binary: {bin} ({:.1} MiB)\n",
         size as f64 / (1024.0 * 1024.0)
     );
     println!(
@@ -49,7 +51,7 @@ fn main() {
             let run_dir = tmp.path().join(format!("runs/{name}-{i}"));
             let c = time(
                 dir,
-                WARDEN,
+                &bin,
                 &[
                     "run",
                     "exec",
