@@ -147,6 +147,14 @@ pub fn children(pid: i32) -> Vec<i32> {
 
 /// The live members of process group `pgid`.
 pub fn group_members(pgid: i32) -> Vec<i32> {
+    // A group with no member at all (the usual end of a run) is answered
+    // by the kernel at once; only one that still has members (live, or
+    // zombies, or not ours to signal) costs a scan of all of /proc.
+    if let Some(group) = rustix::process::Pid::from_raw(pgid)
+        && rustix::process::test_kill_process_group(group) == Err(rustix::io::Errno::SRCH)
+    {
+        return Vec::new();
+    }
     processes()
         .into_iter()
         .filter(|p| p.pgid == pgid && p.state != b'Z')
