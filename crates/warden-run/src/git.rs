@@ -124,11 +124,110 @@ pub async fn repo_root(dir: &Path) -> Option<PathBuf> {
 /// or one whose HEAD cannot be read).
 pub async fn head(dir: &Path) -> Option<String> {
     check_repo_files(dir).ok()?;
+    if let Some(sha) = head_from_files(dir) {
+        return Some(sha);
+    }
     git(dir, ["rev-parse", "--verify", "--quiet", "HEAD"])
         .await
         .ok()
         .filter(|s| !s.is_empty())
 }
+
+/// The commit HEAD points at, read from the repository's files with no
+/// git process (every run asks at its start and at its end), in the one
+/// layout where that is what git itself would answer: no `GIT_*`
+/// variable steers git elsewhere, everything git would check for
+/// ownership belongs to this user (otherwise `safe.directory` decides,
+/// which only git reads), and HEAD is a commit id or names a branch whose
+/// loose or packed ref is a commit id. Anything else (`None`) is left to
+/// git. Only regular files are read: a planted FIFO never blocks this.
+fn head_from_files(dir: &Path) -> Option<String> {
+    if std::env::vars_os().any(|(k, _)| steers_git(k.as_encoded_bytes())) {
+        return None;
+    }
+    let dot_git = dir
+        .ancestors()
+        .map(|d| d.join(".git"))
+        .find(|p| p.exists())?;
+    let git_dir = git_dir(dir)?;
+    let common = match regular_file::read_text(&git_dir.join("commondir"), HEAD_FILE_LIMIT) {
+        Ok(c) => git_dir.join(c.trim()),
+        Err(e) if e.is_not_found() => git_dir.clone(),
+        Err(_) => return None,
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let owned = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).is_ok_and(|m| m.uid() == me)
+    };
+    if ![dot_git.parent()?, &dot_git, &git_dir, &common]
+        .into_iter()
+        .all(owned)
+    {
+        return None;
+    }
+    let head = regular_file::read_text(&git_dir.join("HEAD"), HEAD_FILE_LIMIT).ok()?;
+    let head = head.strip_suffix('\n').unwrap_or(&head);
+    let Some(name) = head.strip_prefix("ref: ") else {
+        return is_object_id(head).then(|| head.to_string());
+    };
+    // Only a plain branch name: anything that could climb out of the
+    // refs directory or that git spells differently is left to git.
+    let branch = name.strip_prefix("refs/heads/")?;
+    if branch.is_empty()
+        || branch
+            .split('/')
+            .any(|c| c.is_empty() || c.starts_with('.') || c.ends_with(".lock"))
+        || !branch
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./+@".contains(&b))
+    {
+        return None;
+    }
+    match regular_file::read_text(&common.join(name), HEAD_FILE_LIMIT) {
+        Ok(loose) => {
+            let loose = loose.strip_suffix('\n').unwrap_or(&loose);
+            return is_object_id(loose).then(|| loose.to_string());
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(_) => return None,
+    }
+    let packed = regular_file::read_text(&common.join("packed-refs"), PACKED_REFS_LIMIT).ok()?;
+    packed.lines().find_map(|line| {
+        let (sha, refname) = line.split_once(' ')?;
+        (refname == name && is_object_id(sha)).then(|| sha.to_string())
+    })
+}
+
+/// Whether an environment variable could make git read another
+/// repository, other refs or other config than the files do: every
+/// `GIT_*` but those known to be about identities, editors, transports
+/// and prompts.
+fn steers_git(name: &[u8]) -> bool {
+    const HARMLESS: &[&[u8]] = &[
+        b"GIT_SSL_",
+        b"GIT_SSH",
+        b"GIT_HTTP_",
+        b"GIT_PROXY_",
+        b"GIT_ASKPASS",
+        b"GIT_AUTHOR_",
+        b"GIT_COMMITTER_",
+        b"GIT_EDITOR",
+        b"GIT_SEQUENCE_EDITOR",
+        b"GIT_PAGER",
+        b"GIT_TERMINAL_PROMPT",
+    ];
+    name.starts_with(b"GIT_") && !HARMLESS.iter().any(|p| name.starts_with(p))
+}
+
+/// A full SHA-1 or SHA-256 object id in lower-case hex, as git writes it.
+fn is_object_id(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The most of `packed-refs` that is read for HEAD's branch; a larger one
+/// is left to git.
+const PACKED_REFS_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// The current branch, if HEAD is on one. Read from the HEAD file (no git
 /// process: it is asked at the end of every run), with git as the fallback.
@@ -238,7 +337,11 @@ async fn status(dir: &Path) -> Result<String, GitError> {
 /// history when there was no base commit), oldest first.
 pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>, GitError> {
     check_repo_files(dir)?;
-    if head(dir).await.is_none() {
+    let Some(head) = head(dir).await else {
+        return Ok(Vec::new());
+    };
+    // HEAD still at the base: `base..HEAD` is empty, no need to ask git.
+    if base == Some(head.as_str()) {
         return Ok(Vec::new());
     }
     let range = match base {

@@ -21,6 +21,7 @@ mod sandbox;
 mod session;
 mod settings;
 mod signals;
+mod startup;
 mod verdicts;
 mod view;
 mod views12;

@@ -60,7 +60,10 @@ fn orphan_ignoring_sigterm_is_killed_after_the_drain_grace() {
             "--",
             "sh",
             "-c",
-            "echo did the work; (trap '' TERM; exec sleep 600) & printf 'no newline'; exit 0",
+            // The agent exits only once its orphan ignores SIGTERM: warden
+            // sends it the moment the agent is gone.
+            "echo did the work; (trap '' TERM; : > ignoring; exec sleep 600) & \
+             until [ -e ignoring ]; do sleep 0.01; done; printf 'no newline'; exit 0",
         ]);
         assert_eq!(done.code, 0, "{containment}: {}", done.stderr);
         let report = done.report();

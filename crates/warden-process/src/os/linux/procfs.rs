@@ -4,7 +4,7 @@
 //! processes when no cgroup is available), to name processes in the report
 //! (their command lines), and to find which processes still hold a pipe.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fs;
 
 /// One entry of the process table.
@@ -102,20 +102,24 @@ fn parse_stat(pid: i32, stat: &[u8]) -> Option<ProcEntry> {
 }
 
 /// The live (non-zombie) descendants of `root`, not including `root`,
-/// parents before children.
+/// parents before children. Walked down from `root` through each
+/// process's children lists rather than a scan of all of /proc: the cost
+/// is the run's own processes, not every process on the machine. Like
+/// any listing of a tree that is still running, it is a snapshot: a
+/// process forked or re-parented while it is read may be missed (the
+/// sweep, which must be complete, freezes the tree first).
 pub fn live_descendants(root: i32) -> Vec<i32> {
-    let table = processes();
-    let mut children: HashMap<i32, Vec<&ProcEntry>> = HashMap::new();
-    for p in &table {
-        children.entry(p.ppid).or_default().push(p);
-    }
     let mut out = Vec::new();
+    let mut seen = HashSet::from([root]);
     let mut queue = vec![root];
     while let Some(parent) = queue.pop() {
-        for child in children.get(&parent).into_iter().flatten() {
-            queue.push(child.pid);
-            if child.state != b'Z' {
-                out.push(child.pid);
+        for child in children(parent) {
+            if !seen.insert(child) {
+                continue;
+            }
+            queue.push(child);
+            if entry(child).is_some_and(|e| e.state != b'Z') {
+                out.push(child);
             }
         }
     }
@@ -143,6 +147,14 @@ pub fn children(pid: i32) -> Vec<i32> {
 
 /// The live members of process group `pgid`.
 pub fn group_members(pgid: i32) -> Vec<i32> {
+    // A group with no member at all (the usual end of a run) is answered
+    // by the kernel at once; only one that still has members (live, or
+    // zombies, or not ours to signal) costs a scan of all of /proc.
+    if let Some(group) = rustix::process::Pid::from_raw(pgid)
+        && rustix::process::test_kill_process_group(group) == Err(rustix::io::Errno::SRCH)
+    {
+        return Vec::new();
+    }
     processes()
         .into_iter()
         .filter(|p| p.pgid == pgid && p.state != b'Z')
