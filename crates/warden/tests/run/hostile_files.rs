@@ -91,9 +91,12 @@ fn the_space_set_aside_for_the_report_swapped_for_a_link_is_not_used() {
     let case = Case::new();
     let victim = Victim::new();
     // The agent sees warden's hidden file for the final report and puts a
-    // link (to a file, then a forged report) in its place.
+    // link (to a file, then a forged report) in its place. It waits for the
+    // first run.json, so that the only temporary file left is the one set
+    // aside for the final report (not the first report's, in its rename).
     let script = format!(
-        "for f in run/.run.json.*.tmp; do rm -f \"$f\"; ln -s '{}' \"$f\"; done; echo swapped",
+        "while [ ! -e run/run.json ]; do sleep 0.01; done; \
+         for f in run/.run.json.*.tmp; do rm -f \"$f\"; ln -s '{}' \"$f\"; done; echo swapped",
         victim.path.display()
     );
     let done = sh(&case, &[], &script);
