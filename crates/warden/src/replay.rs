@@ -3,7 +3,8 @@
 //! The same decoder the supervisor uses, on a file instead of a pipe, so a
 //! run can be understood (and a decoder bug reproduced) after the fact.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
 
 use serde::Serialize;
 use warden_events::{Agent, Event, LineKind, StreamDecoder, Summary};
@@ -34,8 +35,8 @@ pub fn replay(args: &ReplayArgs) -> u8 {
             return 2;
         }
     };
-    let bytes = match std::fs::read(&args.file) {
-        Ok(b) => b,
+    let input = match File::open(&args.file) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("warden: error: could not read {}: {e}", args.file.display());
             return 2;
@@ -43,8 +44,11 @@ pub fn replay(args: &ReplayArgs) -> u8 {
     };
     let mut decoder = StreamDecoder::new(agent, warden_run::defaults::MAX_LINE);
     let (mut lines, mut malformed, mut oversized) = (0u64, 0u64, 0u64);
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // A recording can be far larger than memory: it is decoded a chunk
+    // at a time, and the events go out in large writes (one write per
+    // event made the output, not the decoding, the cost of a replay).
+    let mut out = BufWriter::with_capacity(OUT_BUFFER, StdoutFd::default());
+    let mut chunk = vec![0u8; IN_CHUNK];
     let mut on_line = |kind: LineKind, events: &mut Vec<Event>| {
         match kind {
             LineKind::WellFormed => lines += 1,
@@ -60,19 +64,25 @@ pub fn replay(args: &ReplayArgs) -> u8 {
         }
         for e in events.drain(..) {
             if args.json {
-                let _ = serde_json::to_writer(&mut out, &e);
-                let _ = out.write_all(b"\n");
+                // `##[` inside a string written so a CI log cannot take it
+                // for a command (the same text to a JSON reader).
+                let mut line = serde_json::to_vec(&e).unwrap_or_default();
+                line.push(b'\n');
+                let _ = out.write_all(&crate::render::github::json_line(line));
             } else {
                 print_event(&mut out, &e);
             }
         }
     };
-    decoder.push(&bytes, &mut on_line);
+    if let Err(e) = feed(input, &mut chunk, |c| decoder.push(c, &mut on_line)) {
+        eprintln!("warden: error: could not read {}: {e}", args.file.display());
+        return 2;
+    }
     decoder.finish(&mut on_line);
     let mut summary = decoder.summary().clone();
     if let Some(path) = &args.stderr {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
+        let input = match File::open(path) {
+            Ok(f) => f,
             Err(e) => {
                 eprintln!("warden: error: could not read {}: {e}", path.display());
                 return 2;
@@ -84,7 +94,10 @@ pub fn replay(args: &ReplayArgs) -> u8 {
             events.retain(|e| matches!(e, Event::Retry { .. }));
             on_line(LineKind::EndOfStream, events);
         };
-        stderr.push(&bytes, &mut retries);
+        if let Err(e) = feed(input, &mut chunk, |c| stderr.push(c, &mut retries)) {
+            eprintln!("warden: error: could not read {}: {e}", path.display());
+            return 2;
+        }
         stderr.finish(&mut retries);
         summary.retries += stderr.summary().retries;
     }
@@ -149,6 +162,52 @@ pub fn replay(args: &ReplayArgs) -> u8 {
     }
 }
 
+/// How much of the recording is read at a time. The decoder keeps only
+/// an unfinished line between chunks, so memory stays bounded by this and
+/// the longest line it keeps (`MAX_LINE`), whatever the file's size.
+const IN_CHUNK: usize = 256 * 1024;
+/// How much output is gathered into one write.
+const OUT_BUFFER: usize = 128 * 1024;
+
+/// Hands `input` to `push` a chunk at a time, until its end.
+fn feed(mut input: File, chunk: &mut [u8], mut push: impl FnMut(&[u8])) -> io::Result<()> {
+    loop {
+        match input.read(chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => push(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Replay's stdout, written straight to the descriptor as the console
+/// does (`render::console::write_all`): a reader gone away (`EPIPE`)
+/// makes writes fail, never panic, and the output is then discarded
+/// while the decoding (and so the exit code) goes on.
+#[derive(Default)]
+struct StdoutFd {
+    broken: bool,
+}
+
+impl Write for StdoutFd {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.broken
+            && crate::signals::without_tty_stop(|| {
+                crate::render::console::write_all(crate::render::console::Stream::Stdout, buf)
+            })
+            .is_err()
+        {
+            self.broken = true;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 fn print_event(out: &mut impl Write, e: &Event) {
     let line = match e {
         Event::SessionStarted {
@@ -181,5 +240,8 @@ fn print_event(out: &mut impl Write, e: &Event) {
         }
         _ => return,
     };
-    let _ = writeln!(out, "{line}");
+    // The recording is the agent's text: made inert like every line warden
+    // prints (no workflow command, no escape sequence reaches a CI log or
+    // a terminal).
+    let _ = writeln!(out, "{}", crate::render::github::neutralize(&line));
 }

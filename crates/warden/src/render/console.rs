@@ -225,7 +225,7 @@ impl Channel {
 /// Writes all of `bytes` straight to the stream's file descriptor (no
 /// buffer of std's in between, so nothing is left behind at exit). A
 /// descriptor someone made non-blocking is waited on, not given up.
-fn write_all(stream: Stream, mut bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_all(stream: Stream, mut bytes: &[u8]) -> io::Result<()> {
     let out = io::stdout();
     let err = io::stderr();
     let fd = match stream {

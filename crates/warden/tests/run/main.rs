@@ -16,6 +16,7 @@ mod hostile_sandbox;
 mod hostile_tree;
 mod orphans;
 mod output;
+mod replay;
 mod retries;
 mod sandbox;
 mod session;

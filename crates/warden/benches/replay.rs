@@ -1,0 +1,150 @@
+//! Replay throughput and memory: `cargo bench -p warden --bench replay`.
+//!
+//! For plain lines (`exec`) and a recorded Claude stream repeated, writes
+//! a file of `WARDEN_BENCH_MB` MB (default 1024), then prints, from the
+//! same run on the same file:
+//! - the decoder's own speed (in this process, 256 KiB reads fed to the
+//!   same `StreamDecoder`, nothing printed);
+//! - `warden replay AGENT FILE` and `warden replay AGENT FILE --json`,
+//!   output to `/dev/null`, as MB/s and as a ratio to the decoder;
+//! - replay's peak resident memory (from `wait4`, for that child alone).
+//!
+//! Best of 3 (`WARDEN_BENCH_QUICK=1`: 1).
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use warden_events::{Agent, StreamDecoder};
+
+const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+const CLAUDE: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../warden-events/tests/fixtures/claude/success_with_tools.jsonl"
+));
+
+fn main() {
+    let mb: usize = std::env::var("WARDEN_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
+    let reps = if std::env::var_os("WARDEN_BENCH_QUICK").is_some() {
+        1
+    } else {
+        3
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    println!("# replay throughput ({mb} MB per stream, best of {reps})\n");
+    println!(
+        "| stream | decoder | `replay` | / decoder | `replay --json` | / decoder | peak RSS of `replay` |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (name, agent) in [
+        ("plain lines (`exec`)", Agent::Exec),
+        ("Claude recording", Agent::Claude),
+    ] {
+        let file = tmp.path().join(format!("{agent}.log"));
+        write_stream(&file, agent, mb << 20);
+        let size = std::fs::metadata(&file).unwrap().len() as f64;
+        let rate = |d: Duration| size / d.as_secs_f64() / 1e6;
+        let decoder = best(reps, || {
+            let start = Instant::now();
+            decode(agent, &file);
+            (start.elapsed(), 0)
+        })
+        .0;
+        let (text, text_rss) = best(reps, || replay(agent, &file, false));
+        let (json, json_rss) = best(reps, || replay(agent, &file, true));
+        println!(
+            "| {name} | {:.0} MB/s | {:.0} MB/s | {:.2}× | {:.0} MB/s | {:.2}× | {:.1} MiB |",
+            rate(decoder),
+            rate(text),
+            decoder.as_secs_f64() / text.as_secs_f64(),
+            rate(json),
+            decoder.as_secs_f64() / json.as_secs_f64(),
+            text_rss.max(json_rss) as f64 / 1024.0,
+        );
+        let _ = std::fs::remove_file(&file);
+    }
+}
+
+/// The fastest of `reps` runs, and the largest memory any of them used.
+fn best(reps: usize, mut f: impl FnMut() -> (Duration, i64)) -> (Duration, i64) {
+    let mut fastest = Duration::MAX;
+    let mut peak = 0;
+    for _ in 0..reps {
+        let (d, rss) = f();
+        fastest = fastest.min(d);
+        peak = peak.max(rss);
+    }
+    (fastest, peak)
+}
+
+fn write_stream(path: &Path, agent: Agent, size: usize) {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut written = 0;
+    let mut n = 0u64;
+    while written < size {
+        let block = match agent {
+            Agent::Exec => format!(
+                "line {n:>10} of plain output from a build, a test or a log: {}\n",
+                "ok ".repeat((n % 23) as usize)
+            ),
+            _ => CLAUDE.to_string(),
+        };
+        w.write_all(block.as_bytes()).unwrap();
+        written += block.len();
+        n += 1;
+    }
+    w.flush().unwrap();
+}
+
+fn decode(agent: Agent, path: &Path) {
+    let mut input = std::fs::File::open(path).unwrap();
+    let mut chunk = vec![0u8; 256 * 1024];
+    let mut d = StreamDecoder::new(agent, warden_run::defaults::MAX_LINE);
+    let mut events = 0usize;
+    let mut count = |_, e: &mut Vec<_>| {
+        events += e.len();
+        e.clear();
+    };
+    loop {
+        let n = input.read(&mut chunk).unwrap();
+        if n == 0 {
+            break;
+        }
+        d.push(&chunk[..n], &mut count);
+    }
+    d.finish(&mut count);
+    std::hint::black_box(events);
+}
+
+/// Runs `warden replay` to its end: its wall time and peak RSS in KiB.
+fn replay(agent: Agent, path: &Path, json: bool) -> (Duration, i64) {
+    let mut cmd = Command::new(WARDEN);
+    cmd.args(["replay", agent.name(), path.to_str().unwrap()]);
+    if json {
+        cmd.arg("--json");
+    }
+    let start = Instant::now();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `pid` is our own unreaped child (`Child` never waited on it,
+    // and it is forgotten below so it never will); `status` and `usage`
+    // are ours and of the right types.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+    let elapsed = start.elapsed();
+    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+    std::mem::forget(child);
+    // SAFETY: `wait4` returned the child, so it filled in `usage`.
+    let usage = unsafe { usage.assume_init() };
+    (elapsed, usage.ru_maxrss)
+}
