@@ -403,12 +403,24 @@ fn a_chain_that_leaves_the_run_cgroup_is_still_killed_and_named() {
         return;
     }
     // A chain escapes a lone cgroup.kill in most tries, not all: try a few.
+    // Nothing may be left after any of them; the escape is named whenever
+    // warden saw a process outside the cgroup, which a loaded machine can
+    // make rarer (the sweep may kill a generation before any scan sees
+    // it), so at least one try must name it.
+    let mut errors = Vec::new();
     for _ in 0..4 {
-        chain_leaves_the_cgroup();
+        errors.push(chain_leaves_the_cgroup());
     }
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("moved themselves out of the run's cgroup") && e.contains("perl")),
+        "what escaped is named: {errors:?}"
+    );
 }
 
-fn chain_leaves_the_cgroup() {
+/// One try; the report's `error`.
+fn chain_leaves_the_cgroup() -> String {
     let case = Case::new();
     // Into the parent of its own cgroup, then a chain of sessions.
     let script = format!(
@@ -437,16 +449,13 @@ fn chain_leaves_the_cgroup() {
     let error = report["error"].as_str().unwrap_or("");
     assert!(!error.contains("stuck in the kernel"), "{report}");
     assert!(
-        error.contains("moved themselves out of the run's cgroup") && error.contains("perl"),
-        "what escaped is named: {report}"
-    );
-    assert!(
         report["orphans_killed"].as_u64().unwrap_or(0) >= 1,
         "the escaped chain was not reported: {report}"
     );
     let left = case.survivors_after(Duration::from_millis(300));
     stop_then_kill(&case);
     assert!(left.is_empty(), "{left:?}");
+    error.to_string()
 }
 
 #[test]
