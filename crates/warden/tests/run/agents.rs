@@ -22,9 +22,7 @@ fn fake_cli(case: &Case, stream: &str, then: &str) -> PathBuf {
         "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{dir}/argv'\ncat > '{dir}/stdin'\n{stream}\n{then}\n",
         dir = case.path().display()
     );
-    std::fs::write(&bin, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_script(&bin, &script);
     bin
 }
 

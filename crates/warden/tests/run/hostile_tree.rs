@@ -9,18 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Case, Finished, git, is_root, kill};
-
-/// A repository with one commit, in the case's directory.
-fn repo(case: &Case) {
-    let d = case.path();
-    git(d, &["init", "-q", "-b", "main"]);
-    git(d, &["config", "user.name", "Test Agent"]);
-    git(d, &["config", "user.email", "agent@example.com"]);
-    std::fs::write(d.join("README"), "hello\n").unwrap();
-    git(d, &["add", "README"]);
-    git(d, &["commit", "-qm", "initial"]);
-}
+use crate::support::{Case, Finished, git, is_root, kill, repo};
 
 /// Waits for `child` at most `limit`; kills it (and fails) if it is still
 /// running then: the hang the test is about.

@@ -21,9 +21,7 @@ fn fake_cli(case: &Case, stdout: &Path, stderr: Option<&Path>) -> PathBuf {
         "#!/bin/sh\ncat > /dev/null\n{err}cat '{}'\nexit 0\n",
         stdout.display()
     );
-    std::fs::write(&bin, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_script(&bin, &script);
     bin
 }
 

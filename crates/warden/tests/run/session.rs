@@ -6,19 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Case, git, kill};
-
-/// A repository with one commit, in the case's directory.
-fn repo(case: &Case) -> String {
-    let d = case.path();
-    git(d, &["init", "-q", "-b", "main"]);
-    git(d, &["config", "user.name", "Test Agent"]);
-    git(d, &["config", "user.email", "agent@example.com"]);
-    std::fs::write(d.join("README"), "hello\n").unwrap();
-    git(d, &["add", "README"]);
-    git(d, &["commit", "-qm", "initial"]);
-    git(d, &["rev-parse", "HEAD"])
-}
+use crate::support::{Case, git, kill, repo};
 
 const COMMIT: &str = "echo work > work.txt && git add work.txt && git commit -qm 'agent work'";
 

@@ -7,19 +7,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::support::{Case, git};
-
-/// A repository with one commit, in the case's directory.
-fn repo(case: &Case) -> String {
-    let d = case.path();
-    git(d, &["init", "-q", "-b", "main"]);
-    git(d, &["config", "user.name", "Test Agent"]);
-    git(d, &["config", "user.email", "agent@example.com"]);
-    std::fs::write(d.join("README"), "hello\n").unwrap();
-    git(d, &["add", "README"]);
-    git(d, &["commit", "-qm", "initial"]);
-    git(d, &["rev-parse", "HEAD"])
-}
+use crate::support::{Case, git, repo};
 
 /// A directory holding a `git` that logs each call to `log` and then runs
 /// the real git.

@@ -313,3 +313,23 @@ pub fn run_in_bwrap(case: &Case, home: &Path, extra: &[&str], script: &str) -> F
     cmd.env("HOME", home);
     case.finished(cmd.output().unwrap(), Instant::now())
 }
+
+/// A repository with one commit (`README`, by "Test Agent") in the case's
+/// directory; its HEAD.
+pub fn repo(case: &Case) -> String {
+    let d = case.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    git(d, &["config", "user.name", "Test Agent"]);
+    git(d, &["config", "user.email", "agent@example.com"]);
+    std::fs::write(d.join("README"), "hello\n").unwrap();
+    git(d, &["add", "README"]);
+    git(d, &["commit", "-qm", "initial"]);
+    git(d, &["rev-parse", "HEAD"])
+}
+
+/// Writes `text` to `path` as an executable (a stand-in CLI, a script).
+pub fn write_script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}

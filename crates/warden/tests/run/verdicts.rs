@@ -11,9 +11,7 @@ use crate::support::{Case, Finished, ms};
 /// A stand-in CLI: a shell script.
 fn fake_cli(case: &Case, body: &str) -> PathBuf {
     let bin = case.path().join("fake-agent");
-    std::fs::write(&bin, format!("#!/bin/sh\n{body}\n")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_script(&bin, &format!("#!/bin/sh\n{body}\n"));
     bin
 }
 

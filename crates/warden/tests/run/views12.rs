@@ -19,9 +19,7 @@ fn fixture() -> PathBuf {
 /// An executable stand-in for the claude CLI: `body` after reading stdin.
 fn stand_in(case: &Case, body: &str) -> String {
     let bin = case.path().join("claude-stand-in");
-    std::fs::write(&bin, format!("#!/bin/sh\ncat > /dev/null\n{body}\n")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::support::write_script(&bin, &format!("#!/bin/sh\ncat > /dev/null\n{body}\n"));
     bin.to_str().unwrap().to_string()
 }
 
