@@ -3,14 +3,18 @@
 //! Measures, on this machine, what the supervisor core promises:
 //! 1. how late each clock fires after it was due (stall warning, stall,
 //!    startup, run, completion), median and worst over repeated runs;
+//!    beside a bare `tokio::time::sleep` of the same length in the same
+//!    runtime;
 //! 2. the time from the child's exit to `warden` having returned, for a
-//!    healthy child and for one whose orphan holds stdout;
-//! 3. the whole-process overhead of `warden run exec -- true` over `true`;
-//! 4. warden's CPU time while a child writes 100k lines per second.
+//!    healthy child and for one whose orphan holds stdout, beside
+//!    `timeout 10` on the healthy child;
+//! 3. warden's CPU time while a child writes 100k lines per second, beside
+//!    `cat` copying the same lines to a file.
 //!
 //! Clock lateness is measured in-process through the library (events are
 //! timestamped as they arrive, in microseconds); the rest drives the real
-//! binary. Set `WARDEN_BENCH_QUICK=1` for fewer repetitions.
+//! binary. Set `WARDEN_BENCH_QUICK=1` for fewer repetitions. The cost of
+//! starting a run is measured by the `startup` bench.
 
 use std::io::Write;
 use std::path::Path;
@@ -36,8 +40,8 @@ fn main() {
 
     println!("# warden supervisor benchmarks ({reps} repetitions each)\n");
     println!("## 1. Clock lateness (fired minus due)\n");
-    println!("| clock | due after | median | worst |");
-    println!("|---|---|---|---|");
+    println!("| clock | due after | median | worst | bare `sleep`: median | worst |");
+    println!("|---|---|---|---|---|---|");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -46,26 +50,43 @@ fn main() {
     rt.block_on(clock_lateness(tmp.path(), reps));
 
     println!("\n## 2. Child exit to warden returned\n");
-    println!("| child | median | worst |");
-    println!("|---|---|---|");
-    for (name, script) in [
-        (
-            "healthy: `echo; exit 0`",
-            "echo did the work; date +%s%N > $T; exit 0",
-        ),
+    println!(
+        "The reference is `timeout 10 sh -c ...` on the healthy child: the least a \
+         supervisor that waits for its child pays.\n"
+    );
+    println!("| child | under | median | worst |");
+    println!("|---|---|---|---|");
+    let healthy = "echo did the work; date +%s%N > $T; exit 0";
+    for (k, (name, under, script)) in [
+        ("healthy: `echo; exit 0`", "`timeout 10`", healthy),
+        ("healthy: `echo; exit 0`", "warden", healthy),
         (
             "orphan holds stdout: `sleep 600 & exit 0`",
+            "warden",
             "echo did the work; sleep 600 & date +%s%N > $T; exit 0",
         ),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let mut samples = Vec::new();
         for i in 0..reps {
             let stamp = tmp.path().join(format!("exit-{i}"));
-            let status = Command::new(WARDEN)
-                .args(["run", "exec", "-q", "--run-dir"])
-                .arg(tmp.path().join(format!("r-exit-{i}")))
-                .args(["--", "sh", "-c", script])
+            let mut cmd = if under == "warden" {
+                let mut c = Command::new(WARDEN);
+                c.args(["run", "exec", "-q", "--run-dir"])
+                    .arg(tmp.path().join(format!("r-exit-{k}-{i}")))
+                    .arg("--");
+                c
+            } else {
+                let mut c = Command::new("timeout");
+                c.arg("10");
+                c
+            };
+            let status = cmd
+                .args(["sh", "-c", script])
                 .env("T", &stamp)
+                .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
                 .unwrap();
@@ -79,35 +100,36 @@ fn main() {
             samples.push(Duration::from_nanos((returned - exited) as u64));
         }
         let (med, worst) = stats(&mut samples);
-        println!("| {name} | {} | {} |", fmt(med), fmt(worst));
+        println!("| {name} | {under} | {} | {} |", fmt(med), fmt(worst));
     }
 
-    println!("\n## 3. Overhead of a run\n");
-    let true_alone = time_cmd(reps * 3, || Command::new("true").status().unwrap());
-    let mut i = 0;
-    let under = time_cmd(reps * 3, || {
-        i += 1;
-        Command::new(WARDEN)
-            .args(["run", "exec", "-q", "--run-dir"])
-            .arg(tmp.path().join(format!("r-true-{i}")))
-            .args(["--", "true"])
-            .stderr(Stdio::null())
-            .status()
-            .unwrap()
-    });
-    println!("| command | median wall time |");
-    println!("|---|---|");
-    println!("| `true` | {} |", fmt(true_alone));
-    println!("| `warden run exec -- true` | {} |", fmt(under));
-    println!(
-        "\nwarden adds {} per run ({:.1}x `true` alone).",
-        fmt(under.saturating_sub(true_alone)),
-        under.as_secs_f64() / true_alone.as_secs_f64()
-    );
+    println!("\nThe cost of starting a run is in `cargo bench -p warden --bench startup`.");
 
     let secs = if quick { 3 } else { 10 };
-    println!("\n## 4. CPU while the child writes 100k lines/s for {secs}s\n");
+    println!("\n## 3. CPU while the child writes 100k lines/s for {secs}s\n");
+    println!(
+        "The reference is `cat` copying the same writer's output to a file: \
+         the least anything that keeps the bytes pays.\n"
+    );
     let me = std::env::current_exe().unwrap();
+    let writer_args = ["__writer", "100000", &secs.to_string()];
+
+    let out = std::fs::File::create(tmp.path().join("flood-cat.log")).unwrap();
+    let mut writer = Command::new(&me)
+        .args(writer_args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let cat = Command::new("cat")
+        .stdin(Stdio::from(writer.stdout.take().unwrap()))
+        .stdout(out)
+        .spawn()
+        .unwrap();
+    let cat_usage = wait_usage(cat);
+    let cat_wall = start.elapsed();
+    writer.wait().unwrap();
+
     let run_dir = tmp.path().join("r-flood");
     let start = Instant::now();
     let status = Command::new(WARDEN)
@@ -115,7 +137,7 @@ fn main() {
         .arg(&run_dir)
         .arg("--")
         .arg(&me)
-        .args(["__writer", "100000", &secs.to_string()])
+        .args(writer_args)
         .stderr(Stdio::null())
         .status()
         .unwrap();
@@ -125,15 +147,53 @@ fn main() {
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
     let cpu = report["warden_cpu_ms"].as_u64().unwrap();
     let lines = report["activity_lines"].as_u64().unwrap();
-    println!("| lines | bytes | wall | warden CPU | share of one core | peak RSS |");
-    println!("|---|---|---|---|---|---|");
+    println!("| copier | lines | bytes | wall | CPU | share of one core | peak RSS |");
+    println!("|---|---|---|---|---|---|---|");
     println!(
-        "| {lines} | {} | {} | {cpu} ms | {:.1}% | {} KiB |",
+        "| `cat > file` | {lines} | {} | {} | {} ms | {:.1}% | {} KiB |",
+        report["stdout_bytes"],
+        fmt(cat_wall),
+        cat_usage.cpu_ms,
+        cat_usage.cpu_ms as f64 / cat_wall.as_millis() as f64 * 100.0,
+        cat_usage.max_rss_kib
+    );
+    println!(
+        "| warden | {lines} | {} | {} | {cpu} ms | {:.1}% | {} KiB |",
         report["stdout_bytes"],
         fmt(wall),
         cpu as f64 / wall.as_millis() as f64 * 100.0,
         report["warden_peak_rss_kib"]
     );
+    println!(
+        "\nwarden's CPU is {:.1}x `cat`'s for the same lines.",
+        cpu as f64 / cat_usage.cpu_ms.max(1) as f64
+    );
+}
+
+struct Usage {
+    cpu_ms: u64,
+    max_rss_kib: i64,
+}
+
+/// Waits for `child` and returns what it used (wait4's rusage: the child
+/// itself, it forks nothing).
+fn wait_usage(child: std::process::Child) -> Usage {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `pid` is our own unreaped child (`Child` never waited on it,
+    // and it is forgotten below so it never will); `status` and `usage`
+    // are ours and of the right types.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+    std::mem::forget(child);
+    // SAFETY: `wait4` returned the child, so it filled in `usage`.
+    let usage = unsafe { usage.assume_init() };
+    let ms = |t: libc::timeval| t.tv_sec as u64 * 1000 + t.tv_usec as u64 / 1000;
+    Usage {
+        cpu_ms: ms(usage.ru_utime) + ms(usage.ru_stime),
+        max_rss_kib: usage.ru_maxrss,
+    }
 }
 
 async fn clock_lateness(tmp: &Path, reps: usize) {
@@ -242,12 +302,21 @@ async fn clock_lateness(tmp: &Path, reps: usize) {
             samples.push(late.saturating_sub(case.due));
         }
         let (med, worst) = stats(&mut samples);
+        let mut bare: Vec<Duration> = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t0 = Instant::now();
+            tokio::time::sleep(case.due).await;
+            bare.push(t0.elapsed().saturating_sub(case.due));
+        }
+        let (bare_med, bare_worst) = stats(&mut bare);
         println!(
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             case.name,
             fmt(case.due),
             fmt(med),
-            fmt(worst)
+            fmt(worst),
+            fmt(bare_med),
+            fmt(bare_worst)
         );
     }
 }
@@ -279,17 +348,6 @@ fn now_ns() -> u128 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos()
-}
-
-fn time_cmd<T>(reps: usize, mut f: impl FnMut() -> T) -> Duration {
-    let mut samples: Vec<Duration> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    stats(&mut samples).0
 }
 
 fn stats(samples: &mut [Duration]) -> (Duration, Duration) {
