@@ -49,6 +49,8 @@ pub fn replay(args: &ReplayArgs) -> u8 {
     // event made the output, not the decoding, the cost of a replay).
     let mut out = BufWriter::with_capacity(OUT_BUFFER, StdoutFd::default());
     let mut chunk = vec![0u8; IN_CHUNK];
+    // One buffer for every `--json` line, not one allocation per event.
+    let mut json = Vec::with_capacity(4096);
     let mut on_line = |kind: LineKind, events: &mut Vec<Event>| {
         match kind {
             LineKind::WellFormed => lines += 1,
@@ -66,9 +68,11 @@ pub fn replay(args: &ReplayArgs) -> u8 {
             if args.json {
                 // `##[` inside a string written so a CI log cannot take it
                 // for a command (the same text to a JSON reader).
-                let mut line = serde_json::to_vec(&e).unwrap_or_default();
-                line.push(b'\n');
-                let _ = out.write_all(&crate::render::github::json_line(line));
+                json.clear();
+                if serde_json::to_writer(&mut json, &e).is_ok() {
+                    json.push(b'\n');
+                    let _ = crate::render::github::write_json_line(&mut out, &json);
+                }
             } else {
                 print_event(&mut out, &e);
             }

@@ -128,21 +128,23 @@ fn break_old_commands(s: &str) -> String {
 /// every line break and a line starts with `{`; what is left is `##[`
 /// inside a string, written `#\u0023[` (the same text to a JSON reader).
 pub fn json_line(line: Vec<u8>) -> Vec<u8> {
-    if !line.windows(3).any(|w| w == b"##[") {
+    if memchr::memmem::find(&line, b"##[").is_none() {
         return line;
     }
     let mut out = Vec::with_capacity(line.len() + 8);
-    let mut i = 0;
-    while i < line.len() {
-        if line[i..].starts_with(b"##[") {
-            out.extend_from_slice(br"#\u0023");
-            i += 2;
-        } else {
-            out.push(line[i]);
-            i += 1;
-        }
-    }
+    write_json_line(&mut out, &line).expect("a Vec takes every write");
     out
+}
+
+/// [`json_line`] written straight to `out`, without a copy of the line.
+pub fn write_json_line(out: &mut impl std::io::Write, line: &[u8]) -> std::io::Result<()> {
+    let mut from = 0;
+    for at in memchr::memmem::find_iter(line, b"##[") {
+        out.write_all(&line[from..at])?;
+        out.write_all(br"#\u0023")?;
+        from = at + 2;
+    }
+    out.write_all(&line[from..])
 }
 
 /// A table cell from text that may be the agent's: one line, with
@@ -281,11 +283,13 @@ mod tests {
 
     #[test]
     fn json_lines_keep_their_meaning_without_old_style_commands() {
-        let v = serde_json::json!({"text": "x ##[error]y ###[z"});
-        let line = json_line(serde_json::to_vec(&v).unwrap());
-        assert!(!line.windows(3).any(|w| w == b"##["));
-        let back: serde_json::Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(back, v);
+        for text in ["x ##[error]y ###[z", "##[", "###[##[", "#[ ##", "##[##[##["] {
+            let v = serde_json::json!({ "text": text });
+            let line = json_line(serde_json::to_vec(&v).unwrap());
+            assert!(!line.windows(3).any(|w| w == b"##["), "{text}");
+            let back: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(back, v);
+        }
     }
 
     #[test]
