@@ -45,7 +45,7 @@ fn refuse_clone3(cmd: &mut Command) {
     let ld = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let ret = libc::BPF_RET | libc::BPF_K;
     // seccomp_data: nr at offset 0, arch at offset 4.
-    let filter = vec![
+    let filter = [
         stmt(ld, 4),
         jeq(AUDIT_ARCH_X86_64, 0, 3),
         stmt(ld, 0),
