@@ -11,7 +11,8 @@
 //! `sleep`) beside that of `timeout 10 sleep` (the same kind of parent,
 //! waiting on the same child). Set `WARDEN_BENCH_QUICK=1` for fewer
 //! repetitions, `WARDEN_BENCH_BIN=PATH` to time another warden binary
-//! (an older build, to compare). A third timing row keeps the run
+//! (an older build, to compare), `WARDEN_BENCH_BASE=PATH` to time another
+//! build in the same loop, beside this one. A third timing row keeps the run
 //! directories on tmpfs (/dev/shm), where there is one.
 
 use std::path::Path;
@@ -36,16 +37,27 @@ fn main() {
         outside.display()
     );
 
+    // Another warden build timed in the same loop, for a before/after
+    // measured in the same minutes.
+    let base = std::env::var("WARDEN_BENCH_BASE").ok();
     let size = std::fs::metadata(&bin).unwrap().len();
     println!("# warden start-up ({reps} runs of each, in turn; median wall time)\n");
     println!(
         "shim binary: {bin} ({:.1} MiB)\n",
         size as f64 / (1024.0 * 1024.0)
     );
-    println!(
-        "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` |"
-    );
-    println!("|---|---|---|---|---|");
+    if let Some(base) = &base {
+        println!("base (same loop): {base}\n");
+        println!(
+            "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` | base | base's ratio |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+    } else {
+        println!(
+            "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` |"
+        );
+        println!("|---|---|---|---|---|");
+    }
     // Each run creates its run directory and five files in it: on some
     // file systems creating a file costs far more than the rest of a run,
     // so a third row keeps the run directories in memory (tmpfs), to tell
@@ -64,15 +76,12 @@ fn main() {
         ));
     }
     for (name, dir, runs) in rows {
-        let (mut t, mut tt, mut w) = (Vec::new(), Vec::new(), Vec::new());
-        // One warm-up of each: page cache, binary mapped.
-        for i in 0..=reps {
-            let a = time(dir, "true", &[]);
-            let b = time(dir, "timeout", &["10", "true"]);
-            let run_dir = runs.join(format!("{name}-{i}"));
-            let c = time(
+        let (mut t, mut tt, mut w, mut wb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let run = |bin: &str, i: usize, tag: &str| {
+            let run_dir = runs.join(format!("{name}-{tag}{i}"));
+            time(
                 dir,
-                &bin,
+                bin,
                 &[
                     "run",
                     "exec",
@@ -82,46 +91,65 @@ fn main() {
                     "--",
                     "true",
                 ],
-            );
+            )
+        };
+        // One warm-up of each: page cache, binary mapped.
+        for i in 0..=reps {
+            let a = time(dir, "true", &[]);
+            let b = time(dir, "timeout", &["10", "true"]);
+            let c = run(&bin, i, "");
+            let d = base.as_deref().map(|base| run(base, i, "base-"));
             if i > 0 {
                 t.push(a);
                 tt.push(b);
                 w.push(c);
+                wb.extend(d);
             }
         }
         let (t, tt, w) = (median(&mut t), median(&mut tt), median(&mut w));
+        let ratio = |x: Duration| x.as_secs_f64() / tt.as_secs_f64();
+        let based = if wb.is_empty() {
+            String::new()
+        } else {
+            let b = median(&mut wb);
+            format!(" {} | {:.1}x |", fmt(b), ratio(b))
+        };
         println!(
-            "| {name} | {} | {} | {} | {:.1}x |",
+            "| {name} | {} | {} | {} | {:.1}x |{based}",
             fmt(t),
             fmt(tt),
             fmt(w),
-            w.as_secs_f64() / tt.as_secs_f64()
+            ratio(w)
         );
     }
 
     let mem_reps = if quick { 3 } else { 9 };
     let runs = tmp.path().join("runs");
-    let shim = unshared_kib(
-        &outside,
-        &bin,
-        &|i| {
-            let d = runs.join(format!("memory-{i}"));
-            [
-                "run",
-                "exec",
-                "-q",
-                "--run-dir",
-                d.to_str().unwrap(),
-                "--",
-                "sleep",
-                "1",
-            ]
-            .map(String::from)
-            .to_vec()
-        },
-        Some("__warden-shim"),
-        mem_reps,
-    );
+    let shim_kib = |bin: &str, tag: &str| {
+        unshared_kib(
+            &outside,
+            bin,
+            &|i| {
+                let d = runs.join(format!("memory-{tag}{i}"));
+                [
+                    "run",
+                    "exec",
+                    "-q",
+                    "--run-dir",
+                    d.to_str().unwrap(),
+                    "--",
+                    "sleep",
+                    "1",
+                ]
+                .map(String::from)
+                .to_vec()
+            },
+            Some("__warden-shim"),
+            mem_reps,
+        )
+    };
+    let shim = shim_kib(&bin, "");
+    let base_shim = base.as_deref().map(|b| shim_kib(b, "base-"));
     let timeout = unshared_kib(
         &outside,
         "timeout",
@@ -134,6 +162,12 @@ fn main() {
          {mem_reps}): warden's shim {shim} KiB, `timeout 10 sleep 1` {timeout} KiB ({:.1}x)",
         shim as f64 / timeout as f64
     );
+    if let Some(b) = base_shim {
+        println!(
+            "base's shim {b} KiB ({:.1}x `timeout`'s)",
+            b as f64 / timeout as f64
+        );
+    }
 }
 
 /// The unshared memory (KiB) of the parent of `sleep` in a run of
