@@ -229,3 +229,35 @@ fn orphans_are_contained_whichever_way_the_agent_was_started() {
         case.assert_nothing_left();
     }
 }
+
+#[test]
+fn both_ways_fail_alike_for_a_missing_or_unexecutable_program() {
+    if !is_root() {
+        return skip("not root: no cgroup of warden's own");
+    }
+    if !cfg!(target_arch = "x86_64") {
+        return skip("the seccomp filter that refuses clone3 is written for x86-64");
+    }
+    for program in ["no-such-program-xyz", "./not-executable"] {
+        let mut seen = Vec::new();
+        for clone3 in [true, false] {
+            let case = Case::new();
+            std::fs::write(case.path().join("not-executable"), "#!/bin/sh\n").unwrap();
+            let mut cmd = case.command(&["run", "exec", "--", program]);
+            if !clone3 {
+                refuse_clone3(&mut cmd);
+            }
+            let start = Instant::now();
+            let run = case.finished(cmd.output().expect("run warden"), start);
+            assert_eq!(run.code, 6, "{program}, clone3 {clone3}: {}", run.stderr);
+            let report = run.report();
+            assert_eq!(report["verdict"], "spawn_failed", "{program}");
+            seen.push(report["reason"].as_str().unwrap_or("").to_string());
+            case.assert_nothing_left();
+        }
+        assert_eq!(
+            seen[0], seen[1],
+            "{program}: the two ways say different things"
+        );
+    }
+}
