@@ -42,6 +42,7 @@ use std::time::Duration;
 use rustix::io::{Errno, FdFlags, fcntl_setfd};
 use rustix::process::{WaitOptions, getppid, wait};
 
+use crate::os::clone_into::{self, CloneError, Exec};
 use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
 use crate::protocol::ShimMessage;
 use crate::sweep::sweep;
@@ -61,6 +62,9 @@ const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 
 /// How often the shim looks at warden's state.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// The signals the shim ignores and the agent gets back at their defaults.
+const POLITE: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
 
 /// Becomes the shim and never returns if this process was started as one;
 /// returns at once otherwise. Call it first thing in `main`.
@@ -186,7 +190,6 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     // `kill $PPID` from the agent can hit it: it ignores the polite
     // signals (warden never sends it one; it closes the socket instead).
     // The agent gets them back at their defaults before it starts.
-    const POLITE: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
     for sig in POLITE {
         // SAFETY: setting a signal's disposition to ignore has no
         // preconditions.
@@ -195,50 +198,20 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         }
     }
 
-    // Join the run's cgroup for the fork, so the agent is born inside it,
-    // then step back out: the shim must survive `cgroup.kill`.
+    // The agent is born in the run's cgroup; the shim stays out of it, as
+    // it must survive `cgroup.kill`.
     let cgroup = args.cgroup.as_deref().map(Cgroup::open);
-    let joined = cgroup.as_ref().is_some_and(|cg| cg.join().is_ok());
-
     let shim_pid = rustix::process::getpid();
-    let mut cmd = Command::new(&args.program);
-    // The marker is the shim's, not the agent's: an agent may run warden.
-    cmd.args(&args.args).env_remove(SHIM_ENV);
-    // SAFETY: the closure runs between fork and exec and only makes raw
-    // system calls (signal, setpgid, open/ioctl/close, prctl, getppid,
-    // close_range or fcntl): no allocation, no locks.
-    unsafe {
-        cmd.pre_exec(move || {
-            // An ignored signal stays ignored across exec: give the agent
-            // the defaults back. signal(2) is async-signal-safe.
-            for sig in POLITE {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            // A process group of its own, and no controlling terminal: a
-            // prompt on /dev/tty fails at once (ENXIO) instead of stopping
-            // the agent or writing over warden's status line.
-            rustix::process::setpgid(None, None)?;
-            os::drop_controlling_terminal();
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-            // The shim may have died between fork and prctl.
-            if getppid() != Some(shim_pid) {
-                return Err(std::io::Error::other("the shim exited during spawn"));
-            }
-            // Only stdin, stdout and stderr reach the agent.
-            os::cloexec_from(3)?;
-            Ok(())
-        });
-    }
-    let spawned = cmd.spawn();
-    // Back out of the run's cgroup; if that fails the shim is inside it and
-    // `cgroup.kill` would kill it too, so the run does without the cgroup.
-    let joined = joined
-        && cgroup
-            .as_ref()
-            .and_then(Cgroup::parent)
-            .is_some_and(|parent| parent.join().is_ok());
+    let setup = move || prepare_agent(shim_pid);
+    let (spawned, joined) = match cgroup
+        .as_ref()
+        .and_then(|cg| spawn_into_cgroup(cg, &args, &setup))
+    {
+        Some(spawned) => (spawned, true),
+        None => spawn_by_joining(cgroup.as_ref(), &args, setup),
+    };
     let agent = match spawned {
-        Ok(child) => child.id() as i32,
+        Ok(pid) => pid,
         Err(e) => {
             send(
                 &mut out,
@@ -299,6 +272,80 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
             }
         }
     }
+}
+
+/// Starts the agent with `clone3` straight into the run's cgroup (see
+/// [`crate::os::clone_into`]). `None` when that cannot be done here: the
+/// caller then joins the cgroup for the fork instead.
+fn spawn_into_cgroup(
+    cgroup: &Cgroup,
+    args: &ShimArgs,
+    setup: &dyn Fn() -> std::io::Result<()>,
+) -> Option<std::io::Result<i32>> {
+    let dir = cgroup.open_dir().ok()?;
+    // The marker is the shim's, not the agent's: an agent may run warden.
+    let env = std::env::vars_os().filter(|(k, _)| k != SHIM_ENV);
+    let exec = Exec::new(&args.program, &args.args, env)?;
+    match clone_into::spawn_into(std::os::fd::AsFd::as_fd(&dir), &exec, setup) {
+        Ok(pid) => Some(Ok(pid)),
+        Err(CloneError::Spawn(e)) => Some(Err(e)),
+        Err(CloneError::Unavailable(_)) => None,
+    }
+}
+
+/// Starts the agent the portable way: the shim joins the run's cgroup for
+/// the fork, so the agent is born inside it, then steps back out. Returns
+/// the agent's pid and whether the run has its cgroup: if stepping out
+/// fails the shim is inside it and `cgroup.kill` would kill it too, so the
+/// run does without the cgroup.
+fn spawn_by_joining(
+    cgroup: Option<&Cgroup>,
+    args: &ShimArgs,
+    setup: impl Fn() -> std::io::Result<()> + Send + Sync + 'static,
+) -> (std::io::Result<i32>, bool) {
+    let joined = cgroup.is_some_and(|cg| cg.join().is_ok());
+    let mut cmd = Command::new(&args.program);
+    // The marker is the shim's, not the agent's: an agent may run warden.
+    cmd.args(&args.args).env_remove(SHIM_ENV);
+    // SAFETY: `setup` is async-signal-safe (see `prepare_agent`).
+    unsafe {
+        cmd.pre_exec(setup);
+    }
+    let spawned = cmd.spawn().map(|child| child.id() as i32);
+    let joined = joined
+        && cgroup
+            .and_then(Cgroup::parent)
+            .is_some_and(|parent| parent.join().is_ok());
+    (spawned, joined)
+}
+
+/// In the agent, between fork and exec. Only raw system calls (signal,
+/// setpgid, open/ioctl/close, prctl, getppid, close_range or fcntl): no
+/// allocation, no locks, so it is async-signal-safe.
+fn prepare_agent(shim_pid: rustix::process::Pid) -> std::io::Result<()> {
+    // An ignored signal stays ignored across exec: give the agent the
+    // defaults back. signal(2) is async-signal-safe.
+    for sig in POLITE {
+        // SAFETY: setting a signal's disposition to its default has no
+        // preconditions.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    // A process group of its own, and no controlling terminal: a prompt on
+    // /dev/tty fails at once (ENXIO) instead of stopping the agent or
+    // writing over warden's status line.
+    rustix::process::setpgid(None, None)?;
+    os::drop_controlling_terminal();
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+    // The shim may have died between fork and prctl (an errno, not a
+    // message: nothing may allocate here).
+    if getppid() != Some(shim_pid) {
+        return Err(Errno::SRCH.into());
+    }
+    // Only stdin, stdout and stderr reach the agent.
+    os::cloexec_from(3)?;
+    Ok(())
 }
 
 /// The control socket's thread: a request from warden sweeps the run;

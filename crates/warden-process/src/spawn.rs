@@ -128,6 +128,8 @@ pub struct RunTree {
     pipe_inodes: Vec<u64>,
     cgroup: Option<Cgroup>,
     containment: Containment,
+    /// The removal of stale cgroups started with the run.
+    stale: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Starts the shim and, through it, the agent. Returns once the agent runs
@@ -139,14 +141,18 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         return Err(SpawnError::StartedAsShim);
     }
     let program = spec.program.to_string_lossy().into_owned();
+    let mut stale = None;
     let cgroup = match spec.containment {
         ContainmentChoice::Subreaper => None,
         choice => {
             let name = spec.run_name.clone();
             // File system work, kept off the thread that drives the clocks.
-            let made = tokio::task::spawn_blocking(move || make_cgroup(&name))
+            let made = tokio::task::spawn_blocking(move || Cgroup::create(&name))
                 .await
                 .unwrap_or_else(|e| Err(io::Error::other(e)));
+            // The cgroups that dead wardens left next to this one go while
+            // the run starts, off its path ([`RunTree::close`] waits for it).
+            stale = Some(tokio::task::spawn_blocking(remove_stale_cgroups));
             match (choice, made) {
                 (_, Ok(cg)) => Some(cg),
                 (ContainmentChoice::Cgroup, Err(e)) => return Err(SpawnError::NoCgroup(e)),
@@ -287,6 +293,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                 pipe_inodes,
                 cgroup,
                 containment,
+                stale,
             })
         }
         Some(ShimMessage::SpawnFailed { not_found, message }) => {
@@ -330,6 +337,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                     pipe_inodes,
                     cgroup,
                     containment,
+                    stale,
                 });
             }
             let mut what = match silent_for {
@@ -382,13 +390,12 @@ fn pass_control_fd(raw: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// Makes the run's cgroup, after removing the ones that dead wardens left
-/// behind next to it.
-fn make_cgroup(name: &str) -> io::Result<Cgroup> {
+/// Removes the run cgroups that dead wardens left behind next to the ones
+/// this process makes.
+fn remove_stale_cgroups() {
     if let Ok(parent) = os::cgroup::own_cgroup_dir() {
         os::cgroup::remove_stale(&parent);
     }
-    Cgroup::create(name)
 }
 
 /// Removes a cgroup off the runtime's thread (removal retries while the
@@ -586,6 +593,9 @@ impl RunTree {
             {
                 killed.push((ProcessInfo { pid, cmdline }, escaped));
             }
+        }
+        if let Some(stale) = self.stale.take() {
+            let _ = stale.await;
         }
         if let Some(cg) = self.cgroup.clone() {
             let _ = tokio::task::spawn_blocking(move || {

@@ -6,9 +6,14 @@
 //! all three alike, once in a directory outside any git work tree and
 //! once inside one (a run there reads the base commit at its start and
 //! the commits made at its end). Also prints the size of the binary that
-//! each run re-executes as its shim. Set `WARDEN_BENCH_QUICK=1` for fewer
+//! each run re-executes as its shim, and the shim's unshared memory
+//! (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup, during a run of
+//! `sleep`) beside that of `timeout 10 sleep` (the same kind of parent,
+//! waiting on the same child). Set `WARDEN_BENCH_QUICK=1` for fewer
 //! repetitions, `WARDEN_BENCH_BIN=PATH` to time another warden binary
-//! (an older build, to compare).
+//! (an older build, to compare), `WARDEN_BENCH_BASE=PATH` to time another
+//! build in the same loop, beside this one. A third timing row keeps the run
+//! directories on tmpfs (/dev/shm), where there is one.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -32,26 +37,51 @@ fn main() {
         outside.display()
     );
 
+    // Another warden build timed in the same loop, for a before/after
+    // measured in the same minutes.
+    let base = std::env::var("WARDEN_BENCH_BASE").ok();
     let size = std::fs::metadata(&bin).unwrap().len();
     println!("# warden start-up ({reps} runs of each, in turn; median wall time)\n");
     println!(
         "shim binary: {bin} ({:.1} MiB)\n",
         size as f64 / (1024.0 * 1024.0)
     );
-    println!(
-        "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` |"
-    );
-    println!("|---|---|---|---|---|");
-    for (name, dir) in [("outside git", &outside), ("inside git", &inside)] {
-        let (mut t, mut tt, mut w) = (Vec::new(), Vec::new(), Vec::new());
-        // One warm-up of each: page cache, binary mapped.
-        for i in 0..=reps {
-            let a = time(dir, "true", &[]);
-            let b = time(dir, "timeout", &["10", "true"]);
-            let run_dir = tmp.path().join(format!("runs/{name}-{i}"));
-            let c = time(
+    if let Some(base) = &base {
+        println!("base (same loop): {base}\n");
+        println!(
+            "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` | base | base's ratio |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+    } else {
+        println!(
+            "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` |"
+        );
+        println!("|---|---|---|---|---|");
+    }
+    // Each run creates its run directory and five files in it: on some
+    // file systems creating a file costs far more than the rest of a run,
+    // so a third row keeps the run directories in memory (tmpfs), to tell
+    // warden's own share from the file system's.
+    let shm = tempfile::tempdir_in("/dev/shm").ok();
+    let runs_on_disk = tmp.path().join("runs");
+    let mut rows = vec![
+        ("outside git", &outside, runs_on_disk.clone()),
+        ("inside git", &inside, runs_on_disk.clone()),
+    ];
+    if let Some(shm) = &shm {
+        rows.push((
+            "outside git, run dirs on tmpfs",
+            &outside,
+            shm.path().to_path_buf(),
+        ));
+    }
+    for (name, dir, runs) in rows {
+        let (mut t, mut tt, mut w, mut wb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let run = |bin: &str, i: usize, tag: &str| {
+            let run_dir = runs.join(format!("{name}-{tag}{i}"));
+            time(
                 dir,
-                &bin,
+                bin,
                 &[
                     "run",
                     "exec",
@@ -61,22 +91,163 @@ fn main() {
                     "--",
                     "true",
                 ],
-            );
+            )
+        };
+        // One warm-up of each: page cache, binary mapped.
+        for i in 0..=reps {
+            let a = time(dir, "true", &[]);
+            let b = time(dir, "timeout", &["10", "true"]);
+            let c = run(&bin, i, "");
+            let d = base.as_deref().map(|base| run(base, i, "base-"));
             if i > 0 {
                 t.push(a);
                 tt.push(b);
                 w.push(c);
+                wb.extend(d);
             }
         }
         let (t, tt, w) = (median(&mut t), median(&mut tt), median(&mut w));
+        let ratio = |x: Duration| x.as_secs_f64() / tt.as_secs_f64();
+        let based = if wb.is_empty() {
+            String::new()
+        } else {
+            let b = median(&mut wb);
+            format!(" {} | {:.1}x |", fmt(b), ratio(b))
+        };
         println!(
-            "| {name} | {} | {} | {} | {:.1}x |",
+            "| {name} | {} | {} | {} | {:.1}x |{based}",
             fmt(t),
             fmt(tt),
             fmt(w),
-            w.as_secs_f64() / tt.as_secs_f64()
+            ratio(w)
         );
     }
+
+    let mem_reps = if quick { 3 } else { 9 };
+    let runs = tmp.path().join("runs");
+    let shim_kib = |bin: &str, tag: &str| {
+        unshared_kib(
+            &outside,
+            bin,
+            &|i| {
+                let d = runs.join(format!("memory-{tag}{i}"));
+                [
+                    "run",
+                    "exec",
+                    "-q",
+                    "--run-dir",
+                    d.to_str().unwrap(),
+                    "--",
+                    "sleep",
+                    "1",
+                ]
+                .map(String::from)
+                .to_vec()
+            },
+            Some("__warden-shim"),
+            mem_reps,
+        )
+    };
+    let shim = shim_kib(&bin, "");
+    let base_shim = base.as_deref().map(|b| shim_kib(b, "base-"));
+    let timeout = unshared_kib(
+        &outside,
+        "timeout",
+        &|_| ["10", "sleep", "1"].map(String::from).to_vec(),
+        None,
+        mem_reps,
+    );
+    println!(
+        "\nunshared memory of the parent of `sleep 1` (Private_Clean + Private_Dirty, median of \
+         {mem_reps}): warden's shim {shim} KiB, `timeout 10 sleep 1` {timeout} KiB ({:.1}x)",
+        shim as f64 / timeout as f64
+    );
+    if let Some(b) = base_shim {
+        println!(
+            "base's shim {b} KiB ({:.1}x `timeout`'s)",
+            b as f64 / timeout as f64
+        );
+    }
+}
+
+/// The unshared memory (KiB) of the parent of `sleep` in a run of
+/// `program args(i)`: `program` itself, or its child whose command line
+/// holds `shim`. The median of `reps` runs.
+fn unshared_kib(
+    dir: &Path,
+    program: &str,
+    args: &dyn Fn(usize) -> Vec<String>,
+    shim: Option<&str>,
+    reps: usize,
+) -> u64 {
+    let mut all = Vec::new();
+    for i in 0..reps {
+        let mut child = Command::new(program)
+            .args(args(i))
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let top = child.id() as i32;
+        let until = Instant::now() + Duration::from_secs(10);
+        let mut seen = None;
+        while Instant::now() < until {
+            // The parent of `sleep`, once `sleep` runs and the parent has
+            // settled (its threads started).
+            let parent = match shim {
+                None => Some(top),
+                Some(name) => children(top)
+                    .into_iter()
+                    .find(|&p| cmdline(p).contains(name)),
+            };
+            if let Some(p) = parent
+                && children(p).iter().any(|&c| cmdline(c).starts_with("sleep"))
+            {
+                std::thread::sleep(Duration::from_millis(200));
+                seen = private_kib(p);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.wait();
+        all.push(seen.expect("never saw the parent of `sleep` running"));
+    }
+    all.sort();
+    all[all.len() / 2]
+}
+
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// Private_Clean + Private_Dirty, in KiB.
+fn private_kib(pid: i32) -> Option<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let field = |name: &str| {
+        rollup
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    Some(field("Private_Clean:")? + field("Private_Dirty:")?)
 }
 
 fn make_repo(dir: &Path) {

@@ -23,6 +23,7 @@ mod session;
 mod settings;
 mod signals;
 mod startup;
+mod startup2;
 mod verdicts;
 mod view;
 mod views12;

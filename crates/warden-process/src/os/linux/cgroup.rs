@@ -51,6 +51,17 @@ impl Cgroup {
         fs::write(self.procs_file(), "0")
     }
 
+    /// The cgroup's directory, open: what `clone3` takes to start a child
+    /// inside it.
+    pub fn open_dir(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use rustix::fs::{Mode, OFlags};
+        Ok(rustix::fs::open(
+            &self.dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
+    }
+
     /// Opens an existing run cgroup by path (used by the shim).
     pub fn open(dir: &Path) -> Self {
         Self {

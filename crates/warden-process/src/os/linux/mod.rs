@@ -1,6 +1,7 @@
 //! Linux: /proc, prctl, cgroup v2 and signals.
 
 pub mod cgroup;
+pub mod clone_into;
 pub mod procfs;
 mod signal;
 
