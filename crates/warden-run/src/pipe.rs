@@ -1,6 +1,12 @@
 //! One output pipe of the agent: the reader, its buffer, and the decoder
 //! its bytes go through after they are teed.
+//!
+//! Each line handed on comes with where it is in the log (the tee writes
+//! every byte read, in order, so a line's offset in the stream is its
+//! offset in `stdout.log` or `stderr.log`): that is what lets
+//! `events.jsonl` point at plain lines instead of copying them.
 
+use std::ops::Range;
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -20,6 +26,8 @@ pub struct Pipe {
     decoder: StreamDecoder,
     /// Bytes read so far.
     pub bytes: u64,
+    /// Where the line being read began: just past the last newline.
+    line_start: u64,
     finished: bool,
 }
 
@@ -35,6 +43,7 @@ impl Pipe {
             buf: vec![0; READ_CHUNK],
             decoder,
             bytes: 0,
+            line_start: 0,
             finished: false,
         }
     }
@@ -47,30 +56,66 @@ impl Pipe {
         self.decoder.summary()
     }
 
-    /// Decodes `len` bytes from the front of the buffer.
-    pub fn decode(
-        &mut self,
-        len: usize,
-        mut on_line: impl FnMut(Stream, LineKind, &mut Vec<Event>),
-    ) {
+    /// Decodes the last `len` bytes read, which are at the front of the
+    /// buffer (and already counted in `bytes`). `on_line` gets each line's
+    /// range in the stream, its newline included (empty for what the end
+    /// of the stream closes).
+    pub fn decode(&mut self, len: usize, mut on_line: impl FnMut(Line<'_>)) {
         let stream = self.stream;
-        self.decoder.push(&self.buf[..len], |kind, events| {
-            on_line(stream, kind, events)
+        let chunk = &self.buf[..len];
+        let base = self.bytes - len as u64;
+        let line_start = &mut self.line_start;
+        // The splitter reports lines in order, each when its newline is
+        // seen: the next newline in the chunk ends it.
+        let mut newlines = memchr::memchr_iter(b'\n', chunk);
+        self.decoder.push(chunk, |kind, events| {
+            let end = newlines
+                .next()
+                .map_or(base + len as u64, |i| base + i as u64 + 1);
+            let at = *line_start..end;
+            *line_start = end;
+            on_line(Line {
+                stream,
+                kind,
+                at,
+                events,
+            })
         });
     }
 
     /// Stops reading, and decodes a last line without newline (and closes
     /// what the stream left open). Safe to call twice.
-    pub fn close(&mut self, mut on_line: impl FnMut(Stream, LineKind, &mut Vec<Event>)) {
+    pub fn close(&mut self, mut on_line: impl FnMut(Line<'_>)) {
         self.reader = None;
         if self.finished {
             return;
         }
         self.finished = true;
         let stream = self.stream;
-        self.decoder
-            .finish(|kind, events| on_line(stream, kind, events));
+        let end = self.bytes;
+        let line_start = &mut self.line_start;
+        self.decoder.finish(|kind, events| {
+            let at = match kind {
+                LineKind::EndOfStream => end..end,
+                _ => std::mem::replace(line_start, end)..end,
+            };
+            on_line(Line {
+                stream,
+                kind,
+                at,
+                events,
+            })
+        });
     }
+}
+
+/// One line of a pipe, as decoded.
+pub struct Line<'a> {
+    pub stream: Stream,
+    pub kind: LineKind,
+    /// Where its bytes are in the log, newline included.
+    pub at: Range<u64>,
+    pub events: &'a mut Vec<Event>,
 }
 
 /// Reads from the pipe; never resolves once it is closed.

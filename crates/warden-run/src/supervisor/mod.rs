@@ -29,6 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,7 +46,7 @@ use crate::clocks::{Clock, ClockState};
 use crate::defaults;
 use crate::limits::Limits;
 use crate::live::LiveFeed;
-use crate::pipe::{Pipe, Reader, read};
+use crate::pipe::{Line, Pipe, Reader, read};
 use crate::report::{Orphan, Report, StallExtension, Truncation};
 use crate::verdict::Cause;
 
@@ -147,6 +148,21 @@ pub struct Supervisor {
     final_left: Vec<(i32, String)>,
     /// The snapshots of what the supervisor decided (see `status`).
     status: status::StatusFeed,
+    /// Plain lines not yet written to `events.jsonl` (see `emit_plain`).
+    pending_lines: Option<PendingLines>,
+    /// Whether a write to `stdout.log` / `stderr.log` failed: from then on
+    /// that stream's lines are copied into `events.jsonl` again, since
+    /// the log no longer holds them.
+    tee_failed: [bool; 2],
+}
+
+/// Consecutive plain lines of one stream, to be written as one `lines`
+/// event that points at their bytes in the log.
+struct PendingLines {
+    stream: Stream,
+    t_ms: u64,
+    at: Range<u64>,
+    lines: u64,
 }
 
 /// How much of an `exec` run's last output is kept for `--output-tag`.
@@ -217,6 +233,8 @@ impl Supervisor {
             escaped: Vec::new(),
             final_left: Vec::new(),
             status: status::StatusFeed::default(),
+            pending_lines: None,
+            tee_failed: [false; 2],
         }
     }
 
@@ -238,10 +256,80 @@ impl Supervisor {
             t_ms: self.ms(Instant::now()),
             event,
         };
-        if let Err(e) = self.setup.dir.event(&stamped) {
+        self.write_pending_lines();
+        self.write_event(&stamped);
+        self.live.deliver(stamped);
+    }
+
+    fn write_event(&mut self, stamped: &Stamped) {
+        if let Err(e) = self.setup.dir.event(stamped) {
             self.note_lost(format!("could not write events.jsonl: {e}"));
         }
-        self.live.deliver(stamped);
+    }
+
+    /// A plain output line of an `exec` run (`text` is what the decoder
+    /// made of the line's bytes at `at`): the live feed gets its event as
+    /// any other, but `events.jsonl` only the place of its bytes in the
+    /// log, which already holds them. A line the redactor would change is
+    /// not plain (its masked text is written as an event), and neither is
+    /// any line once its log could not be written.
+    fn emit_plain(&mut self, stream: Stream, text: String, at: Range<u64>, now: Instant) {
+        if self.tee_failed[stream as usize]
+            || matches!(
+                self.setup.redactor.redact(&text),
+                std::borrow::Cow::Owned(_)
+            )
+        {
+            let event = match stream {
+                Stream::Stdout => Event::Text { text },
+                Stream::Stderr => Event::Stderr { text },
+            };
+            return self.emit(event);
+        }
+        let mut event = match stream {
+            Stream::Stdout => Event::Text { text },
+            Stream::Stderr => Event::Stderr { text },
+        };
+        event.cap_text(defaults::EVENT_TEXT);
+        *self.event_counts.entry(event.kind()).or_default() += 1;
+        let t_ms = self.ms(now);
+        self.extend_pending_lines(stream, at, 1, t_ms);
+        self.live.deliver(Stamped { t_ms, event });
+    }
+
+    /// Adds `lines` plain lines at `at` to the pending `lines` event, or
+    /// starts a new one where they do not follow it.
+    fn extend_pending_lines(&mut self, stream: Stream, at: Range<u64>, lines: u64, t_ms: u64) {
+        if let Some(p) = &mut self.pending_lines
+            && p.stream == stream
+            && p.at.end == at.start
+        {
+            p.at.end = at.end;
+            p.lines += lines;
+            return;
+        }
+        self.write_pending_lines();
+        self.pending_lines = Some(PendingLines {
+            stream,
+            t_ms,
+            at,
+            lines,
+        });
+    }
+
+    /// Writes the pending `lines` event, if any.
+    fn write_pending_lines(&mut self) {
+        if let Some(p) = self.pending_lines.take() {
+            self.write_event(&Stamped {
+                t_ms: p.t_ms,
+                event: Event::Lines {
+                    stream: p.stream,
+                    offset: p.at.start,
+                    bytes: p.at.end - p.at.start,
+                    lines: p.lines,
+                },
+            });
+        }
     }
 
     fn note_error(&mut self, e: String) {
@@ -368,7 +456,7 @@ impl Supervisor {
         };
         let now = Instant::now();
         if n == 0 {
-            pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+            pipe.close(|line| self.on_line(line, now));
             self.after_lines(pipe, now);
             return;
         }
@@ -385,6 +473,7 @@ impl Supervisor {
             }
         };
         if let Err(e) = std::io::Write::write_all(tee, chunk) {
+            self.tee_failed[pipe.stream as usize] = true;
             let name = format!("{}.log", pipe.stream.as_str());
             self.note_lost(format!("could not write {name}: {e}"));
         }
@@ -393,13 +482,17 @@ impl Supervisor {
         if pipe.stream == Stream::Stdout && !self.setup.agent.is_json() && self.signal.push(chunk) {
             self.on_completion_signal(now);
         }
-        pipe.decode(n, |stream, kind, events| {
-            self.on_line(stream, kind, events, now)
-        });
+        pipe.decode(n, |line| self.on_line(line, now));
         self.after_lines(pipe, now);
     }
 
-    fn on_line(&mut self, stream: Stream, kind: LineKind, events: &mut Vec<Event>, now: Instant) {
+    fn on_line(&mut self, line: Line<'_>, now: Instant) {
+        let Line {
+            stream,
+            kind,
+            at,
+            events,
+        } = line;
         if kind != LineKind::EndOfStream && self.clocks.completing_since_line.is_some() {
             self.clocks.completing_since_line = Some(now);
         }
@@ -411,8 +504,25 @@ impl Supervisor {
             }
             LineKind::Malformed | LineKind::EndOfStream => {}
         }
+        // `exec` writes plain lines: a blank one (no event) between two
+        // others is still part of their range in the log.
+        let plain = self.setup.agent == Agent::Exec;
+        if plain && kind == LineKind::Malformed && events.is_empty() {
+            if let Some(p) = &mut self.pending_lines
+                && p.stream == stream
+                && p.at.end == at.start
+            {
+                p.at.end = at.end;
+            }
+            return;
+        }
+        let plain = plain && kind == LineKind::WellFormed && events.len() == 1;
         for event in events.drain(..) {
             let event = match (stream, event) {
+                (Stream::Stderr, Event::Text { text }) if plain => {
+                    self.emit_plain(stream, text, at.clone(), now);
+                    continue;
+                }
                 (Stream::Stderr, Event::Text { text }) => Event::Stderr { text },
                 (Stream::Stdout, Event::Text { text }) if !self.setup.agent.is_json() => {
                     if self.setup.output.is_some() {
@@ -425,6 +535,10 @@ impl Supervisor {
                                 .unwrap_or(self.recent_text.len());
                             self.recent_text.drain(..cut);
                         }
+                    }
+                    if plain {
+                        self.emit_plain(stream, text, at.clone(), now);
+                        continue;
                     }
                     Event::Text { text }
                 }
@@ -660,7 +774,7 @@ impl Supervisor {
                     let bytes = out.bytes + err.bytes;
                     for pipe in [&mut *out, &mut *err] {
                         // Keep a last line that had no newline.
-                        pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+                        pipe.close(|line| self.on_line(line, now));
                         self.after_lines(pipe, now);
                     }
                     self.emit(Event::OutputTruncated {
@@ -687,7 +801,7 @@ impl Supervisor {
                     self.note_error("the agent's exit status was never reported".into());
                 }
                 for pipe in [&mut *out, &mut *err] {
-                    pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+                    pipe.close(|line| self.on_line(line, now));
                     self.after_lines(pipe, now);
                 }
             }
