@@ -84,6 +84,25 @@ impl LiveFeed {
         }
     }
 
+    /// Whether a line event delivered now would be sent: `deliver` drops
+    /// line events when the feed is full. When it would be dropped, it is
+    /// counted as dropped here, so the caller can skip making it. `false`
+    /// without counting when nobody listens.
+    pub fn line_has_room(&mut self) -> bool {
+        self.flush();
+        let Some(tx) = &self.tx else { return false };
+        if tx.is_closed() {
+            self.tx = None;
+            self.backlog.clear();
+            return false;
+        }
+        if self.backlog.is_empty() && tx.capacity() > 0 {
+            return true;
+        }
+        self.dropped += 1;
+        false
+    }
+
     /// Sends what the backlog holds, as far as there is room.
     pub fn flush(&mut self) {
         while let Some(ev) = self.backlog.pop_front() {

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use warden_events::{Agent, Event, LineKind, Stream, StreamDecoder, Summary};
+use warden_events::{Agent, Event, LineKind, LineSplitter, Stream, StreamDecoder, Summary};
 
 pub type Reader = Pin<Box<dyn AsyncRead + Send>>;
 
@@ -24,6 +24,10 @@ pub struct Pipe {
     /// decoder (plain lines, which become `stderr` events, and the retries
     /// some agents announce only there).
     decoder: StreamDecoder,
+    /// For `exec`, whose output is plain lines on both streams: the lines
+    /// are handed on as bytes (see [`Line::plain`]) and `decoder` is left
+    /// unused, so a line's text is made only when something needs it.
+    plain: Option<LineSplitter>,
     /// Bytes read so far.
     pub bytes: u64,
     /// Where the line being read began: just past the last newline.
@@ -42,6 +46,7 @@ impl Pipe {
             reader,
             buf: vec![0; READ_CHUNK],
             decoder,
+            plain: (agent == Agent::Exec).then(|| LineSplitter::new(max_line)),
             bytes: 0,
             line_start: 0,
             finished: false,
@@ -68,19 +73,29 @@ impl Pipe {
         // The splitter reports lines in order, each when its newline is
         // seen: the next newline in the chunk ends it.
         let mut newlines = memchr::memchr_iter(b'\n', chunk);
-        self.decoder.push(chunk, |kind, events| {
+        let mut next_range = || {
             let end = newlines
                 .next()
                 .map_or(base + len as u64, |i| base + i as u64 + 1);
-            let at = *line_start..end;
-            *line_start = end;
-            on_line(Line {
-                stream,
-                kind,
-                at,
-                events,
-            })
-        });
+            std::mem::replace(line_start, end)..end
+        };
+        match &mut self.plain {
+            Some(lines) => {
+                let mut none = Vec::new();
+                lines.push(chunk, |l| {
+                    on_line(plain_line(stream, l, next_range(), &mut none));
+                });
+            }
+            None => self.decoder.push(chunk, |kind, events| {
+                on_line(Line {
+                    stream,
+                    kind,
+                    at: next_range(),
+                    events,
+                    plain: None,
+                })
+            }),
+        }
     }
 
     /// Stops reading, and decodes a last line without newline (and closes
@@ -94,6 +109,14 @@ impl Pipe {
         let stream = self.stream;
         let end = self.bytes;
         let line_start = &mut self.line_start;
+        if let Some(lines) = &mut self.plain {
+            let mut none = Vec::new();
+            lines.finish(|l| {
+                let at = std::mem::replace(line_start, end)..end;
+                on_line(plain_line(stream, l, at, &mut none));
+            });
+            return;
+        }
         self.decoder.finish(|kind, events| {
             let at = match kind {
                 LineKind::EndOfStream => end..end,
@@ -104,6 +127,7 @@ impl Pipe {
                 kind,
                 at,
                 events,
+                plain: None,
             })
         });
     }
@@ -116,6 +140,33 @@ pub struct Line<'a> {
     /// Where its bytes are in the log, newline included.
     pub at: Range<u64>,
     pub events: &'a mut Vec<Event>,
+    /// A plain line (`exec`), not decoded: its bytes (without the newline
+    /// and a `\r` before it). Its event, as the `exec` decoder would make
+    /// it, is [`warden_events::exec::text`] of them; `events` is empty.
+    pub plain: Option<&'a [u8]>,
+}
+
+/// A line of `exec` output, as the `exec` decoder would take it.
+fn plain_line<'a>(
+    stream: Stream,
+    line: warden_events::Line<'a>,
+    at: Range<u64>,
+    none: &'a mut Vec<Event>,
+) -> Line<'a> {
+    let (kind, plain) = match line {
+        warden_events::Line::Complete(bytes) if warden_events::exec::is_blank(bytes) => {
+            (LineKind::Malformed, None)
+        }
+        warden_events::Line::Complete(bytes) => (LineKind::WellFormed, Some(bytes)),
+        warden_events::Line::Oversized { len } => (LineKind::Oversized { len }, None),
+    };
+    Line {
+        stream,
+        kind,
+        at,
+        events: none,
+        plain,
+    }
 }
 
 /// Reads from the pipe; never resolves once it is closed.

@@ -267,39 +267,75 @@ impl Supervisor {
         }
     }
 
-    /// A plain output line of an `exec` run (`text` is what the decoder
-    /// made of the line's bytes at `at`): the live feed gets its event as
-    /// any other, but `events.jsonl` only the place of its bytes in the
-    /// log, which already holds them. A line the redactor would change is
-    /// not plain (its masked text is written as an event), and neither is
-    /// any line once its log could not be written.
-    fn emit_plain(&mut self, stream: Stream, text: String, at: Range<u64>, now: Instant) {
-        if self.tee_failed[stream as usize]
-            || matches!(
-                self.setup.redactor.redact(&text),
-                std::borrow::Cow::Owned(_)
-            )
-        {
-            let event = match stream {
-                Stream::Stdout => Event::Text { text },
-                Stream::Stderr => Event::Stderr { text },
-            };
-            return self.emit(event);
+    /// A plain output line of an `exec` run (non-blank; `raw` is its
+    /// bytes, at `at` in the log): the live feed gets its `text` or
+    /// `stderr` event as any other line, but `events.jsonl` only the place
+    /// of its bytes in the log, which already holds them. The text is made
+    /// only when something needs it: the live feed has room for it (a full
+    /// feed drops line events anyway), `--output-tag` reads it, or it must
+    /// be checked. A line the redactor would change is not plain (its
+    /// masked text is written as an event), and neither is any line once
+    /// its log could not be written.
+    fn on_plain_line(&mut self, stream: Stream, raw: &[u8], at: Range<u64>, now: Instant) {
+        let room = self.live.line_has_room();
+        let recent = stream == Stream::Stdout && self.setup.output.is_some();
+        let tee_failed = self.tee_failed[stream as usize];
+        if !room && !recent && !tee_failed && self.setup.redactor.is_empty() {
+            self.extend_pending_lines(stream, at, 1, now);
+            return;
+        }
+        let text = warden_events::exec::text(raw);
+        if recent {
+            self.keep_recent_text(&text);
         }
         let mut event = match stream {
             Stream::Stdout => Event::Text { text },
             Stream::Stderr => Event::Stderr { text },
         };
+        let mut masked = false;
+        if !self.setup.redactor.is_empty() {
+            let r = &self.setup.redactor;
+            event.for_each_string(&mut |s| {
+                if let std::borrow::Cow::Owned(m) = r.redact(s) {
+                    *s = m;
+                    masked = true;
+                }
+            });
+        }
         event.cap_text(defaults::EVENT_TEXT);
-        *self.event_counts.entry(event.kind()).or_default() += 1;
         let t_ms = self.ms(now);
-        self.extend_pending_lines(stream, at, 1, t_ms);
-        self.live.deliver(Stamped { t_ms, event });
+        if masked || tee_failed {
+            *self.event_counts.entry(event.kind()).or_default() += 1;
+            self.write_pending_lines();
+            self.write_event(&Stamped {
+                t_ms,
+                event: event.clone(),
+            });
+        } else {
+            self.extend_pending_lines(stream, at, 1, now);
+        }
+        if room {
+            self.live.deliver(Stamped { t_ms, event });
+        }
+    }
+
+    /// Keeps the end of an `exec` run's text for `--output-tag`.
+    fn keep_recent_text(&mut self, text: &str) {
+        self.recent_text.push_str(text);
+        self.recent_text.push('\n');
+        let excess = self.recent_text.len().saturating_sub(RECENT_TEXT);
+        if excess > 0 {
+            let cut = (excess..self.recent_text.len())
+                .find(|i| self.recent_text.is_char_boundary(*i))
+                .unwrap_or(self.recent_text.len());
+            self.recent_text.drain(..cut);
+        }
     }
 
     /// Adds `lines` plain lines at `at` to the pending `lines` event, or
-    /// starts a new one where they do not follow it.
-    fn extend_pending_lines(&mut self, stream: Stream, at: Range<u64>, lines: u64, t_ms: u64) {
+    /// starts a new one where they do not follow it. A blank line adds
+    /// none but keeps the range whole.
+    fn extend_pending_lines(&mut self, stream: Stream, at: Range<u64>, lines: u64, now: Instant) {
         if let Some(p) = &mut self.pending_lines
             && p.stream == stream
             && p.at.end == at.start
@@ -308,18 +344,27 @@ impl Supervisor {
             p.lines += lines;
             return;
         }
+        if lines == 0 {
+            return;
+        }
         self.write_pending_lines();
         self.pending_lines = Some(PendingLines {
             stream,
-            t_ms,
+            t_ms: self.ms(now),
             at,
             lines,
         });
     }
 
-    /// Writes the pending `lines` event, if any.
+    /// Writes the pending `lines` event, if any, and counts its lines as
+    /// the `text` or `stderr` events they stand for.
     fn write_pending_lines(&mut self) {
         if let Some(p) = self.pending_lines.take() {
+            let kind = match p.stream {
+                Stream::Stdout => "text",
+                Stream::Stderr => "stderr",
+            };
+            *self.event_counts.entry(kind).or_default() += p.lines;
             self.write_event(&Stamped {
                 t_ms: p.t_ms,
                 event: Event::Lines {
@@ -492,6 +537,7 @@ impl Supervisor {
             kind,
             at,
             events,
+            plain,
         } = line;
         if kind != LineKind::EndOfStream && self.clocks.completing_since_line.is_some() {
             self.clocks.completing_since_line = Some(now);
@@ -504,41 +550,22 @@ impl Supervisor {
             }
             LineKind::Malformed | LineKind::EndOfStream => {}
         }
-        // `exec` writes plain lines: a blank one (no event) between two
-        // others is still part of their range in the log.
-        let plain = self.setup.agent == Agent::Exec;
-        if plain && kind == LineKind::Malformed && events.is_empty() {
-            if let Some(p) = &mut self.pending_lines
-                && p.stream == stream
-                && p.at.end == at.start
-            {
-                p.at.end = at.end;
-            }
+        // `exec` writes plain lines (see `Pipe`): a blank one (no event)
+        // between two others is still part of their range in the log.
+        if let Some(raw) = plain {
+            self.on_plain_line(stream, raw, at, now);
             return;
         }
-        let plain = plain && kind == LineKind::WellFormed && events.len() == 1;
+        if self.setup.agent == Agent::Exec && kind == LineKind::Malformed {
+            self.extend_pending_lines(stream, at, 0, now);
+            return;
+        }
         for event in events.drain(..) {
             let event = match (stream, event) {
-                (Stream::Stderr, Event::Text { text }) if plain => {
-                    self.emit_plain(stream, text, at.clone(), now);
-                    continue;
-                }
                 (Stream::Stderr, Event::Text { text }) => Event::Stderr { text },
                 (Stream::Stdout, Event::Text { text }) if !self.setup.agent.is_json() => {
                     if self.setup.output.is_some() {
-                        self.recent_text.push_str(&text);
-                        self.recent_text.push('\n');
-                        let excess = self.recent_text.len().saturating_sub(RECENT_TEXT);
-                        if excess > 0 {
-                            let cut = (excess..self.recent_text.len())
-                                .find(|i| self.recent_text.is_char_boundary(*i))
-                                .unwrap_or(self.recent_text.len());
-                            self.recent_text.drain(..cut);
-                        }
-                    }
-                    if plain {
-                        self.emit_plain(stream, text, at.clone(), now);
-                        continue;
+                        self.keep_recent_text(&text);
                     }
                     Event::Text { text }
                 }
@@ -633,6 +660,13 @@ impl Supervisor {
     }
 
     fn on_activity(&mut self, now: Instant) {
+        if self.clocks.last_activity == Some(now) {
+            // Another line of the same read: no silence ended.
+            self.status.on_activity(Duration::ZERO);
+            self.clocks.warned = false;
+            self.activity_lines += 1;
+            return;
+        }
         let since = self.clocks.last_activity.unwrap_or(self.setup.started);
         self.longest_silence = self
             .longest_silence
