@@ -72,25 +72,38 @@ impl Pipe {
         let line_start = &mut self.line_start;
         // The splitter reports lines in order, each when its newline is
         // seen: the next newline in the chunk ends it.
-        let mut newlines = memchr::memchr_iter(b'\n', chunk);
-        let mut next_range = || {
-            let end = newlines
-                .next()
-                .map_or(base + len as u64, |i| base + i as u64 + 1);
+        let mut cursor = 0;
+        let mut next_range = |known: Option<usize>| {
+            let newline = known
+                .filter(|&i| i >= cursor && chunk.get(i) == Some(&b'\n'))
+                .or_else(|| memchr::memchr(b'\n', &chunk[cursor..]).map(|i| cursor + i));
+            let end = match newline {
+                Some(i) => {
+                    cursor = i + 1;
+                    base + i as u64 + 1
+                }
+                None => base + len as u64,
+            };
             std::mem::replace(line_start, end)..end
         };
         match &mut self.plain {
             Some(lines) => {
                 let mut none = Vec::new();
                 lines.push(chunk, |l| {
-                    on_line(plain_line(stream, l, next_range(), &mut none));
+                    // A line that lies in the chunk says where its newline
+                    // is: no second search.
+                    let known = match &l {
+                        warden_events::Line::Complete(b) => newline_after(chunk, b),
+                        warden_events::Line::Oversized { .. } => None,
+                    };
+                    on_line(plain_line(stream, l, next_range(known), &mut none));
                 });
             }
             None => self.decoder.push(chunk, |kind, events| {
                 on_line(Line {
                     stream,
                     kind,
-                    at: next_range(),
+                    at: next_range(None),
                     events,
                     plain: None,
                 })
@@ -146,6 +159,22 @@ pub struct Line<'a> {
     pub plain: Option<&'a [u8]>,
 }
 
+/// Where the newline after `line` is in `chunk`, if `line` is a piece of
+/// `chunk` (not the splitter's own copy of a line cut across reads).
+fn newline_after(chunk: &[u8], line: &[u8]) -> Option<usize> {
+    let start = (line.as_ptr() as usize).checked_sub(chunk.as_ptr() as usize)?;
+    let end = start + line.len();
+    if end > chunk.len() {
+        return None;
+    }
+    // The splitter leaves out a `\r` before the newline.
+    Some(if chunk.get(end) == Some(&b'\r') {
+        end + 1
+    } else {
+        end
+    })
+}
+
 /// A line of `exec` output, as the `exec` decoder would take it.
 fn plain_line<'a>(
     stream: Stream,
@@ -174,5 +203,65 @@ pub async fn read(reader: &mut Option<Reader>, buf: &mut [u8]) -> std::io::Resul
     match reader {
         Some(r) => r.read(buf).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `data` cut at `cuts` and returns each line's range and kind.
+    fn ranges(agent: Agent, data: &[u8], cuts: &[usize]) -> Vec<(Range<u64>, LineKind)> {
+        let mut pipe = Pipe::new(Stream::Stdout, agent, None, 16);
+        let mut got = Vec::new();
+        let mut prev = 0;
+        for &c in cuts.iter().chain([data.len()].iter()) {
+            let piece = &data[prev..c.max(prev)];
+            prev = c.max(prev);
+            pipe.buf[..piece.len()].copy_from_slice(piece);
+            pipe.bytes += piece.len() as u64;
+            pipe.decode(piece.len(), |l| got.push((l.at, l.kind)));
+        }
+        pipe.close(|l| got.push((l.at, l.kind)));
+        got
+    }
+
+    #[test]
+    fn every_line_comes_with_its_place_in_the_stream() {
+        let data = b"one\r\ntwo\n\n   \nthis line is longer than sixteen\r\r\nx\r\nlast";
+        let whole = ranges(Agent::Exec, data, &[]);
+        let starts: Vec<&[u8]> = whole
+            .iter()
+            .map(|(at, _)| &data[at.start as usize..at.end as usize])
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                &b"one\r\n"[..],
+                b"two\n",
+                b"\n",
+                b"   \n",
+                b"this line is longer than sixteen\r\r\n",
+                b"x\r\n",
+                b"last"
+            ]
+        );
+        assert!(matches!(whole[4].1, LineKind::Oversized { .. }));
+        for cut in 0..data.len() {
+            for cut2 in cut..data.len() {
+                assert_eq!(
+                    ranges(Agent::Exec, data, &[cut, cut2]),
+                    whole,
+                    "cut at {cut}, {cut2}"
+                );
+            }
+        }
+        // The same places through a decoder.
+        let decoded: Vec<_> = ranges(Agent::Claude, data, &[5, 9])
+            .into_iter()
+            .map(|(at, _)| at)
+            .collect();
+        let plain: Vec<_> = whole.into_iter().map(|(at, _)| at).collect();
+        assert_eq!(decoded, plain);
     }
 }
