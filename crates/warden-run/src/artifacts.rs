@@ -60,7 +60,7 @@ pub struct HashedLog {
 const HASH_ON_THREAD_AFTER: u64 = 4 << 20;
 
 /// Writes waiting for the hashing thread; past this the writer waits.
-const HASH_QUEUE: usize = 16;
+const HASH_QUEUE: usize = 8;
 
 enum Hashing {
     Inline(Sha256),

@@ -7,14 +7,29 @@
 //! `events.jsonl` point at plain lines instead of copying them.
 
 use std::ops::Range;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use warden_events::{Agent, Event, LineKind, LineSplitter, Stream, StreamDecoder, Summary};
 
-pub type Reader = Pin<Box<dyn AsyncRead + Send>>;
+/// What a pipe is read through: the agent's end of it, with its fd (to
+/// make the pipe bigger for a flood).
+pub trait PipeRead: AsyncRead + AsFd + Send {}
+impl<T: AsyncRead + AsFd + Send> PipeRead for T {}
 
+pub type Reader = Pin<Box<dyn PipeRead>>;
+
+/// What one read asks for, to begin with.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// A pipe that fills every read this many times in a row is a flood: it
+/// gets a kernel buffer of [`FLOOD_PIPE`] and reads of [`FLOOD_READ`], so
+/// the writer and warden each wake up less often. Other runs never ask
+/// (a pipe's buffer counts against its user's limit).
+const FLOOD_READS: u32 = 16;
+const FLOOD_PIPE: usize = 1 << 20;
+const FLOOD_READ: usize = 256 * 1024;
 
 pub struct Pipe {
     pub stream: Stream,
@@ -32,6 +47,8 @@ pub struct Pipe {
     pub bytes: u64,
     /// Where the line being read began: just past the last newline.
     line_start: u64,
+    /// Reads in a row that filled the buffer (see [`FLOOD_READS`]).
+    full_reads: u32,
     finished: bool,
 }
 
@@ -49,6 +66,7 @@ impl Pipe {
             plain: (agent == Agent::Exec).then(|| LineSplitter::new(max_line)),
             bytes: 0,
             line_start: 0,
+            full_reads: 0,
             finished: false,
         }
     }
@@ -59,6 +77,25 @@ impl Pipe {
 
     pub fn summary(&self) -> &Summary {
         self.decoder.summary()
+    }
+
+    /// After a read of `n` bytes (decoded already): a pipe that floods gets
+    /// a bigger buffer, once.
+    pub fn after_read(&mut self, n: usize) {
+        if n < self.buf.len() {
+            self.full_reads = 0;
+            return;
+        }
+        self.full_reads += 1;
+        if self.full_reads == FLOOD_READS
+            && self.buf.len() < FLOOD_READ
+            && let Some(r) = &self.reader
+        {
+            // Refused past the system's or the user's limit: then the pipe
+            // stays as it is, which is only slower.
+            let _ = rustix::pipe::fcntl_setpipe_size(r.as_fd(), FLOOD_PIPE);
+            self.buf.resize(FLOOD_READ, 0);
+        }
     }
 
     /// Decodes the last `len` bytes read, which are at the front of the

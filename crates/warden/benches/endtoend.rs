@@ -17,6 +17,8 @@
 //! a quick run); the plain-lines file is five times that (`200` gives the
 //! full figures: 200 MB and 1 GB). `WARDEN_BENCH_REPS` (default 3) turns
 //! of each, the best kept. `WARDEN_BENCH_BIN=PATH` times another warden.
+//! `WARDEN_BENCH_DIR=DIR` writes the files there and keeps them (to
+//! profile one run by hand: `DIR/claude` is the agent, `DIR/plain.log`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,14 +48,17 @@ fn main() {
         std::process::exit(2);
     }
     let tmp = tempfile::tempdir().unwrap();
-    let claude = tmp.path().join("claude.jsonl");
+    let kept = std::env::var_os("WARDEN_BENCH_DIR").map(PathBuf::from);
+    let dir = kept.as_deref().unwrap_or(tmp.path());
+    std::fs::create_dir_all(dir).unwrap();
+    let claude = dir.join("claude.jsonl");
     write_file(&claude, mb << 20, claude_round, Some(CLAUDE_RESULT));
-    let plain = tmp.path().join("plain.log");
+    let plain = dir.join("plain.log");
     write_file(&plain, (mb * 5) << 20, plain_round, None);
 
     // The Claude CLI is a script that writes the stream, whatever it is
     // asked.
-    let agent = tmp.path().join("claude");
+    let agent = dir.join("claude");
     std::fs::write(
         &agent,
         format!("#!/bin/sh\nexec cat '{}'\n", claude.display()),

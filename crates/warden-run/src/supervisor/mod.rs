@@ -528,6 +528,7 @@ impl Supervisor {
             self.on_completion_signal(now);
         }
         pipe.decode(n, |line| self.on_line(line, now));
+        pipe.after_read(n);
         self.after_lines(pipe, now);
     }
 
