@@ -60,7 +60,10 @@ pub struct HashedLog {
 const HASH_ON_THREAD_AFTER: u64 = 4 << 20;
 
 /// Writes waiting for the hashing thread; past this the writer waits.
-const HASH_QUEUE: usize = 8;
+/// With the buffers kept for reuse, at most `HASH_QUEUE + HASH_SPARE`
+/// reads' worth of memory.
+const HASH_QUEUE: usize = 4;
+const HASH_SPARE: usize = 2;
 
 enum Hashing {
     Inline(Sha256),
@@ -82,7 +85,7 @@ impl HashThread {
     /// Hands `hasher` to a new thread; gives it back if there is none.
     fn start(hasher: Sha256) -> Result<Self, Sha256> {
         let (work, todo) = mpsc::sync_channel::<HashWork>(HASH_QUEUE);
-        let (give_back, spent) = mpsc::sync_channel::<Vec<u8>>(HASH_QUEUE + 2);
+        let (give_back, spent) = mpsc::sync_channel::<Vec<u8>>(HASH_SPARE);
         let state = std::sync::Arc::new(std::sync::Mutex::new(Some(hasher)));
         let theirs = state.clone();
         let spawned = std::thread::Builder::new()

@@ -10,6 +10,8 @@
 //! 2. `warden run exec -- cat FILE` on plain lines.
 //!
 //! It prints each one's MB/s, the ratio to the reference of the same run,
+//! the agent's decoder alone on the same file (in this process, 64 KiB
+//! pieces, nothing written: what no supervisor of that agent can beat),
 //! warden's peak RSS (GNU time's `%M`: the figure of warden alone, not of
 //! this process) and how big `events.jsonl` came out.
 //!
@@ -24,6 +26,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use warden_events::{Agent, StreamDecoder};
 
 const GNU_TIME: &str = "/usr/bin/time";
 
@@ -71,9 +75,9 @@ fn main() {
 
     println!("# warden end to end (best of {reps}, taking turns with the reference)\n");
     println!(
-        "| stream | size | `cat FILE \\| cat > out` | warden | warden / cat | warden's peak RSS | events.jsonl |"
+        "| stream | size | `cat FILE \\| cat > out` | warden | warden / cat | decoder alone | warden's peak RSS | events.jsonl |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let claude_run = |dir: &Path| {
         let mut c = Command::new(warden());
         c.args(["run", "claude", "go", "-q", "--agent-bin"])
@@ -93,17 +97,26 @@ fn main() {
     };
     compare(
         "Claude, partial messages",
+        Agent::Claude,
         &claude,
         tmp.path(),
         reps,
         &claude_run,
     );
-    compare("plain lines (`exec`)", &plain, tmp.path(), reps, &plain_run);
+    compare(
+        "plain lines (`exec`)",
+        Agent::Exec,
+        &plain,
+        tmp.path(),
+        reps,
+        &plain_run,
+    );
 }
 
 /// One figure: the best wall time of each, run in turns.
 fn compare(
     label: &str,
+    agent: Agent,
     file: &Path,
     tmp: &Path,
     reps: usize,
@@ -162,13 +175,15 @@ fn compare(
             .len();
     }
     let _ = std::fs::remove_dir_all(&run_dir);
+    let decoder = (0..reps).map(|_| decode(agent, file)).min().unwrap();
     let rate = |d: Duration| size as f64 / d.as_secs_f64() / 1e6;
     println!(
-        "| {label} | {} MB | {:.0} MB/s | {:.0} MB/s | {:.2}× | {:.1} MiB | {:.2} MB |",
+        "| {label} | {} MB | {:.0} MB/s | {:.0} MB/s | {:.2}× | {:.0} MB/s | {:.1} MiB | {:.2} MB |",
         size / 1_000_000,
         rate(cat),
         rate(best),
         rate(best) / rate(cat),
+        rate(decoder),
         peak_kib as f64 / 1024.0,
         events_bytes as f64 / 1e6
     );
@@ -176,6 +191,26 @@ fn compare(
 
 /// The Claude stream's last line: the CLI's terminal event.
 const CLAUDE_RESULT: &str = r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1000,"num_turns":1,"result":"done","session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","total_cost_usd":0.01,"usage":{"input_tokens":1,"output_tokens":1}}"#;
+
+/// The agent's decoder on the file, as the supervisor feeds it.
+fn decode(agent: Agent, file: &Path) -> Duration {
+    use std::io::Read;
+    let mut f = std::fs::File::open(file).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let t = Instant::now();
+    let mut d = StreamDecoder::new(agent, 8 << 20);
+    let mut events = 0u64;
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        d.push(&buf[..n], |_, e| events += e.len() as u64);
+    }
+    d.finish(|_, e| events += e.len() as u64);
+    std::hint::black_box((events, d.summary()));
+    t.elapsed()
+}
 
 fn write_file(path: &Path, size: u64, round: fn(usize, &str) -> Vec<String>, last: Option<&str>) {
     let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
