@@ -267,9 +267,10 @@ fn claude_round(i: usize, big: &str) -> Vec<String> {
         |e: String| format!(r#"{{"type":"stream_event","event":{e},{TAIL},"uuid":"e{i}"}}"#);
     let mut lines = Vec::new();
     if i == 0 {
-        lines.push(format!(
-            r#"{{"type":"system","subtype":"init","cwd":"/work","session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","tools":["Bash"],"model":"claude-sonnet-4-5","claude_code_version":"2.1.197"}}"#
-        ));
+        lines.push(
+            r#"{"type":"system","subtype":"init","cwd":"/work","session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","tools":["Bash"],"model":"claude-sonnet-4-5","claude_code_version":"2.1.197"}"#
+            .to_string(),
+        );
     }
     lines.push(event(format!(
         r#"{{"type":"message_start","message":{{"model":"claude-sonnet-4-5","id":"msg_{i}","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"usage":{{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":1,"service_tier":"standard"}}}}}}"#
