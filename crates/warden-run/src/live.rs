@@ -114,6 +114,35 @@ impl LiveFeed {
         false
     }
 
+    /// Whether every line event delivered now, and until the next turn of
+    /// the supervisor's loop, would be dropped (the feed is full, or
+    /// nobody listens): then the caller need not make them, and counts
+    /// them with [`skip_lines`](Self::skip_lines).
+    pub fn takes_no_lines(&mut self) -> bool {
+        if self.full {
+            return true;
+        }
+        self.send_backlog();
+        let Some(tx) = &self.tx else { return true };
+        if tx.is_closed() {
+            self.tx = None;
+            self.backlog.clear();
+            return true;
+        }
+        if self.backlog.is_empty() && tx.capacity() > 0 {
+            return false;
+        }
+        self.full = true;
+        true
+    }
+
+    /// `n` line events left out: dropped, if anyone listens.
+    pub fn skip_lines(&mut self, n: u64) {
+        if self.tx.is_some() {
+            self.dropped += n;
+        }
+    }
+
     /// Sends what the backlog holds, as far as there is room: once a turn
     /// of the supervisor's loop.
     pub fn flush(&mut self) {

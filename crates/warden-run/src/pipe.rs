@@ -49,6 +49,8 @@ pub struct Pipe {
     line_start: u64,
     /// Reads in a row that filled the buffer (see [`FLOOD_READS`]).
     full_reads: u32,
+    /// The longest line that is decoded (see [`LineSplitter::new`]).
+    max_line: usize,
     finished: bool,
 }
 
@@ -67,6 +69,7 @@ impl Pipe {
             bytes: 0,
             line_start: 0,
             full_reads: 0,
+            max_line: max_line.max(1),
             finished: false,
         }
     }
@@ -103,9 +106,79 @@ impl Pipe {
     /// range in the stream, its newline included (empty for what the end
     /// of the stream closes).
     pub fn decode(&mut self, len: usize, mut on_line: impl FnMut(Line<'_>)) {
-        let stream = self.stream;
-        let chunk = &self.buf[..len];
         let base = self.bytes - len as u64;
+        self.decode_part(base, 0, len, &mut on_line);
+    }
+
+    /// [`decode`](Self::decode) for `exec` when no line's text is needed
+    /// (see the supervisor): the lines that begin and end inside this read
+    /// are not handed on one by one but returned as one run, their range
+    /// and how many are not blank; they come after every line `on_line`
+    /// got. Lines that run into a neighbouring read, and every line of a
+    /// read that holds one longer than `max_line`, go to `on_line` as
+    /// usual.
+    pub fn decode_counting(
+        &mut self,
+        len: usize,
+        mut on_line: impl FnMut(Line<'_>),
+    ) -> Option<(Range<u64>, u64)> {
+        let base = self.bytes - len as u64;
+        let chunk = &self.buf[..len];
+        let (Some(first), Some(last), true) = (
+            memchr::memchr(b'\n', chunk),
+            memchr::memrchr(b'\n', chunk),
+            self.plain.is_some(),
+        ) else {
+            self.decode_part(base, 0, len, &mut on_line);
+            return None;
+        };
+        // The line the previous read left unfinished ends here.
+        self.decode_part(base, 0, first + 1, &mut on_line);
+        let middle = &self.buf[first + 1..=last];
+        let mut run = None;
+        if !middle.is_empty() {
+            let mut start = 0;
+            let mut not_blank = 0u64;
+            let mut fits = true;
+            for newline in memchr::memchr_iter(b'\n', middle) {
+                let line = &middle[start..newline];
+                if line.len() > self.max_line {
+                    fits = false;
+                    break;
+                }
+                // A `\r` before the newline is whitespace: no need to
+                // strip it to tell a blank line.
+                if !warden_events::exec::is_blank(line) {
+                    not_blank += 1;
+                }
+                start = newline + 1;
+            }
+            if fits {
+                let at = base + first as u64 + 1..base + last as u64 + 1;
+                self.line_start = at.end;
+                run = Some((at, not_blank));
+            } else {
+                self.decode_part(base, first + 1, last + 1, &mut on_line);
+            }
+        }
+        // The start of a line the next read ends: kept by the splitter.
+        self.decode_part(base, last + 1, len, &mut on_line);
+        run
+    }
+
+    /// Decodes `buf[from..to]`, whose first byte is at `base + from` in
+    /// the stream.
+    fn decode_part(
+        &mut self,
+        base: u64,
+        from: usize,
+        to: usize,
+        on_line: &mut impl FnMut(Line<'_>),
+    ) {
+        let stream = self.stream;
+        let chunk = &self.buf[from..to];
+        let base = base + from as u64;
+        let len = to - from;
         let line_start = &mut self.line_start;
         // The splitter reports lines in order, each when its newline is
         // seen: the next newline in the chunk ends it.
@@ -261,6 +334,45 @@ mod tests {
         }
         pipe.close(|l| got.push((l.at, l.kind)));
         got
+    }
+
+    #[test]
+    fn lines_taken_as_runs_cover_the_same_bytes_and_count_the_same_lines() {
+        let data: &[u8] =
+            b"a\n\nbb\r\n  \nthis line is longer than sixteen\nc\n\r\nd\ne\nlast line";
+        let whole = ranges(Agent::Exec, data, &[]);
+        let not_blank = whole
+            .iter()
+            .filter(|(_, k)| *k == LineKind::WellFormed)
+            .count() as u64;
+        for cut in 0..data.len() {
+            for cut2 in cut..data.len() {
+                let mut pipe = Pipe::new(Stream::Stdout, Agent::Exec, None, 16);
+                let mut got: Vec<(Range<u64>, u64)> = Vec::new();
+                let mut oversized = 0;
+                let mut prev = 0;
+                for c in [cut, cut2, data.len()] {
+                    let piece = &data[prev..c];
+                    prev = c;
+                    pipe.buf[..piece.len()].copy_from_slice(piece);
+                    pipe.bytes += piece.len() as u64;
+                    let run = pipe.decode_counting(piece.len(), |l| {
+                        oversized += matches!(l.kind, LineKind::Oversized { .. }) as u32;
+                        got.push((l.at, (l.kind == LineKind::WellFormed) as u64));
+                    });
+                    got.extend(run);
+                }
+                pipe.close(|l| got.push((l.at, (l.kind == LineKind::WellFormed) as u64)));
+                let mut end = 0;
+                for (at, _) in &got {
+                    assert_eq!(at.start, end, "cut at {cut}, {cut2}: {got:?}");
+                    end = at.end;
+                }
+                assert_eq!(end, data.len() as u64);
+                assert_eq!(got.iter().map(|g| g.1).sum::<u64>(), not_blank);
+                assert_eq!(oversized, 1, "cut at {cut}, {cut2}");
+            }
+        }
     }
 
     #[test]

@@ -319,6 +319,33 @@ impl Supervisor {
         }
     }
 
+    /// Whether an `exec` run's lines on `stream` need no text until the
+    /// next turn of the loop: the live feed takes none now, and neither
+    /// the redactor, `--output-tag` nor a failed log needs to see them.
+    /// Then a read's lines are taken as one run (`on_plain_run`).
+    fn wants_no_line_text(&mut self, stream: Stream) -> bool {
+        self.setup.agent == Agent::Exec
+            && self.setup.redactor.is_empty()
+            && !self.tee_failed[stream as usize]
+            && !(stream == Stream::Stdout && self.setup.output.is_some())
+            && self.live.takes_no_lines()
+    }
+
+    /// `lines` non-blank plain lines (and blank ones) at `at`, read at
+    /// `now`, none of whose text is needed: what `on_line` and
+    /// `on_plain_line` do for each, done once.
+    fn on_plain_run(&mut self, stream: Stream, at: Range<u64>, lines: u64, now: Instant) {
+        if self.clocks.completing_since_line.is_some() {
+            self.clocks.completing_since_line = Some(now);
+        }
+        if lines > 0 {
+            self.on_activity(now);
+            self.activity_lines += lines - 1;
+            self.live.skip_lines(lines);
+        }
+        self.extend_pending_lines(stream, at, lines, now);
+    }
+
     /// Keeps the end of an `exec` run's text for `--output-tag`.
     fn keep_recent_text(&mut self, text: &str) {
         self.recent_text.push_str(text);
@@ -527,7 +554,13 @@ impl Supervisor {
         if pipe.stream == Stream::Stdout && !self.setup.agent.is_json() && self.signal.push(chunk) {
             self.on_completion_signal(now);
         }
-        pipe.decode(n, |line| self.on_line(line, now));
+        if self.wants_no_line_text(pipe.stream) {
+            if let Some((at, lines)) = pipe.decode_counting(n, |line| self.on_line(line, now)) {
+                self.on_plain_run(pipe.stream, at, lines, now);
+            }
+        } else {
+            pipe.decode(n, |line| self.on_line(line, now));
+        }
         pipe.after_read(n);
         self.after_lines(pipe, now);
     }

@@ -282,3 +282,29 @@ fn output_tag_still_reads_the_lines_of_an_exec_run() {
     assert!(!raw_file(&done).contains("work 1"));
     assert_eq!(lines_pointed_at(&done, "stdout"), 201);
 }
+
+#[test]
+fn a_flood_of_lines_is_counted_and_read_back_whole() {
+    let case = Case::new();
+    // 200,000 lines and 20,000 blank ones, faster than any view takes
+    // them: the reads' lines are taken as runs.
+    let script = "awk 'BEGIN { for (i = 0; i < 200000; i++) { print \"flood line \" i; \
+                  if (i % 10 == 0) print \"\" } }'";
+    let done = case.run(&["run", "exec", "-q", "--", "sh", "-c", script]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let report = done.report();
+    assert_eq!(report["event_counts"]["text"], 200_000, "{report}");
+    assert_eq!(report["activity_lines"], 200_000, "{report}");
+    assert_eq!(lines_pointed_at(&done, "stdout"), 200_000);
+    assert!(!raw_file(&done).contains("flood line"));
+    let (code, events, stderr) = report_events(&done.run_dir);
+    assert_eq!(code, 0, "{stderr}");
+    let got = texts(&events, "text");
+    assert_eq!(got.len(), 200_000);
+    assert!(
+        got.iter()
+            .enumerate()
+            .all(|(i, t)| *t == format!("flood line {i}")),
+        "the lines read back are the lines printed, in order"
+    );
+}
