@@ -263,6 +263,21 @@ pub enum Event {
     Text { text: String },
     /// A line the agent wrote on stderr.
     Stderr { text: String },
+    /// Plain output lines that `events.jsonl` does not copy: they are
+    /// `bytes` bytes at `offset` in `stdout.log` or `stderr.log`, and stand
+    /// for `lines` `text` (stdout) or `stderr` events, one per non-blank
+    /// line, read back as the `exec` decoder reads them (invalid UTF-8
+    /// replaced, a `\r` before the newline dropped, blank lines skipped,
+    /// each cut at the event text cap). Written only to the file, in place
+    /// of the `text` and `stderr` events of an `exec` run whose text the
+    /// redactor left as it was; the live feed and `--json` carry the
+    /// per-line events.
+    Lines {
+        stream: Stream,
+        offset: u64,
+        bytes: u64,
+        lines: u64,
+    },
     /// A line longer than `max_line`: kept in the log, not decoded.
     OversizedLine { stream: Stream, bytes: u64 },
     /// Half the stall timeout passed with no activity.
@@ -344,6 +359,7 @@ impl Event {
             Event::Spawned { .. } => "spawned",
             Event::Text { .. } => "text",
             Event::Stderr { .. } => "stderr",
+            Event::Lines { .. } => "lines",
             Event::OversizedLine { .. } => "oversized_line",
             Event::StallWarning { .. } => "stall_warning",
             Event::CompletionSignal => "completion_signal",
@@ -446,6 +462,7 @@ impl Event {
             }
             Event::Usage { .. }
             | Event::OversizedLine { .. }
+            | Event::Lines { .. }
             | Event::StallWarning { .. }
             | Event::CompletionSignal
             | Event::Exited { .. } => {}

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
+use std::sync::mpsc;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -43,25 +44,134 @@ pub struct LogDigest {
 }
 
 /// A log file that hashes exactly the bytes that reached it.
+///
+/// SHA-256 of a flood costs about as much as writing it, so once a log has
+/// grown past [`HASH_ON_THREAD_AFTER`] its hashing moves to a thread of its
+/// own: the supervisor's thread only copies each write into a buffer for
+/// it. The hash is always of warden's own copy of the bytes, never read
+/// back from the file (which the agent may be able to change).
 pub struct HashedLog {
     file: File,
-    hasher: Sha256,
+    hasher: Hashing,
     bytes: u64,
+}
+
+/// A log past this size hashes on a thread; a small run never starts one.
+const HASH_ON_THREAD_AFTER: u64 = 4 << 20;
+
+/// Writes waiting for the hashing thread; past this the writer waits.
+/// With the buffers kept for reuse, at most `HASH_QUEUE + HASH_SPARE`
+/// reads' worth of memory.
+const HASH_QUEUE: usize = 4;
+const HASH_SPARE: usize = 2;
+
+enum Hashing {
+    Inline(Sha256),
+    Thread(HashThread),
+}
+
+enum HashWork {
+    Bytes(Vec<u8>),
+    Digest(mpsc::SyncSender<Sha256>),
+}
+
+struct HashThread {
+    work: mpsc::SyncSender<HashWork>,
+    /// Buffers the thread is done with, to be filled again.
+    spent: mpsc::Receiver<Vec<u8>>,
+}
+
+impl HashThread {
+    /// Hands `hasher` to a new thread; gives it back if there is none.
+    fn start(hasher: Sha256) -> Result<Self, Sha256> {
+        let (work, todo) = mpsc::sync_channel::<HashWork>(HASH_QUEUE);
+        let (give_back, spent) = mpsc::sync_channel::<Vec<u8>>(HASH_SPARE);
+        let state = std::sync::Arc::new(std::sync::Mutex::new(Some(hasher)));
+        let theirs = state.clone();
+        let spawned = std::thread::Builder::new()
+            .name("warden-log-hash".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let Some(mut hasher) = theirs.lock().ok().and_then(|mut h| h.take()) else {
+                    return;
+                };
+                for w in todo {
+                    match w {
+                        HashWork::Bytes(b) => {
+                            hasher.update(&b);
+                            let _ = give_back.try_send(b);
+                        }
+                        HashWork::Digest(reply) => {
+                            let _ = reply.send(hasher.clone());
+                        }
+                    }
+                }
+            });
+        match spawned {
+            Ok(_) => Ok(Self { work, spent }),
+            Err(_) => Err(state
+                .lock()
+                .ok()
+                .and_then(|mut h| h.take())
+                .unwrap_or_default()),
+        }
+    }
+
+    fn update(&self, data: &[u8]) -> bool {
+        let mut buf = self.spent.try_recv().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(data);
+        self.work.send(HashWork::Bytes(buf)).is_ok()
+    }
+
+    /// The hash so far: waits for the thread to catch up (at most
+    /// `HASH_QUEUE` writes).
+    fn state(&self) -> Option<Sha256> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.work.send(HashWork::Digest(reply)).ok()?;
+        answer.recv().ok()
+    }
 }
 
 impl HashedLog {
     fn new(file: File) -> Self {
         Self {
             file,
-            hasher: Sha256::new(),
+            hasher: Hashing::Inline(Sha256::new()),
             bytes: 0,
         }
     }
 
     pub fn digest(&self) -> LogDigest {
+        let state = match &self.hasher {
+            Hashing::Inline(h) => Some(h.clone()),
+            Hashing::Thread(t) => t.state(),
+        };
         LogDigest {
             bytes: self.bytes,
-            sha256: hex(&self.hasher.clone().finalize()),
+            // A hashing thread that died (it cannot, short of a panic in
+            // SHA-256) leaves no digest to trust: say so in its place.
+            sha256: state.map_or_else(
+                || "unknown: the thread hashing this log stopped".into(),
+                |h| hex(&h.finalize()),
+            ),
+        }
+    }
+
+    fn hash(&mut self, data: &[u8]) {
+        if let Hashing::Inline(h) = &mut self.hasher
+            && self.bytes > HASH_ON_THREAD_AFTER
+        {
+            let hasher = std::mem::take(h);
+            self.hasher = match HashThread::start(hasher) {
+                Ok(t) => Hashing::Thread(t),
+                Err(hasher) => Hashing::Inline(hasher),
+            };
+        }
+        match &mut self.hasher {
+            Hashing::Inline(h) => h.update(data),
+            // A thread that is gone leaves `digest` to say so.
+            Hashing::Thread(t) => _ = t.update(data),
         }
     }
 }
@@ -69,7 +179,7 @@ impl HashedLog {
 impl Write for HashedLog {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;
-        self.hasher.update(&buf[..n]);
+        self.hash(&buf[..n]);
         self.bytes += n as u64;
         Ok(n)
     }
@@ -221,6 +331,29 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!(got["stderr.log"].bytes, 0);
+    }
+
+    #[test]
+    fn a_log_hashed_on_its_own_thread_has_the_digest_of_what_was_written() {
+        let t = tempfile::tempdir().unwrap();
+        let mut d = RunDir::create(&t.path().join("run")).unwrap();
+        let mut all = Vec::new();
+        for i in 0..200u32 {
+            let chunk: Vec<u8> = (0..64 * 1024 + i).map(|j| (j * 7 + i) as u8).collect();
+            d.stdout.write_all(&chunk).unwrap();
+            all.extend_from_slice(&chunk);
+            if i == 100 {
+                // Asked midway, it is the digest of what was written so far.
+                let got = d.digests();
+                assert_eq!(got["stdout.log"].bytes, all.len() as u64);
+                assert_eq!(got["stdout.log"].sha256, hex(&Sha256::digest(&all)));
+            }
+        }
+        assert!(matches!(d.stdout.hasher, Hashing::Thread(_)));
+        let got = d.digests();
+        assert_eq!(got["stdout.log"].bytes, all.len() as u64);
+        assert_eq!(got["stdout.log"].sha256, hex(&Sha256::digest(&all)));
+        assert_eq!(std::fs::read(t.path().join("run/stdout.log")).unwrap(), all);
     }
 
     #[test]

@@ -28,6 +28,11 @@ pub struct LiveFeed {
     tx: Option<Sender<Stamped>>,
     backlog: VecDeque<Stamped>,
     dropped: u64,
+    /// Set when a line found the feed full: the lines after it in the same
+    /// turn of the supervisor's loop are dropped without asking again (the
+    /// caller, which runs on the same thread, cannot have made room in
+    /// between). Cleared by [`flush`](Self::flush), once a turn.
+    full: bool,
 }
 
 impl LiveFeed {
@@ -36,6 +41,7 @@ impl LiveFeed {
             tx,
             backlog: VecDeque::new(),
             dropped: 0,
+            full: false,
         }
     }
 
@@ -46,7 +52,7 @@ impl LiveFeed {
 
     pub fn deliver(&mut self, mut ev: Stamped) {
         ev.event.cap_text(crate::defaults::LIVE_EVENT_TEXT);
-        self.flush();
+        self.send_backlog();
         if self.tx.is_none() {
             return;
         }
@@ -84,8 +90,67 @@ impl LiveFeed {
         }
     }
 
-    /// Sends what the backlog holds, as far as there is room.
+    /// Whether a line event delivered now would be sent: `deliver` drops
+    /// line events when the feed is full. When it would be dropped, it is
+    /// counted as dropped here, so the caller can skip making it. `false`
+    /// without counting when nobody listens.
+    pub fn line_has_room(&mut self) -> bool {
+        if self.full {
+            self.dropped += 1;
+            return false;
+        }
+        self.send_backlog();
+        let Some(tx) = &self.tx else { return false };
+        if tx.is_closed() {
+            self.tx = None;
+            self.backlog.clear();
+            return false;
+        }
+        if self.backlog.is_empty() && tx.capacity() > 0 {
+            return true;
+        }
+        self.full = true;
+        self.dropped += 1;
+        false
+    }
+
+    /// Whether every line event delivered now, and until the next turn of
+    /// the supervisor's loop, would be dropped (the feed is full, or
+    /// nobody listens): then the caller need not make them, and counts
+    /// them with [`skip_lines`](Self::skip_lines).
+    pub fn takes_no_lines(&mut self) -> bool {
+        if self.full {
+            return true;
+        }
+        self.send_backlog();
+        let Some(tx) = &self.tx else { return true };
+        if tx.is_closed() {
+            self.tx = None;
+            self.backlog.clear();
+            return true;
+        }
+        if self.backlog.is_empty() && tx.capacity() > 0 {
+            return false;
+        }
+        self.full = true;
+        true
+    }
+
+    /// `n` line events left out: dropped, if anyone listens.
+    pub fn skip_lines(&mut self, n: u64) {
+        if self.tx.is_some() {
+            self.dropped += n;
+        }
+    }
+
+    /// Sends what the backlog holds, as far as there is room: once a turn
+    /// of the supervisor's loop.
     pub fn flush(&mut self) {
+        self.full = false;
+        self.send_backlog();
+    }
+
+    fn send_backlog(&mut self) {
         while let Some(ev) = self.backlog.pop_front() {
             if let Some(ev) = self.try_send(ev) {
                 self.backlog.push_front(ev);
@@ -164,6 +229,26 @@ mod tests {
             rx.recv().await.unwrap().event,
             Event::StallWarning { .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn a_line_is_only_made_when_the_feed_has_room_for_it() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1);
+        let mut feed = LiveFeed::new(Some(tx));
+        assert!(feed.line_has_room());
+        feed.deliver(stamped(Event::Text { text: "1".into() }));
+        assert!(!feed.line_has_room(), "full");
+        assert!(!feed.line_has_room(), "still full in the same turn");
+        assert_eq!(feed.dropped(), 2);
+        assert_eq!(
+            rx.recv().await.unwrap().event,
+            Event::Text { text: "1".into() }
+        );
+        feed.flush();
+        assert!(feed.line_has_room(), "room again after the reader took one");
+        drop(rx);
+        assert!(!feed.line_has_room(), "nobody listens");
+        assert_eq!(feed.dropped(), 2, "a closed feed drops nothing it counts");
     }
 
     #[tokio::test]

@@ -92,6 +92,11 @@ pub struct ReportArgs {
     /// Silences at least this long are listed and marked.
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub silence: String,
+    /// Print the run's events as JSON lines instead (as `--json` showed
+    /// them): each `lines` event of events.jsonl becomes the `text` or
+    /// `stderr` events it stands for, read back from the logs.
+    #[arg(long, conflicts_with = "html")]
+    pub events: bool,
 }
 
 #[derive(Debug, Args, Default)]

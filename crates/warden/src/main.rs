@@ -46,6 +46,7 @@ macro_rules! println {
 mod batch;
 mod cli;
 mod doctor;
+mod logged_lines;
 mod plan;
 mod render;
 mod replay;

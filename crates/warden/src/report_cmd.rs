@@ -13,7 +13,7 @@ use crate::timeline::{self, Timeline};
 
 /// Opens a file of a run directory for reading: never through a link,
 /// never a FIFO or a device (which could block `warden report` forever).
-fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     use rustix::fs::{CWD, FileType, Mode, OFlags, fstat, openat};
     let fd = openat(
         CWD,
@@ -175,6 +175,9 @@ pub fn report(args: &ReportArgs) -> u8 {
         );
         return 2;
     };
+    if args.events {
+        return print_events(&runs);
+    }
     let mut sections = Vec::new();
     let mut tampered = false;
     for run_dir in &runs {
@@ -207,6 +210,81 @@ pub fn report(args: &ReportArgs) -> u8 {
         println!("timeline written to {}", out.display());
     }
     if tampered { LOGS_CHANGED_EXIT } else { 0 }
+}
+
+/// `warden report --events`: every run's events, one JSON object a line,
+/// with each `lines` event turned back into the line events it stands for.
+/// The logs are checked first, as for the report: lines read from a log
+/// changed after the run are not the record of what happened.
+fn print_events(runs: &[std::path::PathBuf]) -> u8 {
+    use std::io::{BufRead, Write};
+    let mut code = 0;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(128 * 1024, stdout.lock());
+    for run_dir in runs {
+        let report = match read_json(&run_dir.join("run.json")) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("warden: error: {e}");
+                return 2;
+            }
+        };
+        for c in check_logs(run_dir, &report).changed {
+            code = LOGS_CHANGED_EXIT;
+            eprintln!(
+                "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
+                run_dir.display()
+            );
+        }
+        let path = run_dir.join("events.jsonl");
+        let file = match open_regular(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("warden: error: could not read {}: {e}", path.display());
+                return 2;
+            }
+        };
+        let mut logs = crate::logged_lines::Logs::new(run_dir);
+        let mut written = Ok(());
+        for line in std::io::BufReader::new(file).split(b'\n') {
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("warden: error: could not read {}: {e}", path.display());
+                    return 2;
+                }
+            };
+            let event: Option<Value> = serde_json::from_slice(&line).ok();
+            match event.filter(|e| e["kind"] == "lines") {
+                Some(e) => {
+                    let r = logs.expand(&e, |s| {
+                        if written.is_ok() {
+                            written = serde_json::to_writer(&mut out, s)
+                                .map_err(std::io::Error::from)
+                                .and_then(|()| out.write_all(b"\n"));
+                        }
+                    });
+                    if let Err(e) = r {
+                        code = LOGS_CHANGED_EXIT;
+                        eprintln!("warden: error: {}: {e}", run_dir.display());
+                    }
+                }
+                None => {
+                    if written.is_ok() {
+                        written = out.write_all(&line).and_then(|()| out.write_all(b"\n"));
+                    }
+                }
+            }
+            if written.is_err() {
+                // The reader went away (`| head`): nothing more to say.
+                return code;
+            }
+        }
+    }
+    if out.flush().is_err() {
+        return code;
+    }
+    code
 }
 
 /// `warden report`'s exit code when a log no longer matches its digest.

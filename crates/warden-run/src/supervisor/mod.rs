@@ -29,6 +29,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,7 +46,7 @@ use crate::clocks::{Clock, ClockState};
 use crate::defaults;
 use crate::limits::Limits;
 use crate::live::LiveFeed;
-use crate::pipe::{Pipe, Reader, read};
+use crate::pipe::{Line, Pipe, Reader, read};
 use crate::report::{Orphan, Report, StallExtension, Truncation};
 use crate::verdict::Cause;
 
@@ -147,6 +148,21 @@ pub struct Supervisor {
     final_left: Vec<(i32, String)>,
     /// The snapshots of what the supervisor decided (see `status`).
     status: status::StatusFeed,
+    /// Plain lines not yet written to `events.jsonl` (see `emit_plain`).
+    pending_lines: Option<PendingLines>,
+    /// Whether a write to `stdout.log` / `stderr.log` failed: from then on
+    /// that stream's lines are copied into `events.jsonl` again, since
+    /// the log no longer holds them.
+    tee_failed: [bool; 2],
+}
+
+/// Consecutive plain lines of one stream, to be written as one `lines`
+/// event that points at their bytes in the log.
+struct PendingLines {
+    stream: Stream,
+    t_ms: u64,
+    at: Range<u64>,
+    lines: u64,
 }
 
 /// How much of an `exec` run's last output is kept for `--output-tag`.
@@ -217,6 +233,8 @@ impl Supervisor {
             escaped: Vec::new(),
             final_left: Vec::new(),
             status: status::StatusFeed::default(),
+            pending_lines: None,
+            tee_failed: [false; 2],
         }
     }
 
@@ -238,10 +256,152 @@ impl Supervisor {
             t_ms: self.ms(Instant::now()),
             event,
         };
-        if let Err(e) = self.setup.dir.event(&stamped) {
+        self.write_pending_lines();
+        self.write_event(&stamped);
+        self.live.deliver(stamped);
+    }
+
+    fn write_event(&mut self, stamped: &Stamped) {
+        if let Err(e) = self.setup.dir.event(stamped) {
             self.note_lost(format!("could not write events.jsonl: {e}"));
         }
-        self.live.deliver(stamped);
+    }
+
+    /// A plain output line of an `exec` run (non-blank; `raw` is its
+    /// bytes, at `at` in the log): the live feed gets its `text` or
+    /// `stderr` event as any other line, but `events.jsonl` only the place
+    /// of its bytes in the log, which already holds them. The text is made
+    /// only when something needs it: the live feed has room for it (a full
+    /// feed drops line events anyway), `--output-tag` reads it, or it must
+    /// be checked. A line the redactor would change is not plain (its
+    /// masked text is written as an event), and neither is any line once
+    /// its log could not be written.
+    fn on_plain_line(&mut self, stream: Stream, raw: &[u8], at: Range<u64>, now: Instant) {
+        let room = self.live.line_has_room();
+        let recent = stream == Stream::Stdout && self.setup.output.is_some();
+        let tee_failed = self.tee_failed[stream as usize];
+        if !room && !recent && !tee_failed && self.setup.redactor.is_empty() {
+            self.extend_pending_lines(stream, at, 1, now);
+            return;
+        }
+        let text = warden_events::exec::text(raw);
+        if recent {
+            self.keep_recent_text(&text);
+        }
+        let mut event = match stream {
+            Stream::Stdout => Event::Text { text },
+            Stream::Stderr => Event::Stderr { text },
+        };
+        let mut masked = false;
+        if !self.setup.redactor.is_empty() {
+            let r = &self.setup.redactor;
+            event.for_each_string(&mut |s| {
+                if let std::borrow::Cow::Owned(m) = r.redact(s) {
+                    *s = m;
+                    masked = true;
+                }
+            });
+        }
+        event.cap_text(defaults::EVENT_TEXT);
+        let t_ms = self.ms(now);
+        if masked || tee_failed {
+            *self.event_counts.entry(event.kind()).or_default() += 1;
+            self.write_pending_lines();
+            self.write_event(&Stamped {
+                t_ms,
+                event: event.clone(),
+            });
+        } else {
+            self.extend_pending_lines(stream, at, 1, now);
+        }
+        if room {
+            self.live.deliver(Stamped { t_ms, event });
+        }
+    }
+
+    /// Whether an `exec` run's lines on `stream` need no text until the
+    /// next turn of the loop: the live feed takes none now, and neither
+    /// the redactor, `--output-tag` nor a failed log needs to see them.
+    /// Then a read's lines are taken as one run (`on_plain_run`).
+    fn wants_no_line_text(&mut self, stream: Stream) -> bool {
+        self.setup.agent == Agent::Exec
+            && self.setup.redactor.is_empty()
+            && !self.tee_failed[stream as usize]
+            && !(stream == Stream::Stdout && self.setup.output.is_some())
+            && self.live.takes_no_lines()
+    }
+
+    /// `lines` non-blank plain lines (and blank ones) at `at`, read at
+    /// `now`, none of whose text is needed: what `on_line` and
+    /// `on_plain_line` do for each, done once.
+    fn on_plain_run(&mut self, stream: Stream, at: Range<u64>, lines: u64, now: Instant) {
+        if self.clocks.completing_since_line.is_some() {
+            self.clocks.completing_since_line = Some(now);
+        }
+        if lines > 0 {
+            self.on_activity(now);
+            self.activity_lines += lines - 1;
+            self.live.skip_lines(lines);
+        }
+        self.extend_pending_lines(stream, at, lines, now);
+    }
+
+    /// Keeps the end of an `exec` run's text for `--output-tag`.
+    fn keep_recent_text(&mut self, text: &str) {
+        self.recent_text.push_str(text);
+        self.recent_text.push('\n');
+        let excess = self.recent_text.len().saturating_sub(RECENT_TEXT);
+        if excess > 0 {
+            let cut = (excess..self.recent_text.len())
+                .find(|i| self.recent_text.is_char_boundary(*i))
+                .unwrap_or(self.recent_text.len());
+            self.recent_text.drain(..cut);
+        }
+    }
+
+    /// Adds `lines` plain lines at `at` to the pending `lines` event, or
+    /// starts a new one where they do not follow it. A blank line adds
+    /// none but keeps the range whole.
+    fn extend_pending_lines(&mut self, stream: Stream, at: Range<u64>, lines: u64, now: Instant) {
+        if let Some(p) = &mut self.pending_lines
+            && p.stream == stream
+            && p.at.end == at.start
+        {
+            p.at.end = at.end;
+            p.lines += lines;
+            return;
+        }
+        if lines == 0 {
+            return;
+        }
+        self.write_pending_lines();
+        self.pending_lines = Some(PendingLines {
+            stream,
+            t_ms: self.ms(now),
+            at,
+            lines,
+        });
+    }
+
+    /// Writes the pending `lines` event, if any, and counts its lines as
+    /// the `text` or `stderr` events they stand for.
+    fn write_pending_lines(&mut self) {
+        if let Some(p) = self.pending_lines.take() {
+            let kind = match p.stream {
+                Stream::Stdout => "text",
+                Stream::Stderr => "stderr",
+            };
+            *self.event_counts.entry(kind).or_default() += p.lines;
+            self.write_event(&Stamped {
+                t_ms: p.t_ms,
+                event: Event::Lines {
+                    stream: p.stream,
+                    offset: p.at.start,
+                    bytes: p.at.end - p.at.start,
+                    lines: p.lines,
+                },
+            });
+        }
     }
 
     fn note_error(&mut self, e: String) {
@@ -368,7 +528,7 @@ impl Supervisor {
         };
         let now = Instant::now();
         if n == 0 {
-            pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+            pipe.close(|line| self.on_line(line, now));
             self.after_lines(pipe, now);
             return;
         }
@@ -385,6 +545,7 @@ impl Supervisor {
             }
         };
         if let Err(e) = std::io::Write::write_all(tee, chunk) {
+            self.tee_failed[pipe.stream as usize] = true;
             let name = format!("{}.log", pipe.stream.as_str());
             self.note_lost(format!("could not write {name}: {e}"));
         }
@@ -393,13 +554,25 @@ impl Supervisor {
         if pipe.stream == Stream::Stdout && !self.setup.agent.is_json() && self.signal.push(chunk) {
             self.on_completion_signal(now);
         }
-        pipe.decode(n, |stream, kind, events| {
-            self.on_line(stream, kind, events, now)
-        });
+        if self.wants_no_line_text(pipe.stream) {
+            if let Some((at, lines)) = pipe.decode_counting(n, |line| self.on_line(line, now)) {
+                self.on_plain_run(pipe.stream, at, lines, now);
+            }
+        } else {
+            pipe.decode(n, |line| self.on_line(line, now));
+        }
+        pipe.after_read(n);
         self.after_lines(pipe, now);
     }
 
-    fn on_line(&mut self, stream: Stream, kind: LineKind, events: &mut Vec<Event>, now: Instant) {
+    fn on_line(&mut self, line: Line<'_>, now: Instant) {
+        let Line {
+            stream,
+            kind,
+            at,
+            events,
+            plain,
+        } = line;
         if kind != LineKind::EndOfStream && self.clocks.completing_since_line.is_some() {
             self.clocks.completing_since_line = Some(now);
         }
@@ -411,20 +584,22 @@ impl Supervisor {
             }
             LineKind::Malformed | LineKind::EndOfStream => {}
         }
+        // `exec` writes plain lines (see `Pipe`): a blank one (no event)
+        // between two others is still part of their range in the log.
+        if let Some(raw) = plain {
+            self.on_plain_line(stream, raw, at, now);
+            return;
+        }
+        if self.setup.agent == Agent::Exec && kind == LineKind::Malformed {
+            self.extend_pending_lines(stream, at, 0, now);
+            return;
+        }
         for event in events.drain(..) {
             let event = match (stream, event) {
                 (Stream::Stderr, Event::Text { text }) => Event::Stderr { text },
                 (Stream::Stdout, Event::Text { text }) if !self.setup.agent.is_json() => {
                     if self.setup.output.is_some() {
-                        self.recent_text.push_str(&text);
-                        self.recent_text.push('\n');
-                        let excess = self.recent_text.len().saturating_sub(RECENT_TEXT);
-                        if excess > 0 {
-                            let cut = (excess..self.recent_text.len())
-                                .find(|i| self.recent_text.is_char_boundary(*i))
-                                .unwrap_or(self.recent_text.len());
-                            self.recent_text.drain(..cut);
-                        }
+                        self.keep_recent_text(&text);
                     }
                     Event::Text { text }
                 }
@@ -519,6 +694,13 @@ impl Supervisor {
     }
 
     fn on_activity(&mut self, now: Instant) {
+        if self.clocks.last_activity == Some(now) {
+            // Another line of the same read: no silence ended.
+            self.status.on_activity(Duration::ZERO);
+            self.clocks.warned = false;
+            self.activity_lines += 1;
+            return;
+        }
         let since = self.clocks.last_activity.unwrap_or(self.setup.started);
         self.longest_silence = self
             .longest_silence
@@ -660,7 +842,7 @@ impl Supervisor {
                     let bytes = out.bytes + err.bytes;
                     for pipe in [&mut *out, &mut *err] {
                         // Keep a last line that had no newline.
-                        pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+                        pipe.close(|line| self.on_line(line, now));
                         self.after_lines(pipe, now);
                     }
                     self.emit(Event::OutputTruncated {
@@ -687,7 +869,7 @@ impl Supervisor {
                     self.note_error("the agent's exit status was never reported".into());
                 }
                 for pipe in [&mut *out, &mut *err] {
-                    pipe.close(|stream, kind, events| self.on_line(stream, kind, events, now));
+                    pipe.close(|line| self.on_line(line, now));
                     self.after_lines(pipe, now);
                 }
             }

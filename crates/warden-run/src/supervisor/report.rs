@@ -64,6 +64,7 @@ impl Supervisor {
 
     /// Writes what is buffered to `events.jsonl`.
     pub(super) fn flush_events(&mut self) {
+        self.write_pending_lines();
         if let Err(e) = self.setup.dir.flush_events() {
             self.note_lost(format!("could not write events.jsonl: {e}"));
         }

@@ -9,6 +9,7 @@ mod support;
 mod agents;
 mod batch;
 mod clocks;
+mod endtoend;
 mod hostile_console;
 mod hostile_files;
 mod hostile_procs;

@@ -1,8 +1,9 @@
 //! Output is never lost: byte-exact tees, bounded memory, no deadlock.
 
+use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{Case, ms};
+use crate::support::{Case, WARDEN, ms};
 
 /// Tens of MB of everything an agent can write: invalid UTF-8, NULs, CRLF,
 /// a 20 MB line, and a last line with no newline.
@@ -118,9 +119,16 @@ fn json_flag_streams_events_on_stdout() {
         kinds.contains(&"text".to_string()) && kinds.contains(&"stderr".to_string()),
         "{kinds:?}"
     );
-    let on_disk = std::fs::read_to_string(done.run_dir.join("events.jsonl")).unwrap();
+    // events.jsonl points at the plain lines in the logs; read back, they
+    // are the events --json showed.
+    let on_disk = Command::new(WARDEN)
+        .args(["report", "--events"])
+        .arg(&done.run_dir)
+        .output()
+        .unwrap();
     assert_eq!(
-        on_disk, done.stdout,
+        String::from_utf8_lossy(&on_disk.stdout),
+        done.stdout,
         "--json and events.jsonl carry the same events"
     );
 }

@@ -42,7 +42,27 @@ impl Finished {
         serde_json::from_str(&text).expect("run.json is JSON")
     }
 
+    /// The run's events, with the plain lines an `exec` run's
+    /// events.jsonl only points at read back as their `text` and `stderr`
+    /// events (by `warden report --events`).
     pub fn events(&self) -> Vec<Value> {
+        let raw = self.raw_events();
+        if !raw.iter().any(|e| e["kind"] == "lines") {
+            return raw;
+        }
+        let out = Command::new(WARDEN)
+            .args(["report", "--events"])
+            .arg(&self.run_dir)
+            .output()
+            .expect("run warden report --events");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each event line is JSON"))
+            .collect()
+    }
+
+    /// events.jsonl as it is on disk.
+    pub fn raw_events(&self) -> Vec<Value> {
         std::fs::read_to_string(self.run_dir.join("events.jsonl"))
             .expect("events.jsonl")
             .lines()

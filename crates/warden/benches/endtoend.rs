@@ -1,0 +1,334 @@
+//! End to end: `cargo bench -p warden --bench endtoend`.
+//!
+//! Times, taking turns in the same run, the limit for anything that keeps
+//! byte-exact logs (`sh -c 'cat FILE | cat > out'`) against warden
+//! supervising a process that writes the same file:
+//!
+//! 1. `warden run claude` on a stream shaped like Claude Code's output
+//!    with `--include-partial-messages` (most lines are `stream_event`
+//!    deltas, every 40th round a large tool result with escapes);
+//! 2. `warden run exec -- cat FILE` on plain lines.
+//!
+//! It prints each one's MB/s, the ratio to the reference of the same run,
+//! the agent's decoder alone on the same file (in this process, 64 KiB
+//! pieces, nothing written: what no supervisor of that agent can beat),
+//! warden's peak RSS (GNU time's `%M`: the figure of warden alone, not of
+//! this process) and how big `events.jsonl` came out.
+//!
+//! `WARDEN_BENCH_MB` is the size of the Claude stream in MB (default 20,
+//! a quick run); the plain-lines file is five times that (`200` gives the
+//! full figures: 200 MB and 1 GB). `WARDEN_BENCH_REPS` (default 3) turns
+//! of each, the best kept. `WARDEN_BENCH_BIN=PATH` times another warden.
+//! `WARDEN_BENCH_DIR=DIR` writes the files there and keeps them (to
+//! profile one run by hand: `DIR/claude` is the agent, `DIR/plain.log`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use warden_events::{Agent, StreamDecoder};
+
+const GNU_TIME: &str = "/usr/bin/time";
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn warden() -> PathBuf {
+    std::env::var_os("WARDEN_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_warden").into())
+}
+
+fn main() {
+    let mb = env_num("WARDEN_BENCH_MB", 20);
+    let reps = env_num("WARDEN_BENCH_REPS", 3).max(1) as usize;
+    if !Path::new(GNU_TIME).exists() {
+        eprintln!("{GNU_TIME} (GNU time) is needed to measure warden's peak memory");
+        std::process::exit(2);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let kept = std::env::var_os("WARDEN_BENCH_DIR").map(PathBuf::from);
+    let dir = kept.as_deref().unwrap_or(tmp.path());
+    std::fs::create_dir_all(dir).unwrap();
+    let claude = dir.join("claude.jsonl");
+    write_file(&claude, mb << 20, claude_round, Some(CLAUDE_RESULT));
+    let plain = dir.join("plain.log");
+    write_file(&plain, (mb * 5) << 20, plain_round, None);
+
+    // The Claude CLI is a script that writes the stream, whatever it is
+    // asked.
+    let agent = dir.join("claude");
+    std::fs::write(
+        &agent,
+        format!("#!/bin/sh\nexec cat '{}'\n", claude.display()),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    println!("# warden end to end (best of {reps}, taking turns with the reference)\n");
+    println!(
+        "| stream | size | `cat FILE \\| cat > out` | warden | warden / cat | decoder alone | warden's peak RSS | events.jsonl |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let claude_run = |dir: &Path| {
+        let mut c = Command::new(warden());
+        c.args(["run", "claude", "go", "-q", "--agent-bin"])
+            .arg(&agent)
+            .arg("--run-dir")
+            .arg(dir);
+        c
+    };
+    let plain_run = |dir: &Path| {
+        let mut c = Command::new(warden());
+        c.args(["run", "exec", "-q", "--run-dir"])
+            .arg(dir)
+            .arg("--")
+            .arg("cat")
+            .arg(&plain);
+        c
+    };
+    compare(
+        "Claude, partial messages",
+        Agent::Claude,
+        &claude,
+        tmp.path(),
+        reps,
+        &claude_run,
+    );
+    compare(
+        "plain lines (`exec`)",
+        Agent::Exec,
+        &plain,
+        tmp.path(),
+        reps,
+        &plain_run,
+    );
+}
+
+/// One figure: the best wall time of each, run in turns.
+fn compare(
+    label: &str,
+    agent: Agent,
+    file: &Path,
+    tmp: &Path,
+    reps: usize,
+    warden_cmd: &dyn Fn(&Path) -> Command,
+) {
+    let size = std::fs::metadata(file).unwrap().len();
+    let out = tmp.join("out");
+    let run_dir = tmp.join("run");
+    let mut cat = Duration::MAX;
+    let mut best = Duration::MAX;
+    let mut peak_kib = 0u64;
+    let mut events_bytes = 0u64;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "cat '{}' | cat > '{}'",
+                file.display(),
+                out.display()
+            ))
+            .status()
+            .unwrap();
+        cat = cat.min(t.elapsed());
+        assert!(status.success());
+        let _ = std::fs::remove_file(&out);
+
+        let _ = std::fs::remove_dir_all(&run_dir);
+        let peak_file = tmp.join("peak");
+        let inner = warden_cmd(&run_dir);
+        let t = Instant::now();
+        let status = Command::new(GNU_TIME)
+            .arg("-f")
+            .arg("%M")
+            .arg("-o")
+            .arg(&peak_file)
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        let took = t.elapsed();
+        assert!(status.success(), "{label}: warden failed: {status}");
+        let logged = std::fs::metadata(run_dir.join("stdout.log")).unwrap().len();
+        assert_eq!(logged, size, "{label}: stdout.log is not the whole stream");
+        best = best.min(took);
+        let peak: u64 = std::fs::read_to_string(&peak_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        peak_kib = peak_kib.max(peak);
+        events_bytes = std::fs::metadata(run_dir.join("events.jsonl"))
+            .unwrap()
+            .len();
+    }
+    let _ = std::fs::remove_dir_all(&run_dir);
+    let decoder = (0..reps).map(|_| decode(agent, file)).min().unwrap();
+    let rate = |d: Duration| size as f64 / d.as_secs_f64() / 1e6;
+    println!(
+        "| {label} | {} MB | {:.0} MB/s | {:.0} MB/s | {:.2}× | {:.0} MB/s | {:.1} MiB | {:.2} MB |",
+        size / 1_000_000,
+        rate(cat),
+        rate(best),
+        rate(best) / rate(cat),
+        rate(decoder),
+        peak_kib as f64 / 1024.0,
+        events_bytes as f64 / 1e6
+    );
+}
+
+/// The Claude stream's last line: the CLI's terminal event.
+const CLAUDE_RESULT: &str = r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":1000,"num_turns":1,"result":"done","session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","total_cost_usd":0.01,"usage":{"input_tokens":1,"output_tokens":1}}"#;
+
+/// The agent's decoder on the file, as the supervisor feeds it.
+fn decode(agent: Agent, file: &Path) -> Duration {
+    use std::io::Read;
+    let mut f = std::fs::File::open(file).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let t = Instant::now();
+    let mut d = StreamDecoder::new(agent, 8 << 20);
+    let mut events = 0u64;
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        d.push(&buf[..n], |_, e| events += e.len() as u64);
+    }
+    d.finish(|_, e| events += e.len() as u64);
+    std::hint::black_box((events, d.summary()));
+    t.elapsed()
+}
+
+fn write_file(path: &Path, size: u64, round: fn(usize, &str) -> Vec<String>, last: Option<&str>) {
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    let mut written = 0u64;
+    let mut i = 0usize;
+    while written < size {
+        // Every 40th round carries a big block (64 KiB to 1 MiB).
+        let big = if i.is_multiple_of(40) {
+            big_text((64 << 10) << (i / 40 % 5), i)
+        } else {
+            big_text(600, i)
+        };
+        for l in round(i, &big) {
+            w.write_all(l.as_bytes()).unwrap();
+            w.write_all(b"\n").unwrap();
+            written += l.len() as u64 + 1;
+        }
+        i += 1;
+    }
+    if let Some(l) = last {
+        w.write_all(l.as_bytes()).unwrap();
+        w.write_all(b"\n").unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// Source-like lines with quotes and tabs, so the JSON has escapes.
+fn big_text(n: usize, seed: usize) -> String {
+    let mut s = String::with_capacity(n + 64);
+    let mut i = seed;
+    while s.len() < n {
+        s.push_str(&format!(
+            "    let value_{i} = parse(\"field {i}\")?;\t// checks {i}\n"
+        ));
+        i += 1;
+    }
+    s
+}
+
+/// Plain lines: what a build or a test suite prints.
+fn plain_round(_: usize, big: &str) -> Vec<String> {
+    big.lines().map(str::to_string).collect()
+}
+
+/// One round of Claude with `--include-partial-messages` (the shape of
+/// the decode benchmark's stream): the API's events of one message (start
+/// with usage, text and tool-input deltas, final usage), the two assistant
+/// lines, and the tool result. 21 of its 24 lines are `stream_event`s.
+fn claude_round(i: usize, big: &str) -> Vec<String> {
+    const TAIL: &str =
+        r#""session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","parent_tool_use_id":null"#;
+    let json_str = |s: &str| serde_json::to_string(s).unwrap();
+    let event =
+        |e: String| format!(r#"{{"type":"stream_event","event":{e},{TAIL},"uuid":"e{i}"}}"#);
+    let mut lines = Vec::new();
+    if i == 0 {
+        lines.push(
+            r#"{"type":"system","subtype":"init","cwd":"/work","session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","tools":["Bash"],"model":"claude-sonnet-4-5","claude_code_version":"2.1.197"}"#
+            .to_string(),
+        );
+    }
+    lines.push(event(format!(
+        r#"{{"type":"message_start","message":{{"model":"claude-sonnet-4-5","id":"msg_{i}","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"usage":{{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":1,"service_tier":"standard"}}}}}}"#
+    )));
+    lines.push(event(
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#
+            .to_string(),
+    ));
+    let words = [
+        "I will",
+        " look at",
+        " the parser",
+        " and run",
+        " the \\\"tests\\\"",
+        " again",
+        " to see",
+        " what fails",
+        " now",
+        ".",
+    ];
+    for w in words {
+        lines.push(event(format!(
+            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{w} {i}"}}}}"#
+        )));
+    }
+    lines.push(event(
+        r#"{"type":"content_block_stop","index":0}"#.to_string(),
+    ));
+    lines.push(format!(
+        r#"{{"type":"assistant","message":{{"id":"msg_{i}","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{{"type":"text","text":"Step {i}: I will look at the parser and run the tests again."}}],"stop_reason":null,"usage":{{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":1}}}},{TAIL},"uuid":"a{i}"}}"#
+    ));
+    lines.push(event(format!(
+        r#"{{"type":"content_block_start","index":1,"content_block":{{"type":"tool_use","id":"toolu_{i}","name":"Bash","input":{{}}}}}}"#
+    )));
+    for p in [
+        r#"{\"command\": \"cargo"#,
+        r#" test -p parser"#,
+        r#" -- --nocapture\", \"timeout\""#,
+        r#": 120000}"#,
+    ] {
+        lines.push(event(format!(
+            r#"{{"type":"content_block_delta","index":1,"delta":{{"type":"input_json_delta","partial_json":"{p}"}}}}"#
+        )));
+    }
+    lines.push(event(
+        r#"{"type":"content_block_stop","index":1}"#.to_string(),
+    ));
+    lines.push(format!(
+        r#"{{"type":"assistant","message":{{"id":"msg_{i}","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{{"type":"tool_use","id":"toolu_{i}","name":"Bash","input":{{"command":"cargo test -p parser -- --nocapture","timeout":120000}}}}],"stop_reason":null,"usage":{{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":1}}}},{TAIL},"uuid":"b{i}"}}"#
+    ));
+    lines.push(event(
+        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":61}}"#.to_string(),
+    ));
+    lines.push(event(r#"{"type":"message_stop"}"#.to_string()));
+    lines.push(format!(
+        r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"toolu_{i}","content":{},"is_error":false}}]}},"tool_use_result":{{"stdout":{},"stderr":"","interrupted":false}},{TAIL},"uuid":"c{i}"}}"#,
+        json_str(big),
+        json_str(big)
+    ));
+    lines
+}
