@@ -200,7 +200,14 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             os::cloexec_from(CONTROL_FD + 1)
         });
     }
-    let mut shim = cmd.spawn().map_err(shim_err)?;
+    // fork and exec on a blocking thread: the fork copies warden's page
+    // tables and waits on the kernel's cgroup lock while other runs' shims
+    // move into their cgroups; the clocks of runs already going must not
+    // wait with it.
+    let mut shim = tokio::task::spawn_blocking(move || cmd.spawn())
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e)))
+        .map_err(shim_err)?;
     drop(theirs);
     let shim_pid = shim.id().map_or(0, |p| p as i32);
     let watchdog = tokio::spawn(resume_when_stopped(shim_pid));
