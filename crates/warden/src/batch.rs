@@ -670,12 +670,14 @@ impl BatchView {
 
     fn tick(&self) {
         let v = self.inner.lock().expect("lock");
+        let width = cols();
         for (name, (state, bar)) in &v.runs {
             if let Some(b) = bar {
                 b.set_message(live::fit(
                     &format!("[{name}] {}", live::status(state, true)),
-                    cols().saturating_sub(3),
+                    width.saturating_sub(3),
                 ));
+                b.tick();
             }
         }
     }
@@ -692,7 +694,9 @@ impl BatchView {
                 let bar = v.multi.as_ref().map(|m| {
                     let b = m.add(ProgressBar::new_spinner());
                     b.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("template"));
-                    b.enable_steady_tick(Duration::from_millis(150));
+                    // No steady tick of its own: that is a thread per bar,
+                    // each redrawing every bar; the view's one ticker turns
+                    // every spinner.
                     b
                 });
                 let note = if *iteration > 1 {
