@@ -17,7 +17,9 @@
 //! `WARDEN_BENCH_RUNS`, `WARDEN_BENCH_SECS` (at least 4), `WARDEN_BENCH_LINES`
 //! and `WARDEN_BENCH_GB` change the sizes; `WARDEN_BENCH_ONLY=1,3` runs only
 //! those sections (`WARDEN_BENCH_ONLY=1 WARDEN_BENCH_RUNS=50
-//! WARDEN_BENCH_SECS=4` takes under a minute).
+//! WARDEN_BENCH_SECS=4` takes under a minute). `WARDEN_BENCH_BIN=PATH`
+//! times another build of warden in section 1, and
+//! `WARDEN_BENCH_BEFORE=PATH` times that build too, in the same run.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -255,11 +257,73 @@ fn concurrent(tmp: &std::path::Path) {
     assert_eq!(n, runs, "every child under bash started");
     let bash_us = bash_last.saturating_sub(t0);
 
-    // warden: one batch of the same children; run 1 goes silent after 1 s
-    // and its stall clock (2 s) ends it.
-    let starts = tmp.join("warden-starts");
+    // warden: one batch of the same children (with the binary built here,
+    // or `WARDEN_BENCH_BIN`), and, with `WARDEN_BENCH_BEFORE`, one with
+    // that other build too, in the same run.
+    let mut rows = vec![(
+        "`warden batch`".to_string(),
+        batch_once(tmp, "now", runs, secs, &me),
+    )];
+    if let Ok(before) = std::env::var("WARDEN_BENCH_BEFORE") {
+        rows.push((
+            format!("`warden batch` ({before})"),
+            batch_once_with(&before, tmp, "before", runs, secs, &me),
+        ));
+    }
+
+    println!("## 1. `warden batch -j {runs}`: {runs} runs, a line every 10 ms each for {secs} s\n");
+    println!(
+        "| launcher | last child started after | ratio to bash | stall clock (2 s) late by | warden CPU | CPU per run | warden peak RSS | RSS per run | one shim: RSS / unshared |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| bash (`child &` x {runs}) | {:.0} ms | 1.0x | | | | | | |",
+        bash_us as f64 / 1000.0
+    );
+    for (name, f) in rows {
+        println!(
+            "| {name} | {:.0} ms | {:.1}x | {} ms | {} ms | {:.1} ms | {} MiB | {} KiB | {} / {} KiB |",
+            f.last_start_us as f64 / 1000.0,
+            f.last_start_us as f64 / bash_us.max(1) as f64,
+            f.stall_late_ms,
+            f.cpu_ms,
+            f.cpu_ms as f64 / runs as f64,
+            f.peak_rss_kib / 1024,
+            f.peak_rss_kib / runs as u64,
+            f.shim.0,
+            f.shim.1
+        );
+    }
+    println!();
+}
+
+/// What one `warden batch` of the tickers measured.
+struct BatchFigures {
+    last_start_us: u64,
+    stall_late_ms: i64,
+    cpu_ms: u64,
+    peak_rss_kib: u64,
+    /// One shim's RSS and unshared memory, KiB.
+    shim: (u64, u64),
+}
+
+fn batch_once(tmp: &std::path::Path, tag: &str, runs: usize, secs: u64, me: &str) -> BatchFigures {
+    let bin = std::env::var("WARDEN_BENCH_BIN").unwrap_or_else(|_| WARDEN.to_string());
+    batch_once_with(&bin, tmp, tag, runs, secs, me)
+}
+
+/// Run 1 goes silent after 1 s and its stall clock (2 s) ends it.
+fn batch_once_with(
+    bin: &str,
+    tmp: &std::path::Path,
+    tag: &str,
+    runs: usize,
+    secs: u64,
+    me: &str,
+) -> BatchFigures {
+    let starts = tmp.join(format!("{tag}-starts"));
     std::fs::create_dir_all(&starts).unwrap();
-    let silence = tmp.join("silence");
+    let silence = tmp.join(format!("{tag}-silence"));
     let mut toml = String::from("[defaults]\nagent = \"exec\"\nstall_timeout = \"60s\"\n\n");
     for i in 1..=runs {
         let mut cmd = format!(
@@ -275,11 +339,11 @@ fn concurrent(tmp: &std::path::Path) {
             toml.push_str("stall_timeout = \"2s\"\n");
         }
     }
-    let file = tmp.join("batch.toml");
+    let file = tmp.join(format!("{tag}-batch.toml"));
     std::fs::write(&file, toml).unwrap();
-    let batch_dir = tmp.join("batch");
+    let batch_dir = tmp.join(format!("{tag}-batch"));
     let t0 = now_us();
-    let mut warden = Command::new(WARDEN)
+    let mut warden = Command::new(bin)
         .arg("batch")
         .arg(&file)
         .args(["-j", &runs.to_string(), "--dir"])
@@ -307,12 +371,11 @@ fn concurrent(tmp: &std::path::Path) {
     };
     // Run 1 was stalled on purpose: the batch fails.
     assert_eq!(status.code(), Some(1), "warden batch: {status:?}");
-    let (warden_last, n) = last_start(&starts);
+    let (last, n) = last_start(&starts);
     assert_eq!(n, runs, "every child under warden started");
-    let warden_us = warden_last.saturating_sub(t0);
 
-    // The stall: when the report says it fired, against when the child fell
-    // silent plus the stall timeout.
+    // The stall: when the report says it fired, against the child's last
+    // line plus the stall timeout.
     let silent_us: u64 = std::fs::read_to_string(&silence)
         .unwrap()
         .trim()
@@ -335,32 +398,14 @@ fn concurrent(tmp: &std::path::Path) {
         .find(|e| e["kind"] == "terminating")
         .and_then(|e| e["t_ms"].as_u64())
         .expect("a terminating event");
-    let late_ms = (started_us + fired_ms * 1000) as i64 / 1000 - (silent_us / 1000 + 2000) as i64;
-
-    let (cpu, hwm) = usage;
-    let (shim_rss, shim_private) = shim.unwrap_or((0, 0));
-    println!("## 1. `warden batch -j {runs}`: {runs} runs, a line every 10 ms each for {secs} s\n");
-    println!("| launcher | last child started after | ratio to bash |");
-    println!("|---|---|---|");
-    println!(
-        "| bash (`child &` x {runs}) | {:.0} ms | 1.0x |",
-        bash_us as f64 / 1000.0
-    );
-    println!(
-        "| `warden batch -j {runs}` | {:.0} ms | {:.1}x |\n",
-        warden_us as f64 / 1000.0,
-        warden_us as f64 / bash_us.max(1) as f64
-    );
-    println!(
-        "| stall clock (2 s) fired late by | warden CPU | CPU per run | warden peak RSS | RSS per run | one shim: RSS / unshared |"
-    );
-    println!("|---|---|---|---|---|---|");
-    println!(
-        "| {late_ms} ms | {cpu} ms | {:.1} ms | {} MiB | {} KiB | {shim_rss} / {shim_private} KiB |\n",
-        cpu as f64 / runs as f64,
-        hwm / 1024,
-        hwm / runs as u64
-    );
+    BatchFigures {
+        last_start_us: last.saturating_sub(t0),
+        stall_late_ms: (started_us + fired_ms * 1000) as i64 / 1000
+            - (silent_us / 1000 + 2000) as i64,
+        cpu_ms: usage.0,
+        peak_rss_kib: usage.1,
+        shim: shim.unwrap_or((0, 0)),
+    }
 }
 
 fn throughput(tmp: &std::path::Path) {
