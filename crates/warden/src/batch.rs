@@ -650,7 +650,12 @@ struct ViewInner {
 
 impl BatchView {
     fn new(quiet: bool, _n: usize) -> Self {
-        let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet;
+        // A terminal that says it has no size (a pseudo-terminal nobody
+        // sized) cannot hold status lines: it gets the plain lines.
+        let sized = rustix::termios::tcgetwinsize(std::io::stderr())
+            .is_ok_and(|w| w.ws_col > 0 && w.ws_row > 0);
+        let tty =
+            std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet && sized;
         Self {
             inner: Arc::new(Mutex::new(ViewInner {
                 quiet,
