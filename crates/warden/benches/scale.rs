@@ -203,15 +203,27 @@ fn smaps_kib(pid: u32) -> Option<(u64, u64)> {
     ))
 }
 
-/// The latest start written into `dir` (one file per child), and how many.
-fn last_start(dir: &std::path::Path) -> (u64, usize) {
-    let starts: Vec<u64> = std::fs::read_dir(dir)
+/// The starts written into `dir` (one file per child), sorted.
+fn starts_in(dir: &std::path::Path) -> Vec<u64> {
+    let mut starts: Vec<u64> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path()).ok())
         .filter_map(|t| t.trim().parse().ok())
         .collect();
-    (starts.iter().copied().max().unwrap_or(0), starts.len())
+    starts.sort_unstable();
+    starts
+}
+
+/// First, median and last start after `t0`, in ms.
+fn start_spread(starts: &[u64], t0: u64) -> String {
+    let at = |i: usize| starts[i].saturating_sub(t0) as f64 / 1000.0;
+    format!(
+        "{:.0} / {:.0} / {:.0} ms",
+        at(0),
+        at(starts.len() / 2),
+        at(starts.len() - 1)
+    )
 }
 
 /// The `run.json` under `dir`, wherever the session put it.
@@ -253,9 +265,10 @@ fn concurrent(tmp: &std::path::Path) {
         .status()
         .unwrap();
     assert!(status.success());
-    let (bash_last, n) = last_start(&bash_starts);
-    assert_eq!(n, runs, "every child under bash started");
-    let bash_us = bash_last.saturating_sub(t0);
+    let bash = starts_in(&bash_starts);
+    assert_eq!(bash.len(), runs, "every child under bash started");
+    let bash_us = bash[runs - 1].saturating_sub(t0);
+    let bash_spread = start_spread(&bash, t0);
 
     // warden: one batch of the same children (with the binary built here,
     // or `WARDEN_BENCH_BIN`), and, with `WARDEN_BENCH_BEFORE`, one with
@@ -273,17 +286,14 @@ fn concurrent(tmp: &std::path::Path) {
 
     println!("## 1. `warden batch -j {runs}`: {runs} runs, a line every 10 ms each for {secs} s\n");
     println!(
-        "| launcher | last child started after | ratio to bash | stall clock (2 s) late by | warden CPU | CPU per run | warden peak RSS | RSS per run | one shim: RSS / unshared |"
+        "| launcher | children started after (first / median / last) | last, ratio to bash | stall clock (2 s) late by | warden CPU | CPU per run | warden peak RSS | RSS per run | one shim: RSS / unshared |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    println!(
-        "| bash (`child &` x {runs}) | {:.0} ms | 1.0x | | | | | | |",
-        bash_us as f64 / 1000.0
-    );
+    println!("| bash (`child &` x {runs}) | {bash_spread} | 1.0x | | | | | | |");
     for (name, f) in rows {
         println!(
-            "| {name} | {:.0} ms | {:.1}x | {} ms | {} ms | {:.1} ms | {} MiB | {} KiB | {} / {} KiB |",
-            f.last_start_us as f64 / 1000.0,
+            "| {name} | {} | {:.1}x | {} ms | {} ms | {:.1} ms | {} MiB | {} KiB | {} / {} KiB |",
+            f.spread,
             f.last_start_us as f64 / bash_us.max(1) as f64,
             f.stall_late_ms,
             f.cpu_ms,
@@ -300,6 +310,8 @@ fn concurrent(tmp: &std::path::Path) {
 /// What one `warden batch` of the tickers measured.
 struct BatchFigures {
     last_start_us: u64,
+    /// First, median and last start.
+    spread: String,
     stall_late_ms: i64,
     cpu_ms: u64,
     peak_rss_kib: u64,
@@ -371,8 +383,8 @@ fn batch_once_with(
     };
     // Run 1 was stalled on purpose: the batch fails.
     assert_eq!(status.code(), Some(1), "warden batch: {status:?}");
-    let (last, n) = last_start(&starts);
-    assert_eq!(n, runs, "every child under warden started");
+    let children = starts_in(&starts);
+    assert_eq!(children.len(), runs, "every child under warden started");
 
     // The stall: when the report says it fired, against the child's last
     // line plus the stall timeout.
@@ -399,7 +411,8 @@ fn batch_once_with(
         .and_then(|e| e["t_ms"].as_u64())
         .expect("a terminating event");
     BatchFigures {
-        last_start_us: last.saturating_sub(t0),
+        last_start_us: children[runs - 1].saturating_sub(t0),
+        spread: start_spread(&children, t0),
         stall_late_ms: (started_us + fired_ms * 1000) as i64 / 1000
             - (silent_us / 1000 + 2000) as i64,
         cpu_ms: usage.0,
