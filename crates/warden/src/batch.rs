@@ -94,13 +94,6 @@ const RUN_KEYS: &[&str] = &[
     "preamble",
 ];
 
-/// How many runs of a batch are being started at one time. Starting one
-/// is mostly the kernel's work (its files, a fork, two execs, the move into
-/// its cgroup) on a few blocking threads; with all of a big batch's runs
-/// starting at once, each waits behind every other run's earlier steps and
-/// the first agent starts only when nearly all have been prepared.
-const LAUNCHING_AT_ONCE: usize = 16;
-
 /// Settings a batch decides for itself.
 const NOT_IN_BATCH: &[&str] = &["run_dir", "json", "quiet", "heartbeat"];
 
@@ -461,11 +454,9 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
     };
 
     let sem = Arc::new(Semaphore::new(args.jobs));
-    let launching = Arc::new(Semaphore::new(LAUNCHING_AT_ONCE));
     let mut tasks = Vec::new();
     for (entry, control) in entries.into_iter().zip(controls) {
         let sem = sem.clone();
-        let launching = launching.clone();
         let view = view.clone();
         let stopping = stopping.clone();
         tasks.push(tokio::spawn(async move {
@@ -483,26 +474,13 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             }
             let name = entry.name.clone();
             let limits_stall = entry.plan_stall();
-            // Held until the run's process has started (its first event)
-            // or the run ended: each start goes through whole, instead of
-            // every run's first step before any run's second.
-            let mut launch = Some(launching.acquire_owned().await.expect("semaphore"));
             let result = run_session(
                 entry.options,
                 control,
                 |ctx| entry.plan.spec(ctx),
-                |ev| {
-                    if matches!(
-                        ev,
-                        SessionEvent::Event(_) | SessionEvent::IterationFinished { .. }
-                    ) {
-                        launch.take();
-                    }
-                    view.event(&name, entry.agent, limits_stall, &ev);
-                },
+                |ev| view.event(&name, entry.agent, limits_stall, &ev),
             )
             .await;
-            drop(launch);
             let duration_ms = t0.elapsed().as_millis() as u64;
             match result {
                 Ok(s) => {
