@@ -206,7 +206,14 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             os::cloexec_from(CONTROL_FD + 1)
         });
     }
-    let mut shim = cmd.spawn().map_err(shim_err)?;
+    // fork and exec on a blocking thread: the fork copies warden's page
+    // tables and waits on the kernel's cgroup lock while other runs' shims
+    // move into their cgroups; the clocks of runs already going must not
+    // wait with it.
+    let mut shim = tokio::task::spawn_blocking(move || cmd.spawn())
+        .await
+        .unwrap_or_else(|e| Err(io::Error::other(e)))
+        .map_err(shim_err)?;
     drop(theirs);
     let shim_pid = shim.id().map_or(0, |p| p as i32);
     let watchdog = tokio::spawn(resume_when_stopped(shim_pid));
@@ -418,10 +425,23 @@ async fn resume_when_stopped(shim: i32) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        if procfs::entry(shim).is_some_and(|e| e.state == b'T') {
+        if stopped(shim) {
             let _ = os::send(Target::Process(shim), Signal::Cont);
         }
     }
+}
+
+/// Whether the shim (a child of this process) is stopped by a signal.
+/// Asked of the kernel without taking the stop from anyone (`WNOWAIT`),
+/// and without a /proc read: every run asks ten times a second, and a
+/// batch has hundreds.
+fn stopped(shim: i32) -> bool {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let Some(pid) = rustix::process::Pid::from_raw(shim) else {
+        return false;
+    };
+    let how = WaitIdOptions::STOPPED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    matches!(waitid(WaitId::Pid(pid), how), Ok(Some(s)) if s.stopped())
 }
 
 fn pipe_inode(fd: BorrowedFd<'_>) -> io::Result<u64> {

@@ -114,6 +114,9 @@ impl Drop for GroupKiller {
 /// The top of the repository `dir` is in, if it is in one.
 pub async fn repo_root(dir: &Path) -> Option<PathBuf> {
     check_repo_files(dir).ok()?;
+    if outside_any_repo(dir) {
+        return None;
+    }
     git(dir, ["rev-parse", "--show-toplevel"])
         .await
         .ok()
@@ -124,6 +127,9 @@ pub async fn repo_root(dir: &Path) -> Option<PathBuf> {
 /// or one whose HEAD cannot be read).
 pub async fn head(dir: &Path) -> Option<String> {
     check_repo_files(dir).ok()?;
+    if outside_any_repo(dir) {
+        return None;
+    }
     if let Some(sha) = head_from_files(dir) {
         return Some(sha);
     }
@@ -199,6 +205,20 @@ fn head_from_files(dir: &Path) -> Option<String> {
     })
 }
 
+/// Whether git would surely find no repository for `dir`: no `.git`
+/// above it, no directory above it that is itself a git directory (a bare
+/// repository: `HEAD`, `objects`, `refs`), and no variable that points
+/// git at one (`GIT_DIR`, ...). Then no git is started: a batch outside a
+/// repository would otherwise start several per run, for nothing. Only
+/// `stat`s, which never block.
+fn outside_any_repo(dir: &Path) -> bool {
+    let looks_like_git_dir =
+        |d: &Path| d.join("HEAD").exists() && d.join("objects").exists() && d.join("refs").exists();
+    !in_work_tree(dir)
+        && !dir.ancestors().any(looks_like_git_dir)
+        && !std::env::vars_os().any(|(k, _)| steers_git(k.as_encoded_bytes()))
+}
+
 /// Whether an environment variable could make git read another
 /// repository, other refs or other config than the files do: every
 /// `GIT_*` but those known to be about identities, editors, transports
@@ -233,6 +253,9 @@ const PACKED_REFS_LIMIT: u64 = 4 * 1024 * 1024;
 /// process: it is asked at the end of every run), with git as the fallback.
 pub async fn branch(dir: &Path) -> Option<String> {
     check_repo_files(dir).ok()?;
+    if outside_any_repo(dir) {
+        return None;
+    }
     if let Some(git_dir) = git_dir(dir) {
         return match regular_file::read_text(&git_dir.join("HEAD"), HEAD_FILE_LIMIT) {
             Ok(head) => head
@@ -337,6 +360,9 @@ async fn status(dir: &Path) -> Result<String, GitError> {
 /// history when there was no base commit), oldest first.
 pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>, GitError> {
     check_repo_files(dir)?;
+    if outside_any_repo(dir) {
+        return Ok(Vec::new());
+    }
     let Some(head) = head(dir).await else {
         return Ok(Vec::new());
     };

@@ -308,7 +308,9 @@ impl Run {
             None
         };
 
-        let dir = RunDir::create(&run_dir)?;
+        // File system work (slow on a busy disk), kept off the thread that
+        // drives the clocks of the runs already going.
+        let dir = off_clock(&run_dir, RunDir::create).await?;
         let dir_handle = dir.handle();
         let setup = Setup {
             run_id: run_id.clone(),
@@ -427,6 +429,25 @@ impl RunHandle {
             }
         }
     }
+}
+
+/// Makes the directory `path` with `make` on a blocking thread: creating
+/// a run's files can take milliseconds on a busy disk, and a batch starts
+/// hundreds at once while the clocks of the runs already going must keep
+/// time on the runtime's thread.
+pub(crate) async fn off_clock<T: Send + 'static>(
+    path: &Path,
+    make: fn(&Path) -> Result<T, held_dir::DirError>,
+) -> Result<T, held_dir::DirError> {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || make(&owned))
+        .await
+        .unwrap_or_else(|e| {
+            Err(held_dir::DirError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!("the task making it failed: {e}")),
+            })
+        })
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {

@@ -216,16 +216,21 @@ pub async fn run_session(
     let started = Instant::now();
     let started_at = SystemTime::now();
     let session_id = crate::new_run_id(started_at);
-    let base_dir = git::repo_root(&opts.cwd)
-        .await
-        .unwrap_or_else(|| opts.cwd.clone());
     // Before anything else is made: a session directory that cannot be
-    // used (not empty, a planted link) leaves nothing behind.
-    let session_dir = opts
-        .session_dir
-        .clone()
-        .unwrap_or_else(|| base_dir.join(".warden/sessions").join(&session_id));
-    let held = HeldDir::create_empty(&session_dir)?;
+    // used (not empty, a planted link) leaves nothing behind. The top of
+    // the repository is asked for only when it names the directory (a
+    // batch names every run's).
+    let session_dir = match opts.session_dir.clone() {
+        Some(dir) => dir,
+        None => git::repo_root(&opts.cwd)
+            .await
+            .unwrap_or_else(|| opts.cwd.clone())
+            .join(".warden/sessions")
+            .join(&session_id),
+    };
+    // File system work (slow on a busy disk), kept off the thread that
+    // drives the clocks of the runs already going.
+    let held = crate::off_clock(&session_dir, HeldDir::create_empty).await?;
 
     let worktree = match &opts.worktree {
         Some(req) => {

@@ -1,8 +1,12 @@
 //! Many runs and big runs: `cargo bench -p warden --bench scale`.
 //!
-//! 1. N concurrent supervised processes (default 200) that each print a
-//!    line every 10 ms for 10 s, supervised in one process through the
-//!    library: its CPU time and peak memory, in all and per run.
+//! 1. `warden batch -j N` of N runs (default 200) that each print a line
+//!    every 10 ms for 10 s, beside bash starting the same N children: how
+//!    long until the last child started (each writes its start time), how
+//!    late the 2 s stall clock of the one run that falls silent after 1 s
+//!    fires, warden's own CPU and peak RSS (in all and per run, from
+//!    /proc, without its children), and one shim's RSS and unshared
+//!    memory.
 //! 2. Decode and supervise throughput: a child writing realistic Claude
 //!    stream lines as fast as it can, through `warden run claude`, against
 //!    `cat` on the same stream.
@@ -10,14 +14,17 @@
 //!    what a Node-based runner pays just to start (`node -e 0`).
 //! 4. One run that writes 5 GB: warden's peak memory at 1 GB and at 5 GB.
 //!
-//! `WARDEN_BENCH_RUNS`, `WARDEN_BENCH_SECS`, `WARDEN_BENCH_LINES` and
-//! `WARDEN_BENCH_GB` change the sizes.
+//! `WARDEN_BENCH_RUNS`, `WARDEN_BENCH_SECS` (at least 4), `WARDEN_BENCH_LINES`
+//! and `WARDEN_BENCH_GB` change the sizes; `WARDEN_BENCH_ONLY=1,3` runs only
+//! those sections (`WARDEN_BENCH_ONLY=1 WARDEN_BENCH_RUNS=50
+//! WARDEN_BENCH_SECS=4` takes under a minute). `WARDEN_BENCH_BIN=PATH`
+//! times another build of warden in section 1, and
+//! `WARDEN_BENCH_BEFORE=PATH` times that build too, in the same run.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use warden_run::{Run, RunSpec};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
@@ -34,7 +41,14 @@ fn main() {
     // Child modes: this binary is also the child process of the runs.
     if let Some(i) = args.iter().position(|a| a == "__ticker") {
         let secs: u64 = args[i + 1].parse().unwrap();
-        ticker(Duration::from_secs(secs));
+        // Its start time, for the launch figures.
+        if let Some(file) = args.get(i + 2) {
+            std::fs::write(file, now_us().to_string()).unwrap();
+        }
+        ticker(
+            Duration::from_secs(secs),
+            args.get(i + 3).map(PathBuf::from),
+        );
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "__claude") {
@@ -46,21 +60,45 @@ fn main() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
+    // `WARDEN_BENCH_ONLY=1,3`: only those sections.
+    let only = std::env::var("WARDEN_BENCH_ONLY").ok();
+    let wanted = |n: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|s| s.trim() == n))
+    };
     println!("# warden at scale\n");
-    concurrent(tmp.path());
-    throughput(tmp.path());
-    overhead(tmp.path());
-    big_run(tmp.path());
+    if wanted("1") {
+        concurrent(tmp.path());
+    }
+    if wanted("2") {
+        throughput(tmp.path());
+    }
+    if wanted("3") {
+        overhead(tmp.path());
+    }
+    if wanted("4") {
+        big_run(tmp.path());
+    }
 }
 
-fn ticker(length: Duration) {
+/// A line every 10 ms for `length`; with `silence`, only for 1 s, then
+/// nothing until killed (the time of its last line goes into that file).
+fn ticker(length: Duration, silence: Option<PathBuf>) {
     let start = Instant::now();
     let mut out = std::io::stdout().lock();
     let mut n = 0u64;
+    let mut last_line = now_us();
     while start.elapsed() < length {
+        if let Some(file) = &silence
+            && start.elapsed() >= Duration::from_secs(1)
+        {
+            std::fs::write(file, last_line.to_string()).unwrap();
+            std::thread::sleep(Duration::from_secs(600));
+        }
         n += 1;
         let _ = writeln!(out, "tick {n}: compiling crate {} of the workspace", n % 97);
         let _ = out.flush();
+        last_line = now_us();
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -108,89 +146,279 @@ fn bulk(gib: u64) {
     }
 }
 
-fn cpu_ms() -> u64 {
-    warden_process::os::cpu_time().map_or(0, |d| d.as_millis() as u64)
+/// Microseconds since the epoch (CLOCK_REALTIME): comparable across
+/// processes.
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
 }
 
-fn concurrent(tmp: &std::path::Path) {
-    let runs = env_num("WARDEN_BENCH_RUNS", 200) as usize;
-    let secs = env_num("WARDEN_BENCH_SECS", 10);
-    let me = std::env::current_exe().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let cpu0 = cpu_ms();
-    let wall = Instant::now();
-    let (lines, shim_rss) = rt.block_on(async {
-        let mut handles = Vec::new();
-        for i in 0..runs {
-            let mut spec = RunSpec::exec([
-                me.to_string_lossy().to_string(),
-                "__ticker".into(),
-                secs.to_string(),
-            ]);
-            spec.run_dir = Some(tmp.join(format!("c{i}")));
-            spec.limits.stall_timeout = Some(Duration::from_secs(60));
-            let mut run = Run::new(spec).spawn().await.unwrap();
-            handles.push(tokio::spawn(async move {
-                while run.next_event().await.is_some() {}
-                run.wait().await
-            }));
-        }
-        // One shim's memory, halfway through.
-        tokio::time::sleep(Duration::from_secs(secs / 2)).await;
-        let shim_rss = first_child_rss_kib();
-        let mut lines = 0;
-        for h in handles {
-            let r = h.await.unwrap();
-            assert_eq!(
-                r.verdict,
-                Some(warden_run::Verdict::Succeeded),
-                "{}",
-                r.reason
-            );
-            lines += r.activity_lines;
-        }
-        (lines, shim_rss)
-    });
-    let cpu = cpu_ms() - cpu0;
-    let wall = wall.elapsed();
-    let rss = warden_process::os::peak_rss_kib().unwrap_or(0);
-    println!("## 1. {runs} runs at once, a line every 10 ms each for {secs} s\n");
-    println!(
-        "| lines | wall | supervisor CPU | share of one core | CPU per run | peak RSS | RSS per run | one shim's RSS |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
-    println!(
-        "| {lines} | {:.1} s | {cpu} ms | {:.1}% | {:.1} ms | {} MiB | {} KiB | {} KiB |\n",
-        wall.as_secs_f64(),
-        cpu as f64 / wall.as_millis() as f64 * 100.0,
-        cpu as f64 / runs as f64,
-        rss / 1024,
-        rss / runs as u64,
-        shim_rss
-    );
+/// A process's own CPU time (user + system) in ms and its peak RSS in KiB,
+/// from /proc: its children's usage is not in them (a wait4 of warden
+/// would add every shim and child it reaped).
+fn proc_usage(pid: u32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+    let ticks = fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())?;
+    Some((ticks * 1000 / hz, hwm))
 }
 
-fn first_child_rss_kib() -> u64 {
-    let me = std::process::id();
-    let children = std::fs::read_dir(format!("/proc/{me}/task"))
-        .into_iter()
-        .flatten()
+/// A run's shim: a child of warden `pid` started as one.
+fn a_shim_of(pid: u32) -> Option<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
         .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        .next();
-    children
-        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .map(|v| v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0))
+        .filter_map(|p| p.parse::<u32>().ok())
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0)
+                    .any(|a| a == warden_process::shim::SHIM_ARG.as_bytes())
+            })
         })
-        .unwrap_or(0)
+}
+
+/// A process's RSS and unshared memory (Private_Clean + Private_Dirty),
+/// in KiB.
+fn smaps_kib(pid: u32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Some((
+        field("Rss:"),
+        field("Private_Clean:") + field("Private_Dirty:"),
+    ))
+}
+
+/// The starts written into `dir` (one file per child), sorted.
+fn starts_in(dir: &std::path::Path) -> Vec<u64> {
+    let mut starts: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
+    starts.sort_unstable();
+    starts
+}
+
+/// First, median and last start after `t0`, in ms.
+fn start_spread(starts: &[u64], t0: u64) -> String {
+    let at = |i: usize| starts[i].saturating_sub(t0) as f64 / 1000.0;
+    format!(
+        "{:.0} / {:.0} / {:.0} ms",
+        at(0),
+        at(starts.len() / 2),
+        at(starts.len() - 1)
+    )
+}
+
+/// The `run.json` under `dir`, wherever the session put it.
+fn find_run_json(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == "run.json") {
+            return Some(p);
+        }
+        if p.is_dir()
+            && let Some(found) = find_run_json(&p)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// `warden batch -j N` of N tickers beside bash starting the same N: how
+/// long until the last one started, how late the stall clock of the one
+/// that goes silent fires, and what warden itself costs.
+fn concurrent(tmp: &std::path::Path) {
+    let runs = env_num("WARDEN_BENCH_RUNS", 200).max(2) as usize;
+    let secs = env_num("WARDEN_BENCH_SECS", 10).max(4);
+    let me = std::env::current_exe().unwrap();
+    let me = me.to_string_lossy();
+
+    // bash: the same children, started as fast as a shell can.
+    let bash_starts = tmp.join("bash-starts");
+    std::fs::create_dir_all(&bash_starts).unwrap();
+    let script = format!(
+        "for i in $(seq 1 {runs}); do '{me}' __ticker {secs} '{d}'/$i > /dev/null & done; wait",
+        d = bash_starts.display()
+    );
+    let t0 = now_us();
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bash = starts_in(&bash_starts);
+    assert_eq!(bash.len(), runs, "every child under bash started");
+    let bash_us = bash[runs - 1].saturating_sub(t0);
+    let bash_spread = start_spread(&bash, t0);
+
+    // warden: one batch of the same children (with the binary built here,
+    // or `WARDEN_BENCH_BIN`), and, with `WARDEN_BENCH_BEFORE`, one with
+    // that other build too, in the same run.
+    let mut rows = vec![(
+        "`warden batch`".to_string(),
+        batch_once(tmp, "now", runs, secs, &me),
+    )];
+    if let Ok(before) = std::env::var("WARDEN_BENCH_BEFORE") {
+        rows.push((
+            format!("`warden batch` ({before})"),
+            batch_once_with(&before, tmp, "before", runs, secs, &me),
+        ));
+    }
+
+    println!("## 1. `warden batch -j {runs}`: {runs} runs, a line every 10 ms each for {secs} s\n");
+    println!(
+        "| launcher | children started after (first / median / last) | last, ratio to bash | stall clock (2 s) late by | warden CPU | CPU per run | warden peak RSS | RSS per run | one shim: RSS / unshared |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| bash (`child &` x {runs}) | {bash_spread} | 1.0x | | | | | | |");
+    for (name, f) in rows {
+        println!(
+            "| {name} | {} | {:.1}x | {} ms | {} ms | {:.1} ms | {} MiB | {} KiB | {} / {} KiB |",
+            f.spread,
+            f.last_start_us as f64 / bash_us.max(1) as f64,
+            f.stall_late_ms,
+            f.cpu_ms,
+            f.cpu_ms as f64 / runs as f64,
+            f.peak_rss_kib / 1024,
+            f.peak_rss_kib / runs as u64,
+            f.shim.0,
+            f.shim.1
+        );
+    }
+    println!();
+}
+
+/// What one `warden batch` of the tickers measured.
+struct BatchFigures {
+    last_start_us: u64,
+    /// First, median and last start.
+    spread: String,
+    stall_late_ms: i64,
+    cpu_ms: u64,
+    peak_rss_kib: u64,
+    /// One shim's RSS and unshared memory, KiB.
+    shim: (u64, u64),
+}
+
+fn batch_once(tmp: &std::path::Path, tag: &str, runs: usize, secs: u64, me: &str) -> BatchFigures {
+    let bin = std::env::var("WARDEN_BENCH_BIN").unwrap_or_else(|_| WARDEN.to_string());
+    batch_once_with(&bin, tmp, tag, runs, secs, me)
+}
+
+/// Run 1 goes silent after 1 s and its stall clock (2 s) ends it.
+fn batch_once_with(
+    bin: &str,
+    tmp: &std::path::Path,
+    tag: &str,
+    runs: usize,
+    secs: u64,
+    me: &str,
+) -> BatchFigures {
+    let starts = tmp.join(format!("{tag}-starts"));
+    std::fs::create_dir_all(&starts).unwrap();
+    let silence = tmp.join(format!("{tag}-silence"));
+    let mut toml = String::from("[defaults]\nagent = \"exec\"\nstall_timeout = \"60s\"\n\n");
+    for i in 1..=runs {
+        let mut cmd = format!(
+            "[\"{me}\", \"__ticker\", \"{secs}\", \"{}\"",
+            starts.join(i.to_string()).display()
+        );
+        if i == 1 {
+            cmd.push_str(&format!(", \"{}\"", silence.display()));
+        }
+        cmd.push(']');
+        toml.push_str(&format!("[[run]]\nname = \"t{i}\"\ncommand = {cmd}\n"));
+        if i == 1 {
+            toml.push_str("stall_timeout = \"2s\"\n");
+        }
+    }
+    let file = tmp.join(format!("{tag}-batch.toml"));
+    std::fs::write(&file, toml).unwrap();
+    let batch_dir = tmp.join(format!("{tag}-batch"));
+    let t0 = now_us();
+    let mut warden = Command::new(bin)
+        .arg("batch")
+        .arg(&file)
+        .args(["-j", &runs.to_string(), "--dir"])
+        .arg(&batch_dir)
+        .current_dir(tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = warden.id();
+    let mut usage = (0, 0);
+    let mut shim = None;
+    let half = Instant::now() + Duration::from_secs(secs / 2);
+    let status = loop {
+        if let Some(s) = warden.try_wait().unwrap() {
+            break s;
+        }
+        if let Some(u) = proc_usage(pid) {
+            usage = u;
+        }
+        if shim.is_none() && Instant::now() >= half {
+            shim = a_shim_of(pid).and_then(smaps_kib);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Run 1 was stalled on purpose: the batch fails.
+    assert_eq!(status.code(), Some(1), "warden batch: {status:?}");
+    let children = starts_in(&starts);
+    assert_eq!(children.len(), runs, "every child under warden started");
+
+    // The stall: when the report says it fired, against the child's last
+    // line plus the stall timeout.
+    let silent_us: u64 = std::fs::read_to_string(&silence)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let run_json = find_run_json(&batch_dir.join("t1")).expect("run 1's run.json");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    assert_eq!(report["verdict"], "stalled", "{report}");
+    let started: std::time::SystemTime =
+        humantime::parse_rfc3339(report["started_at"].as_str().unwrap()).unwrap();
+    let started_us = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let events = std::fs::read_to_string(run_json.with_file_name("events.jsonl")).unwrap();
+    let fired_ms = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["kind"] == "terminating")
+        .and_then(|e| e["t_ms"].as_u64())
+        .expect("a terminating event");
+    BatchFigures {
+        last_start_us: children[runs - 1].saturating_sub(t0),
+        spread: start_spread(&children, t0),
+        stall_late_ms: (started_us + fired_ms * 1000) as i64 / 1000
+            - (silent_us / 1000 + 2000) as i64,
+        cpu_ms: usage.0,
+        peak_rss_kib: usage.1,
+        shim: shim.unwrap_or((0, 0)),
+    }
 }
 
 fn throughput(tmp: &std::path::Path) {

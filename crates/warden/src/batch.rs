@@ -650,7 +650,12 @@ struct ViewInner {
 
 impl BatchView {
     fn new(quiet: bool, _n: usize) -> Self {
-        let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet;
+        // A terminal that says it has no size (a pseudo-terminal nobody
+        // sized) cannot hold status lines: it gets the plain lines.
+        let sized = rustix::termios::tcgetwinsize(std::io::stderr())
+            .is_ok_and(|w| w.ws_col > 0 && w.ws_row > 0);
+        let tty =
+            std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet && sized;
         Self {
             inner: Arc::new(Mutex::new(ViewInner {
                 quiet,
@@ -670,12 +675,14 @@ impl BatchView {
 
     fn tick(&self) {
         let v = self.inner.lock().expect("lock");
+        let width = cols();
         for (name, (state, bar)) in &v.runs {
             if let Some(b) = bar {
                 b.set_message(live::fit(
                     &format!("[{name}] {}", live::status(state, true)),
-                    cols().saturating_sub(3),
+                    width.saturating_sub(3),
                 ));
+                b.tick();
             }
         }
     }
@@ -692,7 +699,9 @@ impl BatchView {
                 let bar = v.multi.as_ref().map(|m| {
                     let b = m.add(ProgressBar::new_spinner());
                     b.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("template"));
-                    b.enable_steady_tick(Duration::from_millis(150));
+                    // No steady tick of its own: that is a thread per bar,
+                    // each redrawing every bar; the view's one ticker turns
+                    // every spinner.
                     b
                 });
                 let note = if *iteration > 1 {

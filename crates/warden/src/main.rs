@@ -58,6 +58,9 @@ mod timeline;
 
 use std::process::ExitCode;
 
+/// The most blocking threads warden keeps (see `main`).
+const BLOCKING_THREADS: usize = 8;
+
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -76,8 +79,15 @@ fn main() -> ExitCode {
     // One thread: the supervisors and the view hand events to each other
     // without waking another thread for each (which cost more than the
     // decoding); the work is I/O, and a run never blocks the thread long.
+    // The blocking threads do the file system work and the forks of a
+    // run's start, off the thread that drives the clocks. A few are enough
+    // (the machine has few cores, and the kernel serializes much of a
+    // fork); a batch starting hundreds of runs at once would otherwise
+    // make a thread for each, each with its stack, and each fork would
+    // copy them all.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
     {
         Ok(rt) => rt,

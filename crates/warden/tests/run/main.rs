@@ -15,6 +15,7 @@ mod hostile_files;
 mod hostile_procs;
 mod hostile_sandbox;
 mod hostile_tree;
+mod launch;
 mod orphans;
 mod output;
 mod replay;

@@ -11,7 +11,7 @@ use crate::support::{Case, git, repo};
 
 /// A directory holding a `git` that logs each call to `log` and then runs
 /// the real git.
-fn logging_git(log: &Path) -> PathBuf {
+pub(crate) fn logging_git(log: &Path) -> PathBuf {
     let real = String::from_utf8(
         std::process::Command::new("sh")
             .args(["-c", "command -v git"])

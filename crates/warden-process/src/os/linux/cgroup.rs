@@ -27,7 +27,7 @@ impl Cgroup {
     pub fn create(name: &str) -> io::Result<Self> {
         let parent = own_cgroup_dir()?;
         let me = super::own_pid();
-        let start = super::procfs::entry(me).map_or(0, |e| e.start);
+        let start = own_start(me);
         let dir = parent.join(format!("{name}{OWNER_SEP}{me}{OWNER_SEP}{start}"));
         fs::create_dir(&dir)?;
         let cg = Self { dir };
@@ -141,7 +141,14 @@ pub fn remove_stale(parent: &Path) -> Vec<PathBuf> {
         let (Ok(start), Ok(pid)) = (start.parse::<u64>(), pid.parse::<i32>()) else {
             continue;
         };
-        let owner_alive = super::procfs::entry(pid).is_some_and(|e| e.start == start);
+        // This warden's own runs are the many siblings of a big batch:
+        // known alive without reading /proc for each, at each run's start.
+        let me = super::own_pid();
+        let owner_alive = if pid == me && start == own_start(me) {
+            true
+        } else {
+            super::procfs::entry(pid).is_some_and(|e| e.start == start)
+        };
         if owner_alive || populated(&dir) {
             continue;
         }
@@ -150,6 +157,27 @@ pub fn remove_stale(parent: &Path) -> Vec<PathBuf> {
         }
     }
     removed
+}
+
+/// The start time of this process (`me`), read from /proc once: every
+/// run's cgroup is named after it, and a batch makes hundreds. Kept with
+/// the pid it belongs to, so a forked child reads its own.
+fn own_start(me: i32) -> u64 {
+    use std::sync::Mutex;
+    static OWN: Mutex<Option<(i32, u64)>> = Mutex::new(None);
+    let mut own = OWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match *own {
+        Some((pid, start)) if pid == me => start,
+        _ => {
+            let start = super::procfs::entry(me).map_or(0, |e| e.start);
+            if start != 0 {
+                *own = Some((me, start));
+            }
+            start
+        }
+    }
 }
 
 /// Whether a cgroup or any cgroup below it holds a process.
