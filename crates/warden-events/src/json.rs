@@ -25,21 +25,19 @@ pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
 /// blocks), without decoding all of it: a tool result can be megabytes,
 /// and an event carries only its start and its size.
 pub fn output_of(raw: &RawValue) -> ToolOutput {
-    #[derive(Deserialize)]
-    struct Block<'a> {
-        #[serde(borrow, default)]
-        text: Option<&'a RawValue>,
-    }
-    let s = raw.get();
+    output_of_text(raw.get())
+}
+
+/// [`output_of`] for the text of a JSON value known to be well formed.
+pub fn output_of_text(s: &str) -> ToolOutput {
     match s.as_bytes().first() {
         Some(b'"') => string_output(s),
         Some(b'[') => {
-            let blocks: Vec<Block<'_>> = serde_json::from_str(s).unwrap_or_default();
-            let texts: Vec<&RawValue> = blocks.into_iter().filter_map(|b| b.text).collect();
+            let texts = texts_of_blocks(s).unwrap_or_else(|| texts_of_blocks_by_serde(s));
             let mut preview = String::new();
             let mut bytes = 0u64;
             for (i, t) in texts.iter().enumerate() {
-                let part = string_output(t.get());
+                let part = string_output(t);
                 if i > 0 {
                     bytes += 1;
                     if preview.len() < PREVIEW {
@@ -55,6 +53,49 @@ pub fn output_of(raw: &RawValue) -> ToolOutput {
         }
         _ => ToolOutput::text(s),
     }
+}
+
+/// The raw `text` of each block of an array of blocks, as serde reads
+/// them: every element must be a block, or there are none.
+fn texts_of_blocks_by_serde(s: &str) -> Vec<&str> {
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(borrow, default)]
+        text: Option<&'a RawValue>,
+    }
+    let blocks: Vec<Block<'_>> = serde_json::from_str(s).unwrap_or_default();
+    blocks
+        .into_iter()
+        .filter_map(|b| b.text.map(RawValue::get))
+        .collect()
+}
+
+/// [`texts_of_blocks_by_serde`] in one fast pass, for the usual shape (an
+/// array of objects whose keys have no escapes and say `text` at most
+/// once each); `None` for any other, which serde then judges.
+fn texts_of_blocks(s: &str) -> Option<Vec<&str>> {
+    let mut texts: Vec<(usize, &[u8])> = Vec::new();
+    let ok = crate::skim::array_of_objects(s.as_bytes(), |i, key, value| {
+        if key != b"text" {
+            return true;
+        }
+        if texts.last().is_some_and(|(last, _)| *last == i) {
+            return false;
+        }
+        texts.push((i, value));
+        true
+    });
+    ok.then(|| {
+        texts
+            .into_iter()
+            .filter(|(_, v)| *v != b"null")
+            .map(|(_, v)| {
+                // `v` lies in `s`, from one JSON token to the end of one.
+                let at = v.as_ptr() as usize - s.as_ptr() as usize;
+                &s[at..at + v.len()]
+            })
+            .collect()
+    })
 }
 
 /// The output of a JSON string literal (`"..."`, quotes included).

@@ -17,43 +17,45 @@ const MAX_DEPTH: usize = 100;
 /// whose top-level members `member(key, value)` all accept (`key` raw,
 /// without quotes; `value` the raw JSON text). Keys with escapes are
 /// refused, so `member` sees every key exactly as serde would.
-pub fn object(line: &[u8], mut member: impl FnMut(&[u8], &[u8]) -> bool) -> bool {
+pub fn object<'a>(line: &'a [u8], mut member: impl FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
     if std::str::from_utf8(line).is_err() {
         return false;
     }
-    let mut s = Skim { b: line, i: 0 };
-    if s.peek() != Some(b'{') {
+    let mut s = Skim::new(line);
+    s.members(&mut member) && {
+        s.ws();
+        s.i == line.len()
+    }
+}
+
+/// Whether `raw` is a JSON array whose every element is an object, each
+/// member of which `member(index, key, value)` accepts (raw, as for
+/// [`object`]; keys with escapes are refused). `raw` must already be known
+/// to be UTF-8 (the text of a raw JSON value is): it is not checked again.
+pub fn array_of_objects<'a>(
+    raw: &'a [u8],
+    mut member: impl FnMut(usize, &'a [u8], &'a [u8]) -> bool,
+) -> bool {
+    let mut s = Skim::new(raw);
+    if s.peek() != Some(b'[') {
         return false;
     }
     s.i += 1;
     s.ws();
-    if s.peek() == Some(b'}') {
+    if s.peek() == Some(b']') {
         s.i += 1;
     } else {
+        let mut index = 0;
         loop {
             s.ws();
-            let key_start = s.i + 1;
-            if s.peek() != Some(b'"') || !s.string() {
+            if !s.members(&mut |k, v| member(index, k, v)) {
                 return false;
             }
-            let key = &line[key_start..s.i - 1];
-            if key.contains(&b'\\') {
-                return false;
-            }
-            s.ws();
-            if s.peek() != Some(b':') {
-                return false;
-            }
-            s.i += 1;
-            s.ws();
-            let value_start = s.i;
-            if !s.value(1) || !member(key, &line[value_start..s.i]) {
-                return false;
-            }
+            index += 1;
             s.ws();
             match s.peek() {
                 Some(b',') => s.i += 1,
-                Some(b'}') => {
+                Some(b']') => {
                     s.i += 1;
                     break;
                 }
@@ -62,15 +64,66 @@ pub fn object(line: &[u8], mut member: impl FnMut(&[u8], &[u8]) -> bool) -> bool
         }
     }
     s.ws();
-    s.i == line.len()
+    s.i == raw.len()
+}
+
+/// One step of a path into a JSON document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The member of an object with this key (written without escapes).
+    Key(&'static str),
+    /// Any element of an array.
+    Element,
+}
+
+/// Where in `line` (text, so known to be UTF-8) the values found at `paths` (from the top-level object)
+/// are, for those at least `min` bytes long, in the order they appear;
+/// `None` unless `line` is one well-formed object, judged as strictly as
+/// [`object`] does. A key written with escapes matches no step. No path
+/// may be the start of another.
+pub fn values_at(line: &str, paths: &[&[Step]], min: usize) -> Option<Vec<std::ops::Range<usize>>> {
+    assert!(paths.len() <= 32, "at most 32 paths");
+    let line = line.as_bytes();
+    if line.first() != Some(&b'{') {
+        return None;
+    }
+    let mut s = Skim {
+        paths,
+        min,
+        ..Skim::new(line)
+    };
+    let all = if paths.len() == 32 {
+        u32::MAX
+    } else {
+        (1u32 << paths.len()) - 1
+    };
+    if !s.value(1, all) {
+        return None;
+    }
+    s.ws();
+    (s.i == line.len()).then_some(s.found)
 }
 
 struct Skim<'a> {
     b: &'a [u8],
     i: usize,
+    /// What [`values_at`] looks for, and what it found.
+    paths: &'a [&'a [Step]],
+    min: usize,
+    found: Vec<std::ops::Range<usize>>,
 }
 
-impl Skim<'_> {
+impl<'a> Skim<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Self {
+            b,
+            i: 0,
+            paths: &[],
+            min: 0,
+            found: Vec::new(),
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
@@ -81,11 +134,58 @@ impl Skim<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> bool {
+    /// An object, each member handed raw to `member`; keys with escapes
+    /// are refused.
+    fn members(&mut self, member: &mut dyn FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
+        if self.peek() != Some(b'{') {
+            return false;
+        }
+        self.i += 1;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return true;
+        }
+        loop {
+            self.ws();
+            let key_start = self.i + 1;
+            if self.peek() != Some(b'"') || !self.string() {
+                return false;
+            }
+            let b = self.b;
+            let key = &b[key_start..self.i - 1];
+            if key.contains(&b'\\') {
+                return false;
+            }
+            self.ws();
+            if self.peek() != Some(b':') {
+                return false;
+            }
+            self.i += 1;
+            self.ws();
+            let value_start = self.i;
+            if !self.value(1, 0) || !member(key, &b[value_start..self.i]) {
+                return false;
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return true;
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    /// A value at nesting `depth`; `live` has a bit for each of the
+    /// [`values_at`] paths that lead here.
+    fn value(&mut self, depth: usize, live: u32) -> bool {
         match self.peek() {
             Some(b'"') => self.string(),
-            Some(b'{') => self.container(depth, b'}', true),
-            Some(b'[') => self.container(depth, b']', false),
+            Some(b'{') => self.container(depth, b'}', true, live),
+            Some(b'[') => self.container(depth, b']', false, live),
             Some(b't') => self.literal(b"true"),
             Some(b'f') => self.literal(b"false"),
             Some(b'n') => self.literal(b"null"),
@@ -94,7 +194,30 @@ impl Skim<'_> {
         }
     }
 
-    fn container(&mut self, depth: usize, close: u8, keyed: bool) -> bool {
+    /// The paths of `live` whose step `level` is `key` (or any element,
+    /// for `None`), and of those, the ones that end there.
+    fn step(&self, live: u32, level: usize, key: Option<&[u8]>) -> (u32, u32) {
+        let (mut next, mut end) = (0, 0);
+        for (p, path) in self.paths.iter().enumerate() {
+            if live & (1 << p) == 0 {
+                continue;
+            }
+            let hit = match (path.get(level), key) {
+                (Some(Step::Key(k)), Some(key)) => k.as_bytes() == key,
+                (Some(Step::Element), None) => true,
+                _ => false,
+            };
+            if hit {
+                next |= 1 << p;
+                if path.len() == level + 1 {
+                    end |= 1 << p;
+                }
+            }
+        }
+        (next & !end, end)
+    }
+
+    fn container(&mut self, depth: usize, close: u8, keyed: bool, live: u32) -> bool {
         if depth >= MAX_DEPTH {
             return false;
         }
@@ -106,9 +229,14 @@ impl Skim<'_> {
         }
         loop {
             self.ws();
+            let (mut next, mut end) = (0, 0);
             if keyed {
+                let key_start = self.i + 1;
                 if self.peek() != Some(b'"') || !self.string() {
                     return false;
+                }
+                if live != 0 {
+                    (next, end) = self.step(live, depth - 1, Some(&self.b[key_start..self.i - 1]));
                 }
                 self.ws();
                 if self.peek() != Some(b':') {
@@ -116,9 +244,15 @@ impl Skim<'_> {
                 }
                 self.i += 1;
                 self.ws();
+            } else if live != 0 {
+                (next, end) = self.step(live, depth - 1, None);
             }
-            if !self.value(depth + 1) {
+            let start = self.i;
+            if !self.value(depth + 1, next) {
                 return false;
+            }
+            if end != 0 && self.i - start >= self.min {
+                self.found.push(start..self.i);
             }
             self.ws();
             match self.peek() {
@@ -178,59 +312,153 @@ impl Skim<'_> {
         true
     }
 
-    /// A string, from its opening quote to past its closing one. Plain
-    /// runs are skipped eight bytes at a time.
+    /// A string, from its opening quote to past its closing one. The text
+    /// is read 64 bytes at a time: quotes, backslashes and control bytes
+    /// become bit masks, which find the closing quote (one that no
+    /// backslash escapes) without a branch per byte; only the escapes
+    /// themselves are then looked at one by one.
     fn string(&mut self) -> bool {
         self.i += 1;
+        // Whether the first byte of the next block is escaped by a run of
+        // backslashes that ended the block before.
+        let mut carry = 0u64;
         loop {
-            while let Some(chunk) = self.b.get(self.i..self.i + 8) {
-                let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-                if special(w) {
-                    break;
+            let at = self.i;
+            let mut pad = [b'"'; 64];
+            let block: &[u8; 64] = match self.b.get(at..at + 64) {
+                Some(b) => b.try_into().expect("64 bytes"),
+                None => {
+                    // The tail, padded with quotes: one found there is
+                    // past the end of the line, an unterminated string.
+                    let tail = self.b.get(at..).unwrap_or_default();
+                    pad[..tail.len()].copy_from_slice(tail);
+                    &pad
                 }
-                self.i += 8;
+            };
+            let m = Masks::of(block);
+            let escaped = escaped(m.backslash, &mut carry);
+            let quotes = m.quote & !escaped;
+            let inside = if quotes == 0 {
+                u64::MAX
+            } else {
+                (1u64 << quotes.trailing_zeros()) - 1
+            };
+            if m.control & inside != 0 {
+                return false;
             }
-            let Some(b) = self.peek() else { return false };
-            self.i += 1;
-            match b {
-                b'"' => return true,
-                b'\\' => {
-                    let Some(e) = self.peek() else { return false };
-                    self.i += 1;
-                    match e {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                        b'u' => {
-                            let Some(hex) = self.b.get(self.i..self.i + 4) else {
-                                return false;
-                            };
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return false;
-                            }
-                            // Surrogates: serde judges pairs; leave them to it.
-                            if matches!(hex[0], b'd' | b'D') && !matches!(hex[1], b'0'..=b'7') {
-                                return false;
-                            }
-                            self.i += 4;
-                        }
-                        _ => return false,
-                    }
+            let mut escapes = escaped & inside;
+            while escapes != 0 {
+                let p = at + escapes.trailing_zeros() as usize;
+                escapes &= escapes - 1;
+                if !self.escape_ok(p) {
+                    return false;
                 }
-                0..0x20 => return false,
-                _ => {}
             }
+            if quotes != 0 {
+                self.i = at + quotes.trailing_zeros() as usize + 1;
+                return self.i <= self.b.len();
+            }
+            self.i = at + 64;
+            if self.i >= self.b.len() {
+                return false;
+            }
+        }
+    }
+
+    /// Whether the escaped character at `p` (the one after a backslash)
+    /// starts an escape serde accepts. Surrogates are refused: serde
+    /// judges pairs, so they are left to it.
+    fn escape_ok(&self, p: usize) -> bool {
+        match self.b.get(p) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => true,
+            Some(b'u') => {
+                let Some(hex) = self.b.get(p + 1..p + 5) else {
+                    return false;
+                };
+                let surrogate = matches!(hex[0], b'd' | b'D') && !matches!(hex[1], b'0'..=b'7');
+                hex.iter().all(u8::is_ascii_hexdigit) && !surrogate
+            }
+            _ => false,
         }
     }
 }
 
-/// Whether any byte of `w` is a quote, a backslash or a control character.
-fn special(w: u64) -> bool {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
-    let quote = zero(w ^ (LO * u64::from(b'"')));
-    let backslash = zero(w ^ (LO * u64::from(b'\\')));
-    let control = w.wrapping_sub(LO * 0x20) & !w & HI;
-    quote | backslash | control != 0
+/// One bit per byte of a 64-byte block.
+struct Masks {
+    quote: u64,
+    backslash: u64,
+    control: u64,
+}
+
+impl Masks {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    fn of(block: &[u8; 64]) -> Self {
+        // SAFETY: this is compiled only where SSE2 is enabled, which every
+        // x86-64 target does (it is part of the architecture's baseline).
+        unsafe { Self::sse2(block) }
+    }
+
+    /// 16 bytes per compare.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[target_feature(enable = "sse2")]
+    fn sse2(block: &[u8; 64]) -> Self {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_max_epu8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8,
+        };
+        let (mut quote, mut backslash, mut control) = (0u64, 0u64, 0u64);
+        for (k, part) in block.chunks_exact(16).enumerate() {
+            let word =
+                |at: usize| i64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
+            let v: __m128i = _mm_set_epi64x(word(8), word(0));
+            let bits = |m: __m128i| u64::from(_mm_movemask_epi8(m) as u16) << (16 * k);
+            quote |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)));
+            backslash |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)));
+            // A byte below 0x20: max(byte, 0x1f) is 0x1f.
+            control |= bits(_mm_cmpeq_epi8(
+                _mm_max_epu8(v, _mm_set1_epi8(0x1f)),
+                _mm_set1_epi8(0x1f),
+            ));
+        }
+        Self {
+            quote,
+            backslash,
+            control,
+        }
+    }
+
+    /// Elsewhere, a plain loop.
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    fn of(block: &[u8; 64]) -> Self {
+        let (mut quote, mut backslash, mut control) = (0u64, 0u64, 0u64);
+        for (j, &c) in block.iter().enumerate() {
+            quote |= u64::from(c == b'"') << j;
+            backslash |= u64::from(c == b'\\') << j;
+            control |= u64::from(c < 0x20) << j;
+        }
+        Self {
+            quote,
+            backslash,
+            control,
+        }
+    }
+}
+
+/// The bytes of a block that a backslash escapes, given its backslashes
+/// and whether its first byte is escaped (`carry`, updated for the next
+/// block): in a run of backslashes they pair up, and the byte after an odd
+/// run is escaped. This is simdjson's way of finding them with no loop.
+fn escaped(backslash: u64, carry: &mut u64) -> u64 {
+    const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+    if backslash == 0 {
+        return std::mem::take(carry);
+    }
+    let potential = backslash & !*carry;
+    let maybe = potential << 1;
+    let codes = ((maybe | ODD).wrapping_sub(potential)) ^ ODD;
+    let escaped = codes ^ (backslash | *carry);
+    let escape = codes & backslash;
+    *carry = escape >> 63;
+    escaped
 }
 
 #[cfg(test)]
