@@ -188,7 +188,7 @@ fn class_of(category: &str) -> ErrorClass {
 
 /// Where big values are: the tool results, read only through
 /// [`Cut::output_of`], and their second copy, which is not read.
-const BIG: &[&[Step]] = &[
+pub(crate) const BIG: &[&[Step]] = &[
     &[
         Step::Key("message"),
         Step::Key("content"),

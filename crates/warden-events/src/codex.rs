@@ -150,7 +150,7 @@ impl Item<'_> {
 }
 
 /// Where big tool outputs are: read only through [`Cut::output_of`].
-const BIG: &[&[Step]] = &[
+pub(crate) const BIG: &[&[Step]] = &[
     &[Step::Key("item"), Step::Key("aggregated_output")],
     &[Step::Key("item"), Step::Key("result")],
 ];

@@ -121,7 +121,7 @@ impl Gemini {
 }
 
 /// Where big tool outputs are: read only through [`Cut::output_of`].
-const BIG: &[&[Step]] = &[&[Step::Key("output")]];
+pub(crate) const BIG: &[&[Step]] = &[&[Step::Key("output")]];
 
 impl Decode for Gemini {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {

@@ -285,6 +285,40 @@ mod tests {
                 .unwrap();
         let out = output_of(&blocks);
         assert_eq!((out.preview.as_str(), out.bytes), ("ab\ncd", 5));
+        // The usual shape takes the one pass.
+        assert_eq!(
+            texts_of_blocks(blocks.get()),
+            Some(vec![r#""ab""#, r#""cd""#])
+        );
+    }
+
+    proptest::proptest! {
+        /// On any array (raw JSON values are well formed), the one pass
+        /// finds the texts serde finds, or leaves the array to serde.
+        #[test]
+        fn blocks_are_read_in_one_pass_as_serde_reads_them(
+            elements in proptest::collection::vec(proptest::sample::select(vec![
+                r#"{"type":"text","text":"a \"b\"\n"}"#,
+                r#"{"text":"x","type":"text"}"#,
+                r#"{"text":null}"#,
+                r#"{"text":5}"#,
+                r#"{"text":{"a":[1]}}"#,
+                r#"{"type":"image"}"#,
+                r#"{}"#,
+                r#"{"text":"a","text":"b"}"#,
+                r#"{"te\u0078t":"escaped key"}"#,
+                r#"["positional"]"#,
+                r#"["a","b"]"#,
+                r#""not a block""#,
+                r#"null"#,
+                r#" { "text" : "spaced" } "#,
+            ]), 0..6),
+        ) {
+            let s = format!("[{}]", elements.join(","));
+            if let Some(fast) = texts_of_blocks(&s) {
+                proptest::prop_assert_eq!(fast, texts_of_blocks_by_serde(&s), "{}", s);
+            }
+        }
     }
 
     #[test]

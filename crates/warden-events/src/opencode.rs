@@ -134,7 +134,7 @@ struct ErrorData {
 }
 
 /// Where big tool outputs are: read only through [`Cut::output_of`].
-const BIG: &[&[Step]] = &[&[Step::Key("part"), Step::Key("state"), Step::Key("output")]];
+pub(crate) const BIG: &[&[Step]] = &[&[Step::Key("part"), Step::Key("state"), Step::Key("output")]];
 
 impl Decode for OpenCode {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {

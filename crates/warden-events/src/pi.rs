@@ -121,7 +121,7 @@ struct ToolArgs {
 }
 
 /// Where big tool outputs are: read only through [`Cut::output_of`].
-const BIG: &[&[Step]] = &[
+pub(crate) const BIG: &[&[Step]] = &[
     &[Step::Key("result"), Step::Key("content")],
     &[Step::Key("partialResult"), Step::Key("content")],
 ];

@@ -518,6 +518,61 @@ mod tests {
         assert!(!object(br#"{"a":1}"#, |_, _| false));
     }
 
+    /// Pieces of a string body that land anywhere against the 64-byte
+    /// blocks: runs of backslashes, every escape, and what is not allowed.
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        let valid = prop::sample::select(vec![
+            &b"a"[..],
+            b"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz",
+            b"\\\"",
+            b"\\\\",
+            b"\\\\\\\\",
+            b"\\n",
+            b"\\/",
+            b"\\u00e9",
+            b"\\uD7FF",
+            b"\x7f",
+            b"\xc3\xa9",
+        ]);
+        let invalid = prop::sample::select(vec![
+            &b"\\ud83d\\ude00"[..],
+            b"\\u12",
+            b"\\x",
+            b"\\",
+            b"\"",
+            b"\x01",
+            b"\x1f",
+            b"\xff",
+        ]);
+        let piece = prop_oneof![40 => valid, 1 => invalid];
+        prop::collection::vec(piece, 0..60).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// On any string, at any offset, the check agrees with serde,
+        /// except that it leaves surrogate escapes to serde.
+        #[test]
+        fn strings_are_judged_as_serde_judges_them(
+            pad in 0usize..70,
+            b in body(),
+            end in prop::sample::select(vec![&b"\"}"[..], b"\",\"z\":[1]}", b"\"", b"\"} x"]),
+        ) {
+            let mut line = format!(r#"{{"{}":""#, "k".repeat(pad)).into_bytes();
+            line.extend_from_slice(&b);
+            line.extend_from_slice(end);
+            let ours = object(&line, |_, _| true);
+            let serde = std::str::from_utf8(&line).is_ok_and(serde_ok);
+            let surrogates = b.windows(3).any(|w| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D'));
+            if surrogates {
+                prop_assert!(!ours || serde);
+            } else {
+                prop_assert_eq!(ours, serde, "{}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
     proptest! {
         /// Whatever a mutation of a valid line does, a yes is never wrong.
         #[test]
