@@ -369,17 +369,30 @@ impl<'a> Skim<'a> {
     /// starts an escape serde accepts. Surrogates are refused: serde
     /// judges pairs, so they are left to it.
     fn escape_ok(&self, p: usize) -> bool {
-        match self.b.get(p) {
-            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => true,
-            Some(b'u') => {
-                let Some(hex) = self.b.get(p + 1..p + 5) else {
-                    return false;
-                };
-                let surrogate = matches!(hex[0], b'd' | b'D') && !matches!(hex[1], b'0'..=b'7');
-                hex.iter().all(u8::is_ascii_hexdigit) && !surrogate
+        // A table, not a `match`: a jump per escape mispredicts.
+        const SIMPLE: [bool; 256] = {
+            let mut t = [false; 256];
+            let mut k = 0;
+            while k < 8 {
+                t[b"\"\\/bfnrt"[k] as usize] = true;
+                k += 1;
             }
-            _ => false,
+            t
+        };
+        let Some(&c) = self.b.get(p) else {
+            return false;
+        };
+        if SIMPLE[usize::from(c)] {
+            return true;
         }
+        if c != b'u' {
+            return false;
+        }
+        let Some(hex) = self.b.get(p + 1..p + 5) else {
+            return false;
+        };
+        let surrogate = matches!(hex[0], b'd' | b'D') && !matches!(hex[1], b'0'..=b'7');
+        hex.iter().all(u8::is_ascii_hexdigit) && !surrogate
     }
 }
 
