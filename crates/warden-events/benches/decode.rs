@@ -4,7 +4,9 @@
 //! calls, usage, and big tool results with escapes), decodes it the way
 //! the supervisor does (64 KiB reads through the line splitter and the
 //! agent's decoder), and prints MB/s beside `wc -l` on the same file in
-//! the same run. `WARDEN_BENCH_MB` sets the stream size (default 64).
+//! the same run. `WARDEN_BENCH_MB` sets the stream size (default 64);
+//! `WARDEN_BENCH_ONLY` (words, such as `pi claude`) keeps the streams
+//! whose label contains one of them.
 //!
 //! Claude is measured twice: as `claude -p --output-format stream-json`
 //! writes, and with `--include-partial-messages` (how warden starts it),
@@ -30,13 +32,17 @@ fn main() {
         let partial = (agent == Agent::Claude).then_some((agent, true));
         std::iter::once((agent, false)).chain(partial)
     });
+    let only = std::env::var("WARDEN_BENCH_ONLY").unwrap_or_default();
     for (agent, partial) in shapes {
-        let data = stream(agent, partial, mb << 20);
         let label = if partial {
             format!("{agent} (partial messages)")
         } else {
             agent.to_string()
         };
+        if !only.is_empty() && !only.split_whitespace().any(|w| label.contains(w)) {
+            continue;
+        }
+        let data = stream(agent, partial, mb << 20);
         let file = tmp.path().join(format!("{agent}-{partial}.jsonl"));
         std::fs::File::create(&file)
             .unwrap()

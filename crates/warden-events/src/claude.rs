@@ -195,6 +195,14 @@ pub(crate) const BIG: &[&[Step]] = &[
         Step::Element,
         Step::Key("content"),
     ],
+    &[
+        Step::Key("message"),
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("text"),
+    ],
     &[Step::Key("tool_use_result")],
 ];
 

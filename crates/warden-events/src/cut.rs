@@ -97,16 +97,17 @@ impl<'a> Cut<'a> {
     /// [`output_of`] a raw value read from [`Cut::line`]: for a cut value,
     /// that of the value it replaced.
     pub fn output_of(&self, raw: &RawValue) -> ToolOutput {
-        match self.original(raw) {
-            Some(text) => output_of_text(text),
-            None => output_of(raw),
+        if self.cuts.is_empty() {
+            return output_of(raw);
         }
+        let resolve = |s| self.original(s).unwrap_or(s);
+        output_of_text(resolve(raw.get()), resolve)
     }
 
-    /// The value `raw` replaced, when it is one of the `""` put in.
-    fn original(&self, raw: &RawValue) -> Option<&'a str> {
-        let s = raw.get();
-        if self.cuts.is_empty() || s != "\"\"" {
+    /// The value `s` (raw JSON read from [`Cut::line`]) replaced, when it
+    /// is one of the `""` put in.
+    fn original(&self, s: &str) -> Option<&'a str> {
+        if s != "\"\"" {
             return None;
         }
         // Where `raw` lies in the reduced line, if it lies in it at all.

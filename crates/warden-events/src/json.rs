@@ -25,15 +25,17 @@ pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
 /// blocks), without decoding all of it: a tool result can be megabytes,
 /// and an event carries only its start and its size.
 pub fn output_of(raw: &RawValue) -> ToolOutput {
-    output_of_text(raw.get())
+    output_of_text(raw.get(), |t| t)
 }
 
-/// [`output_of`] for the text of a JSON value known to be well formed.
-pub fn output_of_text(s: &str) -> ToolOutput {
+/// [`output_of`] for the text of a JSON value known to be well formed;
+/// `text` gives the text a block's raw `text` stands for.
+pub fn output_of_text<'t>(s: &'t str, text: impl Fn(&'t str) -> &'t str) -> ToolOutput {
     match s.as_bytes().first() {
         Some(b'"') => string_output(s),
         Some(b'[') => {
             let texts = texts_of_blocks(s).unwrap_or_else(|| texts_of_blocks_by_serde(s));
+            let texts: Vec<&str> = texts.into_iter().map(text).collect();
             let mut preview = String::new();
             let mut bytes = 0u64;
             for (i, t) in texts.iter().enumerate() {

@@ -123,7 +123,19 @@ struct ToolArgs {
 /// Where big tool outputs are: read only through [`Cut::output_of`].
 pub(crate) const BIG: &[&[Step]] = &[
     &[Step::Key("result"), Step::Key("content")],
+    &[
+        Step::Key("result"),
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("text"),
+    ],
     &[Step::Key("partialResult"), Step::Key("content")],
+    &[
+        Step::Key("partialResult"),
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("text"),
+    ],
 ];
 
 impl Decode for Pi {

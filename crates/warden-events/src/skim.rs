@@ -79,8 +79,10 @@ pub enum Step {
 /// Where in `line` (text, so known to be UTF-8) the values found at `paths` (from the top-level object)
 /// are, for those at least `min` bytes long, in the order they appear;
 /// `None` unless `line` is one well-formed object, judged as strictly as
-/// [`object`] does. A key written with escapes matches no step. No path
-/// may be the start of another.
+/// [`object`] does. A key written with escapes matches no step. When one
+/// path is the start of another, the values found at the longer one
+/// are taken, and a value at the shorter one only when it holds none of
+/// them: the ranges never overlap.
 pub fn values_at(line: &str, paths: &[&[Step]], min: usize) -> Option<Vec<std::ops::Range<usize>>> {
     assert!(paths.len() <= 32, "at most 32 paths");
     let line = line.as_bytes();
@@ -251,7 +253,9 @@ impl<'a> Skim<'a> {
             if !self.value(depth + 1, next) {
                 return false;
             }
-            if end != 0 && self.i - start >= self.min {
+            // A value holding one found already is not taken whole.
+            let holds = self.found.last().is_some_and(|f| f.start >= start);
+            if end != 0 && self.i - start >= self.min && !holds {
                 self.found.push(start..self.i);
             }
             self.ws();
