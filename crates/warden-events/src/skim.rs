@@ -350,7 +350,12 @@ impl<'a> Skim<'a> {
             if m.control & inside != 0 {
                 return false;
             }
+            // Escapes of one character are checked all at once; only the
+            // rest (`\u`, or not an escape at all) one by one.
             let mut escapes = escaped & inside;
+            if escapes != 0 {
+                escapes &= !(m.quote | m.backslash | Masks::escapable(block));
+            }
             while escapes != 0 {
                 let p = at + escapes.trailing_zeros() as usize;
                 escapes &= escapes - 1;
@@ -441,6 +446,47 @@ impl Masks {
             backslash,
             control,
         }
+    }
+
+    /// The bytes that, after a backslash, make a one-character escape
+    /// other than `\"` and `\\\\` (which [`Masks::of`] has): `/bfnrt`.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    fn escapable(block: &[u8; 64]) -> u64 {
+        // SAFETY: as in `of`, SSE2 is enabled wherever this is compiled.
+        unsafe { Self::escapable_sse2(block) }
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[target_feature(enable = "sse2")]
+    fn escapable_sse2(block: &[u8; 64]) -> u64 {
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x, _mm_set1_epi8,
+        };
+        let mut mask = 0u64;
+        for (k, part) in block.chunks_exact(16).enumerate() {
+            let word =
+                |at: usize| i64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
+            let v = _mm_set_epi64x(word(8), word(0));
+            let is = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+            let any = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_or_si128(is(b'/'), is(b'b')),
+                    _mm_or_si128(is(b'f'), is(b'n')),
+                ),
+                _mm_or_si128(is(b'r'), is(b't')),
+            );
+            mask |= u64::from(_mm_movemask_epi8(any) as u16) << (16 * k);
+        }
+        mask
+    }
+
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    fn escapable(block: &[u8; 64]) -> u64 {
+        let mut mask = 0u64;
+        for (j, &c) in block.iter().enumerate() {
+            mask |= u64::from(matches!(c, b'/' | b'b' | b'f' | b'n' | b'r' | b't')) << j;
+        }
+        mask
     }
 
     /// Elsewhere, a plain loop.
