@@ -15,12 +15,10 @@
 //! whether they hold the value or `""`, and their one reader,
 //! [`Cut::output_of`], finds the value they held.
 
-use std::ops::Range;
-
 use serde_json::value::RawValue;
 
 use crate::json::{output_of, output_of_text};
-use crate::skim::{self, Step};
+use crate::skim::{self, Found, Step};
 use crate::summary::ToolOutput;
 
 /// Lines shorter than this are read as they are.
@@ -36,8 +34,8 @@ pub struct Cut<'a> {
     /// The line with each cut value replaced by `""`; empty when nothing
     /// was cut.
     reduced: Vec<u8>,
-    /// Where each `""` is in `reduced`, and where its value is in `line`.
-    cuts: Vec<(usize, Range<usize>)>,
+    /// Where each `""` is in `reduced`, and the value it stands for.
+    cuts: Vec<(usize, Found)>,
 }
 
 impl<'a> Cut<'a> {
@@ -72,14 +70,14 @@ impl<'a> Cut<'a> {
         if found.is_empty() {
             return cut;
         }
-        let kept: usize = line.len() - found.iter().map(|r| r.len()).sum::<usize>();
+        let kept: usize = line.len() - found.iter().map(|f| f.range.len()).sum::<usize>();
         cut.reduced.reserve(kept + 2 * found.len());
         let mut from = 0;
-        for r in found {
-            cut.reduced.extend_from_slice(&line[from..r.start]);
-            cut.cuts.push((cut.reduced.len(), r.clone()));
+        for f in found {
+            cut.reduced.extend_from_slice(&line[from..f.range.start]);
+            from = f.range.end;
+            cut.cuts.push((cut.reduced.len(), f));
             cut.reduced.extend_from_slice(b"\"\"");
-            from = r.end;
         }
         cut.reduced.extend_from_slice(&line[from..]);
         cut
@@ -100,20 +98,21 @@ impl<'a> Cut<'a> {
         if self.cuts.is_empty() {
             return output_of(raw);
         }
-        let resolve = |s| self.original(s).unwrap_or(s);
-        output_of_text(resolve(raw.get()), resolve)
+        let resolve = |s| self.original(s).unwrap_or((s, None));
+        let (s, size) = resolve(raw.get());
+        output_of_text(s, size, resolve)
     }
 
     /// The value `s` (raw JSON read from [`Cut::line`]) replaced, when it
-    /// is one of the `""` put in.
-    fn original(&self, s: &str) -> Option<&'a str> {
+    /// is one of the `""` put in, with its text's length if it is a string.
+    fn original(&self, s: &str) -> Option<(&'a str, Option<u64>)> {
         if s != "\"\"" {
             return None;
         }
         // Where `raw` lies in the reduced line, if it lies in it at all.
         let at = (s.as_ptr() as usize).wrapping_sub(self.reduced.as_ptr() as usize);
-        let (_, range) = self.cuts.iter().find(|(put, _)| *put == at)?;
-        self.text.get(range.clone())
+        let (_, found) = self.cuts.iter().find(|(put, _)| *put == at)?;
+        Some((self.text.get(found.range.clone())?, found.text_len))
     }
 }
 
@@ -243,7 +242,7 @@ mod tests {
             let l = &lines[n];
             if let Ok(text) = std::str::from_utf8(l)
                 && let Some(found) = skim::values_at(text, paths, 0)
-                && let Some(r) = found.first()
+                && let Some(Found { range: r, .. }) = found.first()
             {
                 let mut new = l[..r.start].to_vec();
                 new.extend_from_slice(put.as_bytes());

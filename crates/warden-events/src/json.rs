@@ -25,21 +25,27 @@ pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
 /// blocks), without decoding all of it: a tool result can be megabytes,
 /// and an event carries only its start and its size.
 pub fn output_of(raw: &RawValue) -> ToolOutput {
-    output_of_text(raw.get(), |t| t)
+    output_of_text(raw.get(), None, |t| (t, None))
 }
 
-/// [`output_of`] for the text of a JSON value known to be well formed;
-/// `text` gives the text a block's raw `text` stands for.
-pub fn output_of_text<'t>(s: &'t str, text: impl Fn(&'t str) -> &'t str) -> ToolOutput {
+/// [`output_of`] for the text of a JSON value known to be well formed,
+/// with the length of its text once unescaped when it is a string and
+/// that is known; `text` gives the raw JSON a block's raw `text` stands
+/// for (and the same length).
+pub fn output_of_text<'t>(
+    s: &'t str,
+    size: Option<u64>,
+    text: impl Fn(&'t str) -> (&'t str, Option<u64>),
+) -> ToolOutput {
     match s.as_bytes().first() {
-        Some(b'"') => string_output(s),
+        Some(b'"') => string_output(s, size),
         Some(b'[') => {
             let texts = texts_of_blocks(s).unwrap_or_else(|| texts_of_blocks_by_serde(s));
-            let texts: Vec<&str> = texts.into_iter().map(text).collect();
             let mut preview = String::new();
             let mut bytes = 0u64;
-            for (i, t) in texts.iter().enumerate() {
-                let part = string_output(t);
+            for (i, t) in texts.into_iter().enumerate() {
+                let (t, size) = text(t);
+                let part = string_output(t, size);
                 if i > 0 {
                     bytes += 1;
                     if preview.len() < PREVIEW {
@@ -101,7 +107,7 @@ fn texts_of_blocks(s: &str) -> Option<Vec<&str>> {
 }
 
 /// The output of a JSON string literal (`"..."`, quotes included).
-fn string_output(lit: &str) -> ToolOutput {
+fn string_output(lit: &str, size: Option<u64>) -> ToolOutput {
     let body = lit
         .strip_prefix('"')
         .and_then(|b| b.strip_suffix('"'))
@@ -112,7 +118,7 @@ fn string_output(lit: &str) -> ToolOutput {
     if cut {
         preview.push('…');
     }
-    ToolOutput::with_size(preview, unescaped_len(body))
+    ToolOutput::with_size(preview, size.unwrap_or_else(|| unescaped_len(body)))
 }
 
 /// Decodes the start of a JSON string body, up to about `max` bytes of

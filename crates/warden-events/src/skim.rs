@@ -67,6 +67,15 @@ pub fn array_of_objects<'a>(
     s.i == raw.len()
 }
 
+/// A value [`values_at`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Where it is in the line.
+    pub range: std::ops::Range<usize>,
+    /// For a string, the length in bytes of its text once unescaped.
+    pub text_len: Option<u64>,
+}
+
 /// One step of a path into a JSON document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -83,7 +92,7 @@ pub enum Step {
 /// path is the start of another, the values found at the longer one
 /// are taken, and a value at the shorter one only when it holds none of
 /// them: the ranges never overlap.
-pub fn values_at(line: &str, paths: &[&[Step]], min: usize) -> Option<Vec<std::ops::Range<usize>>> {
+pub fn values_at(line: &str, paths: &[&[Step]], min: usize) -> Option<Vec<Found>> {
     assert!(paths.len() <= 32, "at most 32 paths");
     let line = line.as_bytes();
     if line.first() != Some(&b'{') {
@@ -112,7 +121,9 @@ struct Skim<'a> {
     /// What [`values_at`] looks for, and what it found.
     paths: &'a [&'a [Step]],
     min: usize,
-    found: Vec<std::ops::Range<usize>>,
+    found: Vec<Found>,
+    /// How many bytes fewer the last string checked has once unescaped.
+    shrink: u64,
 }
 
 impl<'a> Skim<'a> {
@@ -123,6 +134,7 @@ impl<'a> Skim<'a> {
             paths: &[],
             min: 0,
             found: Vec::new(),
+            shrink: 0,
         }
     }
 
@@ -254,9 +266,14 @@ impl<'a> Skim<'a> {
                 return false;
             }
             // A value holding one found already is not taken whole.
-            let holds = self.found.last().is_some_and(|f| f.start >= start);
+            let holds = self.found.last().is_some_and(|f| f.range.start >= start);
             if end != 0 && self.i - start >= self.min && !holds {
-                self.found.push(start..self.i);
+                let text_len =
+                    (self.b[start] == b'"').then(|| (self.i - start - 2) as u64 - self.shrink);
+                self.found.push(Found {
+                    range: start..self.i,
+                    text_len,
+                });
             }
             self.ws();
             match self.peek() {
@@ -323,6 +340,7 @@ impl<'a> Skim<'a> {
     /// themselves are then looked at one by one.
     fn string(&mut self) -> bool {
         self.i += 1;
+        self.shrink = 0;
         // Whether the first byte of the next block is escaped by a run of
         // backslashes that ended the block before.
         let mut carry = 0u64;
@@ -354,13 +372,18 @@ impl<'a> Skim<'a> {
             // rest (`\u`, or not an escape at all) one by one.
             let mut escapes = escaped & inside;
             if escapes != 0 {
+                // Each one-character escape is two bytes for one.
+                self.shrink += u64::from(escapes.count_ones());
                 escapes &= !(m.quote | m.backslash | Masks::escapable(block));
             }
             while escapes != 0 {
                 let p = at + escapes.trailing_zeros() as usize;
                 escapes &= escapes - 1;
-                if !self.escape_ok(p) {
-                    return false;
+                // Six bytes for one character (counted above as one byte
+                // less), or not an escape at all.
+                match self.unicode_escape(p) {
+                    Some(utf8) => self.shrink += 5 - utf8 as u64,
+                    None => return false,
                 }
             }
             if quotes != 0 {
@@ -374,34 +397,20 @@ impl<'a> Skim<'a> {
         }
     }
 
-    /// Whether the escaped character at `p` (the one after a backslash)
-    /// starts an escape serde accepts. Surrogates are refused: serde
-    /// judges pairs, so they are left to it.
-    fn escape_ok(&self, p: usize) -> bool {
-        // A table, not a `match`: a jump per escape mispredicts.
-        const SIMPLE: [bool; 256] = {
-            let mut t = [false; 256];
-            let mut k = 0;
-            while k < 8 {
-                t[b"\"\\/bfnrt"[k] as usize] = true;
-                k += 1;
-            }
-            t
-        };
-        let Some(&c) = self.b.get(p) else {
-            return false;
-        };
-        if SIMPLE[usize::from(c)] {
-            return true;
+    /// When the escaped character at `p` (the one after a backslash)
+    /// starts a `\u` escape serde accepts, the length in UTF-8 of the
+    /// character it stands for. Surrogates are refused: serde judges
+    /// pairs, so they are left to it.
+    fn unicode_escape(&self, p: usize) -> Option<usize> {
+        if self.b.get(p) != Some(&b'u') {
+            return None;
         }
-        if c != b'u' {
-            return false;
+        let hex = std::str::from_utf8(self.b.get(p + 1..p + 5)?).ok()?;
+        if !hex.bytes().all(|h| h.is_ascii_hexdigit()) {
+            return None;
         }
-        let Some(hex) = self.b.get(p + 1..p + 5) else {
-            return false;
-        };
-        let surrogate = matches!(hex[0], b'd' | b'D') && !matches!(hex[1], b'0'..=b'7');
-        hex.iter().all(u8::is_ascii_hexdigit) && !surrogate
+        let code = u32::from_str_radix(hex, 16).ok()?;
+        char::from_u32(code).map(char::len_utf8)
     }
 }
 
