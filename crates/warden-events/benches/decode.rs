@@ -6,7 +6,8 @@
 //! agent's decoder), and prints MB/s beside `wc -l` on the same file in
 //! the same run. `WARDEN_BENCH_MB` sets the stream size (default 64);
 //! `WARDEN_BENCH_ONLY` (words, such as `pi claude`) keeps the streams
-//! whose label contains one of them.
+//! whose label contains one of them; `WARDEN_BENCH_RUNS` sets how many
+//! turns decoder and `wc -l` take (default 5; the best of each counts).
 //!
 //! Claude is measured twice: as `claude -p --output-format stream-json`
 //! writes, and with `--include-partial-messages` (how warden starts it),
@@ -24,8 +25,12 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(64);
+    let runs: usize = std::env::var("WARDEN_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let tmp = tempfile::tempdir().unwrap();
-    println!("# decode throughput ({mb} MB per agent, best of 5, each beside `wc -l`)\n");
+    println!("# decode throughput ({mb} MB per agent, best of {runs}, each beside `wc -l`)\n");
     println!("| stream | lines | events | decoder | `wc -l` | decoder / wc |");
     println!("|---|---|---|---|---|---|");
     let shapes = Agent::ALL.into_iter().flat_map(|agent| {
@@ -53,7 +58,7 @@ fn main() {
         let (mut best, mut wc_best) = (Duration::MAX, Duration::MAX);
         let mut lines = 0;
         let mut events = 0;
-        for _ in 0..5 {
+        for _ in 0..runs {
             let start = Instant::now();
             let (l, e) = decode(agent, &data);
             best = best.min(start.elapsed());
