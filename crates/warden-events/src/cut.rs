@@ -29,8 +29,6 @@ const MIN_VALUE: usize = 4 << 10;
 /// A line, with the big values at some paths cut out.
 pub struct Cut<'a> {
     line: &'a [u8],
-    /// `line` as text, once it was found to be UTF-8 (when something was cut).
-    text: &'a str,
     /// The line with each cut value replaced by `""`; empty when nothing
     /// was cut.
     reduced: Vec<u8>,
@@ -53,20 +51,15 @@ impl<'a> Cut<'a> {
     fn with_sizes(line: &'a [u8], paths: &[&[Step]], min_line: usize, min_value: usize) -> Self {
         let mut cut = Cut {
             line,
-            text: "",
             reduced: Vec::new(),
             cuts: Vec::new(),
         };
         if line.len() < min_line {
             return cut;
         }
-        let Ok(text) = std::str::from_utf8(line) else {
+        let Some(found) = skim::values_at(line, paths, min_value) else {
             return cut;
         };
-        let Some(found) = skim::values_at(text, paths, min_value) else {
-            return cut;
-        };
-        cut.text = text;
         if found.is_empty() {
             return cut;
         }
@@ -99,20 +92,20 @@ impl<'a> Cut<'a> {
             return output_of(raw);
         }
         let resolve = |s| self.original(s).unwrap_or((s, None));
-        let (s, size) = resolve(raw.get());
+        let (s, size) = resolve(raw.get().as_bytes());
         output_of_text(s, size, resolve)
     }
 
     /// The value `s` (raw JSON read from [`Cut::line`]) replaced, when it
     /// is one of the `""` put in, with its text's length if it is a string.
-    fn original(&self, s: &str) -> Option<(&'a str, Option<u64>)> {
-        if s != "\"\"" {
+    fn original(&self, s: &[u8]) -> Option<(&'a [u8], Option<u64>)> {
+        if s != b"\"\"" {
             return None;
         }
         // Where `raw` lies in the reduced line, if it lies in it at all.
         let at = (s.as_ptr() as usize).wrapping_sub(self.reduced.as_ptr() as usize);
         let (_, found) = self.cuts.iter().find(|(put, _)| *put == at)?;
-        Some((self.text.get(found.range.clone())?, found.text_len))
+        Some((self.line.get(found.range.clone())?, found.text_len))
     }
 }
 
@@ -240,8 +233,7 @@ mod tests {
             let mut lines = files[file.index(files.len())].clone();
             let n = line.index(lines.len());
             let l = &lines[n];
-            if let Ok(text) = std::str::from_utf8(l)
-                && let Some(found) = skim::values_at(text, paths, 0)
+            if let Some(found) = skim::values_at(l, paths, 0)
                 && let Some(Found { range: r, .. }) = found.first()
             {
                 let mut new = l[..r.start].to_vec();

@@ -25,19 +25,20 @@ pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
 /// blocks), without decoding all of it: a tool result can be megabytes,
 /// and an event carries only its start and its size.
 pub fn output_of(raw: &RawValue) -> ToolOutput {
-    output_of_text(raw.get(), None, |t| (t, None))
+    output_of_text(raw.get().as_bytes(), None, |t| (t, None))
 }
 
-/// [`output_of`] for the text of a JSON value known to be well formed,
+/// [`output_of`] for the text of a JSON value known to be well formed
+/// and UTF-8,
 /// with the length of its text once unescaped when it is a string and
 /// that is known; `text` gives the raw JSON a block's raw `text` stands
 /// for (and the same length).
 pub fn output_of_text<'t>(
-    s: &'t str,
+    s: &'t [u8],
     size: Option<u64>,
-    text: impl Fn(&'t str) -> (&'t str, Option<u64>),
+    text: impl Fn(&'t [u8]) -> (&'t [u8], Option<u64>),
 ) -> ToolOutput {
-    match s.as_bytes().first() {
+    match s.first() {
         Some(b'"') => string_output(s, size),
         Some(b'[') => {
             let texts = texts_of_blocks(s).unwrap_or_else(|| texts_of_blocks_by_serde(s));
@@ -59,31 +60,31 @@ pub fn output_of_text<'t>(
             }
             ToolOutput::with_size(crate::summary::preview(&preview, PREVIEW), bytes)
         }
-        _ => ToolOutput::text(s),
+        _ => ToolOutput::text(&String::from_utf8_lossy(s)),
     }
 }
 
 /// The raw `text` of each block of an array of blocks, as serde reads
 /// them: every element must be a block, or there are none.
-fn texts_of_blocks_by_serde(s: &str) -> Vec<&str> {
+fn texts_of_blocks_by_serde(s: &[u8]) -> Vec<&[u8]> {
     #[derive(Deserialize)]
     struct Block<'a> {
         #[serde(borrow, default)]
         text: Option<&'a RawValue>,
     }
-    let blocks: Vec<Block<'_>> = serde_json::from_str(s).unwrap_or_default();
+    let blocks: Vec<Block<'_>> = serde_json::from_slice(s).unwrap_or_default();
     blocks
         .into_iter()
-        .filter_map(|b| b.text.map(RawValue::get))
+        .filter_map(|b| b.text.map(|t| t.get().as_bytes()))
         .collect()
 }
 
 /// [`texts_of_blocks_by_serde`] in one fast pass, for the usual shape (an
 /// array of objects whose keys have no escapes and say `text` at most
 /// once each); `None` for any other, which serde then judges.
-fn texts_of_blocks(s: &str) -> Option<Vec<&str>> {
+fn texts_of_blocks(s: &[u8]) -> Option<Vec<&[u8]>> {
     let mut texts: Vec<(usize, &[u8])> = Vec::new();
-    let ok = crate::skim::array_of_objects(s.as_bytes(), |i, key, value| {
+    let ok = crate::skim::array_of_objects(s, |i, key, value| {
         if key != b"text" {
             return true;
         }
@@ -97,22 +98,17 @@ fn texts_of_blocks(s: &str) -> Option<Vec<&str>> {
         texts
             .into_iter()
             .filter(|(_, v)| *v != b"null")
-            .map(|(_, v)| {
-                // `v` lies in `s`, from one JSON token to the end of one.
-                let at = v.as_ptr() as usize - s.as_ptr() as usize;
-                &s[at..at + v.len()]
-            })
+            .map(|(_, v)| v)
             .collect()
     })
 }
 
 /// The output of a JSON string literal (`"..."`, quotes included).
-fn string_output(lit: &str, size: Option<u64>) -> ToolOutput {
+fn string_output(lit: &[u8], size: Option<u64>) -> ToolOutput {
     let body = lit
-        .strip_prefix('"')
-        .and_then(|b| b.strip_suffix('"'))
-        .unwrap_or(lit)
-        .as_bytes();
+        .strip_prefix(b"\"")
+        .and_then(|b| b.strip_suffix(b"\""))
+        .unwrap_or(lit);
     let (preview, cut) = unescape_prefix(body, PREVIEW);
     let mut preview = preview;
     if cut {
@@ -295,8 +291,8 @@ mod tests {
         assert_eq!((out.preview.as_str(), out.bytes), ("ab\ncd", 5));
         // The usual shape takes the one pass.
         assert_eq!(
-            texts_of_blocks(blocks.get()),
-            Some(vec![r#""ab""#, r#""cd""#])
+            texts_of_blocks(blocks.get().as_bytes()),
+            Some(vec![&br#""ab""#[..], br#""cd""#])
         );
     }
 
@@ -323,8 +319,8 @@ mod tests {
             ]), 0..6),
         ) {
             let s = format!("[{}]", elements.join(","));
-            if let Some(fast) = texts_of_blocks(&s) {
-                proptest::prop_assert_eq!(fast, texts_of_blocks_by_serde(&s), "{}", s);
+            if let Some(fast) = texts_of_blocks(s.as_bytes()) {
+                proptest::prop_assert_eq!(fast, texts_of_blocks_by_serde(s.as_bytes()), "{}", s);
             }
         }
     }

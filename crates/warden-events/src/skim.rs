@@ -18,14 +18,13 @@ const MAX_DEPTH: usize = 100;
 /// without quotes; `value` the raw JSON text). Keys with escapes are
 /// refused, so `member` sees every key exactly as serde would.
 pub fn object<'a>(line: &'a [u8], mut member: impl FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
-    if std::str::from_utf8(line).is_err() {
-        return false;
-    }
     let mut s = Skim::new(line);
-    s.members(&mut member) && {
-        s.ws();
-        s.i == line.len()
-    }
+    s.members(&mut member)
+        && {
+            s.ws();
+            s.i == line.len()
+        }
+        && s.utf8()
 }
 
 /// Whether `raw` is a JSON array whose every element is an object, each
@@ -85,16 +84,15 @@ pub enum Step {
     Element,
 }
 
-/// Where in `line` (text, so known to be UTF-8) the values found at `paths` (from the top-level object)
+/// Where in `line` the values found at `paths` (from the top-level object)
 /// are, for those at least `min` bytes long, in the order they appear;
 /// `None` unless `line` is one well-formed object, judged as strictly as
 /// [`object`] does. A key written with escapes matches no step. When one
 /// path is the start of another, the values found at the longer one
 /// are taken, and a value at the shorter one only when it holds none of
 /// them: the ranges never overlap.
-pub fn values_at(line: &str, paths: &[&[Step]], min: usize) -> Option<Vec<Found>> {
+pub fn values_at(line: &[u8], paths: &[&[Step]], min: usize) -> Option<Vec<Found>> {
     assert!(paths.len() <= 32, "at most 32 paths");
-    let line = line.as_bytes();
     if line.first() != Some(&b'{') {
         return None;
     }
@@ -112,7 +110,7 @@ pub fn values_at(line: &str, paths: &[&[Step]], min: usize) -> Option<Vec<Found>
         return None;
     }
     s.ws();
-    (s.i == line.len()).then_some(s.found)
+    (s.i == line.len() && s.utf8()).then_some(s.found)
 }
 
 struct Skim<'a> {
@@ -124,6 +122,9 @@ struct Skim<'a> {
     found: Vec<Found>,
     /// How many bytes fewer the last string checked has once unescaped.
     shrink: u64,
+    /// Whether a string had a byte that is not ASCII. Outside strings,
+    /// only ASCII is accepted, so a line without one is UTF-8.
+    non_ascii: bool,
 }
 
 impl<'a> Skim<'a> {
@@ -135,7 +136,14 @@ impl<'a> Skim<'a> {
             min: 0,
             found: Vec::new(),
             shrink: 0,
+            non_ascii: false,
         }
+    }
+
+    /// Whether the text accepted so far is UTF-8: checked only when a
+    /// string had a byte that is not ASCII.
+    fn utf8(&self) -> bool {
+        !self.non_ascii || std::str::from_utf8(self.b).is_ok()
     }
 
     fn peek(&self) -> Option<u8> {
@@ -348,6 +356,7 @@ impl<'a> Skim<'a> {
                 break;
             };
             let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            self.non_ascii |= w & 0x8080_8080_8080_8080 != 0;
             let (quote, other) = plain(w);
             if quote == 0 && other == 0 {
                 self.i += 8;
@@ -377,6 +386,7 @@ impl<'a> Skim<'a> {
                 }
             };
             let m = Masks::of(block);
+            self.non_ascii |= m.high != 0;
             let escaped = escaped(m.backslash, &mut carry);
             let quotes = m.quote & !escaped;
             let inside = if quotes == 0 {
@@ -453,6 +463,8 @@ struct Masks {
     quote: u64,
     backslash: u64,
     control: u64,
+    /// Bytes that are not ASCII.
+    high: u64,
 }
 
 impl Masks {
@@ -470,7 +482,7 @@ impl Masks {
         use std::arch::x86_64::{
             __m128i, _mm_cmpeq_epi8, _mm_max_epu8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8,
         };
-        let (mut quote, mut backslash, mut control) = (0u64, 0u64, 0u64);
+        let (mut quote, mut backslash, mut control, mut high) = (0u64, 0u64, 0u64, 0u64);
         for (k, part) in block.chunks_exact(16).enumerate() {
             let word =
                 |at: usize| i64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
@@ -483,11 +495,13 @@ impl Masks {
                 _mm_max_epu8(v, _mm_set1_epi8(0x1f)),
                 _mm_set1_epi8(0x1f),
             ));
+            high |= bits(v);
         }
         Self {
             quote,
             backslash,
             control,
+            high,
         }
     }
 
@@ -535,16 +549,18 @@ impl Masks {
     /// Elsewhere, a plain loop.
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     fn of(block: &[u8; 64]) -> Self {
-        let (mut quote, mut backslash, mut control) = (0u64, 0u64, 0u64);
+        let (mut quote, mut backslash, mut control, mut high) = (0u64, 0u64, 0u64, 0u64);
         for (j, &c) in block.iter().enumerate() {
             quote |= u64::from(c == b'"') << j;
             backslash |= u64::from(c == b'\\') << j;
             control |= u64::from(c < 0x20) << j;
+            high |= u64::from(c >= 0x80) << j;
         }
         Self {
             quote,
             backslash,
             control,
+            high,
         }
     }
 }
