@@ -130,10 +130,13 @@ fn unescape_prefix(body: &[u8], max: usize) -> (String, bool) {
             }
             return (String::from_utf8_lossy(&out).into_owned(), true);
         }
-        let b = body[i];
-        if b != b'\\' {
-            out.push(b);
-            i += 1;
+        if body[i] != b'\\' {
+            // A run of plain bytes, copied at once up to the limit (the
+            // same bytes as one at a time).
+            let room = (max - out.len()).min(body.len() - i);
+            let run = memchr::memchr(b'\\', &body[i..i + room]).unwrap_or(room);
+            out.extend_from_slice(&body[i..i + run]);
+            i += run;
             continue;
         }
         let Some(&e) = body.get(i + 1) else { break };
@@ -294,6 +297,72 @@ mod tests {
             texts_of_blocks(blocks.get().as_bytes()),
             Some(vec![&br#""ab""#[..], br#""cd""#])
         );
+    }
+
+    /// The byte-at-a-time decoding that runs of plain bytes replaced.
+    fn unescape_prefix_byte_by_byte(body: &[u8], max: usize) -> (String, bool) {
+        let mut out: Vec<u8> = Vec::with_capacity(max + 4);
+        let mut i = 0;
+        while i < body.len() {
+            if out.len() >= max {
+                // Back to a character boundary.
+                while !out.is_empty() && std::str::from_utf8(&out).is_err() {
+                    out.pop();
+                }
+                return (String::from_utf8_lossy(&out).into_owned(), true);
+            }
+            let b = body[i];
+            if b != b'\\' {
+                out.push(b);
+                i += 1;
+                continue;
+            }
+            let Some(&e) = body.get(i + 1) else { break };
+            i += 2;
+            let c = match e {
+                b'n' => '\n',
+                b't' => '\t',
+                b'r' => '\r',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'u' => {
+                    let hi = hex4(body.get(i..i + 4));
+                    i += 4;
+                    let code = match hi {
+                        Some(h @ 0xD800..=0xDBFF) if body.get(i..i + 2) == Some(b"\\u") => {
+                            let lo = hex4(body.get(i + 2..i + 6)).unwrap_or(0);
+                            i += 6;
+                            0x10000 + ((h - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
+                        }
+                        Some(h) => h,
+                        None => 0xFFFD,
+                    };
+                    char::from_u32(code).unwrap_or('\u{fffd}')
+                }
+                other => other as char,
+            };
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+        (String::from_utf8_lossy(&out).into_owned(), false)
+    }
+
+    proptest::proptest! {
+        /// Copying plain runs at once decodes the same prefix.
+        #[test]
+        fn prefixes_are_decoded_as_byte_by_byte(
+            body in proptest::collection::vec(proptest::sample::select(vec![
+                &b"a"[..], b"xyz ", b"\\n", b"\\\\", b"\\u00e9", b"\\ud83d\\ude00", b"\\ud83d",
+                b"\\u12", b"\\", b"\xc3\xa9", b"\xe2\x82\xac", b"\xff",
+            ]), 0..40),
+            max in 0usize..40,
+        ) {
+            let body = body.concat();
+            proptest::prop_assert_eq!(
+                unescape_prefix(&body, max),
+                unescape_prefix_byte_by_byte(&body, max)
+            );
+        }
     }
 
     proptest::proptest! {
