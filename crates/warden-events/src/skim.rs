@@ -341,36 +341,65 @@ impl<'a> Skim<'a> {
         true
     }
 
-    /// A string, from its opening quote to past its closing one. The text
-    /// is read 64 bytes at a time: quotes, backslashes and control bytes
+    /// A string, from its opening quote to past its closing one. Past
+    /// its start, the text is read 64 bytes at a time: quotes, backslashes and control bytes
     /// become bit masks, which find the closing quote (one that no
     /// backslash escapes) without a branch per byte; only the escapes
     /// themselves are then looked at one by one.
     fn string(&mut self) -> bool {
         self.i += 1;
         self.shrink = 0;
-        // Most strings (keys, short values) end within a few words with
-        // nothing to escape: those are done eight bytes at a time.
-        for _ in 0..2 {
-            let Some(word) = self.b.get(self.i..self.i + 8) else {
-                break;
+        // Most strings (keys, short values) end within a few words: those
+        // are read eight bytes at a time, escape by escape. Longer ones
+        // go on 64 bytes at a time below, from an escape's end.
+        let start = self.i;
+        while self.i - start < WORDS_FIRST {
+            let mut pad = [b'"'; 8];
+            let word = match self.b.get(self.i..self.i + 8) {
+                Some(w) => w,
+                None => {
+                    // The tail, padded with quotes: one found there is
+                    // past the end of the line, an unterminated string.
+                    let tail = self.b.get(self.i..).unwrap_or_default();
+                    pad[..tail.len()].copy_from_slice(tail);
+                    &pad
+                }
             };
             let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
             self.non_ascii |= w & 0x8080_8080_8080_8080 != 0;
             let (quote, other) = plain(w);
-            if quote == 0 && other == 0 {
+            let first = quote | other;
+            if first == 0 {
                 self.i += 8;
                 continue;
             }
-            if quote != 0 && other & ((quote & quote.wrapping_neg()) - 1) == 0 {
-                self.i += quote.trailing_zeros() as usize / 8 + 1;
-                return true;
+            let at = self.i + first.trailing_zeros() as usize / 8;
+            match self.b.get(at) {
+                Some(b'"') => {
+                    self.i = at + 1;
+                    return true;
+                }
+                Some(b'\\') => match self.b.get(at + 1) {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                        self.shrink += 1;
+                        self.i = at + 2;
+                    }
+                    Some(b'u') => match self.unicode_escape(at + 1) {
+                        Some(utf8) => {
+                            self.shrink += 6 - utf8 as u64;
+                            self.i = at + 6;
+                        }
+                        None => return false,
+                    },
+                    _ => return false,
+                },
+                // A control byte, or the end of the line.
+                _ => return false,
             }
-            break;
         }
         // Whether the first byte of the next block is escaped by a run of
         // backslashes that ended the block before (none before here: the
-        // words skipped above had none).
+        // words above stop between escapes).
         let mut carry = 0u64;
         let mut pad = [b'"'; 64];
         loop {
@@ -457,6 +486,9 @@ fn plain(w: u64) -> (u64, u64) {
     let control = !((w & LOW7) + ONES * 0x60) & !w & HIGH;
     (quote, backslash | control)
 }
+
+/// How far into a string it is read a word at a time before the blocks.
+const WORDS_FIRST: usize = 64;
 
 /// One bit per byte of a 64-byte block.
 struct Masks {
