@@ -346,7 +346,28 @@ impl<'a> Skim<'a> {
     /// become bit masks, which find the closing quote (one that no
     /// backslash escapes) without a branch per byte; only the escapes
     /// themselves are then looked at one by one.
+    #[inline(always)]
     fn string(&mut self) -> bool {
+        // Keys and short values usually end in their first word with
+        // nothing to escape: that case is done here, without a call.
+        if let Some(word) = self.b.get(self.i + 1..self.i + 9) {
+            let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            let (quote, other) = plain(w);
+            if quote != 0
+                && other & ((quote & quote.wrapping_neg()) - 1) == 0
+                && w & 0x8080_8080_8080_8080 == 0
+            {
+                self.shrink = 0;
+                self.i += 1 + quote.trailing_zeros() as usize / 8 + 1;
+                return true;
+            }
+        }
+        self.long_string()
+    }
+
+    /// [`Skim::string`] past its first word.
+    #[inline(never)]
+    fn long_string(&mut self) -> bool {
         self.i += 1;
         self.shrink = 0;
         // Most strings (keys, short values) end within a few words: those
