@@ -3,7 +3,10 @@
 //! Most lines of some streams carry nothing warden records (Claude's
 //! partial-message deltas are ~87% of its lines), yet whether a line is
 //! well formed still counts as activity. [`object`] answers that without
-//! building anything, at close to the speed of reading the bytes.
+//! building anything. The same check finds big values at known paths for
+//! [`crate::cut`] ([`values_at`]) and reads arrays of blocks
+//! ([`array_of_objects`]). Long strings are read 64 bytes at a time with
+//! vector compares, about 2.5 times as fast as serde_json walks them.
 //!
 //! It is strict, never lenient: when it says yes, `serde_json` would have
 //! accepted the line too; when it says no (or meets something rare it does
