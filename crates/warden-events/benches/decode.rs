@@ -4,7 +4,10 @@
 //! calls, usage, and big tool results with escapes), decodes it the way
 //! the supervisor does (64 KiB reads through the line splitter and the
 //! agent's decoder), and prints MB/s beside `wc -l` on the same file in
-//! the same run. `WARDEN_BENCH_MB` sets the stream size (default 64).
+//! the same run. `WARDEN_BENCH_MB` sets the stream size (default 64);
+//! `WARDEN_BENCH_ONLY` (words, such as `pi claude`) keeps the streams
+//! whose label contains one of them; `WARDEN_BENCH_RUNS` sets how many
+//! turns decoder and `wc -l` take (default 5; the best of each counts).
 //!
 //! Claude is measured twice: as `claude -p --output-format stream-json`
 //! writes, and with `--include-partial-messages` (how warden starts it),
@@ -22,21 +25,29 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(64);
+    let runs: usize = std::env::var("WARDEN_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let tmp = tempfile::tempdir().unwrap();
-    println!("# decode throughput ({mb} MB per agent, best of 5, each beside `wc -l`)\n");
+    println!("# decode throughput ({mb} MB per agent, best of {runs}, each beside `wc -l`)\n");
     println!("| stream | lines | events | decoder | `wc -l` | decoder / wc |");
     println!("|---|---|---|---|---|---|");
     let shapes = Agent::ALL.into_iter().flat_map(|agent| {
         let partial = (agent == Agent::Claude).then_some((agent, true));
         std::iter::once((agent, false)).chain(partial)
     });
+    let only = std::env::var("WARDEN_BENCH_ONLY").unwrap_or_default();
     for (agent, partial) in shapes {
-        let data = stream(agent, partial, mb << 20);
         let label = if partial {
             format!("{agent} (partial messages)")
         } else {
             agent.to_string()
         };
+        if !only.is_empty() && !only.split_whitespace().any(|w| label.contains(w)) {
+            continue;
+        }
+        let data = stream(agent, partial, mb << 20);
         let file = tmp.path().join(format!("{agent}-{partial}.jsonl"));
         std::fs::File::create(&file)
             .unwrap()
@@ -47,7 +58,7 @@ fn main() {
         let (mut best, mut wc_best) = (Duration::MAX, Duration::MAX);
         let mut lines = 0;
         let mut events = 0;
-        for _ in 0..5 {
+        for _ in 0..runs {
             let start = Instant::now();
             let (l, e) = decode(agent, &data);
             best = best.min(start.elapsed());

@@ -22,9 +22,11 @@ use std::collections::VecDeque;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{input_view, output_of, parse};
+use crate::json::{input_view, parse};
+use crate::skim::Step;
 use crate::summary::Out;
 
 mod content;
@@ -184,11 +186,33 @@ fn class_of(category: &str) -> ErrorClass {
     }
 }
 
+/// Where big values are: the tool results, read only through
+/// [`Cut::output_of`], and their second copy, which is not read.
+pub(crate) const BIG: &[&[Step]] = &[
+    &[
+        Step::Key("message"),
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("content"),
+    ],
+    &[
+        Step::Key("message"),
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("text"),
+    ],
+    &[Step::Key("tool_use_result")],
+];
+
 impl Decode for Claude {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
         if out.summary.session_id.is_some() && quiet_stream_event(line) {
             return true;
         }
+        let cut = Cut::new(line, BIG);
+        let line = cut.line();
         let Some(l) = parse::<Line<'_>>(line) else {
             return false;
         };
@@ -236,7 +260,7 @@ impl Decode for Claude {
                             b.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
                             None,
                             b.is_error.unwrap_or(false),
-                            b.content.map(output_of),
+                            b.content.map(|c| cut.output_of(c)),
                         );
                     }
                 }

@@ -18,9 +18,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, output_of, parse};
+use crate::json::{as_u64, input_view, parse};
+use crate::skim::Step;
 use crate::summary::Out;
 use crate::summary::ToolOutput;
 
@@ -134,22 +136,29 @@ impl Item<'_> {
             || self.error.as_ref().is_some_and(|e| e.message.is_some())
     }
 
-    fn output(&self) -> Option<ToolOutput> {
+    fn output(&self, cut: &Cut<'_>) -> Option<ToolOutput> {
         match self.ty.as_ref() {
-            "command_execution" => self.aggregated_output.map(output_of),
+            "command_execution" => self.aggregated_output.map(|o| cut.output_of(o)),
             _ => self
                 .error
                 .as_ref()
                 .and_then(|e| e.message.as_deref())
                 .map(ToolOutput::text)
-                .or_else(|| self.result.map(output_of)),
+                .or_else(|| self.result.map(|r| cut.output_of(r))),
         }
     }
 }
 
+/// Where big tool outputs are: read only through [`Cut::output_of`].
+pub(crate) const BIG: &[&[Step]] = &[
+    &[Step::Key("item"), Step::Key("aggregated_output")],
+    &[Step::Key("item"), Step::Key("result")],
+];
+
 impl Decode for Codex {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
-        let Some(l) = parse::<Line<'_>>(line) else {
+        let cut = Cut::new(line, BIG);
+        let Some(l) = parse::<Line<'_>>(cut.line()) else {
             return false;
         };
         match l.ty.as_ref() {
@@ -157,7 +166,7 @@ impl Decode for Codex {
             "turn.started" => self.awaiting_model = true,
             "item.started" | "item.updated" | "item.completed" => {
                 if let Some(item) = l.item {
-                    self.item(l.ty.as_ref(), item, out);
+                    self.item(l.ty.as_ref(), item, &cut, out);
                 }
             }
             "turn.completed" => {
@@ -239,7 +248,7 @@ impl Codex {
         }
     }
 
-    fn item(&mut self, phase: &str, item: Item<'_>, out: &mut Out<'_>) {
+    fn item(&mut self, phase: &str, item: Item<'_>, cut: &Cut<'_>, out: &mut Out<'_>) {
         let id = item.id.as_deref().unwrap_or_default().to_string();
         self.count_model_call(phase, &item, &id, out);
         match (phase, item.ty.as_ref()) {
@@ -263,7 +272,7 @@ impl Codex {
                 }
             }
             ("item.updated", _) if out.summary.open_tools().any(|(open, _)| open == id) => {
-                let so_far = item.aggregated_output.map(output_of);
+                let so_far = item.aggregated_output.map(|o| cut.output_of(o));
                 out.tool_progress(id, None, so_far.as_ref().map(|o| o.preview.as_str()));
             }
             ("item.completed", _) => {
@@ -272,7 +281,7 @@ impl Codex {
                         // Tools reported only when done (file changes).
                         out.tool_started(id.clone(), name.clone(), item.input(), None);
                     }
-                    let output = item.output();
+                    let output = item.output(cut);
                     out.tool_finished(id, Some(name), item.failed(), output);
                 }
             }

@@ -17,9 +17,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, output_of, parse};
+use crate::json::{as_u64, input_view, parse};
+use crate::skim::Step;
 use crate::summary::Out;
 use crate::summary::ToolOutput;
 
@@ -118,9 +120,13 @@ impl Gemini {
     }
 }
 
+/// Where big tool outputs are: read only through [`Cut::output_of`].
+pub(crate) const BIG: &[&[Step]] = &[&[Step::Key("output")]];
+
 impl Decode for Gemini {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
-        let Some(l) = parse::<Line<'_>>(line) else {
+        let cut = Cut::new(line, BIG);
+        let Some(l) = parse::<Line<'_>>(cut.line()) else {
             return false;
         };
         match l.ty.as_ref() {
@@ -154,7 +160,7 @@ impl Decode for Gemini {
                 let failed = l.status.as_deref() == Some("error");
                 let output = match l.error.and_then(|e| e.message) {
                     Some(m) => Some(ToolOutput::text(&m)),
-                    None => l.output.map(output_of),
+                    None => l.output.map(|o| cut.output_of(o)),
                 };
                 out.tool_finished(l.tool_id.unwrap_or_default(), None, failed, output);
             }

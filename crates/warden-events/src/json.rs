@@ -25,21 +25,28 @@ pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
 /// blocks), without decoding all of it: a tool result can be megabytes,
 /// and an event carries only its start and its size.
 pub fn output_of(raw: &RawValue) -> ToolOutput {
-    #[derive(Deserialize)]
-    struct Block<'a> {
-        #[serde(borrow, default)]
-        text: Option<&'a RawValue>,
-    }
-    let s = raw.get();
-    match s.as_bytes().first() {
-        Some(b'"') => string_output(s),
+    output_of_text(raw.get().as_bytes(), None, |t| (t, None))
+}
+
+/// [`output_of`] for the text of a JSON value known to be well formed
+/// and UTF-8,
+/// with the length of its text once unescaped when it is a string and
+/// that is known; `text` gives the raw JSON a block's raw `text` stands
+/// for (and the same length).
+pub fn output_of_text<'t>(
+    s: &'t [u8],
+    size: Option<u64>,
+    text: impl Fn(&'t [u8]) -> (&'t [u8], Option<u64>),
+) -> ToolOutput {
+    match s.first() {
+        Some(b'"') => string_output(s, size),
         Some(b'[') => {
-            let blocks: Vec<Block<'_>> = serde_json::from_str(s).unwrap_or_default();
-            let texts: Vec<&RawValue> = blocks.into_iter().filter_map(|b| b.text).collect();
+            let texts = texts_of_blocks(s).unwrap_or_else(|| texts_of_blocks_by_serde(s));
             let mut preview = String::new();
             let mut bytes = 0u64;
-            for (i, t) in texts.iter().enumerate() {
-                let part = string_output(t.get());
+            for (i, t) in texts.into_iter().enumerate() {
+                let (t, size) = text(t);
+                let part = string_output(t, size);
                 if i > 0 {
                     bytes += 1;
                     if preview.len() < PREVIEW {
@@ -53,23 +60,61 @@ pub fn output_of(raw: &RawValue) -> ToolOutput {
             }
             ToolOutput::with_size(crate::summary::preview(&preview, PREVIEW), bytes)
         }
-        _ => ToolOutput::text(s),
+        _ => ToolOutput::text(&String::from_utf8_lossy(s)),
     }
 }
 
+/// The raw `text` of each block of an array of blocks, as serde reads
+/// them: every element must be a block, or there are none.
+fn texts_of_blocks_by_serde(s: &[u8]) -> Vec<&[u8]> {
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(borrow, default)]
+        text: Option<&'a RawValue>,
+    }
+    let blocks: Vec<Block<'_>> = serde_json::from_slice(s).unwrap_or_default();
+    blocks
+        .into_iter()
+        .filter_map(|b| b.text.map(|t| t.get().as_bytes()))
+        .collect()
+}
+
+/// [`texts_of_blocks_by_serde`] in one fast pass, for the usual shape (an
+/// array of objects whose keys have no escapes and say `text` at most
+/// once each); `None` for any other, which serde then judges.
+fn texts_of_blocks(s: &[u8]) -> Option<Vec<&[u8]>> {
+    let mut texts: Vec<(usize, &[u8])> = Vec::new();
+    let ok = crate::skim::array_of_objects(s, |i, key, value| {
+        if key != b"text" {
+            return true;
+        }
+        if texts.last().is_some_and(|(last, _)| *last == i) {
+            return false;
+        }
+        texts.push((i, value));
+        true
+    });
+    ok.then(|| {
+        texts
+            .into_iter()
+            .filter(|(_, v)| *v != b"null")
+            .map(|(_, v)| v)
+            .collect()
+    })
+}
+
 /// The output of a JSON string literal (`"..."`, quotes included).
-fn string_output(lit: &str) -> ToolOutput {
+fn string_output(lit: &[u8], size: Option<u64>) -> ToolOutput {
     let body = lit
-        .strip_prefix('"')
-        .and_then(|b| b.strip_suffix('"'))
-        .unwrap_or(lit)
-        .as_bytes();
+        .strip_prefix(b"\"")
+        .and_then(|b| b.strip_suffix(b"\""))
+        .unwrap_or(lit);
     let (preview, cut) = unescape_prefix(body, PREVIEW);
     let mut preview = preview;
     if cut {
         preview.push('…');
     }
-    ToolOutput::with_size(preview, unescaped_len(body))
+    ToolOutput::with_size(preview, size.unwrap_or_else(|| unescaped_len(body)))
 }
 
 /// Decodes the start of a JSON string body, up to about `max` bytes of
@@ -85,10 +130,13 @@ fn unescape_prefix(body: &[u8], max: usize) -> (String, bool) {
             }
             return (String::from_utf8_lossy(&out).into_owned(), true);
         }
-        let b = body[i];
-        if b != b'\\' {
-            out.push(b);
-            i += 1;
+        if body[i] != b'\\' {
+            // A run of plain bytes, copied at once up to the limit (the
+            // same bytes as one at a time).
+            let room = (max - out.len()).min(body.len() - i);
+            let run = memchr::memchr(b'\\', &body[i..i + room]).unwrap_or(room);
+            out.extend_from_slice(&body[i..i + run]);
+            i += run;
             continue;
         }
         let Some(&e) = body.get(i + 1) else { break };
@@ -244,6 +292,106 @@ mod tests {
                 .unwrap();
         let out = output_of(&blocks);
         assert_eq!((out.preview.as_str(), out.bytes), ("ab\ncd", 5));
+        // The usual shape takes the one pass.
+        assert_eq!(
+            texts_of_blocks(blocks.get().as_bytes()),
+            Some(vec![&br#""ab""#[..], br#""cd""#])
+        );
+    }
+
+    /// The byte-at-a-time decoding that runs of plain bytes replaced.
+    fn unescape_prefix_byte_by_byte(body: &[u8], max: usize) -> (String, bool) {
+        let mut out: Vec<u8> = Vec::with_capacity(max + 4);
+        let mut i = 0;
+        while i < body.len() {
+            if out.len() >= max {
+                // Back to a character boundary.
+                while !out.is_empty() && std::str::from_utf8(&out).is_err() {
+                    out.pop();
+                }
+                return (String::from_utf8_lossy(&out).into_owned(), true);
+            }
+            let b = body[i];
+            if b != b'\\' {
+                out.push(b);
+                i += 1;
+                continue;
+            }
+            let Some(&e) = body.get(i + 1) else { break };
+            i += 2;
+            let c = match e {
+                b'n' => '\n',
+                b't' => '\t',
+                b'r' => '\r',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'u' => {
+                    let hi = hex4(body.get(i..i + 4));
+                    i += 4;
+                    let code = match hi {
+                        Some(h @ 0xD800..=0xDBFF) if body.get(i..i + 2) == Some(b"\\u") => {
+                            let lo = hex4(body.get(i + 2..i + 6)).unwrap_or(0);
+                            i += 6;
+                            0x10000 + ((h - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
+                        }
+                        Some(h) => h,
+                        None => 0xFFFD,
+                    };
+                    char::from_u32(code).unwrap_or('\u{fffd}')
+                }
+                other => other as char,
+            };
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+        (String::from_utf8_lossy(&out).into_owned(), false)
+    }
+
+    proptest::proptest! {
+        /// Copying plain runs at once decodes the same prefix.
+        #[test]
+        fn prefixes_are_decoded_as_byte_by_byte(
+            body in proptest::collection::vec(proptest::sample::select(vec![
+                &b"a"[..], b"xyz ", b"\\n", b"\\\\", b"\\u00e9", b"\\ud83d\\ude00", b"\\ud83d",
+                b"\\u12", b"\\", b"\xc3\xa9", b"\xe2\x82\xac", b"\xff",
+            ]), 0..40),
+            max in 0usize..40,
+        ) {
+            let body = body.concat();
+            proptest::prop_assert_eq!(
+                unescape_prefix(&body, max),
+                unescape_prefix_byte_by_byte(&body, max)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// On any array (raw JSON values are well formed), the one pass
+        /// finds the texts serde finds, or leaves the array to serde.
+        #[test]
+        fn blocks_are_read_in_one_pass_as_serde_reads_them(
+            elements in proptest::collection::vec(proptest::sample::select(vec![
+                r#"{"type":"text","text":"a \"b\"\n"}"#,
+                r#"{"text":"x","type":"text"}"#,
+                r#"{"text":null}"#,
+                r#"{"text":5}"#,
+                r#"{"text":{"a":[1]}}"#,
+                r#"{"type":"image"}"#,
+                r#"{}"#,
+                r#"{"text":"a","text":"b"}"#,
+                r#"{"te\u0078t":"escaped key"}"#,
+                r#"["positional"]"#,
+                r#"["a","b"]"#,
+                r#""not a block""#,
+                r#"null"#,
+                r#" { "text" : "spaced" } "#,
+            ]), 0..6),
+        ) {
+            let s = format!("[{}]", elements.join(","));
+            if let Some(fast) = texts_of_blocks(s.as_bytes()) {
+                proptest::prop_assert_eq!(fast, texts_of_blocks_by_serde(s.as_bytes()), "{}", s);
+            }
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 pub mod agent;
 pub mod claude;
 pub mod codex;
+mod cut;
 pub mod decoder;
 pub mod event;
 pub mod exec;

@@ -18,9 +18,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, output_of, parse};
+use crate::json::{as_u64, input_view, parse};
+use crate::skim::Step;
 use crate::summary::Out;
 use crate::summary::ToolOutput;
 
@@ -131,9 +133,13 @@ struct ErrorData {
     status_code: Option<i64>,
 }
 
+/// Where big tool outputs are: read only through [`Cut::output_of`].
+pub(crate) const BIG: &[&[Step]] = &[&[Step::Key("part"), Step::Key("state"), Step::Key("output")]];
+
 impl Decode for OpenCode {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
-        let Some(l) = parse::<Line<'_>>(line) else {
+        let cut = Cut::new(line, BIG);
+        let Some(l) = parse::<Line<'_>>(cut.line()) else {
             return false;
         };
         if !self.started {
@@ -164,7 +170,7 @@ impl Decode for OpenCode {
                         s.error
                             .as_deref()
                             .map(ToolOutput::text)
-                            .or(s.output.map(output_of)),
+                            .or(s.output.map(|o| cut.output_of(o))),
                         s.time.as_ref().and_then(Span::duration_ms),
                     ),
                     None => (None, false, None, None),

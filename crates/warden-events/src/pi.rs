@@ -14,9 +14,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, output_of, parse};
+use crate::json::{as_u64, input_view, parse};
+use crate::skim::Step;
 use crate::summary::Out;
 
 #[derive(Debug, Default)]
@@ -118,9 +120,28 @@ struct ToolArgs {
     timeout: Option<f64>,
 }
 
+/// Where big tool outputs are: read only through [`Cut::output_of`].
+pub(crate) const BIG: &[&[Step]] = &[
+    &[Step::Key("result"), Step::Key("content")],
+    &[
+        Step::Key("result"),
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("text"),
+    ],
+    &[Step::Key("partialResult"), Step::Key("content")],
+    &[
+        Step::Key("partialResult"),
+        Step::Key("content"),
+        Step::Element,
+        Step::Key("text"),
+    ],
+];
+
 impl Decode for Pi {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
-        let Some(l) = parse::<Line<'_>>(line) else {
+        let cut = Cut::new(line, BIG);
+        let Some(l) = parse::<Line<'_>>(cut.line()) else {
             return false;
         };
         match l.ty.as_ref() {
@@ -151,7 +172,10 @@ impl Decode for Pi {
                 );
             }
             "tool_execution_update" => {
-                let partial = l.partial_result.and_then(|r| r.content).map(output_of);
+                let partial = l
+                    .partial_result
+                    .and_then(|r| r.content)
+                    .map(|c| cut.output_of(c));
                 out.tool_progress(
                     l.tool_call_id.unwrap_or_default(),
                     None,
@@ -159,7 +183,7 @@ impl Decode for Pi {
                 );
             }
             "tool_execution_end" => {
-                let output = l.result.and_then(|r| r.content).map(output_of);
+                let output = l.result.and_then(|r| r.content).map(|c| cut.output_of(c));
                 out.tool_finished(
                     l.tool_call_id.unwrap_or_default(),
                     l.tool_name,
