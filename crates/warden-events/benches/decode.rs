@@ -60,8 +60,13 @@ fn main() {
         let mut events = 0;
         for _ in 0..runs {
             let start = Instant::now();
-            let (l, e) = decode(agent, &data);
+            let (l, e, malformed) = decode(agent, &data);
             best = best.min(start.elapsed());
+            // A malformed line costs a decoder less than a real one.
+            assert_eq!(
+                malformed, 0,
+                "the generated {label} stream is not well formed"
+            );
             (lines, events) = (l, e);
             let start = Instant::now();
             let out = std::process::Command::new("wc")
@@ -82,11 +87,13 @@ fn main() {
     }
 }
 
-fn decode(agent: Agent, data: &[u8]) -> (u64, u64) {
+/// Decodes `data` as the supervisor does: (lines, events, malformed lines).
+fn decode(agent: Agent, data: &[u8]) -> (u64, u64, u64) {
     let mut d = StreamDecoder::new(agent, 8 << 20);
-    let (mut lines, mut events) = (0u64, 0u64);
-    let mut on_line = |_k: warden_events::LineKind, e: &mut Vec<warden_events::Event>| {
+    let (mut lines, mut events, mut malformed) = (0u64, 0u64, 0u64);
+    let mut on_line = |k: warden_events::LineKind, e: &mut Vec<warden_events::Event>| {
         lines += 1;
+        malformed += u64::from(k == warden_events::LineKind::Malformed);
         events += e.len() as u64;
     };
     for chunk in data.chunks(64 * 1024) {
@@ -94,7 +101,7 @@ fn decode(agent: Agent, data: &[u8]) -> (u64, u64) {
     }
     d.finish(&mut on_line);
     std::hint::black_box(d.summary());
-    (lines, events)
+    (lines, events, malformed)
 }
 
 /// A tool result's text: source-like lines with quotes, tabs and
@@ -225,7 +232,7 @@ fn claude_partial(i: usize, big: &str) -> Vec<String> {
         " look at",
         " the parser",
         " and run",
-        " the \"tests\"",
+        r#" the \"tests\""#,
         " again",
         " to see",
         " what fails",
