@@ -7,16 +7,16 @@
 //!    fires, warden's own CPU and peak RSS (in all and per run, from
 //!    /proc, without its children), and one shim's RSS and unshared
 //!    memory.
-//! 2. Decode and supervise throughput: a child writing realistic Claude
-//!    stream lines as fast as it can, through `warden run claude`, against
-//!    `cat` on the same stream.
-//! 3. The overhead of `warden run exec -- true` beside `true` and beside
-//!    what a Node-based runner pays just to start (`node -e 0`).
-//! 4. One run that writes 5 GB: warden's peak memory at 1 GB and at 5 GB.
+//! 2. One run that writes 5 GB: warden's rate beside `cat` copying the
+//!    same writer's output to a file, and warden's peak memory at 1 GB and
+//!    at 5 GB.
 //!
-//! `WARDEN_BENCH_RUNS`, `WARDEN_BENCH_SECS` (at least 4), `WARDEN_BENCH_LINES`
-//! and `WARDEN_BENCH_GB` change the sizes; `WARDEN_BENCH_ONLY=1,3` runs only
-//! those sections (`WARDEN_BENCH_ONLY=1 WARDEN_BENCH_RUNS=50
+//! Throughput on realistic streams is the `endtoend` bench; the cost of
+//! starting one run is the `startup` bench.
+//!
+//! `WARDEN_BENCH_RUNS`, `WARDEN_BENCH_SECS` (at least 4) and
+//! `WARDEN_BENCH_GB` change the sizes; `WARDEN_BENCH_ONLY=2` runs only
+//! that section (`WARDEN_BENCH_ONLY=1 WARDEN_BENCH_RUNS=50
 //! WARDEN_BENCH_SECS=4` takes under a minute). `WARDEN_BENCH_BIN=PATH`
 //! times another build of warden in section 1, and
 //! `WARDEN_BENCH_BEFORE=PATH` times that build too, in the same run.
@@ -51,16 +51,12 @@ fn main() {
         );
         return;
     }
-    if let Some(i) = args.iter().position(|a| a == "__claude") {
-        claude_stream(args[i + 1].parse().unwrap());
-        return;
-    }
     if let Some(i) = args.iter().position(|a| a == "__bulk") {
         bulk(args[i + 1].parse().unwrap());
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    // `WARDEN_BENCH_ONLY=1,3`: only those sections.
+    // `WARDEN_BENCH_ONLY=2`: only that section.
     let only = std::env::var("WARDEN_BENCH_ONLY").ok();
     let wanted = |n: &str| {
         only.as_deref()
@@ -71,12 +67,6 @@ fn main() {
         concurrent(tmp.path());
     }
     if wanted("2") {
-        throughput(tmp.path());
-    }
-    if wanted("3") {
-        overhead(tmp.path());
-    }
-    if wanted("4") {
         big_run(tmp.path());
     }
 }
@@ -101,36 +91,6 @@ fn ticker(length: Duration, silence: Option<PathBuf>) {
         last_line = now_us();
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn claude_stream(lines: u64) {
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let _ = writeln!(
-        out,
-        r#"{{"type":"system","subtype":"init","session_id":"bench","model":"claude-bench","claude_code_version":"2.1.197"}}"#
-    );
-    for i in 0..lines {
-        let line = match i % 4 {
-            0 => format!(
-                r#"{{"type":"assistant","message":{{"id":"msg_{i}","role":"assistant","model":"claude-bench","content":[{{"type":"text","text":"Step {i}: I will look at the parser and run the tests again."}}],"usage":{{"input_tokens":812,"output_tokens":9}}}},"parent_tool_use_id":null,"session_id":"bench"}}"#
-            ),
-            1 => format!(
-                r#"{{"type":"assistant","message":{{"id":"msg_{i}","role":"assistant","content":[{{"type":"tool_use","id":"toolu_{i}","name":"Bash","input":{{"command":"cargo test -p parser","timeout":120000}}}}],"usage":{{"input_tokens":812,"output_tokens":61}}}},"parent_tool_use_id":null,"session_id":"bench"}}"#
-            ),
-            2 => format!(
-                r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"toolu_{}","content":"running 12 tests\ntest parser::a ... ok\ntest parser::b ... ok\ntest result: ok. 12 passed","is_error":false}}]}},"parent_tool_use_id":null,"session_id":"bench"}}"#,
-                i - 1
-            ),
-            _ => format!(
-                r#"{{"type":"system","subtype":"status","status":"requesting","session_id":"bench","n":{i}}}"#
-            ),
-        };
-        let _ = writeln!(out, "{line}");
-    }
-    let _ = writeln!(
-        out,
-        r#"{{"type":"result","subtype":"success","is_error":false,"result":"done","num_turns":1,"session_id":"bench","usage":{{"input_tokens":1,"output_tokens":1}}}}"#
-    );
 }
 
 fn bulk(gib: u64) {
@@ -421,124 +381,29 @@ fn batch_once_with(
     }
 }
 
-fn throughput(tmp: &std::path::Path) {
-    let lines = env_num("WARDEN_BENCH_LINES", 2_000_000);
-    let me = std::env::current_exe().unwrap();
-    let t = Instant::now();
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "'{}' __claude {lines} | cat > /dev/null",
-            me.display()
-        ))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let cat = t.elapsed();
-    let t = Instant::now();
-    let run_dir = tmp.join("throughput");
-    let status = Command::new(WARDEN)
-        .args(["run", "claude", "go", "-q", "--agent-bin"])
-        .arg(&me)
-        .arg("--run-dir")
-        .arg(&run_dir)
-        .args(["--", "__claude", &lines.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    let warden = t.elapsed();
-    assert!(status.success());
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
-    let bytes = report["stdout_bytes"].as_u64().unwrap_or(0);
-    let rate = |d: Duration| lines as f64 / d.as_secs_f64();
-    println!(
-        "## 2. Claude stream as fast as the child can write ({lines} lines, {} MB)\n",
-        bytes >> 20
-    );
-    println!("| path | wall | lines/s | MB/s |");
-    println!("|---|---|---|---|");
-    println!(
-        "| child \\| cat | {:.2} s | {:.0} | {:.0} |",
-        cat.as_secs_f64(),
-        rate(cat),
-        bytes as f64 / cat.as_secs_f64() / 1e6
-    );
-    println!(
-        "| warden run claude (decode, tee, events) | {:.2} s | {:.0} | {:.0} |",
-        warden.as_secs_f64(),
-        rate(warden),
-        bytes as f64 / warden.as_secs_f64() / 1e6
-    );
-    println!(
-        "\nwarden carries {:.0}% of cat's rate; its CPU {} ms, peak RSS {} KiB.\n",
-        rate(warden) / rate(cat) * 100.0,
-        report["warden_cpu_ms"],
-        report["warden_peak_rss_kib"]
-    );
-}
-
-fn median_wall(reps: usize, mut f: impl FnMut()) -> Duration {
-    let mut v: Vec<Duration> = (0..reps)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn overhead(tmp: &std::path::Path) {
-    let t_true = median_wall(30, || {
-        Command::new("true").status().unwrap();
-    });
-    let mut i = 0;
-    let t_warden = median_wall(30, || {
-        i += 1;
-        Command::new(WARDEN)
-            .args(["run", "exec", "-q", "--run-dir"])
-            .arg(tmp.join(format!("o{i}")))
-            .args(["--", "true"])
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-    });
-    let node = Command::new("node").args(["-e", "0"]).status().is_ok();
-    let t_node = node.then(|| {
-        median_wall(15, || {
-            Command::new("node").args(["-e", "0"]).status().unwrap();
-        })
-    });
-    println!("## 3. Overhead of a run\n");
-    println!("| command | median wall |");
-    println!("|---|---|");
-    println!("| `true` | {:.2} ms |", t_true.as_secs_f64() * 1000.0);
-    println!(
-        "| `warden run exec -- true` | {:.2} ms |",
-        t_warden.as_secs_f64() * 1000.0
-    );
-    if let Some(n) = t_node {
-        println!(
-            "| `node -e 0` (what a Node-based runner pays to start) | {:.2} ms |",
-            n.as_secs_f64() * 1000.0
-        );
-        println!(
-            "\nwarden's whole supervised run costs {:.1}x `true` alone and {:.2}x a bare Node start.\n",
-            t_warden.as_secs_f64() / t_true.as_secs_f64(),
-            t_warden.as_secs_f64() / n.as_secs_f64()
-        );
-    }
-}
-
 fn big_run(tmp: &std::path::Path) {
     let gib = env_num("WARDEN_BENCH_GB", 5);
     let me = std::env::current_exe().unwrap();
-    println!("## 4. One run writing a lot (4 KiB lines)\n");
-    println!("| written | wall | MB/s | warden CPU | peak RSS |");
-    println!("|---|---|---|---|---|");
+    println!("## 2. One run writing a lot (4 KiB lines)\n");
+    println!("The reference is `cat` copying the same writer's output to a file.\n");
+    println!("| written | `cat > file` | warden | warden / cat | warden CPU | warden peak RSS |");
+    println!("|---|---|---|---|---|---|");
     for size in [1, gib] {
+        let bytes = (size << 30) as f64;
+        let out = tmp.join(format!("cat{size}.log"));
+        let t = Instant::now();
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(r#""$0" __bulk "$1" | cat > "$2""#)
+            .arg(&me)
+            .arg(size.to_string())
+            .arg(&out)
+            .status()
+            .unwrap();
+        let cat = t.elapsed();
+        assert!(status.success());
+        let _ = std::fs::remove_file(&out);
+
         let run_dir = tmp.join(format!("big{size}"));
         let t = Instant::now();
         let status = Command::new(WARDEN)
@@ -555,11 +420,12 @@ fn big_run(tmp: &std::path::Path) {
         let r: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap())
                 .unwrap();
+        let rate = |d: Duration| bytes / d.as_secs_f64() / 1e6;
         println!(
-            "| {} GiB | {:.1} s | {:.0} | {} ms | {} KiB |",
-            size,
-            wall.as_secs_f64(),
-            (size << 30) as f64 / wall.as_secs_f64() / 1e6,
+            "| {size} GiB | {:.0} MB/s | {:.0} MB/s | {:.2} | {} ms | {} KiB |",
+            rate(cat),
+            rate(wall),
+            cat.as_secs_f64() / wall.as_secs_f64(),
             r["warden_cpu_ms"],
             r["warden_peak_rss_kib"]
         );
