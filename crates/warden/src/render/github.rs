@@ -94,7 +94,10 @@ const BREAKS: [char; 7] = [
 /// would let a line overwrite the timestamp warden put before it. The
 /// bidirectional overrides go the same way, so text cannot be shown in
 /// an order other than the one it has.
-pub fn neutralize(text: &str) -> String {
+pub fn neutralize(text: &str) -> std::borrow::Cow<'_, str> {
+    if already_inert(text) {
+        return std::borrow::Cow::Borrowed(text);
+    }
     let mut out = String::with_capacity(text.len() + 3);
     for piece in text.split_inclusive(BREAKS) {
         if piece.trim_start().starts_with("::") {
@@ -102,7 +105,19 @@ pub fn neutralize(text: &str) -> String {
         }
         out.push_str(piece);
     }
-    inert_controls(&break_old_commands(&out))
+    std::borrow::Cow::Owned(inert_controls(&break_old_commands(&out)))
+}
+
+/// Whether [`neutralize`] would leave `text` as it is, decided from its
+/// bytes alone for the common case: one line of printable ASCII (or tabs)
+/// that does not start a workflow command and holds no `##[`. Anything
+/// else (a line break, a control, any non-ASCII character) takes the full
+/// path. A replay or a flood prints millions of such lines.
+fn already_inert(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.iter().all(|&c| c == b'\t' || (0x20..0x7f).contains(&c))
+        && !text.trim_start().starts_with("::")
+        && memchr::memmem::find(b, b"##[").is_none()
 }
 
 /// C0 controls as their Unicode control pictures (`ESC` as `␛`), DEL as
@@ -251,6 +266,20 @@ mod tests {
         assert!(!neutralize("::error::injected").starts_with("::"));
         assert!(!neutralize("  ::add-mask::x").trim_start().starts_with("::"));
         assert_eq!(neutralize("plain"), "plain");
+        // The quick path for plain lines sends nothing doubtful around it.
+        for (text, inert) in [
+            ("\t ::warning::x", false),
+            ("x ##[error]y", false),
+            ("tab\there", true),
+            ("del\x7f", false),
+            ("caf\u{e9}", false),
+            ("cr\r", false),
+        ] {
+            assert_eq!(already_inert(text), inert, "{text:?}");
+            if inert {
+                assert_eq!(neutralize(text), text);
+            }
+        }
         assert_eq!(neutralize("a::b std::vec"), "a::b std::vec");
         assert_eq!(escape_data("a%b\nc"), "a%25b%0Ac");
     }
@@ -270,7 +299,10 @@ mod tests {
             "##[set-output name=a]b",
         ];
         for h in hostile {
-            for text in [neutralize(h), format!("[00:01]   say| {}", neutralize(h))] {
+            for text in [
+                neutralize(h).into_owned(),
+                format!("[00:01]   say| {}", neutralize(h)),
+            ] {
                 for line in runner_lines(&text) {
                     assert!(!starts_a_command(line), "{h:?} gave the line {line:?}");
                 }

@@ -137,7 +137,7 @@ pub fn status(s: &ViewState, color: bool) -> String {
         parts.push(format!("iter {i}/{n}"));
     }
     if let Some(t) = &s.last_text {
-        parts.push(super::github::neutralize(t));
+        parts.push(super::github::neutralize(t).into_owned());
     }
     parts.join(" │ ")
 }
