@@ -18,7 +18,7 @@ pub mod sweep;
 
 pub use os::{Signal, Target};
 pub use protocol::ShimMessage;
-pub use shim::{run_if_shim, started_as_shim};
+pub use shim::{SHIM_MARK, run_if_shim, shim_file_matches, started_as_shim};
 pub use spawn::{
     Containment, ContainmentChoice, ProcessInfo, RunTree, SpawnError, SpawnSpec, spawn,
 };

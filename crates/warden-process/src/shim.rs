@@ -47,6 +47,17 @@ use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
 use crate::protocol::ShimMessage;
 use crate::sweep::sweep;
 
+/// Written into a shim executable of its own (`warden-shim`) so that
+/// warden can tell, from the file, that it was built from the same
+/// sources as itself (see [`shim_file_matches`]).
+pub const SHIM_MARK: &str = concat!("warden-shim build ", env!("WARDEN_PROCESS_BUILD"), ";");
+
+/// Whether `file` (the bytes of an executable) carries this build's
+/// [`SHIM_MARK`]: a shim executable built from other sources does not.
+pub fn shim_file_matches(file: &[u8]) -> bool {
+    memchr::memmem::find(file, SHIM_MARK.as_bytes()).is_some()
+}
+
 /// The first argument that turns the process into a shim.
 pub const SHIM_ARG: &str = "__warden-shim";
 

@@ -5,8 +5,9 @@
 //! wait), measured in turn in the same run so the machine's drift hits
 //! all three alike, once in a directory outside any git work tree and
 //! once inside one (a run there reads the base commit at its start and
-//! the commits made at its end). Also prints the size of the binary that
-//! each run re-executes as its shim, and the shim's unshared memory
+//! the commits made at its end). Also prints the size of warden and of
+//! the executable each run starts as its shim (`warden-shim` beside
+//! warden, when it is of the same build), and the shim's unshared memory
 //! (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup, during a run of
 //! `sleep`) beside that of `timeout 10 sleep` (the same kind of parent,
 //! waiting on the same child). Set `WARDEN_BENCH_QUICK=1` for fewer
@@ -40,12 +41,15 @@ fn main() {
     // Another warden build timed in the same loop, for a before/after
     // measured in the same minutes.
     let base = std::env::var("WARDEN_BENCH_BASE").ok();
-    let size = std::fs::metadata(&bin).unwrap().len();
+    let mib = |p: &Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / (1024.0 * 1024.0));
+    let shim = Path::new(&bin).with_file_name("warden-shim");
     println!("# warden start-up ({reps} runs of each, in turn; median wall time)\n");
-    println!(
-        "shim binary: {bin} ({:.1} MiB)\n",
-        size as f64 / (1024.0 * 1024.0)
-    );
+    println!("warden: {bin} ({:.1} MiB)", mib(Path::new(&bin)));
+    if shim.is_file() {
+        println!("shim: {} ({:.2} MiB)\n", shim.display(), mib(&shim));
+    } else {
+        println!("shim: warden itself\n");
+    }
     if let Some(base) = &base {
         println!("base (same loop): {base}\n");
         println!(

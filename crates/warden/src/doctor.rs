@@ -83,6 +83,7 @@ pub async fn doctor() -> u8 {
     let dir = std::env::temp_dir().join(format!("warden-doctor-{}", std::process::id()));
     let mut spec = RunSpec::exec(["true"]);
     spec.run_dir = Some(dir.clone());
+    spec.shim_exe = crate::shim_exe::path();
     let works = match Run::new(spec).spawn().await {
         Ok(mut run) => {
             while run.next_event().await.is_some() {}

@@ -53,6 +53,7 @@ mod replay;
 mod report_cmd;
 mod runner;
 mod settings;
+mod shim_exe;
 mod signals;
 mod timeline;
 

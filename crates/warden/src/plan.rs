@@ -269,6 +269,7 @@ impl Plan {
         spec.env_args = self.env_args.clone();
         spec.output_tag = self.output_tag.clone();
         spec.output_schema = self.output_schema.clone();
+        spec.shim_exe = crate::shim_exe::path();
         Ok(spec)
     }
 }

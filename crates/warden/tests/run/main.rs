@@ -23,6 +23,7 @@ mod retries;
 mod sandbox;
 mod session;
 mod settings;
+mod shim_exe;
 mod signals;
 mod startup;
 mod startup2;

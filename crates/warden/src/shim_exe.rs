@@ -1,0 +1,29 @@
+//! Which executable is each run's shim.
+//!
+//! `warden-shim`, next to warden, when it was built from the same sources
+//! (it carries the same build mark): a small executable leaves each run's
+//! shim with a fraction of the unshared memory of warden re-executed, and
+//! starts sooner. Anything else (no such file, not a regular file, larger
+//! than a shim can be, another build) and warden is its own shim, as a
+//! library user's program is.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Far above the size of a shim (a release one is under 1 MiB, a debug
+/// one under 20 MiB): a larger file is not read.
+const MAX_SHIM: u64 = 64 << 20;
+
+/// The shim executable for this process's runs; `None`: warden itself.
+pub(crate) fn path() -> Option<PathBuf> {
+    static SHIM: OnceLock<Option<PathBuf>> = OnceLock::new();
+    SHIM.get_or_init(find).clone()
+}
+
+fn find() -> Option<PathBuf> {
+    let path = std::env::current_exe().ok()?.with_file_name("warden-shim");
+    // Only a regular file is read (never a FIFO or a device), and only so
+    // far.
+    let bytes = warden_run::regular_file::read(&path, MAX_SHIM).ok()?;
+    warden_process::shim_file_matches(&bytes).then_some(path)
+}
