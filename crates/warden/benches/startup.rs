@@ -9,7 +9,8 @@
 //! the executable each run starts as its shim (`warden-shim` beside
 //! warden, when it is of the same build), and the shim's unshared memory
 //! (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup, during a run of
-//! `sleep`) beside that of `timeout 10 sleep` (the same kind of parent,
+//! `sleep`, with a second such run alongside) beside that of
+//! `timeout 10 sleep` (the same kind of parent,
 //! waiting on the same child). Set `WARDEN_BENCH_QUICK=1` for fewer
 //! repetitions, `WARDEN_BENCH_BIN=PATH` to time another warden binary
 //! (an older build, to compare), `WARDEN_BENCH_BASE=PATH` to time another
@@ -175,8 +176,8 @@ fn main() {
 }
 
 /// The unshared memory (KiB) of the parent of `sleep` in a run of
-/// `program args(i)`: `program` itself, or its child whose command line
-/// holds `shim`. The median of `reps` runs.
+/// `program args(i)`, beside another such run: `program` itself, or its
+/// child whose command line holds `shim`. The median of `reps` runs.
 fn unshared_kib(
     dir: &Path,
     program: &str,
@@ -186,6 +187,16 @@ fn unshared_kib(
 ) -> u64 {
     let mut all = Vec::new();
     for i in 0..reps {
+        // A second one alongside: the pages of code that two such
+        // processes share are not the measured one's own, as in any batch
+        // (alone, every page of code it touched counts as private).
+        let mut companion = Command::new(program)
+            .args(args(reps + i))
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let mut child = Command::new(program)
             .args(args(i))
             .current_dir(dir)
@@ -215,6 +226,7 @@ fn unshared_kib(
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = child.wait();
+        let _ = companion.wait();
         all.push(seen.expect("never saw the parent of `sleep` running"));
     }
     all.sort();
