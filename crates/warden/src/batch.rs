@@ -801,5 +801,5 @@ impl ViewInner {
 }
 
 fn cols() -> usize {
-    rustix::termios::tcgetwinsize(std::io::stderr()).map_or(80, |w| usize::from(w.ws_col))
+    usize::from(crate::render::console::terminal_size().0)
 }

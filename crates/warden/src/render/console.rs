@@ -348,13 +348,25 @@ impl QueuedTerm {
     }
 }
 
+/// The terminal's size on stderr as (columns, rows): 80 x 24 where it
+/// cannot be read, and for a side the terminal says is 0 (a pseudo-terminal
+/// nobody sized, or resized to nothing), which nothing can be drawn into.
+pub fn terminal_size() -> (u16, u16) {
+    let size = rustix::termios::tcgetwinsize(io::stderr()).ok();
+    let or = |v: Option<u16>, default| v.filter(|&v| v > 0).unwrap_or(default);
+    (
+        or(size.map(|w| w.ws_col), 80),
+        or(size.map(|w| w.ws_row), 24),
+    )
+}
+
 impl indicatif::TermLike for QueuedTerm {
     fn width(&self) -> u16 {
-        rustix::termios::tcgetwinsize(io::stderr()).map_or(80, |w| w.ws_col)
+        terminal_size().0
     }
 
     fn height(&self) -> u16 {
-        rustix::termios::tcgetwinsize(io::stderr()).map_or(24, |w| w.ws_row)
+        terminal_size().1
     }
 
     fn move_cursor_up(&self, n: usize) -> io::Result<()> {

@@ -37,9 +37,7 @@ impl Live {
     }
 
     pub fn update(&self, s: &ViewState) {
-        let cols = rustix::termios::tcgetwinsize(std::io::stderr())
-            .map(|w| usize::from(w.ws_col))
-            .unwrap_or(80);
+        let cols = usize::from(super::console::terminal_size().0);
         self.bar
             .set_message(fit(&status(s, self.color), cols.saturating_sub(3).max(8)));
     }
