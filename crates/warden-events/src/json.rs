@@ -141,32 +141,40 @@ fn unescape_prefix(body: &[u8], max: usize) -> (String, bool) {
         }
         let Some(&e) = body.get(i + 1) else { break };
         i += 2;
-        let c = match e {
-            b'n' => '\n',
-            b't' => '\t',
-            b'r' => '\r',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'u' => {
-                let hi = hex4(body.get(i..i + 4));
-                i += 4;
-                let code = match hi {
-                    Some(h @ 0xD800..=0xDBFF) if body.get(i..i + 2) == Some(b"\\u") => {
-                        let lo = hex4(body.get(i + 2..i + 6)).unwrap_or(0);
-                        i += 6;
-                        0x10000 + ((h - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
-                    }
-                    Some(h) => h,
-                    None => 0xFFFD,
-                };
-                char::from_u32(code).unwrap_or('\u{fffd}')
-            }
-            other => other as char,
-        };
+        let c = unescape(e, body, &mut i);
         let mut buf = [0u8; 4];
         out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
     }
     (String::from_utf8_lossy(&out).into_owned(), false)
+}
+
+/// The character of the escape `\e`, whose bytes after `e` start at
+/// `*i` in `body` (`*i` is moved past what it reads): a `\u` escape takes
+/// its four hex digits, and a high surrogate the low one after it; what is
+/// not valid becomes U+FFFD.
+fn unescape(e: u8, body: &[u8], i: &mut usize) -> char {
+    match e {
+        b'n' => '\n',
+        b't' => '\t',
+        b'r' => '\r',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'u' => {
+            let hi = hex4(body.get(*i..*i + 4));
+            *i += 4;
+            let code = match hi {
+                Some(h @ 0xD800..=0xDBFF) if body.get(*i..*i + 2) == Some(b"\\u") => {
+                    let lo = hex4(body.get(*i + 2..*i + 6)).unwrap_or(0);
+                    *i += 6;
+                    0x10000 + ((h - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
+                }
+                Some(h) => h,
+                None => 0xFFFD,
+            };
+            char::from_u32(code).unwrap_or('\u{fffd}')
+        }
+        other => other as char,
+    }
 }
 
 fn hex4(b: Option<&[u8]>) -> Option<u32> {
@@ -319,28 +327,7 @@ mod tests {
             }
             let Some(&e) = body.get(i + 1) else { break };
             i += 2;
-            let c = match e {
-                b'n' => '\n',
-                b't' => '\t',
-                b'r' => '\r',
-                b'b' => '\u{8}',
-                b'f' => '\u{c}',
-                b'u' => {
-                    let hi = hex4(body.get(i..i + 4));
-                    i += 4;
-                    let code = match hi {
-                        Some(h @ 0xD800..=0xDBFF) if body.get(i..i + 2) == Some(b"\\u") => {
-                            let lo = hex4(body.get(i + 2..i + 6)).unwrap_or(0);
-                            i += 6;
-                            0x10000 + ((h - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
-                        }
-                        Some(h) => h,
-                        None => 0xFFFD,
-                    };
-                    char::from_u32(code).unwrap_or('\u{fffd}')
-                }
-                other => other as char,
-            };
+            let c = unescape(e, body, &mut i);
             let mut buf = [0u8; 4];
             out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
         }
