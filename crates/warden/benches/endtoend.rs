@@ -29,6 +29,10 @@ use std::time::{Duration, Instant};
 
 use warden_events::{Agent, StreamDecoder};
 
+#[path = "../../warden-events/benches/streams/mod.rs"]
+mod streams;
+use streams::{big_text, claude_partial};
+
 const GNU_TIME: &str = "/usr/bin/time";
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -237,98 +241,21 @@ fn write_file(path: &Path, size: u64, round: fn(usize, &str) -> Vec<String>, las
     w.flush().unwrap();
 }
 
-/// Source-like lines with quotes and tabs, so the JSON has escapes.
-fn big_text(n: usize, seed: usize) -> String {
-    let mut s = String::with_capacity(n + 64);
-    let mut i = seed;
-    while s.len() < n {
-        s.push_str(&format!(
-            "    let value_{i} = parse(\"field {i}\")?;\t// checks {i}\n"
-        ));
-        i += 1;
-    }
-    s
-}
-
 /// Plain lines: what a build or a test suite prints.
 fn plain_round(_: usize, big: &str) -> Vec<String> {
     big.lines().map(str::to_string).collect()
 }
 
-/// One round of Claude with `--include-partial-messages` (the shape of
-/// the decode benchmark's stream): the API's events of one message (start
-/// with usage, text and tool-input deltas, final usage), the two assistant
-/// lines, and the tool result. 21 of its 24 lines are `stream_event`s.
+/// One round of Claude with `--include-partial-messages`, the decode
+/// benchmark's shape, after the `system` line that opens a session.
 fn claude_round(i: usize, big: &str) -> Vec<String> {
-    const TAIL: &str =
-        r#""session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","parent_tool_use_id":null"#;
-    let json_str = |s: &str| serde_json::to_string(s).unwrap();
-    let event =
-        |e: String| format!(r#"{{"type":"stream_event","event":{e},{TAIL},"uuid":"e{i}"}}"#);
     let mut lines = Vec::new();
     if i == 0 {
         lines.push(
             r#"{"type":"system","subtype":"init","cwd":"/work","session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","tools":["Bash"],"model":"claude-sonnet-4-5","claude_code_version":"2.1.197"}"#
-            .to_string(),
+                .to_string(),
         );
     }
-    lines.push(event(format!(
-        r#"{{"type":"message_start","message":{{"model":"claude-sonnet-4-5","id":"msg_{i}","type":"message","role":"assistant","content":[],"stop_reason":null,"stop_sequence":null,"usage":{{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":1,"service_tier":"standard"}}}}}}"#
-    )));
-    lines.push(event(
-        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#
-            .to_string(),
-    ));
-    let words = [
-        "I will",
-        " look at",
-        " the parser",
-        " and run",
-        " the \\\"tests\\\"",
-        " again",
-        " to see",
-        " what fails",
-        " now",
-        ".",
-    ];
-    for w in words {
-        lines.push(event(format!(
-            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{w} {i}"}}}}"#
-        )));
-    }
-    lines.push(event(
-        r#"{"type":"content_block_stop","index":0}"#.to_string(),
-    ));
-    lines.push(format!(
-        r#"{{"type":"assistant","message":{{"id":"msg_{i}","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{{"type":"text","text":"Step {i}: I will look at the parser and run the tests again."}}],"stop_reason":null,"usage":{{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":1}}}},{TAIL},"uuid":"a{i}"}}"#
-    ));
-    lines.push(event(format!(
-        r#"{{"type":"content_block_start","index":1,"content_block":{{"type":"tool_use","id":"toolu_{i}","name":"Bash","input":{{}}}}}}"#
-    )));
-    for p in [
-        r#"{\"command\": \"cargo"#,
-        r#" test -p parser"#,
-        r#" -- --nocapture\", \"timeout\""#,
-        r#": 120000}"#,
-    ] {
-        lines.push(event(format!(
-            r#"{{"type":"content_block_delta","index":1,"delta":{{"type":"input_json_delta","partial_json":"{p}"}}}}"#
-        )));
-    }
-    lines.push(event(
-        r#"{"type":"content_block_stop","index":1}"#.to_string(),
-    ));
-    lines.push(format!(
-        r#"{{"type":"assistant","message":{{"id":"msg_{i}","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{{"type":"tool_use","id":"toolu_{i}","name":"Bash","input":{{"command":"cargo test -p parser -- --nocapture","timeout":120000}}}}],"stop_reason":null,"usage":{{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":1}}}},{TAIL},"uuid":"b{i}"}}"#
-    ));
-    lines.push(event(
-        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":812,"cache_creation_input_tokens":0,"cache_read_input_tokens":12400,"output_tokens":61}}"#.to_string(),
-    ));
-    lines.push(event(r#"{"type":"message_stop"}"#.to_string()));
-    lines.push(format!(
-        r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"toolu_{i}","content":{},"is_error":false}}]}},"tool_use_result":{{"stdout":{},"stderr":"","interrupted":false}},{TAIL},"uuid":"c{i}"}}"#,
-        json_str(big),
-        json_str(big)
-    ));
+    lines.extend(claude_partial(i, big));
     lines
 }
