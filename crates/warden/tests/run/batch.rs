@@ -14,7 +14,7 @@ fn batch_json(case: &Case) -> Value {
         .unwrap()
 }
 
-fn write(case: &Case, toml: &str) -> String {
+pub(crate) fn write(case: &Case, toml: &str) -> String {
     let p = case.path().join("runs.toml");
     std::fs::write(&p, toml).unwrap();
     p.to_string_lossy().into_owned()

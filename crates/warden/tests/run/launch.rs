@@ -7,18 +7,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::batch::write;
 use crate::startup::logging_git;
 use crate::support::{Case, repo};
 
 fn batch_json(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("batch.json")).expect("batch.json"))
         .unwrap()
-}
-
-fn write(case: &Case, toml: &str) -> String {
-    let p = case.path().join("runs.toml");
-    std::fs::write(&p, toml).unwrap();
-    p.to_string_lossy().into_owned()
 }
 
 const DEFAULTS: &str = "[defaults]\nagent = \"exec\"\ntimeout = \"60s\"\n\n";
@@ -148,30 +143,19 @@ fn a_batch_in_a_work_tree_whose_head_does_not_move_starts_no_git() {
 
 #[test]
 fn a_batch_on_a_terminal_with_no_size_prints_plain_lines() {
-    let have_script = std::process::Command::new("sh")
-        .args(["-c", "command -v script"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have_script {
-        eprintln!("SKIPPED: script (util-linux) is not installed");
-        return;
-    }
     let case = Case::new();
     let file = write(&case, &format!("{DEFAULTS}{}", sleepers(&case, 3, "0.2")));
     let dir = case.path().join("batch");
-    // A pseudo-terminal whose size is 0 x 0, as one nobody sized.
-    let inner = format!(
-        "stty rows 0 cols 0; '{}' batch '{file}' -j 3 --dir '{}'; echo EXIT=$?",
-        crate::support::WARDEN,
-        dir.display()
-    );
-    let out = std::process::Command::new("script")
-        .args(["-qfc", &inner, "/dev/null"])
-        .current_dir(case.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let Some(text) = crate::support::in_unsized_terminal(
+        &case,
+        &format!(
+            "'{}' batch '{file}' -j 3 --dir '{}'",
+            crate::support::WARDEN,
+            dir.display()
+        ),
+    ) else {
+        return;
+    };
     assert!(!text.contains("panicked"), "{text}");
     assert!(text.contains("EXIT=0"), "{text}");
     assert_eq!(batch_json(&dir)["succeeded"], 3, "{text}");

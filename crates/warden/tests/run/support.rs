@@ -353,3 +353,26 @@ pub fn write_script(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// Runs the shell command `inner` in a pseudo-terminal whose size is
+/// 0 x 0 (as one nobody sized), from the case's directory, through
+/// `script`; returns what the terminal showed, ending `EXIT=<status>`.
+/// `None` (with a message) where `script` (util-linux) is not installed.
+pub fn in_unsized_terminal(case: &Case, inner: &str) -> Option<String> {
+    let have_script = Command::new("sh")
+        .args(["-c", "command -v script"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_script {
+        eprintln!("SKIPPED: script (util-linux) is not installed");
+        return None;
+    }
+    let inner = format!("stty rows 0 cols 0; {inner}; echo EXIT=$?");
+    let out = Command::new("script")
+        .args(["-qfc", &inner, "/dev/null"])
+        .current_dir(case.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}

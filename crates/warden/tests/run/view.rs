@@ -425,22 +425,16 @@ fn completions_and_the_man_page_come_from_the_cli_definition() {
 
 #[test]
 fn a_run_on_a_terminal_with_no_size_draws_as_on_80_columns() {
-    if !have("script") {
-        return;
-    }
     let case = Case::new();
-    // A pseudo-terminal whose size is 0 x 0, as one nobody sized.
-    let inner = format!(
-        "stty rows 0 cols 0; '{WARDEN}' run exec --run-dir '{}' -- sh -c 'echo first; sleep 0.3; echo second'; echo EXIT=$?",
-        case.run_dir().display()
-    );
-    let out = Command::new("script")
-        .args(["-qfc", &inner, "/dev/null"])
-        .current_dir(case.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let Some(text) = crate::support::in_unsized_terminal(
+        &case,
+        &format!(
+            "'{WARDEN}' run exec --run-dir '{}' -- sh -c 'echo first; sleep 0.3; echo second'",
+            case.run_dir().display()
+        ),
+    ) else {
+        return;
+    };
     assert!(!text.contains("panicked"), "{text}");
     assert!(text.contains("EXIT=0"), "{text}");
     assert!(text.contains("second"), "{text}");
