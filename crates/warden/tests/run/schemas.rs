@@ -51,16 +51,17 @@ fn committed_schemas_are_what_the_types_generate() {
         }
         return;
     }
-    let stale: Vec<&str> = generated()
+    let stale: Vec<String> = generated()
         .into_iter()
         .filter(|(name, text)| std::fs::read_to_string(dir.join(name)).ok().as_ref() != Some(text))
-        .map(|(name, _)| name)
+        .map(|(name, _)| format!("schemas/{name}"))
         .collect();
     assert!(
         stale.is_empty(),
-        "schemas/{stale:?} differ from what the report types generate: if the change is \
+        "{} differ from what the report types generate: if the change is \
          meant, regenerate them with `{UPDATE}=1 cargo test -p warden --test run schemas` \
-         (and bump SCHEMA_VERSION if a field was removed or changed in meaning)"
+         (and bump SCHEMA_VERSION if a field was removed or changed in meaning)",
+        stale.join(", ")
     );
 }
 
@@ -223,4 +224,33 @@ fn the_schemas_reject_broken_documents() {
         !events.is_valid(&no_version),
         "an event without schema_version passed"
     );
+}
+
+/// `--json` prints the same events, so the same schema holds for it.
+#[test]
+fn the_json_feed_matches_the_event_schema() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo one; echo two >&2",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let events = validator("event.schema.json");
+    let lines: Vec<Value> = done
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each --json line is JSON"))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["kind"] == "text") && lines.iter().any(|l| l["kind"] == "stderr"),
+        "the feed has the line events: {lines:?}"
+    );
+    for line in &lines {
+        assert_valid(&events, line, "a --json line");
+    }
 }
