@@ -7,8 +7,12 @@
 
 use serde::Serialize;
 
+use crate::schema_version::SchemaVersion;
+
 /// Which output stream of the agent a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Stream {
     Stdout,
@@ -35,7 +39,7 @@ impl Stream {
 ///   top of it);
 /// - `total` (serialized, not stored): `input + cache_read + cache_write +
 ///   output`, every token the model read or wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tokens {
     pub input: u64,
     pub output: u64,
@@ -90,6 +94,29 @@ impl Tokens {
     }
 }
 
+/// `Tokens` as written: the counts and their `total`.
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)] // only its schema is used
+struct TokensJson {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+    reasoning: u64,
+    /// `input + cache_read + cache_write + output`.
+    total: u64,
+}
+
+impl schemars::JsonSchema for Tokens {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Tokens".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        TokensJson::json_schema(g)
+    }
+}
+
 impl Serialize for Tokens {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
@@ -105,7 +132,9 @@ impl Serialize for Tokens {
 }
 
 /// What kind of error an agent reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
     /// Bad or missing credentials: retrying will not help.
@@ -168,14 +197,14 @@ impl ErrorClass {
 }
 
 /// A process of the run, as found in /proc.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Holder {
     pub pid: i32,
     pub cmdline: String,
 }
 
 /// The tool call a [`Event::Status`] says is open.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OpenCall {
     pub name: String,
     /// Its one-line input (a shell command, say), if the agent gave one.
@@ -185,7 +214,7 @@ pub struct OpenCall {
 }
 
 /// One thing that happened during a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {
     /// The agent said which session this is.
@@ -471,8 +500,9 @@ impl Event {
 }
 
 /// An event with the time it happened, in milliseconds since the run began.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
 pub struct Stamped {
+    pub schema_version: SchemaVersion,
     pub t_ms: u64,
     #[serde(flatten)]
     pub event: Event,
@@ -485,6 +515,7 @@ mod tests {
     #[test]
     fn events_serialize_with_snake_case_kind_and_time() {
         let line = serde_json::to_string(&Stamped {
+            schema_version: SchemaVersion,
             t_ms: 12,
             event: Event::OversizedLine {
                 stream: Stream::Stdout,
@@ -494,14 +525,18 @@ mod tests {
         .unwrap();
         assert_eq!(
             line,
-            r#"{"t_ms":12,"kind":"oversized_line","stream":"stdout","bytes":9}"#
+            r#"{"schema_version":1,"t_ms":12,"kind":"oversized_line","stream":"stdout","bytes":9}"#
         );
         let unit = serde_json::to_string(&Stamped {
+            schema_version: SchemaVersion,
             t_ms: 0,
             event: Event::CompletionSignal,
         })
         .unwrap();
-        assert_eq!(unit, r#"{"t_ms":0,"kind":"completion_signal"}"#);
+        assert_eq!(
+            unit,
+            r#"{"schema_version":1,"t_ms":0,"kind":"completion_signal"}"#
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub const LOGS: [&str; 3] = ["stdout.log", "stderr.log", "events.jsonl"];
 const REPORT_RESERVE: usize = 64 * 1024;
 
 /// What warden wrote to one log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct LogDigest {
     pub bytes: u64,
     /// Lowercase hex.

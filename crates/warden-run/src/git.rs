@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::{defaults, regular_file};
 
 /// A commit made during a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Commit {
     pub sha: String,
     pub subject: String,

@@ -25,6 +25,7 @@
 //! started again (see `warden_process::shim`).
 
 pub mod artifacts;
+pub mod batch_report;
 pub mod clocks;
 pub mod defaults;
 pub mod git;

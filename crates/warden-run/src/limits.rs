@@ -23,7 +23,17 @@ pub struct Limits {
 /// What warden does when the agent reports an error that no retry will
 /// fix (bad credentials, an unknown model, an exhausted quota) and goes on
 /// without ending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(
+    serde::Deserialize,
+    schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum OnFatalError {
     /// End the run within seconds: `agent_failed`, with the error.

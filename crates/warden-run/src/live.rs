@@ -193,7 +193,11 @@ mod tests {
     use super::*;
 
     fn stamped(event: Event) -> Stamped {
-        Stamped { t_ms: 0, event }
+        Stamped {
+            schema_version: warden_events::SchemaVersion,
+            t_ms: 0,
+            event,
+        }
     }
 
     #[tokio::test]

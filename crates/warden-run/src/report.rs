@@ -12,7 +12,7 @@ use warden_events::{ErrorClass, Holder, Tokens};
 use crate::verdict::Verdict;
 
 /// A process that was still alive when the agent exited.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Orphan {
     pub pid: i32,
     pub cmdline: String,
@@ -21,7 +21,7 @@ pub struct Orphan {
 }
 
 /// The drain was cut short with the output pipes still open.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Truncation {
     /// Bytes read from stdout and stderr together when reading stopped.
     pub bytes: u64,
@@ -30,7 +30,7 @@ pub struct Truncation {
 }
 
 /// A tool call whose declared time limit pushed the stall deadline out.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StallExtension {
     pub at_ms: u64,
     pub tool_id: String,
@@ -39,7 +39,7 @@ pub struct StallExtension {
 }
 
 /// The effective limits, as milliseconds (`null` for a disabled clock).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitsReport {
     pub timeout_ms: Option<u64>,
     pub stall_timeout_ms: Option<u64>,
@@ -53,8 +53,9 @@ pub struct LimitsReport {
     pub on_fatal_error: crate::limits::OnFatalError,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    pub schema_version: warden_events::SchemaVersion,
     pub run_id: String,
     pub agent: String,
     pub command: Vec<String>,

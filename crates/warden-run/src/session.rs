@@ -76,7 +76,7 @@ pub enum SessionEvent<'a> {
 }
 
 /// One run of the session, as `session.json` lists it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
 pub struct SessionRun {
     pub iteration: u32,
     pub output_retry: bool,
@@ -91,7 +91,7 @@ pub struct SessionRun {
     pub commits: Vec<Commit>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
 pub struct WorktreeReport {
     pub path: PathBuf,
     pub branch: String,
@@ -102,8 +102,9 @@ pub struct WorktreeReport {
 }
 
 /// `session.json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
 pub struct SessionReport {
+    pub schema_version: warden_events::SchemaVersion,
     pub session_id: String,
     pub name: String,
     pub session_dir: PathBuf,
@@ -266,6 +267,7 @@ pub async fn run_session(
     };
 
     let mut report = SessionReport {
+        schema_version: warden_events::SchemaVersion,
         session_id: session_id.clone(),
         name: opts.name.clone(),
         session_dir: session_dir.clone(),

@@ -2,7 +2,9 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Exit 0 (and, for an agent, it reported success).

@@ -23,14 +23,14 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use serde::Serialize;
 use tokio::sync::Semaphore;
 use warden_events::Agent;
+use warden_run::batch_report::{BatchReport, BatchRun};
 use warden_run::session::{
     SessionControl, SessionEvent, SessionOptions, SessionReport, WorktreeRequest, run_session,
 };
@@ -102,28 +102,6 @@ struct Entry {
     agent: Agent,
     plan: Plan,
     options: SessionOptions,
-}
-
-#[derive(Serialize)]
-struct BatchRun {
-    name: String,
-    agent: String,
-    verdict: Option<String>,
-    duration_ms: u64,
-    session: Option<SessionReport>,
-    error: Option<String>,
-}
-
-#[derive(Serialize)]
-struct BatchReport {
-    batch_id: String,
-    file: PathBuf,
-    jobs: usize,
-    duration_ms: u64,
-    runs: Vec<BatchRun>,
-    succeeded: usize,
-    failed: usize,
-    cancelled: usize,
 }
 
 fn err(file: &Path, msg: impl std::fmt::Display) -> u8 {
@@ -533,6 +511,7 @@ pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             .count()
     };
     let report = BatchReport {
+        schema_version: warden_events::SchemaVersion,
         batch_id,
         file: file.clone(),
         jobs: args.jobs,

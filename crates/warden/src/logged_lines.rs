@@ -68,7 +68,11 @@ impl<'a> Logs<'a> {
                     e => e,
                 };
                 event.cap_text(warden_run::defaults::EVENT_TEXT);
-                each(&Stamped { t_ms, event });
+                each(&Stamped {
+                    schema_version: warden_events::SchemaVersion,
+                    t_ms,
+                    event,
+                });
             }
         };
         file.seek(SeekFrom::Start(offset))

@@ -253,6 +253,7 @@ impl Supervisor {
         event.cap_text(defaults::EVENT_TEXT);
         *self.event_counts.entry(event.kind()).or_default() += 1;
         let stamped = Stamped {
+            schema_version: warden_events::SchemaVersion,
             t_ms: self.ms(Instant::now()),
             event,
         };
@@ -308,6 +309,7 @@ impl Supervisor {
             *self.event_counts.entry(event.kind()).or_default() += 1;
             self.write_pending_lines();
             self.write_event(&Stamped {
+                schema_version: warden_events::SchemaVersion,
                 t_ms,
                 event: event.clone(),
             });
@@ -315,7 +317,11 @@ impl Supervisor {
             self.extend_pending_lines(stream, at, 1, now);
         }
         if room {
-            self.live.deliver(Stamped { t_ms, event });
+            self.live.deliver(Stamped {
+                schema_version: warden_events::SchemaVersion,
+                t_ms,
+                event,
+            });
         }
     }
 
@@ -393,6 +399,7 @@ impl Supervisor {
             };
             *self.event_counts.entry(kind).or_default() += p.lines;
             self.write_event(&Stamped {
+                schema_version: warden_events::SchemaVersion,
                 t_ms: p.t_ms,
                 event: Event::Lines {
                     stream: p.stream,

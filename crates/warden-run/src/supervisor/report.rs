@@ -81,6 +81,7 @@ impl Supervisor {
             longest = longest.max(now.saturating_duration_since(since));
         }
         Report {
+            schema_version: warden_events::SchemaVersion,
             run_id: self.setup.run_id.clone(),
             agent: self.setup.agent.name().to_string(),
             command: self.setup.command.clone(),

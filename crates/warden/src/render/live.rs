@@ -230,6 +230,7 @@ mod tests {
         let mut s = ViewState::new(warden_events::Agent::Gemini, &Default::default());
         assert!(!status(&s, false).contains("retr"));
         let snapshot = |retries| Stamped {
+            schema_version: warden_events::SchemaVersion,
             t_ms: 10,
             event: Event::Status {
                 last_activity_ms: Some(5),

@@ -21,6 +21,7 @@ mod output;
 mod replay;
 mod retries;
 mod sandbox;
+mod schemas;
 mod session;
 mod settings;
 mod shim_exe;
