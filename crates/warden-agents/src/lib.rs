@@ -7,6 +7,8 @@
 //! prompts bypassed, `CI=true`, machine-readable output on stdout. This
 //! crate only builds command lines; it starts nothing.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

@@ -10,6 +10,8 @@
 //!
 //! This is test support: it is not part of warden.
 
+#![forbid(unsafe_code)]
+
 mod anthropic;
 mod chat;
 mod gemini;

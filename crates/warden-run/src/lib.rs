@@ -24,6 +24,8 @@
 //! process tree is held by a small shim, which is the program itself
 //! started again (see `warden_process::shim`).
 
+#![forbid(unsafe_code)]
+
 pub mod artifacts;
 pub mod clocks;
 pub mod defaults;

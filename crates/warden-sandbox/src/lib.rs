@@ -10,6 +10,8 @@
 //! environment. This crate builds command lines and environments; it starts
 //! nothing but the short probes in [`probe`].
 
+#![forbid(unsafe_code)]
+
 pub mod bwrap;
 pub mod container;
 pub mod env;
