@@ -123,7 +123,7 @@ pub(crate) struct ShellTool {
 }
 
 impl ShellTool {
-    pub fn args(&self, command: &str) -> Value {
+    pub(crate) fn args(&self, command: &str) -> Value {
         let mut args = serde_json::Map::new();
         args.insert(self.command_key.clone(), Value::String(command.to_string()));
         if self.wants_description {

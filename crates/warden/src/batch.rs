@@ -250,7 +250,7 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
     Ok((a, f))
 }
 
-pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
+pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
     let file = &args.file;
     if args.jobs == 0 {
         return err(file, "-j must be at least 1");
