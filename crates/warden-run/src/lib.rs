@@ -27,18 +27,18 @@
 #![forbid(unsafe_code)]
 
 pub mod artifacts;
-pub mod clocks;
+mod clocks;
 pub mod defaults;
 pub mod git;
 pub mod held_dir;
 pub mod limits;
-pub mod live;
+mod live;
 pub mod output;
 mod pipe;
 pub mod regular_file;
 pub mod report;
 pub mod session;
-pub mod supervisor;
+mod supervisor;
 pub mod template;
 pub mod verdict;
 
