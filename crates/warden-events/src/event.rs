@@ -24,6 +24,7 @@ impl Stream {
     }
 }
 
+#[non_exhaustive]
 /// Token counts, one meaning for every agent (each decoder converts its
 /// CLI's own terms to these). Absent counts are zero.
 ///
@@ -104,6 +105,7 @@ impl Serialize for Tokens {
     }
 }
 
+#[non_exhaustive]
 /// What kind of error an agent reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -184,6 +186,7 @@ pub struct OpenCall {
     pub since_ms: u64,
 }
 
+#[non_exhaustive]
 /// One thing that happened during a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -33,6 +33,7 @@ use rustix::io::Errno;
 /// What `.warden/.gitignore` says.
 const GITIGNORE: &str = "# warden's run logs and worktrees; never committed\n*\n";
 
+#[non_exhaustive]
 /// Why a directory could not be made or used.
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {

@@ -122,6 +122,7 @@ impl RunSpec {
     }
 }
 
+#[non_exhaustive]
 /// What stops a run before it starts: warden cannot keep its promise of
 /// writing everything down.
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
+#[non_exhaustive]
 /// Why a file was not read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {

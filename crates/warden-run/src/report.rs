@@ -11,6 +11,7 @@ use warden_events::{ErrorClass, Holder, Tokens};
 
 use crate::verdict::Verdict;
 
+#[non_exhaustive]
 /// A process that was still alive when the agent exited.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Orphan {
@@ -20,6 +21,7 @@ pub struct Orphan {
     pub held_pipe: bool,
 }
 
+#[non_exhaustive]
 /// The drain was cut short with the output pipes still open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Truncation {
@@ -29,6 +31,7 @@ pub struct Truncation {
     pub holders: Vec<Holder>,
 }
 
+#[non_exhaustive]
 /// A tool call whose declared time limit pushed the stall deadline out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StallExtension {
@@ -38,6 +41,7 @@ pub struct StallExtension {
     pub timeout_ms: u64,
 }
 
+#[non_exhaustive]
 /// The effective limits, as milliseconds (`null` for a disabled clock).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitsReport {
@@ -53,6 +57,7 @@ pub struct LimitsReport {
     pub on_fatal_error: crate::limits::OnFatalError,
 }
 
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub run_id: String,

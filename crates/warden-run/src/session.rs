@@ -61,6 +61,7 @@ pub struct IterationContext {
     pub correction: Option<(String, String)>,
 }
 
+#[non_exhaustive]
 /// What the observer sees.
 pub enum SessionEvent<'a> {
     Worktree(&'a Worktree),
@@ -91,6 +92,7 @@ pub struct SessionRun {
     pub commits: Vec<Commit>,
 }
 
+#[non_exhaustive]
 #[derive(Debug, Clone, Serialize)]
 pub struct WorktreeReport {
     pub path: PathBuf,
@@ -101,6 +103,7 @@ pub struct WorktreeReport {
     pub dirty: bool,
 }
 
+#[non_exhaustive]
 /// `session.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionReport {

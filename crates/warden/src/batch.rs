@@ -763,6 +763,8 @@ impl BatchView {
                 wt.path.display(),
                 wt.branch
             )),
+            // A kind of session event this view does not know shows nothing.
+            _ => {}
         }
     }
 
