@@ -51,6 +51,7 @@ impl fmt::Display for Agent {
     }
 }
 
+#[non_exhaustive]
 /// An agent name that is not one of [`Agent::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownAgent(pub String);

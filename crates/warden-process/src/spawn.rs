@@ -41,6 +41,7 @@ pub enum ContainmentChoice {
     Subreaper,
 }
 
+#[non_exhaustive]
 /// The containment in force for a run, as named in the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Containment {
@@ -85,6 +86,7 @@ pub struct SpawnSpec {
     pub timeout: Option<Duration>,
 }
 
+#[non_exhaustive]
 /// Why a run could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {

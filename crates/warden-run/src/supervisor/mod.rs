@@ -50,6 +50,7 @@ use crate::pipe::{Line, Pipe, Reader, read};
 use crate::report::{Orphan, Report, StallExtension, Truncation};
 use crate::verdict::Cause;
 
+#[non_exhaustive]
 /// A request to the running supervisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
