@@ -27,6 +27,7 @@ pub struct AgentRequest {
     pub program: Option<PathBuf>,
 }
 
+#[non_exhaustive]
 /// A command line ready to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
@@ -37,6 +38,7 @@ pub struct Invocation {
     pub stdin: Option<Vec<u8>>,
 }
 
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AgentError {
     #[error("`{agent}` runs a command, not a prompt: put the command after `--`")]

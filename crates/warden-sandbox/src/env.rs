@@ -196,6 +196,7 @@ pub fn can_be_secret(value: &str) -> bool {
         && (digit || (upper && lower))
 }
 
+#[non_exhaustive]
 /// The agent's environment and the secret values in it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentEnv {

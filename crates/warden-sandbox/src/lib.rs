@@ -125,6 +125,7 @@ pub struct Target<'a> {
     pub run_dir: Option<&'a std::path::Path>,
 }
 
+#[non_exhaustive]
 /// The command line that starts the agent in its sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wrapped {
@@ -137,6 +138,7 @@ pub struct Wrapped {
     pub on_kill: Option<Vec<OsString>>,
 }
 
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SandboxError {
     #[error(
