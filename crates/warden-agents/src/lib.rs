@@ -7,6 +7,8 @@
 //! prompts bypassed, `CI=true`, machine-readable output on stdout. This
 //! crate only builds command lines; it starts nothing.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -26,6 +28,7 @@ pub struct AgentRequest {
 }
 
 /// A command line ready to start.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
     pub program: OsString,
@@ -35,6 +38,7 @@ pub struct Invocation {
     pub stdin: Option<Vec<u8>>,
 }
 
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AgentError {
     #[error("`{agent}` runs a command, not a prompt: put the command after `--`")]

@@ -52,6 +52,7 @@ impl fmt::Display for Agent {
 }
 
 /// An agent name that is not one of [`Agent::ALL`].
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownAgent(pub String);
 

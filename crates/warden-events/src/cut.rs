@@ -27,7 +27,7 @@ const MIN_LINE: usize = 16 << 10;
 const MIN_VALUE: usize = 4 << 10;
 
 /// A line, with the big values at some paths cut out.
-pub struct Cut<'a> {
+pub(crate) struct Cut<'a> {
     line: &'a [u8],
     /// The line with each cut value replaced by `""`; empty when nothing
     /// was cut.
@@ -40,7 +40,7 @@ impl<'a> Cut<'a> {
     /// `line` with the big values at `paths` (raw JSON fields whose only
     /// reader is [`Cut::output_of`], or fields the decoder ignores) cut
     /// out, when it is long and well formed.
-    pub fn new(line: &'a [u8], paths: &[&[Step]]) -> Self {
+    pub(crate) fn new(line: &'a [u8], paths: &[&[Step]]) -> Self {
         #[cfg(not(test))]
         let (min_line, min_value) = (MIN_LINE, MIN_VALUE);
         #[cfg(test)]
@@ -77,7 +77,7 @@ impl<'a> Cut<'a> {
     }
 
     /// The line to parse: the original, or the copy with values cut out.
-    pub fn line(&self) -> &[u8] {
+    pub(crate) fn line(&self) -> &[u8] {
         if self.cuts.is_empty() {
             self.line
         } else {
@@ -87,7 +87,7 @@ impl<'a> Cut<'a> {
 
     /// [`output_of`] a raw value read from [`Cut::line`]: for a cut value,
     /// that of the value it replaced.
-    pub fn output_of(&self, raw: &RawValue) -> ToolOutput {
+    pub(crate) fn output_of(&self, raw: &RawValue) -> ToolOutput {
         if self.cuts.is_empty() {
             return output_of(raw);
         }

@@ -39,6 +39,7 @@ impl Stream {
 ///   top of it);
 /// - `total` (serialized, not stored): `input + cache_read + cache_write +
 ///   output`, every token the model read or wrote.
+#[non_exhaustive]
 #[derive(serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tokens {
     pub input: u64,
@@ -132,6 +133,7 @@ impl Serialize for Tokens {
 }
 
 /// What kind of error an agent reported.
+#[non_exhaustive]
 #[derive(
     serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
 )]
@@ -214,6 +216,7 @@ pub struct OpenCall {
 }
 
 /// One thing that happened during a run.
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Event {

@@ -9,7 +9,7 @@ use crate::summary::{PREVIEW, ToolOutput};
 /// Parses one line as `T`, tolerating leading whitespace and a terminal
 /// escape sequence some CLIs leak before the JSON. `None` for anything
 /// that is not a JSON object of that shape.
-pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
+pub(crate) fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
     let start = line.iter().position(|b| !b.is_ascii_whitespace())?;
     let mut line = &line[start..];
     if line[0] == 0x1b {
@@ -24,7 +24,7 @@ pub fn parse<'a, T: Deserialize<'a>>(line: &'a [u8]) -> Option<T> {
 /// A tool's output from its JSON value (a string, or an array of text
 /// blocks), without decoding all of it: a tool result can be megabytes,
 /// and an event carries only its start and its size.
-pub fn output_of(raw: &RawValue) -> ToolOutput {
+pub(crate) fn output_of(raw: &RawValue) -> ToolOutput {
     output_of_text(raw.get().as_bytes(), None, |t| (t, None))
 }
 
@@ -33,7 +33,7 @@ pub fn output_of(raw: &RawValue) -> ToolOutput {
 /// with the length of its text once unescaped when it is a string and
 /// that is known; `text` gives the raw JSON a block's raw `text` stands
 /// for (and the same length).
-pub fn output_of_text<'t>(
+pub(crate) fn output_of_text<'t>(
     s: &'t [u8],
     size: Option<u64>,
     text: impl Fn(&'t [u8]) -> (&'t [u8], Option<u64>),
@@ -227,7 +227,7 @@ fn count_backslashes(bytes: &[u8]) -> u64 {
 
 /// A one-line view of a tool's input: its `command` (or `cmd`) when it
 /// has one, else the compact JSON.
-pub fn input_view(raw: Option<&RawValue>) -> Option<String> {
+pub(crate) fn input_view(raw: Option<&RawValue>) -> Option<String> {
     #[derive(Deserialize)]
     struct Cmd {
         #[serde(default)]
@@ -253,7 +253,7 @@ pub fn input_view(raw: Option<&RawValue>) -> Option<String> {
 }
 
 /// A number field that some CLIs write as a float and others as an integer.
-pub fn as_u64(v: Option<f64>) -> u64 {
+pub(crate) fn as_u64(v: Option<f64>) -> u64 {
     v.map_or(0, |f| {
         if f.is_finite() && f > 0.0 {
             f as u64

@@ -20,7 +20,10 @@ const MAX_DEPTH: usize = 100;
 /// whose top-level members `member(key, value)` all accept (`key` raw,
 /// without quotes; `value` the raw JSON text). Keys with escapes are
 /// refused, so `member` sees every key exactly as serde would.
-pub fn object<'a>(line: &'a [u8], mut member: impl FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
+pub(crate) fn object<'a>(
+    line: &'a [u8],
+    mut member: impl FnMut(&'a [u8], &'a [u8]) -> bool,
+) -> bool {
     let mut s = Skim::new(line);
     s.members(&mut member)
         && {
@@ -34,7 +37,7 @@ pub fn object<'a>(line: &'a [u8], mut member: impl FnMut(&'a [u8], &'a [u8]) -> 
 /// member of which `member(index, key, value)` accepts (raw, as for
 /// [`object`]; keys with escapes are refused). `raw` must already be known
 /// to be UTF-8 (the text of a raw JSON value is): it is not checked again.
-pub fn array_of_objects<'a>(
+pub(crate) fn array_of_objects<'a>(
     raw: &'a [u8],
     mut member: impl FnMut(usize, &'a [u8], &'a [u8]) -> bool,
 ) -> bool {
@@ -71,7 +74,7 @@ pub fn array_of_objects<'a>(
 
 /// A value [`values_at`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// Where it is in the line.
     pub range: std::ops::Range<usize>,
     /// For a string, the length in bytes of its text once unescaped.
@@ -80,7 +83,7 @@ pub struct Found {
 
 /// One step of a path into a JSON document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// The member of an object with this key (written without escapes).
     Key(&'static str),
     /// Any element of an array.
@@ -94,7 +97,7 @@ pub enum Step {
 /// path is the start of another, the values found at the longer one
 /// are taken, and a value at the shorter one only when it holds none of
 /// them: the ranges never overlap.
-pub fn values_at(line: &[u8], paths: &[&[Step]], min: usize) -> Option<Vec<Found>> {
+pub(crate) fn values_at(line: &[u8], paths: &[&[Step]], min: usize) -> Option<Vec<Found>> {
     assert!(paths.len() <= 32, "at most 32 paths");
     if line.first() != Some(&b'{') {
         return None;

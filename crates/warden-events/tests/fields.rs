@@ -26,16 +26,11 @@ fn claude_counts_the_last_usage_of_each_message() {
             r#"{"type":"assistant","message":{"id":"m1","model":"c","content":[],"usage":{"input_tokens":996,"output_tokens":1}},"parent_tool_use_id":null}"#,
         ],
     );
-    assert_eq!(
-        s.tokens,
-        Tokens {
-            input: 996,
-            output: 103,
-            cache_read: 15,
-            cache_write: 0,
-            reasoning: 0
-        }
-    );
+    let mut want = Tokens::default();
+    want.input = 996;
+    want.output = 103;
+    want.cache_read = 15;
+    assert_eq!(s.tokens, want);
     assert_eq!(s.turns, 1);
 }
 

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::sse::{self, End};
 use crate::{Reply, ShellTool, Turn, Usage};
 
-pub fn shell_tool(req: &Value) -> Option<ShellTool> {
+pub(crate) fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
     crate::shell_tool(tools.iter().filter_map(|t| {
         Some((
@@ -22,7 +22,7 @@ fn usage(u: &Usage, output: u64) -> Value {
     json!({"input_tokens": u.input, "output_tokens": output, "cache_creation_input_tokens": u.cache_write, "cache_read_input_tokens": u.cache_read})
 }
 
-pub fn reply(r: Reply<'_>) -> Response {
+pub(crate) fn reply(r: Reply<'_>) -> Response {
     let id = format!("msg_fake_{}", r.serial);
     let start = json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": r.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(&r.usage, 1)}});
     let say = r.say.as_deref();

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::sse::{self, End};
 use crate::{Reply, ShellTool, Turn, Usage};
 
-pub fn shell_tool(req: &Value) -> Option<ShellTool> {
+pub(crate) fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
     crate::shell_tool(tools.iter().filter_map(|t| {
         let f = t.get("function")?;
@@ -24,7 +24,7 @@ fn usage(u: &Usage) -> Value {
     json!({"prompt_tokens": u.prompt(), "completion_tokens": u.output, "total_tokens": u.total(), "prompt_tokens_details": {"cached_tokens": u.cache_read}, "completion_tokens_details": {"reasoning_tokens": u.reasoning}})
 }
 
-pub fn reply(r: Reply<'_>) -> Response {
+pub(crate) fn reply(r: Reply<'_>) -> Response {
     let id = format!("chatcmpl-fake-{}", r.serial);
     let chunk = |delta: Value, finish: Value, usage: Value| {
         let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": r.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});

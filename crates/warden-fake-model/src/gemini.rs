@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::sse::{self, End};
 use crate::{Reply, ShellTool, Turn};
 
-pub fn shell_tool(req: &Value) -> Option<ShellTool> {
+pub(crate) fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
     crate::shell_tool(
         tools
@@ -26,7 +26,7 @@ pub fn shell_tool(req: &Value) -> Option<ShellTool> {
     )
 }
 
-pub fn reply(r: Reply<'_>) -> Response {
+pub(crate) fn reply(r: Reply<'_>) -> Response {
     let body = |parts: Value, finish: Option<&str>| {
         let mut cand = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
         if let Some(f) = finish {

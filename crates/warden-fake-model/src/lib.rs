@@ -10,6 +10,8 @@
 //!
 //! This is test support: it is not part of warden.
 
+#![forbid(unsafe_code)]
+
 mod anthropic;
 mod chat;
 mod gemini;
@@ -121,7 +123,7 @@ pub(crate) struct ShellTool {
 }
 
 impl ShellTool {
-    pub fn args(&self, command: &str) -> Value {
+    pub(crate) fn args(&self, command: &str) -> Value {
         let mut args = serde_json::Map::new();
         args.insert(self.command_key.clone(), Value::String(command.to_string()));
         if self.wants_description {

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::sse::{self, End};
 use crate::{Reply, ShellTool, Turn, Usage};
 
-pub fn shell_tool(req: &Value) -> Option<ShellTool> {
+pub(crate) fn shell_tool(req: &Value) -> Option<ShellTool> {
     let tools = req.get("tools")?.as_array()?;
     crate::shell_tool(tools.iter().filter_map(|t| {
         Some((
@@ -22,7 +22,7 @@ fn usage(u: &Usage) -> Value {
     json!({"input_tokens": u.prompt(), "input_tokens_details": {"cached_tokens": u.cache_read}, "output_tokens": u.output, "output_tokens_details": {"reasoning_tokens": u.reasoning}, "total_tokens": u.total()})
 }
 
-pub fn reply(r: Reply<'_>) -> Response {
+pub(crate) fn reply(r: Reply<'_>) -> Response {
     let id = format!("resp_fake_{}", r.serial);
     let created = json!({"type": "response.created", "response": {"id": id, "object": "response", "created_at": 0, "status": "in_progress", "model": r.model, "output": []}});
     let item = match &r.turn {

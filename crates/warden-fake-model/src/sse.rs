@@ -9,14 +9,14 @@ use serde_json::Value;
 
 /// How a stream ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     Done,
     Stall,
     Break,
 }
 
 /// One SSE frame; `event` is the `event:` line, if the API uses one.
-pub fn frame(event: Option<&str>, data: &Value) -> Bytes {
+pub(crate) fn frame(event: Option<&str>, data: &Value) -> Bytes {
     let mut s = String::new();
     if let Some(e) = event {
         s.push_str("event: ");
@@ -29,12 +29,12 @@ pub fn frame(event: Option<&str>, data: &Value) -> Bytes {
     Bytes::from(s)
 }
 
-pub fn raw(text: &str) -> Bytes {
+pub(crate) fn raw(text: &str) -> Bytes {
     Bytes::copy_from_slice(text.as_bytes())
 }
 
 /// An event-stream response of `frames`, ending as `end` says.
-pub fn response(frames: Vec<Bytes>, end: End) -> Response {
+pub(crate) fn response(frames: Vec<Bytes>, end: End) -> Response {
     let head = stream::iter(frames.into_iter().map(Ok::<Bytes, std::io::Error>));
     let body = match end {
         End::Done => Body::from_stream(head),
@@ -55,7 +55,7 @@ pub fn response(frames: Vec<Bytes>, end: End) -> Response {
 }
 
 /// A JSON error body with an HTTP status.
-pub fn error(status: u16, body: Value) -> Response {
+pub(crate) fn error(status: u16, body: Value) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, axum::Json(body)).into_response()
 }

@@ -168,8 +168,19 @@ impl Shared {
 }
 
 fn shim_main(argv: Vec<OsString>) -> i32 {
-    // SAFETY: warden passes the control socket on this descriptor, and
-    // nothing else in this process owns it.
+    // Started by hand, the shim may have nothing on CONTROL_FD.
+    // SAFETY: fcntl(F_GETFD) takes a plain descriptor number and touches
+    // no memory; on a descriptor that is not open it fails with EBADF.
+    if unsafe { libc::fcntl(CONTROL_FD, libc::F_GETFD) } < 0 {
+        eprintln!(
+            "warden's shim has no control socket on descriptor {CONTROL_FD}: \
+             only warden starts it, once per run"
+        );
+        return 2;
+    }
+    // SAFETY: CONTROL_FD is open (checked above), and nothing else in this
+    // process owns it: warden passes the control socket on it, and
+    // nothing in this process has opened a descriptor before.
     let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
     // SAFETY: CONTROL_FD is open (we just took ownership of it above).
     let _ = fcntl_setfd(

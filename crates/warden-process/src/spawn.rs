@@ -7,7 +7,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -42,6 +42,7 @@ pub enum ContainmentChoice {
 }
 
 /// The containment in force for a run, as named in the report.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Containment {
     /// Its own cgroup v2 (killed with `cgroup.kill`), under a subreaper
@@ -86,6 +87,7 @@ pub struct SpawnSpec {
 }
 
 /// Why a run could not be started.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     #[error("`{program}` was not found: {message}")]
@@ -389,10 +391,14 @@ fn pass_control_fd(raw: i32) -> io::Result<()> {
     if raw == CONTROL_FD {
         rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
     } else {
-        // SAFETY: we take CONTROL_FD as the target of dup2 and never close
-        // it here (ManuallyDrop); exec hands it to the shim.
-        let mut target = std::mem::ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(CONTROL_FD) });
-        rustix::io::dup2(fd, &mut target)?;
+        // The raw call: CONTROL_FD need not be open here, so it cannot be
+        // named by an `OwnedFd` (whose contract is an open descriptor).
+        // SAFETY: dup2 takes two plain descriptor numbers and touches no
+        // memory; whatever CONTROL_FD was, nothing in this forked child
+        // uses it before the exec hands it to the shim.
+        if unsafe { libc::dup2(raw, CONTROL_FD) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// The clocks a run can be waiting on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clock {
+pub(crate) enum Clock {
     /// The run clock (`--timeout`).
     Run,
     /// No activity since spawn (`--startup-timeout`).
@@ -33,7 +33,7 @@ pub enum Clock {
 
 /// What the clocks need to know about the run.
 #[derive(Debug, Clone, Default)]
-pub struct ClockState {
+pub(crate) struct ClockState {
     pub started: Option<Instant>,
     pub timeout: Option<Duration>,
     pub startup_timeout: Option<Duration>,
@@ -67,13 +67,13 @@ pub struct ClockState {
 impl ClockState {
     /// The stall timeout in force: the configured one, stretched by an
     /// open tool call's declared limit.
-    pub fn effective_stall(&self) -> Option<Duration> {
+    pub(crate) fn effective_stall(&self) -> Option<Duration> {
         self.stall_timeout
             .map(|s| self.stall_floor.map_or(s, |f| s.max(f)))
     }
 
     /// The earliest deadline that is still to fire.
-    pub fn next(&self) -> Option<(Instant, Clock)> {
+    pub(crate) fn next(&self) -> Option<(Instant, Clock)> {
         let started = self.started?;
         if let Some(at) = self.final_kill_at {
             return after(at, self.final_kill_wait).map(|at| (at, Clock::FinalKill));

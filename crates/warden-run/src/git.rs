@@ -20,6 +20,7 @@ pub struct Commit {
     pub files_changed: u32,
 }
 
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 #[error("git {args}: {message}")]
 pub struct GitError {

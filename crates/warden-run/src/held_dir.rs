@@ -34,6 +34,7 @@ use rustix::io::Errno;
 const GITIGNORE: &str = "# warden's run logs and worktrees; never committed\n*\n";
 
 /// Why a directory could not be made or used.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {
     #[error(

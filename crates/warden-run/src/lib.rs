@@ -24,20 +24,22 @@
 //! process tree is held by a small shim, which is the program itself
 //! started again (see `warden_process::shim`).
 
+#![forbid(unsafe_code)]
+
 pub mod artifacts;
 pub mod batch_report;
-pub mod clocks;
+mod clocks;
 pub mod defaults;
 pub mod git;
 pub mod held_dir;
 pub mod limits;
-pub mod live;
+mod live;
 pub mod output;
 mod pipe;
 pub mod regular_file;
 pub mod report;
 pub mod session;
-pub mod supervisor;
+mod supervisor;
 pub mod template;
 pub mod verdict;
 
@@ -123,6 +125,7 @@ impl RunSpec {
 
 /// What stops a run before it starts: warden cannot keep its promise of
 /// writing everything down.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     #[error("the command is empty: name a program to run")]
@@ -369,6 +372,14 @@ impl Run {
 }
 
 /// A run in progress: its events, a way to stop it, and its report.
+///
+/// The live events ([`next_event`](Self::next_event)) are a bounded feed
+/// that the run never waits on: when the caller falls behind, as under a
+/// burst of output, line events (`text`, `stderr`, `thinking`,
+/// `oversized_line`) are left out of it and counted in the report's
+/// `live_events_dropped`. `events.jsonl` in the run directory has them
+/// all. Reading the events is optional: [`wait`](Self::wait) returns as
+/// soon as the run has ended, whether or not they were read.
 pub struct RunHandle {
     run_id: String,
     run_dir: PathBuf,
@@ -405,7 +416,8 @@ impl RunHandle {
     }
 
     /// The next event; `None` once the run has finished and every event
-    /// was taken.
+    /// was taken. Line events may be missing from this feed when the
+    /// caller falls behind (see [`RunHandle`]); `events.jsonl` has them all.
     pub async fn next_event(&mut self) -> Option<Stamped> {
         self.events.recv().await
     }
@@ -417,15 +429,30 @@ impl RunHandle {
     /// Waits for the end of the run. Always returns a report with a
     /// verdict; `run.json` has it when `written` is true (a full disk can
     /// prevent that: then `output_lost` says why).
+    ///
+    /// The events need not be read first: the events not taken yet are
+    /// given up here, so the run's end never waits on a reader that is
+    /// no longer there.
     pub async fn wait(self) -> Report {
-        match self.task.await {
+        let Self {
+            events,
+            task,
+            fallback,
+            dir,
+            ..
+        } = self;
+        // Closing the feed tells the supervisor nobody reads it any more:
+        // otherwise, with events still waiting for room, it would give this
+        // very caller time to take them before it returns the report.
+        drop(events);
+        match task.await {
             Ok(report) => report,
             Err(e) => {
-                let mut report = self.fallback;
+                let mut report = fallback;
                 report.verdict = Some(Verdict::InternalError);
                 report.reason = "warden's supervisor failed".into();
                 report.error = Some(format!("the supervisor task failed: {e}"));
-                report.written = artifacts::write_report(&self.dir, &report).is_ok();
+                report.written = artifacts::write_report(&dir, &report).is_ok();
                 report
             }
         }

@@ -18,13 +18,13 @@ use warden_events::event::Stamped;
 
 /// Room for this many events between the supervisor and its caller. With
 /// text capped at `LIVE_EVENT_TEXT`, the feed holds a few MiB at most.
-pub const CAPACITY: usize = 1024;
+pub(crate) const CAPACITY: usize = 1024;
 
 /// Events other than lines that may wait for room; past this they are
 /// dropped and counted too (the file has them all).
-pub const BACKLOG: usize = 4096;
+pub(crate) const BACKLOG: usize = 4096;
 
-pub struct LiveFeed {
+pub(crate) struct LiveFeed {
     tx: Option<Sender<Stamped>>,
     backlog: VecDeque<Stamped>,
     dropped: u64,
@@ -36,7 +36,7 @@ pub struct LiveFeed {
 }
 
 impl LiveFeed {
-    pub fn new(tx: Option<Sender<Stamped>>) -> Self {
+    pub(crate) fn new(tx: Option<Sender<Stamped>>) -> Self {
         Self {
             tx,
             backlog: VecDeque::new(),
@@ -46,11 +46,11 @@ impl LiveFeed {
     }
 
     /// Line events left out of the feed because the caller fell behind.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 
-    pub fn deliver(&mut self, mut ev: Stamped) {
+    pub(crate) fn deliver(&mut self, mut ev: Stamped) {
         ev.event.cap_text(crate::defaults::LIVE_EVENT_TEXT);
         self.send_backlog();
         if self.tx.is_none() {
@@ -94,7 +94,7 @@ impl LiveFeed {
     /// line events when the feed is full. When it would be dropped, it is
     /// counted as dropped here, so the caller can skip making it. `false`
     /// without counting when nobody listens.
-    pub fn line_has_room(&mut self) -> bool {
+    pub(crate) fn line_has_room(&mut self) -> bool {
         if self.full {
             self.dropped += 1;
             return false;
@@ -118,7 +118,7 @@ impl LiveFeed {
     /// the supervisor's loop, would be dropped (the feed is full, or
     /// nobody listens): then the caller need not make them, and counts
     /// them with [`skip_lines`](Self::skip_lines).
-    pub fn takes_no_lines(&mut self) -> bool {
+    pub(crate) fn takes_no_lines(&mut self) -> bool {
         if self.full {
             return true;
         }
@@ -137,7 +137,7 @@ impl LiveFeed {
     }
 
     /// `n` line events left out: dropped, if anyone listens.
-    pub fn skip_lines(&mut self, n: u64) {
+    pub(crate) fn skip_lines(&mut self, n: u64) {
         if self.tx.is_some() {
             self.dropped += n;
         }
@@ -145,7 +145,7 @@ impl LiveFeed {
 
     /// Sends what the backlog holds, as far as there is room: once a turn
     /// of the supervisor's loop.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         self.full = false;
         self.send_backlog();
     }
@@ -161,7 +161,7 @@ impl LiveFeed {
 
     /// Sends what is still waiting, allowing the reader `limit` in all to
     /// make room; what does not fit by then is counted as dropped.
-    pub async fn drain(mut self, limit: std::time::Duration) {
+    pub(crate) async fn drain(mut self, limit: std::time::Duration) {
         let Some(tx) = self.tx.take() else { return };
         let until = tokio::time::Instant::now() + limit;
         while let Some(ev) = self.backlog.pop_front() {

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum OutputError {
     #[error("no <{tag}>…</{tag}> in the agent's final text")]

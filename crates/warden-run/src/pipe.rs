@@ -15,10 +15,10 @@ use warden_events::{Agent, Event, LineKind, LineSplitter, Stream, StreamDecoder,
 
 /// What a pipe is read through: the agent's end of it, with its fd (to
 /// make the pipe bigger for a flood).
-pub trait PipeRead: AsyncRead + AsFd + Send {}
+pub(crate) trait PipeRead: AsyncRead + AsFd + Send {}
 impl<T: AsyncRead + AsFd + Send> PipeRead for T {}
 
-pub type Reader = Pin<Box<dyn PipeRead>>;
+pub(crate) type Reader = Pin<Box<dyn PipeRead>>;
 
 /// What one read asks for, to begin with.
 const READ_CHUNK: usize = 64 * 1024;
@@ -31,7 +31,7 @@ const FLOOD_READS: u32 = 16;
 const FLOOD_PIPE: usize = 1 << 20;
 const FLOOD_READ: usize = 256 * 1024;
 
-pub struct Pipe {
+pub(crate) struct Pipe {
     pub stream: Stream,
     pub reader: Option<Reader>,
     pub buf: Vec<u8>,
@@ -55,7 +55,12 @@ pub struct Pipe {
 }
 
 impl Pipe {
-    pub fn new(stream: Stream, agent: Agent, reader: Option<Reader>, max_line: usize) -> Self {
+    pub(crate) fn new(
+        stream: Stream,
+        agent: Agent,
+        reader: Option<Reader>,
+        max_line: usize,
+    ) -> Self {
         let decoder = match stream {
             Stream::Stdout => StreamDecoder::new(agent, max_line),
             Stream::Stderr => StreamDecoder::stderr(agent, max_line),
@@ -74,17 +79,17 @@ impl Pipe {
         }
     }
 
-    pub fn open(&self) -> bool {
+    pub(crate) fn open(&self) -> bool {
         self.reader.is_some()
     }
 
-    pub fn summary(&self) -> &Summary {
+    pub(crate) fn summary(&self) -> &Summary {
         self.decoder.summary()
     }
 
     /// After a read of `n` bytes (decoded already): a pipe that floods gets
     /// a bigger buffer, once.
-    pub fn after_read(&mut self, n: usize) {
+    pub(crate) fn after_read(&mut self, n: usize) {
         if n < self.buf.len() {
             self.full_reads = 0;
             return;
@@ -105,7 +110,7 @@ impl Pipe {
     /// buffer (and already counted in `bytes`). `on_line` gets each line's
     /// range in the stream, its newline included (empty for what the end
     /// of the stream closes).
-    pub fn decode(&mut self, len: usize, mut on_line: impl FnMut(Line<'_>)) {
+    pub(crate) fn decode(&mut self, len: usize, mut on_line: impl FnMut(Line<'_>)) {
         let base = self.bytes - len as u64;
         self.decode_part(base, 0, len, &mut on_line);
     }
@@ -117,7 +122,7 @@ impl Pipe {
     /// got. Lines that run into a neighbouring read, and every line of a
     /// read that holds one longer than `max_line`, go to `on_line` as
     /// usual.
-    pub fn decode_counting(
+    pub(crate) fn decode_counting(
         &mut self,
         len: usize,
         mut on_line: impl FnMut(Line<'_>),
@@ -223,7 +228,7 @@ impl Pipe {
 
     /// Stops reading, and decodes a last line without newline (and closes
     /// what the stream left open). Safe to call twice.
-    pub fn close(&mut self, mut on_line: impl FnMut(Line<'_>)) {
+    pub(crate) fn close(&mut self, mut on_line: impl FnMut(Line<'_>)) {
         self.reader = None;
         if self.finished {
             return;
@@ -257,7 +262,7 @@ impl Pipe {
 }
 
 /// One line of a pipe, as decoded.
-pub struct Line<'a> {
+pub(crate) struct Line<'a> {
     pub stream: Stream,
     pub kind: LineKind,
     /// Where its bytes are in the log, newline included.
@@ -309,7 +314,7 @@ fn plain_line<'a>(
 }
 
 /// Reads from the pipe; never resolves once it is closed.
-pub async fn read(reader: &mut Option<Reader>, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) async fn read(reader: &mut Option<Reader>, buf: &mut [u8]) -> std::io::Result<usize> {
     match reader {
         Some(r) => r.read(buf).await,
         None => std::future::pending().await,

@@ -14,6 +14,7 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Why a file was not read.
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error(transparent)]

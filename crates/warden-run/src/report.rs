@@ -12,6 +12,7 @@ use warden_events::{ErrorClass, Holder, Tokens};
 use crate::verdict::Verdict;
 
 /// A process that was still alive when the agent exited.
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Orphan {
     pub pid: i32,
@@ -21,6 +22,7 @@ pub struct Orphan {
 }
 
 /// The drain was cut short with the output pipes still open.
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Truncation {
     /// Bytes read from stdout and stderr together when reading stopped.
@@ -30,6 +32,7 @@ pub struct Truncation {
 }
 
 /// A tool call whose declared time limit pushed the stall deadline out.
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StallExtension {
     pub at_ms: u64,
@@ -39,6 +42,7 @@ pub struct StallExtension {
 }
 
 /// The effective limits, as milliseconds (`null` for a disabled clock).
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitsReport {
     pub timeout_ms: Option<u64>,
@@ -53,6 +57,7 @@ pub struct LimitsReport {
     pub on_fatal_error: crate::limits::OnFatalError,
 }
 
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub schema_version: warden_events::SchemaVersion,

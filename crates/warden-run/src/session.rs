@@ -62,6 +62,7 @@ pub struct IterationContext {
 }
 
 /// What the observer sees.
+#[non_exhaustive]
 pub enum SessionEvent<'a> {
     Worktree(&'a Worktree),
     IterationStarted {
@@ -91,6 +92,7 @@ pub struct SessionRun {
     pub commits: Vec<Commit>,
 }
 
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
 pub struct WorktreeReport {
     pub path: PathBuf,
@@ -102,6 +104,7 @@ pub struct WorktreeReport {
 }
 
 /// `session.json`.
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
 pub struct SessionReport {
     pub schema_version: warden_events::SchemaVersion,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TemplateError {
     #[error("the prompt uses {{{{{name}}}}} but no value was given: add --arg {name}=VALUE")]

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+#[non_exhaustive]
 #[derive(
     serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
 )]

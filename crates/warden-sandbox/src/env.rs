@@ -197,6 +197,7 @@ pub fn can_be_secret(value: &str) -> bool {
 }
 
 /// The agent's environment and the secret values in it.
+#[non_exhaustive]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentEnv {
     /// Set on top of a cleared environment when `clear` is true, else on

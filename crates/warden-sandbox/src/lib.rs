@@ -10,6 +10,8 @@
 //! environment. This crate builds command lines and environments; it starts
 //! nothing but the short probes in [`probe`].
 
+#![forbid(unsafe_code)]
+
 pub mod bwrap;
 pub mod container;
 pub mod env;
@@ -124,6 +126,7 @@ pub struct Target<'a> {
 }
 
 /// The command line that starts the agent in its sandbox.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wrapped {
     pub program: OsString,
@@ -135,6 +138,7 @@ pub struct Wrapped {
     pub on_kill: Option<Vec<OsString>>,
 }
 
+#[non_exhaustive]
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SandboxError {
     #[error(

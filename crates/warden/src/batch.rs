@@ -228,7 +228,7 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
     Ok((a, f))
 }
 
-pub async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
+pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
     let file = &args.file;
     if args.jobs == 0 {
         return err(file, "-j must be at least 1");
@@ -742,6 +742,8 @@ impl BatchView {
                 wt.path.display(),
                 wt.branch
             )),
+            // A kind of session event this view does not know shows nothing.
+            _ => {}
         }
     }
 

@@ -22,13 +22,13 @@ use crate::signals::Signals;
     version,
     about = "Run AI coding agents headless and supervise every run: it never hangs, never leaks a process, never loses output, and always says why it ended."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run an agent (or any command with `exec`) under supervision.
     Run(Box<RunArgs>),
     /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
@@ -52,7 +52,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct BatchArgs {
+pub(crate) struct BatchArgs {
     /// The batch file: `[defaults]`, then one `[[run]]` table per run.
     pub file: PathBuf,
     /// How many runs at once (1 to 1024).
@@ -68,7 +68,7 @@ pub struct BatchArgs {
 
 /// The most runs a batch starts at once: each is a process tree with its
 /// pipes and clocks, and a number past this is a typo, not a plan.
-pub const MAX_JOBS: usize = 1024;
+pub(crate) const MAX_JOBS: usize = 1024;
 
 fn jobs(s: &str) -> Result<usize, String> {
     let n: u128 = s
@@ -83,7 +83,7 @@ fn jobs(s: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// A run directory (.warden/runs/<id>) or a session directory.
     pub dir: PathBuf,
     /// Also write the timeline as one self-contained HTML file.
@@ -100,7 +100,7 @@ pub struct ReportArgs {
 }
 
 #[derive(Debug, Args, Default)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The agent: claude, codex, opencode, pi, gemini, or exec (any command, given after `--`).
     pub agent: String,
 
@@ -204,7 +204,7 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// The agent whose output this is.
     pub agent: String,
     /// The recorded stdout, e.g. .warden/runs/<run-id>/stdout.log.
@@ -222,7 +222,7 @@ pub struct ReplayArgs {
 /// `warden.toml`. Values are taken as text and validated in one place
 /// (`settings`), so a bad value gets the same message from every source.
 #[derive(Debug, Args, Default)]
-pub struct SettingFlags {
+pub(crate) struct SettingFlags {
     /// Wall clock for the run [default: 1h; 0 disables].
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
@@ -280,7 +280,7 @@ pub struct SettingFlags {
     pub config: Option<PathBuf>,
 }
 
-pub async fn dispatch(cli: Cli) -> u8 {
+pub(crate) async fn dispatch(cli: Cli) -> u8 {
     // Only a run or a batch catches signals (see `for_a_run`); any other
     // command gets the default actions back before it does anything.
     if !matches!(cli.command, Command::Run(_) | Command::Batch(_)) {

@@ -11,7 +11,7 @@ fn row(name: &str, state: &str) {
     println!("  {name:<16} {state}");
 }
 
-pub async fn doctor() -> u8 {
+pub(crate) async fn doctor() -> u8 {
     println!("warden {}", env!("CARGO_PKG_VERSION"));
 
     println!("agents:");

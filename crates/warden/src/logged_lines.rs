@@ -20,14 +20,14 @@ use warden_events::event::Stamped;
 use warden_events::{Agent, Event, StreamDecoder};
 
 /// The two logs of a run, opened when first needed.
-pub struct Logs<'a> {
+pub(crate) struct Logs<'a> {
     dir: &'a Path,
     stdout: Option<File>,
     stderr: Option<File>,
 }
 
 impl<'a> Logs<'a> {
-    pub fn new(dir: &'a Path) -> Self {
+    pub(crate) fn new(dir: &'a Path) -> Self {
         Self {
             dir,
             stdout: None,
@@ -36,7 +36,11 @@ impl<'a> Logs<'a> {
     }
 
     /// Calls `each` with every event a `lines` event stands for, in order.
-    pub fn expand(&mut self, event: &Value, mut each: impl FnMut(&Stamped)) -> Result<(), String> {
+    pub(crate) fn expand(
+        &mut self,
+        event: &Value,
+        mut each: impl FnMut(&Stamped),
+    ) -> Result<(), String> {
         let stderr = match event["stream"].as_str() {
             Some("stdout") => false,
             Some("stderr") => true,

@@ -27,7 +27,7 @@ struct ReplaySummary<'a> {
     summary: &'a Summary,
 }
 
-pub fn replay(args: &ReplayArgs) -> u8 {
+pub(crate) fn replay(args: &ReplayArgs) -> u8 {
     let agent: Agent = match args.agent.parse() {
         Ok(a) => a,
         Err(e) => {

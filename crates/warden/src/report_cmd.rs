@@ -132,7 +132,7 @@ fn check_logs(dir: &Path, report: &Value) -> LogCheck {
     check
 }
 
-pub fn report(args: &ReportArgs) -> u8 {
+pub(crate) fn report(args: &ReportArgs) -> u8 {
     let silence = match crate::settings::parse_duration(&args.silence) {
         Some(d) => d.as_millis() as u64,
         None => {

@@ -151,14 +151,12 @@ pub(crate) async fn run_session_cli(
         control,
         |ctx| plan.spec(ctx),
         |ev| match ev {
-            SessionEvent::Worktree(wt) => {
-                if !quiet {
-                    eprintln!(
-                        "warden: working in a new worktree {} on branch {}",
-                        wt.path.display(),
-                        wt.branch
-                    );
-                }
+            SessionEvent::Worktree(wt) if !quiet => {
+                eprintln!(
+                    "warden: working in a new worktree {} on branch {}",
+                    wt.path.display(),
+                    wt.branch
+                );
             }
             SessionEvent::IterationStarted { iteration, run_dir } => {
                 if !quiet {
@@ -183,6 +181,9 @@ pub(crate) async fn run_session_cli(
                     r.finished(report);
                 }
             }
+            // Quiet, or a kind of session event this view does not know:
+            // nothing to show.
+            _ => {}
         },
     )
     .await;

@@ -19,7 +19,7 @@ use crate::cli::SettingFlags;
 
 /// What kind of value a setting takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A clock: `0` disables it.
     Clock,
     /// A grace period: `0` means none.
@@ -53,12 +53,12 @@ impl Kind {
 /// One setting: its name as a `warden.toml` key (the flag is the same with
 /// dashes, the variable `WARDEN_` and the name in capitals).
 #[derive(Debug, Clone, Copy)]
-pub struct Key {
+pub(crate) struct Key {
     pub name: &'static str,
     pub kind: Kind,
 }
 
-pub const KEYS: &[Key] = &[
+pub(crate) const KEYS: &[Key] = &[
     Key {
         name: "timeout",
         kind: Kind::Clock,
@@ -130,7 +130,7 @@ pub const KEYS: &[Key] = &[
 ];
 
 #[derive(Debug, thiserror::Error, PartialEq)]
-pub enum SettingsError {
+pub(crate) enum SettingsError {
     #[error("invalid value `{value}` for {origin}: expected {expected}")]
     Invalid {
         origin: String,
@@ -209,13 +209,13 @@ struct Sourced {
 
 /// Raw values from every source, highest precedence first.
 #[derive(Debug, Default)]
-pub struct RawSettings {
+pub(crate) struct RawSettings {
     values: HashMap<&'static str, Vec<Sourced>>,
 }
 
 /// Settings the rest of the program trusts.
 #[derive(Debug, Clone)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub limits: Limits,
     pub containment: ContainmentChoice,
     pub sandbox: SandboxChoice,
@@ -230,7 +230,7 @@ pub struct Resolved {
 
 impl RawSettings {
     /// Reads the flags, the environment and the config file.
-    pub fn gather(flags: &SettingFlags, cwd: &Path) -> Result<Self, SettingsError> {
+    pub(crate) fn gather(flags: &SettingFlags, cwd: &Path) -> Result<Self, SettingsError> {
         let mut raw = RawSettings::default();
         raw.add_flags(flags);
         raw.add_env(
@@ -263,7 +263,7 @@ impl RawSettings {
     /// Names the values that came in as flags by where they were really
     /// written: a batch file fills the same flags from its keys, and its
     /// errors must name the key (`timeout`), not a flag nobody typed.
-    pub fn name_flags_as(mut self, origin: impl Fn(&str) -> String) -> Self {
+    pub(crate) fn name_flags_as(mut self, origin: impl Fn(&str) -> String) -> Self {
         for (name, values) in &mut self.values {
             for v in values.iter_mut().filter(|v| v.from_flags) {
                 v.origin = origin(name);
@@ -354,7 +354,7 @@ impl RawSettings {
     }
 
     /// Validates every value and keeps the one with the highest precedence.
-    pub fn resolve(self) -> Result<Resolved, SettingsError> {
+    pub(crate) fn resolve(self) -> Result<Resolved, SettingsError> {
         let mut parsed: HashMap<&'static str, Value> = HashMap::new();
         for key in KEYS {
             for (i, s) in self.values.get(key.name).into_iter().flatten().enumerate() {
@@ -446,7 +446,7 @@ enum Value {
 
 /// Why a value was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bad {
+pub(crate) enum Bad {
     Invalid,
     /// Well formed, but past what the setting can hold: says the limit.
     TooLarge(&'static str),
@@ -496,7 +496,7 @@ fn parse_other(kind: Kind, s: &str) -> Option<Value> {
 }
 
 /// `15m`, `90s`, `250ms`, `1h30m`, or `0`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     duration(s).ok()
 }
 

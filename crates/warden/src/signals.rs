@@ -119,7 +119,7 @@ fn set_mask(how: libc::c_int) {
 /// held, the call goes through instead. Only this thread's mask changes,
 /// and it is restored before `f`'s result is returned, so no child
 /// process can inherit it.
-pub fn without_tty_stop<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn without_tty_stop<R>(f: impl FnOnce() -> R) -> R {
     let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: `sigemptyset` initializes `set` before it is read;
@@ -142,7 +142,7 @@ pub fn without_tty_stop<R>(f: impl FnOnce() -> R) -> R {
 
 /// Whether this process is in the foreground of the terminal on stderr
 /// (false off a terminal).
-pub fn in_foreground() -> bool {
+pub(crate) fn in_foreground() -> bool {
     rustix::termios::tcgetpgrp(std::io::stderr()).is_ok_and(|fg| fg == rustix::process::getpgrp())
 }
 
@@ -159,7 +159,7 @@ fn take_over() -> Received {
 /// For commands that are not a run: the default actions back, and a
 /// signal that came during start-up acted on now.
 /// Like [`Signals::install`], before any other thread is started.
-pub fn default_actions() {
+pub(crate) fn default_actions() {
     let early = take_over();
     for sig in CAUGHT {
         if sig == libc::SIGHUP && HUP_IGNORED.load(Ordering::SeqCst) {
@@ -189,14 +189,14 @@ fn name(sig: libc::c_int) -> &'static str {
 
 /// How many signals came, and the name of the last.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Received {
+pub(crate) struct Received {
     pub count: u32,
     pub last: &'static str,
 }
 
 /// The signals received so far, and a way to wait for the next.
 #[derive(Clone)]
-pub struct Signals {
+pub(crate) struct Signals {
     rx: watch::Receiver<Received>,
 }
 
@@ -205,7 +205,7 @@ impl Signals {
     /// called in the runtime, before any other thread is started: the
     /// handover holds the signals on this thread only, and another thread
     /// could take one that then nobody counts.
-    pub fn install() -> Signals {
+    pub(crate) fn install() -> Signals {
         let early = take_over();
         let (tx, rx) = watch::channel(early);
         let kinds = [
@@ -237,13 +237,13 @@ impl Signals {
     }
 
     /// What has come so far.
-    pub fn received(&self) -> Received {
+    pub(crate) fn received(&self) -> Received {
         *self.rx.borrow()
     }
 
     /// Waits for the next signal (returns at once if one came since this
     /// was last asked); `None` if no more can come.
-    pub async fn changed(&mut self) -> Option<Received> {
+    pub(crate) async fn changed(&mut self) -> Option<Received> {
         self.rx.changed().await.ok()?;
         Some(*self.rx.borrow_and_update())
     }

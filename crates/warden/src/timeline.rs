@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// A tool call with its span, in ms since the start.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolSpan {
+pub(crate) struct ToolSpan {
     pub name: String,
     pub input: String,
     pub start: u64,
@@ -20,14 +20,14 @@ pub struct ToolSpan {
 
 /// A notable moment: a warning, an error, the end.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mark {
+pub(crate) struct Mark {
     pub at: u64,
     pub kind: String,
     pub text: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     /// Whether `run.json` has a verdict. An unfinished run (still going,
     /// or its warden was killed) is drawn up to its last event.
     pub finished: bool,
@@ -50,7 +50,7 @@ pub struct Timeline {
 
 /// All the tokens of a `tokens` object: its `total` where it has one,
 /// else the sum of its parts.
-pub fn tokens_total(t: &Value) -> u64 {
+pub(crate) fn tokens_total(t: &Value) -> u64 {
     if let Some(total) = t["total"].as_u64() {
         return total;
     }
@@ -59,7 +59,7 @@ pub fn tokens_total(t: &Value) -> u64 {
         .fold(0u64, |n, k| n.saturating_add(t[*k].as_u64().unwrap_or(0)))
 }
 
-pub fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
+pub(crate) fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
     let finished = !report["verdict"].is_null();
     let last_event = events
         .iter()

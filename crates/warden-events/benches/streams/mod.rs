@@ -3,7 +3,7 @@
 
 /// A tool result's text: source-like lines with quotes, tabs and
 /// newlines, so the JSON has escapes to work through.
-pub fn big_text(n: usize, seed: usize) -> String {
+pub(crate) fn big_text(n: usize, seed: usize) -> String {
     let mut s = String::with_capacity(n + 64);
     let mut i = seed;
     while s.len() < n {
@@ -15,7 +15,7 @@ pub fn big_text(n: usize, seed: usize) -> String {
     s
 }
 
-pub fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
@@ -23,7 +23,7 @@ pub fn json_str(s: &str) -> String {
 /// events of one message (start with usage, text and tool-input deltas,
 /// final usage), the two assistant lines, and the tool result. 21 of its
 /// 24 lines are `stream_event`s.
-pub fn claude_partial(i: usize, big: &str) -> Vec<String> {
+pub(crate) fn claude_partial(i: usize, big: &str) -> Vec<String> {
     const TAIL: &str =
         r#""session_id":"3f0c9a2e-1b7d-4e55-9c1a-0d2b7c6e9f10","parent_tool_use_id":null"#;
     let event =

@@ -18,7 +18,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 #[derive(Default)]
-pub enum Content<'a> {
+pub(super) enum Content<'a> {
     /// Absent, or not an array of blocks: no blocks.
     #[default]
     Nothing,
@@ -30,7 +30,7 @@ pub enum Content<'a> {
 impl<'a> Content<'a> {
     /// The blocks; `line` is the line this content was read from, read
     /// again only when the content is [`Content::Unsure`].
-    pub fn blocks(&self, line: &'a [u8]) -> Vec<Block<'a>> {
+    pub(super) fn blocks(&self, line: &'a [u8]) -> Vec<Block<'a>> {
         match self {
             Content::Nothing => Vec::new(),
             Content::Blocks(b) => b.clone(),
@@ -62,14 +62,14 @@ struct RawMessage<'a> {
 /// Whether the two-step reading accepted `line`, which the one pass
 /// accepted: they differ only on invalid UTF-8 in a block's field that
 /// neither reads (raw JSON is checked for UTF-8, a skipped value is not).
-pub fn two_step_accepts(line: &[u8]) -> bool {
+pub(super) fn two_step_accepts(line: &[u8]) -> bool {
     std::str::from_utf8(line).is_ok() || crate::json::parse::<RawLine<'_>>(line).is_some()
 }
 
 /// One content block; the derive is the full two-step reading, kept for
 /// [`Content::Unsure`].
 #[derive(Deserialize, Default, Clone)]
-pub struct Block<'a> {
+pub(super) struct Block<'a> {
     #[serde(rename = "type", borrow)]
     pub ty: Cow<'a, str>,
     #[serde(default, borrow)]

@@ -51,6 +51,7 @@ use crate::report::{Orphan, Report, StallExtension, Truncation};
 use crate::verdict::Cause;
 
 /// A request to the running supervisor.
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
     /// End the run gracefully (SIGTERM, grace, SIGKILL): `cancelled`.
@@ -60,7 +61,7 @@ pub enum Control {
 }
 
 /// What the supervisor is started with.
-pub struct Setup {
+pub(crate) struct Setup {
     pub run_id: String,
     pub agent: Agent,
     pub command: Vec<String>,
@@ -85,18 +86,18 @@ pub struct Setup {
 
 /// Where a run's commits are collected from.
 #[derive(Debug, Clone)]
-pub struct GitStart {
+pub(crate) struct GitStart {
     pub dir: PathBuf,
     pub base: Option<String>,
 }
 
 /// The structured output a run must produce.
-pub struct OutputSpec {
+pub(crate) struct OutputSpec {
     pub tag: String,
     pub schema: Option<crate::output::Schema>,
 }
 
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     setup: Setup,
     live: LiveFeed,
     clocks: ClockState,
@@ -179,7 +180,7 @@ fn quiet(cmd: &[std::ffi::OsString]) -> tokio::process::Command {
 }
 
 impl Supervisor {
-    pub fn new(setup: Setup, events: Option<Sender<Stamped>>) -> Self {
+    pub(crate) fn new(setup: Setup, events: Option<Sender<Stamped>>) -> Self {
         let l = &setup.limits;
         let clocks = ClockState {
             started: Some(setup.started),
@@ -418,7 +419,11 @@ impl Supervisor {
     }
 
     /// Supervises `tree` to the end and returns the final report.
-    pub async fn run(mut self, tree: RunTree, mut control: UnboundedReceiver<Control>) -> Report {
+    pub(crate) async fn run(
+        mut self,
+        tree: RunTree,
+        mut control: UnboundedReceiver<Control>,
+    ) -> Report {
         let mut tree = tree;
         self.pid = Some(tree.agent_pid());
         let containment = match self.setup.containment_extra {

@@ -14,7 +14,7 @@ use crate::verdict::{Cause, Facts, Verdict, decide};
 impl Supervisor {
     /// The report as it stands; `verdict` is `None` until the end. Secret
     /// values are masked in every text field.
-    pub fn report(&self, verdict: Option<Verdict>, reason: String) -> Report {
+    pub(crate) fn report(&self, verdict: Option<Verdict>, reason: String) -> Report {
         let mut r = self.raw_report(verdict, reason);
         let red = &self.setup.redactor;
         if !red.is_empty() {
@@ -232,7 +232,7 @@ impl Supervisor {
     }
 
     /// Ends a run whose agent could not be started.
-    pub async fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
+    pub(crate) async fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
         self.spawn_error = Some(error.to_string());
         self.note_error(error.to_string());
         self.finish().await

@@ -8,6 +8,8 @@
 //! starts sooner. warden uses it only when it sits next to warden and
 //! carries the same build mark; otherwise warden is its own shim.
 
+#![forbid(unsafe_code)]
+
 /// The mark warden looks for in this file (kept by the linker).
 #[used]
 static MARK: &str = warden_process::SHIM_MARK;

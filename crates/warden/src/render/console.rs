@@ -30,14 +30,14 @@ use std::time::{Duration, Instant};
 
 /// One of warden's two output streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub(crate) enum Stream {
     Stdout,
     Stderr,
 }
 
 /// Whether a line may be dropped when its reader cannot keep up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
+pub(crate) enum Priority {
     /// Progress, agent output, notices: the run's logs have all of it.
     Droppable,
     /// A redraw of the status line: dropped without a count (the next
@@ -53,7 +53,7 @@ const QUEUE_BYTES: usize = 256 * 1024;
 /// What important lines may add on top of a full queue.
 const RESERVE_BYTES: usize = 64 * 1024;
 /// How long the end of a run waits for the last lines to go out.
-pub const FINISH_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Default)]
 struct Queue {
@@ -248,7 +248,7 @@ pub(crate) fn write_all(stream: Stream, mut bytes: &[u8]) -> io::Result<()> {
 /// cannot keep up drops lines instead of making the caller wait. Starts
 /// both writers now, before any agent runs, so starting a thread later
 /// cannot fail for want of resources the agent used up.
-pub fn for_a_run() {
+pub(crate) fn for_a_run() {
     DROP_WHEN_FULL.store(true, Ordering::Relaxed);
     for stream in [Stream::Stdout, Stream::Stderr] {
         let ch = channel(stream);
@@ -258,7 +258,7 @@ pub fn for_a_run() {
 }
 
 /// Queues `text` and a newline on `stream`.
-pub fn line(stream: Stream, priority: Priority, text: &str) {
+pub(crate) fn line(stream: Stream, priority: Priority, text: &str) {
     let mut bytes = Vec::with_capacity(text.len() + 1);
     bytes.extend_from_slice(text.as_bytes());
     bytes.push(b'\n');
@@ -267,7 +267,7 @@ pub fn line(stream: Stream, priority: Priority, text: &str) {
 
 /// Queues a line of text that may hold the agent's words: neutralized for
 /// CI logs (see `github`), droppable. What `eprintln!` and `println!` do.
-pub fn text(stream: Stream, text: &str) {
+pub(crate) fn text(stream: Stream, text: &str) {
     line(
         stream,
         Priority::Droppable,
@@ -277,7 +277,7 @@ pub fn text(stream: Stream, text: &str) {
 
 /// Queues a line on stderr that tells how a run or session ended:
 /// neutralized, and with the queue's reserve.
-pub fn important(text: &str) {
+pub(crate) fn important(text: &str) {
     line(
         Stream::Stderr,
         Priority::Important,
@@ -286,7 +286,7 @@ pub fn important(text: &str) {
 }
 
 /// Queues bytes as they are (a whole redraw of the status line, a page).
-pub fn raw(stream: Stream, priority: Priority, bytes: Vec<u8>) {
+pub(crate) fn raw(stream: Stream, priority: Priority, bytes: Vec<u8>) {
     if !bytes.is_empty() {
         channel(stream).push(bytes, priority);
     }
@@ -295,7 +295,7 @@ pub fn raw(stream: Stream, priority: Priority, bytes: Vec<u8>) {
 /// The end of the program: says what was dropped, then lets the queues
 /// drain, for at most `FINISH_WAIT` after a run (outside one, a reader
 /// who reads slowly still gets every line).
-pub fn finish() {
+pub(crate) fn finish() {
     let run = DROP_WHEN_FULL.load(Ordering::Relaxed);
     if run {
         let out = channel(Stream::Stdout).dropped();
@@ -329,13 +329,13 @@ pub fn finish() {
 /// blocks the thread that redraws. Each redraw is buffered and queued as
 /// one piece at `flush`, so a dropped redraw is dropped whole.
 #[derive(Debug, Default)]
-pub struct QueuedTerm {
+pub(crate) struct QueuedTerm {
     pending: Mutex<String>,
 }
 
 impl QueuedTerm {
     /// An indicatif draw target on stderr, through the queue.
-    pub fn target() -> indicatif::ProgressDrawTarget {
+    pub(crate) fn target() -> indicatif::ProgressDrawTarget {
         indicatif::ProgressDrawTarget::term_like_with_hz(Box::new(QueuedTerm::default()), 8)
     }
 
@@ -351,7 +351,7 @@ impl QueuedTerm {
 /// The terminal's size on stderr as (columns, rows): 80 x 24 where it
 /// cannot be read, and for a side the terminal says is 0 (a pseudo-terminal
 /// nobody sized, or resized to nothing), which nothing can be drawn into.
-pub fn terminal_size() -> (u16, u16) {
+pub(crate) fn terminal_size() -> (u16, u16) {
     let size = rustix::termios::tcgetwinsize(io::stderr()).ok();
     let or = |v: Option<u16>, default| v.filter(|&v| v > 0).unwrap_or(default);
     (

@@ -17,12 +17,12 @@ use warden_run::Report;
 
 use super::console::{self, Priority, Stream};
 
-pub struct GitHub {
+pub(crate) struct GitHub {
     summary: Option<std::path::PathBuf>,
 }
 
 impl GitHub {
-    pub fn from_env() -> Option<Self> {
+    pub(crate) fn from_env() -> Option<Self> {
         if std::env::var_os("GITHUB_ACTIONS").is_none_or(|v| v != "true") {
             return None;
         }
@@ -33,7 +33,7 @@ impl GitHub {
 
     /// A warning annotation (written as it is: `escape_data` makes the
     /// message safe, and `eprintln!` would neutralize the command itself).
-    pub fn warning(&self, msg: &str) {
+    pub(crate) fn warning(&self, msg: &str) {
         console::line(
             Stream::Stderr,
             Priority::Droppable,
@@ -43,7 +43,7 @@ impl GitHub {
 
     /// The failed verdict's annotation: it gets the queue's reserve, like
     /// the summary line.
-    pub fn error(&self, msg: &str) {
+    pub(crate) fn error(&self, msg: &str) {
         console::line(
             Stream::Stderr,
             Priority::Important,
@@ -52,7 +52,7 @@ impl GitHub {
     }
 
     /// Appends a Markdown summary of the run to `$GITHUB_STEP_SUMMARY`.
-    pub fn step_summary(&self, r: &Report) {
+    pub(crate) fn step_summary(&self, r: &Report) {
         let Some(path) = &self.summary else { return };
         let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
@@ -67,7 +67,7 @@ impl GitHub {
 
 /// Escapes an annotation's message the way the runner decodes it; the
 /// result is one line with no `##[` left whole.
-pub fn escape_data(s: &str) -> String {
+pub(crate) fn escape_data(s: &str) -> String {
     break_old_commands(
         &s.replace('%', "%25")
             .replace('\r', "%0D")
@@ -94,7 +94,7 @@ const BREAKS: [char; 7] = [
 /// would let a line overwrite the timestamp warden put before it. The
 /// bidirectional overrides go the same way, so text cannot be shown in
 /// an order other than the one it has.
-pub fn neutralize(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn neutralize(text: &str) -> std::borrow::Cow<'_, str> {
     if already_inert(text) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -151,7 +151,7 @@ fn break_old_commands(s: &str) -> String {
 /// A `--json` line made safe for a CI log: JSON strings already escape
 /// every line break and a line starts with `{`; what is left is `##[`
 /// inside a string, written `#\u0023[` (the same text to a JSON reader).
-pub fn json_line(line: Vec<u8>) -> Vec<u8> {
+pub(crate) fn json_line(line: Vec<u8>) -> Vec<u8> {
     if memchr::memmem::find(&line, b"##[").is_none() {
         return line;
     }
@@ -161,7 +161,7 @@ pub fn json_line(line: Vec<u8>) -> Vec<u8> {
 }
 
 /// [`json_line`] written straight to `out`, without a copy of the line.
-pub fn write_json_line(out: &mut impl std::io::Write, line: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_json_line(out: &mut impl std::io::Write, line: &[u8]) -> std::io::Result<()> {
     let mut from = 0;
     for at in memchr::memmem::find_iter(line, b"##[") {
         out.write_all(&line[from..at])?;
@@ -192,7 +192,7 @@ fn cell(s: &str) -> String {
     out.replace("::", ":\u{200b}:")
 }
 
-pub fn summary_markdown(r: &Report) -> String {
+pub(crate) fn summary_markdown(r: &Report) -> String {
     let verdict = r.verdict.map_or("unknown", |v| v.as_str());
     let icon = if verdict == "succeeded" { "✅" } else { "❌" };
     let mut md = format!("### {icon} warden: `{}` {verdict}\n\n", cell(&r.agent));

@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{ViewState, short};
 
-pub struct Live {
+pub(crate) struct Live {
     bar: ProgressBar,
     color: bool,
     /// The terminal's settings before warden changed them.
@@ -14,7 +14,7 @@ pub struct Live {
 }
 
 impl Live {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let bar = ProgressBar::with_draw_target(None, super::console::QueuedTerm::target());
         // The message is cut to the terminal's width (less a column, so
         // the cursor never waits at the right edge): a line that wraps
@@ -32,18 +32,18 @@ impl Live {
     }
 
     /// Prints a line above the status line.
-    pub fn println(&self, text: &str) {
+    pub(crate) fn println(&self, text: &str) {
         self.bar.println(text);
     }
 
-    pub fn update(&self, s: &ViewState) {
+    pub(crate) fn update(&self, s: &ViewState) {
         let cols = usize::from(super::console::terminal_size().0);
         self.bar
             .set_message(fit(&status(s, self.color), cols.saturating_sub(3).max(8)));
     }
 
     /// Removes the status line, leaving nothing behind.
-    pub fn clear(self) {
+    pub(crate) fn clear(self) {
         self.bar.finish_and_clear();
     }
 }
@@ -81,7 +81,7 @@ fn keep_output_on_interrupt() -> Option<rustix::termios::Termios> {
 }
 
 /// `claude opus │ 01:23 │ quiet 12.0s │ Bash 45.0s │ 3 tools │ 1.2k/340 tok $0.04 │ 2 retries │ 2/5 │ last text`
-pub fn status(s: &ViewState, color: bool) -> String {
+pub(crate) fn status(s: &ViewState, color: bool) -> String {
     let mut parts = Vec::new();
     let mut who = s.agent.name().to_string();
     // The model, the tool's name and the last text come from the agent:
@@ -152,7 +152,7 @@ fn kilo(n: u64) -> String {
 
 /// `text` cut to `width` visible characters; colour escapes do not count,
 /// and a cut inside a coloured stretch resets the colour.
-pub fn fit(text: &str, width: usize) -> String {
+pub(crate) fn fit(text: &str, width: usize) -> String {
     let mut out = String::with_capacity(text.len());
     let mut visible = 0;
     let mut chars = text.chars().peekable();

@@ -8,9 +8,9 @@
 //! annotations, and a Markdown summary goes to `$GITHUB_STEP_SUMMARY`
 //! ([`github`]). `--json` writes each event as one JSON line on stdout.
 
-pub mod console;
-pub mod github;
-pub mod live;
+pub(crate) mod console;
+pub(crate) mod github;
+pub(crate) mod live;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ use console::{Priority, Stream};
 /// status snapshots ([`Event::Status`]): a view never re-derives them
 /// from the other events (many activity lines carry no event).
 #[derive(Debug, Clone)]
-pub struct ViewState {
+pub(crate) struct ViewState {
     pub agent: Agent,
     pub model: Option<String>,
     /// The run's start, as near as the view can tell: re-anchored on the
@@ -53,7 +53,7 @@ pub struct ViewState {
 }
 
 impl ViewState {
-    pub fn new(agent: Agent, limits: &Limits) -> Self {
+    pub(crate) fn new(agent: Agent, limits: &Limits) -> Self {
         let now = Instant::now();
         Self {
             agent,
@@ -80,7 +80,7 @@ impl ViewState {
             .unwrap_or(self.started)
     }
 
-    pub fn observe(&mut self, e: &Stamped) {
+    pub(crate) fn observe(&mut self, e: &Stamped) {
         if !self.anchored {
             self.anchored = true;
             if let Some(start) = Instant::now().checked_sub(Duration::from_millis(e.t_ms)) {
@@ -122,7 +122,7 @@ impl ViewState {
     }
 }
 
-pub fn ms(ms: u64) -> String {
+pub(crate) fn ms(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms}ms")
     } else {
@@ -131,7 +131,7 @@ pub fn ms(ms: u64) -> String {
 }
 
 /// `850ms`, `12.3s`, `4m05s`, `1h02m`.
-pub fn short(d: Duration) -> String {
+pub(crate) fn short(d: Duration) -> String {
     let s = d.as_secs();
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
@@ -161,12 +161,12 @@ struct Inner {
 
 /// The renderer of one run; cloneable so a ticker task can share it.
 #[derive(Clone)]
-pub struct Renderer {
+pub(crate) struct Renderer {
     inner: Arc<Mutex<Inner>>,
 }
 
 impl Renderer {
-    pub fn new(settings: &Resolved, agent: Agent, run_dir: &Path) -> Self {
+    pub(crate) fn new(settings: &Resolved, agent: Agent, run_dir: &Path) -> Self {
         // A job in the background of its terminal gets plain lines, not a
         // status line drawn over the foreground's.
         let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground();
@@ -190,17 +190,17 @@ impl Renderer {
         f(&mut self.inner.lock().expect("renderer lock"))
     }
 
-    pub fn set_iteration(&self, i: u32, n: u32) {
+    pub(crate) fn set_iteration(&self, i: u32, n: u32) {
         self.with(|r| r.state.iteration = Some((i, n)));
     }
 
     /// Redraws the status line, or prints a heartbeat when one is due.
-    pub fn tick(&self) {
+    pub(crate) fn tick(&self) {
         self.with(|r| r.tick());
     }
 
     /// Ticks every 250 ms until the returned task is aborted.
-    pub fn start_ticker(&self) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn start_ticker(&self) -> tokio::task::JoinHandle<()> {
         let me = self.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(250));
@@ -211,7 +211,7 @@ impl Renderer {
         })
     }
 
-    pub fn started_note(&self, limits: &Limits) {
+    pub(crate) fn started_note(&self, limits: &Limits) {
         if limits.stall_timeout.is_some() && limits.armed_stall_timeout().is_none() {
             let msg = format!(
                 "the stall watchdog is off: its timeout ({}) is not shorter than the run timeout ({})",
@@ -223,15 +223,15 @@ impl Renderer {
     }
 
     /// A notice from warden itself (a signal received, say).
-    pub fn notice(&self, msg: &str) {
+    pub(crate) fn notice(&self, msg: &str) {
         self.with(|r| r.line(&format!("warden: {msg}")));
     }
 
-    pub fn event(&self, ev: &Stamped) {
+    pub(crate) fn event(&self, ev: &Stamped) {
         self.with(|r| r.event(ev));
     }
 
-    pub fn finished(&self, report: &Report) {
+    pub(crate) fn finished(&self, report: &Report) {
         self.with(|r| r.finished(report));
     }
 }
@@ -527,7 +527,7 @@ fn shown_path(p: &Path) -> PathBuf {
 }
 
 /// A command line as a person would type it.
-pub fn shell_words(args: &[String]) -> String {
+pub(crate) fn shell_words(args: &[String]) -> String {
     args.iter()
         .map(|a| {
             if !a.is_empty()

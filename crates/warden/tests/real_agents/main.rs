@@ -11,6 +11,8 @@
 //! anything else that would reach out.
 
 #![allow(dead_code)]
+// The helpers are `pub` for the test modules, not an API.
+#![allow(unreachable_pub)]
 
 #[path = "../run/support.rs"]
 mod support;

@@ -3,6 +3,8 @@
 //! bounds on time are generous so a loaded machine does not fail them.
 
 #![allow(dead_code)]
+// The helpers are `pub` for the test modules, not an API.
+#![allow(unreachable_pub)]
 
 mod support;
 
