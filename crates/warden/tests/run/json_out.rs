@@ -1,0 +1,86 @@
+//! Machine-readable output: each `--json` line names its run.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::schemas::{assert_valid, validator};
+use crate::support::{Case, repo};
+
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn every_json_line_names_its_run_and_events_jsonl_does_not() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "echo one; echo two >&2",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let run_id = done.report()["run_id"].as_str().expect("run_id").to_owned();
+    let events = validator("event.schema.json");
+    let lines = json_lines(&done.stdout);
+    assert!(lines.len() >= 3, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line["run_id"], run_id.as_str(), "{line}");
+        assert_valid(&events, line, "a --json line");
+    }
+    // The file sits in the run's directory: it needs no run id.
+    for line in done.raw_events() {
+        assert!(line.get("run_id").is_none(), "{line}");
+    }
+}
+
+#[test]
+fn a_sessions_json_lines_name_each_iterations_run() {
+    let case = Case::new();
+    repo(&case);
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--json",
+        "--iterations",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; git add count; git commit -qm it; echo done",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).expect("session.json"),
+    )
+    .expect("session.json is JSON");
+    let ids: Vec<String> = session["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| {
+            let dir = Path::new(r["run_dir"].as_str().expect("run_dir"));
+            let report: Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap())
+                    .unwrap();
+            report["run_id"].as_str().expect("run_id").to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    let lines = json_lines(&done.stdout);
+    let seen: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["kind"] == "finished")
+        .map(|l| l["run_id"].as_str().expect("run_id"))
+        .collect();
+    assert_eq!(seen, [ids[0].as_str(), ids[1].as_str()], "{lines:?}");
+    assert!(lines.iter().all(|l| l["run_id"].is_string()), "{lines:?}");
+}
