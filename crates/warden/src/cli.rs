@@ -97,6 +97,11 @@ pub(crate) struct ReportArgs {
     /// `stderr` events it stands for, read back from the logs.
     #[arg(long, conflicts_with = "html")]
     pub events: bool,
+    /// Print the report as one JSON document instead: `run.json` (and
+    /// `session.json`) read back, and whether each run's logs still match
+    /// what warden wrote.
+    #[arg(long, conflicts_with_all = ["html", "events"])]
+    pub json: bool,
 }
 
 #[derive(Debug, Args, Default)]

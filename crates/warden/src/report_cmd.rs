@@ -151,7 +151,9 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
     } else if dir.join("session.json").exists() {
         match read_json(&dir.join("session.json")) {
             Ok(s) => {
-                print_session(&s);
+                if !args.json {
+                    print_session(&s);
+                }
                 let runs = s["runs"]
                     .as_array()
                     .map(|r| {
@@ -177,6 +179,9 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
     };
     if args.events {
         return print_events(&runs);
+    }
+    if args.json {
+        return print_json(session, &runs);
     }
     let mut sections = Vec::new();
     let mut tampered = false;
@@ -283,6 +288,81 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
     }
     if out.flush().is_err() {
         return code;
+    }
+    code
+}
+
+/// `warden report --json`: the reports read back as warden's own types (so
+/// a file that is not one is an error, not a partial document), with what
+/// the check of each run's logs found.
+fn print_json(session: Option<Value>, runs: &[std::path::PathBuf]) -> u8 {
+    let session = match session
+        .map(serde_json::from_value::<warden_run::session::SessionReport>)
+        .transpose()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warden: error: session.json is not a session report of this warden: {e}");
+            return 2;
+        }
+    };
+    let mut code = 0;
+    let mut out = Vec::new();
+    for run_dir in runs {
+        let value = match read_json(&run_dir.join("run.json")) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("warden: error: {e}");
+                return 2;
+            }
+        };
+        let check = check_logs(run_dir, &value);
+        let report = match serde_json::from_value::<warden_run::Report>(value) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "warden: error: {} is not a run report of this warden: {e}",
+                    run_dir.join("run.json").display()
+                );
+                return 2;
+            }
+        };
+        for c in &check.changed {
+            code = LOGS_CHANGED_EXIT;
+            eprintln!(
+                "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
+                run_dir.display()
+            );
+        }
+        out.push(serde_json::json!({
+            "run_dir": run_dir,
+            "report": report,
+            "logs": {
+                "match": check.unchecked.is_none() && check.changed.is_empty(),
+                "changed": check.changed,
+                "unchecked": check.unchecked,
+            },
+        }));
+    }
+    let doc = serde_json::json!({
+        "schema_version": 1,
+        "session": session,
+        "runs": out,
+    });
+    // One line, made safe for a CI log as every `--json` line is.
+    match serde_json::to_vec(&doc) {
+        Ok(mut line) => {
+            line.push(b'\n');
+            crate::render::console::raw(
+                crate::render::console::Stream::Stdout,
+                crate::render::console::Priority::Important,
+                crate::render::github::json_line(line),
+            );
+        }
+        Err(e) => {
+            eprintln!("warden: error: could not write the report as JSON: {e}");
+            return 70;
+        }
     }
     code
 }

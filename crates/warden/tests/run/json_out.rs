@@ -84,3 +84,72 @@ fn a_sessions_json_lines_name_each_iterations_run() {
     assert_eq!(seen, [ids[0].as_str(), ids[1].as_str()], "{lines:?}");
     assert!(lines.iter().all(|l| l["run_id"].is_string()), "{lines:?}");
 }
+
+fn report_json(case: &Case, dir: &Path) -> (i32, Value, String) {
+    let done = case.run(&["report", dir.to_str().unwrap(), "--json"]);
+    let doc = serde_json::from_str(&done.stdout)
+        .unwrap_or_else(|e| panic!("report --json is one JSON document ({e}): {}", done.stdout));
+    (done.code, doc, done.stderr)
+}
+
+#[test]
+fn report_json_is_the_run_read_back_with_its_log_check() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--", "sh", "-c", "echo hello"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let (code, doc, stderr) = report_json(&case, &case.run_dir());
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(doc["session"], Value::Null);
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{doc}");
+    let run = validator("run.schema.json");
+    assert_valid(&run, &runs[0]["report"], "report --json's report");
+    assert_eq!(runs[0]["report"], done.report(), "the report is run.json's");
+    assert_eq!(runs[0]["logs"]["match"], true, "{doc}");
+
+    // A log changed after the run: the document says so, and so does the exit code.
+    let log = case.run_dir().join("stdout.log");
+    std::fs::write(&log, "not what the agent said\n").unwrap();
+    let (code, doc, stderr) = report_json(&case, &case.run_dir());
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(doc["runs"][0]["logs"]["match"], false, "{doc}");
+    let changed = doc["runs"][0]["logs"]["changed"]
+        .as_array()
+        .expect("changed");
+    assert!(
+        changed
+            .iter()
+            .any(|c| c.as_str().unwrap().contains("stdout.log")),
+        "{doc}"
+    );
+}
+
+#[test]
+fn report_json_of_a_session_has_the_session_and_each_run() {
+    let case = Case::new();
+    repo(&case);
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--iterations",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; git add count; git commit -qm it; echo done",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let (code, doc, stderr) = report_json(&case, &case.run_dir());
+    assert_eq!(code, 0, "{stderr}");
+    assert_valid(
+        &validator("session.schema.json"),
+        &doc["session"],
+        "the session",
+    );
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{doc}");
+    for r in runs {
+        assert_valid(&validator("run.schema.json"), &r["report"], "a run");
+        assert_eq!(r["logs"]["match"], true, "{doc}");
+    }
+}
