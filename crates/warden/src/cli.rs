@@ -34,7 +34,7 @@ pub(crate) enum Command {
     /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
     Replay(ReplayArgs),
     /// What this machine can do: agent CLIs, sandboxes, containment.
-    Doctor,
+    Doctor(DoctorArgs),
     /// Explain a finished run (or session) from its directory; --html draws its timeline.
     Report(ReportArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
@@ -80,6 +80,13 @@ fn jobs(s: &str) -> Result<usize, String> {
         Ok(n) if n <= MAX_JOBS => Ok(n),
         _ => Err(format!("{s} is too large: at most {MAX_JOBS} runs at once")),
     }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// Print what was found as one JSON document instead.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -295,7 +302,7 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
         Command::Run(args) => run(*args, for_a_run()).await,
         Command::Batch(args) => crate::batch::batch(args, for_a_run()).await,
         Command::Replay(args) => replay::replay(&args),
-        Command::Doctor => crate::doctor::doctor().await,
+        Command::Doctor(args) => crate::doctor::doctor(&args).await,
         Command::Report(args) => crate::report_cmd::report(&args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -153,3 +153,46 @@ fn report_json_of_a_session_has_the_session_and_each_run() {
         assert_eq!(r["logs"]["match"], true, "{doc}");
     }
 }
+
+#[test]
+fn doctor_json_is_one_document_of_what_it_checked() {
+    let case = Case::new();
+    let done = case.run(&["doctor", "--json"]);
+    let doc: Value = serde_json::from_str(&done.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json is one JSON document ({e}): {}", done.stdout));
+    assert_eq!(doc["schema_version"], 1, "{doc}");
+    assert_eq!(
+        done.code, 0,
+        "a supervised run works here: {doc} {}",
+        done.stderr
+    );
+    assert_eq!(doc["supervised_run_works"], true, "{doc}");
+    for agent in ["claude", "codex", "opencode", "pi", "gemini"] {
+        assert!(doc["agents"][agent]["ok"].is_boolean(), "{agent}: {doc}");
+        assert!(doc["agents"][agent]["detail"].is_string(), "{agent}: {doc}");
+    }
+    assert!(doc["containment"]["subreaper"].is_boolean(), "{doc}");
+    for check in ["cgroup_v2", "user_namespaces"] {
+        assert!(
+            doc["containment"][check]["ok"].is_boolean(),
+            "{check}: {doc}"
+        );
+    }
+    for sandbox in ["host", "bwrap", "docker", "podman"] {
+        assert!(
+            doc["sandboxes"][sandbox]["ok"].is_boolean(),
+            "{sandbox}: {doc}"
+        );
+    }
+    assert_eq!(doc["sandboxes"]["host"]["ok"], true);
+    let auto_sandbox = doc["auto"]["sandbox"].as_str().expect("auto.sandbox");
+    assert_eq!(
+        auto_sandbox == "bwrap",
+        doc["sandboxes"]["bwrap"]["ok"] == true,
+        "{doc}"
+    );
+    assert!(
+        ["cgroup", "subreaper"].contains(&doc["auto"]["containment"].as_str().unwrap()),
+        "{doc}"
+    );
+}
