@@ -64,6 +64,10 @@ pub(crate) struct BatchArgs {
     /// Only the summary, no progress lines.
     #[arg(short, long)]
     pub quiet: bool,
+    /// At the end, print batch.json's content on stdout as one JSON
+    /// document (the live view stays on stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The most runs a batch starts at once: each is a process tree with its

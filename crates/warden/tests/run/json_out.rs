@@ -196,3 +196,36 @@ fn doctor_json_is_one_document_of_what_it_checked() {
         "{doc}"
     );
 }
+
+#[test]
+fn batch_json_prints_batch_json_on_stdout() {
+    let case = Case::new();
+    let file = case.path().join("runs.toml");
+    std::fs::write(
+        &file,
+        "[defaults]\nagent = \"exec\"\n\n\
+         [[run]]\nname = \"good\"\ncommand = [\"sh\", \"-c\", \"echo fine\"]\n\n\
+         [[run]]\nname = \"bad\"\ncommand = [\"sh\", \"-c\", \"exit 7\"]\n",
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let done = case.run(&[
+        "batch",
+        file.to_str().unwrap(),
+        "--json",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(done.code, 1, "one run failed: {}", done.stderr);
+    let printed: Value = serde_json::from_str(&done.stdout)
+        .unwrap_or_else(|e| panic!("batch --json is one JSON document ({e}): {}", done.stdout));
+    assert_valid(&validator("batch.schema.json"), &printed, "batch --json");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("batch.json")).unwrap()).unwrap();
+    assert_eq!(printed, written, "stdout has batch.json's content");
+    assert!(
+        done.stderr.contains("good") && done.stderr.contains("bad"),
+        "the summary stays on stderr: {}",
+        done.stderr
+    );
+}
