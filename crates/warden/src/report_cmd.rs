@@ -177,11 +177,23 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
         );
         return 2;
     };
+    // What `warden run` exited with for this run (or session); read
+    // before anything is printed, so a report that is not one is exit 2.
+    let verdict_exit = match verdict_exit(session.as_ref(), &runs) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden: error: {e}");
+            return 2;
+        }
+    };
+    // The report's own findings win: a changed log (1) or an unreadable
+    // file (2) say more than a verdict read from such a record.
+    let or_verdict = |code: u8| if code == 0 { verdict_exit } else { code };
     if args.events {
-        return print_events(&runs);
+        return or_verdict(print_events(&runs));
     }
     if args.json {
-        return print_json(session, &runs);
+        return or_verdict(print_json(session, &runs));
     }
     let mut sections = Vec::new();
     let mut tampered = false;
@@ -214,7 +226,38 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
         }
         println!("timeline written to {}", out.display());
     }
-    if tampered { LOGS_CHANGED_EXIT } else { 0 }
+    or_verdict(if tampered { LOGS_CHANGED_EXIT } else { 0 })
+}
+
+/// `warden report`'s exit code for a run (or session) with no verdict:
+/// still going, or its warden was killed. `EX_TEMPFAIL`: asked again once
+/// the run has ended, the report will have its verdict.
+const UNFINISHED_EXIT: u8 = 75;
+
+/// The exit code `warden run` gave (or gives, once it ends) for this run
+/// or session: its verdict's code, 74 when output was lost, and
+/// [`UNFINISHED_EXIT`] when there is no verdict yet.
+fn verdict_exit(session: Option<&Value>, runs: &[std::path::PathBuf]) -> Result<u8, String> {
+    if let Some(s) = session {
+        let s: warden_run::session::SessionReport = serde_json::from_value(s.clone())
+            .map_err(|e| format!("session.json is not a session report of this warden: {e}"))?;
+        return Ok(if s.verdict.is_none() && s.output_lost.is_none() {
+            UNFINISHED_EXIT
+        } else {
+            s.warden_exit_code()
+        });
+    }
+    let Some(dir) = runs.first() else {
+        return Ok(UNFINISHED_EXIT);
+    };
+    let path = dir.join("run.json");
+    let r: warden_run::Report = serde_json::from_value(read_json(&path)?)
+        .map_err(|e| format!("{} is not a run report of this warden: {e}", path.display()))?;
+    Ok(if r.verdict.is_none() && r.output_lost.is_none() {
+        UNFINISHED_EXIT
+    } else {
+        r.warden_exit_code()
+    })
 }
 
 /// `warden report --events`: every run's events, one JSON object a line,

@@ -229,3 +229,67 @@ fn batch_json_prints_batch_json_on_stdout() {
         done.stderr
     );
 }
+
+/// `warden report DIR` (text, `--json`, `--events`) exits with the code
+/// `warden run` gave.
+fn report_codes(case: &Case) -> [i32; 3] {
+    let dir = case.run_dir();
+    let dir = dir.to_str().unwrap();
+    [
+        case.run(&["report", dir]).code,
+        case.run(&["report", dir, "--json"]).code,
+        case.run(&["report", dir, "--events"]).code,
+    ]
+}
+
+#[test]
+fn report_exits_with_the_runs_verdict_code() {
+    for (script, extra, want) in [
+        ("echo fine", &[][..], 0),
+        ("echo no; exit 7", &[][..], 1),
+        (
+            "echo working; sleep 600",
+            &["--stall-timeout", "300ms", "--kill-grace", "200ms"][..],
+            3,
+        ),
+    ] {
+        let case = Case::new();
+        let mut args = vec!["run", "exec"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let done = case.run(&args);
+        assert_eq!(done.code, want, "{script}: {}", done.stderr);
+        assert_eq!(report_codes(&case), [want; 3], "{script}");
+    }
+}
+
+#[test]
+fn a_changed_log_wins_over_the_verdict() {
+    for (script, extra, verdict) in [
+        ("echo fine", &[][..], 0),
+        (
+            "echo working; sleep 600",
+            &["--stall-timeout", "300ms", "--kill-grace", "200ms"][..],
+            3,
+        ),
+    ] {
+        let case = Case::new();
+        let mut args = vec!["run", "exec"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let done = case.run(&args);
+        assert_eq!(done.code, verdict, "{script}: {}", done.stderr);
+        std::fs::write(case.run_dir().join("stdout.log"), "rewritten\n").unwrap();
+        assert_eq!(report_codes(&case), [1; 3], "{script}");
+    }
+}
+
+#[test]
+fn report_of_a_directory_that_is_no_run_exits_2() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--", "sh", "-c", "echo fine"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    // Valid JSON, but not a run report: no verdict to exit with.
+    std::fs::write(case.run_dir().join("run.json"), "{\"verdict\": 5}").unwrap();
+    assert_eq!(report_codes(&case), [2; 3]);
+}
