@@ -292,6 +292,13 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
                 return 2;
             }
         };
+        // Each line names its run, as `--json` printed it: a session's
+        // runs print to one stdout. `{"run_id":…,` spliced before the
+        // event's own fields is byte for byte what `--json` wrote.
+        let run_id = report["run_id"].as_str().unwrap_or_default();
+        let mut prefix = b"{\"run_id\":".to_vec();
+        prefix.extend_from_slice(serde_json::to_string(run_id).unwrap_or_default().as_bytes());
+        prefix.push(b',');
         let mut logs = crate::logged_lines::Logs::new(run_dir);
         let mut written = Ok(());
         for line in std::io::BufReader::new(file).split(b'\n') {
@@ -303,13 +310,26 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
                 }
             };
             let event: Option<Value> = serde_json::from_slice(&line).ok();
+            // Only a line that is a non-empty object without a `run_id`
+            // of its own takes the prefix; anything else goes as it is.
+            let named = line.first() == Some(&b'{')
+                && event
+                    .as_ref()
+                    .and_then(Value::as_object)
+                    .is_some_and(|m| !m.is_empty() && !m.contains_key("run_id"));
             match event.filter(|e| e["kind"] == "lines") {
                 Some(e) => {
                     let r = logs.expand(&e, |s| {
                         if written.is_ok() {
-                            written = serde_json::to_writer(&mut out, s)
-                                .map_err(std::io::Error::from)
-                                .and_then(|()| out.write_all(b"\n"));
+                            written = serde_json::to_writer(
+                                &mut out,
+                                &warden_events::event::FeedLine {
+                                    run_id: Some(run_id),
+                                    stamped: s,
+                                },
+                            )
+                            .map_err(std::io::Error::from)
+                            .and_then(|()| out.write_all(b"\n"));
                         }
                     });
                     if let Err(e) = r {
@@ -319,7 +339,13 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
                 }
                 None => {
                     if written.is_ok() {
-                        written = out.write_all(&line).and_then(|()| out.write_all(b"\n"));
+                        written = if named {
+                            out.write_all(&prefix)
+                                .and_then(|()| out.write_all(&line[1..]))
+                        } else {
+                            out.write_all(&line)
+                        }
+                        .and_then(|()| out.write_all(b"\n"));
                     }
                 }
             }

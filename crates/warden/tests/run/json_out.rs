@@ -39,6 +39,13 @@ fn every_json_line_names_its_run_and_events_jsonl_does_not() {
     for line in done.raw_events() {
         assert!(line.get("run_id").is_none(), "{line}");
     }
+    // `report --events` prints them as `--json` did: with the run id.
+    let back = case.run(&["report", "--events", case.run_dir().to_str().unwrap()]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    assert_eq!(
+        back.stdout, done.stdout,
+        "report --events is the --json feed"
+    );
 }
 
 #[test]
