@@ -511,6 +511,20 @@ pub struct Stamped {
     pub event: Event,
 }
 
+/// One line of `warden run --json`: an event and the run it belongs to.
+/// Several runs print to one stdout (a session's iterations, one after
+/// another), so each line names its run. An `events.jsonl` line has no
+/// `run_id`: the file sits in its run's own directory. Both kinds of
+/// line are described by one schema, where `run_id` is optional.
+#[derive(schemars::JsonSchema, Debug, Clone, Serialize)]
+pub struct FeedLine<'a> {
+    /// The run's id (the name `warden` gives its run directory by default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<&'a str>,
+    #[serde(flatten)]
+    pub stamped: &'a Stamped,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,8 @@ pub enum SessionEvent<'a> {
     IterationStarted {
         iteration: u32,
         run_dir: &'a std::path::Path,
+        /// The run's id, as its `run.json` says.
+        run_id: &'a str,
     },
     Event(&'a Stamped),
     IterationFinished {
@@ -349,6 +351,7 @@ pub async fn run_session(
         observe(SessionEvent::IterationStarted {
             iteration,
             run_dir: &run_dir,
+            run_id: handle.run_id(),
         });
         while let Some(ev) = handle.next_event().await {
             observe(SessionEvent::Event(&ev));

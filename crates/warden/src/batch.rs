@@ -529,6 +529,21 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             held.write_atomic("batch.json", &bytes)
         });
     print_table(&report);
+    if args.json {
+        // One line, made safe for a CI log as every `--json` line is; the
+        // reserve of the queue, so a slow reader still gets it whole.
+        match serde_json::to_vec(&report) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                crate::render::console::raw(
+                    crate::render::console::Stream::Stdout,
+                    crate::render::console::Priority::Important,
+                    crate::render::github::json_line(line),
+                );
+            }
+            Err(e) => eprintln!("warden: error: could not print the batch report as JSON: {e}"),
+        }
+    }
     let lost = report
         .runs
         .iter()

@@ -34,7 +34,7 @@ pub(crate) enum Command {
     /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
     Replay(ReplayArgs),
     /// What this machine can do: agent CLIs, sandboxes, containment.
-    Doctor,
+    Doctor(DoctorArgs),
     /// Explain a finished run (or session) from its directory; --html draws its timeline.
     Report(ReportArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
@@ -64,6 +64,10 @@ pub(crate) struct BatchArgs {
     /// Only the summary, no progress lines.
     #[arg(short, long)]
     pub quiet: bool,
+    /// At the end, print batch.json's content on stdout as one JSON
+    /// document (the live view stays on stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The most runs a batch starts at once: each is a process tree with its
@@ -83,6 +87,13 @@ fn jobs(s: &str) -> Result<usize, String> {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// Print what was found as one JSON document instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
     /// A run directory (.warden/runs/<id>) or a session directory.
     pub dir: PathBuf,
@@ -97,6 +108,11 @@ pub(crate) struct ReportArgs {
     /// `stderr` events it stands for, read back from the logs.
     #[arg(long, conflicts_with = "html")]
     pub events: bool,
+    /// Print the report as one JSON document instead: `run.json` (and
+    /// `session.json`) read back, and whether each run's logs still match
+    /// what warden wrote.
+    #[arg(long, conflicts_with_all = ["html", "events"])]
+    pub json: bool,
 }
 
 #[derive(Debug, Args, Default)]
@@ -290,7 +306,7 @@ pub(crate) async fn dispatch(cli: Cli) -> u8 {
         Command::Run(args) => run(*args, for_a_run()).await,
         Command::Batch(args) => crate::batch::batch(args, for_a_run()).await,
         Command::Replay(args) => replay::replay(&args),
-        Command::Doctor => crate::doctor::doctor().await,
+        Command::Doctor(args) => crate::doctor::doctor(&args).await,
         Command::Report(args) => crate::report_cmd::report(&args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -2,23 +2,137 @@
 
 use std::time::Duration;
 
+use serde::Serialize;
 use warden_events::Agent;
 use warden_process::os::cgroup::Cgroup;
 use warden_run::{Run, RunSpec, Verdict};
 use warden_sandbox::probe;
 
-fn row(name: &str, state: &str) {
-    println!("  {name:<16} {state}");
+use crate::cli::DoctorArgs;
+
+/// One thing doctor checked: whether it is there, and what it found (a
+/// path and version, or why not).
+#[derive(Serialize)]
+struct Check {
+    ok: bool,
+    detail: String,
 }
 
-pub(crate) async fn doctor() -> u8 {
-    println!("warden {}", env!("CARGO_PKG_VERSION"));
+impl Check {
+    fn of(r: Result<String, String>) -> Self {
+        match r {
+            Ok(detail) => Self { ok: true, detail },
+            Err(detail) => Self { ok: false, detail },
+        }
+    }
+}
 
+/// Everything doctor found.
+struct Findings {
+    schema_version: u32,
+    version: &'static str,
+    /// By agent name: its CLI's path and version, or how to install it.
+    agents: Vec<(&'static str, Check)>,
+    subreaper: bool,
+    cgroup_v2: Check,
+    user_namespaces: Check,
+    bwrap: Check,
+    docker: Check,
+    podman: Check,
+    /// What `--containment auto` and `--sandbox auto` pick here.
+    auto_containment: &'static str,
+    auto_sandbox: &'static str,
+    /// Whether one supervised `true` succeeded, through the shim.
+    supervised_run_works: bool,
+}
+
+pub(crate) async fn doctor(args: &DoctorArgs) -> u8 {
+    let f = find().await;
+    let code = if f.supervised_run_works { 0 } else { 1 };
+    if args.json {
+        let mut doc = serde_json::json!({
+            "schema_version": f.schema_version,
+            "version": f.version,
+            "agents": serde_json::Map::new(),
+            "containment": {
+                "subreaper": f.subreaper,
+                "cgroup_v2": f.cgroup_v2,
+                "user_namespaces": f.user_namespaces,
+            },
+            "sandboxes": {
+                "host": Check { ok: true, detail: String::new() },
+                "bwrap": f.bwrap,
+                "docker": f.docker,
+                "podman": f.podman,
+            },
+            "auto": { "containment": f.auto_containment, "sandbox": f.auto_sandbox },
+            "supervised_run_works": f.supervised_run_works,
+        });
+        for (name, check) in &f.agents {
+            doc["agents"][*name] = serde_json::json!(check);
+        }
+        match serde_json::to_vec(&doc) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                crate::render::console::raw(
+                    crate::render::console::Stream::Stdout,
+                    crate::render::console::Priority::Important,
+                    crate::render::github::json_line(line),
+                );
+            }
+            Err(e) => {
+                eprintln!("warden: error: could not write doctor's findings as JSON: {e}");
+                return 70;
+            }
+        }
+        return code;
+    }
+    let row = |name: &str, state: &str| println!("  {name:<16} {state}");
+    let said = |c: &Check, yes: &str| {
+        if c.ok {
+            if yes.is_empty() {
+                c.detail.clone()
+            } else {
+                format!("{yes} ({})", c.detail)
+            }
+        } else {
+            c.detail.clone()
+        }
+    };
+    println!("warden {}", f.version);
     println!("agents:");
+    for (name, check) in &f.agents {
+        row(name, &check.detail);
+    }
+    println!("containment:");
+    row("subreaper", if f.subreaper { "yes" } else { "no" });
+    row("cgroup v2", &said(&f.cgroup_v2, ""));
+    row("user namespaces", &said(&f.user_namespaces, ""));
+    println!("sandboxes:");
+    row("host", "yes");
+    row("bwrap", &said(&f.bwrap, "usable"));
+    row("docker", &said(&f.docker, "usable"));
+    row("podman", &said(&f.podman, "usable"));
+    println!("auto picks:");
+    row("containment", f.auto_containment);
+    row("sandbox", f.auto_sandbox);
+    row(
+        "a supervised run",
+        if f.supervised_run_works {
+            "works"
+        } else {
+            "FAILED"
+        },
+    );
+    code
+}
+
+async fn find() -> Findings {
     let path = std::env::var_os("PATH");
+    let mut agents = Vec::new();
     for agent in Agent::ALL.into_iter().filter(|a| *a != Agent::Exec) {
         let (bin, product, install) = warden_agents::install_info(agent);
-        let state = match warden_agents::find_on_path(bin, path.as_ref()) {
+        let check = match warden_agents::find_on_path(bin, path.as_ref()) {
             Some(p) => {
                 let version = probe::run(
                     &p.to_string_lossy(),
@@ -27,18 +141,22 @@ pub(crate) async fn doctor() -> u8 {
                 )
                 .map(|v| v.lines().last().unwrap_or("").trim().to_string())
                 .unwrap_or_else(|e| format!("version unknown: {e}"));
-                format!("{} ({product} {version})", p.display())
+                Check {
+                    ok: true,
+                    detail: format!("{} ({product} {version})", p.display()),
+                }
             }
-            None => format!("not found: {install}"),
+            None => Check {
+                ok: false,
+                detail: format!("not found: {install}"),
+            },
         };
-        row(agent.name(), &state);
+        agents.push((agent.name(), check));
     }
 
-    println!("containment:");
-    let subreaper = warden_process::os::become_subreaper();
-    row("subreaper", if subreaper.is_ok() { "yes" } else { "no" });
+    let subreaper = warden_process::os::become_subreaper().is_ok();
     let cgroup = Cgroup::create(&format!("warden-doctor-{}", std::process::id()));
-    let cgroup_state = match &cgroup {
+    let cgroup_v2 = Check::of(match &cgroup {
         Ok(cg) => {
             let at = cg
                 .path()
@@ -46,38 +164,15 @@ pub(crate) async fn doctor() -> u8 {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
             cg.remove();
-            format!("writable under {at}")
+            Ok(format!("writable under {at}"))
         }
-        Err(e) => format!("no: {e}"),
-    };
-    row("cgroup v2", &cgroup_state);
-    row(
-        "user namespaces",
-        &match probe::user_namespaces() {
-            Ok(()) => "yes".to_string(),
-            Err(e) => e,
-        },
-    );
-
-    println!("sandboxes:");
-    row("host", "yes");
-    let bwrap = probe::bwrap();
-    row(
-        "bwrap",
-        &match &bwrap {
-            Ok(v) => format!("usable ({v})"),
-            Err(e) => format!("no: {e}"),
-        },
-    );
-    for engine in ["docker", "podman"] {
-        row(
-            engine,
-            &match probe::engine(engine) {
-                Ok(v) => format!("usable ({v})"),
-                Err(e) => format!("no: {e}"),
-            },
-        );
-    }
+        Err(e) => Err(format!("no: {e}")),
+    });
+    let user_namespaces = Check::of(probe::user_namespaces().map(|()| "yes".to_string()));
+    let bwrap = Check::of(probe::bwrap().map_err(|e| format!("no: {e}")));
+    let engine = |name| Check::of(probe::engine(name).map_err(|e| format!("no: {e}")));
+    let docker = engine("docker");
+    let podman = engine("podman");
 
     // The real thing: one supervised `true`, through the shim.
     let dir = std::env::temp_dir().join(format!("warden-doctor-{}", std::process::id()));
@@ -94,16 +189,22 @@ pub(crate) async fn doctor() -> u8 {
     };
     let _ = std::fs::remove_dir_all(&dir);
 
-    println!("auto picks:");
-    row(
-        "containment",
-        if cgroup.is_ok() {
+    Findings {
+        schema_version: 1,
+        version: env!("CARGO_PKG_VERSION"),
+        agents,
+        subreaper,
+        auto_containment: if cgroup.is_ok() {
             "cgroup"
         } else {
             "subreaper"
         },
-    );
-    row("sandbox", if bwrap.is_ok() { "bwrap" } else { "host" });
-    row("a supervised run", if works { "works" } else { "FAILED" });
-    if works { 0 } else { 1 }
+        cgroup_v2,
+        user_namespaces,
+        auto_sandbox: if bwrap.ok { "bwrap" } else { "host" },
+        bwrap,
+        docker,
+        podman,
+        supervised_run_works: works,
+    }
 }

@@ -151,7 +151,9 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
     } else if dir.join("session.json").exists() {
         match read_json(&dir.join("session.json")) {
             Ok(s) => {
-                print_session(&s);
+                if !args.json {
+                    print_session(&s);
+                }
                 let runs = s["runs"]
                     .as_array()
                     .map(|r| {
@@ -175,8 +177,23 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
         );
         return 2;
     };
+    // What `warden run` exited with for this run (or session); read
+    // before anything is printed, so a report that is not one is exit 2.
+    let verdict_exit = match verdict_exit(session.as_ref(), &runs) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("warden: error: {e}");
+            return 2;
+        }
+    };
+    // The report's own findings win: a changed log (1) or an unreadable
+    // file (2) say more than a verdict read from such a record.
+    let or_verdict = |code: u8| if code == 0 { verdict_exit } else { code };
     if args.events {
-        return print_events(&runs);
+        return or_verdict(print_events(&runs));
+    }
+    if args.json {
+        return or_verdict(print_json(session, &runs));
     }
     let mut sections = Vec::new();
     let mut tampered = false;
@@ -209,7 +226,38 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
         }
         println!("timeline written to {}", out.display());
     }
-    if tampered { LOGS_CHANGED_EXIT } else { 0 }
+    or_verdict(if tampered { LOGS_CHANGED_EXIT } else { 0 })
+}
+
+/// `warden report`'s exit code for a run (or session) with no verdict:
+/// still going, or its warden was killed. `EX_TEMPFAIL`: asked again once
+/// the run has ended, the report will have its verdict.
+const UNFINISHED_EXIT: u8 = 75;
+
+/// The exit code `warden run` gave (or gives, once it ends) for this run
+/// or session: its verdict's code, 74 when output was lost, and
+/// [`UNFINISHED_EXIT`] when there is no verdict yet.
+fn verdict_exit(session: Option<&Value>, runs: &[std::path::PathBuf]) -> Result<u8, String> {
+    if let Some(s) = session {
+        let s: warden_run::session::SessionReport = serde_json::from_value(s.clone())
+            .map_err(|e| format!("session.json is not a session report of this warden: {e}"))?;
+        return Ok(if s.verdict.is_none() && s.output_lost.is_none() {
+            UNFINISHED_EXIT
+        } else {
+            s.warden_exit_code()
+        });
+    }
+    let Some(dir) = runs.first() else {
+        return Ok(UNFINISHED_EXIT);
+    };
+    let path = dir.join("run.json");
+    let r: warden_run::Report = serde_json::from_value(read_json(&path)?)
+        .map_err(|e| format!("{} is not a run report of this warden: {e}", path.display()))?;
+    Ok(if r.verdict.is_none() && r.output_lost.is_none() {
+        UNFINISHED_EXIT
+    } else {
+        r.warden_exit_code()
+    })
 }
 
 /// `warden report --events`: every run's events, one JSON object a line,
@@ -244,6 +292,13 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
                 return 2;
             }
         };
+        // Each line names its run, as `--json` printed it: a session's
+        // runs print to one stdout. `{"run_id":…,` spliced before the
+        // event's own fields is byte for byte what `--json` wrote.
+        let run_id = report["run_id"].as_str().unwrap_or_default();
+        let mut prefix = b"{\"run_id\":".to_vec();
+        prefix.extend_from_slice(serde_json::to_string(run_id).unwrap_or_default().as_bytes());
+        prefix.push(b',');
         let mut logs = crate::logged_lines::Logs::new(run_dir);
         let mut written = Ok(());
         for line in std::io::BufReader::new(file).split(b'\n') {
@@ -255,13 +310,26 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
                 }
             };
             let event: Option<Value> = serde_json::from_slice(&line).ok();
+            // Only a line that is a non-empty object without a `run_id`
+            // of its own takes the prefix; anything else goes as it is.
+            let named = line.first() == Some(&b'{')
+                && event
+                    .as_ref()
+                    .and_then(Value::as_object)
+                    .is_some_and(|m| !m.is_empty() && !m.contains_key("run_id"));
             match event.filter(|e| e["kind"] == "lines") {
                 Some(e) => {
                     let r = logs.expand(&e, |s| {
                         if written.is_ok() {
-                            written = serde_json::to_writer(&mut out, s)
-                                .map_err(std::io::Error::from)
-                                .and_then(|()| out.write_all(b"\n"));
+                            written = serde_json::to_writer(
+                                &mut out,
+                                &warden_events::event::FeedLine {
+                                    run_id: Some(run_id),
+                                    stamped: s,
+                                },
+                            )
+                            .map_err(std::io::Error::from)
+                            .and_then(|()| out.write_all(b"\n"));
                         }
                     });
                     if let Err(e) = r {
@@ -271,7 +339,13 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
                 }
                 None => {
                     if written.is_ok() {
-                        written = out.write_all(&line).and_then(|()| out.write_all(b"\n"));
+                        written = if named {
+                            out.write_all(&prefix)
+                                .and_then(|()| out.write_all(&line[1..]))
+                        } else {
+                            out.write_all(&line)
+                        }
+                        .and_then(|()| out.write_all(b"\n"));
                     }
                 }
             }
@@ -283,6 +357,81 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
     }
     if out.flush().is_err() {
         return code;
+    }
+    code
+}
+
+/// `warden report --json`: the reports read back as warden's own types (so
+/// a file that is not one is an error, not a partial document), with what
+/// the check of each run's logs found.
+fn print_json(session: Option<Value>, runs: &[std::path::PathBuf]) -> u8 {
+    let session = match session
+        .map(serde_json::from_value::<warden_run::session::SessionReport>)
+        .transpose()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("warden: error: session.json is not a session report of this warden: {e}");
+            return 2;
+        }
+    };
+    let mut code = 0;
+    let mut out = Vec::new();
+    for run_dir in runs {
+        let value = match read_json(&run_dir.join("run.json")) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("warden: error: {e}");
+                return 2;
+            }
+        };
+        let check = check_logs(run_dir, &value);
+        let report = match serde_json::from_value::<warden_run::Report>(value) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "warden: error: {} is not a run report of this warden: {e}",
+                    run_dir.join("run.json").display()
+                );
+                return 2;
+            }
+        };
+        for c in &check.changed {
+            code = LOGS_CHANGED_EXIT;
+            eprintln!(
+                "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
+                run_dir.display()
+            );
+        }
+        out.push(serde_json::json!({
+            "run_dir": run_dir,
+            "report": report,
+            "logs": {
+                "match": check.unchecked.is_none() && check.changed.is_empty(),
+                "changed": check.changed,
+                "unchecked": check.unchecked,
+            },
+        }));
+    }
+    let doc = serde_json::json!({
+        "schema_version": 1,
+        "session": session,
+        "runs": out,
+    });
+    // One line, made safe for a CI log as every `--json` line is.
+    match serde_json::to_vec(&doc) {
+        Ok(mut line) => {
+            line.push(b'\n');
+            crate::render::console::raw(
+                crate::render::console::Stream::Stdout,
+                crate::render::console::Priority::Important,
+                crate::render::github::json_line(line),
+            );
+        }
+        Err(e) => {
+            eprintln!("warden: error: could not write the report as JSON: {e}");
+            return 70;
+        }
     }
     code
 }

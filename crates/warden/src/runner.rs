@@ -89,7 +89,7 @@ pub(crate) async fn run_once(
         }
         Err(e) => return usage(e),
     };
-    let renderer = Renderer::new(resolved, agent, handle.run_dir());
+    let renderer = Renderer::new(resolved, agent, handle.run_dir(), handle.run_id());
     renderer.started_note(&resolved.limits);
     let ticker = renderer.start_ticker();
     let view = renderer.clone();
@@ -158,11 +158,15 @@ pub(crate) async fn run_session_cli(
                     wt.branch
                 );
             }
-            SessionEvent::IterationStarted { iteration, run_dir } => {
+            SessionEvent::IterationStarted {
+                iteration,
+                run_dir,
+                run_id,
+            } => {
                 if !quiet {
                     eprintln!("warden: iteration {iteration}/{iterations}");
                 }
-                let r = Renderer::new(&resolved, agent, run_dir);
+                let r = Renderer::new(&resolved, agent, run_dir, run_id);
                 r.set_iteration(iteration, iterations);
                 r.started_note(&resolved.limits);
                 let ticker = r.start_ticker();

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use warden_events::event::FeedLine;
 use warden_events::{Agent, Event, Tokens};
 use warden_run::{Limits, Report, Stamped};
 
@@ -157,6 +158,8 @@ struct Inner {
     last_heartbeat: Instant,
     heartbeat: Option<Duration>,
     run_dir: PathBuf,
+    /// Named on each `--json` line: a session's runs share one stdout.
+    run_id: String,
 }
 
 /// The renderer of one run; cloneable so a ticker task can share it.
@@ -166,7 +169,7 @@ pub(crate) struct Renderer {
 }
 
 impl Renderer {
-    pub(crate) fn new(settings: &Resolved, agent: Agent, run_dir: &Path) -> Self {
+    pub(crate) fn new(settings: &Resolved, agent: Agent, run_dir: &Path, run_id: &str) -> Self {
         // A job in the background of its terminal gets plain lines, not a
         // status line drawn over the foreground's.
         let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground();
@@ -182,6 +185,7 @@ impl Renderer {
                 last_heartbeat: Instant::now(),
                 heartbeat: settings.heartbeat,
                 run_dir: shown_path(run_dir),
+                run_id: run_id.to_owned(),
             })),
         }
     }
@@ -306,7 +310,10 @@ impl Inner {
 
     fn event(&mut self, ev: &Stamped) {
         if self.json
-            && let Ok(mut line) = serde_json::to_vec(ev)
+            && let Ok(mut line) = serde_json::to_vec(&FeedLine {
+                run_id: Some(&self.run_id),
+                stamped: ev,
+            })
         {
             line.push(b'\n');
             // The last event gets the reserve: a slow reader still sees

@@ -17,6 +17,7 @@ mod hostile_files;
 mod hostile_procs;
 mod hostile_sandbox;
 mod hostile_tree;
+mod json_out;
 mod launch;
 mod orphans;
 mod output;

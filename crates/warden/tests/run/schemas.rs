@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use warden_events::event::FeedLine;
 use warden_run::Report;
 use warden_run::Stamped;
 use warden_run::batch_report::BatchReport;
@@ -35,7 +36,8 @@ fn schema_of<T: schemars::JsonSchema>() -> String {
 fn generated() -> Vec<(&'static str, String)> {
     vec![
         ("run.schema.json", schema_of::<Report>()),
-        ("event.schema.json", schema_of::<Stamped>()),
+        // An events.jsonl line, or a `--json` line with its `run_id`.
+        ("event.schema.json", schema_of::<FeedLine<'static>>()),
         ("session.schema.json", schema_of::<SessionReport>()),
         ("batch.schema.json", schema_of::<BatchReport>()),
     ]
@@ -65,7 +67,7 @@ fn committed_schemas_are_what_the_types_generate() {
     );
 }
 
-fn validator(name: &str) -> jsonschema::Validator {
+pub(crate) fn validator(name: &str) -> jsonschema::Validator {
     let path = schema_dir().join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let schema: Value = serde_json::from_str(&text).expect("a schema is JSON");
@@ -77,7 +79,7 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn assert_valid(v: &jsonschema::Validator, doc: &Value, what: &str) {
+pub(crate) fn assert_valid(v: &jsonschema::Validator, doc: &Value, what: &str) {
     let errors: Vec<String> = v.iter_errors(doc).map(|e| e.to_string()).collect();
     assert!(
         errors.is_empty(),

@@ -33,10 +33,12 @@ fn report(dir: &Path, silence: &str, case: &Case) -> (String, String) {
         .arg(&html)
         .output()
         .unwrap();
+    // `report` exits with the run's verdict code; only its own errors
+    // (a changed log, an unreadable directory) fail the view.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success(),
-        "warden report failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        out.status.code() != Some(2) && !stderr.contains("warden: error"),
+        "warden report failed: {stderr}"
     );
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
