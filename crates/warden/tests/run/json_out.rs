@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::schemas::{assert_valid, validator};
-use crate::support::{Case, repo};
+use crate::support::{Case, repo, two_committing_iterations};
 
 fn json_lines(stdout: &str) -> Vec<Value> {
     stdout
@@ -135,16 +135,7 @@ fn report_json_is_the_run_read_back_with_its_log_check() {
 fn report_json_of_a_session_has_the_session_and_each_run() {
     let case = Case::new();
     repo(&case);
-    let done = case.run(&[
-        "run",
-        "exec",
-        "--iterations",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; git add count; git commit -qm it; echo done",
-    ]);
+    let done = two_committing_iterations(&case);
     assert_eq!(done.code, 0, "{}", done.stderr);
     let (code, doc, stderr) = report_json(&case, &case.run_dir());
     assert_eq!(code, 0, "{stderr}");

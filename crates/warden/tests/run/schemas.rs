@@ -11,7 +11,7 @@ use warden_run::Stamped;
 use warden_run::batch_report::BatchReport;
 use warden_run::session::SessionReport;
 
-use crate::support::{Case, repo};
+use crate::support::{Case, repo, two_committing_iterations};
 
 /// Set to write the schemas instead of checking them.
 const UPDATE: &str = "WARDEN_UPDATE_SCHEMAS";
@@ -134,16 +134,7 @@ fn a_real_run_matches_its_schemas() {
 fn a_real_session_matches_its_schema() {
     let case = Case::new();
     repo(&case);
-    let done = case.run(&[
-        "run",
-        "exec",
-        "--iterations",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; git add count; git commit -qm it; echo done",
-    ]);
+    let done = two_committing_iterations(&case);
     assert_eq!(done.code, 0, "{}", done.stderr);
     let session = read_json(&case.run_dir().join("session.json"));
     assert_valid(&validator("session.schema.json"), &session, "session.json");

@@ -376,3 +376,18 @@ pub fn in_unsized_terminal(case: &Case, inner: &str) -> Option<String> {
         .expect("run script");
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// A session of two `exec` iterations in the case's repository, each
+/// committing one change (see [`repo`]).
+pub fn two_committing_iterations(case: &Case) -> Finished {
+    case.run(&[
+        "run",
+        "exec",
+        "--iterations",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; git add count; git commit -qm it; echo done",
+    ])
+}
