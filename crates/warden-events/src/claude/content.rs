@@ -17,6 +17,57 @@ use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
+/// Visitor methods that take a JSON value of the named kinds (`unit`,
+/// `bool`, `i64`, `u64`, `f64`, `str`, `seq`, `map`) as `$value`; a
+/// sequence or a map is read to its end (and so checked) first.
+macro_rules! otherwise {
+    ($de:lifetime, $value:expr; $($kind:ident)*) => {
+        $(otherwise!(@ $de, $value; $kind);)*
+    };
+    (@ $de:lifetime, $value:expr; unit) => {
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+    (@ $de:lifetime, $value:expr; bool) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+    (@ $de:lifetime, $value:expr; i64) => {
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+    (@ $de:lifetime, $value:expr; u64) => {
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+    (@ $de:lifetime, $value:expr; f64) => {
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+    (@ $de:lifetime, $value:expr; str) => {
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+    (@ $de:lifetime, $value:expr; seq) => {
+        fn visit_seq<A: SeqAccess<$de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($value)
+        }
+    };
+    (@ $de:lifetime, $value:expr; map) => {
+        fn visit_map<A: MapAccess<$de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok($value)
+        }
+    };
+}
+
 #[derive(Default)]
 pub(super) enum Content<'a> {
     /// Absent, or not an array of blocks: no blocks.
@@ -125,29 +176,7 @@ impl<'de> Visitor<'de> for ContentVisitor {
         })
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Content::Nothing)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Content::Nothing)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Content::Nothing)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Content::Nothing)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Content::Nothing)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Content::Nothing)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Content::Nothing)
-    }
+    otherwise!('de, Content::Nothing; map unit bool i64 u64 f64 str);
 }
 
 /// One element of a content array.
@@ -217,29 +246,8 @@ impl<'de> Visitor<'de> for ElementVisitor {
         })
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Element::Unsure)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Element::Bad)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Element::Bad)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Element::Bad)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Element::Bad)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Element::Bad)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Element::Bad)
-    }
+    otherwise!('de, Element::Unsure; seq);
+    otherwise!('de, Element::Bad; unit bool i64 u64 f64 str);
 }
 
 /// A string field of a block into `slot`; `bad` when it is not one.
@@ -321,26 +329,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(Text::Null)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Text::Wrong)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Text::Wrong)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Text::Wrong)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Text::Wrong)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Text::Wrong)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
-                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Text::Wrong)
-            }
+            otherwise!('de, Text::Wrong; bool i64 u64 f64 seq map);
         }
         d.deserialize_any(V)
     }
@@ -367,26 +356,7 @@ impl<'de> Deserialize<'de> for Flag {
             fn visit_unit<E>(self) -> Result<Flag, E> {
                 Ok(Flag::Null)
             }
-            fn visit_i64<E>(self, _: i64) -> Result<Flag, E> {
-                Ok(Flag::Wrong)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Flag, E> {
-                Ok(Flag::Wrong)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Flag, E> {
-                Ok(Flag::Wrong)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Flag, E> {
-                Ok(Flag::Wrong)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Flag, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Flag::Wrong)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Flag, A::Error> {
-                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Flag::Wrong)
-            }
+            otherwise!('de, Flag::Wrong; i64 u64 f64 str seq map);
         }
         d.deserialize_any(V)
     }
