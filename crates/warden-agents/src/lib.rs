@@ -57,18 +57,8 @@ pub enum AgentError {
 
 /// The usual executable name, the product name, and how to install it.
 pub fn install_info(agent: Agent) -> (&'static str, &'static str, &'static str) {
-    match agent {
-        Agent::Claude => (
-            "claude",
-            "Claude Code",
-            "npm install -g @anthropic-ai/claude-code",
-        ),
-        Agent::Codex => ("codex", "Codex", "npm install -g @openai/codex"),
-        Agent::OpenCode => ("opencode", "OpenCode", "npm install -g opencode-ai"),
-        Agent::Pi => ("pi", "pi", "npm install -g @mariozechner/pi-coding-agent"),
-        Agent::Gemini => ("gemini", "Gemini CLI", "npm install -g @google/gemini-cli"),
-        Agent::Exec => ("", "a command", ""),
-    }
+    let p = profile(agent);
+    (p.program, p.product, p.install)
 }
 
 /// Builds the command line for `agent`. `path` is the PATH to look the
@@ -85,7 +75,8 @@ pub fn invocation(
         return Err(AgentError::MissingPrompt { agent });
     }
     let unsupported = |flag| Err(AgentError::Unsupported { agent, flag });
-    let (name, product, install) = install_info(agent);
+    let profile = profile(agent);
+    let (name, product, install) = (profile.program, profile.product, profile.install);
     let program: OsString = match &req.program {
         Some(p) => p.clone().into(),
         None => match find_on_path(name, path) {
@@ -99,24 +90,26 @@ pub fn invocation(
             }
         },
     };
-    let shape = shape(agent);
-    let mut args: Vec<OsString> = shape.headless.iter().map(Into::into).collect();
+    let mut args: Vec<OsString> = profile.headless.iter().map(Into::into).collect();
     let mut env: Vec<(OsString, OsString)> = vec![("CI".into(), "true".into())];
-    env.extend(shape.env.iter().map(|(k, v)| (k.into(), v.into())));
+    env.extend(profile.env.iter().map(|(k, v)| (k.into(), v.into())));
     if let Some(m) = &req.model {
         args.extend(["--model".into(), m.into()]);
     }
     if let Some(e) = &req.effort {
-        match shape.effort {
+        match profile.effort {
             Effort::Flag(flag) => args.extend([flag.into(), e.into()]),
             Effort::Config(key) => args.extend(["-c".into(), format!("{key}={e}").into()]),
             Effort::None => return unsupported("--effort"),
         }
     }
     if let Some(session) = &req.resume {
-        args.extend([shape.resume.into(), session.into()]);
+        match profile.resume {
+            Some(word) => args.extend([word.into(), session.into()]),
+            None => return unsupported("--resume"),
+        }
     }
-    args.extend(shape.trailing.iter().map(Into::into));
+    args.extend(profile.trailing.iter().map(Into::into));
     // Claude Code refuses its bypass flag as root unless told the machine
     // is a sandbox.
     if agent == Agent::Claude && rustix::process::geteuid().is_root() {
@@ -136,7 +129,10 @@ pub fn invocation(
 }
 
 /// How a CLI takes reasoning effort.
-enum Effort {
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effort {
+    /// It has no such option: `--effort` is refused.
     None,
     /// `FLAG LEVEL`
     Flag(&'static str),
@@ -144,87 +140,236 @@ enum Effort {
     Config(&'static str),
 }
 
-/// One CLI's headless command line: the fixed arguments, how it takes the
-/// options warden passes on, and the environment it needs unattended.
-struct Shape {
-    headless: &'static [&'static str],
-    effort: Effort,
-    /// The word before a session to resume (a flag, or Codex's subcommand).
-    resume: &'static str,
+/// Everything warden knows about one agent CLI, in one place: how to find
+/// and install it, its headless command line, how it takes the options
+/// warden passes on, and what it needs from a sandbox.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    pub agent: Agent,
+    /// The usual executable name on PATH.
+    pub program: &'static str,
+    /// The product's name, for messages.
+    pub product: &'static str,
+    /// The npm package it is installed from.
+    pub npm_package: &'static str,
+    /// How to install it.
+    pub install: &'static str,
+    /// The fixed arguments that make it headless, with machine-readable
+    /// output on stdout.
+    pub headless: &'static [&'static str],
+    pub effort: Effort,
+    /// The word before a session to resume (a flag, or Codex's
+    /// subcommand); `None` if it cannot resume one.
+    pub resume: Option<&'static str>,
+    /// Whether warden can resume its session to send a correction (the
+    /// CLI resumes by id and reports the id in its stream).
+    pub can_resume: bool,
     /// After the options (Codex's `-`: the prompt is on stdin).
-    trailing: &'static [&'static str],
-    env: &'static [(&'static str, &'static str)],
+    pub trailing: &'static [&'static str],
+    /// Set for every run, on top of `CI=true`.
+    pub env: &'static [(&'static str, &'static str)],
+    /// Prefixes of the variables it reads: these pass into a sandbox.
+    pub env_prefixes: &'static [&'static str],
+    /// Directories (relative to HOME) where it keeps config and state,
+    /// bound writable in a sandbox so logins and sessions persist.
+    pub state_dirs: &'static [&'static str],
+    /// Variables that move its state directory elsewhere.
+    pub state_dir_vars: &'static [&'static str],
+    /// Programs it runs on, kept visible in a sandbox.
+    pub runtimes: &'static [&'static str],
 }
 
-fn shape(agent: Agent) -> Shape {
-    match agent {
-        Agent::Claude => Shape {
-            headless: &[
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                // The partial messages carry each message's final usage;
-                // the whole messages only its first (1 output token), and
-                // without a `result` (Ctrl-C, a forced end) that is all
-                // there would be.
-                "--include-partial-messages",
-                "--dangerously-skip-permissions",
-            ],
-            effort: Effort::None,
-            resume: "--resume",
-            trailing: &[],
-            env: &[
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-                ("DISABLE_AUTOUPDATER", "1"),
-            ],
-        },
-        Agent::Codex => Shape {
-            headless: &[
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "--dangerously-bypass-approvals-and-sandbox",
-            ],
-            effort: Effort::Config("model_reasoning_effort"),
-            resume: "resume",
-            trailing: &["-"],
-            env: &[],
-        },
-        Agent::OpenCode => Shape {
-            // OpenCode says it is retrying a model request only in its
-            // log: `--print-logs` puts the log on stderr, where warden
-            // counts the retries (INFO is the level that shows a request
-            // being sent again).
-            headless: &[
-                "run",
-                "--format",
-                "json",
-                "--print-logs",
-                "--log-level",
-                "INFO",
-            ],
-            effort: Effort::Flag("--variant"),
-            resume: "--session",
-            trailing: &[],
-            env: &[],
-        },
-        Agent::Pi => Shape {
-            headless: &["--mode", "json"],
-            effort: Effort::Flag("--thinking"),
-            resume: "--session",
-            trailing: &[],
-            env: &[("PI_OFFLINE", "1")],
-        },
-        Agent::Gemini => Shape {
-            headless: &["--output-format", "stream-json", "--yolo"],
-            effort: Effort::None,
-            resume: "--resume",
-            trailing: &[],
-            env: &[],
-        },
-        Agent::Exec => unreachable!("`exec` runs its command as it is"),
+/// The keys of the model providers the multi-provider CLIs read.
+const PROVIDER_PREFIXES: [&str; 9] = [
+    "ANTHROPIC_",
+    "OPENAI_",
+    "GEMINI_",
+    "GOOGLE_",
+    "OPENROUTER_",
+    "GROQ_",
+    "MISTRAL_",
+    "XAI_",
+    "DEEPSEEK_",
+];
+
+const fn with_providers(own: &'static str) -> [&'static str; 10] {
+    let mut all = [own; 10];
+    let mut i = 0;
+    while i < PROVIDER_PREFIXES.len() {
+        all[i + 1] = PROVIDER_PREFIXES[i];
+        i += 1;
     }
+    all
+}
+
+const OPENCODE_PREFIXES: [&str; 10] = with_providers("OPENCODE_");
+const PI_PREFIXES: [&str; 10] = with_providers("PI_");
+
+/// One profile per agent CLI; `exec` runs its command as it is.
+static PROFILES: [Profile; 6] = [
+    Profile {
+        agent: Agent::Claude,
+        program: "claude",
+        product: "Claude Code",
+        npm_package: "@anthropic-ai/claude-code",
+        install: "npm install -g @anthropic-ai/claude-code",
+        headless: &[
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            // The partial messages carry each message's final usage; the
+            // whole messages only its first (1 output token), and without
+            // a `result` (Ctrl-C, a forced end) that is all there would be.
+            "--include-partial-messages",
+            "--dangerously-skip-permissions",
+        ],
+        effort: Effort::None,
+        resume: Some("--resume"),
+        can_resume: true,
+        trailing: &[],
+        env: &[
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+        ],
+        env_prefixes: &[
+            "ANTHROPIC_",
+            "CLAUDE_",
+            "DISABLE_",
+            "IS_SANDBOX",
+            "API_TIMEOUT_MS",
+            "BASH_DEFAULT_TIMEOUT_MS",
+            "BASH_MAX_TIMEOUT_MS",
+            "MAX_THINKING_TOKENS",
+        ],
+        state_dirs: &[".claude"],
+        state_dir_vars: &["CLAUDE_CONFIG_DIR", "CLAUDE_CODE_TMPDIR"],
+        runtimes: &["node"],
+    },
+    Profile {
+        agent: Agent::Codex,
+        program: "codex",
+        product: "Codex",
+        npm_package: "@openai/codex",
+        install: "npm install -g @openai/codex",
+        headless: &[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+        ],
+        effort: Effort::Config("model_reasoning_effort"),
+        resume: Some("resume"),
+        can_resume: true,
+        trailing: &["-"],
+        env: &[],
+        env_prefixes: &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
+        state_dirs: &[".codex"],
+        state_dir_vars: &["CODEX_HOME"],
+        runtimes: &["node"],
+    },
+    Profile {
+        agent: Agent::OpenCode,
+        program: "opencode",
+        product: "OpenCode",
+        npm_package: "opencode-ai",
+        install: "npm install -g opencode-ai",
+        // OpenCode says it is retrying a model request only in its log:
+        // `--print-logs` puts the log on stderr, where warden counts the
+        // retries (INFO is the level that shows a request being sent
+        // again).
+        headless: &[
+            "run",
+            "--format",
+            "json",
+            "--print-logs",
+            "--log-level",
+            "INFO",
+        ],
+        effort: Effort::Flag("--variant"),
+        resume: Some("--session"),
+        // Its sessions live in a database, not in per-session files, so
+        // a finished run's session is not resumed for a correction.
+        can_resume: false,
+        trailing: &[],
+        env: &[],
+        env_prefixes: &OPENCODE_PREFIXES,
+        state_dirs: &[
+            ".config/opencode",
+            ".local/share/opencode",
+            ".cache/opencode",
+            ".local/state/opencode",
+        ],
+        state_dir_vars: &[],
+        runtimes: &["node"],
+    },
+    Profile {
+        agent: Agent::Pi,
+        program: "pi",
+        product: "pi",
+        npm_package: "@mariozechner/pi-coding-agent",
+        install: "npm install -g @mariozechner/pi-coding-agent",
+        headless: &["--mode", "json"],
+        effort: Effort::Flag("--thinking"),
+        resume: Some("--session"),
+        can_resume: true,
+        trailing: &[],
+        env: &[("PI_OFFLINE", "1")],
+        env_prefixes: &PI_PREFIXES,
+        state_dirs: &[".pi"],
+        state_dir_vars: &["PI_CODING_AGENT_DIR"],
+        runtimes: &["node"],
+    },
+    Profile {
+        agent: Agent::Gemini,
+        program: "gemini",
+        product: "Gemini CLI",
+        npm_package: "@google/gemini-cli",
+        install: "npm install -g @google/gemini-cli",
+        headless: &["--output-format", "stream-json", "--yolo"],
+        effort: Effort::None,
+        resume: Some("--resume"),
+        // Not resumed for a correction: its resumption by the id its
+        // stream reports is not covered by warden's tests.
+        can_resume: false,
+        trailing: &[],
+        env: &[],
+        env_prefixes: &["GEMINI_", "GOOGLE_"],
+        state_dirs: &[".gemini"],
+        state_dir_vars: &["GEMINI_CLI_HOME"],
+        runtimes: &["node"],
+    },
+    Profile {
+        agent: Agent::Exec,
+        program: "",
+        product: "a command",
+        npm_package: "",
+        install: "",
+        headless: &[],
+        effort: Effort::None,
+        resume: None,
+        can_resume: false,
+        trailing: &[],
+        env: &[],
+        env_prefixes: &[],
+        state_dirs: &[],
+        state_dir_vars: &[],
+        runtimes: &[],
+    },
+];
+
+/// The profile of `agent`'s CLI.
+pub fn profile(agent: Agent) -> &'static Profile {
+    PROFILES
+        .iter()
+        .find(|p| p.agent == agent)
+        .expect("every agent has a profile")
+}
+
+/// Every profile, `exec` last.
+pub fn profiles() -> &'static [Profile] {
+    &PROFILES
 }
 
 /// The first executable file called `name` in `path`.

@@ -30,7 +30,8 @@ const SHIM_REPORT: Duration = Duration::from_secs(30);
 const WATCH_SHIM: Duration = Duration::from_millis(100);
 
 /// Which containment to use (the report names the one in force).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ContainmentChoice {
     /// A cgroup where one can be made, else the subreaper alone.
     #[default]

@@ -38,6 +38,7 @@ pub mod output;
 mod pipe;
 pub mod regular_file;
 pub mod report;
+pub mod request;
 pub mod session;
 mod supervisor;
 pub mod template;
@@ -52,6 +53,7 @@ use tokio::task::JoinHandle;
 
 pub use limits::Limits;
 pub use report::Report;
+pub use request::{OutputRequest, Prompt, RequestError, RunRequest, SessionRequest};
 pub use supervisor::Control;
 pub use verdict::Verdict;
 pub use warden_events::Agent;
@@ -244,8 +246,9 @@ impl Run {
                 )
             })
             .collect();
+        let needs = request::sandbox_needs(spec.agent);
         let agent_env = agent_env(
-            spec.agent,
+            &needs,
             sandbox != Sandbox::Host,
             &host_env,
             &fixed,
@@ -279,7 +282,7 @@ impl Run {
         let wrapped = warden_sandbox::wrap(
             &spec.sandbox,
             Target {
-                agent: spec.agent,
+                needs,
                 program: spec.command[0].clone(),
                 args: spec.command[1..].to_vec(),
                 workdir: &spec.cwd,

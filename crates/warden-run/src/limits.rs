@@ -6,7 +6,8 @@ use crate::defaults;
 
 /// The limits a run is supervised with. A clock of `None` never fires
 /// (the user wrote `0`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     pub timeout: Option<Duration>,
     pub stall_timeout: Option<Duration>,

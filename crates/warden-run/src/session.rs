@@ -19,7 +19,8 @@ use crate::held_dir::HeldDir;
 use crate::{Canceller, Report, Run, RunSpec, SetupError, Stamped, Verdict};
 
 /// `--worktree`: where the session works.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct WorktreeRequest {
     /// The branch to create; `warden/<name>/<stamp>-<random>` if `None`.
     pub branch: Option<String>,

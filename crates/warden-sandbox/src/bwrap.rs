@@ -30,8 +30,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use warden_events::Agent;
-
 use crate::{SandboxError, SandboxOptions, Target, Wrapped};
 
 /// The namespaces and privileges of every bwrap sandbox warden starts; the
@@ -70,35 +68,6 @@ pub fn base_args() -> Vec<OsString> {
         .collect();
     push_mounts(&mut a, &base);
     a
-}
-
-/// Directories (relative to HOME) where each agent keeps its config and
-/// state, bound writable so logins, sessions and settings persist.
-pub fn state_dirs(agent: Agent) -> &'static [&'static str] {
-    match agent {
-        Agent::Claude => &[".claude"],
-        Agent::Codex => &[".codex"],
-        Agent::OpenCode => &[
-            ".config/opencode",
-            ".local/share/opencode",
-            ".cache/opencode",
-            ".local/state/opencode",
-        ],
-        Agent::Pi => &[".pi"],
-        Agent::Gemini => &[".gemini"],
-        Agent::Exec => &[],
-    }
-}
-
-/// Variables that move an agent's state directory elsewhere.
-fn state_dir_vars(agent: Agent) -> &'static [&'static str] {
-    match agent {
-        Agent::Claude => &["CLAUDE_CONFIG_DIR", "CLAUDE_CODE_TMPDIR"],
-        Agent::Codex => &["CODEX_HOME"],
-        Agent::Pi => &["PI_CODING_AGENT_DIR"],
-        Agent::Gemini => &["GEMINI_CLI_HOME"],
-        Agent::OpenCode | Agent::Exec => &[],
-    }
 }
 
 /// What is mounted at a path inside the sandbox.
@@ -155,8 +124,8 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     if options.no_network {
         a.push("--unshare-net".into());
     }
-    let mut writable: Vec<PathBuf> = state_dirs(t.agent).iter().map(|d| t.home.join(d)).collect();
-    for var in state_dir_vars(t.agent) {
+    let mut writable: Vec<PathBuf> = t.needs.state_dirs.iter().map(|d| t.home.join(d)).collect();
+    for var in t.needs.state_dir_vars {
         if let Some((_, v)) = t.env.iter().find(|(k, _)| k == var) {
             writable.push(PathBuf::from(v));
         }
@@ -360,13 +329,9 @@ fn program_roots(t: &Target<'_>, hidden_roots: &[&Path]) -> Vec<PathBuf> {
             .find(|c| c.is_file())
     };
     let mut roots: Vec<PathBuf> = Vec::new();
-    let candidates = [
-        lookup(&t.program),
-        (t.agent != Agent::Exec)
-            .then(|| lookup("node".as_ref()))
-            .flatten(),
-    ];
-    for found in candidates.into_iter().flatten() {
+    let candidates = std::iter::once(lookup(&t.program))
+        .chain(t.needs.runtimes.iter().map(|r| lookup(r.as_ref())));
+    for found in candidates.flatten() {
         let canonical = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
         for p in [found, canonical] {
             if !hidden(&p) {
@@ -399,6 +364,7 @@ fn program_roots(t: &Target<'_>, hidden_roots: &[&Path]) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warden_events::Agent;
 
     fn strs(v: &[OsString]) -> Vec<String> {
         v.iter().map(|s| s.to_string_lossy().into_owned()).collect()
@@ -416,7 +382,7 @@ mod tests {
         let w = wrap(
             &options,
             Target {
-                agent: Agent::Claude,
+                needs: crate::needs(Agent::Claude),
                 program: "claude".into(),
                 args: vec!["-p".into()],
                 workdir: &work,
@@ -473,7 +439,7 @@ mod tests {
         let w = wrap(
             &SandboxOptions::default(),
             Target {
-                agent: Agent::Exec,
+                needs: crate::needs(Agent::Exec),
                 program: "true".into(),
                 args: vec![],
                 workdir: work.path(),
@@ -511,7 +477,7 @@ mod tests {
         let w = wrap(
             &SandboxOptions::default(),
             Target {
-                agent: Agent::Pi,
+                needs: crate::needs(Agent::Pi),
                 program: link.clone().into(),
                 args: vec![],
                 workdir: &work,
@@ -541,7 +507,7 @@ mod tests {
         let e = wrap(
             &SandboxOptions::default(),
             Target {
-                agent: Agent::Exec,
+                needs: crate::needs(Agent::Exec),
                 program: "true".into(),
                 args: vec![],
                 workdir: home.path(),
@@ -573,7 +539,7 @@ mod tests {
         let w = wrap(
             &options,
             Target {
-                agent: Agent::Exec,
+                needs: crate::needs(Agent::Exec),
                 program: "true".into(),
                 args: vec![],
                 workdir: &work,
@@ -622,7 +588,7 @@ mod tests {
                 &wrap(
                     &options,
                     Target {
-                        agent: Agent::Exec,
+                        needs: crate::needs(Agent::Exec),
                         program: "true".into(),
                         args: vec![],
                         workdir: work.path(),

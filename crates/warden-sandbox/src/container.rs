@@ -78,7 +78,7 @@ mod tests {
 
     fn target<'a>(env: &'a [(OsString, OsString)]) -> Target<'a> {
         Target {
-            agent: Agent::Claude,
+            needs: crate::needs(Agent::Claude),
             program: "claude".into(),
             args: vec!["-p".into()],
             workdir: Path::new("/work/repo"),

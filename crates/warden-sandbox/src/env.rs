@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use warden_events::Agent;
+use crate::AgentNeeds;
 
 /// Variables every sandboxed agent gets, if the host has them.
 const BASE: &[&str] = &[
@@ -36,58 +36,16 @@ const BASE: &[&str] = &[
     "WARDEN_RUN_ID",
 ];
 
-/// Prefixes of the variables each agent's CLI reads.
-fn agent_prefixes(agent: Agent) -> &'static [&'static str] {
-    match agent {
-        Agent::Claude => &[
-            "ANTHROPIC_",
-            "CLAUDE_",
-            "DISABLE_",
-            "IS_SANDBOX",
-            "API_TIMEOUT_MS",
-            "BASH_DEFAULT_TIMEOUT_MS",
-            "BASH_MAX_TIMEOUT_MS",
-            "MAX_THINKING_TOKENS",
-        ],
-        Agent::Codex => &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
-        Agent::OpenCode => &[
-            "OPENCODE_",
-            "ANTHROPIC_",
-            "OPENAI_",
-            "GEMINI_",
-            "GOOGLE_",
-            "OPENROUTER_",
-            "GROQ_",
-            "MISTRAL_",
-            "XAI_",
-            "DEEPSEEK_",
-        ],
-        Agent::Pi => &[
-            "PI_",
-            "ANTHROPIC_",
-            "OPENAI_",
-            "GEMINI_",
-            "GOOGLE_",
-            "OPENROUTER_",
-            "GROQ_",
-            "MISTRAL_",
-            "XAI_",
-            "DEEPSEEK_",
-        ],
-        Agent::Gemini => &["GEMINI_", "GOOGLE_"],
-        Agent::Exec => &[],
-    }
-}
-
 /// Whether `name` may pass into a sandbox for `agent` without being asked.
-pub fn allowed(agent: Agent, name: &str) -> bool {
+pub fn allowed(needs: &AgentNeeds, name: &str) -> bool {
     BASE.contains(&name)
         || name.starts_with("LC_")
-        || agent_prefixes(agent).iter().any(|p| name.starts_with(p))
+        || needs.env_prefixes.iter().any(|p| name.starts_with(p))
 }
 
 /// A `--env` argument: a host variable by name, or a name and a value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum EnvArg {
     Name(String),
     Pair(String, String),
@@ -211,7 +169,7 @@ pub struct AgentEnv {
 /// `fixed` what warden and the agent's command line set; `extra` the
 /// user's `--env`. With `sandboxed`, only allowlisted host variables pass.
 pub fn agent_env(
-    agent: Agent,
+    needs: &AgentNeeds,
     sandboxed: bool,
     host: &[(String, String)],
     fixed: &[(OsString, OsString)],
@@ -233,7 +191,7 @@ pub fn agent_env(
     };
     let host_value = |name: &str| host.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     for (k, v) in host {
-        let passes = !sandboxed || allowed(agent, k);
+        let passes = !sandboxed || allowed(needs, k);
         if passes && looks_secret(k) {
             push_secret(v, false);
         }
@@ -324,6 +282,7 @@ fn add_git_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warden_events::Agent;
 
     fn host() -> Vec<(String, String)> {
         [
@@ -350,7 +309,7 @@ mod tests {
     #[test]
     fn a_sandboxed_agent_gets_only_the_allowlist_and_its_own_keys() {
         let e = agent_env(
-            Agent::Claude,
+            &crate::needs(Agent::Claude),
             true,
             &host(),
             &[("CI".into(), "true".into())],
@@ -381,7 +340,7 @@ mod tests {
             EnvArg::parse("GITHUB_TOKEN").unwrap(),
             EnvArg::parse("MODE=fast-lane").unwrap(),
         ];
-        let e = agent_env(Agent::Codex, true, &host(), &[], &extra);
+        let e = agent_env(&crate::needs(Agent::Codex), true, &host(), &[], &extra);
         let n = names(&e);
         assert!(n.contains(&"GITHUB_TOKEN".into()) && n.contains(&"MODE".into()));
         assert!(
@@ -392,7 +351,7 @@ mod tests {
 
     #[test]
     fn on_the_host_everything_passes_but_secret_values_are_known() {
-        let e = agent_env(Agent::Exec, false, &host(), &[], &[]);
+        let e = agent_env(&crate::needs(Agent::Exec), false, &host(), &[], &[]);
         assert!(!e.clear);
         assert!(
             e.vars
@@ -473,7 +432,7 @@ mod tests {
             EnvArg::parse("MODE=fast").unwrap(),
             EnvArg::parse("PHRASE=correcthorse").unwrap(),
         ];
-        let e = agent_env(Agent::Exec, false, &host, &[], &extra);
+        let e = agent_env(&crate::needs(Agent::Exec), false, &host, &[], &extra);
         assert_eq!(
             e.secrets,
             vec!["npm_5Fz8Qw2Lk9".to_string(), "correcthorse".to_string()],
@@ -493,7 +452,7 @@ mod tests {
     fn git_never_detaches_maintenance_and_the_users_git_config_is_kept() {
         // Nothing set: ours from 0, on the host and in a sandbox.
         for sandboxed in [false, true] {
-            let e = agent_env(Agent::Exec, sandboxed, &host(), &[], &[]);
+            let e = agent_env(&crate::needs(Agent::Exec), sandboxed, &host(), &[], &[]);
             assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("2"));
             assert_eq!(var(&e, "GIT_CONFIG_KEY_0"), Some("maintenance.autoDetach"));
             assert_eq!(var(&e, "GIT_CONFIG_VALUE_0"), Some("false"));
@@ -505,26 +464,26 @@ mod tests {
         host.push(("GIT_CONFIG_COUNT".into(), "1".into()));
         host.push(("GIT_CONFIG_KEY_0".into(), "user.name".into()));
         host.push(("GIT_CONFIG_VALUE_0".into(), "Jane".into()));
-        let e = agent_env(Agent::Exec, false, &host, &[], &[]);
+        let e = agent_env(&crate::needs(Agent::Exec), false, &host, &[], &[]);
         assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("3"));
         assert_eq!(var(&e, "GIT_CONFIG_KEY_0"), None, "inherited, not replaced");
         assert_eq!(var(&e, "GIT_CONFIG_KEY_1"), Some("maintenance.autoDetach"));
         assert_eq!(var(&e, "GIT_CONFIG_KEY_2"), Some("gc.autoDetach"));
         // In a sandbox the host's do not pass, unless given with --env.
-        let e = agent_env(Agent::Exec, true, &host, &[], &[]);
+        let e = agent_env(&crate::needs(Agent::Exec), true, &host, &[], &[]);
         assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("2"));
         let extra = [
             EnvArg::parse("GIT_CONFIG_COUNT").unwrap(),
             EnvArg::parse("GIT_CONFIG_KEY_0").unwrap(),
             EnvArg::parse("GIT_CONFIG_VALUE_0").unwrap(),
         ];
-        let e = agent_env(Agent::Exec, true, &host, &[], &extra);
+        let e = agent_env(&crate::needs(Agent::Exec), true, &host, &[], &extra);
         assert_eq!(var(&e, "GIT_CONFIG_COUNT"), Some("3"));
         assert_eq!(var(&e, "GIT_CONFIG_KEY_0"), Some("user.name"));
         assert_eq!(var(&e, "GIT_CONFIG_KEY_2"), Some("gc.autoDetach"));
         // A count git cannot read is git's to refuse.
         let e = agent_env(
-            Agent::Exec,
+            &crate::needs(Agent::Exec),
             false,
             &host,
             &[("GIT_CONFIG_COUNT".into(), "many".into())],

@@ -23,10 +23,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use warden_events::Agent;
-
 /// The sandboxes warden knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Sandbox {
     /// No isolation; full containment still applies.
     #[default]
@@ -96,7 +95,8 @@ impl FromStr for SandboxChoice {
 }
 
 /// Everything a sandbox needs to wrap one agent.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SandboxOptions {
     pub sandbox: Sandbox,
     /// Cut the network (agents that call a model API need it).
@@ -108,10 +108,26 @@ pub struct SandboxOptions {
     pub image: Option<String>,
 }
 
+/// What an agent's CLI needs from a sandbox; its profile
+/// (`warden_agents::Profile`) says, and the caller passes it on as data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentNeeds {
+    /// Prefixes of the host variables it reads: these pass into a sandbox.
+    pub env_prefixes: &'static [&'static str],
+    /// Directories (relative to HOME) where it keeps config and state,
+    /// bound writable so logins, sessions and settings persist.
+    pub state_dirs: &'static [&'static str],
+    /// Variables that move its state directory elsewhere (bound writable
+    /// too, when set).
+    pub state_dir_vars: &'static [&'static str],
+    /// Programs it runs on (`node`): found on PATH and kept visible.
+    pub runtimes: &'static [&'static str],
+}
+
 /// One agent's command line, about to be wrapped.
 #[derive(Debug, Clone)]
 pub struct Target<'a> {
-    pub agent: Agent,
+    pub needs: AgentNeeds,
     pub program: OsString,
     pub args: Vec<OsString>,
     pub workdir: &'a std::path::Path,
@@ -178,5 +194,17 @@ pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, San
         }),
         Sandbox::Bwrap => bwrap::wrap(options, target),
         Sandbox::Docker | Sandbox::Podman => container::wrap(options, target),
+    }
+}
+
+/// The needs of `agent`'s CLI, from its profile, for tests.
+#[cfg(test)]
+pub(crate) fn needs(agent: warden_events::Agent) -> AgentNeeds {
+    let p = warden_agents::profile(agent);
+    AgentNeeds {
+        env_prefixes: p.env_prefixes,
+        state_dirs: p.state_dirs,
+        state_dir_vars: p.state_dir_vars,
+        runtimes: p.runtimes,
     }
 }

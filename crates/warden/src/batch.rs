@@ -31,12 +31,10 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
 use warden_events::Agent;
 use warden_run::batch_report::{BatchReport, BatchRun};
-use warden_run::session::{
-    SessionControl, SessionEvent, SessionOptions, SessionReport, WorktreeRequest, run_session,
-};
+use warden_run::session::{SessionControl, SessionEvent, SessionReport, run_session};
 
 use crate::cli::{BatchArgs, RunArgs, SettingFlags};
-use crate::plan::{Plan, safe_name};
+use crate::request::safe_name;
 
 /// What warden itself keeps in a batch directory, so no run is named so.
 const BATCH_FILES: &[&str] = &["batch.json"];
@@ -99,9 +97,7 @@ const NOT_IN_BATCH: &[&str] = &["run_dir", "json", "quiet", "heartbeat"];
 
 struct Entry {
     name: String,
-    agent: Agent,
-    plan: Plan,
-    options: SessionOptions,
+    request: warden_run::RunRequest,
 }
 
 fn err(file: &Path, msg: impl std::fmt::Display) -> u8 {
@@ -339,32 +335,17 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
                 return code;
             }
         }
-        let plan = match Plan::new(&run_args, agent, &run_cwd, &resolved) {
-            Ok(p) => p,
+        let mut request = match crate::request::build(&run_args, agent, &run_cwd, &resolved) {
+            Ok(r) => r,
             Err(code) => {
                 eprintln!("warden: (in run `{name}` of {})", file.display());
                 return code;
             }
         };
-        let options = SessionOptions {
-            name: name.clone(),
-            iterations: run_args.iterations,
-            cwd: run_cwd,
-            worktree: run_args.worktree.as_ref().map(|b| WorktreeRequest {
-                branch: Some(b.clone()).filter(|b| !b.is_empty()),
-                base: run_args.base.clone(),
-                keep: run_args.keep_worktree,
-            }),
-            session_dir: Some(batch_dir.join(&dir_name)),
-            output_retries: run_args.output_retries,
-            can_resume: matches!(agent, Agent::Claude | Agent::Codex | Agent::Pi),
-        };
-        entries.push(Entry {
-            name,
-            agent,
-            plan,
-            options,
-        });
+        // Every run of a batch is a session, in its own directory.
+        request.session.name = Some(name.clone());
+        request.dir = Some(batch_dir.join(&dir_name));
+        entries.push(Entry { name, request });
     }
     let held = match warden_run::held_dir::HeldDir::create_empty(&batch_dir) {
         Ok(h) => h,
@@ -443,7 +424,7 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             if stopping.load(std::sync::atomic::Ordering::SeqCst) {
                 return BatchRun {
                     name: entry.name,
-                    agent: entry.agent.name().into(),
+                    agent: entry.request.agent.name().into(),
                     verdict: Some("cancelled".into()),
                     duration_ms: 0,
                     session: None,
@@ -451,12 +432,13 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
                 };
             }
             let name = entry.name.clone();
-            let limits_stall = entry.plan_stall();
+            let request = &entry.request;
+            let limits_stall = request.limits.armed_stall_timeout();
             let result = run_session(
-                entry.options,
+                request.session_options(),
                 control,
-                |ctx| entry.plan.spec(ctx),
-                |ev| view.event(&name, entry.agent, limits_stall, &ev),
+                |ctx| request.spec(ctx).map_err(|e| e.to_string()),
+                |ev| view.event(&name, request.agent, limits_stall, &ev),
             )
             .await;
             let duration_ms = t0.elapsed().as_millis() as u64;
@@ -465,7 +447,7 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
                     view.finished(&name, &s);
                     BatchRun {
                         name,
-                        agent: entry.agent.name().into(),
+                        agent: entry.request.agent.name().into(),
                         verdict: s.verdict.map(|v| v.as_str().to_string()),
                         duration_ms,
                         session: Some(s),
@@ -476,7 +458,7 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
                     view.line(&format!("[{name}] could not start: {e}"));
                     BatchRun {
                         name,
-                        agent: entry.agent.name().into(),
+                        agent: entry.request.agent.name().into(),
                         verdict: None,
                         duration_ms,
                         session: None,
@@ -563,12 +545,6 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
         1
     } else {
         0
-    }
-}
-
-impl Entry {
-    fn plan_stall(&self) -> Option<Duration> {
-        self.plan.stall()
     }
 }
 

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use warden_events::Agent;
-use warden_run::session::IterationContext;
 
-use crate::plan::Plan;
 use crate::render::console::{self, Priority, Stream};
 use crate::replay;
 use crate::runner::{run_once, run_session_cli};
@@ -560,45 +558,24 @@ async fn run(args: RunArgs, mut signals: Signals) -> u8 {
     }
 
     // What stays the same for every run of the session.
-    let plan = match Plan::new(&args, agent, &cwd, &resolved) {
-        Ok(p) => p,
+    let request = match crate::request::build(&args, agent, &cwd, &resolved) {
+        Ok(r) => r,
         Err(code) => return code,
     };
-
-    let single = args.iterations == 1 && args.worktree.is_none() && args.output_retries == 0;
-    if single {
-        let ctx = IterationContext {
-            iteration: 1,
-            iterations: 1,
-            workdir: cwd.clone(),
-            run_dir: PathBuf::new(),
-            // Only a template needs them; asking git costs a process.
-            branch: if plan.templated {
-                warden_run::git::branch(&cwd).await
-            } else {
-                None
-            },
-            base: if plan.templated {
-                warden_run::git::head(&cwd).await
-            } else {
-                None
-            },
-            correction: None,
-        };
-        let mut spec = match plan.spec(&ctx) {
-            Ok(s) => s,
-            Err(e) => return usage(e),
-        };
-        spec.run_dir = resolved.run_dir.clone();
+    if request.is_session() {
         if let Some(code) = cancelled_before_start(&signals) {
             return code;
         }
-        return run_once(spec, agent, &resolved, signals).await;
+        return run_session_cli(request, resolved, signals).await;
     }
+    let spec = match request.spec(&request.iteration_context().await) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
     if let Some(code) = cancelled_before_start(&signals) {
         return code;
     }
-    run_session_cli(args, agent, cwd, resolved, plan, signals).await
+    run_once(spec, agent, &resolved, signals).await
 }
 
 pub(crate) fn absolute(cwd: &std::path::Path, p: &std::path::Path) -> PathBuf {

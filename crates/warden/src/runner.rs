@@ -1,17 +1,13 @@
-//! Running what a plan describes: one run, or a session of runs, with its
+//! Running what a request describes: one run, or a session of runs, with its
 //! view and the signal handling.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use warden_events::Agent;
-use warden_run::session::{
-    SessionControl, SessionEvent, SessionOptions, WorktreeRequest, run_session,
-};
-use warden_run::{Run, RunSpec};
+use warden_run::session::{SessionControl, SessionEvent, run_session};
+use warden_run::{Run, RunRequest, RunSpec};
 
-use crate::cli::{RunArgs, usage};
-use crate::plan::Plan;
+use crate::cli::usage;
 use crate::render::Renderer;
 use crate::signals::Signals;
 
@@ -109,29 +105,12 @@ pub(crate) async fn run_once(
 }
 
 pub(crate) async fn run_session_cli(
-    args: RunArgs,
-    agent: Agent,
-    cwd: PathBuf,
+    request: RunRequest,
     resolved: crate::settings::Resolved,
-    plan: Plan,
     signals: Signals,
 ) -> u8 {
-    let opts = SessionOptions {
-        name: args
-            .name
-            .clone()
-            .unwrap_or_else(|| agent.name().to_string()),
-        iterations: args.iterations,
-        cwd,
-        worktree: args.worktree.as_ref().map(|branch| WorktreeRequest {
-            branch: Some(branch.clone()).filter(|b| !b.is_empty()),
-            base: args.base.clone(),
-            keep: args.keep_worktree,
-        }),
-        session_dir: resolved.run_dir.clone(),
-        output_retries: args.output_retries,
-        can_resume: matches!(agent, Agent::Claude | Agent::Codex | Agent::Pi),
-    };
+    let opts = request.session_options();
+    let agent = request.agent;
     let control = SessionControl::default();
     let current: Arc<Mutex<Option<Renderer>>> = Arc::default();
     let view = current.clone();
@@ -145,11 +124,11 @@ pub(crate) async fn run_session_cli(
     );
     let mut renderer: Option<(Renderer, tokio::task::JoinHandle<()>)> = None;
     let quiet = resolved.quiet;
-    let iterations = args.iterations;
+    let iterations = opts.iterations;
     let result = run_session(
         opts,
         control,
-        |ctx| plan.spec(ctx),
+        |ctx| request.spec(ctx).map_err(|e| e.to_string()),
         |ev| match ev {
             SessionEvent::Worktree(wt) if !quiet => {
                 eprintln!(

@@ -1,0 +1,583 @@
+//! A run described as data: the agent, what it is asked, its limits,
+//! sandbox and output, and the session around it. The CLI, a batch file
+//! and a remote executor all build one [`RunRequest`]; everything a run
+//! needs is decided from it, so it can be written to a file or shipped to
+//! another machine and run there the same.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use warden_run::{Agent, RunRequest};
+//! let mut request = RunRequest::agent(Agent::Claude, "Fix the failing test");
+//! request.limits.stall_timeout = Some(std::time::Duration::from_secs(300));
+//! for warning in request.check()? {
+//!     eprintln!("warning: {warning}");
+//! }
+//! let json = serde_json::to_string(&request)?; // ship it, read it back
+//! let request: RunRequest = serde_json::from_str(&json)?;
+//! let spec = request.spec(&request.first_iteration())?;
+//! # let _ = spec; Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use warden_agents::{AgentError, AgentRequest, profile};
+use warden_events::Agent;
+use warden_process::ContainmentChoice;
+use warden_sandbox::env::EnvArg;
+use warden_sandbox::{AgentNeeds, Sandbox, SandboxOptions};
+
+use crate::limits::Limits;
+use crate::session::{IterationContext, SessionOptions, WorktreeRequest};
+use crate::{RunSpec, template};
+
+/// What the agent is asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Prompt {
+    /// Sent as it is.
+    Text(String),
+    /// `{{NAME}}` placeholders filled from `args` and the built-in values
+    /// (`BRANCH`, `BASE`, `ITERATION`, `ITERATIONS`, `AGENT`) for each run.
+    Template {
+        text: String,
+        #[serde(default)]
+        args: BTreeMap<String, String>,
+    },
+}
+
+/// The structured output a run must give: `<TAG>…</TAG>` in its final
+/// text, valid against the schema if there is one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputRequest {
+    pub tag: String,
+    /// The JSON Schema, and the file it came from (named in messages).
+    #[serde(default)]
+    pub schema: Option<(PathBuf, serde_json::Value)>,
+    /// How many times a run whose output was wrong is resumed with a
+    /// correction (agents whose profile says `can_resume`).
+    #[serde(default)]
+    pub retries: u32,
+}
+
+/// The session around the run: more than one iteration, a worktree, or
+/// output retries make it a session, with a `session.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionRequest {
+    /// Used in branch names and the session id; the agent's name if
+    /// `None`.
+    pub name: Option<String>,
+    pub iterations: u32,
+    pub worktree: Option<WorktreeRequest>,
+}
+
+impl Default for SessionRequest {
+    fn default() -> Self {
+        Self {
+            name: None,
+            iterations: 1,
+            worktree: None,
+        }
+    }
+}
+
+/// Everything that decides one run (or session of runs).
+///
+/// A request may hold secrets given by value (`EnvArg::Pair`): store and
+/// ship it as you would a secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    pub agent: Agent,
+    /// `None` for `exec`, which runs `command`.
+    #[serde(default)]
+    pub prompt: Option<Prompt>,
+    /// Tell the agent it runs unattended, its deadline, and the
+    /// completion signal (appended to the prompt).
+    #[serde(default)]
+    pub preamble: bool,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub effort: Option<String>,
+    /// The agent's session to resume.
+    #[serde(default)]
+    pub resume: Option<String>,
+    /// The agent CLI's executable, when not its usual name on PATH.
+    #[serde(default)]
+    pub agent_bin: Option<PathBuf>,
+    /// Passed to the agent CLI after warden's own arguments.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// `exec`: the program and its arguments.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The directory to work in (or to make the worktree from).
+    pub cwd: PathBuf,
+    /// Where the report goes: the run directory of a single run, the
+    /// session directory of a session; under `cwd/.warden/` if `None`.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub containment: ContainmentChoice,
+    #[serde(default)]
+    pub sandbox: SandboxOptions,
+    /// Variables passed to the agent (also into a sandbox), treated as
+    /// secrets.
+    #[serde(default)]
+    pub env: Vec<EnvArg>,
+    #[serde(default)]
+    pub output: Option<OutputRequest>,
+    #[serde(default)]
+    pub session: SessionRequest,
+    /// The program that acts as each run's shim on this machine (the
+    /// running executable if `None`); never shipped.
+    #[serde(skip)]
+    pub shim_exe: Option<PathBuf>,
+}
+
+/// What makes a request unusable, found before anything starts.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Template(#[from] template::TemplateError),
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+}
+
+impl RequestError {
+    /// warden's exit code: 6 when the agent's CLI is not installed, 2 for
+    /// a bad request.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RequestError::Agent(AgentError::NotInstalled { .. }) => 6,
+            _ => 2,
+        }
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> RequestError {
+    RequestError::Invalid(msg.into())
+}
+
+impl RunRequest {
+    /// A request to run `command` as it is (`exec`), in the current
+    /// directory, with the default limits.
+    pub fn exec<I, S>(command: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut r = Self::empty(Agent::Exec);
+        r.command = command.into_iter().map(Into::into).collect();
+        r
+    }
+
+    /// A request to run `agent` headless on `prompt`, in the current
+    /// directory, with the default limits.
+    pub fn agent(agent: Agent, prompt: impl Into<String>) -> Self {
+        let mut r = Self::empty(agent);
+        r.prompt = Some(Prompt::Text(prompt.into()));
+        r
+    }
+
+    fn empty(agent: Agent) -> Self {
+        Self {
+            agent,
+            prompt: None,
+            preamble: false,
+            model: None,
+            effort: None,
+            resume: None,
+            agent_bin: None,
+            extra_args: Vec::new(),
+            command: Vec::new(),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            dir: None,
+            limits: Limits::default(),
+            containment: ContainmentChoice::Auto,
+            sandbox: SandboxOptions::default(),
+            env: Vec::new(),
+            output: None,
+            session: SessionRequest::default(),
+            shim_exe: None,
+        }
+    }
+
+    /// Whether this is a session (a `session.json` around the runs)
+    /// rather than one run.
+    pub fn is_session(&self) -> bool {
+        self.session.iterations != 1
+            || self.session.worktree.is_some()
+            || self.output.as_ref().is_some_and(|o| o.retries > 0)
+    }
+
+    /// Whether the prompt is a template (filled for each run).
+    pub fn is_template(&self) -> bool {
+        matches!(self.prompt, Some(Prompt::Template { .. }))
+    }
+
+    /// Checks everything that can be checked before a run starts,
+    /// including that the agent's CLI is installed; returns the warnings
+    /// (a template value no placeholder uses, a secret that will not be
+    /// masked).
+    pub fn check(&self) -> Result<Vec<String>, RequestError> {
+        let mut warnings = Vec::new();
+        if self.session.iterations == 0 {
+            return Err(invalid("--iterations must be at least 1"));
+        }
+        if self.sandbox.sandbox == Sandbox::Host
+            && (self.sandbox.no_network
+                || !self.sandbox.ro.is_empty()
+                || !self.sandbox.rw.is_empty())
+        {
+            return Err(invalid(
+                "--no-network, --ro and --rw need a sandbox: add --sandbox bwrap (or docker, podman)",
+            ));
+        }
+        let retries = self.output.as_ref().map_or(0, |o| o.retries);
+        if retries > 0 && !profile(self.agent).can_resume {
+            let can: Vec<&str> = warden_agents::profiles()
+                .iter()
+                .filter(|p| p.can_resume)
+                .map(|p| p.agent.name())
+                .collect();
+            return Err(invalid(format!(
+                "--output-retries resumes the agent's session, which warden does for {}, not {}",
+                list(&can),
+                self.agent
+            )));
+        }
+        if self.agent == Agent::Exec {
+            if self.prompt.is_some() {
+                return Err(invalid(
+                    "`exec` runs a command, not a prompt: put the command after `--`, e.g. warden run exec -- make test",
+                ));
+            }
+            for (flag, given) in [
+                ("--model", self.model.is_some()),
+                ("--effort", self.effort.is_some()),
+                ("--resume", self.resume.is_some()),
+                ("--agent-bin", self.agent_bin.is_some()),
+                ("--preamble", self.preamble),
+            ] {
+                if given {
+                    return Err(invalid(format!(
+                        "{flag} is for agents; `exec` runs the command after `--` as it is"
+                    )));
+                }
+            }
+            if self.command.is_empty() {
+                return Err(invalid(
+                    "no command given for `exec`\n  put it after `--`, e.g.: warden run exec -- sh -c 'echo hello'",
+                ));
+            }
+        }
+        // The template once, before anything starts: a missing value is an
+        // error, an unused one a warning.
+        if let Some(Prompt::Template { text, args }) = &self.prompt {
+            let names = template::placeholders(text)?;
+            for unused in args.keys().filter(|k| !names.contains(k)) {
+                warnings.push(format!("--arg {unused} is not used by the prompt"));
+            }
+        }
+        warnings.extend(
+            self.env
+                .iter()
+                .filter_map(|e| e.unmasked_warning(|n| std::env::var(n).ok())),
+        );
+        let probe = IterationContext {
+            iteration: 1,
+            iterations: self.session.iterations,
+            workdir: self.cwd.clone(),
+            run_dir: PathBuf::new(),
+            branch: Some("BRANCH".into()),
+            base: Some("BASE".into()),
+            correction: None,
+        };
+        let prompt = self.prompt_for(&probe)?;
+        if self.agent != Agent::Exec {
+            self.invocation(prompt, None)?;
+        }
+        Ok(warnings)
+    }
+
+    /// The context of the first run when there is no session around it:
+    /// in `cwd`, without asking git (see [`Self::iteration_context`]).
+    pub fn first_iteration(&self) -> IterationContext {
+        IterationContext {
+            iteration: 1,
+            iterations: self.session.iterations,
+            workdir: self.cwd.clone(),
+            run_dir: PathBuf::new(),
+            branch: None,
+            base: None,
+            correction: None,
+        }
+    }
+
+    /// The context of a run that is not part of a session: in `cwd`, with
+    /// the branch and HEAD git gives when the prompt is a template (only
+    /// a template uses them; asking git costs a process).
+    pub async fn iteration_context(&self) -> IterationContext {
+        let mut ctx = self.first_iteration();
+        if self.is_template() {
+            ctx.branch = crate::git::branch(&self.cwd).await;
+            ctx.base = crate::git::head(&self.cwd).await;
+        }
+        ctx
+    }
+
+    /// The prompt of one run: the template filled, the preamble added; for
+    /// an output retry, the correction.
+    pub fn prompt_for(&self, ctx: &IterationContext) -> Result<String, RequestError> {
+        if let Some((_, correction)) = &ctx.correction {
+            let tag = self.output.as_ref().map_or("output", |o| o.tag.as_str());
+            return Ok(format!(
+                "Your last answer did not give a usable <{tag}> output ({correction}). Reply again with the complete, corrected <{tag}>…</{tag}>."
+            ));
+        }
+        let mut prompt = match &self.prompt {
+            None => String::new(),
+            Some(Prompt::Text(text)) => text.clone(),
+            Some(Prompt::Template { text, args }) => {
+                let mut values = args.clone();
+                let builtins = [
+                    ("BRANCH", ctx.branch.clone().unwrap_or_default()),
+                    ("BASE", ctx.base.clone().unwrap_or_default()),
+                    ("ITERATION", ctx.iteration.to_string()),
+                    ("ITERATIONS", ctx.iterations.to_string()),
+                    ("AGENT", self.agent.name().to_string()),
+                ];
+                for (k, v) in builtins {
+                    values.entry(k.to_string()).or_insert(v);
+                }
+                template::render(text, &values)?
+            }
+        };
+        if self.preamble {
+            let deadline = self.limits.timeout.map(|t| {
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now() + t).to_string()
+            });
+            prompt.push_str("\n\n---\nYou are running unattended under warden, with no one to answer questions.");
+            if let Some(d) = deadline {
+                prompt.push_str(&format!(
+                    " Finish before {d} (also in $WARDEN_DEADLINE, unix seconds)."
+                ));
+            }
+            prompt.push_str(&format!(
+                " When the whole task is done, print {} on a line of its own.\n",
+                self.limits.completion_signal
+            ));
+        }
+        Ok(prompt)
+    }
+
+    /// The agent's command line for `prompt`.
+    fn invocation(
+        &self,
+        prompt: String,
+        resume: Option<&str>,
+    ) -> Result<warden_agents::Invocation, RequestError> {
+        let req = AgentRequest {
+            prompt,
+            model: self.model.clone(),
+            effort: self.effort.clone(),
+            resume: resume.map(str::to_string).or_else(|| self.resume.clone()),
+            extra_args: self.extra_args.iter().map(Into::into).collect(),
+            program: self.agent_bin.clone(),
+        };
+        Ok(warden_agents::invocation(
+            self.agent,
+            &req,
+            std::env::var_os("PATH").as_ref(),
+        )?)
+    }
+
+    /// The spec of one run.
+    pub fn spec(&self, ctx: &IterationContext) -> Result<RunSpec, RequestError> {
+        let mut spec = if self.agent == Agent::Exec {
+            RunSpec::exec(&self.command)
+        } else {
+            // An output retry resumes the agent's own session.
+            let resume = ctx.correction.as_ref().map(|(session, _)| session.as_str());
+            let mut inv = self.invocation(self.prompt_for(ctx)?, resume)?;
+            let mut command = vec![std::mem::take(&mut inv.program)];
+            command.append(&mut inv.args);
+            let mut spec = RunSpec::exec(command);
+            spec.agent = self.agent;
+            spec.env = inv.env;
+            spec.stdin = inv.stdin;
+            spec
+        };
+        spec.cwd = ctx.workdir.clone();
+        if !self.is_session() {
+            spec.run_dir = self.dir.clone();
+        }
+        spec.limits = self.limits.clone();
+        spec.containment = self.containment;
+        spec.sandbox = self.sandbox.clone();
+        spec.env_args = self.env.clone();
+        spec.output_tag = self.output.as_ref().map(|o| o.tag.clone());
+        spec.output_schema = self.output.as_ref().and_then(|o| o.schema.clone());
+        spec.shim_exe = self.shim_exe.clone();
+        Ok(spec)
+    }
+
+    /// The options of the session around the runs.
+    pub fn session_options(&self) -> SessionOptions {
+        SessionOptions {
+            name: self
+                .session
+                .name
+                .clone()
+                .unwrap_or_else(|| self.agent.name().to_string()),
+            iterations: self.session.iterations,
+            cwd: self.cwd.clone(),
+            worktree: self.session.worktree.clone(),
+            session_dir: self.dir.clone(),
+            output_retries: self.output.as_ref().map_or(0, |o| o.retries),
+            can_resume: profile(self.agent).can_resume,
+        }
+    }
+}
+
+/// `a, b and c`.
+fn list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// What `agent`'s CLI needs from a sandbox, from its profile.
+pub(crate) fn sandbox_needs(agent: Agent) -> AgentNeeds {
+    let p = profile(agent);
+    AgentNeeds {
+        env_prefixes: p.env_prefixes,
+        state_dirs: p.state_dirs,
+        state_dir_vars: p.state_dir_vars,
+        runtimes: p.runtimes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_survives_json_and_builds_the_same_spec() {
+        let mut r = RunRequest::exec(["sh", "-c", "echo hi"]);
+        r.limits.stall_timeout = Some(std::time::Duration::from_millis(1500));
+        r.env = vec![EnvArg::Name("TOKEN".into())];
+        r.session.iterations = 3;
+        r.output = Some(OutputRequest {
+            tag: "out".into(),
+            schema: Some(("s.json".into(), serde_json::json!({"type": "object"}))),
+            retries: 0,
+        });
+        let json = serde_json::to_string(&r).unwrap();
+        let back: RunRequest = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+        let ctx = back.first_iteration();
+        let (a, b) = (r.spec(&ctx).unwrap(), back.spec(&ctx).unwrap());
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert_eq!(a.command, ["sh", "-c", "echo hi"]);
+        assert_eq!(a.output_tag.as_deref(), Some("out"));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_by_name() {
+        let e = serde_json::from_str::<RunRequest>(
+            r#"{"agent":"exec","command":["true"],"cwd":"/","timeout":"5s"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("unknown field `timeout`"), "{e}");
+        let e = serde_json::from_str::<RunRequest>(r#"{"agent":"nope","cwd":"/"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `nope`"), "{e}");
+    }
+
+    #[test]
+    fn check_refuses_what_cannot_run_and_warns_of_unused_values() {
+        let mut r = RunRequest::exec(Vec::<String>::new());
+        assert!(r.check().unwrap_err().to_string().contains("no command"));
+        r.command = vec!["true".into()];
+        r.model = Some("m".into());
+        assert!(
+            r.check()
+                .unwrap_err()
+                .to_string()
+                .starts_with("--model is for agents")
+        );
+
+        let mut r = RunRequest::agent(Agent::Gemini, "x");
+        r.output = Some(OutputRequest {
+            tag: "o".into(),
+            schema: None,
+            retries: 1,
+        });
+        let e = r.check().unwrap_err().to_string();
+        assert!(e.contains("claude, codex and pi, not gemini"), "{e}");
+
+        let mut r = RunRequest::exec(["true"]);
+        r.sandbox.no_network = true;
+        assert!(
+            r.check()
+                .unwrap_err()
+                .to_string()
+                .contains("need a sandbox")
+        );
+
+        let mut r = RunRequest::agent(Agent::Claude, "");
+        r.prompt = Some(Prompt::Template {
+            text: "fix {{ISSUE}} on {{BRANCH}}".into(),
+            args: BTreeMap::from([("ISSUE".into(), "7".into()), ("X".into(), "1".into())]),
+        });
+        r.agent_bin = Some("/bin/true".into());
+        assert_eq!(r.check().unwrap(), ["--arg X is not used by the prompt"]);
+        let mut ctx = r.first_iteration();
+        ctx.branch = Some("main".into());
+        assert_eq!(r.prompt_for(&ctx).unwrap(), "fix 7 on main");
+    }
+
+    #[test]
+    fn a_missing_cli_is_exit_6_and_names_its_package() {
+        let e = RequestError::from(AgentError::NotInstalled {
+            agent_name: "pi",
+            program: "pi".into(),
+            install: profile(Agent::Pi).install,
+        });
+        assert_eq!(e.exit_code(), 6);
+        assert!(e.to_string().contains("@mariozechner/pi-coding-agent"));
+        assert_eq!(invalid("x").exit_code(), 2);
+    }
+
+    #[test]
+    fn an_output_retry_resumes_the_session_with_the_correction() {
+        let mut r = RunRequest::agent(Agent::Claude, "task");
+        r.agent_bin = Some("/bin/true".into());
+        let mut ctx = r.first_iteration();
+        ctx.correction = Some(("sess-1".into(), "no <output> tag".into()));
+        let spec = r.spec(&ctx).unwrap();
+        let args: Vec<String> = spec
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            args.windows(2).any(|w| w == ["--resume", "sess-1"]),
+            "{args:?}"
+        );
+        let stdin = String::from_utf8(spec.stdin.unwrap()).unwrap();
+        assert!(stdin.contains("no <output> tag"), "{stdin}");
+    }
+}

@@ -1,0 +1,160 @@
+//! How `warden run`'s arguments (or one `[[run]]` of a batch file) become
+//! a [`RunRequest`]: files read, the sandbox probed when `auto`, then the
+//! request checked as a whole by the library.
+
+use std::path::{Path, PathBuf};
+
+use warden_events::Agent;
+use warden_run::session::WorktreeRequest;
+use warden_run::{
+    EnvArg, OutputRequest, Prompt, RunRequest, Sandbox, SandboxChoice, SandboxOptions,
+    SessionRequest,
+};
+
+use crate::cli::{RunArgs, absolute, read_prompt, usage};
+
+/// The request `args` describe, checked; its warnings printed (unless
+/// quiet). A bad request is printed and its exit code returned.
+pub(crate) fn build(
+    args: &RunArgs,
+    agent: Agent,
+    cwd: &Path,
+    resolved: &crate::settings::Resolved,
+) -> Result<RunRequest, u8> {
+    let env = args
+        .env
+        .iter()
+        .map(|e| EnvArg::parse(e))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(usage)?;
+    let sandbox = match resolved.sandbox {
+        SandboxChoice::Host => Sandbox::Host,
+        SandboxChoice::Use(s) => s,
+        SandboxChoice::Auto => {
+            let (s, why) = warden_sandbox::probe::resolve_auto();
+            if !resolved.quiet {
+                eprintln!("warden: {why}");
+            }
+            s
+        }
+    };
+    let mut template_args = std::collections::BTreeMap::new();
+    for a in &args.arg {
+        let (k, v) = warden_run::template::parse_arg(a).map_err(usage)?;
+        template_args.insert(k, v);
+    }
+    let schema = match &args.output_schema {
+        Some(path) => Some(read_schema(&absolute(cwd, path))?),
+        None => None,
+    };
+    let output = match (&args.output_tag, schema) {
+        (Some(tag), schema) => Some(OutputRequest {
+            tag: tag.clone(),
+            schema,
+            retries: args.output_retries,
+        }),
+        (None, Some(_)) => {
+            return Err(usage(
+                "--output-schema needs --output-tag TAG: the tag the agent wraps its output in",
+            ));
+        }
+        (None, None) if args.output_retries > 0 => {
+            return Err(usage(
+                "--output-retries needs --output-tag TAG: a run is retried when its tagged output is missing or wrong",
+            ));
+        }
+        (None, None) => None,
+    };
+    let (prompt, command, extra_args) = if agent == Agent::Exec {
+        if args.prompt.is_some() || args.prompt_text.is_some() || args.prompt_file.is_some() {
+            return Err(usage(
+                "`exec` runs a command, not a prompt: put the command after `--`, e.g. warden run exec -- make test",
+            ));
+        }
+        if !args.arg.is_empty() {
+            return Err(usage(
+                "--arg is for agents; `exec` runs the command after `--` as it is",
+            ));
+        }
+        (None, args.rest.clone(), Vec::new())
+    } else {
+        let text = read_prompt(args).map_err(usage)?.unwrap_or_default();
+        let prompt = if args.prompt_file.is_some() || !args.arg.is_empty() {
+            Prompt::Template {
+                text,
+                args: template_args,
+            }
+        } else {
+            Prompt::Text(text)
+        };
+        (Some(prompt), Vec::new(), args.rest.clone())
+    };
+    let mut request = RunRequest::exec(command);
+    request.agent = agent;
+    request.prompt = prompt;
+    request.preamble = args.preamble;
+    request.model = args.model.clone();
+    request.effort = args.effort.clone();
+    request.resume = args.resume.clone();
+    request.agent_bin = args.agent_bin.clone();
+    request.extra_args = extra_args;
+    request.cwd = cwd.to_path_buf();
+    request.dir = resolved.run_dir.clone();
+    request.limits = resolved.limits.clone();
+    request.containment = resolved.containment;
+    request.sandbox = SandboxOptions {
+        sandbox,
+        no_network: resolved.no_network,
+        ro: args.ro.iter().map(|p| absolute(cwd, p)).collect(),
+        rw: args.rw.iter().map(|p| absolute(cwd, p)).collect(),
+        image: resolved.image.clone(),
+    };
+    request.env = env;
+    request.output = output;
+    request.session = SessionRequest {
+        name: args.name.clone(),
+        iterations: args.iterations,
+        worktree: args.worktree.as_ref().map(|branch| WorktreeRequest {
+            branch: Some(branch.clone()).filter(|b| !b.is_empty()),
+            base: args.base.clone(),
+            keep: args.keep_worktree,
+        }),
+    };
+    request.shim_exe = crate::shim_exe::path();
+    match request.check() {
+        Ok(warnings) => {
+            if !resolved.quiet {
+                for w in warnings {
+                    eprintln!("warden: warning: {w}");
+                }
+            }
+            Ok(request)
+        }
+        Err(e) if e.exit_code() == 2 => Err(usage(e)),
+        Err(e) => {
+            eprintln!("warden: error: {e}");
+            Err(e.exit_code())
+        }
+    }
+}
+
+fn read_schema(path: &Path) -> Result<(PathBuf, serde_json::Value), u8> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        usage(format_args!(
+            "could not read the output schema {}: {e}",
+            path.display()
+        ))
+    })?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        usage(format_args!(
+            "the output schema {} is not JSON: {e}",
+            path.display()
+        ))
+    })?;
+    Ok((path.to_path_buf(), value))
+}
+
+/// A run name made safe as a directory name.
+pub(crate) fn safe_name(name: &str) -> String {
+    warden_run::git::dir_name(name)
+}
