@@ -12,7 +12,9 @@ use crate::session::SessionReport;
 pub struct BatchRun {
     pub name: String,
     pub agent: String,
-    pub verdict: Option<String>,
+    /// Its session's verdict; `cancelled` for an entry cancelled before
+    /// it started; none when it could not start.
+    pub verdict: Option<crate::Verdict>,
     pub duration_ms: u64,
     /// Its session's report, when the session started.
     pub session: Option<SessionReport>,

@@ -47,6 +47,8 @@ pub const MAX_LINE: usize = 8 * 1024 * 1024;
 
 /// Where run directories go, relative to the working directory.
 pub const RUNS_DIR: &str = ".warden/runs";
+/// Where a batch keeps its reports, under the directory it runs in.
+pub const BATCHES_DIR: &str = ".warden/batches";
 
 /// After the final SIGKILL, how long to wait for the kernel to confirm that
 /// every process is gone before the report is written anyway. SIGKILL cannot

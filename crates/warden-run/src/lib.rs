@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod artifacts;
+pub mod batch;
 pub mod batch_report;
 mod clocks;
 pub mod defaults;
@@ -42,6 +43,7 @@ pub mod request;
 pub mod session;
 mod supervisor;
 pub mod template;
+pub mod update;
 pub mod verdict;
 
 use std::ffi::OsString;

@@ -3,9 +3,9 @@
 //! the agent prints the completion signal, an iteration fails, or the
 //! iterations run out. Writes `session.json` with every run and the totals.
 //!
-//! The caller builds each iteration's [`RunSpec`] (the agent's command line
-//! depends on the prompt, which may use `{{ITERATION}}`), through
-//! `make_run`, and sees every event through `observe`.
+//! [`Session`] runs one [`RunRequest`] so; each iteration's spec is built
+//! from the request (the prompt may use `{{ITERATION}}`), and everything
+//! that happens comes out of its handle as [`Update`]s.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,8 @@ use warden_events::Tokens;
 
 use crate::git::{self, Commit, Worktree};
 use crate::held_dir::HeldDir;
-use crate::{Canceller, Report, Run, RunSpec, SetupError, Stamped, Verdict};
+use crate::update::{Outbox, Update};
+use crate::{Canceller, Run, RunRequest, RunSpec, SetupError, Verdict};
 
 /// `--worktree`: where the session works.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -60,23 +61,6 @@ pub struct IterationContext {
     /// For an output retry: the agent's session to resume and the
     /// correction to send instead of the task's prompt.
     pub correction: Option<(String, String)>,
-}
-
-/// What the observer sees.
-#[non_exhaustive]
-pub enum SessionEvent<'a> {
-    Worktree(&'a Worktree),
-    IterationStarted {
-        iteration: u32,
-        run_dir: &'a std::path::Path,
-        /// The run's id, as its `run.json` says.
-        run_id: &'a str,
-    },
-    Event(&'a Stamped),
-    IterationFinished {
-        iteration: u32,
-        report: &'a Report,
-    },
 }
 
 /// One run of the session, as `session.json` lists it.
@@ -213,13 +197,15 @@ impl SessionControl {
     }
 }
 
-/// Runs the session to its end. Errors only when nothing could start.
-pub async fn run_session(
+/// Runs the session to its end, saying what happens through `out`.
+/// Errors only when nothing could start.
+pub(crate) async fn run_session(
     opts: SessionOptions,
     control: SessionControl,
     mut make_run: impl FnMut(&IterationContext) -> Result<RunSpec, String>,
-    mut observe: impl FnMut(SessionEvent<'_>),
+    out: &mut Outbox,
 ) -> Result<SessionReport, SetupError> {
+    let entry = out.entry();
     let started = Instant::now();
     let started_at = SystemTime::now();
     let session_id = crate::new_run_id(started_at);
@@ -255,7 +241,11 @@ pub async fn run_session(
                     let _ = std::fs::remove_dir(&session_dir);
                     SetupError::Git(e)
                 })?;
-            observe(SessionEvent::Worktree(&wt));
+            out.send(Update::Worktree {
+                entry,
+                worktree: wt.clone(),
+            })
+            .await;
             Some(wt)
         }
         None => None,
@@ -349,20 +339,24 @@ pub async fn run_session(
             }
         };
         control.set_current(Some(handle.canceller()));
-        observe(SessionEvent::IterationStarted {
+        out.send(Update::IterationStarted {
+            entry,
             iteration,
-            run_dir: &run_dir,
-            run_id: handle.run_id(),
-        });
-        while let Some(ev) = handle.next_event().await {
-            observe(SessionEvent::Event(&ev));
+            run_dir: run_dir.clone(),
+            run_id: handle.run_id().to_string(),
+        })
+        .await;
+        while let Some(event) = handle.next_event().await {
+            out.send(Update::Event { entry, event }).await;
         }
         let run = handle.wait().await;
         control.set_current(None);
-        observe(SessionEvent::IterationFinished {
+        out.send(Update::IterationFinished {
+            entry,
             iteration,
-            report: &run,
-        });
+            report: Box::new(run.clone()),
+        })
+        .await;
         report.iterations_run = iteration;
         report.tokens.add(&run.tokens);
         if let Some(c) = run.cost_usd {
@@ -502,5 +496,104 @@ fn write_json(dir: &HeldDir, report: &mut SessionReport) {
             None => e.clone(),
         });
         report.output_lost.get_or_insert(e);
+    }
+}
+
+/// A session of runs of one [`RunRequest`]: `session.iterations` runs
+/// (until the completion signal or a failed run), in a new worktree if
+/// asked, each wrong structured output resumed with a correction up to
+/// `output.retries` times. Writes `session.json`.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), warden_run::SetupError> {
+/// use warden_run::{RunRequest, session::Session, update::Update};
+/// let mut request = RunRequest::exec(["sh", "-c", "echo step $WARDEN_RUN_ID"]);
+/// request.session.iterations = 3;
+/// let mut session = Session::new(request).start();
+/// while let Some(update) = session.next_update().await {
+///     if let Update::IterationFinished { iteration, report, .. } = update {
+///         println!("{iteration}: {:?}", report.verdict);
+///     }
+/// }
+/// let report = session.wait().await?;
+/// println!("{} run(s), stopped by {}", report.iterations_run, report.stopped_because);
+/// # Ok(()) }
+/// ```
+pub struct Session {
+    request: RunRequest,
+    control: SessionControl,
+}
+
+impl Session {
+    pub fn new(request: RunRequest) -> Self {
+        Self {
+            request,
+            control: SessionControl::default(),
+        }
+    }
+
+    /// Stops the session from elsewhere (a signal handler, say).
+    pub fn control(&self) -> SessionControl {
+        self.control.clone()
+    }
+
+    /// Starts the session on the current tokio runtime.
+    pub fn start(self) -> SessionHandle {
+        let (tx, rx) = tokio::sync::mpsc::channel(crate::update::UPDATES_QUEUED);
+        let control = self.control.clone();
+        let task = tokio::spawn(run_request(
+            self.request,
+            self.control,
+            Outbox::new(tx, None),
+        ));
+        SessionHandle {
+            updates: Some(rx),
+            task,
+            control,
+        }
+    }
+}
+
+/// Runs `request` as a session, saying what happens through `out`.
+pub(crate) async fn run_request(
+    request: RunRequest,
+    control: SessionControl,
+    mut out: Outbox,
+) -> Result<SessionReport, SetupError> {
+    let opts = request.session_options();
+    run_session(
+        opts,
+        control,
+        |ctx| request.spec(ctx).map_err(|e| e.to_string()),
+        &mut out,
+    )
+    .await
+}
+
+/// A running session.
+pub struct SessionHandle {
+    updates: Option<tokio::sync::mpsc::Receiver<Update>>,
+    task: tokio::task::JoinHandle<Result<SessionReport, SetupError>>,
+    control: SessionControl,
+}
+
+impl SessionHandle {
+    /// The next update; `None` once the session has ended.
+    pub async fn next_update(&mut self) -> Option<Update> {
+        self.updates.as_mut()?.recv().await
+    }
+
+    pub fn control(&self) -> SessionControl {
+        self.control.clone()
+    }
+
+    /// Waits for the end of the session. The updates need not be read
+    /// first: those not yet read are dropped.
+    pub async fn wait(mut self) -> Result<SessionReport, SetupError> {
+        self.updates = None;
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
     }
 }

@@ -24,46 +24,19 @@
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use tokio::sync::Semaphore;
 use warden_events::Agent;
-use warden_run::batch_report::{BatchReport, BatchRun};
-use warden_run::session::{SessionControl, SessionEvent, SessionReport, run_session};
+use warden_run::batch::{Batch, entry_dir_name};
+use warden_run::batch_report::BatchReport;
+use warden_run::update::Update;
 
 use crate::cli::{BatchArgs, RunArgs, SettingFlags};
-use crate::request::safe_name;
-
-/// What warden itself keeps in a batch directory, so no run is named so.
-const BATCH_FILES: &[&str] = &["batch.json"];
-
-/// The directory of the run `name` in its batch: one plain component, so
-/// it can never be outside the batch directory, nor the batch directory
-/// itself.
-fn run_dir_name(name: &str) -> Result<String, String> {
-    let dir = safe_name(name);
-    if dir.is_empty() || dir == "." || dir == ".." {
-        return Err(format!(
-            "the name `{name}` cannot name a directory: use letters, digits, `-`, `_` or `.`, not only dots"
-        ));
-    }
-    if BATCH_FILES.contains(&dir.as_str()) {
-        return Err(format!(
-            "the name `{name}` is taken by warden's own `{dir}`: pick another"
-        ));
-    }
-    if dir.len() > 200 {
-        return Err(format!(
-            "the name `{name}` is too long for a directory name (at most 200 bytes)"
-        ));
-    }
-    Ok(dir)
-}
 use crate::render::{ViewState, live, ms};
 use crate::settings::{KEYS, RawSettings};
 use crate::signals::Signals;
+use crate::wakeups::{Wake, Wakeups};
 
 /// Keys of a run (or of `[defaults]`) besides the settings in `KEYS`.
 const RUN_KEYS: &[&str] = &[
@@ -94,11 +67,6 @@ const RUN_KEYS: &[&str] = &[
 
 /// Settings a batch decides for itself.
 const NOT_IN_BATCH: &[&str] = &["run_dir", "json", "quiet", "heartbeat"];
-
-struct Entry {
-    name: String,
-    request: warden_run::RunRequest,
-}
 
 fn err(file: &Path, msg: impl std::fmt::Display) -> u8 {
     eprintln!("warden: error: {}: {msg}", file.display());
@@ -261,14 +229,14 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
         Ok(d) => d,
         Err(e) => return err(file, format!("cannot read the current directory: {e}")),
     };
-    let batch_id = warden_run::new_run_id(std::time::SystemTime::now());
-    let batch_dir = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| cwd.join(".warden/batches").join(&batch_id));
+    let mut batch = match &args.dir {
+        Some(dir) => Batch::new(dir.clone(), args.jobs),
+        None => Batch::in_default_dir(&cwd, args.jobs),
+    }
+    .source(file.clone());
 
     // Check every run before starting any.
-    let mut entries: Vec<Entry> = Vec::new();
+    let mut shown: Vec<(String, Agent, Option<Duration>)> = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         let Some(table) = run.as_table() else {
             return err(file, format!("run {} is not a table", i + 1));
@@ -282,25 +250,8 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             },
             _ => format!("run-{}", i + 1),
         };
-        let dir_name = match run_dir_name(&name) {
-            Ok(d) => d,
-            Err(e) => return err(file, format!("run {}: {e}", i + 1)),
-        };
-        if let Some(other) = entries
-            .iter()
-            .find(|e| run_dir_name(&e.name).is_ok_and(|d| d == dir_name))
-        {
-            return err(
-                file,
-                if other.name == name {
-                    format!("two runs are named `{name}`: names must be unique")
-                } else {
-                    format!(
-                        "the runs `{}` and `{name}` would share the directory `{dir_name}` (a name keeps letters, digits, `-`, `_` and `.`; anything else becomes `-`): give them names that differ there",
-                        other.name
-                    )
-                },
-            );
+        if let Err(e) = entry_dir_name(&name) {
+            return err(file, format!("run {}: {e}", i + 1));
         }
         let (run_args, flags) = match to_args(&merged, i) {
             Ok(x) => x,
@@ -335,7 +286,7 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
                 return code;
             }
         }
-        let mut request = match crate::request::build(&run_args, agent, &run_cwd, &resolved) {
+        let request = match crate::request::build(&run_args, agent, &run_cwd, &resolved) {
             Ok(r) => r,
             Err(code) => {
                 eprintln!("warden: (in run `{name}` of {})", file.display());
@@ -343,178 +294,69 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             }
         };
         // Every run of a batch is a session, in its own directory.
-        request.session.name = Some(name.clone());
-        request.dir = Some(batch_dir.join(&dir_name));
-        entries.push(Entry { name, request });
+        shown.push((name.clone(), agent, request.limits.armed_stall_timeout()));
+        if let Err(e) = batch.add(name, request) {
+            return err(file, e);
+        }
     }
-    let held = match warden_run::held_dir::HeldDir::create_empty(&batch_dir) {
-        Ok(h) => h,
+    let (batch_id, batch_dir, entries) = (
+        batch.id().to_string(),
+        batch.dir().to_path_buf(),
+        batch.len(),
+    );
+    let mut running = match batch.start().await {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("warden: error: {}: {e}", file.display());
-            return match e.io().and_then(std::io::Error::raw_os_error) {
-                Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() => {
-                    warden_run::report::OUTPUT_LOST_EXIT
-                }
-                _ => 2,
-            };
+            return e.exit_code();
         }
     };
 
-    let started = Instant::now();
-    let view = BatchView::new(args.quiet, entries.len());
+    let mut view = BatchView::new(args.quiet, shown);
     view.line(&format!(
-        "batch {batch_id}: {} run(s), {} at a time; reports in {}",
-        entries.len(),
+        "batch {batch_id}: {entries} run(s), {} at a time; reports in {}",
         args.jobs,
         batch_dir.display()
     ));
-    let controls: Vec<SessionControl> = entries.iter().map(|_| SessionControl::default()).collect();
-    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // SIGINT, SIGTERM and SIGHUP (the terminal closed) cancel every run;
     // one that came while the runs were being checked does too.
-    let signals = {
-        let controls = controls.clone();
-        let stopping = stopping.clone();
-        let view = view.clone();
-        tokio::spawn(async move {
-            let mut acted = 0;
-            loop {
-                let now = signals.received();
-                while acted < now.count {
-                    acted += 1;
-                    let again = stopping.swap(true, std::sync::atomic::Ordering::SeqCst);
-                    view.line(&if again {
-                        format!("{} again: killing every run now", now.last)
-                    } else {
-                        format!(
-                            "{}: cancelling every run (send it again to kill at once)",
-                            now.last
-                        )
-                    });
-                    for c in &controls {
-                        c.cancel();
-                    }
-                }
-                if signals.changed().await.is_none() {
-                    return;
-                }
-            }
-        })
+    let control = running.control();
+    let mut wake = Wakeups::new(signals);
+    let on_wake = |view: &mut BatchView, w: Wake| match w {
+        Wake::Tick => view.tick(),
+        Wake::Signal { nth, name } => {
+            view.line(&if nth > 1 {
+                format!("{name} again: killing every run now")
+            } else {
+                format!("{name}: cancelling every run (send it again to kill at once)")
+            });
+            control.cancel();
+        }
     };
-    let ticker = {
-        let view = view.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_millis(250));
-            loop {
-                every.tick().await;
-                view.tick();
-            }
-        })
-    };
-
-    let sem = Arc::new(Semaphore::new(args.jobs));
-    let mut tasks = Vec::new();
-    for (entry, control) in entries.into_iter().zip(controls) {
-        let sem = sem.clone();
-        let view = view.clone();
-        let stopping = stopping.clone();
-        tasks.push(tokio::spawn(async move {
-            let _permit = sem.acquire_owned().await.expect("semaphore");
-            let t0 = Instant::now();
-            if stopping.load(std::sync::atomic::Ordering::SeqCst) {
-                return BatchRun {
-                    name: entry.name,
-                    agent: entry.request.agent.name().into(),
-                    verdict: Some("cancelled".into()),
-                    duration_ms: 0,
-                    session: None,
-                    error: Some("cancelled before it started".into()),
-                };
-            }
-            let name = entry.name.clone();
-            let request = &entry.request;
-            let limits_stall = request.limits.armed_stall_timeout();
-            let result = run_session(
-                request.session_options(),
-                control,
-                |ctx| request.spec(ctx).map_err(|e| e.to_string()),
-                |ev| view.event(&name, request.agent, limits_stall, &ev),
-            )
-            .await;
-            let duration_ms = t0.elapsed().as_millis() as u64;
-            match result {
-                Ok(s) => {
-                    view.finished(&name, &s);
-                    BatchRun {
-                        name,
-                        agent: entry.request.agent.name().into(),
-                        verdict: s.verdict.map(|v| v.as_str().to_string()),
-                        duration_ms,
-                        session: Some(s),
-                        error: None,
-                    }
-                }
-                Err(e) => {
-                    view.line(&format!("[{name}] could not start: {e}"));
-                    BatchRun {
-                        name,
-                        agent: entry.request.agent.name().into(),
-                        verdict: None,
-                        duration_ms,
-                        session: None,
-                        error: Some(e.to_string()),
-                    }
-                }
-            }
-        }));
-    }
-    let mut results = Vec::new();
-    for t in tasks {
-        match t.await {
-            Ok(r) => results.push(r),
-            Err(e) => results.push(BatchRun {
-                name: "?".into(),
-                agent: "?".into(),
-                verdict: None,
-                duration_ms: 0,
-                session: None,
-                error: Some(format!("internal error: {e}")),
-            }),
+    loop {
+        tokio::select! {
+            update = running.next_update() => match update {
+                Some(u) => view.update(&u),
+                None => break,
+            },
+            w = wake.next() => on_wake(&mut view, w),
         }
     }
-    ticker.abort();
-    signals.abort();
+    let wait = running.wait();
+    tokio::pin!(wait);
+    let outcome = loop {
+        tokio::select! {
+            o = &mut wait => break o,
+            w = wake.next() => on_wake(&mut view, w),
+        }
+    };
     view.clear();
-
-    let count = |v: &str| {
-        results
-            .iter()
-            .filter(|r| r.verdict.as_deref() == Some(v))
-            .count()
-    };
-    let report = BatchReport {
-        schema_version: warden_events::SchemaVersion,
-        batch_id,
-        file: file.clone(),
-        jobs: args.jobs,
-        duration_ms: started.elapsed().as_millis() as u64,
-        succeeded: count("succeeded"),
-        cancelled: count("cancelled"),
-        failed: results.len() - count("succeeded") - count("cancelled"),
-        runs: results,
-    };
-    let path = batch_dir.join("batch.json");
-    let written = serde_json::to_vec_pretty(&report)
-        .map_err(std::io::Error::from)
-        .and_then(|mut bytes| {
-            bytes.push(b'\n');
-            held.write_atomic("batch.json", &bytes)
-        });
-    print_table(&report);
+    let report = &outcome.report;
+    print_table(report);
     if args.json {
         // One line, made safe for a CI log as every `--json` line is; the
         // reserve of the queue, so a slow reader still gets it whole.
-        match serde_json::to_vec(&report) {
+        match serde_json::to_vec(report) {
             Ok(mut line) => {
                 line.push(b'\n');
                 crate::render::console::raw(
@@ -526,26 +368,14 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             Err(e) => eprintln!("warden: error: could not print the batch report as JSON: {e}"),
         }
     }
-    let lost = report
-        .runs
-        .iter()
-        .any(|r| r.session.as_ref().is_some_and(|s| s.output_lost.is_some()));
-    match written {
-        Ok(()) => eprintln!("warden: batch report: {}", path.display()),
-        Err(e) => {
-            eprintln!("warden: error: could not write {}: {e}", path.display());
-            return warden_run::report::OUTPUT_LOST_EXIT;
-        }
+    match &outcome.written {
+        Ok(path) => eprintln!("warden: batch report: {}", path.display()),
+        Err(e) => eprintln!(
+            "warden: error: could not write {}: {e}",
+            batch_dir.join("batch.json").display()
+        ),
     }
-    if lost {
-        warden_run::report::OUTPUT_LOST_EXIT
-    } else if report.cancelled > 0 {
-        130
-    } else if report.failed > 0 {
-        1
-    } else {
-        0
-    }
+    outcome.exit_code()
 }
 
 fn print_table(r: &BatchReport) {
@@ -556,7 +386,8 @@ fn print_table(r: &BatchReport) {
             let s = run.session.as_ref();
             [
                 run.name.clone(),
-                run.verdict.clone().unwrap_or_else(|| "not run".into()),
+                run.verdict
+                    .map_or_else(|| "not run".into(), |v| v.as_str().to_string()),
                 ms(run.duration_ms),
                 s.map_or("-".into(), |s| {
                     format!("{}/{}", s.tokens.input, s.tokens.output)
@@ -605,21 +436,19 @@ fn print_table(r: &BatchReport) {
 }
 
 /// One view for every run: a status line each on a terminal, prefixed
-/// lines elsewhere.
-#[derive(Clone)]
+/// lines elsewhere. Owned by the batch's loop, which feeds it updates and
+/// ticks.
 struct BatchView {
-    inner: Arc<Mutex<ViewInner>>,
-}
-
-struct ViewInner {
     quiet: bool,
     multi: Option<MultiProgress>,
     started: Instant,
-    runs: BTreeMap<String, (ViewState, Option<ProgressBar>)>,
+    /// Each entry's name, agent and armed stall timeout, by index.
+    entries: Vec<(String, Agent, Option<Duration>)>,
+    runs: BTreeMap<usize, (ViewState, Option<ProgressBar>)>,
 }
 
 impl BatchView {
-    fn new(quiet: bool, _n: usize) -> Self {
+    fn new(quiet: bool, entries: Vec<(String, Agent, Option<Duration>)>) -> Self {
         // A terminal that says it has no size (a pseudo-terminal nobody
         // sized) cannot hold status lines: it gets the plain lines.
         let sized = rustix::termios::tcgetwinsize(std::io::stderr())
@@ -627,29 +456,22 @@ impl BatchView {
         let tty =
             std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet && sized;
         Self {
-            inner: Arc::new(Mutex::new(ViewInner {
-                quiet,
-                multi: tty.then(|| {
-                    MultiProgress::with_draw_target(crate::render::console::QueuedTerm::target())
-                }),
-                started: Instant::now(),
-                runs: BTreeMap::new(),
-            })),
+            quiet,
+            multi: tty.then(|| {
+                MultiProgress::with_draw_target(crate::render::console::QueuedTerm::target())
+            }),
+            started: Instant::now(),
+            entries,
+            runs: BTreeMap::new(),
         }
     }
 
-    fn line(&self, text: &str) {
-        let v = self.inner.lock().expect("lock");
-        v.line(text);
-    }
-
     fn tick(&self) {
-        let v = self.inner.lock().expect("lock");
         let width = cols();
-        for (name, (state, bar)) in &v.runs {
+        for (i, (state, bar)) in &self.runs {
             if let Some(b) = bar {
                 b.set_message(live::fit(
-                    &format!("[{name}] {}", live::status(state, true)),
+                    &format!("[{}] {}", self.entries[*i].0, live::status(state, true)),
                     width.saturating_sub(3),
                 ));
                 b.tick();
@@ -657,20 +479,24 @@ impl BatchView {
         }
     }
 
-    fn event(&self, name: &str, agent: Agent, stall: Option<Duration>, ev: &SessionEvent<'_>) {
-        let mut v = self.inner.lock().expect("lock");
-        match ev {
-            SessionEvent::IterationStarted { iteration, .. } => {
-                let mut state = ViewState::new(agent, &warden_run::Limits::default());
-                state.stall_timeout = stall;
+    fn update(&mut self, update: &Update) {
+        match update {
+            Update::IterationStarted {
+                entry: Some(i),
+                iteration,
+                ..
+            } => {
+                let (name, agent, stall) = &self.entries[*i];
+                let mut state = ViewState::new(*agent, &warden_run::Limits::default());
+                state.stall_timeout = *stall;
                 if *iteration > 1 {
                     state.iteration = Some((*iteration, 0));
                 }
-                let bar = v.multi.as_ref().map(|m| {
+                let bar = self.multi.as_ref().map(|m| {
                     let b = m.add(ProgressBar::new_spinner());
                     b.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("template"));
                     // No steady tick of its own: that is a thread per bar,
-                    // each redrawing every bar; the view's one ticker turns
+                    // each redrawing every bar; the view's one tick turns
                     // every spinner.
                     b
                 });
@@ -679,10 +505,14 @@ impl BatchView {
                 } else {
                     String::new()
                 };
-                v.line(&format!("[{name}] started{note}"));
-                v.runs.insert(name.to_string(), (state, bar));
+                self.line(&format!("[{name}] started{note}"));
+                self.runs.insert(*i, (state, bar));
             }
-            SessionEvent::Event(e) => {
+            Update::Event {
+                entry: Some(i),
+                event: e,
+            } => {
+                let name = &self.entries[*i].0;
                 let line = match &e.event {
                     warden_events::Event::ToolStarted {
                         name: tool, input, ..
@@ -707,55 +537,67 @@ impl BatchView {
                     }
                     _ => None,
                 };
-                if let Some((state, _)) = v.runs.get_mut(name) {
+                if let Some((state, _)) = self.runs.get_mut(i) {
                     state.observe(e);
                 }
                 if let Some(l) = line {
-                    v.line(&l);
+                    self.line(&l);
                 }
             }
-            SessionEvent::IterationFinished { report, .. } => {
-                if let Some((_, Some(bar))) = v.runs.remove(name) {
+            Update::IterationFinished {
+                entry: Some(i),
+                report,
+                ..
+            } => {
+                if let Some((_, Some(bar))) = self.runs.remove(i) {
                     bar.finish_and_clear();
-                    if let Some(m) = &v.multi {
+                    if let Some(m) = &self.multi {
                         m.remove(&bar);
                     }
                 }
-                v.line(&format!(
-                    "[{name}] {} in {}: {}",
+                self.line(&format!(
+                    "[{}] {} in {}: {}",
+                    self.entries[*i].0,
                     report.verdict.map_or("unknown", |x| x.as_str()),
                     ms(report.duration_ms),
                     report.reason
                 ));
             }
-            SessionEvent::Worktree(wt) => v.line(&format!(
-                "[{name}] worktree {} on {}",
+            Update::Worktree {
+                entry: Some(i),
+                worktree: wt,
+            } => self.line(&format!(
+                "[{}] worktree {} on {}",
+                self.entries[*i].0,
                 wt.path.display(),
                 wt.branch
             )),
-            // A kind of session event this view does not know shows nothing.
+            Update::EntryFinished { entry, run } => {
+                let name = &self.entries[*entry].0;
+                match (&run.session, &run.error) {
+                    (Some(s), _) if s.iterations_requested > 1 || s.worktree.is_some() => {
+                        self.line(&format!(
+                            "[{name}] session done: stopped by {}",
+                            s.stopped_because.replace('_', " ")
+                        ));
+                    }
+                    (None, Some(e)) if run.verdict.is_none() => {
+                        self.line(&format!("[{name}] could not start: {e}"));
+                    }
+                    _ => {}
+                }
+            }
+            // A kind of update this view does not show.
             _ => {}
         }
     }
 
-    fn finished(&self, name: &str, s: &SessionReport) {
-        if s.iterations_requested > 1 || s.worktree.is_some() {
-            self.line(&format!(
-                "[{name}] session done: stopped by {}",
-                s.stopped_because.replace('_', " ")
-            ));
-        }
-    }
-
     fn clear(&self) {
-        let v = self.inner.lock().expect("lock");
-        if let Some(m) = &v.multi {
+        if let Some(m) = &self.multi {
             let _ = m.clear();
         }
     }
-}
 
-impl ViewInner {
     fn line(&self, text: &str) {
         if self.quiet {
             return;

@@ -575,7 +575,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> u8 {
     if let Some(code) = cancelled_before_start(&signals) {
         return code;
     }
-    run_once(spec, agent, &resolved, signals).await
+    run_once(spec, &resolved, signals).await
 }
 
 pub(crate) fn absolute(cwd: &std::path::Path, p: &std::path::Path) -> PathBuf {

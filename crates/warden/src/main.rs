@@ -56,6 +56,7 @@ mod settings;
 mod shim_exe;
 mod signals;
 mod timeline;
+mod wakeups;
 
 use std::process::ExitCode;
 

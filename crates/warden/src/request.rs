@@ -153,8 +153,3 @@ fn read_schema(path: &Path) -> Result<(PathBuf, serde_json::Value), u8> {
     })?;
     Ok((path.to_path_buf(), value))
 }
-
-/// A run name made safe as a directory name.
-pub(crate) fn safe_name(name: &str) -> String {
-    warden_run::git::dir_name(name)
-}

@@ -1,15 +1,14 @@
-//! Running what a request describes: one run, or a session of runs, with its
-//! view and the signal handling.
+//! Running what a request describes: one run, or a session of runs, with
+//! its view and the signal handling, in one loop.
 
-use std::sync::{Arc, Mutex};
-
-use warden_events::Agent;
-use warden_run::session::{SessionControl, SessionEvent, run_session};
+use warden_run::session::Session;
+use warden_run::update::Update;
 use warden_run::{Run, RunRequest, RunSpec};
 
 use crate::cli::usage;
 use crate::render::Renderer;
 use crate::signals::Signals;
+use crate::wakeups::{Wake, Wakeups};
 
 /// The end of a session: its lines get the console queue's reserve, so a
 /// slow reader still sees how it ended.
@@ -19,64 +18,21 @@ macro_rules! important {
     };
 }
 
-/// What a signal to warden stops.
-#[derive(Clone)]
-enum Stopper {
-    Run(warden_run::Canceller),
-    Session(SessionControl),
-}
-
-impl Stopper {
-    fn cancel(&self, again: bool) {
-        match (self, again) {
-            (Stopper::Run(c), false) => c.cancel(),
-            (Stopper::Run(c), true) => c.kill(),
-            (Stopper::Session(s), _) => s.cancel(),
-        }
+/// What warden says when the `nth` signal comes.
+fn signal_notice(nth: u32, name: &str) -> String {
+    if nth == 1 {
+        format!("{name}: cancelling the run (send it again to kill at once)")
+    } else {
+        format!("{name} again: killing the run now")
     }
-}
-
-/// Where the signal watcher says what it does: through the view, so a
-/// live status line is not broken by a stray line.
-type Notify = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// Acts on every signal to warden: the first cancels, the next kills. A
-/// signal that came before the watch began (while the run was being set
-/// up) is acted on at once.
-fn watch_signals(
-    mut signals: Signals,
-    stopper: Stopper,
-    notify: Notify,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut acted = 0;
-        loop {
-            let now = signals.received();
-            while acted < now.count {
-                acted += 1;
-                let name = now.last;
-                if acted == 1 {
-                    notify(&format!(
-                        "{name}: cancelling the run (send it again to kill at once)"
-                    ));
-                } else {
-                    notify(&format!("{name} again: killing the run now"));
-                }
-                stopper.cancel(acted > 1);
-            }
-            if signals.changed().await.is_none() {
-                return;
-            }
-        }
-    })
 }
 
 pub(crate) async fn run_once(
     spec: RunSpec,
-    agent: Agent,
     resolved: &crate::settings::Resolved,
     signals: Signals,
 ) -> u8 {
+    let agent = spec.agent;
     let mut handle = match Run::new(spec).spawn().await {
         Ok(h) => h,
         Err(e) if e.exit_code() != 2 => {
@@ -85,22 +41,41 @@ pub(crate) async fn run_once(
         }
         Err(e) => return usage(e),
     };
-    let renderer = Renderer::new(resolved, agent, handle.run_dir(), handle.run_id());
-    renderer.started_note(&resolved.limits);
-    let ticker = renderer.start_ticker();
-    let view = renderer.clone();
-    let signals = watch_signals(
-        signals,
-        Stopper::Run(handle.canceller()),
-        Arc::new(move |m| view.notice(m)),
-    );
-    while let Some(ev) = handle.next_event().await {
-        renderer.event(&ev);
+    let mut view = Renderer::new(resolved, agent, handle.run_dir(), handle.run_id());
+    view.started_note(&resolved.limits);
+    let canceller = handle.canceller();
+    let mut wake = Wakeups::new(signals);
+    let on_wake = |view: &mut Renderer, w: Wake| match w {
+        Wake::Tick => view.tick(),
+        Wake::Signal { nth, name } => {
+            view.notice(&signal_notice(nth, name));
+            if nth == 1 {
+                canceller.cancel();
+            } else {
+                canceller.kill();
+            }
+        }
+    };
+    loop {
+        tokio::select! {
+            ev = handle.next_event() => match ev {
+                Some(ev) => view.event(&ev),
+                None => break,
+            },
+            w = wake.next() => on_wake(&mut view, w),
+        }
     }
-    let report = handle.wait().await;
-    signals.abort();
-    ticker.abort();
-    renderer.finished(&report);
+    // The feed is closed; the run is finishing (its report being
+    // written): a signal meanwhile still kills it.
+    let wait = handle.wait();
+    tokio::pin!(wait);
+    let report = loop {
+        tokio::select! {
+            report = &mut wait => break report,
+            w = wake.next() => on_wake(&mut view, w),
+        }
+    };
+    view.finished(&report);
     report.warden_exit_code()
 }
 
@@ -109,68 +84,77 @@ pub(crate) async fn run_session_cli(
     resolved: crate::settings::Resolved,
     signals: Signals,
 ) -> u8 {
-    let opts = request.session_options();
     let agent = request.agent;
-    let control = SessionControl::default();
-    let current: Arc<Mutex<Option<Renderer>>> = Arc::default();
-    let view = current.clone();
-    let signals = watch_signals(
-        signals,
-        Stopper::Session(control.clone()),
-        Arc::new(move |m| match view.lock().expect("lock").as_ref() {
-            Some(r) => r.notice(m),
-            None => eprintln!("warden: {m}"),
-        }),
-    );
-    let mut renderer: Option<(Renderer, tokio::task::JoinHandle<()>)> = None;
+    let iterations = request.session.iterations;
     let quiet = resolved.quiet;
-    let iterations = opts.iterations;
-    let result = run_session(
-        opts,
-        control,
-        |ctx| request.spec(ctx).map_err(|e| e.to_string()),
-        |ev| match ev {
-            SessionEvent::Worktree(wt) if !quiet => {
-                eprintln!(
-                    "warden: working in a new worktree {} on branch {}",
-                    wt.path.display(),
-                    wt.branch
-                );
-            }
-            SessionEvent::IterationStarted {
-                iteration,
-                run_dir,
-                run_id,
-            } => {
-                if !quiet {
-                    eprintln!("warden: iteration {iteration}/{iterations}");
+    let mut session = Session::new(request).start();
+    let control = session.control();
+    let mut view: Option<Renderer> = None;
+    let mut wake = Wakeups::new(signals);
+    loop {
+        tokio::select! {
+            update = session.next_update() => match update {
+                Some(Update::Worktree { worktree: wt, .. }) if !quiet => {
+                    eprintln!(
+                        "warden: working in a new worktree {} on branch {}",
+                        wt.path.display(),
+                        wt.branch
+                    );
                 }
-                let r = Renderer::new(&resolved, agent, run_dir, run_id);
-                r.set_iteration(iteration, iterations);
-                r.started_note(&resolved.limits);
-                let ticker = r.start_ticker();
-                *current.lock().expect("lock") = Some(r.clone());
-                renderer = Some((r, ticker));
-            }
-            SessionEvent::Event(e) => {
-                if let Some((r, _)) = renderer.as_ref() {
-                    r.event(e);
+                Some(Update::IterationStarted { iteration, run_dir, run_id, .. }) => {
+                    if !quiet {
+                        eprintln!("warden: iteration {iteration}/{iterations}");
+                    }
+                    let mut r = Renderer::new(&resolved, agent, &run_dir, &run_id);
+                    r.set_iteration(iteration, iterations);
+                    r.started_note(&resolved.limits);
+                    view = Some(r);
                 }
-            }
-            SessionEvent::IterationFinished { report, .. } => {
-                if let Some((r, ticker)) = renderer.take() {
-                    ticker.abort();
-                    *current.lock().expect("lock") = None;
-                    r.finished(report);
+                Some(Update::Event { event, .. }) => {
+                    if let Some(r) = view.as_mut() {
+                        r.event(&event);
+                    }
                 }
-            }
-            // Quiet, or a kind of session event this view does not know:
-            // nothing to show.
-            _ => {}
-        },
-    )
-    .await;
-    signals.abort();
+                Some(Update::IterationFinished { report, .. }) => {
+                    if let Some(mut r) = view.take() {
+                        r.finished(&report);
+                    }
+                }
+                // Quiet, or a kind of update this view does not know:
+                // nothing to show.
+                Some(_) => {}
+                None => break,
+            },
+            w = wake.next() => match w {
+                Wake::Tick => {
+                    if let Some(r) = view.as_mut() {
+                        r.tick();
+                    }
+                }
+                Wake::Signal { nth, name } => {
+                    let msg = signal_notice(nth, name);
+                    match view.as_mut() {
+                        Some(r) => r.notice(&msg),
+                        None => eprintln!("warden: {msg}"),
+                    }
+                    control.cancel();
+                }
+            },
+        }
+    }
+    // Every run has ended; the session collects its commits (a signal
+    // meanwhile stops that at once).
+    let wait = session.wait();
+    tokio::pin!(wait);
+    let result = loop {
+        tokio::select! {
+            r = &mut wait => break r,
+            w = wake.next() => if let Wake::Signal { nth, name } = w {
+                eprintln!("warden: {}", signal_notice(nth, name));
+                control.cancel();
+            },
+        }
+    };
     let report = match result {
         Ok(r) => r,
         Err(e) => {

@@ -14,7 +14,6 @@ pub(crate) mod live;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use warden_events::event::FeedLine;
@@ -162,10 +161,9 @@ struct Inner {
     run_id: String,
 }
 
-/// The renderer of one run; cloneable so a ticker task can share it.
-#[derive(Clone)]
+/// The view of one run, owned by the loop that feeds it events and ticks.
 pub(crate) struct Renderer {
-    inner: Arc<Mutex<Inner>>,
+    inner: Inner,
 }
 
 impl Renderer {
@@ -176,7 +174,7 @@ impl Renderer {
         let state = ViewState::new(agent, &settings.limits);
         let live = (tty && !settings.quiet).then(live::Live::new);
         Self {
-            inner: Arc::new(Mutex::new(Inner {
+            inner: Inner {
                 json: settings.json,
                 quiet: settings.quiet,
                 github: github::GitHub::from_env(),
@@ -186,36 +184,24 @@ impl Renderer {
                 heartbeat: settings.heartbeat,
                 run_dir: shown_path(run_dir),
                 run_id: run_id.to_owned(),
-            })),
+            },
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
-        f(&mut self.inner.lock().expect("renderer lock"))
+    fn with<R>(&mut self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        f(&mut self.inner)
     }
 
-    pub(crate) fn set_iteration(&self, i: u32, n: u32) {
+    pub(crate) fn set_iteration(&mut self, i: u32, n: u32) {
         self.with(|r| r.state.iteration = Some((i, n)));
     }
 
     /// Redraws the status line, or prints a heartbeat when one is due.
-    pub(crate) fn tick(&self) {
+    pub(crate) fn tick(&mut self) {
         self.with(|r| r.tick());
     }
 
-    /// Ticks every 250 ms until the returned task is aborted.
-    pub(crate) fn start_ticker(&self) -> tokio::task::JoinHandle<()> {
-        let me = self.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_millis(250));
-            loop {
-                every.tick().await;
-                me.tick();
-            }
-        })
-    }
-
-    pub(crate) fn started_note(&self, limits: &Limits) {
+    pub(crate) fn started_note(&mut self, limits: &Limits) {
         if limits.stall_timeout.is_some() && limits.armed_stall_timeout().is_none() {
             let msg = format!(
                 "the stall watchdog is off: its timeout ({}) is not shorter than the run timeout ({})",
@@ -227,15 +213,15 @@ impl Renderer {
     }
 
     /// A notice from warden itself (a signal received, say).
-    pub(crate) fn notice(&self, msg: &str) {
+    pub(crate) fn notice(&mut self, msg: &str) {
         self.with(|r| r.line(&format!("warden: {msg}")));
     }
 
-    pub(crate) fn event(&self, ev: &Stamped) {
+    pub(crate) fn event(&mut self, ev: &Stamped) {
         self.with(|r| r.event(ev));
     }
 
-    pub(crate) fn finished(&self, report: &Report) {
+    pub(crate) fn finished(&mut self, report: &Report) {
         self.with(|r| r.finished(report));
     }
 }

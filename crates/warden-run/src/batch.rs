@@ -1,0 +1,413 @@
+//! A batch: many sessions, `jobs` at a time, one update stream, one
+//! `batch.json`. One entry failing never stops the others; cancelling
+//! the batch cancels every run (again: kills them) and still writes every
+//! report.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), warden_run::batch::BatchError> {
+//! use warden_run::{RunRequest, batch::Batch, update::Update};
+//! let mut batch = Batch::new(".warden/batches/demo", 2);
+//! for n in 1..=4 {
+//!     batch.add(format!("job-{n}"), RunRequest::exec(["sh", "-c", "sleep 0.1"]))?;
+//! }
+//! let mut running = batch.start().await?;
+//! while let Some(update) = running.next_update().await {
+//!     if let Update::EntryFinished { run, .. } = update {
+//!         println!("{}: {:?}", run.name, run.verdict);
+//!     }
+//! }
+//! let done = running.wait().await;
+//! println!("{} succeeded; written: {:?}", done.report.succeeded, done.written);
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::batch_report::{BatchReport, BatchRun};
+use crate::held_dir::{DirError, HeldDir};
+use crate::session::{SessionControl, run_request};
+use crate::update::{Outbox, Update};
+use crate::{RunRequest, Verdict};
+
+/// What warden itself keeps in a batch directory, so no entry is named so.
+const BATCH_FILES: &[&str] = &["batch.json"];
+
+/// The longest name an entry's directory may have, in bytes.
+const MAX_DIR_NAME: usize = 200;
+
+/// What stops a batch before it starts.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error(
+        "the name `{0}` cannot name a directory: use letters, digits, `-`, `_` or `.`, not only dots"
+    )]
+    NoDirectory(String),
+    #[error("the name `{name}` is taken by warden's own `{file}`: pick another")]
+    Reserved { name: String, file: String },
+    #[error("the name `{0}` is too long for a directory name (at most 200 bytes)")]
+    TooLong(String),
+    #[error("two runs are named `{0}`: names must be unique")]
+    Duplicate(String),
+    #[error(
+        "the runs `{first}` and `{second}` would share the directory `{dir}` (a name keeps letters, digits, `-`, `_` and `.`; anything else becomes `-`): give them names that differ there"
+    )]
+    SameDirectory {
+        first: String,
+        second: String,
+        dir: String,
+    },
+    #[error("a batch needs at least one run and at least one job")]
+    Empty,
+    #[error(transparent)]
+    Dir(#[from] DirError),
+}
+
+impl BatchError {
+    /// warden's exit code: [`crate::report::OUTPUT_LOST_EXIT`] when the
+    /// file system cannot hold the batch directory (full), else 2.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            BatchError::Dir(e)
+                if e.io()
+                    .and_then(std::io::Error::raw_os_error)
+                    .is_some_and(|c| c == rustix::io::Errno::NOSPC.raw_os_error()) =>
+            {
+                crate::report::OUTPUT_LOST_EXIT
+            }
+            _ => 2,
+        }
+    }
+}
+
+/// The directory of the entry `name` in its batch: one plain component,
+/// so it can never be outside the batch directory, nor the batch
+/// directory itself.
+pub fn entry_dir_name(name: &str) -> Result<String, BatchError> {
+    let dir = crate::git::dir_name(name);
+    if dir.is_empty() || dir == "." || dir == ".." {
+        return Err(BatchError::NoDirectory(name.into()));
+    }
+    if BATCH_FILES.contains(&dir.as_str()) {
+        return Err(BatchError::Reserved {
+            name: name.into(),
+            file: dir,
+        });
+    }
+    if dir.len() > MAX_DIR_NAME {
+        return Err(BatchError::TooLong(name.into()));
+    }
+    Ok(dir)
+}
+
+struct Entry {
+    name: String,
+    request: RunRequest,
+}
+
+/// A batch being put together.
+pub struct Batch {
+    id: String,
+    dir: PathBuf,
+    jobs: usize,
+    source: PathBuf,
+    entries: Vec<Entry>,
+    control: BatchControl,
+}
+
+impl Batch {
+    /// A batch whose reports go under `dir` (which must not exist or be
+    /// empty), running at most `jobs` entries at a time.
+    pub fn new(dir: impl Into<PathBuf>, jobs: usize) -> Self {
+        Self {
+            id: crate::new_run_id(SystemTime::now()),
+            dir: dir.into(),
+            jobs,
+            source: PathBuf::new(),
+            entries: Vec::new(),
+            control: BatchControl::default(),
+        }
+    }
+
+    /// A batch in `<cwd>/.warden/batches/<its id>`.
+    pub fn in_default_dir(cwd: &Path, jobs: usize) -> Self {
+        let mut b = Self::new(PathBuf::new(), jobs);
+        b.dir = cwd.join(crate::defaults::BATCHES_DIR).join(&b.id);
+        b
+    }
+
+    /// The batch's id (`batch.json`'s `batch_id`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Where its reports go.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many entries it has.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The file the batch was read from, for `batch.json`.
+    pub fn source(mut self, file: impl Into<PathBuf>) -> Self {
+        self.source = file.into();
+        self
+    }
+
+    /// Adds an entry: a session of `request` in `<dir>/<name>`. Names
+    /// must be unique as directory names.
+    pub fn add(
+        &mut self,
+        name: impl Into<String>,
+        mut request: RunRequest,
+    ) -> Result<(), BatchError> {
+        let name = name.into();
+        let dir = entry_dir_name(&name)?;
+        if let Some(other) = self
+            .entries
+            .iter()
+            .find(|e| entry_dir_name(&e.name).is_ok_and(|d| d == dir))
+        {
+            return Err(if other.name == name {
+                BatchError::Duplicate(name)
+            } else {
+                BatchError::SameDirectory {
+                    first: other.name.clone(),
+                    second: name,
+                    dir,
+                }
+            });
+        }
+        request.session.name = Some(name.clone());
+        request.dir = Some(self.dir.join(&dir));
+        self.entries.push(Entry { name, request });
+        Ok(())
+    }
+
+    /// Cancels every entry from elsewhere (a signal handler, say).
+    pub fn control(&self) -> BatchControl {
+        self.control.clone()
+    }
+
+    /// Makes the batch directory and starts the entries on the current
+    /// tokio runtime.
+    pub async fn start(self) -> Result<BatchHandle, BatchError> {
+        if self.entries.is_empty() || self.jobs == 0 {
+            return Err(BatchError::Empty);
+        }
+        let held = crate::off_clock(&self.dir, HeldDir::create_empty).await?;
+        let batch_id = self.id;
+        let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
+        let started = Instant::now();
+        let sem = Arc::new(Semaphore::new(self.jobs));
+        let mut tasks = Vec::new();
+        for (index, entry) in self.entries.into_iter().enumerate() {
+            let control = SessionControl::default();
+            self.control.add(control.clone());
+            let sem = sem.clone();
+            let stop = self.control.clone();
+            let out = Outbox::new(tx.clone(), Some(index));
+            tasks.push(tokio::spawn(run_entry(
+                index, entry, control, sem, stop, out,
+            )));
+        }
+        drop(tx);
+        let (jobs, file, dir) = (self.jobs, self.source, self.dir);
+        let task = tokio::spawn(async move {
+            let mut runs = Vec::new();
+            for t in tasks {
+                runs.push(match t.await {
+                    Ok(r) => r,
+                    Err(e) => std::panic::resume_unwind(e.into_panic()),
+                });
+            }
+            let count = |v: Verdict| runs.iter().filter(|r| r.verdict == Some(v)).count();
+            let (succeeded, cancelled) = (count(Verdict::Succeeded), count(Verdict::Cancelled));
+            let report = BatchReport {
+                schema_version: warden_events::SchemaVersion,
+                batch_id,
+                file,
+                jobs,
+                duration_ms: started.elapsed().as_millis() as u64,
+                succeeded,
+                cancelled,
+                failed: runs.len() - succeeded - cancelled,
+                runs,
+            };
+            let path = dir.join("batch.json");
+            let written = serde_json::to_vec_pretty(&report)
+                .map_err(std::io::Error::from)
+                .and_then(|mut bytes| {
+                    bytes.push(b'\n');
+                    held.write_atomic("batch.json", &bytes)
+                })
+                .map(|()| path);
+            BatchOutcome { report, written }
+        });
+        Ok(BatchHandle {
+            updates: Some(rx),
+            task,
+            control: self.control,
+        })
+    }
+}
+
+async fn run_entry(
+    index: usize,
+    entry: Entry,
+    control: SessionControl,
+    sem: Arc<Semaphore>,
+    stop: BatchControl,
+    mut out: Outbox,
+) -> BatchRun {
+    let _permit = sem
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed");
+    let agent = entry.request.agent.name().to_string();
+    let t0 = Instant::now();
+    let run = if stop.cancels() > 0 {
+        BatchRun {
+            name: entry.name,
+            agent,
+            verdict: Some(Verdict::Cancelled),
+            duration_ms: 0,
+            session: None,
+            error: Some("cancelled before it started".into()),
+        }
+    } else {
+        out.send(Update::EntryStarted {
+            entry: index,
+            name: entry.name.clone(),
+        })
+        .await;
+        let result = run_request(entry.request, control, out.clone()).await;
+        let duration_ms = t0.elapsed().as_millis() as u64;
+        match result {
+            Ok(s) => BatchRun {
+                name: entry.name,
+                agent,
+                verdict: s.verdict,
+                duration_ms,
+                session: Some(s),
+                error: None,
+            },
+            Err(e) => BatchRun {
+                name: entry.name,
+                agent,
+                verdict: None,
+                duration_ms,
+                session: None,
+                error: Some(e.to_string()),
+            },
+        }
+    };
+    out.send(Update::EntryFinished {
+        entry: index,
+        run: Box::new(run.clone()),
+    })
+    .await;
+    run
+}
+
+/// Cancels every entry of a batch: the first call cancels gracefully,
+/// the next kills; entries not started yet never start.
+#[derive(Clone, Default)]
+pub struct BatchControl {
+    sessions: Arc<std::sync::Mutex<Vec<SessionControl>>>,
+    cancels: Arc<AtomicU32>,
+}
+
+impl BatchControl {
+    fn add(&self, s: SessionControl) {
+        let mut all = self.sessions.lock().expect("lock");
+        for _ in 0..self.cancels.load(Ordering::SeqCst) {
+            s.cancel();
+        }
+        all.push(s);
+    }
+
+    /// How many times `cancel` was called.
+    pub fn cancels(&self) -> u32 {
+        self.cancels.load(Ordering::SeqCst)
+    }
+
+    pub fn cancel(&self) {
+        let all = self.sessions.lock().expect("lock");
+        self.cancels.fetch_add(1, Ordering::SeqCst);
+        for s in all.iter() {
+            s.cancel();
+        }
+    }
+}
+
+/// A running batch.
+pub struct BatchHandle {
+    updates: Option<mpsc::Receiver<Update>>,
+    task: tokio::task::JoinHandle<BatchOutcome>,
+    control: BatchControl,
+}
+
+/// How a batch ended: its report, and where `batch.json` was written (or
+/// why it could not be).
+#[non_exhaustive]
+#[derive(Debug)]
+pub struct BatchOutcome {
+    pub report: BatchReport,
+    pub written: std::io::Result<PathBuf>,
+}
+
+impl BatchOutcome {
+    /// warden's exit code for the batch: output lost (a report that could
+    /// not be written) first, then 130 if any run was cancelled, 1 if any
+    /// failed, else 0.
+    pub fn exit_code(&self) -> u8 {
+        let lost = self
+            .report
+            .runs
+            .iter()
+            .any(|r| r.session.as_ref().is_some_and(|s| s.output_lost.is_some()));
+        if lost || self.written.is_err() {
+            crate::report::OUTPUT_LOST_EXIT
+        } else if self.report.cancelled > 0 {
+            130
+        } else if self.report.failed > 0 {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+impl BatchHandle {
+    /// The next update of any entry; `None` once every entry has ended.
+    pub async fn next_update(&mut self) -> Option<Update> {
+        self.updates.as_mut()?.recv().await
+    }
+
+    pub fn control(&self) -> BatchControl {
+        self.control.clone()
+    }
+
+    /// Waits for every entry and writes `batch.json`. The updates need
+    /// not be read first: those not yet read are dropped.
+    pub async fn wait(mut self) -> BatchOutcome {
+        self.updates = None;
+        match self.task.await {
+            Ok(o) => o,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+}
