@@ -58,9 +58,9 @@ pub use report::Report;
 pub use request::{OutputRequest, Prompt, RequestError, RunRequest, SessionRequest};
 pub use supervisor::Control;
 pub use verdict::Verdict;
-pub use warden_events::Agent;
 pub use warden_events::event::Stamped;
-pub use warden_process::ContainmentChoice;
+pub use warden_events::{Agent, Event};
+pub use warden_process::{ContainmentChoice, run_if_shim};
 pub use warden_sandbox::env::EnvArg;
 pub use warden_sandbox::{Sandbox, SandboxChoice, SandboxOptions};
 
