@@ -27,7 +27,7 @@ use crate::held_dir::{DirError, HeldDir, Reserved};
 use crate::report::Report;
 
 /// The logs whose digests `run.json` records, by file name.
-pub const LOGS: [&str; 3] = ["stdout.log", "stderr.log", "events.jsonl"];
+pub(crate) const LOGS: [&str; 3] = ["stdout.log", "stderr.log", "events.jsonl"];
 
 /// Disk set aside at the start for the final `run.json`, so the report
 /// is still written when the agent's output has filled the disk. A run
@@ -50,7 +50,7 @@ pub struct LogDigest {
 /// own: the supervisor's thread only copies each write into a buffer for
 /// it. The hash is always of warden's own copy of the bytes, never read
 /// back from the file (which the agent may be able to change).
-pub struct HashedLog {
+pub(crate) struct HashedLog {
     file: File,
     hasher: Hashing,
     bytes: u64,
@@ -142,7 +142,7 @@ impl HashedLog {
         }
     }
 
-    pub fn digest(&self) -> LogDigest {
+    pub(crate) fn digest(&self) -> LogDigest {
         let state = match &self.hasher {
             Hashing::Inline(h) => Some(h.clone()),
             Hashing::Thread(t) => t.state(),
@@ -189,7 +189,7 @@ impl Write for HashedLog {
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
@@ -197,7 +197,7 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
-pub struct RunDir {
+pub(crate) struct RunDir {
     dir: HeldDir,
     pub stdout: HashedLog,
     pub stderr: HashedLog,
@@ -210,7 +210,7 @@ impl RunDir {
     /// Creates the run directory, which must be new or empty (and, under a
     /// `.warden` directory, a `.gitignore` so an agent never commits
     /// warden's logs).
-    pub fn create(path: &Path) -> Result<Self, DirError> {
+    pub(crate) fn create(path: &Path) -> Result<Self, DirError> {
         let dir = HeldDir::create_empty(path)?;
         // O_EXCL: the first file claims the directory, so two runs started
         // on the same empty directory at once cannot both use it.
@@ -246,27 +246,27 @@ impl RunDir {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// The directory handle, for a report written after the run.
-    pub fn handle(&self) -> HeldDir {
+    pub(crate) fn handle(&self) -> HeldDir {
         self.dir.clone()
     }
 
-    pub fn event(&mut self, e: &Stamped) -> io::Result<()> {
+    pub(crate) fn event(&mut self, e: &Stamped) -> io::Result<()> {
         serde_json::to_writer(&mut self.events, e)?;
         self.events.write_all(b"\n")
     }
 
-    pub fn flush_events(&mut self) -> io::Result<()> {
+    pub(crate) fn flush_events(&mut self) -> io::Result<()> {
         self.events.flush()
     }
 
     /// What has reached each log so far (`events.jsonl`: what left the
     /// buffer; flush first).
-    pub fn digests(&self) -> BTreeMap<String, LogDigest> {
+    pub(crate) fn digests(&self) -> BTreeMap<String, LogDigest> {
         [
             (LOGS[0], self.stdout.digest()),
             (LOGS[1], self.stderr.digest()),
@@ -277,13 +277,13 @@ impl RunDir {
         .collect()
     }
 
-    pub fn write_report(&self, report: &Report) -> io::Result<()> {
+    pub(crate) fn write_report(&self, report: &Report) -> io::Result<()> {
         write_report(&self.dir, report)
     }
 
     /// Says (and forgets it) if the space set aside for the final report
     /// was tampered with during the run; the report is then written anew.
-    pub fn check_reserved(&mut self) -> Option<String> {
+    pub(crate) fn check_reserved(&mut self) -> Option<String> {
         if self.reserved.as_ref().is_some_and(|r| !r.is_intact()) {
             self.reserved = None;
             return Some(
@@ -294,7 +294,7 @@ impl RunDir {
     }
 
     /// Writes the final `run.json`, into the space set aside for it.
-    pub fn write_final_report(&mut self, report: &Report) -> io::Result<()> {
+    pub(crate) fn write_final_report(&mut self, report: &Report) -> io::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(report)?;
         bytes.push(b'\n');
         match self.reserved.take() {
@@ -309,7 +309,7 @@ impl RunDir {
 }
 
 /// Writes `run.json` in `dir` atomically.
-pub fn write_report(dir: &HeldDir, report: &Report) -> io::Result<()> {
+pub(crate) fn write_report(dir: &HeldDir, report: &Report) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(report)?;
     bytes.push(b'\n');
     dir.write_atomic("run.json", &bytes)

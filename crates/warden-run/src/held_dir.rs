@@ -66,7 +66,7 @@ impl DirError {
 
 /// An open directory that warden writes in. Cloning shares the handle.
 #[derive(Debug, Clone)]
-pub struct HeldDir {
+pub(crate) struct HeldDir {
     fd: Arc<OwnedFd>,
     path: PathBuf,
 }
@@ -74,13 +74,13 @@ pub struct HeldDir {
 impl HeldDir {
     /// Opens `path`, creating what is missing; refuses a link anywhere on
     /// the way.
-    pub fn open_or_create(path: &Path) -> Result<Self, DirError> {
+    pub(crate) fn open_or_create(path: &Path) -> Result<Self, DirError> {
         walk(path)
     }
 
     /// Like [`HeldDir::open_or_create`], and the directory must be new or
     /// empty: it is the home of exactly one run (or session, or batch).
-    pub fn create_empty(path: &Path) -> Result<Self, DirError> {
+    pub(crate) fn create_empty(path: &Path) -> Result<Self, DirError> {
         let dir = walk(path)?;
         // The walk holds search-only handles; listing needs to read.
         let readable = openat(
@@ -101,7 +101,7 @@ impl HeldDir {
         Ok(dir)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -114,7 +114,7 @@ impl HeldDir {
 
     /// Creates the file `name`, which must not exist yet (whatever is
     /// there, a link included, is an error), for appending.
-    pub fn create_file(&self, name: &str) -> io::Result<File> {
+    pub(crate) fn create_file(&self, name: &str) -> io::Result<File> {
         self.create(name, OFlags::APPEND)
     }
 
@@ -133,23 +133,12 @@ impl HeldDir {
         Ok(File::from(fd))
     }
 
-    /// Opens the subdirectory `name`, creating it if missing; refuses a
-    /// link.
-    pub fn subdir(&self, name: &str) -> Result<Self, DirError> {
-        let path = self.path.join(name);
-        let fd = step(&self.fd, OsStr::new(name), &path)?;
-        Ok(Self {
-            fd: Arc::new(fd),
-            path,
-        })
-    }
-
     /// Replaces `name` with `bytes` at once: written to a new file with a
     /// name of its own, then renamed over `name` (a reader sees the old
     /// file or the new one, never half of one; concurrent writers never
     /// share a temporary file; a link at `name` is replaced, not
     /// followed).
-    pub fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_atomic(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         let tmp = format!(".{name}.{:016x}.tmp", random_u64());
         let renamed = self.create_file(&tmp).and_then(|mut f| {
             f.write_all(bytes)?;
@@ -164,7 +153,7 @@ impl HeldDir {
     /// Sets aside `bytes` of disk for a later [`HeldDir::write_atomic`] of
     /// `name` (a new file of its own filled with zeros), so that file can
     /// still be written when the disk has filled up in between.
-    pub fn reserve(&self, name: &str, bytes: usize) -> io::Result<Reserved> {
+    pub(crate) fn reserve(&self, name: &str, bytes: usize) -> io::Result<Reserved> {
         let tmp = format!(".{name}.{:016x}.tmp", random_u64());
         // Not for appending: the report is written at its start later.
         let filled = self
@@ -187,7 +176,7 @@ impl HeldDir {
 
     /// Takes an exclusive lock on the directory (`flock`), held until the
     /// returned handle is dropped; waits for another holder.
-    pub fn lock(&self) -> io::Result<OwnedFd> {
+    pub(crate) fn lock(&self) -> io::Result<OwnedFd> {
         let fd = openat(
             &*self.fd,
             ".",
@@ -230,7 +219,7 @@ impl HeldDir {
 
 /// Space set aside for one atomic write (see [`HeldDir::reserve`]).
 #[derive(Debug)]
-pub struct Reserved {
+pub(crate) struct Reserved {
     dir: HeldDir,
     tmp: String,
     file: File,
@@ -242,7 +231,7 @@ pub struct Reserved {
 impl Reserved {
     /// Whether the reserved file is still where warden put it (not
     /// removed, renamed or replaced by someone else).
-    pub fn is_intact(&self) -> bool {
+    pub(crate) fn is_intact(&self) -> bool {
         let (Ok(ours), Ok(there)) = (
             rustix::fs::fstat(&self.file),
             statat(&*self.dir.fd, &self.tmp, AtFlags::SYMLINK_NOFOLLOW),
@@ -255,7 +244,7 @@ impl Reserved {
     /// Writes `bytes` over the reserved space (growing it if needed), cuts
     /// what is left of it, and renames it over the file it was reserved
     /// for.
-    pub fn write(mut self, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write(mut self, bytes: &[u8]) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         let fd = &*self.dir.fd;
         let renamed = self
@@ -375,7 +364,7 @@ fn refused(dir: &OwnedFd, name: &OsStr, path: &Path, e: Errno) -> DirError {
 
 /// 64 bits from the kernel's random source (for names no one can guess or
 /// collide with).
-pub fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut buf = [0u8; 8];
     let mut filled = 0;
     while filled < buf.len() {

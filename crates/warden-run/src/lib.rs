@@ -26,17 +26,20 @@
 
 #![forbid(unsafe_code)]
 
-pub mod artifacts;
+mod artifacts;
 pub mod batch;
 pub mod batch_report;
 mod clocks;
 pub mod defaults;
 pub mod git;
-pub mod held_dir;
+mod held_dir;
 pub mod limits;
 mod live;
 pub mod output;
 mod pipe;
+/// Reading a file of the work tree without following a link or blocking
+/// on a FIFO; for the warden CLI, not part of the library's API.
+#[doc(hidden)]
 pub mod regular_file;
 pub mod report;
 pub mod request;
@@ -53,6 +56,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use held_dir::DirError;
 pub use limits::Limits;
 pub use report::Report;
 pub use request::{OutputRequest, Prompt, RequestError, RunRequest, SessionRequest};

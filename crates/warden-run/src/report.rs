@@ -131,6 +131,10 @@ pub struct Report {
     /// The structured output (`--output-tag`), when one was asked for and
     /// found: JSON with `--output-schema`, else the text.
     pub output: Option<serde_json::Value>,
+    /// Why the structured output was refused (missing, not JSON, not
+    /// valid against the schema): the run then failed, whatever the agent
+    /// said. A session resumes such a run with a correction.
+    pub output_error: Option<String>,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub limits: LimitsReport,

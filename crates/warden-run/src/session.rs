@@ -90,6 +90,43 @@ pub struct WorktreeReport {
     pub dirty: bool,
 }
 
+/// Why a session stopped.
+#[non_exhaustive]
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The agent printed the completion signal.
+    CompletionSignal,
+    /// Every iteration ran.
+    IterationsExhausted,
+    /// A run did not succeed (and no output retry was left).
+    IterationFailed,
+    Cancelled,
+    /// A run could not be set up (its spec, its directory, its sandbox).
+    SetupFailed,
+}
+
+impl StopReason {
+    /// The name in `session.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::CompletionSignal => "completion_signal",
+            StopReason::IterationsExhausted => "iterations_exhausted",
+            StopReason::IterationFailed => "iteration_failed",
+            StopReason::Cancelled => "cancelled",
+            StopReason::SetupFailed => "setup_failed",
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// `session.json`.
 #[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
@@ -104,9 +141,7 @@ pub struct SessionReport {
     pub duration_ms: u64,
     pub iterations_requested: u32,
     pub iterations_run: u32,
-    /// `completion_signal`, `iterations_exhausted`, `iteration_failed`,
-    /// `cancelled`, or `setup_failed`.
-    pub stopped_because: String,
+    pub stopped_because: StopReason,
     /// The verdict of the session: its last run's.
     pub verdict: Option<Verdict>,
     pub runs: Vec<SessionRun>,
@@ -273,7 +308,7 @@ pub(crate) async fn run_session(
         duration_ms: 0,
         iterations_requested: opts.iterations,
         iterations_run: 0,
-        stopped_because: "iterations_exhausted".into(),
+        stopped_because: StopReason::IterationsExhausted,
         verdict: None,
         runs: Vec::new(),
         tokens: Tokens::default(),
@@ -290,7 +325,7 @@ pub(crate) async fn run_session(
     let mut retries_left = opts.output_retries;
     loop {
         if control.stopped() {
-            report.stopped_because = "cancelled".into();
+            report.stopped_because = StopReason::Cancelled;
             break;
         }
         let retrying = correction.is_some();
@@ -321,7 +356,7 @@ pub(crate) async fn run_session(
             Ok(s) => s,
             Err(e) => {
                 report.error = Some(e);
-                report.stopped_because = "setup_failed".into();
+                report.stopped_because = StopReason::SetupFailed;
                 break;
             }
         };
@@ -334,7 +369,7 @@ pub(crate) async fn run_session(
                     report.output_lost.get_or_insert_with(|| e.to_string());
                 }
                 report.error = Some(e.to_string());
-                report.stopped_because = "setup_failed".into();
+                report.stopped_because = StopReason::SetupFailed;
                 break;
             }
         };
@@ -389,18 +424,17 @@ pub(crate) async fn run_session(
 
         match run.verdict {
             Some(Verdict::Cancelled) => {
-                report.stopped_because = "cancelled".into();
+                report.stopped_because = StopReason::Cancelled;
                 break;
             }
             Some(Verdict::Succeeded) => {
                 if signalled {
-                    report.stopped_because = "completion_signal".into();
+                    report.stopped_because = StopReason::CompletionSignal;
                     break;
                 }
             }
             _ => {
-                let output_failed = run.reason.starts_with("structured output:");
-                if output_failed
+                if run.output_error.is_some()
                     && retries_left > 0
                     && opts.can_resume
                     && let Some(session) = run.session_id.clone()
@@ -409,7 +443,7 @@ pub(crate) async fn run_session(
                     correction = Some((session, run.reason.clone()));
                     continue;
                 }
-                report.stopped_because = "iteration_failed".into();
+                report.stopped_because = StopReason::IterationFailed;
                 break;
             }
         }

@@ -578,7 +578,7 @@ impl BatchView {
                     (Some(s), _) if s.iterations_requested > 1 || s.worktree.is_some() => {
                         self.line(&format!(
                             "[{name}] session done: stopped by {}",
-                            s.stopped_because.replace('_', " ")
+                            s.stopped_because.as_str().replace('_', " ")
                         ));
                     }
                     (None, Some(e)) if run.verdict.is_none() => {

@@ -168,7 +168,7 @@ pub(crate) async fn run_session_cli(
         report.session_id,
         report.iterations_run,
         report.iterations_requested,
-        report.stopped_because.replace('_', " "),
+        report.stopped_because.as_str().replace('_', " "),
         report.commits.len(),
         report.tokens.input,
         report.tokens.output,

@@ -133,6 +133,7 @@ impl Supervisor {
             branch: self.branch.clone(),
             commits: self.commits.clone(),
             output: self.output.clone(),
+            output_error: None,
             stdout_bytes: self.stdout_bytes,
             stderr_bytes: self.stderr_bytes,
             limits: LimitsReport {
@@ -241,14 +242,21 @@ impl Supervisor {
     /// Decides the verdict, records `finished`, writes `run.json`.
     pub(super) async fn finish(mut self) -> Report {
         let (mut verdict, mut reason) = self.verdict();
+        let mut output_error = None;
         if verdict == Verdict::Succeeded
             && let Err(e) = self.take_output()
         {
             verdict = Verdict::AgentFailed;
             reason = format!("structured output: {e}");
             self.note_error(reason.clone());
+            output_error = Some(e);
         }
-        let report = self.report(Some(verdict), reason.clone());
+        let mut report = self.report(Some(verdict), reason.clone());
+        // The agent's text may be quoted in it: redacted as the reason is.
+        report.output_error = output_error.map(|mut e| {
+            self.setup.redactor.redact_in_place(&mut e);
+            e
+        });
         self.emit(Event::Finished {
             verdict: verdict.as_str().into(),
             reason,
@@ -257,7 +265,6 @@ impl Supervisor {
             duration_ms: report.duration_ms,
         });
         self.flush_events();
-        let mut report = report;
         report.event_counts = self.counts();
         if let Some(problem) = self.setup.dir.check_reserved() {
             self.note_error(problem);
