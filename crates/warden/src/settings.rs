@@ -15,119 +15,176 @@ use std::time::Duration;
 use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, Limits, SandboxChoice};
 
-use crate::cli::SettingFlags;
+mod flags;
+mod table;
 
-/// What kind of value a setting takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) use flags::SettingFlags;
+use table::known_keys;
+pub(crate) use table::{SETTINGS, find};
+
+/// What kind of value a setting takes, and the setter of the field of
+/// [`Resolved`] it fills: the one place a setting is parsed and applied.
+#[derive(Clone, Copy)]
 pub(crate) enum Kind {
-    /// A clock: `0` disables it.
-    Clock,
+    /// A clock: `0` disables it (the setter gets `None`).
+    Clock(fn(&mut Resolved, Option<Duration>)),
     /// A grace period: `0` means none.
-    Grace,
-    Text,
-    Bool,
-    Bytes,
-    Containment,
-    Sandbox,
-    Path,
+    Grace(fn(&mut Resolved, Duration)),
+    /// Any non-empty text.
+    Text(fn(&mut Resolved, String)),
+    /// A flag without a value; `true` or `false` from the other sources.
+    Switch(fn(&mut Resolved, bool)),
+    Bytes(fn(&mut Resolved, usize)),
+    Containment(fn(&mut Resolved, ContainmentChoice)),
+    Sandbox(fn(&mut Resolved, SandboxChoice)),
+    Path(fn(&mut Resolved, PathBuf)),
     /// What a fatal error of the agent does: `end` or `wait`.
-    OnFatalError,
+    OnFatalError(fn(&mut Resolved, OnFatalError)),
 }
+
+/// A parsed value, ready to be put in its place.
+type Setter = Box<dyn FnOnce(&mut Resolved)>;
 
 impl Kind {
     fn expected(self) -> &'static str {
         match self {
-            Kind::Clock => "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)",
-            Kind::Grace => "a duration such as `10s`, `500ms` or `1m` (`0` for none)",
-            Kind::Text => "a non-empty string such as `<promise>COMPLETE</promise>`",
-            Kind::Bool => "`true` or `false` (or `1` / `0`)",
-            Kind::Bytes => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
-            Kind::Containment => "one of `auto`, `cgroup`, `subreaper`",
-            Kind::Sandbox => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
-            Kind::Path => "a directory path such as `.warden/runs/my-run`",
-            Kind::OnFatalError => "`end` (end the run at once) or `wait` (let the agent retry)",
+            Kind::Clock(_) => {
+                "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)"
+            }
+            Kind::Grace(_) => "a duration such as `10s`, `500ms` or `1m` (`0` for none)",
+            Kind::Text(_) => "a non-empty string such as `<promise>COMPLETE</promise>`",
+            Kind::Switch(_) => "`true` or `false` (or `1` / `0`)",
+            Kind::Bytes(_) => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
+            Kind::Containment(_) => "one of `auto`, `cgroup`, `subreaper`",
+            Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
+            Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
+            Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
         }
+    }
+
+    /// A flag without a value.
+    pub(crate) fn is_switch(self) -> bool {
+        matches!(self, Kind::Switch(_))
+    }
+
+    /// Checks the text; only looks at it, never at the machine (whether a
+    /// sandbox or a cgroup is there is for the run to find out).
+    fn parse(self, s: &str) -> Result<Setter, Bad> {
+        let t = s.trim();
+        Ok(match self {
+            Kind::Clock(set) => {
+                let d = duration(t).map_err(|b| too_large_says(b, CLOCK_LIMIT))?;
+                Box::new(move |r| set(r, clock(d)))
+            }
+            Kind::Grace(set) => {
+                let d = duration(t)?;
+                Box::new(move |r| set(r, d))
+            }
+            Kind::Bytes(set) => {
+                let b = bytes(t)?;
+                Box::new(move |r| set(r, b))
+            }
+            Kind::Text(set) => {
+                let text = non_empty(s)?;
+                Box::new(move |r| set(r, text))
+            }
+            Kind::Path(set) => {
+                let path = PathBuf::from(non_empty(s)?);
+                Box::new(move |r| set(r, path))
+            }
+            Kind::Switch(set) => {
+                let on = match t.to_ascii_lowercase().as_str() {
+                    "true" | "1" | "yes" | "on" => true,
+                    "false" | "0" | "no" | "off" | "" => false,
+                    _ => return Err(Bad::Invalid),
+                };
+                Box::new(move |r| set(r, on))
+            }
+            Kind::Sandbox(set) => {
+                let choice: SandboxChoice = t.parse().map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, choice))
+            }
+            Kind::OnFatalError(set) => {
+                let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, o))
+            }
+            Kind::Containment(set) => {
+                let c = match t {
+                    "auto" => ContainmentChoice::Auto,
+                    "cgroup" => ContainmentChoice::Cgroup,
+                    "subreaper" => ContainmentChoice::Subreaper,
+                    _ => return Err(Bad::Invalid),
+                };
+                Box::new(move |r| set(r, c))
+            }
+        })
     }
 }
 
-/// One setting: its name as a `warden.toml` key (the flag is the same with
-/// dashes, the variable `WARDEN_` and the name in capitals).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Key {
-    pub name: &'static str,
-    pub kind: Kind,
+fn non_empty(s: &str) -> Result<String, Bad> {
+    if s.is_empty() {
+        Err(Bad::Invalid)
+    } else {
+        Ok(s.to_string())
+    }
 }
 
-pub(crate) const KEYS: &[Key] = &[
-    Key {
-        name: "timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "stall_timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "startup_timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "completion_timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "completion_signal",
-        kind: Kind::Text,
-    },
-    Key {
-        name: "on_fatal_error",
-        kind: Kind::OnFatalError,
-    },
-    Key {
-        name: "drain_grace",
-        kind: Kind::Grace,
-    },
-    Key {
-        name: "kill_grace",
-        kind: Kind::Grace,
-    },
-    Key {
-        name: "max_line",
-        kind: Kind::Bytes,
-    },
-    Key {
-        name: "containment",
-        kind: Kind::Containment,
-    },
-    Key {
-        name: "run_dir",
-        kind: Kind::Path,
-    },
-    Key {
-        name: "sandbox",
-        kind: Kind::Sandbox,
-    },
-    Key {
-        name: "no_network",
-        kind: Kind::Bool,
-    },
-    Key {
-        name: "image",
-        kind: Kind::Text,
-    },
-    Key {
-        name: "heartbeat",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "json",
-        kind: Kind::Bool,
-    },
-    Key {
-        name: "quiet",
-        kind: Kind::Bool,
-    },
-];
+/// The default a setting shows in `--help` and the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// A value in the setting's own syntax that gives the default.
+    Value(&'static str),
+    /// Words for a default no value can spell (`.warden/runs/<run-id>`).
+    Described(&'static str),
+    /// A switch that is off.
+    Off,
+    /// Not set unless given.
+    Unset,
+}
+
+/// One setting. Its name is its `warden.toml` key and its batch key; the
+/// flag is the name with dashes, the variable `WARDEN_` and the name in
+/// capitals.
+#[derive(Clone, Copy)]
+pub(crate) struct Setting {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: Shown,
+    /// The `--help` line, without the default.
+    pub doc: &'static str,
+    /// The value's placeholder in `--help`; unused for a switch.
+    pub value_name: &'static str,
+    pub short: Option<char>,
+    /// Whether a batch file may set it (a batch decides some for itself).
+    pub in_batch: bool,
+}
+
+impl Setting {
+    /// The long flag, without its dashes: `stall-timeout`.
+    pub(crate) fn flag(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
+    /// The environment variable: `WARDEN_STALL_TIMEOUT`.
+    pub(crate) fn env(&self) -> String {
+        format!("WARDEN_{}", self.name.to_ascii_uppercase())
+    }
+
+    /// The `--help` line: the doc, then the default.
+    pub(crate) fn help(&self) -> String {
+        let disables = if matches!(self.kind, Kind::Clock(_)) {
+            "; 0 disables"
+        } else {
+            ""
+        };
+        match self.default {
+            Shown::Value(d) | Shown::Described(d) => {
+                format!("{} [default: {d}{disables}]", self.doc)
+            }
+            Shown::Off | Shown::Unset => self.doc.to_string(),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub(crate) enum SettingsError {
@@ -193,10 +250,6 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
         }
         None => format!("TOML parse error: {message}"),
     }
-}
-
-fn known_keys() -> String {
-    KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
 }
 
 #[derive(Debug, Clone)]
@@ -273,50 +326,25 @@ impl RawSettings {
     }
 
     fn add_flags(&mut self, f: &SettingFlags) {
-        let texts = [
-            ("timeout", &f.timeout),
-            ("stall_timeout", &f.stall_timeout),
-            ("startup_timeout", &f.startup_timeout),
-            ("completion_timeout", &f.completion_timeout),
-            ("completion_signal", &f.completion_signal),
-            ("on_fatal_error", &f.on_fatal_error),
-            ("drain_grace", &f.drain_grace),
-            ("kill_grace", &f.kill_grace),
-            ("max_line", &f.max_line),
-            ("containment", &f.containment),
-            ("run_dir", &f.run_dir),
-            ("sandbox", &f.sandbox),
-            ("image", &f.image),
-            ("heartbeat", &f.heartbeat),
-        ];
-        let mut from_flag = |name, value| {
-            self.push(name, value, format!("--{}", name.replace('_', "-")));
-            if let Some(last) = self.values.get_mut(name).and_then(|v| v.last_mut()) {
+        for (name, value) in f.given() {
+            let Some(setting) = find(name) else { continue };
+            self.push(
+                setting.name,
+                value.to_string(),
+                format!("--{}", setting.flag()),
+            );
+            if let Some(last) = self.values.get_mut(setting.name).and_then(|v| v.last_mut()) {
                 last.from_flags = true;
-            }
-        };
-        for (name, value) in texts {
-            if let Some(v) = value {
-                from_flag(name, v.clone());
-            }
-        }
-        for (name, on) in [
-            ("json", f.json),
-            ("quiet", f.quiet),
-            ("no_network", f.no_network),
-        ] {
-            if on {
-                from_flag(name, "true".into());
             }
         }
     }
 
     fn add_env(&mut self, vars: impl Iterator<Item = (String, String)>) {
         let vars: HashMap<String, String> = vars.collect();
-        for key in KEYS {
-            let var = format!("WARDEN_{}", key.name.to_ascii_uppercase());
+        for setting in SETTINGS {
+            let var = setting.env();
             if let Some(v) = vars.get(&var) {
-                self.push(key.name, v.clone(), var);
+                self.push(setting.name, v.clone(), var);
             }
         }
     }
@@ -329,13 +357,13 @@ impl RawSettings {
                     message: toml_error(text, &e),
                 })?;
         for (k, v) in table {
-            let Some(key) = KEYS.iter().find(|key| key.name == k) else {
+            let Some(setting) = find(&k) else {
                 return Err(SettingsError::UnknownKey {
                     key: k,
                     path: path.to_path_buf(),
                 });
             };
-            let origin = format!("`{}` in {}", key.name, path.display());
+            let origin = format!("`{}` in {}", setting.name, path.display());
             let value = match v {
                 toml::Value::String(s) => s,
                 toml::Value::Integer(i) => i.to_string(),
@@ -344,25 +372,29 @@ impl RawSettings {
                     return Err(SettingsError::Invalid {
                         origin,
                         value: other.to_string(),
-                        expected: key.kind.expected(),
+                        expected: setting.kind.expected(),
                     });
                 }
             };
-            self.push(key.name, value, origin);
+            self.push(setting.name, value, origin);
         }
         Ok(())
     }
 
-    /// Validates every value and keeps the one with the highest precedence.
+    /// Validates every value and keeps the one with the highest
+    /// precedence. Only the values are looked at: nothing on the machine
+    /// is probed here (`sandbox = auto` stays `Auto` for the run to
+    /// resolve).
     pub(crate) fn resolve(self) -> Result<Resolved, SettingsError> {
-        let mut parsed: HashMap<&'static str, Value> = HashMap::new();
-        for key in KEYS {
-            for (i, s) in self.values.get(key.name).into_iter().flatten().enumerate() {
-                let v = parse(key.kind, &s.value).map_err(|bad| match bad {
+        let mut resolved = Resolved::default();
+        for setting in SETTINGS {
+            let mut winner = None;
+            for s in self.values.get(setting.name).into_iter().flatten() {
+                let set = setting.kind.parse(&s.value).map_err(|bad| match bad {
                     Bad::Invalid => SettingsError::Invalid {
                         origin: s.origin.clone(),
                         value: s.value.clone(),
-                        expected: key.kind.expected(),
+                        expected: setting.kind.expected(),
                     },
                     Bad::TooLarge(limit) => SettingsError::TooLarge {
                         origin: s.origin.clone(),
@@ -370,78 +402,14 @@ impl RawSettings {
                         limit,
                     },
                 })?;
-                if i == 0 {
-                    parsed.insert(key.name, v);
-                }
+                winner.get_or_insert(set);
+            }
+            if let Some(set) = winner {
+                set(&mut resolved);
             }
         }
-        let mut limits = Limits::default();
-        let clock_of = |name, default: Option<Duration>| match parsed.get(name) {
-            Some(Value::Duration(d)) => clock(*d),
-            _ => default,
-        };
-        limits.timeout = clock_of("timeout", limits.timeout);
-        limits.stall_timeout = clock_of("stall_timeout", limits.stall_timeout);
-        limits.startup_timeout = clock_of("startup_timeout", limits.startup_timeout);
-        limits.completion_timeout = clock_of("completion_timeout", limits.completion_timeout);
-        if let Some(Value::Duration(d)) = parsed.get("drain_grace") {
-            limits.drain_grace = *d;
-        }
-        if let Some(Value::Duration(d)) = parsed.get("kill_grace") {
-            limits.kill_grace = *d;
-        }
-        if let Some(Value::Text(t)) = parsed.get("completion_signal") {
-            limits.completion_signal = t.clone();
-        }
-        if let Some(Value::OnFatalError(o)) = parsed.get("on_fatal_error") {
-            limits.on_fatal_error = *o;
-        }
-        if let Some(Value::Bytes(b)) = parsed.get("max_line") {
-            limits.max_line = *b;
-        }
-        let containment = match parsed.get("containment") {
-            Some(Value::Containment(c)) => *c,
-            _ => ContainmentChoice::Auto,
-        };
-        let run_dir = match parsed.get("run_dir") {
-            Some(Value::Text(p)) => Some(PathBuf::from(p)),
-            _ => None,
-        };
-        let flag = |name| matches!(parsed.get(name), Some(Value::Bool(true)));
-        let sandbox = match parsed.get("sandbox") {
-            Some(Value::Sandbox(s)) => *s,
-            _ => SandboxChoice::Host,
-        };
-        let image = match parsed.get("image") {
-            Some(Value::Text(t)) => Some(t.clone()),
-            _ => None,
-        };
-        Ok(Resolved {
-            limits,
-            containment,
-            sandbox,
-            no_network: flag("no_network"),
-            image,
-            run_dir,
-            json: flag("json"),
-            quiet: flag("quiet"),
-            heartbeat: match parsed.get("heartbeat") {
-                Some(Value::Duration(d)) => clock(*d),
-                _ => Some(Duration::from_secs(30)),
-            },
-        })
+        Ok(resolved)
     }
-}
-
-#[derive(Debug, Clone)]
-enum Value {
-    Duration(Duration),
-    Text(String),
-    Bool(bool),
-    Bytes(usize),
-    Containment(ContainmentChoice),
-    Sandbox(SandboxChoice),
-    OnFatalError(OnFatalError),
 }
 
 /// Why a value was refused.
@@ -452,18 +420,6 @@ pub(crate) enum Bad {
     TooLarge(&'static str),
 }
 
-fn parse(kind: Kind, s: &str) -> Result<Value, Bad> {
-    let t = s.trim();
-    match kind {
-        Kind::Clock => duration(t)
-            .map(Value::Duration)
-            .map_err(|b| too_large_says(b, CLOCK_LIMIT)),
-        Kind::Grace => duration(t).map(Value::Duration),
-        Kind::Bytes => bytes(t).map(Value::Bytes),
-        _ => parse_other(kind, s).ok_or(Bad::Invalid),
-    }
-}
-
 const DURATION_LIMIT: &str = "the most is 100 years";
 const CLOCK_LIMIT: &str = "the most is 100 years (`0` disables it)";
 
@@ -471,27 +427,6 @@ fn too_large_says(b: Bad, limit: &'static str) -> Bad {
     match b {
         Bad::TooLarge(_) => Bad::TooLarge(limit),
         other => other,
-    }
-}
-
-fn parse_other(kind: Kind, s: &str) -> Option<Value> {
-    let t = s.trim();
-    match kind {
-        Kind::Clock | Kind::Grace | Kind::Bytes => None,
-        Kind::Text | Kind::Path => (!s.is_empty()).then(|| Value::Text(s.to_string())),
-        Kind::Bool => match t.to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" => Some(Value::Bool(true)),
-            "false" | "0" | "no" | "off" | "" => Some(Value::Bool(false)),
-            _ => None,
-        },
-        Kind::Sandbox => t.parse().ok().map(Value::Sandbox),
-        Kind::OnFatalError => t.parse().ok().map(Value::OnFatalError),
-        Kind::Containment => match t {
-            "auto" => Some(Value::Containment(ContainmentChoice::Auto)),
-            "cgroup" => Some(Value::Containment(ContainmentChoice::Cgroup)),
-            "subreaper" => Some(Value::Containment(ContainmentChoice::Subreaper)),
-            _ => None,
-        },
     }
 }
 
@@ -580,10 +515,7 @@ mod tests {
     fn flag_beats_env_beats_file_beats_default() {
         let file = Some("stall_timeout = \"3m\"\ntimeout = \"2h\"\nkill_grace = \"1s\"");
         let env = [("WARDEN_STALL_TIMEOUT", "2m"), ("WARDEN_TIMEOUT", "90m")];
-        let flags = SettingFlags {
-            stall_timeout: Some("1m".into()),
-            ..SettingFlags::default()
-        };
+        let flags = SettingFlags::of(&[("stall_timeout", "1m")]);
         let r = raw(flags, &env, file).unwrap();
         assert_eq!(r.limits.stall_timeout, Some(Duration::from_secs(60)));
         assert_eq!(r.limits.timeout, Some(Duration::from_secs(90 * 60)));
@@ -593,15 +525,7 @@ mod tests {
 
     #[test]
     fn zero_disables_a_clock() {
-        let r = raw(
-            SettingFlags {
-                timeout: Some("0".into()),
-                ..Default::default()
-            },
-            &[],
-            None,
-        )
-        .unwrap();
+        let r = raw(SettingFlags::of(&[("timeout", "0")]), &[], None).unwrap();
         assert_eq!(r.limits.timeout, None);
     }
 
@@ -619,10 +543,7 @@ mod tests {
             "{msg}"
         );
         // Overridden by a flag, the bad variable is still an error.
-        let flags = SettingFlags {
-            stall_timeout: Some("1m".into()),
-            ..Default::default()
-        };
+        let flags = SettingFlags::of(&[("stall_timeout", "1m")]);
         assert!(raw(flags, &[("WARDEN_STALL_TIMEOUT", "ten")], None).is_err());
         let e = raw(SettingFlags::default(), &[], Some("kill_grace = \"fast\"")).unwrap_err();
         assert!(
@@ -644,15 +565,7 @@ mod tests {
         assert_eq!(r.sandbox, SandboxChoice::Use(warden_run::Sandbox::Bwrap));
         assert!(r.no_network);
         assert_eq!(r.image.as_deref(), Some("img:1"));
-        let e = raw(
-            SettingFlags {
-                sandbox: Some("jail".into()),
-                ..Default::default()
-            },
-            &[],
-            None,
-        )
-        .unwrap_err();
+        let e = raw(SettingFlags::of(&[("sandbox", "jail")]), &[], None).unwrap_err();
         assert!(
             e.to_string().contains("--sandbox") && e.to_string().contains("bwrap"),
             "{e}"
@@ -673,31 +586,19 @@ mod tests {
     fn values_over_the_limit_say_they_are_too_large() {
         for (flags, needle) in [
             (
-                SettingFlags {
-                    timeout: Some("101y".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("timeout", "101y")]),
                 "--timeout is too large",
             ),
             (
-                SettingFlags {
-                    stall_timeout: Some("99999999999999999999999s".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("stall_timeout", "99999999999999999999999s")]),
                 "--stall-timeout is too large",
             ),
             (
-                SettingFlags {
-                    kill_grace: Some("300000000000y".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("kill_grace", "300000000000y")]),
                 "--kill-grace is too large",
             ),
             (
-                SettingFlags {
-                    max_line: Some("99999999999999999999999".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("max_line", "99999999999999999999999")]),
                 "--max-line is too large",
             ),
         ] {
@@ -713,10 +614,7 @@ mod tests {
     #[test]
     fn flags_can_be_named_as_the_batch_keys_they_came_from() {
         let mut r = RawSettings::default();
-        r.add_flags(&SettingFlags {
-            timeout: Some("soon".into()),
-            ..Default::default()
-        });
+        r.add_flags(&SettingFlags::of(&[("timeout", "soon")]));
         r.add_env([("WARDEN_STALL_TIMEOUT".to_string(), "1m".to_string())].into_iter());
         let e = r
             .name_flags_as(|k| format!("`{k}`"))
