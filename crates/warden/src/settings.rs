@@ -491,6 +491,180 @@ mod tests {
         r.resolve()
     }
 
+    /// A valid value of each kind that is no setting's default.
+    fn sample(kind: Kind) -> &'static str {
+        match kind {
+            Kind::Clock(_) => "7s",
+            Kind::Grace(_) => "3s",
+            Kind::Text(_) => "sample-text",
+            Kind::Path(_) => "some/dir",
+            Kind::Switch(_) => "true",
+            Kind::Bytes(_) => "4KiB",
+            Kind::Containment(_) => "subreaper",
+            Kind::Sandbox(_) => "bwrap",
+            Kind::OnFatalError(_) => "wait",
+        }
+    }
+
+    /// The flags `warden run` parses from this command line.
+    fn parsed_flags(argv: &[&str]) -> SettingFlags {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"));
+        match cli.command {
+            crate::cli::Command::Run(args) => args.settings,
+            other => panic!("not a run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_setting_has_one_name_as_flag_variable_and_key() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let run = cli.find_subcommand("run").expect("a run command");
+        let mut names = std::collections::HashSet::new();
+        for setting in SETTINGS {
+            let name = setting.name;
+            assert!(names.insert(name), "`{name}` is in the table twice");
+            assert!(
+                name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "`{name}`: a key is lower case words joined by `_`"
+            );
+            let arg = run
+                .get_arguments()
+                .find(|a| a.get_id() == name)
+                .unwrap_or_else(|| panic!("no argument for `{name}`"));
+            let flag = arg.get_long().expect("a long flag");
+            assert_eq!(flag.replace('-', "_"), name, "the flag of `{name}`");
+            assert_eq!(
+                setting.env(),
+                format!("WARDEN_{}", flag.replace('-', "_").to_uppercase())
+            );
+
+            // The same value through each source sets the same thing,
+            // and something that is not the default.
+            let value = sample(setting.kind);
+            let long = format!("--{flag}");
+            let mut argv = vec!["warden", "run", "exec", long.as_str()];
+            if !setting.kind.is_switch() {
+                argv.push(value);
+            }
+            let by_flag = raw(parsed_flags(&argv), &[], None).unwrap();
+            let by_env = raw(SettingFlags::default(), &[(&setting.env(), value)], None).unwrap();
+            let by_file = raw(
+                SettingFlags::default(),
+                &[],
+                Some(&format!("{name} = {value:?}")),
+            )
+            .unwrap();
+            let shown = |r: &Resolved| format!("{r:?}");
+            assert_eq!(
+                shown(&by_flag),
+                shown(&by_env),
+                "`{name}`: flag and variable"
+            );
+            assert_eq!(
+                shown(&by_flag),
+                shown(&by_file),
+                "`{name}`: flag and warden.toml"
+            );
+            assert_ne!(
+                shown(&by_flag),
+                shown(&Resolved::default()),
+                "`{name}` = {value:?} changed nothing"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_each_setting_shows_is_its_default() {
+        let default = format!("{:?}", Resolved::default());
+        for setting in SETTINGS {
+            let value = match setting.default {
+                Shown::Value(v) => v,
+                Shown::Off => "false",
+                Shown::Described(_) | Shown::Unset => continue,
+            };
+            let r = raw(SettingFlags::default(), &[(&setting.env(), value)], None).unwrap();
+            assert_eq!(
+                format!("{r:?}"),
+                default,
+                "`{}` shows the default {value:?}, which is not its default",
+                setting.name
+            );
+        }
+    }
+
+    #[test]
+    fn resolving_looks_at_values_not_at_the_machine() {
+        // Whether bwrap, docker or a cgroup is there is the run's to find
+        // out: `auto` stays `auto`, a named sandbox or containment is
+        // taken as asked, whatever this machine has.
+        for (sandbox, want) in [
+            ("auto", SandboxChoice::Auto),
+            ("docker", SandboxChoice::Use(warden_run::Sandbox::Docker)),
+            ("podman", SandboxChoice::Use(warden_run::Sandbox::Podman)),
+        ] {
+            let r = raw(SettingFlags::of(&[("sandbox", sandbox)]), &[], None).unwrap();
+            assert_eq!(r.sandbox, want);
+        }
+        let r = raw(SettingFlags::of(&[("containment", "cgroup")]), &[], None).unwrap();
+        assert_eq!(r.containment, ContainmentChoice::Cgroup);
+    }
+
+    #[test]
+    fn the_readme_lists_every_setting_as_the_table_has_it() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(path).expect("the README");
+        let section = readme
+            .split("\n## Settings\n")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("a Settings section");
+        let rows: Vec<Vec<&str>> = section
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| l.split(" | ").collect())
+            .collect();
+        assert_eq!(rows.len(), SETTINGS.len(), "one README row per setting");
+        for setting in SETTINGS {
+            let key = format!("`{}`", setting.name);
+            let row = rows
+                .iter()
+                .find(|row| row.get(2) == Some(&key.as_str()))
+                .unwrap_or_else(|| panic!("no README row for {key}"));
+            let default = match setting.default {
+                Shown::Value(v) | Shown::Described(v) => format!("`{v}`"),
+                Shown::Off => "off".into(),
+                Shown::Unset => "—".into(),
+            };
+            assert!(
+                row[0].ends_with(&format!("`--{}`", setting.flag()))
+                    || row[0].contains(&format!("`--{} ", setting.flag())),
+                "README flag of `{}`: {row:?}",
+                setting.name
+            );
+            assert_eq!(row[1], format!("`{}`", setting.env()), "{row:?}");
+            assert_eq!(row[3], default, "README default of `{}`", setting.name);
+        }
+        // The batch keys, in `warden batch`'s section.
+        let batch = readme
+            .split("and the\nsettings (")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .expect("the batch file's list of settings");
+        let listed: std::collections::BTreeSet<&str> = batch
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .map(|w| w.trim_matches('`'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let in_batch: std::collections::BTreeSet<&str> = SETTINGS
+            .iter()
+            .filter(|s| s.in_batch)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(listed, in_batch, "the settings a batch file may set");
+    }
+
     #[test]
     fn durations_parse_in_every_documented_form() {
         for (s, ms) in [
