@@ -220,6 +220,7 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
             index + 1
         ));
     }
+    // A batch has its own view: no run echoes its agent's output.
     if let Some(quiet) = settings::find("quiet") {
         f.set(quiet, "true");
     }

@@ -7,184 +7,33 @@
 //! example of a good one. Every value present is checked, also one that a
 //! higher source overrides: a typo in a CI variable should not wait for the
 //! day the flag is dropped. Nothing bad is ever replaced by a default.
+//!
+//! Each setting is one row of [`SETTINGS`] (`table.rs`): its name gives its
+//! flag, variable and key, its [`Kind`] (`kind.rs`) how its text is read
+//! and which field of [`Resolved`] it fills. `flags.rs` turns the rows into
+//! `warden run`'s arguments. Resolving only reads text: what the machine
+//! has (a sandbox for `sandbox = auto`, a cgroup) is found out when the run
+//! is planned and started, not here.
+//!
+//! To add a setting: add its row and the field of [`Resolved`] it fills
+//! (with its default in `Resolved::default`), its line in the README's
+//! table, and its effect in the settings test of `tests/run`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, Limits, SandboxChoice};
 
 mod flags;
+mod kind;
 mod table;
 
 pub(crate) use flags::SettingFlags;
+use kind::Bad;
+pub(crate) use kind::{Kind, parse_duration};
 use table::known_keys;
-pub(crate) use table::{SETTINGS, find};
-
-/// What kind of value a setting takes, and the setter of the field of
-/// [`Resolved`] it fills: the one place a setting is parsed and applied.
-#[derive(Clone, Copy)]
-pub(crate) enum Kind {
-    /// A clock: `0` disables it (the setter gets `None`).
-    Clock(fn(&mut Resolved, Option<Duration>)),
-    /// A grace period: `0` means none.
-    Grace(fn(&mut Resolved, Duration)),
-    /// Any non-empty text.
-    Text(fn(&mut Resolved, String)),
-    /// A flag without a value; `true` or `false` from the other sources.
-    Switch(fn(&mut Resolved, bool)),
-    Bytes(fn(&mut Resolved, usize)),
-    Containment(fn(&mut Resolved, ContainmentChoice)),
-    Sandbox(fn(&mut Resolved, SandboxChoice)),
-    Path(fn(&mut Resolved, PathBuf)),
-    /// What a fatal error of the agent does: `end` or `wait`.
-    OnFatalError(fn(&mut Resolved, OnFatalError)),
-}
-
-/// A parsed value, ready to be put in its place.
-type Setter = Box<dyn FnOnce(&mut Resolved)>;
-
-impl Kind {
-    fn expected(self) -> &'static str {
-        match self {
-            Kind::Clock(_) => {
-                "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)"
-            }
-            Kind::Grace(_) => "a duration such as `10s`, `500ms` or `1m` (`0` for none)",
-            Kind::Text(_) => "a non-empty string such as `<promise>COMPLETE</promise>`",
-            Kind::Switch(_) => "`true` or `false` (or `1` / `0`)",
-            Kind::Bytes(_) => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
-            Kind::Containment(_) => "one of `auto`, `cgroup`, `subreaper`",
-            Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
-            Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
-            Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
-        }
-    }
-
-    /// A flag without a value.
-    pub(crate) fn is_switch(self) -> bool {
-        matches!(self, Kind::Switch(_))
-    }
-
-    /// Checks the text; only looks at it, never at the machine (whether a
-    /// sandbox or a cgroup is there is for the run to find out).
-    fn parse(self, s: &str) -> Result<Setter, Bad> {
-        let t = s.trim();
-        Ok(match self {
-            Kind::Clock(set) => {
-                let d = duration(t).map_err(|b| too_large_says(b, CLOCK_LIMIT))?;
-                Box::new(move |r| set(r, clock(d)))
-            }
-            Kind::Grace(set) => {
-                let d = duration(t)?;
-                Box::new(move |r| set(r, d))
-            }
-            Kind::Bytes(set) => {
-                let b = bytes(t)?;
-                Box::new(move |r| set(r, b))
-            }
-            Kind::Text(set) => {
-                let text = non_empty(s)?;
-                Box::new(move |r| set(r, text))
-            }
-            Kind::Path(set) => {
-                let path = PathBuf::from(non_empty(s)?);
-                Box::new(move |r| set(r, path))
-            }
-            Kind::Switch(set) => {
-                let on = match t.to_ascii_lowercase().as_str() {
-                    "true" | "1" | "yes" | "on" => true,
-                    "false" | "0" | "no" | "off" | "" => false,
-                    _ => return Err(Bad::Invalid),
-                };
-                Box::new(move |r| set(r, on))
-            }
-            Kind::Sandbox(set) => {
-                let choice: SandboxChoice = t.parse().map_err(|_| Bad::Invalid)?;
-                Box::new(move |r| set(r, choice))
-            }
-            Kind::OnFatalError(set) => {
-                let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
-                Box::new(move |r| set(r, o))
-            }
-            Kind::Containment(set) => {
-                let c = match t {
-                    "auto" => ContainmentChoice::Auto,
-                    "cgroup" => ContainmentChoice::Cgroup,
-                    "subreaper" => ContainmentChoice::Subreaper,
-                    _ => return Err(Bad::Invalid),
-                };
-                Box::new(move |r| set(r, c))
-            }
-        })
-    }
-}
-
-fn non_empty(s: &str) -> Result<String, Bad> {
-    if s.is_empty() {
-        Err(Bad::Invalid)
-    } else {
-        Ok(s.to_string())
-    }
-}
-
-/// The default a setting shows in `--help` and the README.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Shown {
-    /// A value in the setting's own syntax that gives the default.
-    Value(&'static str),
-    /// Words for a default no value can spell (`.warden/runs/<run-id>`).
-    Described(&'static str),
-    /// A switch that is off.
-    Off,
-    /// Not set unless given.
-    Unset,
-}
-
-/// One setting. Its name is its `warden.toml` key and its batch key; the
-/// flag is the name with dashes, the variable `WARDEN_` and the name in
-/// capitals.
-#[derive(Clone, Copy)]
-pub(crate) struct Setting {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub default: Shown,
-    /// The `--help` line, without the default.
-    pub doc: &'static str,
-    /// The value's placeholder in `--help`; unused for a switch.
-    pub value_name: &'static str,
-    pub short: Option<char>,
-    /// Whether a batch file may set it (a batch decides some for itself).
-    pub in_batch: bool,
-}
-
-impl Setting {
-    /// The long flag, without its dashes: `stall-timeout`.
-    pub(crate) fn flag(&self) -> String {
-        self.name.replace('_', "-")
-    }
-
-    /// The environment variable: `WARDEN_STALL_TIMEOUT`.
-    pub(crate) fn env(&self) -> String {
-        format!("WARDEN_{}", self.name.to_ascii_uppercase())
-    }
-
-    /// The `--help` line: the doc, then the default.
-    pub(crate) fn help(&self) -> String {
-        let disables = if matches!(self.kind, Kind::Clock(_)) {
-            "; 0 disables"
-        } else {
-            ""
-        };
-        match self.default {
-            Shown::Value(d) | Shown::Described(d) => {
-                format!("{} [default: {d}{disables}]", self.doc)
-            }
-            Shown::Off | Shown::Unset => self.doc.to_string(),
-        }
-    }
-}
+pub(crate) use table::{SETTINGS, Setting, find};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub(crate) enum SettingsError {
@@ -412,69 +261,10 @@ impl RawSettings {
     }
 }
 
-/// Why a value was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Bad {
-    Invalid,
-    /// Well formed, but past what the setting can hold: says the limit.
-    TooLarge(&'static str),
-}
-
-const DURATION_LIMIT: &str = "the most is 100 years";
-const CLOCK_LIMIT: &str = "the most is 100 years (`0` disables it)";
-
-fn too_large_says(b: Bad, limit: &'static str) -> Bad {
-    match b {
-        Bad::TooLarge(_) => Bad::TooLarge(limit),
-        other => other,
-    }
-}
-
-/// `15m`, `90s`, `250ms`, `1h30m`, or `0`.
-pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
-    duration(s).ok()
-}
-
-/// Past a hundred years a clock means "never": say 0 for that.
-const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-fn duration(s: &str) -> Result<Duration, Bad> {
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    match humantime::parse_duration(s) {
-        Ok(d) if d <= LONGEST => Ok(d),
-        Ok(_) | Err(humantime::DurationError::NumberOverflow) => Err(Bad::TooLarge(DURATION_LIMIT)),
-        Err(_) => Err(Bad::Invalid),
-    }
-}
-
-/// `8MiB`, `512KiB`, `8M`, `1048576`; at least one byte.
-fn bytes(s: &str) -> Result<usize, Bad> {
-    const TOO_LARGE: Bad = Bad::TooLarge("it does not fit in this machine's memory size");
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    if num.is_empty() {
-        return Err(Bad::Invalid);
-    }
-    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(Bad::Invalid),
-    };
-    // All digits: a failed parse can only be an overflow.
-    let n: usize = num.parse().map_err(|_| TOO_LARGE)?;
-    match n.checked_mul(mult) {
-        Some(0) => Err(Bad::Invalid),
-        Some(b) => Ok(b),
-        None => Err(TOO_LARGE),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::kind::bytes;
+    use super::table::Shown;
     use super::*;
 
     fn raw(

@@ -4,7 +4,64 @@
 //! `warden.toml` key and the batch key (`stall_timeout`), the `--help`
 //! line and the list of known keys are all derived from the row.
 
-use super::{Kind, Resolved, Setting, Shown};
+use super::{Kind, Resolved};
+
+/// The default a setting shows in `--help` and the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// A value in the setting's own syntax that gives the default.
+    Value(&'static str),
+    /// Words for a default no value can spell (`.warden/runs/<run-id>`).
+    Described(&'static str),
+    /// A switch that is off.
+    Off,
+    /// Not set unless given.
+    Unset,
+}
+
+/// One setting. Its name is its `warden.toml` key and its batch key; the
+/// flag is the name with dashes, the variable `WARDEN_` and the name in
+/// capitals.
+#[derive(Clone, Copy)]
+pub(crate) struct Setting {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: Shown,
+    /// The `--help` line, without the default.
+    pub doc: &'static str,
+    /// The value's placeholder in `--help`; unused for a switch.
+    pub value_name: &'static str,
+    pub short: Option<char>,
+    /// Whether a batch file may set it (a batch decides some for itself).
+    pub in_batch: bool,
+}
+
+impl Setting {
+    /// The long flag, without its dashes: `stall-timeout`.
+    pub(crate) fn flag(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
+    /// The environment variable: `WARDEN_STALL_TIMEOUT`.
+    pub(crate) fn env(&self) -> String {
+        format!("WARDEN_{}", self.name.to_ascii_uppercase())
+    }
+
+    /// The `--help` line: the doc, then the default.
+    pub(crate) fn help(&self) -> String {
+        let disables = if matches!(self.kind, Kind::Clock(_)) {
+            "; 0 disables"
+        } else {
+            ""
+        };
+        match self.default {
+            Shown::Value(d) | Shown::Described(d) => {
+                format!("{} [default: {d}{disables}]", self.doc)
+            }
+            Shown::Off | Shown::Unset => self.doc.to_string(),
+        }
+    }
+}
 
 pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
