@@ -32,13 +32,14 @@ use warden_run::batch::{Batch, entry_dir_name};
 use warden_run::batch_report::BatchReport;
 use warden_run::update::Update;
 
-use crate::cli::{BatchArgs, RunArgs, SettingFlags};
+use crate::cli::{BatchArgs, RunArgs};
 use crate::render::{ViewState, live, ms};
-use crate::settings::{KEYS, RawSettings};
+use crate::settings::{self, RawSettings, SettingFlags};
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
 
-/// Keys of a run (or of `[defaults]`) besides the settings in `KEYS`.
+/// Keys of a run (or of `[defaults]`) besides the settings (those of the
+/// settings table a batch may set).
 const RUN_KEYS: &[&str] = &[
     "name",
     "agent",
@@ -64,9 +65,6 @@ const RUN_KEYS: &[&str] = &[
     "output_retries",
     "preamble",
 ];
-
-/// Settings a batch decides for itself.
-const NOT_IN_BATCH: &[&str] = &["run_dir", "json", "quiet", "heartbeat"];
 
 fn err(file: &Path, msg: impl std::fmt::Display) -> u8 {
     eprintln!("warden: error: {}: {msg}", file.display());
@@ -151,35 +149,33 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
             "output_tag" => a.output_tag = Some(s()?),
             "output_schema" => a.output_schema = Some(s()?.into()),
             "preamble" => a.preamble = v.as_bool().ok_or_else(|| bad("true or false"))?,
-            "timeout" => f.timeout = Some(s()?),
-            "stall_timeout" => f.stall_timeout = Some(s()?),
-            "startup_timeout" => f.startup_timeout = Some(s()?),
-            "completion_timeout" => f.completion_timeout = Some(s()?),
-            "completion_signal" => f.completion_signal = Some(s()?),
-            "on_fatal_error" => f.on_fatal_error = Some(s()?),
-            "drain_grace" => f.drain_grace = Some(s()?),
-            "kill_grace" => f.kill_grace = Some(s()?),
-            "max_line" => f.max_line = Some(s()?),
-            "containment" => f.containment = Some(s()?),
-            "sandbox" => f.sandbox = Some(s()?),
-            "image" => f.image = Some(s()?),
-            "no_network" => f.no_network = v.as_bool().ok_or_else(|| bad("true or false"))?,
-            other => {
-                let known: Vec<&str> = RUN_KEYS
-                    .iter()
-                    .copied()
-                    .chain(
-                        KEYS.iter()
-                            .map(|k| k.name)
-                            .filter(|n| !NOT_IN_BATCH.contains(n)),
-                    )
-                    .collect();
-                return Err(format!(
-                    "run {}: unknown key `{other}`; known keys: {}",
-                    index + 1,
-                    known.join(", ")
-                ));
-            }
+            other => match settings::find(other).filter(|s| s.in_batch) {
+                // `false` is as if the key were not there: it does not
+                // override the environment or warden.toml.
+                Some(setting) if setting.kind.is_switch() => {
+                    if v.as_bool().ok_or_else(|| bad("true or false"))? {
+                        f.set(setting, "true");
+                    }
+                }
+                Some(setting) => f.set(setting, s()?),
+                None => {
+                    let known: Vec<&str> = RUN_KEYS
+                        .iter()
+                        .copied()
+                        .chain(
+                            settings::SETTINGS
+                                .iter()
+                                .filter(|s| s.in_batch)
+                                .map(|s| s.name),
+                        )
+                        .collect();
+                    return Err(format!(
+                        "run {}: unknown key `{other}`; known keys: {}",
+                        index + 1,
+                        known.join(", ")
+                    ));
+                }
+            },
         }
     }
     if a.agent.is_empty() {
@@ -188,7 +184,10 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
             index + 1
         ));
     }
-    f.quiet = true;
+    // A batch has its own view: no run echoes its agent's output.
+    if let Some(quiet) = settings::find("quiet") {
+        f.set(quiet, "true");
+    }
     Ok((a, f))
 }
 

@@ -11,7 +11,7 @@ use warden_events::Agent;
 use crate::render::console::{self, Priority, Stream};
 use crate::replay;
 use crate::runner::{run_once, run_session_cli};
-use crate::settings::RawSettings;
+use crate::settings::{RawSettings, SettingFlags};
 use crate::signals::Signals;
 
 #[derive(Debug, Parser)]
@@ -213,6 +213,8 @@ pub(crate) struct RunArgs {
     #[arg(last = true, value_name = "ARGS")]
     pub rest: Vec<String>,
 
+    // Every setting (`--timeout`, `--sandbox`, ...), built from the
+    // settings table; each also comes from `WARDEN_<NAME>` and `warden.toml`.
     #[command(flatten)]
     pub settings: SettingFlags,
 }
@@ -230,68 +232,6 @@ pub(crate) struct ReplayArgs {
     /// Print the events as JSON lines, then the summary object.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Every setting flag; each also comes from `WARDEN_<NAME>` and from
-/// `warden.toml`. Values are taken as text and validated in one place
-/// (`settings`), so a bad value gets the same message from every source.
-#[derive(Debug, Args, Default)]
-pub(crate) struct SettingFlags {
-    /// Wall clock for the run [default: 1h; 0 disables].
-    #[arg(long, value_name = "DURATION")]
-    pub timeout: Option<String>,
-    /// Kill the run after this long with no activity [default: 15m].
-    #[arg(long, value_name = "DURATION")]
-    pub stall_timeout: Option<String>,
-    /// Kill the run if no activity at all comes this soon [default: 2m].
-    #[arg(long, value_name = "DURATION")]
-    pub startup_timeout: Option<String>,
-    /// After the agent says it is done, end the run after this much silence [default: 60s].
-    #[arg(long, value_name = "DURATION")]
-    pub completion_timeout: Option<String>,
-    /// The string that says the task is done [default: <promise>COMPLETE</promise>].
-    #[arg(long, value_name = "TEXT")]
-    pub completion_signal: Option<String>,
-    /// When the agent reports an error no retry fixes (bad credentials, unknown model,
-    /// exhausted quota): end the run, or wait for the agent's own retries [default: end].
-    #[arg(long, value_name = "end|wait")]
-    pub on_fatal_error: Option<String>,
-    /// After the agent exits, how long to keep reading its output [default: 5s].
-    #[arg(long, value_name = "DURATION")]
-    pub drain_grace: Option<String>,
-    /// Between SIGTERM and SIGKILL [default: 10s].
-    #[arg(long, value_name = "DURATION")]
-    pub kill_grace: Option<String>,
-    /// Lines longer than this are logged but not decoded [default: 8MiB].
-    #[arg(long, value_name = "BYTES")]
-    pub max_line: Option<String>,
-    /// How to contain the run's processes: auto, cgroup or subreaper [default: auto].
-    #[arg(long, value_name = "MODE")]
-    pub containment: Option<String>,
-    /// Where the run's artifacts go [default: .warden/runs/<run-id>].
-    #[arg(long, value_name = "DIR")]
-    pub run_dir: Option<String>,
-    /// Where the agent runs: host, bwrap, docker, podman, or auto (bwrap where it works) [default: host].
-    #[arg(long, value_name = "SANDBOX")]
-    pub sandbox: Option<String>,
-    /// Cut the network inside the sandbox (agents that call a model API need it).
-    #[arg(long)]
-    pub no_network: bool,
-    /// The container image, for --sandbox docker or podman.
-    #[arg(long, value_name = "IMAGE")]
-    pub image: Option<String>,
-    /// Write the events as JSON lines on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Do not echo the agent's output; warnings and the summary remain.
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// Off a terminal: how often to say the run is alive, and how long it has been quiet [default: 30s; 0 disables].
-    #[arg(long, value_name = "DURATION")]
-    pub heartbeat: Option<String>,
-    /// Read settings from this file instead of ./warden.toml.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
 }
 
 pub(crate) async fn dispatch(cli: Cli) -> u8 {
@@ -600,8 +540,8 @@ mod tests {
     fn setting_flags_match_the_settings_table() {
         let cmd = Cli::command();
         let run = cmd.find_subcommand("run").unwrap();
-        for key in crate::settings::KEYS {
-            let flag = key.name.replace('_', "-");
+        for setting in crate::settings::SETTINGS {
+            let flag = setting.flag();
             assert!(
                 run.get_arguments()
                     .any(|a| a.get_long() == Some(flag.as_str())),

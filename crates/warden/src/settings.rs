@@ -7,127 +7,33 @@
 //! example of a good one. Every value present is checked, also one that a
 //! higher source overrides: a typo in a CI variable should not wait for the
 //! day the flag is dropped. Nothing bad is ever replaced by a default.
+//!
+//! Each setting is one row of [`SETTINGS`] (`table.rs`): its name gives its
+//! flag, variable and key, its [`Kind`] (`kind.rs`) how its text is read
+//! and which field of [`Resolved`] it fills. `flags.rs` turns the rows into
+//! `warden run`'s arguments. Resolving only reads text: what the machine
+//! has (a sandbox for `sandbox = auto`, a cgroup) is found out when the run
+//! is planned and started, not here.
+//!
+//! To add a setting: add its row and the field of [`Resolved`] it fills
+//! (with its default in `Resolved::default`), its line in the README's
+//! table, and its effect in the settings test of `tests/run`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, Limits, SandboxChoice};
 
-use crate::cli::SettingFlags;
+mod flags;
+mod kind;
+mod table;
 
-/// What kind of value a setting takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A clock: `0` disables it.
-    Clock,
-    /// A grace period: `0` means none.
-    Grace,
-    Text,
-    Bool,
-    Bytes,
-    Containment,
-    Sandbox,
-    Path,
-    /// What a fatal error of the agent does: `end` or `wait`.
-    OnFatalError,
-}
-
-impl Kind {
-    fn expected(self) -> &'static str {
-        match self {
-            Kind::Clock => "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)",
-            Kind::Grace => "a duration such as `10s`, `500ms` or `1m` (`0` for none)",
-            Kind::Text => "a non-empty string such as `<promise>COMPLETE</promise>`",
-            Kind::Bool => "`true` or `false` (or `1` / `0`)",
-            Kind::Bytes => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
-            Kind::Containment => "one of `auto`, `cgroup`, `subreaper`",
-            Kind::Sandbox => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
-            Kind::Path => "a directory path such as `.warden/runs/my-run`",
-            Kind::OnFatalError => "`end` (end the run at once) or `wait` (let the agent retry)",
-        }
-    }
-}
-
-/// One setting: its name as a `warden.toml` key (the flag is the same with
-/// dashes, the variable `WARDEN_` and the name in capitals).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Key {
-    pub name: &'static str,
-    pub kind: Kind,
-}
-
-pub(crate) const KEYS: &[Key] = &[
-    Key {
-        name: "timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "stall_timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "startup_timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "completion_timeout",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "completion_signal",
-        kind: Kind::Text,
-    },
-    Key {
-        name: "on_fatal_error",
-        kind: Kind::OnFatalError,
-    },
-    Key {
-        name: "drain_grace",
-        kind: Kind::Grace,
-    },
-    Key {
-        name: "kill_grace",
-        kind: Kind::Grace,
-    },
-    Key {
-        name: "max_line",
-        kind: Kind::Bytes,
-    },
-    Key {
-        name: "containment",
-        kind: Kind::Containment,
-    },
-    Key {
-        name: "run_dir",
-        kind: Kind::Path,
-    },
-    Key {
-        name: "sandbox",
-        kind: Kind::Sandbox,
-    },
-    Key {
-        name: "no_network",
-        kind: Kind::Bool,
-    },
-    Key {
-        name: "image",
-        kind: Kind::Text,
-    },
-    Key {
-        name: "heartbeat",
-        kind: Kind::Clock,
-    },
-    Key {
-        name: "json",
-        kind: Kind::Bool,
-    },
-    Key {
-        name: "quiet",
-        kind: Kind::Bool,
-    },
-];
+pub(crate) use flags::SettingFlags;
+use kind::Bad;
+pub(crate) use kind::{Kind, parse_duration};
+use table::known_keys;
+pub(crate) use table::{SETTINGS, Setting, find};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub(crate) enum SettingsError {
@@ -193,10 +99,6 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
         }
         None => format!("TOML parse error: {message}"),
     }
-}
-
-fn known_keys() -> String {
-    KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
 }
 
 #[derive(Debug, Clone)]
@@ -273,50 +175,25 @@ impl RawSettings {
     }
 
     fn add_flags(&mut self, f: &SettingFlags) {
-        let texts = [
-            ("timeout", &f.timeout),
-            ("stall_timeout", &f.stall_timeout),
-            ("startup_timeout", &f.startup_timeout),
-            ("completion_timeout", &f.completion_timeout),
-            ("completion_signal", &f.completion_signal),
-            ("on_fatal_error", &f.on_fatal_error),
-            ("drain_grace", &f.drain_grace),
-            ("kill_grace", &f.kill_grace),
-            ("max_line", &f.max_line),
-            ("containment", &f.containment),
-            ("run_dir", &f.run_dir),
-            ("sandbox", &f.sandbox),
-            ("image", &f.image),
-            ("heartbeat", &f.heartbeat),
-        ];
-        let mut from_flag = |name, value| {
-            self.push(name, value, format!("--{}", name.replace('_', "-")));
-            if let Some(last) = self.values.get_mut(name).and_then(|v| v.last_mut()) {
+        for (name, value) in f.given() {
+            let Some(setting) = find(name) else { continue };
+            self.push(
+                setting.name,
+                value.to_string(),
+                format!("--{}", setting.flag()),
+            );
+            if let Some(last) = self.values.get_mut(setting.name).and_then(|v| v.last_mut()) {
                 last.from_flags = true;
-            }
-        };
-        for (name, value) in texts {
-            if let Some(v) = value {
-                from_flag(name, v.clone());
-            }
-        }
-        for (name, on) in [
-            ("json", f.json),
-            ("quiet", f.quiet),
-            ("no_network", f.no_network),
-        ] {
-            if on {
-                from_flag(name, "true".into());
             }
         }
     }
 
     fn add_env(&mut self, vars: impl Iterator<Item = (String, String)>) {
         let vars: HashMap<String, String> = vars.collect();
-        for key in KEYS {
-            let var = format!("WARDEN_{}", key.name.to_ascii_uppercase());
+        for setting in SETTINGS {
+            let var = setting.env();
             if let Some(v) = vars.get(&var) {
-                self.push(key.name, v.clone(), var);
+                self.push(setting.name, v.clone(), var);
             }
         }
     }
@@ -329,13 +206,13 @@ impl RawSettings {
                     message: toml_error(text, &e),
                 })?;
         for (k, v) in table {
-            let Some(key) = KEYS.iter().find(|key| key.name == k) else {
+            let Some(setting) = find(&k) else {
                 return Err(SettingsError::UnknownKey {
                     key: k,
                     path: path.to_path_buf(),
                 });
             };
-            let origin = format!("`{}` in {}", key.name, path.display());
+            let origin = format!("`{}` in {}", setting.name, path.display());
             let value = match v {
                 toml::Value::String(s) => s,
                 toml::Value::Integer(i) => i.to_string(),
@@ -344,25 +221,29 @@ impl RawSettings {
                     return Err(SettingsError::Invalid {
                         origin,
                         value: other.to_string(),
-                        expected: key.kind.expected(),
+                        expected: setting.kind.expected(),
                     });
                 }
             };
-            self.push(key.name, value, origin);
+            self.push(setting.name, value, origin);
         }
         Ok(())
     }
 
-    /// Validates every value and keeps the one with the highest precedence.
+    /// Validates every value and keeps the one with the highest
+    /// precedence. Only the values are looked at: nothing on the machine
+    /// is probed here (`sandbox = auto` stays `Auto` for the run to
+    /// resolve).
     pub(crate) fn resolve(self) -> Result<Resolved, SettingsError> {
-        let mut parsed: HashMap<&'static str, Value> = HashMap::new();
-        for key in KEYS {
-            for (i, s) in self.values.get(key.name).into_iter().flatten().enumerate() {
-                let v = parse(key.kind, &s.value).map_err(|bad| match bad {
+        let mut resolved = Resolved::default();
+        for setting in SETTINGS {
+            let mut winner = None;
+            for s in self.values.get(setting.name).into_iter().flatten() {
+                let set = setting.kind.parse(&s.value).map_err(|bad| match bad {
                     Bad::Invalid => SettingsError::Invalid {
                         origin: s.origin.clone(),
                         value: s.value.clone(),
-                        expected: key.kind.expected(),
+                        expected: setting.kind.expected(),
                     },
                     Bad::TooLarge(limit) => SettingsError::TooLarge {
                         origin: s.origin.clone(),
@@ -370,176 +251,20 @@ impl RawSettings {
                         limit,
                     },
                 })?;
-                if i == 0 {
-                    parsed.insert(key.name, v);
-                }
+                winner.get_or_insert(set);
+            }
+            if let Some(set) = winner {
+                set(&mut resolved);
             }
         }
-        let mut limits = Limits::default();
-        let clock_of = |name, default: Option<Duration>| match parsed.get(name) {
-            Some(Value::Duration(d)) => clock(*d),
-            _ => default,
-        };
-        limits.timeout = clock_of("timeout", limits.timeout);
-        limits.stall_timeout = clock_of("stall_timeout", limits.stall_timeout);
-        limits.startup_timeout = clock_of("startup_timeout", limits.startup_timeout);
-        limits.completion_timeout = clock_of("completion_timeout", limits.completion_timeout);
-        if let Some(Value::Duration(d)) = parsed.get("drain_grace") {
-            limits.drain_grace = *d;
-        }
-        if let Some(Value::Duration(d)) = parsed.get("kill_grace") {
-            limits.kill_grace = *d;
-        }
-        if let Some(Value::Text(t)) = parsed.get("completion_signal") {
-            limits.completion_signal = t.clone();
-        }
-        if let Some(Value::OnFatalError(o)) = parsed.get("on_fatal_error") {
-            limits.on_fatal_error = *o;
-        }
-        if let Some(Value::Bytes(b)) = parsed.get("max_line") {
-            limits.max_line = *b;
-        }
-        let containment = match parsed.get("containment") {
-            Some(Value::Containment(c)) => *c,
-            _ => ContainmentChoice::Auto,
-        };
-        let run_dir = match parsed.get("run_dir") {
-            Some(Value::Text(p)) => Some(PathBuf::from(p)),
-            _ => None,
-        };
-        let flag = |name| matches!(parsed.get(name), Some(Value::Bool(true)));
-        let sandbox = match parsed.get("sandbox") {
-            Some(Value::Sandbox(s)) => *s,
-            _ => SandboxChoice::Host,
-        };
-        let image = match parsed.get("image") {
-            Some(Value::Text(t)) => Some(t.clone()),
-            _ => None,
-        };
-        Ok(Resolved {
-            limits,
-            containment,
-            sandbox,
-            no_network: flag("no_network"),
-            image,
-            run_dir,
-            json: flag("json"),
-            quiet: flag("quiet"),
-            heartbeat: match parsed.get("heartbeat") {
-                Some(Value::Duration(d)) => clock(*d),
-                _ => Some(Duration::from_secs(30)),
-            },
-        })
-    }
-}
-
-#[derive(Debug, Clone)]
-enum Value {
-    Duration(Duration),
-    Text(String),
-    Bool(bool),
-    Bytes(usize),
-    Containment(ContainmentChoice),
-    Sandbox(SandboxChoice),
-    OnFatalError(OnFatalError),
-}
-
-/// Why a value was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Bad {
-    Invalid,
-    /// Well formed, but past what the setting can hold: says the limit.
-    TooLarge(&'static str),
-}
-
-fn parse(kind: Kind, s: &str) -> Result<Value, Bad> {
-    let t = s.trim();
-    match kind {
-        Kind::Clock => duration(t)
-            .map(Value::Duration)
-            .map_err(|b| too_large_says(b, CLOCK_LIMIT)),
-        Kind::Grace => duration(t).map(Value::Duration),
-        Kind::Bytes => bytes(t).map(Value::Bytes),
-        _ => parse_other(kind, s).ok_or(Bad::Invalid),
-    }
-}
-
-const DURATION_LIMIT: &str = "the most is 100 years";
-const CLOCK_LIMIT: &str = "the most is 100 years (`0` disables it)";
-
-fn too_large_says(b: Bad, limit: &'static str) -> Bad {
-    match b {
-        Bad::TooLarge(_) => Bad::TooLarge(limit),
-        other => other,
-    }
-}
-
-fn parse_other(kind: Kind, s: &str) -> Option<Value> {
-    let t = s.trim();
-    match kind {
-        Kind::Clock | Kind::Grace | Kind::Bytes => None,
-        Kind::Text | Kind::Path => (!s.is_empty()).then(|| Value::Text(s.to_string())),
-        Kind::Bool => match t.to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" => Some(Value::Bool(true)),
-            "false" | "0" | "no" | "off" | "" => Some(Value::Bool(false)),
-            _ => None,
-        },
-        Kind::Sandbox => t.parse().ok().map(Value::Sandbox),
-        Kind::OnFatalError => t.parse().ok().map(Value::OnFatalError),
-        Kind::Containment => match t {
-            "auto" => Some(Value::Containment(ContainmentChoice::Auto)),
-            "cgroup" => Some(Value::Containment(ContainmentChoice::Cgroup)),
-            "subreaper" => Some(Value::Containment(ContainmentChoice::Subreaper)),
-            _ => None,
-        },
-    }
-}
-
-/// `15m`, `90s`, `250ms`, `1h30m`, or `0`.
-pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
-    duration(s).ok()
-}
-
-/// Past a hundred years a clock means "never": say 0 for that.
-const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-fn duration(s: &str) -> Result<Duration, Bad> {
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    match humantime::parse_duration(s) {
-        Ok(d) if d <= LONGEST => Ok(d),
-        Ok(_) | Err(humantime::DurationError::NumberOverflow) => Err(Bad::TooLarge(DURATION_LIMIT)),
-        Err(_) => Err(Bad::Invalid),
-    }
-}
-
-/// `8MiB`, `512KiB`, `8M`, `1048576`; at least one byte.
-fn bytes(s: &str) -> Result<usize, Bad> {
-    const TOO_LARGE: Bad = Bad::TooLarge("it does not fit in this machine's memory size");
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    if num.is_empty() {
-        return Err(Bad::Invalid);
-    }
-    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(Bad::Invalid),
-    };
-    // All digits: a failed parse can only be an overflow.
-    let n: usize = num.parse().map_err(|_| TOO_LARGE)?;
-    match n.checked_mul(mult) {
-        Some(0) => Err(Bad::Invalid),
-        Some(b) => Ok(b),
-        None => Err(TOO_LARGE),
+        Ok(resolved)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::kind::bytes;
+    use super::table::Shown;
     use super::*;
 
     fn raw(
@@ -554,6 +279,180 @@ mod tests {
             r.add_file(text, Path::new("/w/warden.toml"))?;
         }
         r.resolve()
+    }
+
+    /// A valid value of each kind that is no setting's default.
+    fn sample(kind: Kind) -> &'static str {
+        match kind {
+            Kind::Clock(_) => "7s",
+            Kind::Grace(_) => "3s",
+            Kind::Text(_) => "sample-text",
+            Kind::Path(_) => "some/dir",
+            Kind::Switch(_) => "true",
+            Kind::Bytes(_) => "4KiB",
+            Kind::Containment(_) => "subreaper",
+            Kind::Sandbox(_) => "bwrap",
+            Kind::OnFatalError(_) => "wait",
+        }
+    }
+
+    /// The flags `warden run` parses from this command line.
+    fn parsed_flags(argv: &[&str]) -> SettingFlags {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"));
+        match cli.command {
+            crate::cli::Command::Run(args) => args.settings,
+            other => panic!("not a run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_setting_has_one_name_as_flag_variable_and_key() {
+        use clap::CommandFactory;
+        let cli = crate::cli::Cli::command();
+        let run = cli.find_subcommand("run").expect("a run command");
+        let mut names = std::collections::HashSet::new();
+        for setting in SETTINGS {
+            let name = setting.name;
+            assert!(names.insert(name), "`{name}` is in the table twice");
+            assert!(
+                name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                "`{name}`: a key is lower case words joined by `_`"
+            );
+            let arg = run
+                .get_arguments()
+                .find(|a| a.get_id() == name)
+                .unwrap_or_else(|| panic!("no argument for `{name}`"));
+            let flag = arg.get_long().expect("a long flag");
+            assert_eq!(flag.replace('-', "_"), name, "the flag of `{name}`");
+            assert_eq!(
+                setting.env(),
+                format!("WARDEN_{}", flag.replace('-', "_").to_uppercase())
+            );
+
+            // The same value through each source sets the same thing,
+            // and something that is not the default.
+            let value = sample(setting.kind);
+            let long = format!("--{flag}");
+            let mut argv = vec!["warden", "run", "exec", long.as_str()];
+            if !setting.kind.is_switch() {
+                argv.push(value);
+            }
+            let by_flag = raw(parsed_flags(&argv), &[], None).unwrap();
+            let by_env = raw(SettingFlags::default(), &[(&setting.env(), value)], None).unwrap();
+            let by_file = raw(
+                SettingFlags::default(),
+                &[],
+                Some(&format!("{name} = {value:?}")),
+            )
+            .unwrap();
+            let shown = |r: &Resolved| format!("{r:?}");
+            assert_eq!(
+                shown(&by_flag),
+                shown(&by_env),
+                "`{name}`: flag and variable"
+            );
+            assert_eq!(
+                shown(&by_flag),
+                shown(&by_file),
+                "`{name}`: flag and warden.toml"
+            );
+            assert_ne!(
+                shown(&by_flag),
+                shown(&Resolved::default()),
+                "`{name}` = {value:?} changed nothing"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_each_setting_shows_is_its_default() {
+        let default = format!("{:?}", Resolved::default());
+        for setting in SETTINGS {
+            let value = match setting.default {
+                Shown::Value(v) => v,
+                Shown::Off => "false",
+                Shown::Described(_) | Shown::Unset => continue,
+            };
+            let r = raw(SettingFlags::default(), &[(&setting.env(), value)], None).unwrap();
+            assert_eq!(
+                format!("{r:?}"),
+                default,
+                "`{}` shows the default {value:?}, which is not its default",
+                setting.name
+            );
+        }
+    }
+
+    #[test]
+    fn resolving_looks_at_values_not_at_the_machine() {
+        // Whether bwrap, docker or a cgroup is there is the run's to find
+        // out: `auto` stays `auto`, a named sandbox or containment is
+        // taken as asked, whatever this machine has.
+        for (sandbox, want) in [
+            ("auto", SandboxChoice::Auto),
+            ("docker", SandboxChoice::Use(warden_run::Sandbox::Docker)),
+            ("podman", SandboxChoice::Use(warden_run::Sandbox::Podman)),
+        ] {
+            let r = raw(SettingFlags::of(&[("sandbox", sandbox)]), &[], None).unwrap();
+            assert_eq!(r.sandbox, want);
+        }
+        let r = raw(SettingFlags::of(&[("containment", "cgroup")]), &[], None).unwrap();
+        assert_eq!(r.containment, ContainmentChoice::Cgroup);
+    }
+
+    #[test]
+    fn the_readme_lists_every_setting_as_the_table_has_it() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(path).expect("the README");
+        let section = readme
+            .split("\n## Settings\n")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("a Settings section");
+        let rows: Vec<Vec<&str>> = section
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| l.split(" | ").collect())
+            .collect();
+        assert_eq!(rows.len(), SETTINGS.len(), "one README row per setting");
+        for setting in SETTINGS {
+            let key = format!("`{}`", setting.name);
+            let row = rows
+                .iter()
+                .find(|row| row.get(2) == Some(&key.as_str()))
+                .unwrap_or_else(|| panic!("no README row for {key}"));
+            let default = match setting.default {
+                Shown::Value(v) | Shown::Described(v) => format!("`{v}`"),
+                Shown::Off => "off".into(),
+                Shown::Unset => "—".into(),
+            };
+            assert!(
+                row[0].ends_with(&format!("`--{}`", setting.flag()))
+                    || row[0].contains(&format!("`--{} ", setting.flag())),
+                "README flag of `{}`: {row:?}",
+                setting.name
+            );
+            assert_eq!(row[1], format!("`{}`", setting.env()), "{row:?}");
+            assert_eq!(row[3], default, "README default of `{}`", setting.name);
+        }
+        // The batch keys, in `warden batch`'s section.
+        let batch = readme
+            .split("and the\nsettings (")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .expect("the batch file's list of settings");
+        let listed: std::collections::BTreeSet<&str> = batch
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .map(|w| w.trim_matches('`'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let in_batch: std::collections::BTreeSet<&str> = SETTINGS
+            .iter()
+            .filter(|s| s.in_batch)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(listed, in_batch, "the settings a batch file may set");
     }
 
     #[test]
@@ -580,10 +479,7 @@ mod tests {
     fn flag_beats_env_beats_file_beats_default() {
         let file = Some("stall_timeout = \"3m\"\ntimeout = \"2h\"\nkill_grace = \"1s\"");
         let env = [("WARDEN_STALL_TIMEOUT", "2m"), ("WARDEN_TIMEOUT", "90m")];
-        let flags = SettingFlags {
-            stall_timeout: Some("1m".into()),
-            ..SettingFlags::default()
-        };
+        let flags = SettingFlags::of(&[("stall_timeout", "1m")]);
         let r = raw(flags, &env, file).unwrap();
         assert_eq!(r.limits.stall_timeout, Some(Duration::from_secs(60)));
         assert_eq!(r.limits.timeout, Some(Duration::from_secs(90 * 60)));
@@ -593,15 +489,7 @@ mod tests {
 
     #[test]
     fn zero_disables_a_clock() {
-        let r = raw(
-            SettingFlags {
-                timeout: Some("0".into()),
-                ..Default::default()
-            },
-            &[],
-            None,
-        )
-        .unwrap();
+        let r = raw(SettingFlags::of(&[("timeout", "0")]), &[], None).unwrap();
         assert_eq!(r.limits.timeout, None);
     }
 
@@ -619,10 +507,7 @@ mod tests {
             "{msg}"
         );
         // Overridden by a flag, the bad variable is still an error.
-        let flags = SettingFlags {
-            stall_timeout: Some("1m".into()),
-            ..Default::default()
-        };
+        let flags = SettingFlags::of(&[("stall_timeout", "1m")]);
         assert!(raw(flags, &[("WARDEN_STALL_TIMEOUT", "ten")], None).is_err());
         let e = raw(SettingFlags::default(), &[], Some("kill_grace = \"fast\"")).unwrap_err();
         assert!(
@@ -644,15 +529,7 @@ mod tests {
         assert_eq!(r.sandbox, SandboxChoice::Use(warden_run::Sandbox::Bwrap));
         assert!(r.no_network);
         assert_eq!(r.image.as_deref(), Some("img:1"));
-        let e = raw(
-            SettingFlags {
-                sandbox: Some("jail".into()),
-                ..Default::default()
-            },
-            &[],
-            None,
-        )
-        .unwrap_err();
+        let e = raw(SettingFlags::of(&[("sandbox", "jail")]), &[], None).unwrap_err();
         assert!(
             e.to_string().contains("--sandbox") && e.to_string().contains("bwrap"),
             "{e}"
@@ -673,31 +550,19 @@ mod tests {
     fn values_over_the_limit_say_they_are_too_large() {
         for (flags, needle) in [
             (
-                SettingFlags {
-                    timeout: Some("101y".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("timeout", "101y")]),
                 "--timeout is too large",
             ),
             (
-                SettingFlags {
-                    stall_timeout: Some("99999999999999999999999s".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("stall_timeout", "99999999999999999999999s")]),
                 "--stall-timeout is too large",
             ),
             (
-                SettingFlags {
-                    kill_grace: Some("300000000000y".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("kill_grace", "300000000000y")]),
                 "--kill-grace is too large",
             ),
             (
-                SettingFlags {
-                    max_line: Some("99999999999999999999999".into()),
-                    ..Default::default()
-                },
+                SettingFlags::of(&[("max_line", "99999999999999999999999")]),
                 "--max-line is too large",
             ),
         ] {
@@ -713,10 +578,7 @@ mod tests {
     #[test]
     fn flags_can_be_named_as_the_batch_keys_they_came_from() {
         let mut r = RawSettings::default();
-        r.add_flags(&SettingFlags {
-            timeout: Some("soon".into()),
-            ..Default::default()
-        });
+        r.add_flags(&SettingFlags::of(&[("timeout", "soon")]));
         r.add_env([("WARDEN_STALL_TIMEOUT".to_string(), "1m".to_string())].into_iter());
         let e = r
             .name_flags_as(|k| format!("`{k}`"))

@@ -1,7 +1,8 @@
-//! Bad input gets a clear error and exit code 2 (or 6 for a command that
-//! cannot start); nothing is silently replaced by a default.
+//! Settings: every one takes effect from its flag, its variable and
+//! `warden.toml`; bad input gets a clear error and exit code 2 (or 6 for a
+//! command that cannot start); nothing is silently replaced by a default.
 
-use crate::support::Case;
+use crate::support::{Case, Finished};
 
 fn assert_usage_error(done: &crate::support::Finished, needles: &[&str]) {
     assert_eq!(
@@ -137,4 +138,276 @@ fn a_clock_too_long_to_hold_is_a_usage_error_not_a_crash() {
     let case = Case::new();
     let done = case.run(&["run", "exec", "--timeout", "300000000000y", "--", "true"]);
     assert_usage_error(&done, &["--timeout", "`300000000000y`", "`0` disables it"]);
+}
+
+/// How one setting shows that it took effect in a run.
+struct Effect {
+    /// The setting's `warden.toml` key.
+    key: &'static str,
+    /// A valid value that is not the default (`true` for a switch).
+    value: &'static str,
+    /// Flags the run needs besides the setting.
+    flags: &'static [&'static str],
+    /// The command `exec` runs.
+    command: &'static [&'static str],
+    /// Whether the finished run shows the value took effect.
+    took: fn(&Case, &Finished) -> bool,
+}
+
+fn limit(done: &Finished, field: &str) -> serde_json::Value {
+    if done.code == 2 {
+        return serde_json::Value::Null;
+    }
+    done.report()["limits"][field].clone()
+}
+
+const EFFECTS: &[Effect] = &[
+    Effect {
+        key: "timeout",
+        value: "7s",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "timeout_ms") == 7000,
+    },
+    Effect {
+        key: "stall_timeout",
+        value: "7s",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "stall_timeout_ms") == 7000,
+    },
+    Effect {
+        key: "startup_timeout",
+        value: "7s",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "startup_timeout_ms") == 7000,
+    },
+    Effect {
+        key: "completion_timeout",
+        value: "7s",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "completion_timeout_ms") == 7000,
+    },
+    Effect {
+        key: "completion_signal",
+        value: "all-done-here",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "completion_signal") == "all-done-here",
+    },
+    Effect {
+        key: "on_fatal_error",
+        value: "wait",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "on_fatal_error") == "wait",
+    },
+    Effect {
+        key: "drain_grace",
+        value: "3s",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "drain_grace_ms") == 3000,
+    },
+    Effect {
+        key: "kill_grace",
+        value: "3s",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "kill_grace_ms") == 3000,
+    },
+    Effect {
+        key: "max_line",
+        value: "4KiB",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| limit(d, "max_line") == 4096,
+    },
+    Effect {
+        key: "containment",
+        value: "subreaper",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 0 && d.report()["containment"] == "subreaper",
+    },
+    Effect {
+        key: "run_dir",
+        value: "elsewhere",
+        flags: &[],
+        command: &["true"],
+        took: |case, d| d.code == 0 && case.path().join("elsewhere/run.json").is_file(),
+    },
+    Effect {
+        key: "sandbox",
+        value: "docker",
+        flags: &["--image", "some-image"],
+        command: &["true"],
+        took: |_, d| d.code == 0 && d.report()["sandbox"] == "docker",
+    },
+    // On the host there is no network to cut: warden refuses the run,
+    // which it does only when the setting is on.
+    Effect {
+        key: "no_network",
+        value: "true",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("--no-network, --ro and --rw need a sandbox")
+        },
+    },
+    Effect {
+        key: "image",
+        value: "some-image",
+        flags: &["--sandbox", "docker"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && std::fs::read_to_string(case.path().join("docker.args"))
+                    .is_ok_and(|args| args.lines().any(|a| a == "some-image"))
+        },
+    },
+    Effect {
+        key: "heartbeat",
+        value: "100ms",
+        flags: &[],
+        command: &["sleep", "1"],
+        took: |_, d| d.code == 0 && d.stderr.contains("still running"),
+    },
+    Effect {
+        key: "json",
+        value: "true",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 0
+                && d.stdout.lines().next().is_some_and(|l| {
+                    serde_json::from_str::<serde_json::Value>(l)
+                        .is_ok_and(|e| e["kind"].is_string())
+                })
+        },
+    },
+    Effect {
+        key: "quiet",
+        value: "true",
+        flags: &[],
+        command: &["echo", "an-echoed-line"],
+        took: |_, d| d.code == 0 && !d.stderr.contains("an-echoed-line"),
+    },
+];
+
+/// Where a setting's value comes from in one run.
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Nowhere,
+    Flag,
+    Env,
+    File,
+}
+
+/// A stand-in `docker` that records its arguments and runs nothing.
+fn fake_docker(case: &Case) -> std::path::PathBuf {
+    let dir = case.path().join("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    crate::support::write_script(
+        &dir.join("docker"),
+        &format!(
+            "#!/bin/sh\n[ \"$1\" = rm ] && exit 0\nprintf '%s\\n' \"$@\" > '{}'\n",
+            case.path().join("docker.args").display()
+        ),
+    );
+    dir
+}
+
+fn run_with(effect: &Effect, source: Source) -> (Case, Finished) {
+    let case = Case::new();
+    let flag = format!("--{}", effect.key.replace('_', "-"));
+    let env = format!("WARDEN_{}", effect.key.to_uppercase());
+    let switch = effect.value == "true";
+    let mut args = vec!["run", "exec"];
+    if let Source::Flag = source {
+        args.push(&flag);
+        if !switch {
+            args.push(effect.value);
+        }
+    }
+    args.extend(effect.flags);
+    args.push("--");
+    args.extend(effect.command);
+    let mut cmd = case.command(&args);
+    // Only the setting under test, and only from its source.
+    for e in EFFECTS
+        .iter()
+        .filter(|e| e.key != "run_dir" || effect.key == "run_dir")
+    {
+        cmd.env_remove(format!("WARDEN_{}", e.key.to_uppercase()));
+    }
+    cmd.env_remove("WARDEN_CONFIG");
+    match source {
+        Source::Env => {
+            cmd.env(&env, effect.value);
+        }
+        Source::File => {
+            let value = if switch {
+                "true".to_string()
+            } else {
+                format!("{:?}", effect.value)
+            };
+            std::fs::write(
+                case.path().join("warden.toml"),
+                format!("{} = {value}\n", effect.key),
+            )
+            .unwrap();
+        }
+        Source::Nowhere | Source::Flag => {}
+    }
+    let bin = fake_docker(&case);
+    cmd.env(
+        "PATH",
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+    );
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    (case, done)
+}
+
+#[test]
+fn every_setting_takes_effect_from_its_flag_its_variable_and_warden_toml() {
+    // Every setting warden knows (as its message about an unknown key
+    // lists them) has an effect checked here.
+    let case = Case::new();
+    std::fs::write(case.path().join("warden.toml"), "no_such_key = 1\n").unwrap();
+    let done = case.run(&["run", "exec", "--", "true"]);
+    let known = done
+        .stderr
+        .split("known keys: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no list of known keys in:\n{}", done.stderr));
+    let known: Vec<&str> = known.trim().split(", ").collect();
+    let checked: Vec<&str> = EFFECTS.iter().map(|e| e.key).collect();
+    assert_eq!(checked, known, "a setting without a check of its effect");
+
+    for effect in EFFECTS {
+        let (case, done) = run_with(effect, Source::Nowhere);
+        assert!(
+            !(effect.took)(&case, &done),
+            "`{}` shows as set when it was not: the check proves nothing\nstderr:\n{}",
+            effect.key,
+            done.stderr
+        );
+        for source in [Source::Flag, Source::Env, Source::File] {
+            let (case, done) = run_with(effect, source);
+            assert!(
+                (effect.took)(&case, &done),
+                "`{}` = {:?} from {source:?} did not take effect (exit {})\nstdout:\n{}\nstderr:\n{}",
+                effect.key,
+                effect.value,
+                done.code,
+                done.stdout,
+                done.stderr
+            );
+        }
+    }
 }

@@ -1,0 +1,178 @@
+//! What a setting takes, and how its text is read: pure functions of the
+//! text, which never look at the machine.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use warden_run::limits::{OnFatalError, clock};
+use warden_run::{ContainmentChoice, SandboxChoice};
+
+use super::Resolved;
+
+/// What kind of value a setting takes, and the setter of the field of
+/// [`Resolved`] it fills: the one place a setting is parsed and applied.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// A clock: `0` disables it (the setter gets `None`).
+    Clock(fn(&mut Resolved, Option<Duration>)),
+    /// A grace period: `0` means none.
+    Grace(fn(&mut Resolved, Duration)),
+    /// Any non-empty text.
+    Text(fn(&mut Resolved, String)),
+    /// A flag without a value; `true` or `false` from the other sources.
+    Switch(fn(&mut Resolved, bool)),
+    Bytes(fn(&mut Resolved, usize)),
+    Containment(fn(&mut Resolved, ContainmentChoice)),
+    Sandbox(fn(&mut Resolved, SandboxChoice)),
+    Path(fn(&mut Resolved, PathBuf)),
+    /// What a fatal error of the agent does: `end` or `wait`.
+    OnFatalError(fn(&mut Resolved, OnFatalError)),
+}
+
+/// A parsed value, ready to be put in its place.
+pub(super) type Setter = Box<dyn FnOnce(&mut Resolved)>;
+
+impl Kind {
+    pub(super) fn expected(self) -> &'static str {
+        match self {
+            Kind::Clock(_) => {
+                "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)"
+            }
+            Kind::Grace(_) => "a duration such as `10s`, `500ms` or `1m` (`0` for none)",
+            Kind::Text(_) => "a non-empty string such as `<promise>COMPLETE</promise>`",
+            Kind::Switch(_) => "`true` or `false` (or `1` / `0`)",
+            Kind::Bytes(_) => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
+            Kind::Containment(_) => "one of `auto`, `cgroup`, `subreaper`",
+            Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
+            Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
+            Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
+        }
+    }
+
+    /// A flag without a value.
+    pub(crate) fn is_switch(self) -> bool {
+        matches!(self, Kind::Switch(_))
+    }
+
+    /// Checks the text; only looks at it, never at the machine (whether a
+    /// sandbox or a cgroup is there is for the run to find out).
+    pub(super) fn parse(self, s: &str) -> Result<Setter, Bad> {
+        let t = s.trim();
+        Ok(match self {
+            Kind::Clock(set) => {
+                let d = duration(t).map_err(|b| too_large_says(b, CLOCK_LIMIT))?;
+                Box::new(move |r| set(r, clock(d)))
+            }
+            Kind::Grace(set) => {
+                let d = duration(t)?;
+                Box::new(move |r| set(r, d))
+            }
+            Kind::Bytes(set) => {
+                let b = bytes(t)?;
+                Box::new(move |r| set(r, b))
+            }
+            Kind::Text(set) => {
+                let text = non_empty(s)?;
+                Box::new(move |r| set(r, text))
+            }
+            Kind::Path(set) => {
+                let path = PathBuf::from(non_empty(s)?);
+                Box::new(move |r| set(r, path))
+            }
+            Kind::Switch(set) => {
+                let on = match t.to_ascii_lowercase().as_str() {
+                    "true" | "1" | "yes" | "on" => true,
+                    "false" | "0" | "no" | "off" | "" => false,
+                    _ => return Err(Bad::Invalid),
+                };
+                Box::new(move |r| set(r, on))
+            }
+            Kind::Sandbox(set) => {
+                let choice: SandboxChoice = t.parse().map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, choice))
+            }
+            Kind::OnFatalError(set) => {
+                let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, o))
+            }
+            Kind::Containment(set) => {
+                let c = match t {
+                    "auto" => ContainmentChoice::Auto,
+                    "cgroup" => ContainmentChoice::Cgroup,
+                    "subreaper" => ContainmentChoice::Subreaper,
+                    _ => return Err(Bad::Invalid),
+                };
+                Box::new(move |r| set(r, c))
+            }
+        })
+    }
+}
+
+fn non_empty(s: &str) -> Result<String, Bad> {
+    if s.is_empty() {
+        Err(Bad::Invalid)
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+/// Why a value was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bad {
+    Invalid,
+    /// Well formed, but past what the setting can hold: says the limit.
+    TooLarge(&'static str),
+}
+
+const DURATION_LIMIT: &str = "the most is 100 years";
+const CLOCK_LIMIT: &str = "the most is 100 years (`0` disables it)";
+
+fn too_large_says(b: Bad, limit: &'static str) -> Bad {
+    match b {
+        Bad::TooLarge(_) => Bad::TooLarge(limit),
+        other => other,
+    }
+}
+
+/// `15m`, `90s`, `250ms`, `1h30m`, or `0`.
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
+    duration(s).ok()
+}
+
+/// Past a hundred years a clock means "never": say 0 for that.
+const LONGEST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+fn duration(s: &str) -> Result<Duration, Bad> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    match humantime::parse_duration(s) {
+        Ok(d) if d <= LONGEST => Ok(d),
+        Ok(_) | Err(humantime::DurationError::NumberOverflow) => Err(Bad::TooLarge(DURATION_LIMIT)),
+        Err(_) => Err(Bad::Invalid),
+    }
+}
+
+/// `8MiB`, `512KiB`, `8M`, `1048576`; at least one byte.
+pub(super) fn bytes(s: &str) -> Result<usize, Bad> {
+    const TOO_LARGE: Bad = Bad::TooLarge("it does not fit in this machine's memory size");
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    if num.is_empty() {
+        return Err(Bad::Invalid);
+    }
+    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(Bad::Invalid),
+    };
+    // All digits: a failed parse can only be an overflow.
+    let n: usize = num.parse().map_err(|_| TOO_LARGE)?;
+    match n.checked_mul(mult) {
+        Some(0) => Err(Bad::Invalid),
+        Some(b) => Ok(b),
+        None => Err(TOO_LARGE),
+    }
+}

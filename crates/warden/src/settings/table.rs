@@ -1,0 +1,255 @@
+//! Every setting, once: one row names it, says what it takes, what it
+//! defaults to and what it does, and fills its field of [`Resolved`]. The
+//! flag (`--stall-timeout`), the variable (`WARDEN_STALL_TIMEOUT`), the
+//! `warden.toml` key and the batch key (`stall_timeout`), the `--help`
+//! line and the list of known keys are all derived from the row.
+
+use super::{Kind, Resolved};
+
+/// The default a setting shows in `--help` and the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// A value in the setting's own syntax that gives the default.
+    Value(&'static str),
+    /// Words for a default no value can spell (`.warden/runs/<run-id>`).
+    Described(&'static str),
+    /// A switch that is off.
+    Off,
+    /// Not set unless given.
+    Unset,
+}
+
+/// One setting. Its name is its `warden.toml` key and its batch key; the
+/// flag is the name with dashes, the variable `WARDEN_` and the name in
+/// capitals.
+#[derive(Clone, Copy)]
+pub(crate) struct Setting {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: Shown,
+    /// The `--help` line, without the default.
+    pub doc: &'static str,
+    /// The value's placeholder in `--help`; unused for a switch.
+    pub value_name: &'static str,
+    pub short: Option<char>,
+    /// Whether a batch file may set it (a batch decides some for itself).
+    pub in_batch: bool,
+}
+
+impl Setting {
+    /// The long flag, without its dashes: `stall-timeout`.
+    pub(crate) fn flag(&self) -> String {
+        self.name.replace('_', "-")
+    }
+
+    /// The environment variable: `WARDEN_STALL_TIMEOUT`.
+    pub(crate) fn env(&self) -> String {
+        format!("WARDEN_{}", self.name.to_ascii_uppercase())
+    }
+
+    /// The `--help` line: the doc, then the default.
+    pub(crate) fn help(&self) -> String {
+        let disables = if matches!(self.kind, Kind::Clock(_)) {
+            "; 0 disables"
+        } else {
+            ""
+        };
+        match self.default {
+            Shown::Value(d) | Shown::Described(d) => {
+                format!("{} [default: {d}{disables}]", self.doc)
+            }
+            Shown::Off | Shown::Unset => self.doc.to_string(),
+        }
+    }
+}
+
+pub(crate) const SETTINGS: &[Setting] = &[
+    Setting {
+        name: "timeout",
+        kind: Kind::Clock(|r, d| r.limits.timeout = d),
+        default: Shown::Value("1h"),
+        doc: "Wall clock for the run",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "stall_timeout",
+        kind: Kind::Clock(|r, d| r.limits.stall_timeout = d),
+        default: Shown::Value("15m"),
+        doc: "Kill the run after this long with no activity",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "startup_timeout",
+        kind: Kind::Clock(|r, d| r.limits.startup_timeout = d),
+        default: Shown::Value("2m"),
+        doc: "Kill the run if no activity at all comes this soon",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "completion_timeout",
+        kind: Kind::Clock(|r, d| r.limits.completion_timeout = d),
+        default: Shown::Value("60s"),
+        doc: "After the agent says it is done, end the run after this much silence",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "completion_signal",
+        kind: Kind::Text(|r, t| r.limits.completion_signal = t),
+        default: Shown::Value("<promise>COMPLETE</promise>"),
+        doc: "The string that says the task is done",
+        value_name: "TEXT",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "on_fatal_error",
+        kind: Kind::OnFatalError(|r, o| r.limits.on_fatal_error = o),
+        default: Shown::Value("end"),
+        doc: "When the agent reports an error no retry fixes (bad credentials, unknown model, \
+              exhausted quota): end the run, or wait for the agent's own retries",
+        value_name: "end|wait",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "drain_grace",
+        kind: Kind::Grace(|r, d| r.limits.drain_grace = d),
+        default: Shown::Value("5s"),
+        doc: "After the agent exits, how long to keep reading its output",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "kill_grace",
+        kind: Kind::Grace(|r, d| r.limits.kill_grace = d),
+        default: Shown::Value("10s"),
+        doc: "Between SIGTERM and SIGKILL",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "max_line",
+        kind: Kind::Bytes(|r, b| r.limits.max_line = b),
+        default: Shown::Value("8MiB"),
+        doc: "Lines longer than this are logged but not decoded",
+        value_name: "BYTES",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "containment",
+        kind: Kind::Containment(|r, c| r.containment = c),
+        default: Shown::Value("auto"),
+        doc: "How to contain the run's processes: auto, cgroup or subreaper",
+        value_name: "MODE",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "run_dir",
+        kind: Kind::Path(|r, p| r.run_dir = Some(p)),
+        default: Shown::Described(".warden/runs/<run-id>"),
+        doc: "Where the run's artifacts go",
+        value_name: "DIR",
+        short: None,
+        // Each run of a batch has its directory in the batch's.
+        in_batch: false,
+    },
+    Setting {
+        name: "sandbox",
+        kind: Kind::Sandbox(|r, s| r.sandbox = s),
+        default: Shown::Value("host"),
+        doc: "Where the agent runs: host, bwrap, docker, podman, or auto (bwrap where it works)",
+        value_name: "SANDBOX",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "no_network",
+        kind: Kind::Switch(|r, on| r.no_network = on),
+        default: Shown::Off,
+        doc: "Cut the network inside the sandbox (agents that call a model API need it)",
+        value_name: "",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "image",
+        kind: Kind::Text(|r, t| r.image = Some(t)),
+        default: Shown::Unset,
+        doc: "The container image, for --sandbox docker or podman",
+        value_name: "IMAGE",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "heartbeat",
+        kind: Kind::Clock(|r, d| r.heartbeat = d),
+        default: Shown::Value("30s"),
+        doc: "Off a terminal: how often to say the run is alive, and how long it has been quiet",
+        value_name: "DURATION",
+        short: None,
+        // A batch has its own view.
+        in_batch: false,
+    },
+    Setting {
+        name: "json",
+        kind: Kind::Switch(|r, on| r.json = on),
+        default: Shown::Off,
+        doc: "Write the events as JSON lines on stdout",
+        value_name: "",
+        short: None,
+        in_batch: false,
+    },
+    Setting {
+        name: "quiet",
+        kind: Kind::Switch(|r, on| r.quiet = on),
+        default: Shown::Off,
+        doc: "Do not echo the agent's output; warnings and the summary remain",
+        value_name: "",
+        short: Some('q'),
+        in_batch: false,
+    },
+];
+
+/// The row of the setting `name` (a `warden.toml` key).
+pub(crate) fn find(name: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// Every `warden.toml` key, for the message about an unknown one.
+pub(crate) fn known_keys() -> String {
+    SETTINGS
+        .iter()
+        .map(|s| s.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Default for Resolved {
+    /// What a run gets when no source sets anything: the limits of
+    /// `warden_run::defaults`, and the defaults of the CLI's own settings.
+    fn default() -> Self {
+        Resolved {
+            limits: warden_run::Limits::default(),
+            containment: warden_run::ContainmentChoice::Auto,
+            sandbox: warden_run::SandboxChoice::Host,
+            no_network: false,
+            image: None,
+            run_dir: None,
+            json: false,
+            quiet: false,
+            heartbeat: Some(std::time::Duration::from_secs(30)),
+        }
+    }
+}
