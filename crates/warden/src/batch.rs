@@ -32,7 +32,8 @@ use warden_run::batch::{Batch, entry_dir_name};
 use warden_run::batch_report::BatchReport;
 use warden_run::update::Update;
 
-use crate::cli::{BatchArgs, RunArgs};
+use crate::args::{BatchArgs, RunArgs};
+use crate::error::{CliError, Outcome, usage};
 use crate::render::{ViewState, live, ms};
 use crate::settings::{self, RawSettings, SettingFlags};
 use crate::signals::Signals;
@@ -66,9 +67,9 @@ const RUN_KEYS: &[&str] = &[
     "preamble",
 ];
 
-fn err(file: &Path, msg: impl std::fmt::Display) -> u8 {
-    eprintln!("warden: error: {}: {msg}", file.display());
-    2
+/// A bad batch file, named.
+fn err(file: &Path, msg: impl std::fmt::Display) -> CliError {
+    usage(format_args!("{}: {msg}", file.display()))
 }
 
 fn text(v: &toml::Value) -> Option<String> {
@@ -191,25 +192,25 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
     Ok((a, f))
 }
 
-pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
+pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
     let file = &args.file;
     if args.jobs == 0 {
-        return err(file, "-j must be at least 1");
+        return Err(err(file, "-j must be at least 1"));
     }
     let text_of_file = match std::fs::read_to_string(file) {
         Ok(t) => t,
-        Err(e) => return err(file, format!("could not read it: {e}")),
+        Err(e) => return Err(err(file, format!("could not read it: {e}"))),
     };
     let doc: toml::Table = match text_of_file.parse() {
         Ok(d) => d,
-        Err(e) => return err(file, e),
+        Err(e) => return Err(err(file, e)),
     };
     for key in doc.keys() {
         if key != "defaults" && key != "run" {
-            return err(
+            return Err(err(
                 file,
                 format!("unknown table `{key}`: a batch file has [defaults] and [[run]] tables"),
-            );
+            ));
         }
     }
     let defaults = doc
@@ -222,11 +223,11 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
         .and_then(toml::Value::as_array)
         .filter(|r| !r.is_empty())
     else {
-        return err(file, "no [[run]] tables: add at least one");
+        return Err(err(file, "no [[run]] tables: add at least one"));
     };
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
-        Err(e) => return err(file, format!("cannot read the current directory: {e}")),
+        Err(e) => return Err(err(file, format!("cannot read the current directory: {e}"))),
     };
     let mut batch = match &args.dir {
         Some(dir) => Batch::new(dir.clone(), args.jobs),
@@ -238,27 +239,27 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
     let mut shown: Vec<(String, Agent, Option<Duration>)> = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         let Some(table) = run.as_table() else {
-            return err(file, format!("run {} is not a table", i + 1));
+            return Err(err(file, format!("run {} is not a table", i + 1)));
         };
         let mut merged = defaults.clone();
         merged.extend(table.clone());
         let name = match merged.get("name") {
             Some(n) if table.contains_key("name") => match text(n) {
                 Some(n) => n,
-                None => return err(file, format!("run {}: `name` must be a string", i + 1)),
+                None => return Err(err(file, format!("run {}: `name` must be a string", i + 1))),
             },
             _ => format!("run-{}", i + 1),
         };
         if let Err(e) = entry_dir_name(&name) {
-            return err(file, format!("run {}: {e}", i + 1));
+            return Err(err(file, format!("run {}: {e}", i + 1)));
         }
         let (run_args, flags) = match to_args(&merged, i) {
             Ok(x) => x,
-            Err(e) => return err(file, e),
+            Err(e) => return Err(err(file, e)),
         };
         let agent: Agent = match run_args.agent.parse() {
             Ok(a) => a,
-            Err(e) => return err(file, format!("run `{name}`: {e}")),
+            Err(e) => return Err(err(file, format!("run `{name}`: {e}"))),
         };
         let run_cwd = match &run_args.cwd {
             Some(d) => cwd.join(d),
@@ -277,25 +278,18 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             .and_then(|r| r.name_flags_as(key_origin).resolve())
         {
             Ok(r) => r,
-            Err(e) => return err(file, format!("run `{name}`: {e}")),
+            Err(e) => return Err(err(file, format!("run `{name}`: {e}"))),
         };
-        if let Some(why) = crate::cli::prompt_source_is_stdin(&run_args, agent) {
+        if let Some(why) = crate::prompt_input::prompt_source_is_stdin(&run_args, agent) {
             let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
-            if let Err(code) = crate::cli::read_stdin_prompt(why, &mut signals, bound).await {
-                return code;
-            }
+            crate::prompt_input::read_stdin_prompt(why, &mut signals, bound).await?;
         }
-        let request = match crate::request::build(&run_args, agent, &run_cwd, &resolved) {
-            Ok(r) => r,
-            Err(code) => {
-                eprintln!("warden: (in run `{name}` of {})", file.display());
-                return code;
-            }
-        };
+        let request = crate::request::build(&run_args, agent, &run_cwd, &resolved)
+            .map_err(|e| e.context(format_args!("in run `{name}` of {}", file.display())))?;
         // Every run of a batch is a session, in its own directory.
         shown.push((name.clone(), agent, request.limits.armed_stall_timeout()));
         if let Err(e) = batch.add(name, request) {
-            return err(file, e);
+            return Err(err(file, e));
         }
     }
     let (batch_id, batch_dir, entries) = (
@@ -303,13 +297,10 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
         batch.dir().to_path_buf(),
         batch.len(),
     );
-    let mut running = match batch.start().await {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("warden: error: {}: {e}", file.display());
-            return e.exit_code();
-        }
-    };
+    let mut running = batch
+        .start()
+        .await
+        .map_err(|e| CliError::from(e).about(file.display()))?;
 
     let mut view = BatchView::new(args.quiet, shown);
     view.line(&format!(
@@ -374,7 +365,7 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> u8 {
             batch_dir.join("batch.json").display()
         ),
     }
-    outcome.exit_code()
+    Ok(outcome.exit_code())
 }
 
 fn print_table(r: &BatchReport) {

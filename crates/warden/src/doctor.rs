@@ -8,7 +8,8 @@ use warden_process::os::cgroup::Cgroup;
 use warden_run::{Run, RunSpec, Verdict};
 use warden_sandbox::probe;
 
-use crate::cli::DoctorArgs;
+use crate::args::DoctorArgs;
+use crate::error::{CliError, Kind, Outcome};
 
 /// One thing doctor checked: whether it is there, and what it found (a
 /// path and version, or why not).
@@ -46,7 +47,7 @@ struct Findings {
     supervised_run_works: bool,
 }
 
-pub(crate) async fn doctor(args: &DoctorArgs) -> u8 {
+pub(crate) async fn doctor(args: &DoctorArgs) -> Outcome {
     let f = find().await;
     let code = if f.supervised_run_works { 0 } else { 1 };
     if args.json {
@@ -81,11 +82,13 @@ pub(crate) async fn doctor(args: &DoctorArgs) -> u8 {
                 );
             }
             Err(e) => {
-                eprintln!("warden: error: could not write doctor's findings as JSON: {e}");
-                return 70;
+                return Err(CliError::new(
+                    Kind::Internal,
+                    format_args!("could not write doctor's findings as JSON: {e}"),
+                ));
             }
         }
-        return code;
+        return Ok(code);
     }
     let row = |name: &str, state: &str| println!("  {name:<16} {state}");
     let said = |c: &Check, yes: &str| {
@@ -124,7 +127,7 @@ pub(crate) async fn doctor(args: &DoctorArgs) -> u8 {
             "FAILED"
         },
     );
-    code
+    Ok(code)
 }
 
 async fn find() -> Findings {

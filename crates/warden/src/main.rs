@@ -43,10 +43,13 @@ macro_rules! println {
     };
 }
 
+mod args;
 mod batch;
 mod cli;
 mod doctor;
+mod error;
 mod logged_lines;
+mod prompt_input;
 mod render;
 mod replay;
 mod report_cmd;
@@ -77,7 +80,7 @@ fn main() -> ExitCode {
     // same for itself; the agent is dumpable again after its exec).
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 
-    let cli = cli::Cli::parse();
+    let cli = args::Cli::parse();
     // One thread: the supervisors and the view hand events to each other
     // without waking another thread for each (which cost more than the
     // decoding); the work is I/O, and a run never blocks the thread long.
@@ -100,7 +103,9 @@ fn main() -> ExitCode {
             return ExitCode::from(70);
         }
     };
-    let code = runtime.block_on(cli::dispatch(cli));
+    let code = runtime
+        .block_on(cli::dispatch(cli))
+        .unwrap_or_else(error::CliError::report);
     // The outcome is decided: nothing still running in the background may
     // hold up the exit.
     runtime.shutdown_background();

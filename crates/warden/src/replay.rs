@@ -9,7 +9,8 @@ use std::io::{self, BufWriter, Read, Write};
 use serde::Serialize;
 use warden_events::{Agent, Event, LineKind, StreamDecoder, Summary};
 
-use crate::cli::ReplayArgs;
+use crate::args::ReplayArgs;
+use crate::error::{Outcome, usage};
 
 /// The last line of `--json`: the summary and the line counts.
 #[derive(Serialize)]
@@ -27,19 +28,20 @@ struct ReplaySummary<'a> {
     summary: &'a Summary,
 }
 
-pub(crate) fn replay(args: &ReplayArgs) -> u8 {
+pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
     let agent: Agent = match args.agent.parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("warden: error: {e}");
-            return 2;
+            return Err(usage(format_args!("{e}")));
         }
     };
     let input = match File::open(&args.file) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("warden: error: could not read {}: {e}", args.file.display());
-            return 2;
+            return Err(usage(format_args!(
+                "could not read {}: {e}",
+                args.file.display()
+            )));
         }
     };
     let mut decoder = StreamDecoder::new(agent, warden_run::defaults::MAX_LINE);
@@ -79,8 +81,10 @@ pub(crate) fn replay(args: &ReplayArgs) -> u8 {
         }
     };
     if let Err(e) = feed(input, &mut chunk, |c| decoder.push(c, &mut on_line)) {
-        eprintln!("warden: error: could not read {}: {e}", args.file.display());
-        return 2;
+        return Err(usage(format_args!(
+            "could not read {}: {e}",
+            args.file.display()
+        )));
     }
     decoder.finish(&mut on_line);
     let mut summary = decoder.summary().clone();
@@ -88,8 +92,10 @@ pub(crate) fn replay(args: &ReplayArgs) -> u8 {
         let input = match File::open(path) {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("warden: error: could not read {}: {e}", path.display());
-                return 2;
+                return Err(usage(format_args!(
+                    "could not read {}: {e}",
+                    path.display()
+                )));
             }
         };
         // Its retries only: its lines are not the agent's events.
@@ -99,8 +105,10 @@ pub(crate) fn replay(args: &ReplayArgs) -> u8 {
             on_line(LineKind::EndOfStream, events);
         };
         if let Err(e) = feed(input, &mut chunk, |c| stderr.push(c, &mut retries)) {
-            eprintln!("warden: error: could not read {}: {e}", path.display());
-            return 2;
+            return Err(usage(format_args!(
+                "could not read {}: {e}",
+                path.display()
+            )));
         }
         stderr.finish(&mut retries);
         summary.retries += stderr.summary().retries;
@@ -160,10 +168,10 @@ pub(crate) fn replay(args: &ReplayArgs) -> u8 {
         }
     }
     let _ = out.flush();
-    match outcome {
+    Ok(match outcome {
         "succeeded" => 0,
         _ => 1,
-    }
+    })
 }
 
 /// How much of the recording is read at a time. The decoder keeps only

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::cli::ReportArgs;
+use crate::args::ReportArgs;
 use crate::render::ms;
 use crate::timeline::{self, Timeline};
 

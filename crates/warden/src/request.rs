@@ -11,7 +11,9 @@ use warden_run::{
     SessionRequest,
 };
 
-use crate::cli::{RunArgs, absolute, read_prompt, usage};
+use crate::args::RunArgs;
+use crate::error::{CliError, usage};
+use crate::prompt_input::read_prompt;
 
 /// The request `args` describe, checked; its warnings printed (unless
 /// quiet). A bad request is printed and its exit code returned.
@@ -20,7 +22,7 @@ pub(crate) fn build(
     agent: Agent,
     cwd: &Path,
     resolved: &crate::settings::Resolved,
-) -> Result<RunRequest, u8> {
+) -> Result<RunRequest, CliError> {
     let env = args
         .env
         .iter()
@@ -130,15 +132,11 @@ pub(crate) fn build(
             }
             Ok(request)
         }
-        Err(e) if e.exit_code() == 2 => Err(usage(e)),
-        Err(e) => {
-            eprintln!("warden: error: {e}");
-            Err(e.exit_code())
-        }
+        Err(e) => Err(e.into()),
     }
 }
 
-fn read_schema(path: &Path) -> Result<(PathBuf, serde_json::Value), u8> {
+fn read_schema(path: &Path) -> Result<(PathBuf, serde_json::Value), CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         usage(format_args!(
             "could not read the output schema {}: {e}",
@@ -152,4 +150,13 @@ fn read_schema(path: &Path) -> Result<(PathBuf, serde_json::Value), u8> {
         ))
     })?;
     Ok((path.to_path_buf(), value))
+}
+
+/// `p` against `cwd` when relative.
+pub(crate) fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
 }

@@ -5,7 +5,7 @@ use warden_run::session::Session;
 use warden_run::update::Update;
 use warden_run::{Run, RunRequest, RunSpec};
 
-use crate::cli::usage;
+use crate::error::Outcome;
 use crate::render::Renderer;
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
@@ -31,16 +31,9 @@ pub(crate) async fn run_once(
     spec: RunSpec,
     resolved: &crate::settings::Resolved,
     signals: Signals,
-) -> u8 {
+) -> Outcome {
     let agent = spec.agent;
-    let mut handle = match Run::new(spec).spawn().await {
-        Ok(h) => h,
-        Err(e) if e.exit_code() != 2 => {
-            eprintln!("warden: error: {e}");
-            return e.exit_code();
-        }
-        Err(e) => return usage(e),
-    };
+    let mut handle = Run::new(spec).spawn().await?;
     let mut view = Renderer::new(resolved, agent, handle.run_dir(), handle.run_id());
     view.started_note(&resolved.limits);
     let canceller = handle.canceller();
@@ -76,14 +69,14 @@ pub(crate) async fn run_once(
         }
     };
     view.finished(&report);
-    report.warden_exit_code()
+    Ok(report.warden_exit_code())
 }
 
 pub(crate) async fn run_session_cli(
     request: RunRequest,
     resolved: crate::settings::Resolved,
     signals: Signals,
-) -> u8 {
+) -> Outcome {
     let agent = request.agent;
     let iterations = request.session.iterations;
     let quiet = resolved.quiet;
@@ -155,13 +148,7 @@ pub(crate) async fn run_session_cli(
             },
         }
     };
-    let report = match result {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("warden: error: {e}");
-            return e.exit_code();
-        }
-    };
+    let report = result?;
     let verdict = report.verdict.map_or("none", |v| v.as_str());
     important!(
         "warden: session {}: {verdict} after {} of {} iteration(s), stopped by {}; {} commit(s); tokens {} in / {} out{}",
@@ -205,5 +192,5 @@ pub(crate) async fn run_session_cli(
             report.session_dir.join("session.json").display()
         );
     }
-    report.warden_exit_code()
+    Ok(report.warden_exit_code())
 }

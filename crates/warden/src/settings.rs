@@ -299,9 +299,9 @@ mod tests {
     /// The flags `warden run` parses from this command line.
     fn parsed_flags(argv: &[&str]) -> SettingFlags {
         use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"));
+        let cli = crate::args::Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{e}"));
         match cli.command {
-            crate::cli::Command::Run(args) => args.settings,
+            crate::args::Command::Run(args) => args.settings,
             other => panic!("not a run: {other:?}"),
         }
     }
@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn each_setting_has_one_name_as_flag_variable_and_key() {
         use clap::CommandFactory;
-        let cli = crate::cli::Cli::command();
+        let cli = crate::args::Cli::command();
         let run = cli.find_subcommand("run").expect("a run command");
         let mut names = std::collections::HashSet::new();
         for setting in SETTINGS {

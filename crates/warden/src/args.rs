@@ -1,0 +1,253 @@
+//! warden's command line: its commands and their flags (clap). The
+//! settings' flags come from the settings table.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::settings::SettingFlags;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "warden",
+    version,
+    about = "Run AI coding agents headless and supervise every run: it never hangs, never leaks a process, never loses output, and always says why it ended."
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run an agent (or any command with `exec`) under supervision.
+    Run(Box<RunArgs>),
+    /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
+    Replay(ReplayArgs),
+    /// What this machine can do: agent CLIs, sandboxes, containment.
+    Doctor(DoctorArgs),
+    /// Explain a finished run (or session) from its directory; --html draws its timeline.
+    Report(ReportArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// Print a man page (roff): warden's, or a command's (`warden man run`).
+    Man {
+        /// The command whose page to print (run, batch, report, ...).
+        command: Option<String>,
+        /// Write every page (warden.1, warden-run.1, ...) into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Run many agents from a TOML file, N at a time.
+    Batch(BatchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BatchArgs {
+    /// The batch file: `[defaults]`, then one `[[run]]` table per run.
+    pub file: PathBuf,
+    /// How many runs at once (1 to 1024).
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 4, value_parser = jobs)]
+    pub jobs: usize,
+    /// Where the batch directory goes [default: .warden/batches/<id>].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Only the summary, no progress lines.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// At the end, print batch.json's content on stdout as one JSON
+    /// document (the live view stays on stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The most runs a batch starts at once: each is a process tree with its
+/// pipes and clocks, and a number past this is a typo, not a plan.
+pub(crate) const MAX_JOBS: usize = 1024;
+
+fn jobs(s: &str) -> Result<usize, String> {
+    let n: u128 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number; e.g. -j 4"))?;
+    match usize::try_from(n) {
+        Ok(0) => Err("at least 1 run must be allowed at once; e.g. -j 4".into()),
+        Ok(n) if n <= MAX_JOBS => Ok(n),
+        _ => Err(format!("{s} is too large: at most {MAX_JOBS} runs at once")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// Print what was found as one JSON document instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// A run directory (.warden/runs/<id>) or a session directory.
+    pub dir: PathBuf,
+    /// Also write the timeline as one self-contained HTML file.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Silences at least this long are listed and marked.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub silence: String,
+    /// Print the run's events as JSON lines instead (as `--json` showed
+    /// them): each `lines` event of events.jsonl becomes the `text` or
+    /// `stderr` events it stands for, read back from the logs.
+    #[arg(long, conflicts_with = "html")]
+    pub events: bool,
+    /// Print the report as one JSON document instead: `run.json` (and
+    /// `session.json`) read back, and whether each run's logs still match
+    /// what warden wrote.
+    #[arg(long, conflicts_with_all = ["html", "events"])]
+    pub json: bool,
+}
+
+#[derive(Debug, Args, Default)]
+pub(crate) struct RunArgs {
+    /// The agent: claude, codex, opencode, pi, gemini, or exec (any command, given after `--`).
+    pub agent: String,
+
+    /// The prompt. Or use -f FILE; `-` reads it from stdin.
+    pub prompt: Option<String>,
+
+    /// The prompt, for one that starts with `-`.
+    #[arg(
+        long = "prompt",
+        value_name = "TEXT",
+        allow_hyphen_values = true,
+        conflicts_with = "prompt"
+    )]
+    pub prompt_text: Option<String>,
+
+    /// Read the prompt from this file (`-` for stdin).
+    #[arg(short = 'f', long = "prompt-file", value_name = "FILE")]
+    pub prompt_file: Option<PathBuf>,
+
+    /// The model, passed to the agent's CLI.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Reasoning effort, for CLIs that take one (codex, opencode, pi).
+    #[arg(long, value_name = "LEVEL")]
+    pub effort: Option<String>,
+
+    /// Continue this session of the agent.
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
+
+    /// The agent CLI's executable, if it is not on PATH under its usual name.
+    #[arg(long, value_name = "PATH")]
+    pub agent_bin: Option<PathBuf>,
+
+    /// Give the agent this variable (from warden's environment, or with a
+    /// value); it passes into a sandbox and is masked in every report. Repeatable.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+
+    /// Make PATH visible read-only inside the sandbox. Repeatable.
+    #[arg(long = "ro", value_name = "PATH")]
+    pub ro: Vec<PathBuf>,
+
+    /// Make PATH writable inside the sandbox. Repeatable.
+    #[arg(long = "rw", value_name = "PATH")]
+    pub rw: Vec<PathBuf>,
+
+    /// Work in a new git worktree on a new branch (named, or
+    /// warden/<name>/<id>), made from HEAD or --base.
+    #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = "")]
+    pub worktree: Option<String>,
+
+    /// The commit or ref the worktree starts from [default: HEAD].
+    #[arg(long, value_name = "REF", requires = "worktree")]
+    pub base: Option<String>,
+
+    /// Keep the worktree at the end even when it is clean.
+    #[arg(long, requires = "worktree")]
+    pub keep_worktree: bool,
+
+    /// Work in DIR instead of the current directory.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// Run up to N iterations, a fresh agent each, until one prints the completion signal.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub iterations: u32,
+
+    /// A name for the session (used in branch names).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// Fill {{NAME}} in the prompt file. Repeatable.
+    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    pub arg: Vec<String>,
+
+    /// Add a short note to the prompt: the deadline and the completion signal to print.
+    #[arg(long)]
+    pub preamble: bool,
+
+    /// Take the last <TAG>…</TAG> of the agent's final text into the report's `output`.
+    #[arg(long, value_name = "TAG")]
+    pub output_tag: Option<String>,
+
+    /// Validate the tagged output as JSON against this JSON Schema.
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+
+    /// When the output is missing or invalid, resume the agent's session with a correction, up to N times.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub output_retries: u32,
+
+    /// For `exec`: the command and its arguments. For an agent: extra
+    /// arguments for its CLI.
+    #[arg(last = true, value_name = "ARGS")]
+    pub rest: Vec<String>,
+
+    // Every setting (`--timeout`, `--sandbox`, ...), built from the
+    // settings table; each also comes from `WARDEN_<NAME>` and `warden.toml`.
+    #[command(flatten)]
+    pub settings: SettingFlags,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// The agent whose output this is.
+    pub agent: String,
+    /// The recorded stdout, e.g. .warden/runs/<run-id>/stdout.log.
+    pub file: PathBuf,
+    /// The recorded stderr (stderr.log): the retries some agents
+    /// (Gemini CLI, OpenCode) announce only there are counted too.
+    #[arg(long, value_name = "FILE")]
+    pub stderr: Option<PathBuf>,
+    /// Print the events as JSON lines, then the summary object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn setting_flags_match_the_settings_table() {
+        let cmd = Cli::command();
+        let run = cmd.find_subcommand("run").unwrap();
+        for setting in crate::settings::SETTINGS {
+            let flag = setting.flag();
+            assert!(
+                run.get_arguments()
+                    .any(|a| a.get_long() == Some(flag.as_str())),
+                "--{flag} is missing"
+            );
+        }
+    }
+}
