@@ -4,9 +4,13 @@
 //! the single earliest deadline and sleeps until exactly then (or until the
 //! next input, which may move the deadline). Each clock is a value derived
 //! from timestamps, so re-arming the stall clock on activity is just a new
-//! `last_activity`.
+//! `last_activity`. Which clocks run at all is the run's
+//! [`Phase`]: each phase's own deadlines (the kill grace, the drain window,
+//! the wait after SIGKILL) are computed from the time it began.
 
 use std::time::{Duration, Instant};
+
+use crate::supervisor::phase::{Ending, Phase};
 
 /// The clocks a run can be waiting on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,14 +58,6 @@ pub(crate) struct ClockState {
     pub last_activity: Option<Instant>,
     /// A stall warning was already given for the current silent stretch.
     pub warned: bool,
-    /// The last complete line, while the completion window is open.
-    pub completing_since_line: Option<Instant>,
-    /// When SIGTERM went to the run, if it did, and whether SIGKILL followed.
-    pub terminated_at: Option<Instant>,
-    pub killed: bool,
-    pub exited_at: Option<Instant>,
-    pub drain_expired: bool,
-    pub final_kill_at: Option<Instant>,
 }
 
 impl ClockState {
@@ -72,62 +68,68 @@ impl ClockState {
             .map(|s| self.stall_floor.map_or(s, |f| s.max(f)))
     }
 
-    /// The earliest deadline that is still to fire.
-    pub(crate) fn next(&self) -> Option<(Instant, Clock)> {
+    /// The earliest deadline that is still to fire in `phase`.
+    pub(crate) fn next(&self, phase: &Phase) -> Option<(Instant, Clock)> {
         let started = self.started?;
-        if let Some(at) = self.final_kill_at {
-            return after(at, self.final_kill_wait).map(|at| (at, Clock::FinalKill));
-        }
         let mut candidates: Vec<(Instant, Clock)> = Vec::with_capacity(4);
-        if let Some(exited) = self.exited_at
-            && !self.drain_expired
-        {
-            candidates.extend(after(exited, self.drain_grace).map(|at| (at, Clock::Drain)));
-        }
-        if let Some(term) = self.terminated_at
-            && !self.killed
-        {
-            candidates.extend(after(term, self.kill_grace).map(|at| (at, Clock::KillGrace)));
-        }
-        if self.terminated_at.is_none() && self.exited_at.is_none() {
-            if let Some(t) = self.timeout {
-                candidates.extend(after(started, t).map(|at| (at, Clock::Run)));
+        match *phase {
+            Phase::Finalized { .. } => {}
+            Phase::Killing { since, .. } => {
+                return after(since, self.final_kill_wait).map(|at| (at, Clock::FinalKill));
             }
-            match (self.last_activity, self.completing_since_line) {
-                // The completion window, stretched while a tool that declared
-                // a limit is open; with no window, the stall clock goes on.
-                (_, Some(line)) if self.completion_timeout.is_some() => {
-                    if let Some(c) = self.completion_timeout {
-                        let c = self.stall_floor.map_or(c, |f| c.max(f));
-                        candidates.extend(after(line, c).map(|at| (at, Clock::Completion)));
-                    }
+            Phase::Terminating(ending) => {
+                candidates.extend(self.kill_grace_over(ending));
+            }
+            Phase::Draining { exit, ending } => {
+                candidates.extend(after(exit.at, self.drain_grace).map(|at| (at, Clock::Drain)));
+                candidates.extend(ending.and_then(|e| self.kill_grace_over(e)));
+            }
+            Phase::Starting | Phase::Running | Phase::Completing { .. } => {
+                if let Some(t) = self.timeout {
+                    candidates.extend(after(started, t).map(|at| (at, Clock::Run)));
                 }
-                (None, None) if self.startup_timeout.is_some() => {
-                    if let Some(s) = self.startup_timeout {
+                match (phase, self.completion_timeout, self.startup_timeout) {
+                    // The completion window, stretched while a tool that
+                    // declared a limit is open; with no window, the stall
+                    // clock goes on.
+                    (Phase::Completing { since_line, .. }, Some(c), _) => {
+                        let c = self.stall_floor.map_or(c, |f| c.max(f));
+                        candidates.extend(after(*since_line, c).map(|at| (at, Clock::Completion)));
+                    }
+                    (Phase::Starting, _, Some(s)) => {
                         candidates.extend(after(started, s).map(|at| (at, Clock::Startup)));
                     }
-                }
-                // With the startup clock off, the stall clock runs from the
-                // spawn: silence is silence.
-                (last, _) => {
-                    let last = last.unwrap_or(started);
-                    let fatal = self.fatal_error_at.zip(self.fatal_error_grace);
-                    if let Some((at, grace)) = fatal {
-                        candidates.extend(after(at, grace).map(|at| (at, Clock::FatalError)));
-                    }
-                    if let Some(s) = self.effective_stall() {
-                        // No warning of a stall that the fatal error's end
-                        // will come before.
-                        if !self.warned && fatal.is_none() {
-                            candidates
-                                .extend(after(last, s / 2).map(|at| (at, Clock::StallWarning)));
-                        }
-                        candidates.extend(after(last, s).map(|at| (at, Clock::Stall)));
-                    }
+                    // With the startup clock off, the stall clock runs from
+                    // the spawn: silence is silence.
+                    _ => candidates.extend(self.silence_clocks(started)),
                 }
             }
         }
         candidates.into_iter().min_by_key(|(at, _)| *at)
+    }
+
+    /// SIGKILL after SIGTERM and the kill grace.
+    fn kill_grace_over(&self, ending: Ending) -> Option<(Instant, Clock)> {
+        after(ending.sigterm_at, self.kill_grace).map(|at| (at, Clock::KillGrace))
+    }
+
+    /// The stall clock (with its warning) and the fatal error's grace.
+    fn silence_clocks(&self, started: Instant) -> Vec<(Instant, Clock)> {
+        let mut candidates = Vec::with_capacity(3);
+        let last = self.last_activity.unwrap_or(started);
+        let fatal = self.fatal_error_at.zip(self.fatal_error_grace);
+        if let Some((at, grace)) = fatal {
+            candidates.extend(after(at, grace).map(|at| (at, Clock::FatalError)));
+        }
+        if let Some(s) = self.effective_stall() {
+            // No warning of a stall that the fatal error's end will come
+            // before.
+            if !self.warned && fatal.is_none() {
+                candidates.extend(after(last, s / 2).map(|at| (at, Clock::StallWarning)));
+            }
+            candidates.extend(after(last, s).map(|at| (at, Clock::Stall)));
+        }
+        candidates
     }
 }
 
@@ -139,6 +141,7 @@ fn after(at: Instant, d: Duration) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::supervisor::phase::Exit;
 
     fn base() -> (Instant, ClockState) {
         let t0 = Instant::now();
@@ -156,22 +159,30 @@ mod tests {
         (t0, s)
     }
 
+    fn exit_at(at: Instant) -> Exit {
+        Exit {
+            code: Some(0),
+            signal: None,
+            at,
+        }
+    }
+
     #[test]
     fn startup_clock_until_first_activity_then_stall_warning_then_stall() {
         let (t0, mut s) = base();
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Starting),
             Some((t0 + Duration::from_secs(10), Clock::Startup))
         );
         let act = t0 + Duration::from_secs(1);
         s.last_activity = Some(act);
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Running),
             Some((act + Duration::from_secs(10), Clock::StallWarning))
         );
         s.warned = true;
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Running),
             Some((act + Duration::from_secs(20), Clock::Stall))
         );
     }
@@ -181,7 +192,7 @@ mod tests {
         let (t0, mut s) = base();
         s.startup_timeout = None;
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Starting),
             Some((t0 + Duration::from_secs(10), Clock::StallWarning))
         );
     }
@@ -192,10 +203,13 @@ mod tests {
         s.last_activity = Some(t0);
         s.warned = true;
         s.stall_floor = Some(Duration::from_secs(90));
-        assert_eq!(s.next(), Some((t0 + Duration::from_secs(90), Clock::Stall)));
+        assert_eq!(
+            s.next(&Phase::Running),
+            Some((t0 + Duration::from_secs(90), Clock::Stall))
+        );
         s.stall_floor = Some(Duration::from_secs(5));
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Running),
             Some((t0 + Duration::from_secs(20), Clock::Stall)),
             "never shorter"
         );
@@ -205,11 +219,18 @@ mod tests {
     fn run_clock_wins_when_earlier_and_zero_disables() {
         let (t0, mut s) = base();
         s.timeout = Some(Duration::from_secs(5));
-        assert_eq!(s.next(), Some((t0 + Duration::from_secs(5), Clock::Run)));
+        assert_eq!(
+            s.next(&Phase::Starting),
+            Some((t0 + Duration::from_secs(5), Clock::Run))
+        );
         s.timeout = None;
         s.startup_timeout = None;
         s.stall_timeout = None;
-        assert_eq!(s.next(), None, "every clock disabled: nothing to wait for");
+        assert_eq!(
+            s.next(&Phase::Starting),
+            None,
+            "every clock disabled: nothing to wait for"
+        );
     }
 
     #[test]
@@ -217,9 +238,12 @@ mod tests {
         let (t0, mut s) = base();
         s.last_activity = Some(t0);
         let line = t0 + Duration::from_secs(3);
-        s.completing_since_line = Some(line);
+        let completing = Phase::Completing {
+            since_line: line,
+            signal: false,
+        };
         assert_eq!(
-            s.next(),
+            s.next(&completing),
             Some((line + Duration::from_secs(5), Clock::Completion))
         );
     }
@@ -230,12 +254,18 @@ mod tests {
         s.last_activity = Some(t0);
         s.warned = true;
         s.completion_timeout = None;
-        s.completing_since_line = Some(t0);
-        assert_eq!(s.next(), Some((t0 + Duration::from_secs(20), Clock::Stall)));
+        let completing = Phase::Completing {
+            since_line: t0,
+            signal: true,
+        };
+        assert_eq!(
+            s.next(&completing),
+            Some((t0 + Duration::from_secs(20), Clock::Stall))
+        );
         s.completion_timeout = Some(Duration::from_secs(5));
         s.stall_floor = Some(Duration::from_secs(90));
         assert_eq!(
-            s.next(),
+            s.next(&completing),
             Some((t0 + Duration::from_secs(90), Clock::Completion)),
             "an open tool stretches the window"
         );
@@ -248,19 +278,19 @@ mod tests {
         s.fatal_error_grace = Some(Duration::from_secs(2));
         s.fatal_error_at = Some(t0);
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Running),
             Some((t0 + Duration::from_secs(2), Clock::FatalError))
         );
         s.stall_timeout = Some(Duration::from_secs(1));
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Running),
             Some((t0 + Duration::from_secs(1), Clock::Stall)),
             "a stall that comes first still ends the run, unannounced"
         );
         s.stall_timeout = Some(Duration::from_secs(20));
         s.fatal_error_grace = None;
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Running),
             Some((t0 + Duration::from_secs(10), Clock::StallWarning)),
             "--on-fatal-error wait: the stall clock as usual"
         );
@@ -271,36 +301,66 @@ mod tests {
         let (_, mut s) = base();
         s.timeout = Some(Duration::MAX);
         s.startup_timeout = Some(Duration::MAX);
-        assert_eq!(s.next(), None);
+        assert_eq!(s.next(&Phase::Starting), None);
     }
 
     #[test]
     fn after_exit_only_the_drain_and_kill_clocks_remain() {
-        let (t0, mut s) = base();
+        let (t0, s) = base();
         let exit = t0 + Duration::from_secs(1);
-        s.exited_at = Some(exit);
+        let draining = Phase::Draining {
+            exit: exit_at(exit),
+            ending: None,
+        };
         assert_eq!(
-            s.next(),
+            s.next(&draining),
             Some((exit + Duration::from_secs(2), Clock::Drain))
         );
-        s.drain_expired = true;
-        assert_eq!(s.next(), None);
-        s.final_kill_at = Some(exit);
+        let killing = Phase::Killing {
+            since: exit,
+            cause: None,
+            exit: Some(exit_at(exit)),
+        };
         assert_eq!(
-            s.next(),
+            s.next(&killing),
             Some((exit + Duration::from_secs(1), Clock::FinalKill))
         );
+        let finalized = Phase::Finalized {
+            cause: None,
+            exit: Some(exit_at(exit)),
+        };
+        assert_eq!(s.next(&finalized), None);
     }
 
     #[test]
     fn terminating_waits_for_kill_grace_only() {
-        let (t0, mut s) = base();
-        s.terminated_at = Some(t0);
+        let (t0, s) = base();
+        let ending = Ending {
+            cause: crate::verdict::Cause::Stalled,
+            sigterm_at: t0,
+        };
         assert_eq!(
-            s.next(),
+            s.next(&Phase::Terminating(ending)),
             Some((t0 + Duration::from_secs(3), Clock::KillGrace))
         );
-        s.killed = true;
-        assert_eq!(s.next(), None);
+        // The agent exits within the kill grace: SIGKILL is still due, and
+        // the drain window runs beside it.
+        let late = t0 + Duration::from_secs(2);
+        let draining = Phase::Draining {
+            exit: exit_at(late),
+            ending: Some(ending),
+        };
+        assert_eq!(
+            s.next(&draining),
+            Some((t0 + Duration::from_secs(3), Clock::KillGrace))
+        );
+        let early = Phase::Draining {
+            exit: exit_at(t0),
+            ending: Some(ending),
+        };
+        assert_eq!(
+            s.next(&early),
+            Some((t0 + Duration::from_secs(2), Clock::Drain))
+        );
     }
 }

@@ -6,15 +6,15 @@
 //! from [`crate::clocks`], and a control request (cancel, kill). Nothing is
 //! shared between threads, so "stop" and "fire" cannot race.
 //!
-//! Phases: Starting (no line yet) → Running →
-//! Completing (terminal event or completion signal seen) → Exited (agent
-//! reaped) → Draining (bounded by `drain_grace`) → Finalized. Terminating
-//! (SIGTERM, then SIGKILL after `kill_grace`) can begin from any phase
-//! before Exited. Completing goes back to Running when the agent works
-//! after its terminal event (pi retries after an `agent_end` that reported
-//! an error); the next terminal event brings it back. A fatal error the
-//! agent does not end on by itself ends the run after a short grace
-//! (`--on-fatal-error end`).
+//! The run's phase is a value ([`phase::Phase`]), whose variants carry
+//! what only exists in them (the completion window's last line, the exit
+//! status, when SIGTERM went out and why). Every input the loop receives
+//! (a line, the agent's terminal event, the shim's report of the exit, a
+//! deadline, a cancel) goes through one pure function,
+//! [`phase::Phase::on`], which returns the next phase and the actions to
+//! perform (send a signal, say why the run ends, cut the output); the loop
+//! performs them (`Supervisor::step`) and asks [`crate::clocks`] for the
+//! deadline the new phase waits on. See [`phase`] for the diagram.
 //!
 //! What the supervisor decides about activity, the stall clock, tokens and
 //! the open tool call goes into the event stream as `status` snapshots
@@ -40,6 +40,7 @@ use warden_process::{RunTree, ShimMessage, Signal};
 
 use crate::artifacts::RunDir;
 
+pub(crate) mod phase;
 mod report;
 mod status;
 use crate::clocks::{Clock, ClockState};
@@ -49,6 +50,7 @@ use crate::live::LiveFeed;
 use crate::pipe::{Line, Pipe, Reader, read};
 use crate::report::{Orphan, Report, StallExtension, Truncation};
 use crate::verdict::Cause;
+use phase::{Action, Exit, Graces, Input, Phase};
 
 /// A request to the running supervisor.
 #[non_exhaustive]
@@ -107,10 +109,14 @@ pub(crate) struct Supervisor {
     longest_silence: Duration,
     activity_lines: u64,
     stall_warnings: u32,
+    /// Where the run is, with the data only that phase has (the exit
+    /// status and the cause among them, once known).
+    phase: Phase,
+    /// When the completion signal came (for the report: the phase moves on).
     completion_seen: Option<Instant>,
-    cause: Option<Cause>,
-    exit: Option<(Option<i32>, Option<i32>)>,
+    /// The shim said no process of the run is left.
     empty: bool,
+    /// The shim's channel is open (its reports can still come).
     shim_open: bool,
     orphans: Vec<Orphan>,
     hanging: Vec<Holder>,
@@ -205,9 +211,8 @@ impl Supervisor {
             longest_silence: Duration::ZERO,
             activity_lines: 0,
             stall_warnings: 0,
+            phase: Phase::Starting,
             completion_seen: None,
-            cause: None,
-            exit: None,
             empty: false,
             shim_open: true,
             orphans: Vec::new(),
@@ -342,9 +347,12 @@ impl Supervisor {
     /// `now`, none of whose text is needed: what `on_line` and
     /// `on_plain_line` do for each, done once.
     fn on_plain_run(&mut self, stream: Stream, at: Range<u64>, lines: u64, now: Instant) {
-        if self.clocks.completing_since_line.is_some() {
-            self.clocks.completing_since_line = Some(now);
-        }
+        self.advance_quietly(
+            Input::Line {
+                activity: lines > 0,
+            },
+            now,
+        );
         if lines > 0 {
             self.on_activity(now);
             self.activity_lines += lines - 1;
@@ -418,6 +426,48 @@ impl Supervisor {
         }
     }
 
+    /// The graces the phases' transitions need.
+    fn graces(&self) -> Graces {
+        Graces {
+            kill: self.clocks.kill_grace,
+            drain: self.clocks.drain_grace,
+        }
+    }
+
+    /// Moves the run to its next phase for `input` and performs what the
+    /// transition asks for.
+    fn step(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, input: Input) {
+        let now = Instant::now();
+        let (phase, actions) = self.phase.on(input, now, self.graces());
+        self.phase = phase;
+        for action in actions {
+            match action {
+                Action::Announce(cause) => self.emit(Event::Terminating {
+                    reason: cause_reason(cause).into(),
+                }),
+                Action::SandboxKill => self.start_sandbox_kill(),
+                Action::Term => {
+                    self.signal_all(tree, Signal::Term);
+                }
+                Action::KillAll => self.kill_rest(tree),
+                Action::Reaped { exit, orphans } => self.on_reaped(tree, exit, orphans),
+                Action::ShimLost => {
+                    self.note_error("the run's shim exited before the agent did".into());
+                }
+                Action::CutOutput => self.cut_output(tree, out, err, now),
+                Action::GiveUp => self.give_up(tree, out, err, now),
+            }
+        }
+    }
+
+    /// Moves the run to its next phase for an input whose transitions ask
+    /// for nothing to be done (a line, the agent's own word that it is done).
+    fn advance_quietly(&mut self, input: Input, now: Instant) {
+        let (phase, actions) = self.phase.on(input, now, self.graces());
+        debug_assert!(actions.is_empty(), "{input:?} asked for {actions:?}");
+        self.phase = phase;
+    }
+
     /// Supervises `tree` to the end and returns the final report.
     pub(crate) async fn run(
         mut self,
@@ -459,10 +509,16 @@ impl Supervisor {
         let mut control_open = true;
 
         loop {
-            if self.done(&out, &err) {
+            let left = Input::Left {
+                output_open: out.open() || err.open(),
+                tree_empty: self.empty,
+                shim_open: self.shim_open,
+            };
+            self.advance_quietly(left, Instant::now());
+            if self.phase.is_finalized() {
                 break;
             }
-            let next = self.clocks.next();
+            let next = self.clocks.next(&self.phase);
             // A status snapshot may be due before the next clock.
             let wake = match (next.map(|(at, _)| at), self.status.due(Instant::now())) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -480,16 +536,18 @@ impl Supervisor {
             tokio::select! {
                 r = read(&mut out.reader, &mut out.buf) => self.on_read(&mut out, r),
                 r = read(&mut err.reader, &mut err.buf) => self.on_read(&mut err, r),
-                m = tree.next_message(), if self.shim_open => self.on_message(&tree, m),
+                m = tree.next_message(), if self.shim_open => {
+                    self.on_message(&tree, &mut out, &mut err, m);
+                }
                 c = control.recv(), if control_open => match c {
-                    Some(c) => self.on_control(&tree, c),
+                    Some(c) => self.on_control(&tree, &mut out, &mut err, c),
                     None => control_open = false,
                 },
                 () = sleep => {
                     if let Some((_, clock)) = next.filter(|(at, _)| *at <= Instant::now()) {
                         // An exit reported in the same instant wins: the
                         // agent ended by itself before the clock could act.
-                        if self.shim_open && self.exit.is_none() {
+                        if self.shim_open && self.phase.exit().is_none() {
                             let ready = {
                                 let mut message = std::pin::pin!(tree.next_message());
                                 let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
@@ -499,7 +557,7 @@ impl Supervisor {
                                 }
                             };
                             if let Some(m) = ready {
-                                self.on_message(&tree, m);
+                                self.on_message(&tree, &mut out, &mut err, m);
                             }
                         }
                         self.on_clock(&tree, &mut out, &mut err, clock);
@@ -521,13 +579,6 @@ impl Supervisor {
         self.after_close(swept);
         self.collect_commits(&mut control).await;
         self.finish().await
-    }
-
-    fn done(&self, out: &Pipe, err: &Pipe) -> bool {
-        if self.clocks.final_kill_at.is_some() && !self.shim_open {
-            return true;
-        }
-        self.exit.is_some() && !out.open() && !err.open() && (self.empty || !self.shim_open)
     }
 
     fn on_read(&mut self, pipe: &mut Pipe, r: std::io::Result<usize>) {
@@ -585,8 +636,9 @@ impl Supervisor {
             events,
             plain,
         } = line;
-        if kind != LineKind::EndOfStream && self.clocks.completing_since_line.is_some() {
-            self.clocks.completing_since_line = Some(now);
+        if kind != LineKind::EndOfStream {
+            let activity = matches!(kind, LineKind::WellFormed | LineKind::Oversized { .. });
+            self.advance_quietly(Input::Line { activity }, now);
         }
         match kind {
             LineKind::WellFormed => self.on_activity(now),
@@ -685,24 +737,24 @@ impl Supervisor {
             self.terminal_events = s.terminal_events;
             self.terminal_seen = Some(now);
         }
-        if terminal_in_force {
-            // Done by its own word: from now on silence means it will not
-            // exit, not that it is thinking.
-            if self.clocks.completing_since_line.is_none() {
-                self.clocks.completing_since_line = Some(now);
-            }
-        } else if s.working_after_terminal && self.completion_seen.is_none() {
-            // It reported an end, then went on (pi retries by itself after
-            // an `agent_end` with an error): silence is the stall clock's
-            // again, until the next terminal event.
-            self.clocks.completing_since_line = None;
-        }
+        let working_again = s.working_after_terminal;
         // A fatal error that is still the agent's last word: it has the
         // fatal-error grace to end by itself. A terminal event takes over.
         self.clocks.fatal_error_at = match s.fatal_pending {
             Some(_) if !terminal_in_force => Some(self.clocks.fatal_error_at.unwrap_or(now)),
             _ => None,
         };
+        if terminal_in_force {
+            // Done by its own word: from now on silence means it will not
+            // exit, not that it is thinking.
+            self.advance_quietly(Input::TerminalEvent, now);
+        } else if working_again {
+            // It reported an end, then went on (pi retries by itself after
+            // an `agent_end` with an error): silence is the stall clock's
+            // again, until the next terminal event. A completion signal is
+            // never taken back.
+            self.advance_quietly(Input::WorkingAgain, now);
+        }
     }
 
     fn on_activity(&mut self, now: Instant) {
@@ -730,13 +782,21 @@ impl Supervisor {
             return;
         }
         self.completion_seen = Some(now);
-        self.clocks.completing_since_line = Some(now);
+        self.advance_quietly(Input::CompletionSignal, now);
         self.emit(Event::CompletionSignal);
     }
 
-    fn on_message(&mut self, tree: &RunTree, m: Option<ShimMessage>) {
+    fn on_message(
+        &mut self,
+        tree: &RunTree,
+        out: &mut Pipe,
+        err: &mut Pipe,
+        m: Option<ShimMessage>,
+    ) {
         match m {
-            Some(ShimMessage::Exited { code, signal }) => self.on_exit(tree, code, signal),
+            Some(ShimMessage::Exited { code, signal }) => {
+                self.step(tree, out, err, Input::Exited { code, signal });
+            }
             Some(ShimMessage::Empty) => self.empty = true,
             Some(ShimMessage::Killed {
                 pid,
@@ -746,27 +806,19 @@ impl Supervisor {
             Some(ShimMessage::Spawned { .. } | ShimMessage::SpawnFailed { .. }) => {}
             None => {
                 self.shim_open = false;
-                if self.exit.is_none() {
-                    // Without its shim the run cannot be watched to its end
-                    // (nor its exit status learned): kill what is left now.
-                    self.note_error("the run's shim exited before the agent did".into());
-                    self.kill_rest(tree);
-                }
+                self.step(tree, out, err, Input::ShimGone);
             }
         }
     }
 
-    fn on_exit(&mut self, tree: &RunTree, code: Option<i32>, signal: Option<i32>) {
-        let now = Instant::now();
-        self.exit = Some((code, signal));
-        self.clocks.exited_at = Some(now);
+    /// The agent was reaped: everything still alive now is an orphan. Name
+    /// it, then send it `signal` at once while the pipes are still read.
+    /// The sandbox's own helpers are not the agent's.
+    fn on_reaped(&mut self, tree: &RunTree, exit: Exit, signal: Option<Signal>) {
         self.emit(Event::Exited {
-            exit_code: code,
-            signal,
+            exit_code: exit.code,
+            signal: exit.signal,
         });
-        // Everything still alive now is an orphan: name it, then terminate
-        // it at once while the pipes are still read. The sandbox's own
-        // helpers are not the agent's.
         let found = self.agents_processes(tree);
         self.note_escapes(tree, &found);
         for p in found {
@@ -782,46 +834,29 @@ impl Supervisor {
                 held_pipe,
             });
         }
-        if !self.orphans.is_empty() && !self.clocks.killed {
-            let signal = if self.setup.limits.drain_grace.is_zero() {
-                Signal::Kill
-            } else {
-                Signal::Term
-            };
+        if let Some(signal) = signal
+            && !self.orphans.is_empty()
+        {
             self.signal_all(tree, signal);
         }
     }
 
-    fn on_control(&mut self, tree: &RunTree, c: Control) {
-        match c {
-            Control::Cancel if self.cause.is_none() && self.exit.is_none() => {
-                self.begin_ending(tree, Cause::Cancelled);
-            }
-            Control::Cancel | Control::Kill => {
-                if self.cause.is_none() && self.exit.is_none() {
-                    self.cause = Some(Cause::Cancelled);
-                    self.emit(Event::Terminating {
-                        reason: "cancelled".into(),
-                    });
-                }
-                self.kill_rest(tree);
-            }
-        }
+    fn on_control(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, c: Control) {
+        let input = match c {
+            Control::Cancel => Input::Cancel,
+            Control::Kill => Input::Kill,
+        };
+        self.step(tree, out, err, input);
     }
 
     fn on_clock(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, clock: Clock) {
-        let now = Instant::now();
         match clock {
-            Clock::Run => self.begin_ending(tree, Cause::TimedOut),
-            Clock::Startup => self.begin_ending(tree, Cause::StartupTimeout),
-            Clock::Stall => self.begin_ending(tree, Cause::Stalled),
-            Clock::FatalError => self.begin_ending(tree, Cause::FatalError),
             Clock::StallWarning => {
                 self.clocks.warned = true;
                 self.stall_warnings += 1;
                 let since = self.clocks.last_activity.unwrap_or(self.setup.started);
                 self.emit(Event::StallWarning {
-                    silent_ms: now.saturating_duration_since(since).as_millis() as u64,
+                    silent_ms: Instant::now().saturating_duration_since(since).as_millis() as u64,
                     stall_timeout_ms: self
                         .clocks
                         .stall_timeout
@@ -837,78 +872,68 @@ impl Supervisor {
                         cmdline: p.cmdline,
                     })
                     .collect();
-                self.begin_ending(tree, Cause::ForcedCompletion);
+                self.step(tree, out, err, Input::Deadline(clock));
             }
-            Clock::KillGrace => self.kill_rest(tree),
-            Clock::Drain => {
-                self.clocks.drain_expired = true;
-                if out.open() || err.open() {
-                    let holders = tree
-                        .pipe_holders()
-                        .into_iter()
-                        .map(|p| Holder {
-                            pid: p.pid,
-                            cmdline: p.cmdline,
-                        })
-                        .collect::<Vec<_>>();
-                    let bytes = out.bytes + err.bytes;
-                    for pipe in [&mut *out, &mut *err] {
-                        // Keep a last line that had no newline.
-                        pipe.close(|line| self.on_line(line, now));
-                        self.after_lines(pipe, now);
-                    }
-                    self.emit(Event::OutputTruncated {
-                        bytes,
-                        holders: holders.clone(),
-                    });
-                    self.truncated = Some(Truncation { bytes, holders });
-                }
-                self.kill_rest(tree);
-            }
-            Clock::FinalKill => {
-                if !self.empty {
-                    // Judged after the shim's last sweep (in `after_close`):
-                    // most of these are a chain still being stopped.
-                    self.final_left = tree
-                        .processes()
-                        .into_iter()
-                        .map(|p| (p.pid, p.cmdline))
-                        .collect();
-                }
-                self.shim_open = false;
-                self.empty = true;
-                if self.exit.is_none() {
-                    self.note_error("the agent's exit status was never reported".into());
-                }
-                for pipe in [&mut *out, &mut *err] {
-                    pipe.close(|line| self.on_line(line, now));
-                    self.after_lines(pipe, now);
-                }
-            }
+            Clock::Run
+            | Clock::Startup
+            | Clock::Stall
+            | Clock::FatalError
+            | Clock::KillGrace
+            | Clock::Drain
+            | Clock::FinalKill => self.step(tree, out, err, Input::Deadline(clock)),
         }
     }
 
-    /// Starts ending the run for `cause`: SIGTERM to every process of the
-    /// run (SIGKILL at once if the kill grace is zero).
-    fn begin_ending(&mut self, tree: &RunTree, cause: Cause) {
-        if self.cause.is_some() || self.exit.is_some() {
+    /// The drain window ran out with output still open: keep what was
+    /// read, name who holds the pipes, and stop reading.
+    fn cut_output(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, now: Instant) {
+        if !(out.open() || err.open()) {
             return;
         }
-        self.cause = Some(cause);
-        self.emit(Event::Terminating {
-            reason: cause_reason(cause).into(),
+        let holders = tree
+            .pipe_holders()
+            .into_iter()
+            .map(|p| Holder {
+                pid: p.pid,
+                cmdline: p.cmdline,
+            })
+            .collect::<Vec<_>>();
+        let bytes = out.bytes + err.bytes;
+        for pipe in [&mut *out, &mut *err] {
+            // Keep a last line that had no newline.
+            pipe.close(|line| self.on_line(line, now));
+            self.after_lines(pipe, now);
+        }
+        self.emit(Event::OutputTruncated {
+            bytes,
+            holders: holders.clone(),
         });
-        self.clocks.terminated_at = Some(Instant::now());
-        self.start_sandbox_kill();
-        if self.setup.limits.kill_grace.is_zero() {
-            self.kill_rest(tree);
-        } else {
-            self.signal_all(tree, Signal::Term);
+        self.truncated = Some(Truncation { bytes, holders });
+    }
+
+    /// The wait after SIGKILL ran out: what is left is named, and the
+    /// shim, the tree and the output are no longer waited for.
+    fn give_up(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, now: Instant) {
+        if !self.empty {
+            // Judged after the shim's last sweep (in `after_close`): most
+            // of these are a chain still being stopped.
+            self.final_left = tree
+                .processes()
+                .into_iter()
+                .map(|p| (p.pid, p.cmdline))
+                .collect();
+        }
+        self.shim_open = false;
+        self.empty = true;
+        if self.phase.exit().is_none() {
+            self.note_error("the agent's exit status was never reported".into());
+        }
+        for pipe in [&mut *out, &mut *err] {
+            pipe.close(|line| self.on_line(line, now));
+            self.after_lines(pipe, now);
         }
     }
 
-    /// SIGKILLs every process of the run and starts the final, bounded wait
-    /// for the kernel to confirm.
     /// Starts the sandbox's own kill (`docker rm -f`) without waiting.
     fn start_sandbox_kill(&mut self) {
         if let Some(cmd) = &self.setup.on_kill
@@ -944,18 +969,16 @@ impl Supervisor {
         }
     }
 
+    /// SIGKILLs every process of the run (the final, bounded wait for the
+    /// kernel to confirm is the `Killing` phase's).
     fn kill_rest(&mut self, tree: &RunTree) {
-        self.clocks.killed = true;
         self.start_sandbox_kill();
-        if self.clocks.final_kill_at.is_none() {
-            self.clocks.final_kill_at = Some(Instant::now());
-        }
         // Processes that appeared after the exit (forked by orphans) are
         // orphans too.
         let found = self.agents_processes(tree);
         self.note_escapes(tree, &found);
         let note_orphans = |this: &mut Self, found: Vec<warden_process::ProcessInfo>| {
-            if this.exit.is_some() {
+            if this.phase.exit().is_some() {
                 for p in found {
                     if !this.orphans.iter().any(|o| o.pid == p.pid)
                         && !this.sandbox_helpers.contains(&p.pid)

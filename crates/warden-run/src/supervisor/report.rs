@@ -90,8 +90,8 @@ impl Supervisor {
             warden_version: env!("CARGO_PKG_VERSION").to_string(),
             verdict,
             reason,
-            exit_code: self.exit.and_then(|e| e.0),
-            signal: self.exit.and_then(|e| e.1),
+            exit_code: self.phase.exit().and_then(|e| e.code),
+            signal: self.phase.exit().and_then(|e| e.signal),
             pid: self.pid,
             started_at: humantime::format_rfc3339_millis(self.setup.started_at).to_string(),
             ended_at: ended
@@ -105,7 +105,7 @@ impl Supervisor {
             stall_warnings: self.stall_warnings,
             stall_watchdog_armed: self.clocks.stall_timeout.is_some(),
             completion_signal_seen_ms: self.completion_seen.map(|t| self.ms(t)),
-            forced_completion: self.cause == Some(Cause::ForcedCompletion),
+            forced_completion: self.phase.cause() == Some(Cause::ForcedCompletion),
             hanging: self.hanging.clone(),
             output_truncated: self.truncated.clone(),
             orphans: self.orphans.clone(),
@@ -294,8 +294,8 @@ impl Supervisor {
         decide(&Facts {
             json_agent: self.setup.agent.is_json(),
             spawn_error: self.spawn_error.clone(),
-            cause: self.cause,
-            exit: self.exit,
+            cause: self.phase.cause(),
+            exit: self.phase.exit().map(|e| (e.code, e.signal)),
             terminal: self.summary.terminal_in_force(),
             agent_error: self.summary.error.clone(),
             authentication_error: self.summary.error_class

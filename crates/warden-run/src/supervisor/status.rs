@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use warden_events::{Event, OpenCall};
 
 use super::Supervisor;
+use super::phase::Phase;
 
 /// The most often a snapshot is written while the agent is busy.
 pub(super) const STATUS_EVERY: Duration = Duration::from_secs(1);
@@ -78,7 +79,11 @@ impl Supervisor {
         self.status
             .calls
             .retain(|(id, _)| open.contains(&id.as_str()));
-        let stall_deadline_ms = if self.clocks.completing_since_line.is_some() {
+        // Only while the stall clock is what ends a silence: not in the
+        // completion window, nor once the agent exited or warden is ending
+        // the run.
+        let stall_clock_runs = matches!(self.phase, Phase::Starting | Phase::Running);
+        let stall_deadline_ms = if !stall_clock_runs {
             None
         } else {
             self.clocks.effective_stall().and_then(|s| {

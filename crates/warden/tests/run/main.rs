@@ -21,6 +21,7 @@ mod json_out;
 mod launch;
 mod orphans;
 mod output;
+mod phases;
 mod replay;
 mod retries;
 mod sandbox;
