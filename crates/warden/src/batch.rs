@@ -34,7 +34,7 @@ use warden_run::update::Update;
 
 use crate::args::{BatchArgs, RunArgs};
 use crate::error::{CliError, Outcome, usage};
-use crate::render::{ViewState, live, ms};
+use crate::render::{Reporter, ViewState, live, ms};
 use crate::settings::{self, RawSettings, SettingFlags};
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
@@ -315,7 +315,7 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
     let on_wake = |view: &mut BatchView, w: Wake| match w {
         Wake::Tick => view.tick(),
         Wake::Signal { nth, name } => {
-            view.line(&if nth > 1 {
+            view.notice(&if nth > 1 {
                 format!("{name} again: killing every run now")
             } else {
                 format!("{name}: cancelling every run (send it again to kill at once)")
@@ -456,7 +456,30 @@ impl BatchView {
         }
     }
 
-    fn tick(&self) {
+    fn clear(&self) {
+        if let Some(m) = &self.multi {
+            let _ = m.clear();
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if self.quiet {
+            return;
+        }
+        match &self.multi {
+            Some(m) => {
+                let _ = m.println(crate::render::github::neutralize(text));
+            }
+            None => {
+                let s = self.started.elapsed().as_secs();
+                eprintln!("[{:02}:{:02}] {text}", s / 60, s % 60);
+            }
+        }
+    }
+}
+
+impl Reporter for BatchView {
+    fn tick(&mut self) {
         let width = cols();
         for (i, (state, bar)) in &self.runs {
             if let Some(b) = bar {
@@ -582,25 +605,8 @@ impl BatchView {
         }
     }
 
-    fn clear(&self) {
-        if let Some(m) = &self.multi {
-            let _ = m.clear();
-        }
-    }
-
-    fn line(&self, text: &str) {
-        if self.quiet {
-            return;
-        }
-        match &self.multi {
-            Some(m) => {
-                let _ = m.println(crate::render::github::neutralize(text));
-            }
-            None => {
-                let s = self.started.elapsed().as_secs();
-                eprintln!("[{:02}:{:02}] {text}", s / 60, s % 60);
-            }
-        }
+    fn notice(&mut self, msg: &str) {
+        self.line(msg);
     }
 }
 

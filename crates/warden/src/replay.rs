@@ -76,7 +76,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
                     let _ = crate::render::github::write_json_line(&mut out, &json);
                 }
             } else {
-                print_event(&mut out, &e);
+                print_event(&mut out, &e, agent);
             }
         }
     };
@@ -220,40 +220,15 @@ impl Write for StdoutFd {
     }
 }
 
-fn print_event(out: &mut impl Write, e: &Event) {
-    let line = match e {
-        Event::SessionStarted {
-            session_id, model, ..
-        } => format!(
-            "session {} {}",
-            session_id.as_deref().unwrap_or("-"),
-            model.as_deref().unwrap_or("")
-        ),
-        Event::Text { text } => format!("say: {text}"),
-        Event::Thinking { text } => format!("think: {}", text.lines().next().unwrap_or("")),
-        Event::ToolStarted { name, input, .. } => {
-            format!("tool {name}: {}", input.as_deref().unwrap_or(""))
-        }
-        Event::ToolFinished {
-            name,
-            is_error,
-            output_bytes,
-            ..
-        } => format!(
-            "tool {name} {} ({output_bytes} bytes of output)",
-            if *is_error { "failed" } else { "done" }
-        ),
-        Event::Retry { reason, .. } => format!("retry: {reason}"),
-        Event::Error { message, fatal, .. } => {
-            format!("{}error: {message}", if *fatal { "fatal " } else { "" })
-        }
-        Event::Result { success, .. } => {
-            format!("result: {}", if *success { "success" } else { "failure" })
-        }
-        _ => return,
-    };
-    // The recording is the agent's text: made inert like every line warden
-    // prints (no workflow command, no escape sequence reaches a CI log or
-    // a terminal).
-    let _ = writeln!(out, "{}", crate::render::github::neutralize(&line));
+/// The lines the live view shows for `e` (one formatter for both), each
+/// made inert: the recording is the agent's text, and no workflow
+/// command or escape sequence of it may reach a CI log or a terminal.
+fn print_event(out: &mut impl Write, e: &Event, agent: Agent) {
+    crate::render::lines::event_lines(e, agent, std::path::Path::new(""), &mut |kind, text| {
+        let _ = writeln!(
+            out,
+            "{}",
+            crate::render::github::neutralize(&kind.text(text))
+        );
+    });
 }

@@ -6,7 +6,7 @@ use warden_run::update::Update;
 use warden_run::{Run, RunRequest, RunSpec};
 
 use crate::error::Outcome;
-use crate::render::Renderer;
+use crate::render::{Reporter, Reporters};
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
 
@@ -34,11 +34,16 @@ pub(crate) async fn run_once(
 ) -> Outcome {
     let agent = spec.agent;
     let mut handle = Run::new(spec).spawn().await?;
-    let mut view = Renderer::new(resolved, agent, handle.run_dir(), handle.run_id());
-    view.started_note(&resolved.limits);
+    let mut view = Reporters::for_runs(resolved, agent, None);
+    view.update(&Update::IterationStarted {
+        entry: None,
+        iteration: 1,
+        run_dir: handle.run_dir().to_path_buf(),
+        run_id: handle.run_id().to_string(),
+    });
     let canceller = handle.canceller();
     let mut wake = Wakeups::new(signals);
-    let on_wake = |view: &mut Renderer, w: Wake| match w {
+    let on_wake = |view: &mut Reporters, w: Wake| match w {
         Wake::Tick => view.tick(),
         Wake::Signal { nth, name } => {
             view.notice(&signal_notice(nth, name));
@@ -52,7 +57,7 @@ pub(crate) async fn run_once(
     loop {
         tokio::select! {
             ev = handle.next_event() => match ev {
-                Some(ev) => view.event(&ev),
+                Some(event) => view.update(&Update::Event { entry: None, event }),
                 None => break,
             },
             w = wake.next() => on_wake(&mut view, w),
@@ -68,8 +73,13 @@ pub(crate) async fn run_once(
             w = wake.next() => on_wake(&mut view, w),
         }
     };
-    view.finished(&report);
-    Ok(report.warden_exit_code())
+    let code = report.warden_exit_code();
+    view.update(&Update::IterationFinished {
+        entry: None,
+        iteration: 1,
+        report: Box::new(report),
+    });
+    Ok(code)
 }
 
 pub(crate) async fn run_session_cli(
@@ -77,78 +87,36 @@ pub(crate) async fn run_session_cli(
     resolved: crate::settings::Resolved,
     signals: Signals,
 ) -> Outcome {
-    let agent = request.agent;
-    let iterations = request.session.iterations;
-    let quiet = resolved.quiet;
+    let mut view = Reporters::for_runs(&resolved, request.agent, Some(request.session.iterations));
     let mut session = Session::new(request).start();
     let control = session.control();
-    let mut view: Option<Renderer> = None;
     let mut wake = Wakeups::new(signals);
+    let on_wake = |view: &mut Reporters, w: Wake| match w {
+        Wake::Tick => view.tick(),
+        Wake::Signal { nth, name } => {
+            view.notice(&signal_notice(nth, name));
+            control.cancel();
+        }
+    };
     loop {
         tokio::select! {
             update = session.next_update() => match update {
-                Some(Update::Worktree { worktree: wt, .. }) if !quiet => {
-                    eprintln!(
-                        "warden: working in a new worktree {} on branch {}",
-                        wt.path.display(),
-                        wt.branch
-                    );
-                }
-                Some(Update::IterationStarted { iteration, run_dir, run_id, .. }) => {
-                    if !quiet {
-                        eprintln!("warden: iteration {iteration}/{iterations}");
-                    }
-                    let mut r = Renderer::new(&resolved, agent, &run_dir, &run_id);
-                    r.set_iteration(iteration, iterations);
-                    r.started_note(&resolved.limits);
-                    view = Some(r);
-                }
-                Some(Update::Event { event, .. }) => {
-                    if let Some(r) = view.as_mut() {
-                        r.event(&event);
-                    }
-                }
-                Some(Update::IterationFinished { report, .. }) => {
-                    if let Some(mut r) = view.take() {
-                        r.finished(&report);
-                    }
-                }
-                // Quiet, or a kind of update this view does not know:
-                // nothing to show.
-                Some(_) => {}
+                Some(u) => view.update(&u),
                 None => break,
             },
-            w = wake.next() => match w {
-                Wake::Tick => {
-                    if let Some(r) = view.as_mut() {
-                        r.tick();
-                    }
-                }
-                Wake::Signal { nth, name } => {
-                    let msg = signal_notice(nth, name);
-                    match view.as_mut() {
-                        Some(r) => r.notice(&msg),
-                        None => eprintln!("warden: {msg}"),
-                    }
-                    control.cancel();
-                }
-            },
+            w = wake.next() => on_wake(&mut view, w),
         }
     }
     // Every run has ended; the session collects its commits (a signal
     // meanwhile stops that at once).
     let wait = session.wait();
     tokio::pin!(wait);
-    let result = loop {
+    let report = loop {
         tokio::select! {
             r = &mut wait => break r,
-            w = wake.next() => if let Wake::Signal { nth, name } = w {
-                eprintln!("warden: {}", signal_notice(nth, name));
-                control.cancel();
-            },
+            w = wake.next() => on_wake(&mut view, w),
         }
-    };
-    let report = result?;
+    }?;
     let verdict = report.verdict.map_or("none", |v| v.as_str());
     important!(
         "warden: session {}: {verdict} after {} of {} iteration(s), stopped by {}; {} commit(s); tokens {} in / {} out{}",

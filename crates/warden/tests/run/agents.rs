@@ -471,7 +471,8 @@ fn replay_decodes_a_recording_offline() {
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("outcome: no_terminal_event"), "{text}");
-    assert!(text.contains("tool Bash: sleep 1000"), "{text}");
+    // The same line the live view shows for the tool call.
+    assert!(text.contains("  tool| Bash: sleep 1000"), "{text}");
 
     let out = case.command(&["replay", "nope", "x"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -1,0 +1,348 @@
+//! The view for a person, on stderr: the same lines everywhere (from
+//! [`lines`]), shown on one of three surfaces. On a terminal ([`Tty`]): a
+//! live status line redrawn in place, the lines scrolling above it.
+//! Elsewhere ([`Plain`]): each line with the time since the start, and a
+//! heartbeat that says how long the agent has been quiet. Under GitHub
+//! Actions ([`GitHubLog`]): plain lines, warnings and a failed verdict as
+//! workflow annotations, and a Markdown summary of the run.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use warden_events::Agent;
+use warden_run::update::Update;
+use warden_run::{Limits, Report, Stamped};
+
+use super::console::important;
+use super::lines::{self, Kind};
+use super::{Reporter, ViewState, dur, github, live, short, shown_path};
+
+/// Where a person's lines go.
+pub(crate) trait Surface {
+    /// Shows one line; `elapsed` is the time since the run started.
+    fn line(&mut self, text: &str, elapsed: &str);
+    /// Shows a warning.
+    fn warn(&mut self, msg: &str, elapsed: &str) {
+        self.line(&Kind::Warn.text(msg), elapsed);
+    }
+    /// A run starts (a terminal draws its status line from now).
+    fn begin_run(&mut self) {}
+    /// The run's state changed: redraw what shows it live.
+    fn redraw(&mut self, _state: &ViewState) {}
+    /// Whether the surface says "still running" every so often (nothing
+    /// shows the run live).
+    fn heartbeats(&self) -> bool {
+        true
+    }
+    /// The run ended: nothing live any more.
+    fn end_run(&mut self) {}
+    /// The line that says how the run ended (kept even when the reader is
+    /// slow).
+    fn summary(&mut self, line: &str, _elapsed: &str) {
+        important(&format!("warden: {line}"));
+    }
+    /// What the surface does with the verdict beyond the lines.
+    fn verdict(&mut self, _report: &Report) {}
+}
+
+/// A terminal: the status line, redrawn in place.
+pub(crate) struct Tty {
+    live: Option<live::Live>,
+    /// Under GitHub Actions with a terminal (rare): the annotations and
+    /// the summary still go to the run's page.
+    github: Option<github::GitHub>,
+}
+
+impl Tty {
+    pub(crate) fn new(github: Option<github::GitHub>) -> Self {
+        Self { live: None, github }
+    }
+}
+
+impl Surface for Tty {
+    fn line(&mut self, text: &str, elapsed: &str) {
+        match &self.live {
+            Some(l) => l.println(text),
+            None => eprintln!("[{elapsed}] {text}"),
+        }
+    }
+
+    fn begin_run(&mut self) {
+        self.live = Some(live::Live::new());
+    }
+
+    fn redraw(&mut self, state: &ViewState) {
+        if let Some(l) = &self.live {
+            l.update(state);
+        }
+    }
+
+    fn heartbeats(&self) -> bool {
+        self.live.is_none()
+    }
+
+    fn end_run(&mut self) {
+        if let Some(l) = self.live.take() {
+            l.clear();
+        }
+    }
+
+    fn verdict(&mut self, report: &Report) {
+        if let Some(g) = &self.github {
+            annotate(g, report);
+        }
+    }
+}
+
+/// Plain lines, each with the time since the start.
+pub(crate) struct Plain;
+
+impl Surface for Plain {
+    fn line(&mut self, text: &str, elapsed: &str) {
+        eprintln!("[{elapsed}] {text}");
+    }
+}
+
+/// A GitHub Actions log: plain lines, warnings as annotations, the
+/// verdict on the run's page.
+pub(crate) struct GitHubLog(pub(crate) github::GitHub);
+
+impl Surface for GitHubLog {
+    fn line(&mut self, text: &str, elapsed: &str) {
+        eprintln!("[{elapsed}] {text}");
+    }
+
+    fn warn(&mut self, msg: &str, _elapsed: &str) {
+        self.0.warning(msg);
+    }
+
+    fn summary(&mut self, line: &str, elapsed: &str) {
+        important(&format!("[{elapsed}] warden: {line}"));
+    }
+
+    fn verdict(&mut self, report: &Report) {
+        annotate(&self.0, report);
+    }
+}
+
+fn annotate(g: &github::GitHub, report: &Report) {
+    if report.verdict != Some(warden_run::Verdict::Succeeded) {
+        let verdict = report.verdict.map_or("unknown", |v| v.as_str());
+        g.error(&format!("{verdict}: {}", report.reason));
+    }
+    g.step_summary(report);
+}
+
+/// The run being shown.
+struct Current {
+    state: ViewState,
+    run_dir: PathBuf,
+}
+
+/// The view for a person of a run, or of each run of a session in turn.
+pub(crate) struct Human<S> {
+    surface: S,
+    agent: Agent,
+    limits: Limits,
+    quiet: bool,
+    heartbeat: Option<Duration>,
+    last_heartbeat: Instant,
+    /// `Some(n)` in a session of `n` iterations: each run says which it is.
+    iterations: Option<u32>,
+    started: Instant,
+    current: Option<Current>,
+}
+
+impl<S: Surface> Human<S> {
+    pub(crate) fn new(
+        surface: S,
+        agent: Agent,
+        settings: &crate::settings::Resolved,
+        iterations: Option<u32>,
+    ) -> Self {
+        Self {
+            surface,
+            agent,
+            limits: settings.limits.clone(),
+            quiet: settings.quiet,
+            heartbeat: settings.heartbeat,
+            last_heartbeat: Instant::now(),
+            iterations,
+            started: Instant::now(),
+            current: None,
+        }
+    }
+
+    fn elapsed(&self) -> String {
+        let start = self
+            .current
+            .as_ref()
+            .map_or(self.started, |c| c.state.started);
+        let s = start.elapsed().as_secs();
+        if s >= 3600 {
+            format!("{}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
+        } else {
+            format!("{:02}:{:02}", s / 60, s % 60)
+        }
+    }
+
+    fn show(&mut self, kind: Kind, msg: &str) {
+        let elapsed = self.elapsed();
+        show_on(&mut self.surface, self.quiet, &elapsed, kind, msg);
+    }
+
+    fn started(&mut self, iteration: u32, run_dir: &Path) {
+        let mut state = ViewState::new(self.agent, &self.limits);
+        if let Some(n) = self.iterations {
+            state.iteration = Some((iteration, n));
+            self.show(Kind::Info, &format!("iteration {iteration}/{n}"));
+        }
+        self.current = Some(Current {
+            state,
+            run_dir: shown_path(run_dir),
+        });
+        self.last_heartbeat = Instant::now();
+        self.surface.begin_run();
+        let l = &self.limits;
+        if l.stall_timeout.is_some() && l.armed_stall_timeout().is_none() {
+            let msg = format!(
+                "the stall watchdog is off: its timeout ({}) is not shorter than the run timeout ({})",
+                dur(l.stall_timeout),
+                dur(l.timeout)
+            );
+            self.show(Kind::Info, &msg);
+        }
+    }
+
+    fn event(&mut self, ev: &Stamped) {
+        let elapsed = self.elapsed();
+        let Self {
+            surface,
+            agent,
+            quiet,
+            current,
+            ..
+        } = self;
+        let Some(current) = current.as_mut() else {
+            return;
+        };
+        current.state.observe(ev);
+        lines::event_lines(&ev.event, *agent, &current.run_dir, &mut |k, t| {
+            show_on(surface, *quiet, &elapsed, k, t);
+        });
+        surface.redraw(&current.state);
+    }
+
+    fn finished(&mut self, report: &Report) {
+        self.surface.end_run();
+        for w in lines::report_warnings(report) {
+            self.show(Kind::Warn, &w);
+        }
+        let line = lines::summary_line(report, self.agent);
+        let elapsed = self.elapsed();
+        // The summary line is shown even with --quiet, and it, the error
+        // and the report's path get the queue's reserve.
+        self.surface.summary(&line, &elapsed);
+        self.surface.verdict(report);
+        if let Some(e) = &report.error {
+            important(&format!("warden: error: {e}"));
+        }
+        // Only a report that was written is named.
+        if !self.quiet
+            && report.written
+            && let Some(c) = &self.current
+        {
+            important(&format!(
+                "warden: report: {}",
+                c.run_dir.join("run.json").display()
+            ));
+        }
+        self.current = None;
+    }
+
+    fn heartbeat(&mut self) {
+        let Some(every) = self.heartbeat else {
+            return;
+        };
+        if self.quiet || self.last_heartbeat.elapsed() < every {
+            return;
+        }
+        let Some(c) = &self.current else {
+            return;
+        };
+        self.last_heartbeat = Instant::now();
+        let s = &c.state;
+        let mut msg = format!(
+            "still running; last activity {} ago",
+            short(s.last_activity.elapsed())
+        );
+        // The supervisor's own deadline (stretched while a tool with a
+        // declared limit runs), not the setting.
+        match s.stall_deadline {
+            Some(at) => msg.push_str(&format!(
+                " (ended as stalled in {} if it stays quiet)",
+                short(at.saturating_duration_since(Instant::now()))
+            )),
+            None => {
+                if let Some(t) = s.stall_timeout {
+                    msg.push_str(&format!(" (stall timeout {})", dur(Some(t))));
+                }
+            }
+        }
+        if let Some((name, _, since)) = &s.tool {
+            msg.push_str(&format!(
+                "; tool {name} running for {}",
+                short(since.elapsed())
+            ));
+        }
+        self.show(Kind::Info, &msg);
+    }
+}
+
+/// One line on `surface`, made inert first (see `github` for why
+/// always); what `--quiet` hides is not shown.
+fn show_on<S: Surface>(surface: &mut S, quiet: bool, elapsed: &str, kind: Kind, msg: &str) {
+    if quiet && kind != Kind::Warn {
+        return;
+    }
+    match kind {
+        Kind::Warn => surface.warn(&github::neutralize(msg), elapsed),
+        _ => surface.line(&github::neutralize(&kind.text(msg)), elapsed),
+    }
+}
+
+impl<S: Surface> Reporter for Human<S> {
+    fn update(&mut self, update: &Update) {
+        match update {
+            Update::Worktree { worktree: wt, .. } => {
+                let msg = format!(
+                    "working in a new worktree {} on branch {}",
+                    wt.path.display(),
+                    wt.branch
+                );
+                self.show(Kind::Info, &msg);
+            }
+            Update::IterationStarted {
+                iteration, run_dir, ..
+            } => self.started(*iteration, run_dir),
+            Update::Event { event, .. } => self.event(event),
+            Update::IterationFinished { report, .. } => self.finished(report),
+            // Batch entries have their own view.
+            _ => {}
+        }
+    }
+
+    fn tick(&mut self) {
+        match &self.current {
+            Some(c) if !self.surface.heartbeats() => self.surface.redraw(&c.state),
+            _ => self.heartbeat(),
+        }
+    }
+
+    fn notice(&mut self, msg: &str) {
+        // Said even with --quiet: it is warden acting on the user's signal.
+        let elapsed = self.elapsed();
+        self.surface
+            .line(&github::neutralize(&format!("warden: {msg}")), &elapsed);
+    }
+}
