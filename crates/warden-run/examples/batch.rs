@@ -44,12 +44,18 @@ fn main() {
         while let Some(update) = running.next_update().await {
             match update {
                 Update::EntryStarted { name, .. } => println!("{name}: started"),
-                Update::EntryFinished { run, .. } => println!(
-                    "{}: {} in {} ms",
-                    run.name,
-                    run.verdict.map_or("not run", |v| v.as_str()),
-                    run.duration_ms
-                ),
+                Update::EntryFinished { run, .. } => {
+                    // Where the others are: the handle keeps count.
+                    let status = running.status();
+                    println!(
+                        "{}: {} in {} ms ({} running, {} queued)",
+                        run.name,
+                        run.verdict.map_or("not run", |v| v.as_str()),
+                        run.duration_ms,
+                        status.running(),
+                        status.queued()
+                    );
+                }
                 _ => {}
             }
         }

@@ -212,20 +212,53 @@ impl Batch {
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();
         let sem = Arc::new(Semaphore::new(self.jobs));
-        let mut tasks = Vec::new();
-        for (index, entry) in self.entries.into_iter().enumerate() {
-            let control = SessionControl::default();
-            self.control.add(control.clone());
-            let sem = sem.clone();
-            let stop = self.control.clone();
-            let out = Outbox::new(tx.clone(), Some(index));
-            tasks.push(tokio::spawn(run_entry(
-                index, entry, control, sem, stop, out,
-            )));
-        }
-        drop(tx);
+        let status = BatchStatus {
+            entries: self
+                .entries
+                .iter()
+                .map(|e| (e.name.clone(), EntryState::Queued))
+                .collect(),
+        };
+        // Every entry can be cancelled from now on, started or not.
+        let entries: Vec<(Entry, SessionControl)> = self
+            .entries
+            .into_iter()
+            .map(|e| {
+                let control = SessionControl::default();
+                self.control.add(control.clone());
+                (e, control)
+            })
+            .collect();
+        let stop = self.control.clone();
         let (jobs, file, dir) = (self.jobs, self.source, self.dir);
         let task = tokio::spawn(async move {
+            // Entries start in their order, each when a place is free.
+            let mut tasks = Vec::new();
+            for (index, (entry, control)) in entries.into_iter().enumerate() {
+                let permit = sem
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed");
+                let mut out = Outbox::new(tx.clone(), Some(index));
+                // Said here, so entries are said to start in their order.
+                if stop.cancels() == 0 {
+                    out.send(Update::EntryStarted {
+                        entry: index,
+                        name: entry.name.clone(),
+                    })
+                    .await;
+                }
+                tasks.push(tokio::spawn(run_entry(
+                    index,
+                    entry,
+                    control,
+                    permit,
+                    stop.clone(),
+                    out,
+                )));
+            }
+            drop(tx);
             let mut runs = Vec::new();
             for t in tasks {
                 runs.push(match t.await {
@@ -260,6 +293,7 @@ impl Batch {
             updates: Some(rx),
             task,
             control: self.control,
+            status,
         })
     }
 }
@@ -268,14 +302,10 @@ async fn run_entry(
     index: usize,
     entry: Entry,
     control: SessionControl,
-    sem: Arc<Semaphore>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
     stop: BatchControl,
     mut out: Outbox,
 ) -> BatchRun {
-    let _permit = sem
-        .acquire_owned()
-        .await
-        .expect("the semaphore is never closed");
     let agent = entry.request.agent.name().to_string();
     let t0 = Instant::now();
     let run = if stop.cancels() > 0 {
@@ -288,11 +318,6 @@ async fn run_entry(
             error: Some("cancelled before it started".into()),
         }
     } else {
-        out.send(Update::EntryStarted {
-            entry: index,
-            name: entry.name.clone(),
-        })
-        .await;
         let result = run_request(entry.request, control, out.clone()).await;
         let duration_ms = t0.elapsed().as_millis() as u64;
         match result {
@@ -358,6 +383,73 @@ pub struct BatchHandle {
     updates: Option<mpsc::Receiver<Update>>,
     task: tokio::task::JoinHandle<BatchOutcome>,
     control: BatchControl,
+    status: BatchStatus,
+}
+
+/// Where an entry of a batch is.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryState {
+    /// Waiting for a place among the `jobs` running.
+    Queued,
+    /// Its session is on its `iteration`th run (0 before the first).
+    Running { iteration: u32 },
+    /// Ended, with its verdict (none when it could not start).
+    Finished { verdict: Option<Verdict> },
+}
+
+/// Where every entry of a batch is, as the updates read so far say: what
+/// a view shows without working it out itself.
+#[derive(Debug, Clone, Default)]
+pub struct BatchStatus {
+    /// By entry index: its name and state.
+    pub entries: Vec<(String, EntryState)>,
+}
+
+impl BatchStatus {
+    /// How many entries are in `state`'s kind (the data inside is not
+    /// compared).
+    pub fn count(&self, kind: fn(&EntryState) -> bool) -> usize {
+        self.entries.iter().filter(|(_, s)| kind(s)).count()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.count(|s| matches!(s, EntryState::Queued))
+    }
+
+    pub fn running(&self) -> usize {
+        self.count(|s| matches!(s, EntryState::Running { .. }))
+    }
+
+    pub fn finished(&self) -> usize {
+        self.count(|s| matches!(s, EntryState::Finished { .. }))
+    }
+
+    fn apply(&mut self, update: &Update) {
+        let (entry, state) = match update {
+            Update::EntryStarted { entry, .. } => (*entry, EntryState::Running { iteration: 0 }),
+            Update::IterationStarted {
+                entry: Some(entry),
+                iteration,
+                ..
+            } => (
+                *entry,
+                EntryState::Running {
+                    iteration: *iteration,
+                },
+            ),
+            Update::EntryFinished { entry, run } => (
+                *entry,
+                EntryState::Finished {
+                    verdict: run.verdict,
+                },
+            ),
+            _ => return,
+        };
+        if let Some((_, s)) = self.entries.get_mut(entry) {
+            *s = state;
+        }
+    }
 }
 
 /// How a batch ended: its report, and where `batch.json` was written (or
@@ -394,7 +486,14 @@ impl BatchOutcome {
 impl BatchHandle {
     /// The next update of any entry; `None` once every entry has ended.
     pub async fn next_update(&mut self) -> Option<Update> {
-        self.updates.as_mut()?.recv().await
+        let update = self.updates.as_mut()?.recv().await?;
+        self.status.apply(&update);
+        Some(update)
+    }
+
+    /// Where every entry is, as of the last update read.
+    pub fn status(&self) -> &BatchStatus {
+        &self.status
     }
 
     pub fn control(&self) -> BatchControl {

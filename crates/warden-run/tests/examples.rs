@@ -153,6 +153,12 @@ fn batch_runs_every_entry_and_writes_batch_json() {
     for n in 1..=5 {
         assert!(stdout.contains(&format!("run-{n}: started")), "{stdout}");
     }
+    // Two at a time: when the first ends, the other one is still running
+    // and the three left are queued; when the last ends, nothing is.
+    let ends: Vec<&str> = stdout.lines().filter(|l| l.contains(" in ")).collect();
+    assert_eq!(ends.len(), 5, "{stdout}");
+    assert!(ends[0].ends_with("(1 running, 3 queued)"), "{stdout}");
+    assert!(ends[4].ends_with("(0 running, 0 queued)"), "{stdout}");
     let batches: Vec<_> = std::fs::read_dir(dir.path().join(".warden/batches"))
         .unwrap()
         .collect();
