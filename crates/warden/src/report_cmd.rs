@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use warden_events::event::Stamped;
-use warden_events::{Event, SCHEMA_VERSION, Tokens};
+use warden_events::{SCHEMA_VERSION, Tokens};
 use warden_run::git::Commit;
 use warden_run::session::SessionReport;
 use warden_run::{Report, Verdict};
@@ -291,23 +291,57 @@ fn verdict_exit(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> 
     }
 }
 
-/// Whether `--events` names the run in a line it copies as it is: only
-/// in a non-empty object without a `run_id` of its own (a line that is no
-/// event of this warden goes out as it came).
-fn takes_run_id(line: &[u8]) -> bool {
-    line.first() == Some(&b'{')
-        && serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(line)
-            .is_ok_and(|m| !m.is_empty() && !m.contains_key("run_id"))
+/// What `--events` does with a line of `events.jsonl`.
+enum EventsLine {
+    /// A `lines` event: the lines it stands for, read back from the logs
+    /// (an error when it is not one this warden reads).
+    Lines(Result<Stamped, serde_json::Error>),
+    /// Any other line, copied byte for byte; named with its run when
+    /// `true`.
+    Copy(bool),
 }
 
-/// Whether a line that is no event of this warden says it is a `lines`
-/// event.
-fn is_lines_event(line: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Kind {
-        kind: Option<String>,
+/// Whether a field is there at all, even as `null`.
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> serde::Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
     }
-    serde_json::from_slice::<Kind>(line).is_ok_and(|k| k.kind.as_deref() == Some("lines"))
+}
+
+/// The two fields `--events` reads of every line: only a `lines` event
+/// is read whole, so the copy of the others costs one light pass.
+#[derive(serde::Deserialize)]
+struct LineHead<'a> {
+    #[serde(borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    run_id: Present,
+}
+
+fn events_line(line: &[u8]) -> EventsLine {
+    // Only an object is an event, or can be named: `{"run_id":…,` is
+    // spliced before its own fields.
+    if line.first() != Some(&b'{') {
+        return EventsLine::Copy(false);
+    }
+    match serde_json::from_slice::<LineHead>(line) {
+        Ok(h) if h.kind.as_deref() == Some("lines") => {
+            EventsLine::Lines(serde_json::from_slice(line))
+        }
+        // An object with a kind has a field: the splice leaves it valid.
+        Ok(h) if h.kind.is_some() => EventsLine::Copy(!h.run_id.0),
+        // No kind, or one that is not a string, or a field twice: named
+        // when it is an object with fields and no `run_id`.
+        _ => EventsLine::Copy(
+            serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(
+                line,
+            )
+            .is_ok_and(|m| !m.is_empty() && !m.contains_key("run_id")),
+        ),
+    }
 }
 
 /// `warden report --events`: every run's events, one JSON object a line,
@@ -352,13 +386,8 @@ fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
                     return 2;
                 }
             };
-            match serde_json::from_slice::<Stamped>(&line) {
-                Ok(
-                    e @ Stamped {
-                        event: Event::Lines { .. },
-                        ..
-                    },
-                ) => {
+            match events_line(&line) {
+                EventsLine::Lines(Ok(e)) => {
                     let r = serde_json::to_value(&e)
                         .map_err(|e| e.to_string())
                         .and_then(|e| {
@@ -381,19 +410,16 @@ fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
                         eprintln!("warden: error: {}: {e}", run_dir.display());
                     }
                 }
-                // A `lines` event this warden cannot read: the lines it
-                // stands for cannot be read back.
-                Err(e) if is_lines_event(&line) => {
+                EventsLine::Lines(Err(e)) => {
                     code = LOGS_CHANGED_EXIT;
                     eprintln!(
                         "warden: error: {}: a `lines` event of events.jsonl is not one this warden reads, so the lines it stands for cannot be read back: {e}",
                         run_dir.display()
                     );
                 }
-                // Any other line goes out as it is, named when it can be.
-                _ => {
+                EventsLine::Copy(named) => {
                     if written.is_ok() {
-                        written = if takes_run_id(&line) {
+                        written = if named {
                             out.write_all(&prefix)
                                 .and_then(|()| out.write_all(&line[1..]))
                         } else {

@@ -230,9 +230,6 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    const ZERO_TOKENS: &str =
-        r#"{"input":0,"output":0,"cache_read":0,"cache_write":0,"reasoning":0}"#;
-
     /// A `run.json` of this warden with `fields` in place of its own.
     fn report(fields: Value) -> Report {
         let mut r = json!({
@@ -242,7 +239,7 @@ mod tests {
             "activity_lines": 0, "event_counts": {}, "stall_warnings": 0,
             "stall_watchdog_armed": true, "forced_completion": false, "hanging": [],
             "orphans": [], "orphans_killed": 0, "sandbox": "host", "turns": 0,
-            "tool_calls": 0, "tokens": serde_json::from_str::<Value>(ZERO_TOKENS).unwrap(),
+            "tool_calls": 0, "tokens": tokens(0, 0),
             "retries": 0, "stall_extensions": [], "commits": [], "stdout_bytes": 0,
             "stderr_bytes": 0, "live_events_dropped": 0,
             "limits": {"drain_grace_ms": 0, "kill_grace_ms": 0, "completion_signal": "",
