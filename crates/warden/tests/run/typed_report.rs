@@ -216,3 +216,22 @@ fn a_lines_event_that_is_no_event_of_this_warden_is_exit_1_naming_it() {
         back.stdout
     );
 }
+
+#[test]
+fn events_of_a_session_are_only_json_lines() {
+    // The text view's session summary is not an event: `--events` (as
+    // `--json`) prints nothing but JSON on stdout.
+    let case = Case::new();
+    repo(&case);
+    let done = two_committing_iterations(&case);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let back = case.run(&["report", case.run_dir().to_str().unwrap(), "--events"]);
+    assert_eq!(back.code, 0, "{}", back.stderr);
+    let mut runs = std::collections::BTreeSet::new();
+    for line in back.stdout.lines() {
+        let event: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}\n{}", back.stdout));
+        runs.insert(event["run_id"].as_str().expect("run_id").to_owned());
+    }
+    assert_eq!(runs.len(), 2, "both iterations' events:\n{}", back.stdout);
+}
