@@ -1,11 +1,21 @@
 //! `warden report DIR`: a run (or a session) explained after the fact, on
 //! the terminal, and with `--html FILE` as one self-contained page with a
 //! timeline.
+//!
+//! Every file is read as warden's own type (`run.json` as a [`Report`],
+//! `session.json` as a [`SessionReport`], each `events.jsonl` line as a
+//! [`Stamped`] event), so a field renamed or retyped is an error that names
+//! the file, never a view that silently shows nothing.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use warden_events::event::Stamped;
+use warden_events::{SCHEMA_VERSION, Tokens};
+use warden_run::git::Commit;
+use warden_run::session::SessionReport;
+use warden_run::{Report, Verdict};
 
 use crate::args::ReportArgs;
 use crate::render::ms;
@@ -42,12 +52,57 @@ fn read_text(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-fn read_json(path: &Path) -> Result<Value, String> {
-    let text = read_text(path).map_err(|e| format!("could not read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+/// Why a report file of a run or session could not be read as one.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error("could not read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not valid JSON: {source}", path.display())]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// Valid JSON, but not the type: a field missing or of another type,
+    /// or a document of another format version.
+    #[error(
+        "{} is not a {what} of this warden, which reads schema_version {SCHEMA_VERSION}: {source}",
+        path.display()
+    )]
+    NotReport {
+        path: PathBuf,
+        what: &'static str,
+        source: serde_json::Error,
+    },
 }
 
-fn read_events(dir: &Path) -> Vec<Value> {
+/// Reads `path` as warden's type `T` (`what` names it in errors).
+fn read_as<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, ReadError> {
+    let text = read_text(path).map_err(|source| ReadError::Io {
+        path: path.into(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| {
+        let path = path.into();
+        if source.is_data() {
+            ReadError::NotReport { path, what, source }
+        } else {
+            ReadError::NotJson { path, source }
+        }
+    })
+}
+
+fn read_run(dir: &Path) -> Result<Report, ReadError> {
+    read_as(&dir.join("run.json"), "run report")
+}
+
+/// The events of `events.jsonl` this warden can read. A line that is not
+/// one (cut short by a warden killed mid-write, or not an event at all)
+/// is left out, as is the whole file when it cannot be read: the report
+/// says what `run.json` says, and draws what the events it can read say.
+fn read_events(dir: &Path) -> Vec<Stamped> {
     read_text(&dir.join("events.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -92,10 +147,10 @@ struct LogCheck {
 
 /// Checks each log against the byte count and SHA-256 that `run.json`
 /// recorded when warden finished writing it.
-fn check_logs(dir: &Path, report: &Value) -> LogCheck {
+fn check_logs(dir: &Path, report: &Report) -> LogCheck {
     let mut check = LogCheck::default();
-    let Some(logs) = report["logs"].as_object() else {
-        check.unchecked = Some(if report["verdict"].is_null() {
+    let Some(logs) = &report.logs else {
+        check.unchecked = Some(if report.verdict.is_none() {
             "the run is unfinished, so its logs have no recorded digests to check".into()
         } else {
             "run.json records no digests of the logs, so they cannot be checked".into()
@@ -103,12 +158,7 @@ fn check_logs(dir: &Path, report: &Value) -> LogCheck {
         return check;
     };
     for (name, want) in logs {
-        let (Some(bytes), Some(sha)) = (want["bytes"].as_u64(), want["sha256"].as_str()) else {
-            check
-                .changed
-                .push(format!("{name}: run.json's record of it is malformed"));
-            continue;
-        };
+        let (bytes, sha) = (want.bytes, &want.sha256);
         // Only a plain file name: run.json must not send the check
         // elsewhere.
         if name.contains('/') || name == ".." || name == "." {
@@ -118,10 +168,10 @@ fn check_logs(dir: &Path, report: &Value) -> LogCheck {
             continue;
         }
         match digest_of(&dir.join(name)) {
-            Ok((n, got)) if n == bytes && got == sha => {}
+            Ok((n, got)) if n == bytes && got == *sha => {}
             Ok((n, got)) => check.changed.push(format!(
                 "{name} no longer matches what warden wrote: warden wrote {bytes} bytes (sha256 {}), the file now has {n} bytes (sha256 {})",
-                &sha[..sha.len().min(16)],
+                sha.get(..16).unwrap_or(sha),
                 &got[..16]
             )),
             Err(e) => check
@@ -145,26 +195,13 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
     };
     let dir = &args.dir;
     // A run directory, or a session directory with one per iteration.
-    let mut session: Option<Value> = None;
-    let runs: Vec<std::path::PathBuf> = if dir.join("run.json").exists() {
-        vec![dir.clone()]
+    // Every report is read before anything is printed, so a directory
+    // that is not a run is exit 2 with nothing else said.
+    let session: Option<SessionReport> = if dir.join("run.json").exists() {
+        None
     } else if dir.join("session.json").exists() {
-        match read_json(&dir.join("session.json")) {
-            Ok(s) => {
-                if !args.json {
-                    print_session(&s);
-                }
-                let runs = s["runs"]
-                    .as_array()
-                    .map(|r| {
-                        r.iter()
-                            .filter_map(|r| r["run_dir"].as_str().map(Into::into))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                session = Some(s);
-                runs
-            }
+        match read_as(&dir.join("session.json"), "session report") {
+            Ok(s) => Some(s),
             Err(e) => {
                 eprintln!("warden: error: {e}");
                 return 2;
@@ -177,15 +214,22 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
         );
         return 2;
     };
-    // What `warden run` exited with for this run (or session); read
-    // before anything is printed, so a report that is not one is exit 2.
-    let verdict_exit = match verdict_exit(session.as_ref(), &runs) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("warden: error: {e}");
-            return 2;
-        }
+    let run_dirs: Vec<PathBuf> = match &session {
+        Some(s) => s.runs.iter().map(|r| r.run_dir.clone()).collect(),
+        None => vec![dir.clone()],
     };
+    let mut runs = Vec::with_capacity(run_dirs.len());
+    for run_dir in run_dirs {
+        match read_run(&run_dir) {
+            Ok(r) => runs.push((run_dir, r)),
+            Err(e) => {
+                eprintln!("warden: error: {e}");
+                return 2;
+            }
+        }
+    }
+    // What `warden run` exited with for this run (or session).
+    let verdict_exit = verdict_exit(session.as_ref(), &runs);
     // The report's own findings win: a changed log (1) or an unreadable
     // file (2) say more than a verdict read from such a record.
     let or_verdict = |code: u8| if code == 0 { verdict_exit } else { code };
@@ -193,21 +237,17 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
         return or_verdict(print_events(&runs));
     }
     if args.json {
-        return or_verdict(print_json(session, &runs));
+        return or_verdict(print_json(session.as_ref(), &runs));
+    }
+    if let Some(s) = &session {
+        print_session(s);
     }
     let mut sections = Vec::new();
     let mut tampered = false;
-    for run_dir in &runs {
-        let report = match read_json(&run_dir.join("run.json")) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("warden: error: {e}");
-                return 2;
-            }
-        };
-        let events = read_events(run_dir);
+    for (run_dir, report) in runs {
+        let events = read_events(&run_dir);
         let t = timeline::build(&report, &events, silence);
-        let check = check_logs(run_dir, &report);
+        let check = check_logs(&run_dir, &report);
         print_run(&report, &t, silence, &check);
         for c in &check.changed {
             tampered = true;
@@ -237,47 +277,84 @@ const UNFINISHED_EXIT: u8 = 75;
 /// The exit code `warden run` gave (or gives, once it ends) for this run
 /// or session: its verdict's code, 74 when output was lost, and
 /// [`UNFINISHED_EXIT`] when there is no verdict yet.
-fn verdict_exit(session: Option<&Value>, runs: &[std::path::PathBuf]) -> Result<u8, String> {
+fn verdict_exit(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> u8 {
     if let Some(s) = session {
-        let s: warden_run::session::SessionReport = serde_json::from_value(s.clone())
-            .map_err(|e| format!("session.json is not a session report of this warden: {e}"))?;
-        return Ok(if s.verdict.is_none() && s.output_lost.is_none() {
+        return if s.verdict.is_none() && s.output_lost.is_none() {
             UNFINISHED_EXIT
         } else {
             s.warden_exit_code()
-        });
+        };
     }
-    let Some(dir) = runs.first() else {
-        return Ok(UNFINISHED_EXIT);
-    };
-    let path = dir.join("run.json");
-    let r: warden_run::Report = serde_json::from_value(read_json(&path)?)
-        .map_err(|e| format!("{} is not a run report of this warden: {e}", path.display()))?;
-    Ok(if r.verdict.is_none() && r.output_lost.is_none() {
-        UNFINISHED_EXIT
-    } else {
-        r.warden_exit_code()
-    })
+    match runs.first() {
+        Some((_, r)) if r.verdict.is_some() || r.output_lost.is_some() => r.warden_exit_code(),
+        _ => UNFINISHED_EXIT,
+    }
+}
+
+/// What `--events` does with a line of `events.jsonl`.
+enum EventsLine {
+    /// A `lines` event: the lines it stands for, read back from the logs
+    /// (an error when it is not one this warden reads).
+    Lines(Result<Stamped, serde_json::Error>),
+    /// Any other line, copied byte for byte; named with its run when
+    /// `true`.
+    Copy(bool),
+}
+
+/// Whether a field is there at all, even as `null`.
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> serde::Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
+    }
+}
+
+/// The two fields `--events` reads of every line: only a `lines` event
+/// is read whole, so the copy of the others costs one light pass.
+#[derive(serde::Deserialize)]
+struct LineHead<'a> {
+    #[serde(borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    run_id: Present,
+}
+
+fn events_line(line: &[u8]) -> EventsLine {
+    // Only an object is an event, or can be named: `{"run_id":…,` is
+    // spliced before its own fields.
+    if line.first() != Some(&b'{') {
+        return EventsLine::Copy(false);
+    }
+    match serde_json::from_slice::<LineHead>(line) {
+        Ok(h) if h.kind.as_deref() == Some("lines") => {
+            EventsLine::Lines(serde_json::from_slice(line))
+        }
+        // An object with a kind has a field: the splice leaves it valid.
+        Ok(h) if h.kind.is_some() => EventsLine::Copy(!h.run_id.0),
+        // No kind, or one that is not a string, or a field twice: named
+        // when it is an object with fields and no `run_id`.
+        _ => EventsLine::Copy(
+            serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(
+                line,
+            )
+            .is_ok_and(|m| !m.is_empty() && !m.contains_key("run_id")),
+        ),
+    }
 }
 
 /// `warden report --events`: every run's events, one JSON object a line,
 /// with each `lines` event turned back into the line events it stands for.
 /// The logs are checked first, as for the report: lines read from a log
 /// changed after the run are not the record of what happened.
-fn print_events(runs: &[std::path::PathBuf]) -> u8 {
+fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
     use std::io::{BufRead, Write};
     let mut code = 0;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(128 * 1024, stdout.lock());
-    for run_dir in runs {
-        let report = match read_json(&run_dir.join("run.json")) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("warden: error: {e}");
-                return 2;
-            }
-        };
-        for c in check_logs(run_dir, &report).changed {
+    for (run_dir, report) in runs {
+        for c in check_logs(run_dir, report).changed {
             code = LOGS_CHANGED_EXIT;
             eprintln!(
                 "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
@@ -295,7 +372,7 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
         // Each line names its run, as `--json` printed it: a session's
         // runs print to one stdout. `{"run_id":…,` spliced before the
         // event's own fields is byte for byte what `--json` wrote.
-        let run_id = report["run_id"].as_str().unwrap_or_default();
+        let run_id = report.run_id.as_str();
         let mut prefix = b"{\"run_id\":".to_vec();
         prefix.extend_from_slice(serde_json::to_string(run_id).unwrap_or_default().as_bytes());
         prefix.push(b',');
@@ -309,35 +386,38 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
                     return 2;
                 }
             };
-            let event: Option<Value> = serde_json::from_slice(&line).ok();
-            // Only a line that is a non-empty object without a `run_id`
-            // of its own takes the prefix; anything else goes as it is.
-            let named = line.first() == Some(&b'{')
-                && event
-                    .as_ref()
-                    .and_then(Value::as_object)
-                    .is_some_and(|m| !m.is_empty() && !m.contains_key("run_id"));
-            match event.filter(|e| e["kind"] == "lines") {
-                Some(e) => {
-                    let r = logs.expand(&e, |s| {
-                        if written.is_ok() {
-                            written = serde_json::to_writer(
-                                &mut out,
-                                &warden_events::event::FeedLine {
-                                    run_id: Some(run_id),
-                                    stamped: s,
-                                },
-                            )
-                            .map_err(std::io::Error::from)
-                            .and_then(|()| out.write_all(b"\n"));
-                        }
-                    });
+            match events_line(&line) {
+                EventsLine::Lines(Ok(e)) => {
+                    let r = serde_json::to_value(&e)
+                        .map_err(|e| e.to_string())
+                        .and_then(|e| {
+                            logs.expand(&e, |s| {
+                                if written.is_ok() {
+                                    written = serde_json::to_writer(
+                                        &mut out,
+                                        &warden_events::event::FeedLine {
+                                            run_id: Some(run_id),
+                                            stamped: s,
+                                        },
+                                    )
+                                    .map_err(std::io::Error::from)
+                                    .and_then(|()| out.write_all(b"\n"));
+                                }
+                            })
+                        });
                     if let Err(e) = r {
                         code = LOGS_CHANGED_EXIT;
                         eprintln!("warden: error: {}: {e}", run_dir.display());
                     }
                 }
-                None => {
+                EventsLine::Lines(Err(e)) => {
+                    code = LOGS_CHANGED_EXIT;
+                    eprintln!(
+                        "warden: error: {}: a `lines` event of events.jsonl is not one this warden reads, so the lines it stands for cannot be read back: {e}",
+                        run_dir.display()
+                    );
+                }
+                EventsLine::Copy(named) => {
                     if written.is_ok() {
                         written = if named {
                             out.write_all(&prefix)
@@ -364,38 +444,11 @@ fn print_events(runs: &[std::path::PathBuf]) -> u8 {
 /// `warden report --json`: the reports read back as warden's own types (so
 /// a file that is not one is an error, not a partial document), with what
 /// the check of each run's logs found.
-fn print_json(session: Option<Value>, runs: &[std::path::PathBuf]) -> u8 {
-    let session = match session
-        .map(serde_json::from_value::<warden_run::session::SessionReport>)
-        .transpose()
-    {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("warden: error: session.json is not a session report of this warden: {e}");
-            return 2;
-        }
-    };
+fn print_json(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> u8 {
     let mut code = 0;
     let mut out = Vec::new();
-    for run_dir in runs {
-        let value = match read_json(&run_dir.join("run.json")) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("warden: error: {e}");
-                return 2;
-            }
-        };
-        let check = check_logs(run_dir, &value);
-        let report = match serde_json::from_value::<warden_run::Report>(value) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!(
-                    "warden: error: {} is not a run report of this warden: {e}",
-                    run_dir.join("run.json").display()
-                );
-                return 2;
-            }
-        };
+    for (run_dir, report) in runs {
+        let check = check_logs(run_dir, report);
         for c in &check.changed {
             code = LOGS_CHANGED_EXIT;
             eprintln!(
@@ -439,57 +492,62 @@ fn print_json(session: Option<Value>, runs: &[std::path::PathBuf]) -> u8 {
 /// `warden report`'s exit code when a log no longer matches its digest.
 const LOGS_CHANGED_EXIT: u8 = 1;
 
-fn print_session(s: &Value) {
+/// A verdict as the report names it, or `none` when there is none.
+fn verdict_or(v: Option<Verdict>, none: &'static str) -> &'static str {
+    v.map_or(none, Verdict::as_str)
+}
+
+fn print_session(s: &SessionReport) {
     println!(
         "session {}: {} after {} of {} iteration(s), stopped by {}",
-        s["session_id"].as_str().unwrap_or("?"),
-        s["verdict"].as_str().unwrap_or("no verdict"),
-        s["iterations_run"],
-        s["iterations_requested"],
-        s["stopped_because"]
-            .as_str()
-            .unwrap_or("?")
-            .replace('_', " ")
+        s.session_id,
+        verdict_or(s.verdict, "no verdict"),
+        s.iterations_run,
+        s.iterations_requested,
+        s.stopped_because.replace('_', " ")
     );
     println!(
         "  in {}; tokens {}; cost {}; {} commit(s)",
-        ms(s["duration_ms"].as_u64().unwrap_or(0)),
-        tokens_text(&s["tokens"]),
-        cost_text(&s["cost_usd"]),
-        s["commits"].as_array().map_or(0, Vec::len)
+        ms(s.duration_ms),
+        tokens_text(&s.tokens),
+        cost_text(s.cost_usd),
+        s.commits.len()
     );
-    if let Some(wt) = s["worktree"].as_object() {
-        println!(
-            "  worktree {} on branch {}",
-            wt["path"].as_str().unwrap_or("?"),
-            wt["branch"].as_str().unwrap_or("?")
-        );
+    if let Some(wt) = &s.worktree {
+        println!("  worktree {} on branch {}", wt.path.display(), wt.branch);
     }
     println!();
 }
 
-fn print_run(r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
-    let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+/// The model a report names, or what to say when it names none.
+fn model_text(r: &Report) -> &str {
+    r.model
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .unwrap_or("not reported")
+}
+
+fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
     if t.finished {
         println!(
             "run {}  {}  {} in {}: {}",
-            s("run_id"),
-            s("agent"),
-            r["verdict"].as_str().unwrap_or("?"),
+            r.run_id,
+            r.agent,
+            verdict_or(r.verdict, "?"),
             ms(t.duration),
-            s("reason")
+            r.reason
         );
     } else {
         println!(
             "run {}  {}  UNFINISHED: no verdict; the run is still going, or its warden was killed before it could finish (its events go up to {})",
-            s("run_id"),
-            s("agent"),
+            r.run_id,
+            r.agent,
             ms(t.duration),
         );
     }
     println!(
         "  started {}; first activity after {}; longest silence {}{}",
-        s("started_at"),
+        r.started_at,
         t.first_activity.map_or("never".into(), ms),
         ms(t.longest_silence),
         if t.finished { "" } else { " so far" }
@@ -516,7 +574,7 @@ fn print_run(r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
     } else {
         println!("  logs as warden wrote them (sizes and SHA-256 checked)");
     }
-    if let Some(lost) = r["output_lost"].as_str() {
+    if let Some(lost) = &r.output_lost {
         println!("  OUTPUT LOST: {lost}");
     }
     if !t.tools.is_empty() {
@@ -540,36 +598,29 @@ fn print_run(r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
             );
         }
     }
-    if r["agent"] != "exec" {
+    if r.agent != "exec" {
         println!(
             "  model {}; tokens {}; cost {}",
-            r["model"]
-                .as_str()
-                .filter(|m| !m.is_empty())
-                .unwrap_or("not reported"),
-            tokens_text(&r["tokens"]),
-            cost_text(&r["cost_usd"])
+            model_text(r),
+            tokens_text(&r.tokens),
+            cost_text(r.cost_usd)
         );
     }
     for m in t.marks.iter().filter(|m| m.kind != "info") {
         println!("  {} at {}: {}", m.kind, ms(m.at), m.text);
     }
-    if let Some(commits) = r["commits"].as_array().filter(|c| !c.is_empty()) {
-        println!("  {} commit(s):", commits.len());
-        for c in commits {
-            println!(
-                "    {} {}",
-                c["sha"]
-                    .as_str()
-                    .unwrap_or("")
-                    .chars()
-                    .take(10)
-                    .collect::<String>(),
-                c["subject"].as_str().unwrap_or("")
-            );
+    if !r.commits.is_empty() {
+        println!("  {} commit(s):", r.commits.len());
+        for c in &r.commits {
+            println!("    {} {}", short_sha(c), c.subject);
         }
     }
     println!();
+}
+
+/// A commit's sha cut to the 10 characters a view shows.
+fn short_sha(c: &Commit) -> String {
+    c.sha.chars().take(10).collect()
 }
 
 fn esc(s: &str) -> String {
@@ -581,7 +632,11 @@ fn esc(s: &str) -> String {
 
 /// The page: a session summary (for a session directory), then one
 /// section per run, each an inline SVG timeline as wide as the page.
-fn html(session: Option<&Value>, runs: &[(Value, Timeline, LogCheck)], silence: u64) -> String {
+fn html(
+    session: Option<&SessionReport>,
+    runs: &[(Report, Timeline, LogCheck)],
+    silence: u64,
+) -> String {
     let mut out = String::from(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>warden report</title>\n<style>\
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h2{margin:8px 0}.ok{color:#1a7f37}.bad{color:#cf222e}\
@@ -610,36 +665,33 @@ fn shorten(text: &str, max: usize) -> String {
     cut
 }
 
-fn tokens_text(t: &Value) -> String {
-    let n = |k: &str| t[k].as_u64().unwrap_or(0);
+fn tokens_text(t: &Tokens) -> String {
     format!(
         "{} in / {} out / {} cache read / {} cache write ({} in all)",
-        n("input"),
-        n("output"),
-        n("cache_read"),
-        n("cache_write"),
-        timeline::tokens_total(t)
+        t.input,
+        t.output,
+        t.cache_read,
+        t.cache_write,
+        t.total()
     )
 }
 
-fn cost_text(c: &Value) -> String {
-    c.as_f64()
-        .map_or("not reported by the agent".into(), |c| format!("${c:.4}"))
+fn cost_text(c: Option<f64>) -> String {
+    c.map_or("not reported by the agent".into(), |c| format!("${c:.4}"))
 }
 
 /// Commits as HTML list items (escaped), or a sentence when there are none.
-fn commits_html(commits: &[&Value]) -> String {
+fn commits_html(commits: &[Commit]) -> String {
     if commits.is_empty() {
         return "none".into();
     }
     let mut html = format!("{}<ul style=\"margin:0;padding-left:18px\">", commits.len());
     for c in commits {
-        let sha: String = c["sha"].as_str().unwrap_or("").chars().take(10).collect();
         let _ = write!(
             html,
             "<li><code>{}</code> {}</li>",
-            esc(&sha),
-            esc(c["subject"].as_str().unwrap_or(""))
+            esc(&short_sha(c)),
+            esc(&c.subject)
         );
     }
     html.push_str("</ul>");
@@ -650,71 +702,53 @@ fn row(out: &mut String, key: &str, value_html: &str) {
     let _ = write!(out, "<tr><td>{key}</td><td>{value_html}</td></tr>");
 }
 
-fn session_summary(out: &mut String, s: &Value, runs: &[(Value, Timeline, LogCheck)]) {
-    let verdict = s["verdict"].as_str().unwrap_or("no verdict");
+fn session_summary(out: &mut String, s: &SessionReport, runs: &[(Report, Timeline, LogCheck)]) {
+    let verdict = verdict_or(s.verdict, "no verdict");
     let class = if verdict == "succeeded" { "ok" } else { "bad" };
     let _ = writeln!(
         out,
         "<section class=\"session\"><h2>session {} <span class=\"{class}\">{}</span></h2><table>",
-        esc(s["session_id"].as_str().unwrap_or("?")),
+        esc(&s.session_id),
         esc(verdict)
     );
     row(
         out,
         "iterations",
-        &format!("{} of {}", s["iterations_run"], s["iterations_requested"]),
+        &format!("{} of {}", s.iterations_run, s.iterations_requested),
     );
     row(
         out,
         "stopped because",
-        &esc(&s["stopped_because"]
-            .as_str()
-            .unwrap_or("?")
-            .replace('_', " ")),
+        &esc(&s.stopped_because.replace('_', " ")),
     );
-    row(
-        out,
-        "duration",
-        &esc(&ms(s["duration_ms"].as_u64().unwrap_or(0))),
-    );
+    row(out, "duration", &esc(&ms(s.duration_ms)));
     let mut each = String::from("<ol style=\"margin:0;padding-left:18px\">");
     for (r, t, _) in runs {
-        let verdict = r["verdict"]
-            .as_str()
+        let verdict = r
+            .verdict
             .filter(|_| t.finished)
-            .unwrap_or("unfinished");
+            .map_or("unfinished", Verdict::as_str);
         let _ = write!(
             each,
             "<li><span class=\"{}\">{}</span> in {}: {}</li>",
             if verdict == "succeeded" { "ok" } else { "bad" },
             esc(verdict),
             esc(&ms(t.duration)),
-            esc(r["reason"].as_str().unwrap_or(""))
+            esc(&r.reason)
         );
     }
     each.push_str("</ol>");
     row(out, "each iteration", &each);
-    let tool_calls: u64 = runs
-        .iter()
-        .map(|(r, _, _)| r["tool_calls"].as_u64().unwrap_or(0))
-        .sum();
+    let tool_calls: u64 = runs.iter().map(|(r, _, _)| u64::from(r.tool_calls)).sum();
     row(out, "tool calls", &tool_calls.to_string());
-    row(out, "tokens", &esc(&tokens_text(&s["tokens"])));
-    row(out, "cost", &esc(&cost_text(&s["cost_usd"])));
-    let commits: Vec<&Value> = s["commits"]
-        .as_array()
-        .map(|c| c.iter().collect())
-        .unwrap_or_default();
-    row(out, "commits", &commits_html(&commits));
-    if let Some(wt) = s["worktree"].as_object() {
+    row(out, "tokens", &esc(&tokens_text(&s.tokens)));
+    row(out, "cost", &esc(&cost_text(s.cost_usd)));
+    row(out, "commits", &commits_html(&s.commits));
+    if let Some(wt) = &s.worktree {
         row(
             out,
             "worktree",
-            &esc(&format!(
-                "{} on branch {}",
-                wt.get("path").and_then(Value::as_str).unwrap_or("?"),
-                wt.get("branch").and_then(Value::as_str).unwrap_or("?")
-            )),
+            &esc(&format!("{} on branch {}", wt.path.display(), wt.branch)),
         );
     }
     out.push_str("</table></section>\n");
@@ -727,16 +761,16 @@ const LABEL_WIDTH: f64 = 240.0;
 /// Characters of a tool call's label.
 const TOOL_LABEL: usize = 38;
 
-fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogCheck) {
-    let verdict = match r["verdict"].as_str() {
-        Some(v) if t.finished => v,
-        _ => "unfinished",
-    };
+fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
+    let verdict = r
+        .verdict
+        .filter(|_| t.finished)
+        .map_or("unfinished", Verdict::as_str);
     let class = if verdict == "succeeded" { "ok" } else { "bad" };
     let _ = writeln!(
         out,
         "<section class=\"run\"><h2>{} <span class=\"{class}\">{}</span></h2>",
-        esc(r["run_id"].as_str().unwrap_or("run")),
+        esc(&r.run_id),
         esc(verdict)
     );
     for c in &check.changed {
@@ -746,7 +780,7 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
             esc(c)
         );
     }
-    if let Some(lost) = r["output_lost"].as_str() {
+    if let Some(lost) = &r.output_lost {
         let _ = writeln!(
             out,
             "<p class=\"bad\"><strong>output lost:</strong> {}</p>",
@@ -755,32 +789,24 @@ fn section(out: &mut String, r: &Value, t: &Timeline, silence: u64, check: &LogC
     }
     out.push_str("<table>");
     let why = if t.finished {
-        r["reason"].as_str().unwrap_or("").to_string()
+        r.reason.clone()
     } else {
         "no verdict: still going, or its warden was killed before it could finish".to_string()
     };
-    let model = r["model"]
-        .as_str()
-        .filter(|m| !m.is_empty())
-        .unwrap_or("not reported");
     let rows = [
-        ("agent", r["agent"].as_str().unwrap_or("").to_string()),
-        ("model", model.to_string()),
+        ("agent", r.agent.clone()),
+        ("model", model_text(r).to_string()),
         ("why", why),
         ("duration", ms(t.duration)),
         ("longest silence", ms(t.longest_silence)),
         ("tool calls", t.tools.len().to_string()),
-        ("tokens", tokens_text(&r["tokens"])),
-        ("cost", cost_text(&r["cost_usd"])),
+        ("tokens", tokens_text(&r.tokens)),
+        ("cost", cost_text(r.cost_usd)),
     ];
     for (k, v) in rows {
         row(out, k, &esc(&v));
     }
-    let commits: Vec<&Value> = r["commits"]
-        .as_array()
-        .map(|c| c.iter().collect())
-        .unwrap_or_default();
-    row(out, "commits", &commits_html(&commits));
+    row(out, "commits", &commits_html(&r.commits));
     out.push_str("</table>\n");
 
     let width = VIEW_WIDTH;

@@ -5,7 +5,9 @@
 //! snapshots (activity is a line, and many lines carry no event), and the
 //! finished run's numbers are `run.json`'s: nothing here re-derives them.
 
-use serde_json::Value;
+use warden_events::Event;
+use warden_events::event::Stamped;
+use warden_run::Report;
 
 /// A tool call with its span, in ms since the start.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,29 +50,20 @@ pub(crate) struct Timeline {
     pub tokens: Vec<(u64, u64)>,
 }
 
-/// All the tokens of a `tokens` object: its `total` where it has one,
-/// else the sum of its parts.
-pub(crate) fn tokens_total(t: &Value) -> u64 {
-    if let Some(total) = t["total"].as_u64() {
-        return total;
-    }
-    ["input", "cache_read", "cache_write", "output"]
-        .iter()
-        .fold(0u64, |n, k| n.saturating_add(t[*k].as_u64().unwrap_or(0)))
+/// An optional number as `run.json` writes it: the number, or `null`.
+fn or_null(n: Option<i32>) -> String {
+    n.map_or_else(|| "null".into(), |n| n.to_string())
 }
 
-pub(crate) fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeline {
-    let finished = !report["verdict"].is_null();
-    let last_event = events
-        .iter()
-        .filter_map(|e| e["t_ms"].as_u64())
-        .max()
-        .unwrap_or(0);
+pub(crate) fn build(report: &Report, events: &[Stamped], silence_ms: u64) -> Timeline {
+    let finished = report.verdict.is_some();
+    let last_event = events.iter().map(|e| e.t_ms).max().unwrap_or(0);
     // The first run.json of a run says 0 ms: only a finished run's length
     // is the report's, and never shorter than its own events.
-    let duration = match report["duration_ms"].as_u64() {
-        Some(d) if finished => d.max(last_event),
-        _ => last_event,
+    let duration = if finished {
+        report.duration_ms.max(last_event)
+    } else {
+        last_event
     };
     let mut t = Timeline {
         finished,
@@ -81,108 +74,121 @@ pub(crate) fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeli
     let mut last_activity: Option<u64> = None;
     let mut longest = 0;
     for e in events {
-        let at = e["t_ms"].as_u64().unwrap_or(0);
-        let kind = e["kind"].as_str().unwrap_or("");
-        let text = |k: &str| e[k].as_str().unwrap_or("").to_string();
-        match kind {
-            "tool_started" => open.push((
-                text("id"),
+        let at = e.t_ms;
+        match &e.event {
+            Event::ToolStarted {
+                id, name, input, ..
+            } => open.push((
+                id.clone(),
                 ToolSpan {
-                    name: text("name"),
-                    input: text("input"),
+                    name: name.clone(),
+                    input: input.clone().unwrap_or_default(),
                     start: at,
                     end: duration,
                     failed: false,
                     finished: false,
                 },
             )),
-            "tool_finished" => {
-                let id = text("id");
-                let span = match open.iter().position(|(i, _)| *i == id) {
-                    Some(p) => Some(open.remove(p).1),
-                    None => Some(ToolSpan {
-                        name: text("name"),
+            Event::ToolFinished {
+                id,
+                name,
+                is_error,
+                duration_ms,
+                ..
+            } => {
+                let mut s = match open.iter().position(|(i, _)| i == id) {
+                    Some(p) => open.remove(p).1,
+                    None => ToolSpan {
+                        name: name.clone(),
                         input: String::new(),
                         start: at,
                         end: at,
                         failed: false,
                         finished: true,
-                    }),
+                    },
                 };
-                if let Some(mut s) = span {
-                    // An agent that prints a tool only when done (OpenCode)
-                    // says how long it ran: that, not the events' 0 ms.
-                    if let Some(d) = e["duration_ms"].as_u64() {
-                        s.start = at.saturating_sub(d);
-                    }
-                    s.end = at;
-                    s.finished = true;
-                    s.failed = e["is_error"].as_bool().unwrap_or(false);
-                    t.tools.push(s);
+                // An agent that prints a tool only when done (OpenCode)
+                // says how long it ran: that, not the events' 0 ms.
+                if let Some(d) = duration_ms {
+                    s.start = at.saturating_sub(*d);
                 }
+                s.end = at;
+                s.finished = true;
+                s.failed = *is_error;
+                t.tools.push(s);
             }
-            "status" => {
-                if let Some(last) = e["last_activity_ms"].as_u64() {
+            Event::Status {
+                last_activity_ms,
+                silence_before_ms,
+                longest_silence_ms,
+                tokens,
+                ..
+            } => {
+                if let Some(last) = *last_activity_ms {
                     if last_activity != Some(last) {
                         t.activity.push(last);
-                        let before = e["silence_before_ms"].as_u64().unwrap_or(0);
+                        let before = *silence_before_ms;
                         if silence_ms > 0 && before >= silence_ms {
                             t.silences.push((last.saturating_sub(before), last));
                         }
                     }
                     last_activity = Some(last);
                 }
-                longest = longest.max(e["longest_silence_ms"].as_u64().unwrap_or(0));
-                let n = tokens_total(&e["tokens"]);
+                longest = longest.max(*longest_silence_ms);
+                let n = tokens.total();
                 if t.tokens.last().map(|p| p.1) != Some(n) {
                     t.tokens.push((at, n));
                 }
             }
-            "stall_warning" => t.marks.push(Mark {
+            Event::StallWarning { silent_ms, .. } => t.marks.push(Mark {
                 at,
                 kind: "warning".into(),
-                text: format!("no activity for {} ms", e["silent_ms"]),
+                text: format!("no activity for {silent_ms} ms"),
             }),
-            "retry" => t.marks.push(Mark {
+            Event::Retry { reason, .. } => t.marks.push(Mark {
                 at,
                 kind: "warning".into(),
-                text: format!("retry: {}", text("reason")),
+                text: format!("retry: {reason}"),
             }),
-            "error" => t.marks.push(Mark {
+            Event::Error { message, .. } => t.marks.push(Mark {
                 at,
                 kind: "error".into(),
-                text: text("message"),
+                text: message.clone(),
             }),
-            "completion_signal" => t.marks.push(Mark {
+            Event::CompletionSignal => t.marks.push(Mark {
                 at,
                 kind: "info".into(),
                 text: "completion signal".into(),
             }),
-            "result" => t.marks.push(Mark {
+            Event::Result { success, .. } => t.marks.push(Mark {
                 at,
                 kind: "info".into(),
-                text: if e["success"].as_bool().unwrap_or(false) {
+                text: if *success {
                     "agent: done".into()
                 } else {
                     "agent: failed".into()
                 },
             }),
-            "exited" => t.marks.push(Mark {
+            Event::Exited { exit_code, signal } => t.marks.push(Mark {
                 at,
                 // Killed, or failed by its own exit: not a green dot.
-                kind: if e["signal"].is_null() && e["exit_code"].as_i64() == Some(0) {
+                kind: if signal.is_none() && *exit_code == Some(0) {
                     "info".into()
                 } else {
                     "error".into()
                 },
-                text: format!("exited (code {}, signal {})", e["exit_code"], e["signal"]),
+                text: format!(
+                    "exited (code {}, signal {})",
+                    or_null(*exit_code),
+                    or_null(*signal)
+                ),
             }),
-            "terminating" => t.marks.push(Mark {
+            Event::Terminating { reason } => t.marks.push(Mark {
                 at,
                 kind: "error".into(),
-                text: format!("ending: {}", text("reason")),
+                text: format!("ending: {reason}"),
             }),
-            "output_truncated" => t.marks.push(Mark {
+            Event::OutputTruncated { .. } => t.marks.push(Mark {
                 at,
                 kind: "warning".into(),
                 text: "output truncated".into(),
@@ -198,8 +204,8 @@ pub(crate) fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeli
     // last activity the supervisor wrote down, else run.json's, else the
     // start when there was none. A run recorded with no status snapshots
     // but with activity has no silence to draw.
-    let last = last_activity.or(report["last_activity_ms"].as_u64());
-    let no_activity = report["activity_lines"].as_u64().unwrap_or(0) == 0;
+    let last = last_activity.or(report.last_activity_ms);
+    let no_activity = report.activity_lines == 0;
     if let Some(from) = last.or(no_activity.then_some(0)) {
         let tail = duration.saturating_sub(from);
         longest = longest.max(tail);
@@ -207,32 +213,72 @@ pub(crate) fn build(report: &Value, events: &[Value], silence_ms: u64) -> Timeli
             t.silences.push((from, duration));
         }
     }
-    let reported = |k: &str| report[k].as_u64().filter(|_| finished);
-    t.first_activity = reported("time_to_first_activity_ms").or(t.activity.first().copied());
-    t.longest_silence = reported("longest_silence_ms").unwrap_or(longest);
+    t.first_activity = report
+        .time_to_first_activity_ms
+        .filter(|_| finished)
+        .or(t.activity.first().copied());
+    t.longest_silence = if finished {
+        report.longest_silence_ms
+    } else {
+        longest
+    };
     t
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn status(t: u64, last: u64, before: u64, tokens: u64) -> Value {
-        json!({"t_ms": t, "kind": "status", "last_activity_ms": last,
-               "silence_before_ms": before, "longest_silence_ms": before,
-               "tokens": {"input": tokens, "output": 0}})
+    /// A `run.json` of this warden with `fields` in place of its own.
+    fn report(fields: Value) -> Report {
+        let mut r = json!({
+            "schema_version": 1, "run_id": "r", "agent": "exec", "command": ["true"],
+            "cwd": "/", "run_dir": "/r", "warden_version": "0", "verdict": null,
+            "reason": "", "started_at": "", "duration_ms": 0, "longest_silence_ms": 0,
+            "activity_lines": 0, "event_counts": {}, "stall_warnings": 0,
+            "stall_watchdog_armed": true, "forced_completion": false, "hanging": [],
+            "orphans": [], "orphans_killed": 0, "sandbox": "host", "turns": 0,
+            "tool_calls": 0, "tokens": tokens(0, 0),
+            "retries": 0, "stall_extensions": [], "commits": [], "stdout_bytes": 0,
+            "stderr_bytes": 0, "live_events_dropped": 0,
+            "limits": {"drain_grace_ms": 0, "kill_grace_ms": 0, "completion_signal": "",
+                       "max_line": 1, "on_fatal_error": "end"},
+        });
+        for (k, v) in fields.as_object().expect("an object") {
+            r[k] = v.clone();
+        }
+        serde_json::from_value(r).expect("a run report")
+    }
+
+    /// An `events.jsonl` line.
+    fn event(mut e: Value) -> Stamped {
+        e["schema_version"] = json!(1);
+        serde_json::from_value(e.clone()).unwrap_or_else(|err| panic!("{e}: {err}"))
+    }
+
+    fn tokens(input: u64, output: u64) -> Value {
+        json!({"input": input, "output": output, "cache_read": 0, "cache_write": 0, "reasoning": 0})
+    }
+
+    fn status(t: u64, last: u64, before: u64, n: u64) -> Stamped {
+        event(
+            json!({"t_ms": t, "kind": "status", "last_activity_ms": last,
+               "activity_lines": 1, "silence_before_ms": before, "longest_silence_ms": before,
+               "tokens": tokens(n, 0), "tool_calls": 0, "retries": 0}),
+        )
     }
 
     #[test]
     fn an_unfinished_run_is_drawn_up_to_its_last_event() {
         // The first run.json: no verdict, 0 ms; the events went on.
-        let report = json!({"verdict": null, "duration_ms": 0, "time_to_first_activity_ms": null});
+        let report =
+            report(json!({"verdict": null, "duration_ms": 0, "time_to_first_activity_ms": null}));
         let events = [
             status(40, 40, 40, 0),
-            json!({"t_ms": 5000, "kind": "tool_started", "id": "t1", "name": "Bash"}),
+            event(json!({"t_ms": 5000, "kind": "tool_started", "id": "t1", "name": "Bash"})),
             status(5000, 5000, 4960, 0),
-            json!({"t_ms": 9000, "kind": "text", "text": "still here"}),
+            event(json!({"t_ms": 9000, "kind": "text", "text": "still here"})),
             status(9000, 9000, 4000, 0),
         ];
         let t = build(&report, &events, 1000);
@@ -248,12 +294,13 @@ mod tests {
     fn back_to_back_silences_are_two_and_come_from_the_supervisor() {
         // Lines with no event (no `text`) are activity all the same: the
         // status snapshots say so.
-        let report = json!({"verdict": "stalled", "duration_ms": 9000, "longest_silence_ms": 5000});
+        let report =
+            report(json!({"verdict": "stalled", "duration_ms": 9000, "longest_silence_ms": 5000}));
         let events = [
             status(10, 10, 10, 0),
             status(2000, 2000, 1990, 100),
             status(4000, 4000, 2000, 100),
-            json!({"t_ms": 8000, "kind": "text", "text": "an event is not activity here"}),
+            event(json!({"t_ms": 8000, "kind": "text", "text": "an event is not activity here"})),
         ];
         let t = build(&report, &events, 1500);
         assert_eq!(
@@ -268,24 +315,56 @@ mod tests {
 
     #[test]
     fn a_tool_printed_when_done_spans_its_own_duration() {
-        let report = json!({"verdict": "succeeded", "duration_ms": 200_000});
+        let report = report(json!({"verdict": "succeeded", "duration_ms": 200_000}));
         let events = [
-            json!({"t_ms": 130_000, "kind": "tool_started", "id": "t1", "name": "bash"}),
-            json!({"t_ms": 130_000, "kind": "tool_finished", "id": "t1", "name": "bash", "duration_ms": 127_000}),
+            event(json!({"t_ms": 130_000, "kind": "tool_started", "id": "t1", "name": "bash"})),
+            event(
+                json!({"t_ms": 130_000, "kind": "tool_finished", "id": "t1", "name": "bash",
+                         "is_error": false, "output_bytes": 0, "duration_ms": 127_000}),
+            ),
         ];
         let t = build(&report, &events, 1000);
         assert_eq!((t.tools[0].start, t.tools[0].end), (3_000, 130_000));
     }
 
     #[test]
-    fn forged_numbers_do_not_overflow() {
-        let report = json!({"verdict": "succeeded", "duration_ms": u64::MAX});
+    fn an_exit_reads_as_it_did_and_a_kill_is_an_error() {
+        let report = report(json!({"verdict": "cancelled", "duration_ms": 20}));
         let events = [
-            json!({"t_ms": u64::MAX, "kind": "status", "last_activity_ms": u64::MAX,
-                   "silence_before_ms": u64::MAX, "tokens": {"input": u64::MAX, "output": u64::MAX}}),
-            json!({"t_ms": 3, "kind": "usage", "input": u64::MAX, "output": 1}),
+            event(json!({"t_ms": 10, "kind": "exited", "exit_code": 0, "signal": null})),
+            event(json!({"t_ms": 20, "kind": "exited", "exit_code": null, "signal": 9})),
+        ];
+        let t = build(&report, &events, 0);
+        let marks: Vec<(&str, &str)> = t
+            .marks
+            .iter()
+            .map(|m| (m.kind.as_str(), m.text.as_str()))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                ("info", "exited (code 0, signal null)"),
+                ("error", "exited (code null, signal 9)")
+            ]
+        );
+    }
+
+    #[test]
+    fn forged_numbers_do_not_overflow() {
+        let report = report(json!({"verdict": "succeeded", "duration_ms": u64::MAX}));
+        let events = [
+            event(
+                json!({"t_ms": u64::MAX, "kind": "status", "last_activity_ms": u64::MAX,
+                   "activity_lines": 1, "silence_before_ms": u64::MAX, "longest_silence_ms": 0,
+                   "tokens": tokens(u64::MAX, u64::MAX), "tool_calls": 0, "retries": 0}),
+            ),
+            event(
+                json!({"t_ms": 3, "kind": "usage", "input": u64::MAX, "output": 1,
+                   "cache_read": 0, "cache_write": 0, "reasoning": 0, "cumulative": false}),
+            ),
         ];
         let t = build(&report, &events, 1);
         assert_eq!(t.duration, u64::MAX);
+        assert_eq!(t.tokens, vec![(u64::MAX, u64::MAX)]);
     }
 }

@@ -32,6 +32,7 @@ mod shim_exe;
 mod signals;
 mod startup;
 mod startup2;
+mod typed_report;
 mod verdicts;
 mod view;
 mod views12;
