@@ -504,7 +504,7 @@ fn print_session(s: &SessionReport) {
         verdict_or(s.verdict, "no verdict"),
         s.iterations_run,
         s.iterations_requested,
-        s.stopped_because.replace('_', " ")
+        s.stopped_because.as_str().replace('_', " ")
     );
     println!(
         "  in {}; tokens {}; cost {}; {} commit(s)",
@@ -719,7 +719,7 @@ fn session_summary(out: &mut String, s: &SessionReport, runs: &[(Report, Timelin
     row(
         out,
         "stopped because",
-        &esc(&s.stopped_because.replace('_', " ")),
+        &esc(&s.stopped_because.as_str().replace('_', " ")),
     );
     row(out, "duration", &esc(&ms(s.duration_ms)));
     let mut each = String::from("<ol style=\"margin:0;padding-left:18px\">");
