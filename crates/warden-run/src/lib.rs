@@ -35,6 +35,7 @@ pub mod git;
 mod held_dir;
 pub mod limits;
 mod live;
+pub mod logged_lines;
 pub mod output;
 mod pipe;
 /// Reading a file of the work tree without following a link or blocking

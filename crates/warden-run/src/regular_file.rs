@@ -99,6 +99,32 @@ pub fn not_regular(path: &Path) -> Option<&'static str> {
     (!meta.file_type().is_file()).then(|| kind_of(meta.file_type()))
 }
 
+/// Opens a file warden wrote in a run directory, for reading: never
+/// through a link, never a FIFO or a device (which could block the reader
+/// forever); warden writes neither.
+pub fn open_written(path: &Path) -> std::io::Result<File> {
+    use rustix::fs::{CWD, FileType, Mode, OFlags, fstat, openat};
+    let fd = openat(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            std::io::Error::other("it is a symbolic link, which warden never writes")
+        } else {
+            e.into()
+        }
+    })?;
+    if FileType::from_raw_mode(fstat(&fd)?.st_mode) != FileType::RegularFile {
+        return Err(std::io::Error::other(
+            "it is not a regular file, which warden never writes",
+        ));
+    }
+    Ok(File::from(fd))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,7 +48,6 @@ mod batch;
 mod cli;
 mod doctor;
 mod error;
-mod logged_lines;
 mod prompt_input;
 mod render;
 mod replay;

@@ -21,30 +21,7 @@ use crate::args::ReportArgs;
 use crate::render::ms;
 use crate::timeline::{self, Timeline};
 
-/// Opens a file of a run directory for reading: never through a link,
-/// never a FIFO or a device (which could block `warden report` forever).
-pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    use rustix::fs::{CWD, FileType, Mode, OFlags, fstat, openat};
-    let fd = openat(
-        CWD,
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        if e == rustix::io::Errno::LOOP {
-            std::io::Error::other("it is a symbolic link, which warden never writes")
-        } else {
-            e.into()
-        }
-    })?;
-    if FileType::from_raw_mode(fstat(&fd)?.st_mode) != FileType::RegularFile {
-        return Err(std::io::Error::other(
-            "it is not a regular file, which warden never writes",
-        ));
-    }
-    Ok(std::fs::File::from(fd))
-}
+use warden_run::regular_file::open_written as open_regular;
 
 fn read_text(path: &Path) -> std::io::Result<String> {
     let mut text = String::new();
@@ -376,7 +353,7 @@ fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
         let mut prefix = b"{\"run_id\":".to_vec();
         prefix.extend_from_slice(serde_json::to_string(run_id).unwrap_or_default().as_bytes());
         prefix.push(b',');
-        let mut logs = crate::logged_lines::Logs::new(run_dir);
+        let mut logs = warden_run::logged_lines::Logs::new(run_dir);
         let mut written = Ok(());
         for line in std::io::BufReader::new(file).split(b'\n') {
             let line = match line {
@@ -388,23 +365,19 @@ fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
             };
             match events_line(&line) {
                 EventsLine::Lines(Ok(e)) => {
-                    let r = serde_json::to_value(&e)
-                        .map_err(|e| e.to_string())
-                        .and_then(|e| {
-                            logs.expand(&e, |s| {
-                                if written.is_ok() {
-                                    written = serde_json::to_writer(
-                                        &mut out,
-                                        &warden_events::event::FeedLine {
-                                            run_id: Some(run_id),
-                                            stamped: s,
-                                        },
-                                    )
-                                    .map_err(std::io::Error::from)
-                                    .and_then(|()| out.write_all(b"\n"));
-                                }
-                            })
-                        });
+                    let r = logs.expand(&e, |s| {
+                        if written.is_ok() {
+                            written = serde_json::to_writer(
+                                &mut out,
+                                &warden_events::event::FeedLine {
+                                    run_id: Some(run_id),
+                                    stamped: s,
+                                },
+                            )
+                            .map_err(std::io::Error::from)
+                            .and_then(|()| out.write_all(b"\n"));
+                        }
+                    });
                     if let Err(e) = r {
                         code = LOGS_CHANGED_EXIT;
                         eprintln!("warden: error: {}: {e}", run_dir.display());

@@ -10,24 +10,51 @@
 //!
 //! Memory stays bounded whatever the event claims: the range is read in
 //! pieces through the decoder's bounded line splitter.
+//!
+//! ```no_run
+//! # fn demo(run_dir: &std::path::Path, event: &warden_run::Stamped) {
+//! let mut logs = warden_run::logged_lines::Logs::new(run_dir);
+//! logs.expand(event, |text_event| println!("{:?}", text_event.event))
+//!     .expect("the logs are the run's");
+//! # }
+//! ```
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use serde_json::Value;
 use warden_events::event::Stamped;
-use warden_events::{Agent, Event, StreamDecoder};
+use warden_events::{Agent, Event, Stream, StreamDecoder};
+
+/// Why the lines of a `lines` event could not be read back.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum LinesError {
+    #[error("not a `lines` event")]
+    NotLines,
+    #[error("could not open {}: {source}", .path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("could not read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} ends {missing} bytes before the lines an event points at", .path.display())]
+    Short { path: PathBuf, missing: u64 },
+}
 
 /// The two logs of a run, opened when first needed.
-pub(crate) struct Logs<'a> {
+pub struct Logs<'a> {
     dir: &'a Path,
     stdout: Option<File>,
     stderr: Option<File>,
 }
 
 impl<'a> Logs<'a> {
-    pub(crate) fn new(dir: &'a Path) -> Self {
+    pub fn new(dir: &'a Path) -> Self {
         Self {
             dir,
             stdout: None,
@@ -36,21 +63,22 @@ impl<'a> Logs<'a> {
     }
 
     /// Calls `each` with every event a `lines` event stands for, in order.
-    pub(crate) fn expand(
+    pub fn expand(
         &mut self,
-        event: &Value,
+        event: &Stamped,
         mut each: impl FnMut(&Stamped),
-    ) -> Result<(), String> {
-        let stderr = match event["stream"].as_str() {
-            Some("stdout") => false,
-            Some("stderr") => true,
-            other => return Err(format!("a `lines` event names no log: {other:?}")),
-        };
-        let (Some(offset), Some(bytes)) = (event["offset"].as_u64(), event["bytes"].as_u64())
+    ) -> Result<(), LinesError> {
+        let Event::Lines {
+            stream,
+            offset,
+            bytes,
+            ..
+        } = event.event
         else {
-            return Err(format!("a `lines` event has no byte range: {event}"));
+            return Err(LinesError::NotLines);
         };
-        let t_ms = event["t_ms"].as_u64().unwrap_or(0);
+        let stderr = stream == Stream::Stderr;
+        let t_ms = event.t_ms;
         let (slot, name) = if stderr {
             (&mut self.stderr, "stderr.log")
         } else {
@@ -59,19 +87,21 @@ impl<'a> Logs<'a> {
         let path = self.dir.join(name);
         let file = match slot {
             Some(f) => f,
-            None => slot.insert(
-                crate::report_cmd::open_regular(&path)
-                    .map_err(|e| format!("could not open {}: {e}", path.display()))?,
-            ),
+            None => slot.insert(crate::regular_file::open_written(&path).map_err(|source| {
+                LinesError::Open {
+                    path: path.clone(),
+                    source,
+                }
+            })?),
         };
-        let mut decoder = StreamDecoder::new(Agent::Exec, warden_run::defaults::MAX_LINE);
+        let mut decoder = StreamDecoder::new(Agent::Exec, crate::defaults::MAX_LINE);
         let mut emit = |events: &mut Vec<Event>| {
             for e in events.drain(..) {
                 let mut event = match e {
                     Event::Text { text } if stderr => Event::Stderr { text },
                     e => e,
                 };
-                event.cap_text(warden_run::defaults::EVENT_TEXT);
+                event.cap_text(crate::defaults::EVENT_TEXT);
                 each(&Stamped {
                     schema_version: warden_events::SchemaVersion,
                     t_ms,
@@ -79,8 +109,11 @@ impl<'a> Logs<'a> {
                 });
             }
         };
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+        let read_error = |source| LinesError::Read {
+            path: path.clone(),
+            source,
+        };
+        file.seek(SeekFrom::Start(offset)).map_err(read_error)?;
         let mut range = file.take(bytes);
         let mut buf = vec![0u8; 256 * 1024];
         loop {
@@ -88,17 +121,16 @@ impl<'a> Logs<'a> {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(format!("could not read {}: {e}", path.display())),
+                Err(e) => return Err(read_error(e)),
             };
             decoder.push(&buf[..n], |_, events| emit(events));
         }
         decoder.finish(|_, events| emit(events));
         if range.limit() > 0 {
-            return Err(format!(
-                "{} ends {} bytes before the lines an event points at",
-                path.display(),
-                range.limit()
-            ));
+            return Err(LinesError::Short {
+                missing: range.limit(),
+                path,
+            });
         }
         Ok(())
     }
