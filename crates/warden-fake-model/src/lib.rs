@@ -45,7 +45,7 @@ pub enum Turn {
     /// Say this text, then call the shell tool with this command, in one
     /// answer. Only the Anthropic API says the text; the others answer
     /// it as [`Turn::Shell`]. Protocol modules see it as a `Shell` turn
-    /// with [`Reply::say`].
+    /// with `Reply::say`.
     SayThenShell(String, String),
 }
 

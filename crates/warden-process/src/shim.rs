@@ -25,7 +25,7 @@
 //! An embedding program enables the shim by calling [`run_if_shim`] first
 //! thing in `main`; the warden binary does. A program that forgets to
 //! would start itself again and again (each copy spawning the next): the
-//! shim is started with [`SHIM_ENV`] set, and [`crate::spawn`] refuses to
+//! shim is started with [`SHIM_ENV`] set, and [`crate::spawn()`] refuses to
 //! start a run in a process that carries it.
 
 use std::ffi::OsString;

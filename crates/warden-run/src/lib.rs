@@ -1,28 +1,44 @@
-//! The warden supervisor: runs one agent process to a verdict.
+//! warden as a library: run AI coding agents (or any command) headless,
+//! supervised so that a run never hangs, never leaks a process, never
+//! loses output, and always says why it ended.
 //!
-//! This crate owns the run: it starts the process tree (through
-//! `warden-process`), reads and tees its output, decodes it (through
-//! `warden-events`), keeps the clocks, ends the run for the right reason,
-//! and writes the run directory. It never prints to a terminal: what a run
-//! does reaches the caller as [`Stamped`] events and a final [`Report`].
+//! - [`RunRequest`]: one run (or session of runs) described as data,
+//!   `Serialize + Deserialize`: the agent, the prompt, limits, sandbox,
+//!   output, worktree. [`RunRequest::check`] finds what cannot run before
+//!   anything starts; [`RunRequest::spec`] gives a run's [`RunSpec`].
+//! - [`Run`]: one supervised run; its [`RunHandle`] gives the run's
+//!   [`Stamped`] events as they happen and its [`Report`] at the end.
+//! - [`session::Session`]: the iterations of a request (a fresh process
+//!   each, in a new git worktree if asked, wrong structured output resumed
+//!   with a correction), ending in a [`session::SessionReport`].
+//! - [`batch::Batch`]: many requests, N at a time, cancel-all, one
+//!   [`batch_report::BatchReport`].
+//! - Sessions and batches say what happens through one typed stream of
+//!   [`update::Update`]s; their handles' `wait()` never needs the stream
+//!   drained first.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), warden_run::SetupError> {
-//! use warden_run::{Run, RunSpec};
-//! let spec = RunSpec::exec(["sh", "-c", "echo hello"]);
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use warden_run::{Agent, Run, RunRequest};
+//! let request = RunRequest::agent(Agent::Claude, "Fix the failing test");
+//! request.check()?; // the CLI is installed, the prompt is whole, ...
+//! let spec = request.spec(&request.iteration_context().await)?;
 //! let mut run = Run::new(spec).spawn().await?;
 //! while let Some(ev) = run.next_event().await {
 //!     println!("{} {:?}", ev.t_ms, ev.event);
 //! }
 //! let report = run.wait().await; // always returns, with a verdict
-//! println!("{:?}", report.verdict);
+//! println!("{:?}: {}", report.verdict, report.reason);
 //! # Ok(()) }
 //! ```
 //!
-//! A program that embeds this crate must call
-//! [`warden_process::run_if_shim`] first thing in `main`: each run's
-//! process tree is held by a small shim, which is the program itself
-//! started again (see `warden_process::shim`).
+//! The crate's `examples/` (`agent_run`, `session`, `batch`) are whole
+//! programs; the tests run each of them.
+//!
+//! A program that embeds this crate must call [`run_if_shim`] first thing
+//! in `main`: each run's process tree is held by a small shim, which is
+//! the program itself started again (see `warden_process::shim`). It
+//! never prints to a terminal.
 
 #![forbid(unsafe_code)]
 

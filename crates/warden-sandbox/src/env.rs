@@ -110,7 +110,7 @@ const SECRET_WORDS: &[&str] = &[
 ];
 
 /// Whether a variable's name says it holds a secret: one of its
-/// `_`-separated parts is, or ends with, a [`SECRET_WORDS`] word (a plural
+/// `_`-separated parts is, or ends with, a `SECRET_WORDS` word (a plural
 /// too): `ANTHROPIC_API_KEY`, `APIKEY`, `AWS_SESSION_TOKEN`, `NPM_AUTH`.
 /// A word inside a longer part is not enough: `GIT_AUTHOR_NAME`,
 /// `XAUTHORITY`, `KEYBOARD` and `GIT_CONFIG_KEY_0` name no secret.
