@@ -400,6 +400,7 @@ pub enum EntryState {
 
 /// Where every entry of a batch is, as the updates read so far say: what
 /// a view shows without working it out itself.
+#[non_exhaustive]
 #[derive(Debug, Clone, Default)]
 pub struct BatchStatus {
     /// By entry index: its name and state.

@@ -33,6 +33,7 @@ use crate::session::{IterationContext, SessionOptions, WorktreeRequest};
 use crate::{RunSpec, template};
 
 /// What the agent is asked.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Prompt {
@@ -49,6 +50,7 @@ pub enum Prompt {
 
 /// The structured output a run must give: `<TAG>…</TAG>` in its final
 /// text, valid against the schema if there is one.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputRequest {
@@ -64,6 +66,7 @@ pub struct OutputRequest {
 
 /// The session around the run: more than one iteration, a worktree, or
 /// output retries make it a session, with a `session.json`.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionRequest {
@@ -72,6 +75,17 @@ pub struct SessionRequest {
     pub name: Option<String>,
     pub iterations: u32,
     pub worktree: Option<WorktreeRequest>,
+}
+
+impl OutputRequest {
+    /// The output in `<tag>…</tag>`, as text, with no retry.
+    pub fn new(tag: impl Into<String>) -> Self {
+        Self {
+            tag: tag.into(),
+            schema: None,
+            retries: 0,
+        }
+    }
 }
 
 impl Default for SessionRequest {
@@ -88,6 +102,7 @@ impl Default for SessionRequest {
 ///
 /// A request may hold secrets given by value (`EnvArg::Pair`): store and
 /// ship it as you would a secret.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {

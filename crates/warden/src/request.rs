@@ -8,7 +8,6 @@ use warden_events::Agent;
 use warden_run::session::WorktreeRequest;
 use warden_run::{
     EnvArg, OutputRequest, Prompt, RunRequest, Sandbox, SandboxChoice, SandboxOptions,
-    SessionRequest,
 };
 
 use crate::args::RunArgs;
@@ -50,11 +49,12 @@ pub(crate) fn build(
         None => None,
     };
     let output = match (&args.output_tag, schema) {
-        (Some(tag), schema) => Some(OutputRequest {
-            tag: tag.clone(),
-            schema,
-            retries: args.output_retries,
-        }),
+        (Some(tag), schema) => {
+            let mut output = OutputRequest::new(tag);
+            output.schema = schema;
+            output.retries = args.output_retries;
+            Some(output)
+        }
         (None, Some(_)) => {
             return Err(usage(
                 "--output-schema needs --output-tag TAG: the tag the agent wraps its output in",
@@ -113,15 +113,13 @@ pub(crate) fn build(
     };
     request.env = env;
     request.output = output;
-    request.session = SessionRequest {
-        name: args.name.clone(),
-        iterations: args.iterations,
-        worktree: args.worktree.as_ref().map(|branch| WorktreeRequest {
-            branch: Some(branch.clone()).filter(|b| !b.is_empty()),
-            base: args.base.clone(),
-            keep: args.keep_worktree,
-        }),
-    };
+    request.session.name.clone_from(&args.name);
+    request.session.iterations = args.iterations;
+    request.session.worktree = args.worktree.as_ref().map(|branch| WorktreeRequest {
+        branch: Some(branch.clone()).filter(|b| !b.is_empty()),
+        base: args.base.clone(),
+        keep: args.keep_worktree,
+    });
     request.shim_exe = crate::shim_exe::path();
     match request.check() {
         Ok(warnings) => {
