@@ -51,14 +51,14 @@ pub enum AgentError {
     NotInstalled {
         agent_name: &'static str,
         program: String,
-        install: &'static str,
+        install: String,
     },
 }
 
 /// The usual executable name, the product name, and how to install it.
-pub fn install_info(agent: Agent) -> (&'static str, &'static str, &'static str) {
+pub fn install_info(agent: Agent) -> (&'static str, &'static str, String) {
     let p = profile(agent);
-    (p.program, p.product, p.install)
+    (p.program, p.product, p.install())
 }
 
 /// Builds the command line for `agent`. `path` is the PATH to look the
@@ -76,7 +76,7 @@ pub fn invocation(
     }
     let unsupported = |flag| Err(AgentError::Unsupported { agent, flag });
     let profile = profile(agent);
-    let (name, product, install) = (profile.program, profile.product, profile.install);
+    let (name, product) = (profile.program, profile.product);
     let program: OsString = match &req.program {
         Some(p) => p.clone().into(),
         None => match find_on_path(name, path) {
@@ -85,7 +85,7 @@ pub fn invocation(
                 return Err(AgentError::NotInstalled {
                     agent_name: product,
                     program: name.to_string(),
-                    install,
+                    install: profile.install(),
                 });
             }
         },
@@ -153,8 +153,6 @@ pub struct Profile {
     pub product: &'static str,
     /// The npm package it is installed from.
     pub npm_package: &'static str,
-    /// How to install it.
-    pub install: &'static str,
     /// The fixed arguments that make it headless, with machine-readable
     /// output on stdout.
     pub headless: &'static [&'static str],
@@ -213,7 +211,6 @@ static PROFILES: [Profile; 6] = [
         program: "claude",
         product: "Claude Code",
         npm_package: "@anthropic-ai/claude-code",
-        install: "npm install -g @anthropic-ai/claude-code",
         headless: &[
             "-p",
             "--output-format",
@@ -252,7 +249,6 @@ static PROFILES: [Profile; 6] = [
         program: "codex",
         product: "Codex",
         npm_package: "@openai/codex",
-        install: "npm install -g @openai/codex",
         headless: &[
             "exec",
             "--json",
@@ -274,7 +270,6 @@ static PROFILES: [Profile; 6] = [
         program: "opencode",
         product: "OpenCode",
         npm_package: "opencode-ai",
-        install: "npm install -g opencode-ai",
         // OpenCode says it is retrying a model request only in its log:
         // `--print-logs` puts the log on stderr, where warden counts the
         // retries (INFO is the level that shows a request being sent
@@ -309,7 +304,6 @@ static PROFILES: [Profile; 6] = [
         program: "pi",
         product: "pi",
         npm_package: "@mariozechner/pi-coding-agent",
-        install: "npm install -g @mariozechner/pi-coding-agent",
         headless: &["--mode", "json"],
         effort: Effort::Flag("--thinking"),
         resume: Some("--session"),
@@ -326,7 +320,6 @@ static PROFILES: [Profile; 6] = [
         program: "gemini",
         product: "Gemini CLI",
         npm_package: "@google/gemini-cli",
-        install: "npm install -g @google/gemini-cli",
         headless: &["--output-format", "stream-json", "--yolo"],
         effort: Effort::None,
         resume: Some("--resume"),
@@ -345,7 +338,6 @@ static PROFILES: [Profile; 6] = [
         program: "",
         product: "a command",
         npm_package: "",
-        install: "",
         headless: &[],
         effort: Effort::None,
         resume: None,
@@ -358,6 +350,17 @@ static PROFILES: [Profile; 6] = [
         runtimes: &[],
     },
 ];
+
+impl Profile {
+    /// How to install it (nothing for `exec`).
+    pub fn install(&self) -> String {
+        if self.npm_package.is_empty() {
+            String::new()
+        } else {
+            format!("npm install -g {}", self.npm_package)
+        }
+    }
+}
 
 /// The profile of `agent`'s CLI.
 pub fn profile(agent: Agent) -> &'static Profile {

@@ -569,7 +569,7 @@ mod tests {
         let e = RequestError::from(AgentError::NotInstalled {
             agent_name: "pi",
             program: "pi".into(),
-            install: profile(Agent::Pi).install,
+            install: profile(Agent::Pi).install(),
         });
         assert_eq!(e.exit_code(), 6);
         assert!(e.to_string().contains("@mariozechner/pi-coding-agent"));

@@ -332,14 +332,9 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
             w = wake.next() => on_wake(&mut view, w),
         }
     }
-    let wait = running.wait();
-    tokio::pin!(wait);
-    let outcome = loop {
-        tokio::select! {
-            o = &mut wait => break o,
-            w = wake.next() => on_wake(&mut view, w),
-        }
-    };
+    let outcome = wake
+        .while_waiting(running.wait(), |w| on_wake(&mut view, w))
+        .await;
     view.clear();
     let report = &outcome.report;
     print_table(report);

@@ -65,14 +65,9 @@ pub(crate) async fn run_once(
     }
     // The feed is closed; the run is finishing (its report being
     // written): a signal meanwhile still kills it.
-    let wait = handle.wait();
-    tokio::pin!(wait);
-    let report = loop {
-        tokio::select! {
-            report = &mut wait => break report,
-            w = wake.next() => on_wake(&mut view, w),
-        }
-    };
+    let report = wake
+        .while_waiting(handle.wait(), |w| on_wake(&mut view, w))
+        .await;
     let code = report.warden_exit_code();
     view.update(&Update::IterationFinished {
         entry: None,
@@ -109,14 +104,9 @@ pub(crate) async fn run_session_cli(
     }
     // Every run has ended; the session collects its commits (a signal
     // meanwhile stops that at once).
-    let wait = session.wait();
-    tokio::pin!(wait);
-    let report = loop {
-        tokio::select! {
-            r = &mut wait => break r,
-            w = wake.next() => on_wake(&mut view, w),
-        }
-    }?;
+    let report = wake
+        .while_waiting(session.wait(), |w| on_wake(&mut view, w))
+        .await?;
     let verdict = report.verdict.map_or("none", |v| v.as_str());
     important!(
         "warden: session {}: {verdict} after {} of {} iteration(s), stopped by {}; {} commit(s); tokens {} in / {} out{}",

@@ -61,4 +61,20 @@ impl Wakeups {
             }
         }
     }
+
+    /// Waits for `work`, handing every wake that comes meanwhile to
+    /// `on_wake` (a signal while a run finishes still acts).
+    pub(crate) async fn while_waiting<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+        mut on_wake: impl FnMut(Wake),
+    ) -> T {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                w = self.next() => on_wake(w),
+            }
+        }
+    }
 }
