@@ -224,11 +224,17 @@ impl Write for StdoutFd {
 /// made inert: the recording is the agent's text, and no workflow
 /// command or escape sequence of it may reach a CI log or a terminal.
 fn print_event(out: &mut impl Write, e: &Event, agent: Agent) {
-    crate::render::lines::event_lines(e, agent, std::path::Path::new(""), &mut |kind, text| {
-        let _ = writeln!(
-            out,
-            "{}",
-            crate::render::github::neutralize(&kind.text(text))
-        );
-    });
+    crate::render::lines::event_lines(
+        e,
+        agent,
+        std::path::Path::new(""),
+        false,
+        &mut |kind, text| {
+            let _ = writeln!(
+                out,
+                "{}",
+                crate::render::github::neutralize(&kind.text(text))
+            );
+        },
+    );
 }

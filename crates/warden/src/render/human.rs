@@ -19,11 +19,11 @@ use super::{Reporter, ViewState, dur, github, live, short, shown_path};
 
 /// Where a person's lines go.
 pub(crate) trait Surface {
-    /// Shows one line; `elapsed` is the time since the run started.
-    fn line(&mut self, text: &str, elapsed: &str);
+    /// Shows one line; `at` tells the time since the run started.
+    fn line(&mut self, text: &str, at: Clock);
     /// Shows a warning.
-    fn warn(&mut self, msg: &str, elapsed: &str) {
-        self.line(&Kind::Warn.text(msg), elapsed);
+    fn warn(&mut self, msg: &str, at: Clock) {
+        self.line(&Kind::Warn.text(msg), at);
     }
     /// A run starts (a terminal draws its status line from now).
     fn begin_run(&mut self) {}
@@ -38,7 +38,7 @@ pub(crate) trait Surface {
     fn end_run(&mut self) {}
     /// The line that says how the run ended (kept even when the reader is
     /// slow).
-    fn summary(&mut self, line: &str, _elapsed: &str) {
+    fn summary(&mut self, line: &str, _at: Clock) {
         important(&format!("warden: {line}"));
     }
     /// What the surface does with the verdict beyond the lines.
@@ -60,10 +60,10 @@ impl Tty {
 }
 
 impl Surface for Tty {
-    fn line(&mut self, text: &str, elapsed: &str) {
+    fn line(&mut self, text: &str, at: Clock) {
         match &self.live {
             Some(l) => l.println(text),
-            None => eprintln!("[{elapsed}] {text}"),
+            None => eprintln!("[{at}] {text}"),
         }
     }
 
@@ -98,8 +98,8 @@ impl Surface for Tty {
 pub(crate) struct Plain;
 
 impl Surface for Plain {
-    fn line(&mut self, text: &str, elapsed: &str) {
-        eprintln!("[{elapsed}] {text}");
+    fn line(&mut self, text: &str, at: Clock) {
+        eprintln!("[{at}] {text}");
     }
 }
 
@@ -108,16 +108,16 @@ impl Surface for Plain {
 pub(crate) struct GitHubLog(pub(crate) github::GitHub);
 
 impl Surface for GitHubLog {
-    fn line(&mut self, text: &str, elapsed: &str) {
-        eprintln!("[{elapsed}] {text}");
+    fn line(&mut self, text: &str, at: Clock) {
+        eprintln!("[{at}] {text}");
     }
 
-    fn warn(&mut self, msg: &str, _elapsed: &str) {
+    fn warn(&mut self, msg: &str, _at: Clock) {
         self.0.warning(msg);
     }
 
-    fn summary(&mut self, line: &str, elapsed: &str) {
-        important(&format!("[{elapsed}] warden: {line}"));
+    fn summary(&mut self, line: &str, at: Clock) {
+        important(&format!("[{at}] warden: {line}"));
     }
 
     fn verdict(&mut self, report: &Report) {
@@ -131,6 +131,22 @@ fn annotate(g: &github::GitHub, report: &Report) {
         g.error(&format!("{verdict}: {}", report.reason));
     }
     g.step_summary(report);
+}
+
+/// The time since a start, as a line's prefix shows it (`01:05`,
+/// `1:02:03`): worked out only when a line is printed.
+#[derive(Clone, Copy)]
+pub(crate) struct Clock(Instant);
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.0.elapsed().as_secs();
+        if s >= 3600 {
+            write!(f, "{}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
+        } else {
+            write!(f, "{:02}:{:02}", s / 60, s % 60)
+        }
+    }
 }
 
 /// The run being shown.
@@ -173,22 +189,17 @@ impl<S: Surface> Human<S> {
         }
     }
 
-    fn elapsed(&self) -> String {
-        let start = self
-            .current
-            .as_ref()
-            .map_or(self.started, |c| c.state.started);
-        let s = start.elapsed().as_secs();
-        if s >= 3600 {
-            format!("{}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
-        } else {
-            format!("{:02}:{:02}", s / 60, s % 60)
-        }
+    fn elapsed(&self) -> Clock {
+        Clock(
+            self.current
+                .as_ref()
+                .map_or(self.started, |c| c.state.started),
+        )
     }
 
     fn show(&mut self, kind: Kind, msg: &str) {
         let elapsed = self.elapsed();
-        show_on(&mut self.surface, self.quiet, &elapsed, kind, msg);
+        show_on(&mut self.surface, self.quiet, elapsed, kind, msg);
     }
 
     fn started(&mut self, iteration: u32, run_dir: &Path) {
@@ -227,8 +238,8 @@ impl<S: Surface> Human<S> {
             return;
         };
         current.state.observe(ev);
-        lines::event_lines(&ev.event, *agent, &current.run_dir, &mut |k, t| {
-            show_on(surface, *quiet, &elapsed, k, t);
+        lines::event_lines(&ev.event, *agent, &current.run_dir, *quiet, &mut |k, t| {
+            show_on(surface, *quiet, elapsed, k, t);
         });
         surface.redraw(&current.state);
     }
@@ -242,7 +253,7 @@ impl<S: Surface> Human<S> {
         let elapsed = self.elapsed();
         // The summary line is shown even with --quiet, and it, the error
         // and the report's path get the queue's reserve.
-        self.surface.summary(&line, &elapsed);
+        self.surface.summary(&line, elapsed);
         self.surface.verdict(report);
         if let Some(e) = &report.error {
             important(&format!("warden: error: {e}"));
@@ -301,13 +312,13 @@ impl<S: Surface> Human<S> {
 
 /// One line on `surface`, made inert first (see `github` for why
 /// always); what `--quiet` hides is not shown.
-fn show_on<S: Surface>(surface: &mut S, quiet: bool, elapsed: &str, kind: Kind, msg: &str) {
+fn show_on<S: Surface>(surface: &mut S, quiet: bool, at: Clock, kind: Kind, msg: &str) {
     if quiet && kind != Kind::Warn {
         return;
     }
     match kind {
-        Kind::Warn => surface.warn(&github::neutralize(msg), elapsed),
-        _ => surface.line(&github::neutralize(&kind.text(msg)), elapsed),
+        Kind::Warn => surface.warn(&github::neutralize(msg), at),
+        _ => surface.line(&github::neutralize(&kind.text(msg)), at),
     }
 }
 
@@ -343,6 +354,6 @@ impl<S: Surface> Reporter for Human<S> {
         // Said even with --quiet: it is warden acting on the user's signal.
         let elapsed = self.elapsed();
         self.surface
-            .line(&github::neutralize(&format!("warden: {msg}")), &elapsed);
+            .line(&github::neutralize(&format!("warden: {msg}")), elapsed);
     }
 }

@@ -31,13 +31,27 @@ impl Kind {
 }
 
 /// The lines a person sees for `event` of a run of `agent` (the run's
-/// directory named where it started), given one by one to `emit`.
+/// directory named where it started), given one by one to `emit`; with
+/// `quiet`, the agent's own output is not even formatted.
 pub(crate) fn event_lines(
     event: &Event,
     agent: Agent,
     run_dir: &std::path::Path,
+    quiet: bool,
     emit: &mut dyn FnMut(Kind, &str),
 ) {
+    if quiet
+        && matches!(
+            event,
+            Event::Text { .. }
+                | Event::Stderr { .. }
+                | Event::Thinking { .. }
+                | Event::ToolStarted { .. }
+                | Event::ToolFinished { .. }
+        )
+    {
+        return;
+    }
     match event {
         Event::Spawned {
             pid,
