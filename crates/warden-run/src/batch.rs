@@ -26,16 +26,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Instant, SystemTime};
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
-use crate::batch_report::{BatchReport, BatchRun};
+use crate::batch_report::BatchReport;
+use crate::executor;
 use crate::held_dir::{DirError, HeldDir};
-use crate::session::{SessionControl, run_request};
-use crate::update::{Outbox, Update};
+use crate::session::SessionControl;
+use crate::update::Update;
 use crate::{RunRequest, Verdict};
 
 /// What warden itself keeps in a batch directory, so no entry is named so.
-const BATCH_FILES: &[&str] = &["batch.json"];
+const BATCH_FILES: &[&str] = &["batch.json", executor::slurm::SLURM_DIR];
 
 /// The longest name an entry's directory may have, in bytes.
 const MAX_DIR_NAME: usize = 200;
@@ -113,6 +114,7 @@ struct Entry {
 /// A batch being put together.
 pub struct Batch {
     id: String,
+    executor: Arc<dyn executor::Executor>,
     dir: PathBuf,
     jobs: usize,
     source: PathBuf,
@@ -126,6 +128,7 @@ impl Batch {
     pub fn new(dir: impl Into<PathBuf>, jobs: usize) -> Self {
         Self {
             id: crate::new_run_id(SystemTime::now()),
+            executor: Arc::new(executor::Local),
             dir: dir.into(),
             jobs,
             source: PathBuf::new(),
@@ -136,8 +139,14 @@ impl Batch {
 
     /// A batch in `<cwd>/.warden/batches/<its id>`.
     pub fn in_default_dir(cwd: &Path, jobs: usize) -> Self {
+        Self::under(&cwd.join(crate::defaults::BATCHES_DIR), jobs)
+    }
+
+    /// A batch in `<parent>/<its id>` (a directory the nodes of a cluster
+    /// share, say).
+    pub fn under(parent: &Path, jobs: usize) -> Self {
         let mut b = Self::new(PathBuf::new(), jobs);
-        b.dir = cwd.join(crate::defaults::BATCHES_DIR).join(&b.id);
+        b.dir = parent.join(&b.id);
         b
     }
 
@@ -158,6 +167,12 @@ impl Batch {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Where the entries run ([`executor::Local`] unless set).
+    pub fn executor(mut self, executor: Arc<dyn executor::Executor>) -> Self {
+        self.executor = executor;
+        self
     }
 
     /// The file the batch was read from, for `batch.json`.
@@ -211,7 +226,6 @@ impl Batch {
         let batch_id = self.id;
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();
-        let sem = Arc::new(Semaphore::new(self.jobs));
         let status = BatchStatus {
             entries: self
                 .entries
@@ -219,64 +233,45 @@ impl Batch {
                 .map(|e| (e.name.clone(), EntryState::Queued))
                 .collect(),
         };
-        // Every entry can be cancelled from now on, started or not.
-        let entries: Vec<(Entry, SessionControl)> = self
+        let entries = self
             .entries
             .into_iter()
-            .map(|e| {
-                let control = SessionControl::default();
-                self.control.add(control.clone());
-                (e, control)
+            .enumerate()
+            .map(|(index, e)| executor::Entry {
+                index,
+                name: e.name,
+                request: e.request,
             })
             .collect();
-        let stop = self.control.clone();
         let (jobs, file, dir) = (self.jobs, self.source, self.dir);
+        let work = executor::Work::new(
+            batch_id.clone(),
+            dir.clone(),
+            jobs,
+            entries,
+            self.control.clone(),
+            tx,
+        );
+        let executor = self.executor;
         let task = tokio::spawn(async move {
-            // Entries start in their order, each when a place is free.
-            let mut tasks = Vec::new();
-            for (index, (entry, control)) in entries.into_iter().enumerate() {
-                let permit = sem
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("the semaphore is never closed");
-                let mut out = Outbox::new(tx.clone(), Some(index));
-                // Said here, so entries are said to start in their order.
-                if stop.cancels() == 0 {
-                    out.send(Update::EntryStarted {
-                        entry: index,
-                        name: entry.name.clone(),
-                    })
-                    .await;
-                }
-                tasks.push(tokio::spawn(run_entry(
-                    index,
-                    entry,
-                    control,
-                    permit,
-                    stop.clone(),
-                    out,
-                )));
-            }
-            drop(tx);
-            let mut runs = Vec::new();
-            for t in tasks {
-                runs.push(match t.await {
-                    Ok(r) => r,
-                    Err(e) => std::panic::resume_unwind(e.into_panic()),
-                });
-            }
+            let runs = executor.run(work).await;
             let count = |v: Verdict| runs.iter().filter(|r| r.verdict == Some(v)).count();
             let (succeeded, cancelled) = (count(Verdict::Succeeded), count(Verdict::Cancelled));
             let report = BatchReport {
                 schema_version: warden_events::SchemaVersion,
                 batch_id,
                 file,
+                executor: executor.name().into(),
                 jobs,
                 duration_ms: started.elapsed().as_millis() as u64,
                 succeeded,
                 cancelled,
                 failed: runs.len() - succeeded - cancelled,
+                never_ran: runs
+                    .iter()
+                    .filter(|r| !r.ran())
+                    .map(|r| r.name.clone())
+                    .collect(),
                 runs,
             };
             let path = dir.join("batch.json");
@@ -298,65 +293,18 @@ impl Batch {
     }
 }
 
-async fn run_entry(
-    index: usize,
-    entry: Entry,
-    control: SessionControl,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    stop: BatchControl,
-    mut out: Outbox,
-) -> BatchRun {
-    let agent = entry.request.agent.name().to_string();
-    let t0 = Instant::now();
-    let run = if stop.cancels() > 0 {
-        BatchRun {
-            name: entry.name,
-            agent,
-            verdict: Some(Verdict::Cancelled),
-            duration_ms: 0,
-            session: None,
-            error: Some("cancelled before it started".into()),
-        }
-    } else {
-        let result = run_request(entry.request, control, out.clone()).await;
-        let duration_ms = t0.elapsed().as_millis() as u64;
-        match result {
-            Ok(s) => BatchRun {
-                name: entry.name,
-                agent,
-                verdict: s.verdict,
-                duration_ms,
-                session: Some(s),
-                error: None,
-            },
-            Err(e) => BatchRun {
-                name: entry.name,
-                agent,
-                verdict: None,
-                duration_ms,
-                session: None,
-                error: Some(e.to_string()),
-            },
-        }
-    };
-    out.send(Update::EntryFinished {
-        entry: index,
-        run: Box::new(run.clone()),
-    })
-    .await;
-    run
-}
-
 /// Cancels every entry of a batch: the first call cancels gracefully,
 /// the next kills; entries not started yet never start.
 #[derive(Clone, Default)]
 pub struct BatchControl {
     sessions: Arc<std::sync::Mutex<Vec<SessionControl>>>,
     cancels: Arc<AtomicU32>,
+    /// Wakes whoever waits for the next cancel (a cluster executor).
+    cancelled: Arc<tokio::sync::Notify>,
 }
 
 impl BatchControl {
-    fn add(&self, s: SessionControl) {
+    pub(crate) fn add(&self, s: SessionControl) {
         let mut all = self.sessions.lock().expect("lock");
         for _ in 0..self.cancels.load(Ordering::SeqCst) {
             s.cancel();
@@ -374,6 +322,19 @@ impl BatchControl {
         self.cancels.fetch_add(1, Ordering::SeqCst);
         for s in all.iter() {
             s.cancel();
+        }
+        drop(all);
+        self.cancelled.notify_waiters();
+    }
+
+    /// Returns once `cancel` has been called more than `seen` times.
+    pub async fn cancelled_after(&self, seen: u32) {
+        loop {
+            let notified = self.cancelled.notified();
+            if self.cancels() > seen {
+                return;
+            }
+            notified.await;
         }
     }
 }

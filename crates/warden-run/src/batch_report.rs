@@ -3,35 +3,101 @@
 use std::path::PathBuf;
 
 use serde::Serialize;
-use warden_events::SchemaVersion;
+use warden_events::{Agent, SchemaVersion};
 
+use crate::Verdict;
 use crate::session::SessionReport;
 
 /// One entry of the batch file and how it ended.
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
 pub struct BatchRun {
     pub name: String,
     pub agent: String,
-    /// Its session's verdict; `cancelled` for an entry cancelled before
-    /// it started; none when it could not start.
-    pub verdict: Option<crate::Verdict>,
+    /// Its session's verdict; for an entry whose session wrote no report
+    /// (cancelled before it started, a cluster job lost), the verdict the
+    /// executor gave it; none when it could not start.
+    pub verdict: Option<Verdict>,
     pub duration_ms: u64,
     /// Its session's report, when the session started.
     pub session: Option<SessionReport>,
-    /// Why the entry could not run, if it could not.
+    /// Why the entry could not run, or why it has no report of its own.
     pub error: Option<String>,
+    /// The cluster job that ran it, as the engine last saw it (`null` on
+    /// this machine).
+    pub job: Option<JobReport>,
+}
+
+impl BatchRun {
+    pub fn new(
+        name: impl Into<String>,
+        agent: Agent,
+        verdict: Option<Verdict>,
+        error: Option<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            agent: agent.name().into(),
+            verdict,
+            duration_ms: 0,
+            session: None,
+            error,
+            job: None,
+        }
+    }
+
+    /// Whether the entry's session started at all.
+    pub fn ran(&self) -> bool {
+        self.session.is_some() || self.job.as_ref().is_some_and(|j| j.started)
+    }
+}
+
+/// A cluster job, as its engine reported it last.
+#[non_exhaustive]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct JobReport {
+    /// `slurm`.
+    pub engine: String,
+    /// The engine's id of the job (`123_4`: task 4 of array job 123).
+    pub id: String,
+    /// The engine's last state (`COMPLETED`, `NODE_FAIL`, ...).
+    pub state: String,
+    /// The engine's exit code (`0:0`, `3:0`, `0:9`).
+    pub exit_code: Option<String>,
+    /// Where it ran.
+    pub node: Option<String>,
+    /// Whether it started on a node.
+    pub started: bool,
+}
+
+impl JobReport {
+    pub fn new(engine: &str, id: impl Into<String>, state: impl Into<String>) -> Self {
+        Self {
+            engine: engine.into(),
+            id: id.into(),
+            state: state.into(),
+            exit_code: None,
+            node: None,
+            started: false,
+        }
+    }
 }
 
 /// `batch.json`.
+#[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
 pub struct BatchReport {
     pub schema_version: SchemaVersion,
     pub batch_id: String,
     pub file: PathBuf,
+    /// Where the entries ran: `local` or `slurm`.
+    pub executor: String,
     pub jobs: usize,
     pub duration_ms: u64,
     pub runs: Vec<BatchRun>,
     pub succeeded: usize,
     pub failed: usize,
     pub cancelled: usize,
+    /// The entries whose session never started.
+    pub never_ran: Vec<String>,
 }

@@ -47,6 +47,7 @@ pub mod batch;
 pub mod batch_report;
 mod clocks;
 pub mod defaults;
+pub mod executor;
 pub mod git;
 mod held_dir;
 pub mod limits;

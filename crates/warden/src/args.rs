@@ -40,6 +40,12 @@ pub(crate) enum Command {
     },
     /// Run many agents from a TOML file, N at a time.
     Batch(BatchArgs),
+    /// Run one serialized request (what a cluster job of a batch runs).
+    #[command(hide = true)]
+    RunRequest {
+        /// The request, as JSON (`warden_run::RunRequest`).
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +65,11 @@ pub(crate) struct BatchArgs {
     /// document (the live view stays on stderr).
     #[arg(long)]
     pub json: bool,
+    /// Where the runs run: `local` (this machine), or `slurm` (one Slurm
+    /// job each; options in the file's `[slurm]` table) [default: the
+    /// file's `executor`, else local].
+    #[arg(long, value_name = "NAME")]
+    pub executor: Option<String>,
 }
 
 /// The most runs a batch starts at once: each is a process tree with its

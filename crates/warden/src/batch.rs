@@ -30,6 +30,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use warden_events::Agent;
 use warden_run::batch::{Batch, entry_dir_name};
 use warden_run::batch_report::BatchReport;
+use warden_run::executor::slurm::SlurmOptions;
 use warden_run::update::Update;
 
 use crate::args::{BatchArgs, RunArgs};
@@ -206,18 +207,22 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
         Err(e) => return Err(err(file, e)),
     };
     for key in doc.keys() {
-        if key != "defaults" && key != "run" {
+        if !["defaults", "run", "slurm"].contains(&key.as_str()) {
             return Err(err(
                 file,
-                format!("unknown table `{key}`: a batch file has [defaults] and [[run]] tables"),
+                format!(
+                    "unknown table `{key}`: a batch file has [defaults], [[run]] and [slurm] tables"
+                ),
             ));
         }
     }
-    let defaults = doc
+    let mut defaults = doc
         .get("defaults")
         .and_then(toml::Value::as_table)
         .cloned()
         .unwrap_or_default();
+    // Where the runs run is the batch's, not a run's.
+    let executor_key = defaults.remove("executor");
     let Some(runs) = doc
         .get("run")
         .and_then(toml::Value::as_array)
@@ -229,11 +234,26 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
         Ok(d) => d,
         Err(e) => return Err(err(file, format!("cannot read the current directory: {e}"))),
     };
-    let mut batch = match &args.dir {
-        Some(dir) => Batch::new(dir.clone(), args.jobs),
-        None => Batch::in_default_dir(&cwd, args.jobs),
+    let executor =
+        executor_of(&args, executor_key.as_ref(), doc.get("slurm")).map_err(|e| err(file, e))?;
+    let mut batch = match (&args.dir, &executor) {
+        (Some(dir), _) => Batch::new(dir.clone(), args.jobs),
+        (
+            None,
+            Chosen::Slurm {
+                shared_dir: Some(shared),
+                ..
+            },
+        ) => Batch::under(shared, args.jobs),
+        (None, _) => Batch::in_default_dir(&cwd, args.jobs),
     }
     .source(file.clone());
+    let remote = matches!(executor, Chosen::Slurm { .. });
+    if let Chosen::Slurm { options, .. } = executor {
+        batch = batch.executor(std::sync::Arc::new(
+            warden_run::executor::slurm::Slurm::new(*options),
+        ));
+    }
 
     // Check every run before starting any.
     let mut shown: Vec<(String, Agent, Option<Duration>)> = Vec::new();
@@ -302,7 +322,7 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
         .await
         .map_err(|e| CliError::from(e).about(file.display()))?;
 
-    let mut view = BatchView::new(args.quiet, shown);
+    let mut view = BatchView::new(args.quiet, shown, remote);
     view.line(&format!(
         "batch {batch_id}: {entries} run(s), {} at a time; reports in {}",
         args.jobs,
@@ -430,10 +450,14 @@ struct BatchView {
     /// Each entry's name, agent and armed stall timeout, by index.
     entries: Vec<(String, Agent, Option<Duration>)>,
     runs: BTreeMap<usize, (ViewState, Option<ProgressBar>)>,
+    /// Entries whose runs are seen live (on this machine).
+    watched: std::collections::BTreeSet<usize>,
+    /// The runs run on a cluster.
+    remote: bool,
 }
 
 impl BatchView {
-    fn new(quiet: bool, entries: Vec<(String, Agent, Option<Duration>)>) -> Self {
+    fn new(quiet: bool, entries: Vec<(String, Agent, Option<Duration>)>, remote: bool) -> Self {
         // A terminal that says it has no size (a pseudo-terminal nobody
         // sized) cannot hold status lines: it gets the plain lines.
         let sized = rustix::termios::tcgetwinsize(std::io::stderr())
@@ -448,6 +472,8 @@ impl BatchView {
             started: Instant::now(),
             entries,
             runs: BTreeMap::new(),
+            watched: std::collections::BTreeSet::new(),
+            remote,
         }
     }
 
@@ -514,6 +540,7 @@ impl Reporter for BatchView {
                     String::new()
                 };
                 self.line(&format!("[{name}] started{note}"));
+                self.watched.insert(*i);
                 self.runs.insert(*i, (state, bar));
             }
             Update::Event {
@@ -580,8 +607,33 @@ impl Reporter for BatchView {
                 wt.path.display(),
                 wt.branch
             )),
+            Update::EntryStarted { entry, .. } if self.remote => {
+                let name = &self.entries[*entry].0;
+                self.line(&format!("[{name}] started on the cluster"));
+            }
             Update::EntryFinished { entry, run } => {
                 let name = &self.entries[*entry].0;
+                // On a cluster the runs are not watched live: their end
+                // is said here, from the report (or from the engine).
+                if !self.watched.contains(entry) {
+                    let reason = run
+                        .session
+                        .as_ref()
+                        .and_then(|s| s.runs.last())
+                        .map(|r| r.reason.clone())
+                        .or_else(|| run.error.clone())
+                        .unwrap_or_default();
+                    let job = run
+                        .job
+                        .as_ref()
+                        .map(|j| format!(" [Slurm job {} {}]", j.id, j.state))
+                        .unwrap_or_default();
+                    self.line(&format!(
+                        "[{name}] {} in {}: {reason}{job}",
+                        run.verdict.map_or("not run", |v| v.as_str()),
+                        ms(run.duration_ms),
+                    ));
+                }
                 match (&run.session, &run.error) {
                     (Some(s), _) if s.iterations_requested > 1 || s.worktree.is_some() => {
                         self.line(&format!(
@@ -607,4 +659,55 @@ impl Reporter for BatchView {
 
 fn cols() -> usize {
     usize::from(crate::render::console::terminal_size().0)
+}
+
+/// The executor a batch asked for.
+enum Chosen {
+    Local,
+    Slurm {
+        options: Box<SlurmOptions>,
+        /// `[slurm] shared_dir`: where the batch directory goes, on
+        /// storage the nodes share.
+        shared_dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// `--executor`, else `executor` in `[defaults]`, else local; with
+/// `[slurm]`'s options read (and refused by name when unknown).
+fn executor_of(
+    args: &BatchArgs,
+    in_file: Option<&toml::Value>,
+    slurm: Option<&toml::Value>,
+) -> Result<Chosen, String> {
+    let name = match (&args.executor, in_file) {
+        (Some(n), _) => n.clone(),
+        (None, Some(v)) => v
+            .as_str()
+            .ok_or("`executor` in [defaults] must be a string: local or slurm")?
+            .to_string(),
+        (None, None) => "local".into(),
+    };
+    match name.as_str() {
+        "local" => Ok(Chosen::Local),
+        "slurm" => {
+            let mut table = match slurm {
+                Some(toml::Value::Table(t)) => t.clone(),
+                Some(_) => return Err("[slurm] must be a table".into()),
+                None => toml::Table::new(),
+            };
+            let shared_dir = match table.remove("shared_dir") {
+                Some(toml::Value::String(d)) => Some(std::path::PathBuf::from(d)),
+                Some(_) => return Err("`shared_dir` in [slurm] must be a path".into()),
+                None => None,
+            };
+            let options: SlurmOptions = toml::Value::Table(table)
+                .try_into()
+                .map_err(|e| format!("[slurm]: {e}"))?;
+            Ok(Chosen::Slurm {
+                options: Box::new(options),
+                shared_dir,
+            })
+        }
+        other => Err(format!("unknown executor `{other}`; known: local, slurm")),
+    }
 }

@@ -16,7 +16,10 @@ use crate::signals::Signals;
 pub(crate) async fn dispatch(cli: Cli) -> Outcome {
     // Only a run or a batch catches signals (see `for_a_run`); any other
     // command gets the default actions back before it does anything.
-    if !matches!(cli.command, Command::Run(_) | Command::Batch(_)) {
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Batch(_) | Command::RunRequest { .. }
+    ) {
         crate::signals::default_actions();
     }
     match cli.command {
@@ -34,7 +37,34 @@ pub(crate) async fn dispatch(cli: Cli) -> Outcome {
             Ok(0)
         }
         Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
+        Command::RunRequest { file } => run_request(&file, for_a_run()).await,
     }
+}
+
+/// What a cluster job of a batch runs: the serialized request, as a
+/// session in the entry's directory, viewed as plain lines (the job's
+/// output file), exiting with the session's code.
+async fn run_request(file: &std::path::Path, signals: Signals) -> Outcome {
+    const MAX_REQUEST: u64 = 16 << 20;
+    let bytes = warden_run::regular_file::read(file, MAX_REQUEST).map_err(|e| {
+        usage(format_args!(
+            "could not read the request {}: {e}",
+            file.display()
+        ))
+    })?;
+    let mut request: warden_run::RunRequest = serde_json::from_slice(&bytes).map_err(|e| {
+        usage(format_args!(
+            "{} is not a request this warden reads: {e}",
+            file.display()
+        ))
+    })?;
+    request.shim_exe = crate::shim_exe::path();
+    let settings = crate::settings::Resolved {
+        limits: request.limits.clone(),
+        ..Default::default()
+    };
+    cancelled_before_start(&signals)?;
+    run_session_cli(request, settings, signals).await
 }
 
 /// A run or a batch catches signals to cancel cleanly, and its output

@@ -1,0 +1,203 @@
+//! Where a batch's entries run. An [`Executor`] gets the entries, each a
+//! serializable [`RunRequest`] with its own directory under the batch
+//! directory, and gives back how each ended; it says what happens through
+//! the batch's update stream and stops when the batch is cancelled.
+//!
+//! [`Local`] runs them on this machine, `jobs` at a time.
+//! [`slurm::Slurm`] submits them as one Slurm array job whose tasks run
+//! `warden run-request` on the nodes, tracks the jobs, and turns every way a
+//! job can end into a verdict. Another engine (Kubernetes) is another
+//! implementation of the same trait (see `docs/executors.md`).
+
+pub mod slurm;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::batch::BatchControl;
+use crate::batch_report::BatchRun;
+use crate::session::{SessionControl, run_request};
+use crate::update::{Outbox, Update};
+use crate::{RunRequest, Verdict};
+
+/// One entry of a batch, ready to run: its request's `dir` is the entry's
+/// directory (where its `session.json` goes).
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub index: usize,
+    pub name: String,
+    pub request: RunRequest,
+}
+
+impl Entry {
+    /// The entry's directory.
+    pub fn dir(&self) -> PathBuf {
+        self.request.dir.clone().unwrap_or_default()
+    }
+}
+
+/// What an executor is given to run.
+#[non_exhaustive]
+pub struct Work {
+    pub batch_id: String,
+    /// The batch directory (on storage the nodes share, for a cluster).
+    pub dir: PathBuf,
+    /// At most this many entries at once.
+    pub jobs: usize,
+    pub entries: Vec<Entry>,
+    /// Cancelled by the batch's owner (a signal): first gracefully, then
+    /// at once.
+    pub control: BatchControl,
+    updates: mpsc::Sender<Update>,
+}
+
+impl Work {
+    pub(crate) fn new(
+        batch_id: String,
+        dir: PathBuf,
+        jobs: usize,
+        entries: Vec<Entry>,
+        control: BatchControl,
+        updates: mpsc::Sender<Update>,
+    ) -> Self {
+        Self {
+            batch_id,
+            dir,
+            jobs,
+            entries,
+            control,
+            updates,
+        }
+    }
+
+    /// Says `update` on the batch's stream (waits while the reader is
+    /// behind; nothing when the reader is gone).
+    pub async fn send(&self, update: Update) {
+        let _ = self.updates.send(update).await;
+    }
+
+    pub(crate) fn outbox(&self, entry: usize) -> Outbox {
+        Outbox::new(self.updates.clone(), Some(entry))
+    }
+}
+
+/// How the entries of each batch are run.
+pub trait Executor: Send + Sync {
+    /// Its name, as `--executor` takes it.
+    fn name(&self) -> &'static str;
+
+    /// Runs every entry of `work` to its end and gives each one's line of
+    /// `batch.json`, in the entries' order. It never fails as a whole: an
+    /// entry that could not run has a verdict or an error of its own.
+    fn run(&self, work: Work) -> Pin<Box<dyn Future<Output = Vec<BatchRun>> + Send + 'static>>;
+}
+
+/// The line of an entry that never started because the batch was
+/// cancelled first.
+pub fn cancelled_before_start(entry: &Entry) -> BatchRun {
+    BatchRun::new(
+        entry.name.clone(),
+        entry.request.agent,
+        Some(Verdict::Cancelled),
+        Some("cancelled before it started".into()),
+    )
+}
+
+/// On this machine: `jobs` sessions at a time, in the entries' order.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Local;
+
+impl Executor for Local {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn run(&self, work: Work) -> Pin<Box<dyn Future<Output = Vec<BatchRun>> + Send + 'static>> {
+        Box::pin(run_local(work))
+    }
+}
+
+async fn run_local(mut work: Work) -> Vec<BatchRun> {
+    let sem = Arc::new(Semaphore::new(work.jobs.max(1)));
+    // Every entry can be cancelled from now on, started or not.
+    let entries: Vec<(Entry, SessionControl)> = std::mem::take(&mut work.entries)
+        .into_iter()
+        .map(|e| {
+            let control = SessionControl::default();
+            work.control.add(control.clone());
+            (e, control)
+        })
+        .collect();
+    // Entries start in their order, each when a place is free.
+    let mut tasks = Vec::new();
+    for (entry, control) in entries {
+        let permit = sem
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let mut out = work.outbox(entry.index);
+        // Said here, so entries are said to start in their order.
+        if work.control.cancels() == 0 {
+            out.send(Update::EntryStarted {
+                entry: entry.index,
+                name: entry.name.clone(),
+            })
+            .await;
+        }
+        let stop = work.control.clone();
+        tasks.push(tokio::spawn(async move {
+            let _permit = permit;
+            let run = run_local_entry(&entry, control, &stop, out.clone()).await;
+            out.send(Update::EntryFinished {
+                entry: entry.index,
+                run: Box::new(run.clone()),
+            })
+            .await;
+            run
+        }));
+    }
+    drop(work);
+    let mut runs = Vec::new();
+    for t in tasks {
+        runs.push(match t.await {
+            Ok(r) => r,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        });
+    }
+    runs
+}
+
+async fn run_local_entry(
+    entry: &Entry,
+    control: SessionControl,
+    stop: &BatchControl,
+    out: Outbox,
+) -> BatchRun {
+    if stop.cancels() > 0 {
+        return cancelled_before_start(entry);
+    }
+    let t0 = Instant::now();
+    let result = run_request(entry.request.clone(), control, out).await;
+    let mut run = match result {
+        Ok(s) => {
+            let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);
+            run.session = Some(s);
+            run
+        }
+        Err(e) => BatchRun::new(
+            entry.name.clone(),
+            entry.request.agent,
+            None,
+            Some(e.to_string()),
+        ),
+    };
+    run.duration_ms = t0.elapsed().as_millis() as u64;
+    run
+}

@@ -1,0 +1,751 @@
+//! `slurm`: every entry of a batch is a task of one Slurm array job whose
+//! command is warden itself (`warden run-request FILE`), supervising the
+//! run on the node exactly as `warden run` would, and writing the entry's
+//! directory on storage the submitting host shares.
+//!
+//! The submitting side only submits (`sbatch --parsable`), tracks
+//! (`scontrol show job -o`, every call bounded in time), cancels
+//! (`scancel`), and reads each entry's `session.json` when its task ends.
+//! A task that ends without one (node failure, preemption, cancelled by an
+//! admin, out of memory, Slurm's time limit, never started) gets a verdict
+//! from Slurm's state, and its `job` in `batch.json` says what Slurm said.
+//!
+//! Slurm's time limits are whole minutes, checked about every 30 s: each
+//! run's own timeout is set inside the job's limit with a margin, so
+//! warden, not Slurm, ends a run that overruns, with its report.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+
+use super::{Entry, Executor, Work};
+use crate::Verdict;
+use crate::batch_report::{BatchRun, JobReport};
+use crate::session::SessionReport;
+use crate::update::Update;
+
+/// Where the batch keeps what Slurm needs (requests, the job script, the
+/// jobs' own output), inside the batch directory.
+pub const SLURM_DIR: &str = "slurm";
+
+/// The most a `session.json` read back from the shared directory may be.
+const MAX_SESSION_JSON: u64 = 64 << 20;
+
+/// How a batch is submitted to Slurm.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlurmOptions {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// The job's time limit (Slurm rounds up to whole minutes); each run's
+    /// timeout is set inside it. `None`: from the runs' own timeouts.
+    #[serde(with = "humantime_serde_opt")]
+    pub time_limit: Option<Duration>,
+    pub cpus_per_run: Option<u32>,
+    /// `--mem` of each task (`4G`).
+    pub mem_per_run: Option<String>,
+    /// More `sbatch` arguments, as they are.
+    pub sbatch_args: Vec<String>,
+    /// The warden executable the nodes run (the submitting one if `None`;
+    /// it must be at the same path on the nodes).
+    pub warden: Option<PathBuf>,
+    /// How often the jobs are looked at.
+    #[serde(with = "humantime_serde")]
+    pub poll: Duration,
+    /// The bound on each call to a Slurm command.
+    #[serde(with = "humantime_serde")]
+    pub call_timeout: Duration,
+    /// After a cancel, how long to wait for the jobs to end and write
+    /// their reports.
+    #[serde(with = "humantime_serde")]
+    pub settle: Duration,
+    /// How long Slurm may fail to answer before the batch gives up on the
+    /// entries still out (they keep running; their directories fill in).
+    #[serde(with = "humantime_serde")]
+    pub give_up_after: Duration,
+}
+
+impl Default for SlurmOptions {
+    fn default() -> Self {
+        Self {
+            partition: None,
+            account: None,
+            qos: None,
+            time_limit: None,
+            cpus_per_run: None,
+            mem_per_run: None,
+            sbatch_args: Vec::new(),
+            warden: None,
+            poll: Duration::from_millis(500),
+            call_timeout: Duration::from_secs(30),
+            settle: Duration::from_secs(60),
+            give_up_after: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Durations as `humantime` text (`5m`, `500ms`).
+mod humantime_serde {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Duration, D::Error> {
+        let text: String = serde::Deserialize::deserialize(d)?;
+        humantime::parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+mod humantime_serde_opt {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        d: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::humantime_serde::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text: Option<String> = serde::Deserialize::deserialize(d)?;
+        text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+/// The Slurm executor.
+#[derive(Debug, Clone, Default)]
+pub struct Slurm {
+    pub options: SlurmOptions,
+}
+
+impl Slurm {
+    pub fn new(options: SlurmOptions) -> Self {
+        Self { options }
+    }
+}
+
+impl Executor for Slurm {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn run(&self, work: Work) -> Pin<Box<dyn Future<Output = Vec<BatchRun>> + Send + 'static>> {
+        Box::pin(run_slurm(self.options.clone(), work))
+    }
+}
+
+/// What the submitting side keeps of each task.
+#[derive(Debug, Clone, Default)]
+struct Task {
+    job: Option<JobReport>,
+    announced: bool,
+    done: Option<BatchRun>,
+}
+
+async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
+    let t0 = Instant::now();
+    let submitted = submit(&opts, &work).await;
+    let job_id = match submitted {
+        Ok(id) => id,
+        Err(e) => {
+            return work
+                .entries
+                .iter()
+                .map(|entry| {
+                    BatchRun::new(
+                        entry.name.clone(),
+                        entry.request.agent,
+                        None,
+                        Some(format!("could not submit the batch to Slurm: {e}")),
+                    )
+                })
+                .collect();
+        }
+    };
+    let mut tasks: Vec<Task> = vec![Task::default(); work.entries.len()];
+    let mut seen_cancels = 0;
+    let mut settle_until: Option<Instant> = None;
+    let mut failing: Option<(Instant, String)> = None;
+    loop {
+        let poll = tokio::time::sleep(opts.poll);
+        tokio::select! {
+            () = poll => {}
+            () = work.control.cancelled_after(seen_cancels) => {
+                seen_cancels = work.control.cancels();
+                // Again: at once, SIGKILL; else SIGTERM to every process
+                // of the jobs, which warden inside takes as a cancel.
+                let signal = if seen_cancels > 1 { Some("KILL") } else { None };
+                let _ = scancel(&opts, &job_id, signal).await;
+                settle_until.get_or_insert(Instant::now() + opts.settle);
+            }
+        }
+        match scontrol(&opts, &job_id).await {
+            Ok(states) => {
+                failing = None;
+                for (index, job) in states {
+                    let Some(task) = tasks.get_mut(index) else {
+                        continue;
+                    };
+                    if task.done.is_some() {
+                        continue;
+                    }
+                    let entry = &work.entries[index];
+                    if job.started && !task.announced {
+                        task.announced = true;
+                        work.send(Update::EntryStarted {
+                            entry: index,
+                            name: entry.name.clone(),
+                        })
+                        .await;
+                    }
+                    let terminal = is_terminal(&job.state);
+                    task.job = Some(job);
+                    if terminal {
+                        finish(&work, entry, task, t0).await;
+                    }
+                }
+            }
+            Err(Scontrol::Gone) => {
+                // Finished jobs are forgotten after MinJobAge: what is
+                // left is read from the shared directory.
+                for (index, task) in tasks.iter_mut().enumerate() {
+                    if task.done.is_none() {
+                        let job = task.job.get_or_insert_with(|| {
+                            JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
+                        });
+                        job.state = format!("{} (no longer known to Slurm)", job.state);
+                        finish(&work, &work.entries[index], task, t0).await;
+                    }
+                }
+            }
+            // A call that failed or took too long: the next poll tries
+            // again, for as long as `give_up_after`.
+            Err(Scontrol::Failed(e)) => {
+                let since = failing.get_or_insert_with(|| (Instant::now(), String::new()));
+                since.1 = e;
+                if since.0.elapsed() >= opts.give_up_after {
+                    let why = format!(
+                        "Slurm did not answer for {}: {}",
+                        humantime::format_duration(opts.give_up_after),
+                        since.1
+                    );
+                    for (index, task) in tasks.iter_mut().enumerate() {
+                        if task.done.is_none() {
+                            let job = task.job.get_or_insert_with(|| {
+                                JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
+                            });
+                            job.state = format!("{} ({why})", job.state);
+                            finish(&work, &work.entries[index], task, t0).await;
+                        }
+                    }
+                }
+            }
+        }
+        if tasks.iter().all(|t| t.done.is_some()) {
+            break;
+        }
+        if settle_until.is_some_and(|u| Instant::now() >= u) {
+            for (index, task) in tasks.iter_mut().enumerate() {
+                if task.done.is_none() {
+                    let job = task.job.get_or_insert_with(|| {
+                        JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
+                    });
+                    job.state = format!("{} (still there after the cancel)", job.state);
+                    finish(&work, &work.entries[index], task, t0).await;
+                }
+            }
+            break;
+        }
+    }
+    tasks.into_iter().filter_map(|t| t.done).collect()
+}
+
+/// The entry's line, from its `session.json` or, without one, from what
+/// Slurm said; and the update that says so.
+async fn finish(work: &Work, entry: &Entry, task: &mut Task, t0: Instant) {
+    let job = task.job.clone();
+    let path = entry.dir().join("session.json");
+    let session = tokio::task::spawn_blocking(move || read_session(&path))
+        .await
+        .ok()
+        .flatten();
+    let mut run = match session {
+        Some(s) => {
+            let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);
+            run.duration_ms = s.duration_ms;
+            if let Some(job) = &job
+                && !matches!(job.state.as_str(), "COMPLETED" | "FAILED")
+            {
+                run.error = Some(format!("Slurm says {}", job.state));
+            }
+            run.session = Some(s);
+            run
+        }
+        None => {
+            let (verdict, why) = match &job {
+                Some(job) => verdict_without_report(job),
+                None => (
+                    Some(Verdict::InternalError),
+                    "Slurm never reported the job".to_string(),
+                ),
+            };
+            let mut run =
+                BatchRun::new(entry.name.clone(), entry.request.agent, verdict, Some(why));
+            run.duration_ms = t0.elapsed().as_millis() as u64;
+            run
+        }
+    };
+    run.job = job;
+    work.send(Update::EntryFinished {
+        entry: entry.index,
+        run: Box::new(run.clone()),
+    })
+    .await;
+    task.done = Some(run);
+}
+
+fn read_session(path: &Path) -> Option<SessionReport> {
+    let bytes = crate::regular_file::read(path, MAX_SESSION_JSON).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Whether Slurm is done with a job in `state`.
+fn is_terminal(state: &str) -> bool {
+    !matches!(
+        state,
+        "PENDING"
+            | "RUNNING"
+            | "CONFIGURING"
+            | "COMPLETING"
+            | "SUSPENDED"
+            | "REQUEUED"
+            | "REQUEUE_HOLD"
+            | "REQUEUE_FED"
+            | "RESIZING"
+            | "SIGNALING"
+            | "STAGE_OUT"
+            | "STOPPED"
+    )
+}
+
+/// The verdict of a task that ended without warden's report, and why.
+pub fn verdict_without_report(job: &JobReport) -> (Option<Verdict>, String) {
+    let state = job.state.split_whitespace().next().unwrap_or("");
+    let exit = job
+        .exit_code
+        .as_deref()
+        .map(|c| format!(", exit {c}"))
+        .unwrap_or_default();
+    let (verdict, why) = match state {
+        "CANCELLED" if !job.started => (
+            Verdict::Cancelled,
+            "cancelled before it started (Slurm: CANCELLED)".to_string(),
+        ),
+        "CANCELLED" => (
+            Verdict::Cancelled,
+            format!("the job was cancelled (Slurm: CANCELLED{exit}) before warden wrote a report"),
+        ),
+        "PREEMPTED" => (
+            Verdict::Cancelled,
+            format!("the job was preempted (Slurm: PREEMPTED{exit})"),
+        ),
+        "TIMEOUT" | "DEADLINE" => (
+            Verdict::TimedOut,
+            format!(
+                "Slurm's time limit ended the job (Slurm: {state}{exit}) before warden's own timeout"
+            ),
+        ),
+        "OUT_OF_MEMORY" => (
+            Verdict::AgentFailed,
+            format!("the job ran out of memory (Slurm: OUT_OF_MEMORY{exit})"),
+        ),
+        "NODE_FAIL" | "BOOT_FAIL" => (
+            Verdict::InternalError,
+            format!(
+                "the node failed (Slurm: {state}{exit}); the run's supervisor was lost with it"
+            ),
+        ),
+        other => (
+            Verdict::InternalError,
+            format!(
+                "the job ended without warden's report (Slurm: {}{exit}); see its output in {SLURM_DIR}/out/",
+                if other.is_empty() {
+                    "unknown"
+                } else {
+                    &job.state
+                }
+            ),
+        ),
+    };
+    (Some(verdict), why)
+}
+
+/// Slurm's minutes for `d` (rounded up; at least one).
+fn minutes(d: Duration) -> u64 {
+    d.as_secs().div_ceil(60).max(1)
+}
+
+/// The part of a job's time limit kept for warden to end the run and
+/// write its report after its own timeout (Slurm checks its limit about
+/// every 30 s, then SIGTERM, SIGKILL after KillWait).
+fn margin(limit: Duration) -> Duration {
+    (limit / 10)
+        .clamp(Duration::from_secs(30), Duration::from_secs(120))
+        .min(limit / 2)
+}
+
+/// The job's time limit, and each run's timeout set inside it.
+fn time_limit(opts: &SlurmOptions, entries: &mut [Entry]) -> Option<u64> {
+    match opts.time_limit {
+        Some(limit) => {
+            let limit = Duration::from_secs(minutes(limit) * 60);
+            let inside = limit - margin(limit);
+            for e in entries.iter_mut() {
+                let t = &mut e.request.limits.timeout;
+                if t.is_none_or(|t| t > inside) {
+                    *t = Some(inside);
+                }
+            }
+            Some(minutes(limit))
+        }
+        None => {
+            let longest = entries
+                .iter()
+                .map(|e| e.request.limits.timeout)
+                .try_fold(Duration::ZERO, |m, t| t.map(|t| m.max(t)))?;
+            // The limit that leaves the margin after the longest timeout.
+            let mut limit = Duration::from_secs(minutes(longest) * 60);
+            while limit.saturating_sub(margin(limit)) < longest {
+                limit += Duration::from_secs(60);
+            }
+            Some(minutes(limit))
+        }
+    }
+}
+
+/// Writes the requests and the job script, and submits the array job.
+async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
+    let dir = work.dir.join(SLURM_DIR);
+    let mut entries = work.entries.clone();
+    let limit = time_limit(opts, &mut entries);
+    let warden = match &opts.warden {
+        Some(w) => w.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("could not find warden's own executable: {e}"))?,
+    };
+    let script = job_script(&warden, &dir);
+    let written = {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || write_job_files(&dir, &entries, &script))
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    written.map_err(|e| format!("could not write {}: {e}", dir.display()))?;
+    let args = sbatch_args(opts, work, &dir, limit);
+    let out = call(opts, "sbatch", &args).await?;
+    // `--parsable`: `ID` or `ID;CLUSTER`.
+    let id = out.trim().split(';').next().unwrap_or("").to_string();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("sbatch printed no job id: {out:?}"));
+    }
+    Ok(id)
+}
+
+fn write_job_files(dir: &Path, entries: &[Entry], script: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir.join("requests"))?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir.join("out"))?;
+    // A request can hold secrets (`--env NAME=VALUE`): owner only, and
+    // never through a link planted in its place.
+    let create = |path: PathBuf, mode: u32| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)
+    };
+    for e in entries {
+        let bytes = serde_json::to_vec_pretty(&e.request).map_err(std::io::Error::from)?;
+        create(
+            dir.join("requests").join(format!("{}.json", e.index)),
+            0o600,
+        )?
+        .write_all(&bytes)?;
+    }
+    create(dir.join("job.sh"), 0o700)?.write_all(script.as_bytes())?;
+    Ok(())
+}
+
+/// `'text'` for a POSIX shell.
+fn quoted(text: &Path) -> String {
+    format!("'{}'", text.to_string_lossy().replace('\'', r"'\''"))
+}
+
+fn job_script(warden: &Path, dir: &Path) -> String {
+    format!(
+        "#!/bin/sh\n# One entry of a warden batch: warden supervises the run inside the job.\nexec {} run-request {}/\"$SLURM_ARRAY_TASK_ID.json\"\n",
+        quoted(warden),
+        quoted(&dir.join("requests"))
+    )
+}
+
+fn sbatch_args(opts: &SlurmOptions, work: &Work, dir: &Path, limit: Option<u64>) -> Vec<OsString> {
+    let n = work.entries.len();
+    let mut a: Vec<OsString> = vec![
+        "--parsable".into(),
+        format!("--array=0-{}%{}", n.saturating_sub(1), work.jobs.max(1)).into(),
+        format!("--job-name=warden-{}", work.batch_id).into(),
+        format!("--output={}", dir.join("out/%a.out").display()).into(),
+        format!("--chdir={}", work.dir.display()).into(),
+    ];
+    for (flag, value) in [
+        ("--partition", &opts.partition),
+        ("--account", &opts.account),
+        ("--qos", &opts.qos),
+        ("--mem", &opts.mem_per_run),
+    ] {
+        if let Some(v) = value {
+            a.push(format!("{flag}={v}").into());
+        }
+    }
+    if let Some(c) = opts.cpus_per_run {
+        a.push(format!("--cpus-per-task={c}").into());
+    }
+    if let Some(m) = limit {
+        a.push(format!("--time={m}").into());
+    }
+    a.extend(opts.sbatch_args.iter().map(Into::into));
+    a.push(dir.join("job.sh").into());
+    a
+}
+
+/// Runs a Slurm command, bounded by `call_timeout`; its stdout, or why not.
+async fn call(opts: &SlurmOptions, program: &str, args: &[OsString]) -> Result<String, String> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = match tokio::time::timeout(opts.call_timeout, cmd.output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "`{program}` is not on PATH: install Slurm's client commands (Debian: slurm-client), or run the batch where they are"
+            ));
+        }
+        Ok(Err(e)) => return Err(format!("could not run `{program}`: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "`{program}` did not answer within {}",
+                humantime::format_duration(opts.call_timeout)
+            ));
+        }
+    };
+    if !out.status.success() {
+        return Err(format!(
+            "`{program}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+async fn scancel(opts: &SlurmOptions, job: &str, signal: Option<&str>) -> Result<String, String> {
+    let mut args: Vec<OsString> = Vec::new();
+    if let Some(s) = signal {
+        args.push(format!("--signal={s}").into());
+        args.push("--full".into());
+    }
+    args.push(job.into());
+    call(opts, "scancel", &args).await
+}
+
+enum Scontrol {
+    /// Slurm no longer knows the job (finished long enough ago).
+    Gone,
+    Failed(String),
+}
+
+/// Every task of the array job as Slurm sees it now, by index.
+async fn scontrol(opts: &SlurmOptions, job: &str) -> Result<BTreeMap<usize, JobReport>, Scontrol> {
+    let args: Vec<OsString> = vec!["show".into(), "job".into(), "-o".into(), job.into()];
+    match call(opts, "scontrol", &args).await {
+        Ok(text) => Ok(parse_scontrol(&text)),
+        Err(e) if e.contains("Invalid job id") => Err(Scontrol::Gone),
+        Err(e) => Err(Scontrol::Failed(e)),
+    }
+}
+
+/// Parses `scontrol show job -o`: one line per job record, `Key=Value`
+/// fields. A record of pending tasks names them all (`ArrayTaskId=3-9%2`).
+pub fn parse_scontrol(text: &str) -> BTreeMap<usize, JobReport> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let fields: BTreeMap<&str, &str> = line
+            .split_whitespace()
+            .filter_map(|f| f.split_once('='))
+            .collect();
+        let (Some(array), Some(tasks), Some(state)) = (
+            fields.get("ArrayJobId"),
+            fields.get("ArrayTaskId"),
+            fields.get("JobState"),
+        ) else {
+            continue;
+        };
+        // A node given: `BatchHost` is set when the job's script was
+        // launched (a pending job cancelled has a StartTime, not a host).
+        let host = |k: &str| {
+            fields
+                .get(k)
+                .filter(|h| !h.is_empty() && **h != "(null)")
+                .map(|h| (*h).to_string())
+        };
+        let batch_host = host("BatchHost");
+        let started = batch_host.is_some();
+        for index in task_indices(tasks) {
+            let mut job = JobReport::new("slurm", format!("{array}_{index}"), *state);
+            job.exit_code = fields.get("ExitCode").map(|c| (*c).to_string());
+            job.node = batch_host.clone().or_else(|| host("NodeList"));
+            job.started = started;
+            out.insert(index, job);
+        }
+    }
+    out
+}
+
+/// `4`, `3-9%2`, `1,3,5-7`: the indices named.
+fn task_indices(spec: &str) -> Vec<usize> {
+    let spec = spec.split('%').next().unwrap_or("");
+    let mut out = Vec::new();
+    for part in spec.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
+                    out.extend(a..=b.min(a + 1_000_000));
+                }
+            }
+            None => {
+                if let Ok(i) = part.parse() {
+                    out.push(i);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scontrol_lines_give_every_task_pending_ones_included() {
+        let text = "JobId=12 ArrayJobId=10 ArrayTaskId=2 JobName=w JobState=RUNNING Reason=None StartTime=2026-11-30T10:00:00 NodeList=vm BatchHost=vm ExitCode=0:0\n\
+                    JobId=10 ArrayJobId=10 ArrayTaskId=3-5%2 JobName=w JobState=PENDING Reason=JobArrayTaskLimit StartTime=Unknown NodeList=(null) ExitCode=0:0\n\
+                    JobId=11 ArrayJobId=10 ArrayTaskId=1 JobState=FAILED StartTime=2026-11-30T10:00:00 NodeList=vm BatchHost=vm ExitCode=3:0\n\
+                    JobId=13 ArrayJobId=10 ArrayTaskId=6 JobState=CANCELLED StartTime=2026-11-30T10:00:01 EndTime=2026-11-30T10:00:01 NodeList= ExitCode=0:0\n";
+        let m = parse_scontrol(text);
+        assert_eq!(m.keys().copied().collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
+        // Cancelled while pending: a start time, but it never ran.
+        assert!(!m[&6].started);
+        assert_eq!(m[&6].node, None);
+        assert_eq!(m[&2].state, "RUNNING");
+        assert!(m[&2].started);
+        assert_eq!(m[&1].exit_code.as_deref(), Some("3:0"));
+        assert_eq!(m[&4].state, "PENDING");
+        assert!(!m[&4].started);
+        assert_eq!(m[&4].id, "10_4");
+        assert_eq!(task_indices("1,3,5-7"), [1, 3, 5, 6, 7]);
+    }
+
+    #[test]
+    fn every_way_a_job_ends_without_a_report_has_a_verdict() {
+        let job = |state: &str, started: bool| {
+            let mut j = JobReport::new("slurm", "1_0", state);
+            j.started = started;
+            j
+        };
+        for (state, started, verdict, says) in [
+            ("CANCELLED", false, Verdict::Cancelled, "before it started"),
+            ("CANCELLED", true, Verdict::Cancelled, "cancelled"),
+            ("PREEMPTED", true, Verdict::Cancelled, "preempted"),
+            ("TIMEOUT", true, Verdict::TimedOut, "time limit"),
+            ("OUT_OF_MEMORY", true, Verdict::AgentFailed, "out of memory"),
+            ("NODE_FAIL", true, Verdict::InternalError, "node failed"),
+            (
+                "COMPLETED",
+                true,
+                Verdict::InternalError,
+                "without warden's report",
+            ),
+        ] {
+            let (v, why) = verdict_without_report(&job(state, started));
+            assert_eq!(v, Some(verdict), "{state}");
+            assert!(why.contains(says), "{state}: {why}");
+        }
+    }
+
+    #[test]
+    fn run_timeouts_sit_inside_the_job_limit() {
+        let entry = |t: Option<u64>| {
+            let mut r = crate::RunRequest::exec(["true"]);
+            r.limits.timeout = t.map(Duration::from_secs);
+            Entry {
+                index: 0,
+                name: "x".into(),
+                request: r,
+            }
+        };
+        let mut opts = SlurmOptions::default();
+        // From the runs: one hour leaves the margin within 62 minutes.
+        let mut es = vec![entry(Some(3600)), entry(Some(60))];
+        let m = time_limit(&opts, &mut es).unwrap();
+        assert!(m * 60 >= 3600 + 30 && m <= 63, "{m}");
+        // A run with no timeout: no limit of warden's choosing.
+        assert_eq!(time_limit(&opts, &mut [entry(None)]), None);
+        // A given limit: each run ends inside it, by itself.
+        opts.time_limit = Some(Duration::from_secs(10 * 60));
+        let mut es = vec![entry(Some(3600)), entry(None), entry(Some(60))];
+        assert_eq!(time_limit(&opts, &mut es), Some(10));
+        assert_eq!(es[0].request.limits.timeout, Some(Duration::from_secs(540)));
+        assert_eq!(es[1].request.limits.timeout, Some(Duration::from_secs(540)));
+        assert_eq!(es[2].request.limits.timeout, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn the_job_script_quotes_its_paths() {
+        let s = job_script(
+            Path::new("/opt/it's/warden"),
+            Path::new("/shared/b 1/slurm"),
+        );
+        assert!(s.contains(r"exec '/opt/it'\''s/warden' run-request"), "{s}");
+        assert!(
+            s.contains("'/shared/b 1/slurm/requests'/\"$SLURM_ARRAY_TASK_ID.json\""),
+            "{s}"
+        );
+    }
+}
