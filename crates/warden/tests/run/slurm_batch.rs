@@ -1,0 +1,234 @@
+//! `warden batch --executor slurm` against the real one-node cluster
+//! (`WARDEN_SLURM_CONF`; `.ci/run` starts it): every run a task of one
+//! array job, warden supervising inside each, one batch.json with a
+//! verdict for every run however its job ended.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::slurm_cluster::{SlurmEnv, slurm};
+use crate::support::{Case, kill};
+
+/// The batch directory the test names (`--dir`), and its batch.json.
+fn batch_json(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("batch.json")).expect("batch.json");
+    serde_json::from_str(&text).expect("batch.json is JSON")
+}
+
+fn by_name<'a>(b: &'a Value, name: &str) -> &'a Value {
+    b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no run {name} in {b}"))
+}
+
+/// `warden batch FILE --executor slurm --dir DIR`, pointed at the cluster.
+fn batch_command(case: &Case, env: &SlurmEnv, file: &str, dir: &Path, jobs: &str) -> std::process::Command {
+    let mut cmd = case.command(&[
+        "batch",
+        file,
+        "--executor",
+        "slurm",
+        "-j",
+        jobs,
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    cmd.env("SLURM_CONF", &env.conf);
+    cmd
+}
+
+/// The job states Slurm shows for the array job of a batch.
+fn job_states(env: &SlurmEnv, b: &Value) -> Vec<String> {
+    let id = b["runs"][0]["job"]["id"].as_str().unwrap_or("");
+    let array = id.split('_').next().unwrap_or("").to_string();
+    let out = env
+        .command("squeue")
+        .args(["-h", "-j", &array, "-o", "%T"])
+        .output()
+        .expect("squeue");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_batch_of_twenty_runs_on_slurm_gets_a_verdict_for_every_run() {
+    let Some(env) = slurm() else { return };
+    let case = Case::new();
+    let mut toml = String::from(
+        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\nstall_timeout = \"400ms\"\n",
+    );
+    for i in 0..16 {
+        toml.push_str(&format!(
+            "[[run]]\nname = \"ok-{i}\"\ncommand = [\"sh\", \"-c\", \"echo run {i}\"]\n"
+        ));
+    }
+    toml.push_str(
+        "[[run]]\nname = \"fails\"\ncommand = [\"sh\", \"-c\", \"echo bad; exit 3\"]\n\
+         [[run]]\nname = \"fails-too\"\ncommand = [\"false\"]\n\
+         [[run]]\nname = \"stalls\"\ncommand = [\"sh\", \"-c\", \"echo up; sleep 300\"]\n\
+         [[run]]\nname = \"orphan\"\ncommand = [\"sh\", \"-c\", \"echo done; setsid sleep 600 & exit 0\"]\n",
+    );
+    std::fs::write(case.path().join("b.toml"), toml).unwrap();
+    let dir = case.path().join("batch");
+    let start = Instant::now();
+    let out = batch_command(&case, &env, "b.toml", &dir, "20")
+        .output()
+        .expect("warden batch");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "two runs fail: {stderr}");
+    let b = batch_json(&dir);
+    assert_eq!(b["executor"], "slurm");
+    assert_eq!(b["runs"].as_array().unwrap().len(), 20, "{b}");
+    assert_eq!(b["succeeded"], 17, "{b}");
+    assert_eq!(b["failed"], 3, "{b}");
+    assert_eq!(b["never_ran"], serde_json::json!([]));
+    for i in 0..16 {
+        let r = by_name(&b, &format!("ok-{i}"));
+        assert_eq!(r["verdict"], "succeeded", "{r}");
+        assert_eq!(r["job"]["state"], "COMPLETED", "{r}");
+        assert_eq!(r["job"]["started"], true);
+        // The run's own logs, written by warden on the node.
+        let run_dir = PathBuf::from(r["session"]["runs"][0]["run_dir"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(run_dir.join("stdout.log")).unwrap(),
+            format!("run {i}\n")
+        );
+    }
+    assert_eq!(by_name(&b, "fails")["verdict"], "agent_failed");
+    assert_eq!(by_name(&b, "fails")["job"]["state"], "FAILED");
+    // warden's stall clock, not Slurm's minute-grained limit, ended it.
+    let stalled = by_name(&b, "stalls");
+    assert_eq!(stalled["verdict"], "stalled", "{stalled}");
+    // The orphan was found and killed by warden inside the job.
+    let orphan = by_name(&b, "orphan");
+    assert_eq!(orphan["verdict"], "succeeded");
+    let run_dir = PathBuf::from(orphan["session"]["runs"][0]["run_dir"].as_str().unwrap());
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(report["orphans_killed"], 1, "{report}");
+    assert!(
+        stderr.contains("[ok-3] succeeded") && stderr.contains("[stalls] stalled"),
+        "the view says how each ended: {stderr}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(120));
+    case.assert_nothing_left();
+}
+
+#[test]
+fn ctrl_c_cancels_every_job_and_still_writes_batch_json() {
+    let Some(env) = slurm() else { return };
+    let case = Case::new();
+    let mut toml = String::from("[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n");
+    for i in 0..4 {
+        toml.push_str(&format!(
+            "[[run]]\nname = \"long-{i}\"\ncommand = [\"sh\", \"-c\", \"echo up; sleep 300\"]\n"
+        ));
+    }
+    std::fs::write(case.path().join("b.toml"), toml).unwrap();
+    let dir = case.path().join("batch");
+    // Two at a time: two run, two wait in Slurm's queue.
+    let child = batch_command(&case, &env, "b.toml", &dir, "2")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("warden batch");
+    wait_for(&dir.join("long-0"), "stdout.log", "up", Duration::from_secs(60));
+    wait_for(&dir.join("long-1"), "stdout.log", "up", Duration::from_secs(60));
+    kill(child.id(), "INT");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let b = batch_json(&dir);
+    assert_eq!(b["cancelled"], 4, "{b}");
+    for i in 0..2 {
+        let r = by_name(&b, &format!("long-{i}"));
+        // warden inside the job took Slurm's SIGTERM as a cancel and wrote
+        // its report.
+        assert_eq!(r["verdict"], "cancelled", "{r}");
+        assert_eq!(r["session"]["runs"][0]["verdict"], "cancelled", "{r}");
+    }
+    assert_eq!(
+        b["never_ran"],
+        serde_json::json!(["long-2", "long-3"]),
+        "the queued ones never ran: {b}"
+    );
+    assert!(job_states(&env, &b).iter().all(|s| s == "CANCELLED"), "{b}");
+    case.assert_nothing_left();
+}
+
+#[test]
+fn a_job_cancelled_from_outside_gets_its_verdict() {
+    let Some(env) = slurm() else { return };
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
+         [[run]]\nname = \"victim\"\ncommand = [\"sh\", \"-c\", \"echo up; sleep 300\"]\n\
+         [[run]]\nname = \"bystander\"\ncommand = [\"sh\", \"-c\", \"echo fine\"]\n",
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let child = batch_command(&case, &env, "b.toml", &dir, "2")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("warden batch");
+    wait_for(&dir.join("victim"), "stdout.log", "up", Duration::from_secs(60));
+    // An admin cancels one task, by the id its request file gives away.
+    let jobs = env
+        .command("squeue")
+        .args(["-h", "-o", "%i %j %T"])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&jobs.stdout).into_owned();
+    let task = listing
+        .lines()
+        .filter(|l| l.contains("RUNNING"))
+        .filter_map(|l| l.split_whitespace().next())
+        .find(|id| id.ends_with("_0"))
+        .unwrap_or_else(|| panic!("no running task 0: {listing}"))
+        .to_string();
+    let status = env.command("scancel").arg(&task).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let b = batch_json(&dir);
+    let victim = by_name(&b, "victim");
+    assert_eq!(victim["verdict"], "cancelled", "{victim}");
+    assert_eq!(victim["job"]["state"], "CANCELLED", "{victim}");
+    assert_eq!(by_name(&b, "bystander")["verdict"], "succeeded");
+    case.assert_nothing_left();
+}
+
+/// Waits for `needle` in the log `file` of the (only) run of a batch
+/// entry's session directory.
+fn wait_for(entry_dir: &Path, file: &str, needle: &str, limit: Duration) {
+    let until = Instant::now() + limit;
+    loop {
+        let found = std::fs::read_dir(entry_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .any(|e| {
+                std::fs::read_to_string(e.path().join(file)).is_ok_and(|t| t.contains(needle))
+            });
+        if found {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "no `{needle}` in {}/*/{file} after {limit:?}",
+            entry_dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
