@@ -30,6 +30,7 @@ mod session;
 mod settings;
 mod shim_exe;
 mod signals;
+mod slurm_batch;
 mod slurm_cluster;
 mod startup;
 mod startup2;
