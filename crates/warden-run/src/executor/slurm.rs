@@ -183,8 +183,14 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
     let mut seen_cancels = 0;
     let mut settle_until: Option<Instant> = None;
     let mut failing: Option<(Instant, String)> = None;
+    // Soon after a change, then less and less often, up to `poll`: a
+    // short job is seen ending at once, a long batch does not load the
+    // controller.
+    let first = opts.poll.min(Duration::from_millis(100));
+    let mut interval = first;
     loop {
-        let poll = tokio::time::sleep(opts.poll);
+        let poll = tokio::time::sleep(interval);
+        interval = (interval * 2).min(opts.poll);
         tokio::select! {
             () = poll => {}
             () = work.control.cancelled_after(seen_cancels) => {
@@ -216,6 +222,9 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
                         .await;
                     }
                     let terminal = is_terminal(&job.state);
+                    if task.job.as_ref().is_none_or(|j| j.state != job.state) {
+                        interval = first;
+                    }
                     task.job = Some(job);
                     if terminal {
                         finish(&work, entry, task, t0).await;

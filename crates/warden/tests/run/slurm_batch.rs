@@ -27,7 +27,13 @@ fn by_name<'a>(b: &'a Value, name: &str) -> &'a Value {
 }
 
 /// `warden batch FILE --executor slurm --dir DIR`, pointed at the cluster.
-fn batch_command(case: &Case, env: &SlurmEnv, file: &str, dir: &Path, jobs: &str) -> std::process::Command {
+fn batch_command(
+    case: &Case,
+    env: &SlurmEnv,
+    file: &str,
+    dir: &Path,
+    jobs: &str,
+) -> std::process::Command {
     let mut cmd = case.command(&[
         "batch",
         file,
@@ -61,9 +67,8 @@ fn job_states(env: &SlurmEnv, b: &Value) -> Vec<String> {
 fn a_batch_of_twenty_runs_on_slurm_gets_a_verdict_for_every_run() {
     let Some(env) = slurm() else { return };
     let case = Case::new();
-    let mut toml = String::from(
-        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\nstall_timeout = \"400ms\"\n",
-    );
+    let mut toml =
+        String::from("[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\nstall_timeout = \"400ms\"\n");
     for i in 0..16 {
         toml.push_str(&format!(
             "[[run]]\nname = \"ok-{i}\"\ncommand = [\"sh\", \"-c\", \"echo run {i}\"]\n"
@@ -139,8 +144,18 @@ fn ctrl_c_cancels_every_job_and_still_writes_batch_json() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("warden batch");
-    wait_for(&dir.join("long-0"), "stdout.log", "up", Duration::from_secs(60));
-    wait_for(&dir.join("long-1"), "stdout.log", "up", Duration::from_secs(60));
+    wait_for(
+        &dir.join("long-0"),
+        "stdout.log",
+        "up",
+        Duration::from_secs(60),
+    );
+    wait_for(
+        &dir.join("long-1"),
+        "stdout.log",
+        "up",
+        Duration::from_secs(60),
+    );
     kill(child.id(), "INT");
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -180,7 +195,12 @@ fn a_job_cancelled_from_outside_gets_its_verdict() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("warden batch");
-    wait_for(&dir.join("victim"), "stdout.log", "up", Duration::from_secs(60));
+    wait_for(
+        &dir.join("victim"),
+        "stdout.log",
+        "up",
+        Duration::from_secs(60),
+    );
     // An admin cancels one task, by the id its request file gives away.
     let jobs = env
         .command("squeue")
