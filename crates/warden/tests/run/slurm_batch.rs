@@ -252,3 +252,33 @@ fn wait_for(entry_dir: &Path, file: &str, needle: &str, limit: Duration) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_bad_executor_or_slurm_option_is_refused_by_name_before_anything_starts() {
+    let case = Case::new();
+    let runs = "[[run]]\nname = \"a\"\nagent = \"exec\"\ncommand = [\"true\"]\n";
+    for (file, says) in [
+        (
+            format!("[defaults]\nexecutor = \"kube\"\n{runs}"),
+            "unknown executor `kube`; known: local, slurm",
+        ),
+        (
+            format!("[defaults]\nexecutor = \"slurm\"\n[slurm]\npartiton = \"x\"\n{runs}"),
+            "unknown field `partiton`",
+        ),
+        (
+            format!("[defaults]\nexecutor = \"slurm\"\n[slurm]\ntime_limit = \"soon\"\n{runs}"),
+            "[slurm]",
+        ),
+        (format!("[slurmm]\nx = 1\n{runs}"), "unknown table `slurmm`"),
+    ] {
+        std::fs::write(case.path().join("b.toml"), &file).unwrap();
+        let done = case.run(&["batch", "b.toml"]);
+        assert_eq!(done.code, 2, "{file}: {}", done.stderr);
+        assert!(done.stderr.contains(says), "{file}: {}", done.stderr);
+        assert!(
+            !case.path().join(".warden/batches").exists(),
+            "nothing started: {file}"
+        );
+    }
+}
