@@ -28,7 +28,9 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
+use crate::batch_plan as plan;
 use crate::batch_report::BatchReport;
+use crate::batch_report::BatchRun;
 use crate::executor;
 use crate::held_dir::{DirError, HeldDir};
 use crate::session::SessionControl;
@@ -36,7 +38,13 @@ use crate::update::Update;
 use crate::{RunRequest, Verdict};
 
 /// What warden itself keeps in a batch directory, so no entry is named so.
-const BATCH_FILES: &[&str] = &["batch.json", executor::slurm::SLURM_DIR];
+const BATCH_FILES: &[&str] = &[
+    "batch.json",
+    plan::PLAN_FILE,
+    plan::REQUESTS_DIR,
+    plan::ATTEMPTS_DIR,
+    executor::slurm::SLURM_DIR,
+];
 
 /// The longest name an entry's directory may have, in bytes.
 const MAX_DIR_NAME: usize = 200;
@@ -65,6 +73,10 @@ pub enum BatchError {
     },
     #[error("a batch needs at least one run and at least one job")]
     Empty,
+    #[error("could not write the batch's plan: {0}")]
+    Plan(String),
+    #[error("cannot resume the batch in {}: {why}", .dir.display())]
+    Resume { dir: PathBuf, why: String },
     #[error(transparent)]
     Dir(#[from] DirError),
 }
@@ -109,6 +121,8 @@ pub fn entry_dir_name(name: &str) -> Result<String, BatchError> {
 struct Entry {
     name: String,
     request: RunRequest,
+    /// On a resumed batch: how it ended before (it does not run again).
+    kept: Option<BatchRun>,
 }
 
 /// A batch being put together.
@@ -120,6 +134,8 @@ pub struct Batch {
     source: PathBuf,
     entries: Vec<Entry>,
     control: BatchControl,
+    /// Continues a batch whose directory is already there.
+    resumed: bool,
 }
 
 impl Batch {
@@ -134,6 +150,7 @@ impl Batch {
             source: PathBuf::new(),
             entries: Vec::new(),
             control: BatchControl::default(),
+            resumed: false,
         }
     }
 
@@ -181,6 +198,81 @@ impl Batch {
         self
     }
 
+    /// Continues the batch in `dir` from its `plan.json` and `requests/`:
+    /// an entry whose session ended keeps its report (with
+    /// `rerun_failed`, only one that succeeded); every other entry runs
+    /// again, its earlier directory moved under `attempts/`. Jobs of the
+    /// batch still queued or running on a cluster are waited for first.
+    /// The executor is the plan's (`local` or `slurm` with its options);
+    /// `jobs` replaces the plan's when given.
+    pub async fn resume(
+        dir: &Path,
+        jobs: Option<usize>,
+        rerun_failed: bool,
+    ) -> Result<Batch, BatchError> {
+        let bad = |why: String| BatchError::Resume {
+            dir: dir.to_path_buf(),
+            why,
+        };
+        let plan = plan::Plan::read(dir).map_err(&bad)?;
+        let executor: Arc<dyn executor::Executor> = match plan.executor.as_str() {
+            "local" => Arc::new(executor::Local),
+            "slurm" => {
+                let opts: executor::slurm::SlurmOptions = plan
+                    .executor_options
+                    .clone()
+                    .map(serde_json::from_value)
+                    .transpose()
+                    .map_err(|e| bad(format!("its Slurm options: {e}")))?
+                    .unwrap_or_default();
+                executor::slurm::wait_for_earlier(&opts, dir)
+                    .await
+                    .map_err(&bad)?;
+                Arc::new(executor::slurm::Slurm::new(opts))
+            }
+            other => return Err(bad(format!("unknown executor `{other}`"))),
+        };
+        let requests = plan::read_requests(dir, plan.entries.len()).map_err(&bad)?;
+        let mut batch = Batch::new(dir, jobs.unwrap_or(plan.jobs)).executor(executor);
+        batch.id = plan.batch_id.clone();
+        batch.source = plan.file.clone();
+        batch.resumed = true;
+        for (name, request) in plan.entries.iter().zip(requests) {
+            let entry_dir = dir.join(entry_dir_name(name)?);
+            let kept = plan::ended(&entry_dir, name, request.agent)
+                .filter(|run| !rerun_failed || run.verdict == Some(Verdict::Succeeded));
+            if kept.is_none() {
+                plan::move_aside(dir, &entry_dir).map_err(&bad)?;
+            }
+            batch.entries.push(Entry {
+                name: name.clone(),
+                request,
+                kept,
+            });
+        }
+        Ok(batch)
+    }
+
+    /// Each entry's name and request, in order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &RunRequest)> {
+        self.entries.iter().map(|e| (e.name.as_str(), &e.request))
+    }
+
+    /// How many entries run at once.
+    pub fn jobs(&self) -> usize {
+        self.jobs
+    }
+
+    /// The executor's name (`local`, `slurm`).
+    pub fn executor_name(&self) -> &'static str {
+        self.executor.name()
+    }
+
+    /// How many entries will run (on a resumed batch, those not kept).
+    pub fn to_run(&self) -> usize {
+        self.entries.iter().filter(|e| e.kept.is_none()).count()
+    }
+
     /// Adds an entry: a session of `request` in `<dir>/<name>`. Names
     /// must be unique as directory names.
     pub fn add(
@@ -207,7 +299,11 @@ impl Batch {
         }
         request.session.name = Some(name.clone());
         request.dir = Some(self.dir.join(&dir));
-        self.entries.push(Entry { name, request });
+        self.entries.push(Entry {
+            name,
+            request,
+            kept: None,
+        });
         Ok(())
     }
 
@@ -222,7 +318,24 @@ impl Batch {
         if self.entries.is_empty() || self.jobs == 0 {
             return Err(BatchError::Empty);
         }
-        let held = crate::off_clock(&self.dir, HeldDir::create_empty).await?;
+        let held = if self.resumed {
+            crate::off_clock(&self.dir, HeldDir::open_or_create).await?
+        } else {
+            let held = crate::off_clock(&self.dir, HeldDir::create_empty).await?;
+            let plan = plan::Plan::new(&self.id, &self.source, self.executor.as_ref(), self.jobs);
+            let named: Vec<(String, RunRequest)> = self
+                .entries
+                .iter()
+                .map(|e| (e.name.clone(), e.request.clone()))
+                .collect();
+            let dir = self.dir.clone();
+            let written = tokio::task::spawn_blocking(move || plan.write(&dir, &named))
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|r| r);
+            written.map_err(|e| BatchError::Plan(e.to_string()))?;
+            held
+        };
         let batch_id = self.id;
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();
@@ -233,16 +346,22 @@ impl Batch {
                 .map(|e| (e.name.clone(), EntryState::Queued))
                 .collect(),
         };
-        let entries = self
-            .entries
-            .into_iter()
-            .enumerate()
-            .map(|(index, e)| executor::Entry {
-                index,
-                name: e.name,
-                request: e.request,
-            })
-            .collect();
+        // What ended before stays; the rest runs.
+        let mut kept: Vec<Option<BatchRun>> = Vec::new();
+        let mut entries = Vec::new();
+        for (index, e) in self.entries.into_iter().enumerate() {
+            match e.kept {
+                Some(run) => kept.push(Some(run)),
+                None => {
+                    kept.push(None);
+                    entries.push(executor::Entry {
+                        index,
+                        name: e.name,
+                        request: e.request,
+                    });
+                }
+            }
+        }
         let (jobs, file, dir) = (self.jobs, self.source, self.dir);
         let work = executor::Work::new(
             batch_id.clone(),
@@ -254,7 +373,17 @@ impl Batch {
         );
         let executor = self.executor;
         let task = tokio::spawn(async move {
-            let runs = executor.run(work).await;
+            let mut ran = if work.entries.is_empty() {
+                Vec::new()
+            } else {
+                executor.run(work).await
+            }
+            .into_iter();
+            // In the entries' order: each kept one where it was.
+            let runs: Vec<BatchRun> = kept
+                .into_iter()
+                .filter_map(|k| k.or_else(|| ran.next()))
+                .collect();
             let count = |v: Verdict| runs.iter().filter(|r| r.verdict == Some(v)).count();
             let (succeeded, cancelled) = (count(Verdict::Succeeded), count(Verdict::Cancelled));
             let report = BatchReport {

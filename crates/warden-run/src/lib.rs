@@ -44,6 +44,7 @@
 
 mod artifacts;
 pub mod batch;
+mod batch_plan;
 pub mod batch_report;
 mod clocks;
 pub mod defaults;

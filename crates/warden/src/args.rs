@@ -51,10 +51,21 @@ pub(crate) enum Command {
 #[derive(Debug, Args)]
 pub(crate) struct BatchArgs {
     /// The batch file: `[defaults]`, then one `[[run]]` table per run.
-    pub file: PathBuf,
-    /// How many runs at once (1 to 1024).
-    #[arg(short = 'j', long, value_name = "N", default_value_t = 4, value_parser = jobs)]
-    pub jobs: usize,
+    #[arg(required_unless_present = "resume")]
+    pub file: Option<PathBuf>,
+    /// How many runs at once (1 to 1024) [default: 4; on --resume, the
+    /// batch's own].
+    #[arg(short = 'j', long, value_name = "N", value_parser = jobs)]
+    pub jobs: Option<usize>,
+    /// Continue the batch in DIR whose warden stopped (killed, the machine
+    /// restarted): runs that ended keep their reports, jobs still on a
+    /// cluster are waited for, and only the rest run again.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["file", "dir", "executor"])]
+    pub resume: Option<PathBuf>,
+    /// With --resume: also run again the runs that ended without
+    /// succeeding.
+    #[arg(long, requires = "resume")]
+    pub rerun_failed: bool,
     /// Where the batch directory goes [default: .warden/batches/<id>].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,

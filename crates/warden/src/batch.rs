@@ -193,11 +193,35 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
     Ok((a, f))
 }
 
-pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
-    let file = &args.file;
-    if args.jobs == 0 {
-        return Err(err(file, "-j must be at least 1"));
+/// How many runs at once when nothing says.
+const DEFAULT_JOBS: usize = 4;
+
+pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
+    if let Some(dir) = &args.resume {
+        let batch = Batch::resume(dir, args.jobs, args.rerun_failed)
+            .await
+            .map_err(CliError::from)?;
+        let shown = batch
+            .entries()
+            .map(|(name, r)| (name.to_string(), r.agent, r.limits.armed_stall_timeout()))
+            .collect();
+        let remote = batch.executor_name() != "local";
+        let note = format!(
+            "resuming: {} of {} run(s) to run again",
+            batch.to_run(),
+            batch.len()
+        );
+        return drive(batch, shown, remote, &args, signals, Some(note), dir).await;
     }
+    let Some(file) = args.file.clone() else {
+        return Err(usage("give a batch file, or --resume DIR"));
+    };
+    from_file(&file, &args, signals).await
+}
+
+/// A batch read from its file.
+async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outcome {
+    let jobs = args.jobs.unwrap_or(DEFAULT_JOBS);
     let text_of_file = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => return Err(err(file, format!("could not read it: {e}"))),
@@ -235,19 +259,19 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
         Err(e) => return Err(err(file, format!("cannot read the current directory: {e}"))),
     };
     let executor =
-        executor_of(&args, executor_key.as_ref(), doc.get("slurm")).map_err(|e| err(file, e))?;
+        executor_of(args, executor_key.as_ref(), doc.get("slurm")).map_err(|e| err(file, e))?;
     let mut batch = match (&args.dir, &executor) {
-        (Some(dir), _) => Batch::new(dir.clone(), args.jobs),
+        (Some(dir), _) => Batch::new(dir.clone(), jobs),
         (
             None,
             Chosen::Slurm {
                 shared_dir: Some(shared),
                 ..
             },
-        ) => Batch::under(shared, args.jobs),
-        (None, _) => Batch::in_default_dir(&cwd, args.jobs),
+        ) => Batch::under(shared, jobs),
+        (None, _) => Batch::in_default_dir(&cwd, jobs),
     }
-    .source(file.clone());
+    .source(file);
     let remote = matches!(executor, Chosen::Slurm { .. });
     if let Chosen::Slurm { options, .. } = executor {
         batch = batch.executor(std::sync::Arc::new(
@@ -312,22 +336,39 @@ pub(crate) async fn batch(args: BatchArgs, mut signals: Signals) -> Outcome {
             return Err(err(file, e));
         }
     }
-    let (batch_id, batch_dir, entries) = (
+    drive(batch, shown, remote, args, signals, None, file).await
+}
+
+/// Runs the batch to its end: one loop over its updates, the view's
+/// tick and the signals; then the table, `batch.json`, the exit code.
+async fn drive(
+    batch: Batch,
+    shown: Vec<(String, Agent, Option<Duration>)>,
+    remote: bool,
+    args: &BatchArgs,
+    signals: Signals,
+    note: Option<String>,
+    about: &Path,
+) -> Outcome {
+    let (batch_id, batch_dir, entries, jobs) = (
         batch.id().to_string(),
         batch.dir().to_path_buf(),
         batch.len(),
+        batch.jobs(),
     );
     let mut running = batch
         .start()
         .await
-        .map_err(|e| CliError::from(e).about(file.display()))?;
+        .map_err(|e| CliError::from(e).about(about.display()))?;
 
     let mut view = BatchView::new(args.quiet, shown, remote);
     view.line(&format!(
-        "batch {batch_id}: {entries} run(s), {} at a time; reports in {}",
-        args.jobs,
+        "batch {batch_id}: {entries} run(s), {jobs} at a time; reports in {}",
         batch_dir.display()
     ));
+    if let Some(note) = note {
+        view.line(&note);
+    }
     // SIGINT, SIGTERM and SIGHUP (the terminal closed) cancel every run;
     // one that came while the runs were being checked does too.
     let control = running.control();

@@ -92,6 +92,11 @@ pub trait Executor: Send + Sync {
     /// Its name, as `--executor` takes it.
     fn name(&self) -> &'static str;
 
+    /// Its options, as a resumed batch needs them again (`plan.json`).
+    fn options(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Runs every entry of `work` to its end and gives each one's line of
     /// `batch.json`, in the entries' order. It never fails as a whole: an
     /// entry that could not run has a verdict or an error of its own.

@@ -146,6 +146,10 @@ impl Executor for Slurm {
         "slurm"
     }
 
+    fn options(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(&self.options).ok()
+    }
+
     fn run(&self, work: Work) -> Pin<Box<dyn Future<Output = Vec<BatchRun>> + Send + 'static>> {
         Box::pin(run_slurm(self.options.clone(), work))
     }
@@ -179,7 +183,13 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
                 .collect();
         }
     };
-    let mut tasks: Vec<Task> = vec![Task::default(); work.entries.len()];
+    // By the entry's index, which is also its task's index in the array.
+    let mut tasks: BTreeMap<usize, Task> = work
+        .entries
+        .iter()
+        .map(|e| (e.index, Task::default()))
+        .collect();
+    let entry_of = |index: usize| work.entries.iter().find(|e| e.index == index);
     let mut seen_cancels = 0;
     let mut settle_until: Option<Instant> = None;
     let mut failing: Option<(Instant, String)> = None;
@@ -206,13 +216,12 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
             Ok(states) => {
                 failing = None;
                 for (index, job) in states {
-                    let Some(task) = tasks.get_mut(index) else {
+                    let (Some(task), Some(entry)) = (tasks.get_mut(&index), entry_of(index)) else {
                         continue;
                     };
                     if task.done.is_some() {
                         continue;
                     }
-                    let entry = &work.entries[index];
                     if job.started && !task.announced {
                         task.announced = true;
                         work.send(Update::EntryStarted {
@@ -234,13 +243,15 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
             Err(Scontrol::Gone) => {
                 // Finished jobs are forgotten after MinJobAge: what is
                 // left is read from the shared directory.
-                for (index, task) in tasks.iter_mut().enumerate() {
-                    if task.done.is_none() {
+                for (&index, task) in tasks.iter_mut() {
+                    if task.done.is_none()
+                        && let Some(entry) = entry_of(index)
+                    {
                         let job = task.job.get_or_insert_with(|| {
                             JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
                         });
                         job.state = format!("{} (no longer known to Slurm)", job.state);
-                        finish(&work, &work.entries[index], task, t0).await;
+                        finish(&work, entry, task, t0).await;
                     }
                 }
             }
@@ -255,35 +266,43 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
                         humantime::format_duration(opts.give_up_after),
                         since.1
                     );
-                    for (index, task) in tasks.iter_mut().enumerate() {
-                        if task.done.is_none() {
+                    for (&index, task) in tasks.iter_mut() {
+                        if task.done.is_none()
+                            && let Some(entry) = entry_of(index)
+                        {
                             let job = task.job.get_or_insert_with(|| {
                                 JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
                             });
                             job.state = format!("{} ({why})", job.state);
-                            finish(&work, &work.entries[index], task, t0).await;
+                            finish(&work, entry, task, t0).await;
                         }
                     }
                 }
             }
         }
-        if tasks.iter().all(|t| t.done.is_some()) {
+        if tasks.values().all(|t| t.done.is_some()) {
             break;
         }
         if settle_until.is_some_and(|u| Instant::now() >= u) {
-            for (index, task) in tasks.iter_mut().enumerate() {
-                if task.done.is_none() {
+            for (&index, task) in tasks.iter_mut() {
+                if task.done.is_none()
+                    && let Some(entry) = entry_of(index)
+                {
                     let job = task.job.get_or_insert_with(|| {
                         JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
                     });
                     job.state = format!("{} (still there after the cancel)", job.state);
-                    finish(&work, &work.entries[index], task, t0).await;
+                    finish(&work, entry, task, t0).await;
                 }
             }
             break;
         }
     }
-    tasks.into_iter().filter_map(|t| t.done).collect()
+    // In the entries' order.
+    work.entries
+        .iter()
+        .filter_map(|e| tasks.get_mut(&e.index).and_then(|t| t.done.take()))
+        .collect()
 }
 
 /// The entry's line, from its `session.json` or, without one, from what
@@ -451,7 +470,12 @@ fn time_limit(opts: &SlurmOptions, entries: &mut [Entry]) -> Option<u64> {
 
 /// Writes the requests and the job script, and submits the array job.
 async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
-    let dir = work.dir.join(SLURM_DIR);
+    // One directory per submission (a resumed batch submits again).
+    let top = work.dir.join(SLURM_DIR);
+    let n = (1..)
+        .find(|n| std::fs::symlink_metadata(top.join(n.to_string())).is_err())
+        .unwrap_or(1);
+    let dir = top.join(n.to_string());
     let mut entries = work.entries.clone();
     let limit = time_limit(opts, &mut entries);
     let warden = match &opts.warden {
@@ -474,12 +498,18 @@ async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("sbatch printed no job id: {out:?}"));
     }
+    // For a resume: the jobs to wait for before anything runs again.
+    let _ = std::fs::write(dir.join(JOB_FILE), format!("{id}\n"));
     Ok(id)
 }
 
 fn write_job_files(dir: &Path, entries: &[Entry], script: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(dir.parent().unwrap_or(dir))?;
     std::fs::DirBuilder::new().mode(0o700).create(dir)?;
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -509,6 +539,68 @@ fn write_job_files(dir: &Path, entries: &[Entry], script: &str) -> std::io::Resu
     Ok(())
 }
 
+/// The file of a submission's directory that names its job.
+const JOB_FILE: &str = "job";
+
+/// `0-19`, or `1,4,7-9`: the indices as Slurm's `--array` takes them.
+fn array_spec(indices: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < indices.len() {
+        let start = indices[i];
+        let mut end = start;
+        while i + 1 < indices.len() && indices[i + 1] == end + 1 {
+            i += 1;
+            end = indices[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// Waits until no job an earlier submission of the batch in `dir` made is
+/// still queued or running (their tasks write their entries' directories
+/// meanwhile), so that a resume runs again only what really ended without
+/// a report.
+pub async fn wait_for_earlier(opts: &SlurmOptions, dir: &Path) -> Result<(), String> {
+    let top = dir.join(SLURM_DIR);
+    let Ok(submissions) = std::fs::read_dir(&top) else {
+        return Ok(());
+    };
+    let mut ids = Vec::new();
+    for s in submissions.flatten() {
+        if let Ok(bytes) = crate::regular_file::read(&s.path().join(JOB_FILE), 64) {
+            let id = String::from_utf8_lossy(&bytes).trim().to_string();
+            if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+                ids.push(id);
+            }
+        }
+    }
+    for id in ids {
+        let mut failing: Option<Instant> = None;
+        loop {
+            match scontrol(opts, &id).await {
+                Ok(states) if states.values().all(|j| is_terminal(&j.state)) => break,
+                Ok(_) => failing = None,
+                Err(Scontrol::Gone) => break,
+                Err(Scontrol::Failed(e)) => {
+                    let since = *failing.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= opts.give_up_after {
+                        return Err(format!("Slurm did not answer about job {id}: {e}"));
+                    }
+                }
+            }
+            tokio::time::sleep(opts.poll).await;
+        }
+    }
+    Ok(())
+}
+
 /// `'text'` for a POSIX shell.
 fn quoted(text: &Path) -> String {
     format!("'{}'", text.to_string_lossy().replace('\'', r"'\''"))
@@ -523,10 +615,10 @@ fn job_script(warden: &Path, dir: &Path) -> String {
 }
 
 fn sbatch_args(opts: &SlurmOptions, work: &Work, dir: &Path, limit: Option<u64>) -> Vec<OsString> {
-    let n = work.entries.len();
+    let indices: Vec<usize> = work.entries.iter().map(|e| e.index).collect();
     let mut a: Vec<OsString> = vec![
         "--parsable".into(),
-        format!("--array=0-{}%{}", n.saturating_sub(1), work.jobs.max(1)).into(),
+        format!("--array={}%{}", array_spec(&indices), work.jobs.max(1)).into(),
         format!("--job-name=warden-{}", work.batch_id).into(),
         format!("--output={}", dir.join("out/%a.out").display()).into(),
         format!("--chdir={}", work.dir.display()).into(),
@@ -743,6 +835,13 @@ mod tests {
         assert_eq!(es[0].request.limits.timeout, Some(Duration::from_secs(540)));
         assert_eq!(es[1].request.limits.timeout, Some(Duration::from_secs(540)));
         assert_eq!(es[2].request.limits.timeout, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn array_specs_name_exactly_the_indices() {
+        assert_eq!(array_spec(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(array_spec(&[1, 4, 5, 6, 9]), "1,4-6,9");
+        assert_eq!(array_spec(&[7]), "7");
     }
 
     #[test]

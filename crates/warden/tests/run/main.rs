@@ -23,6 +23,7 @@ mod orphans;
 mod output;
 mod phases;
 mod replay;
+mod resume;
 mod retries;
 mod sandbox;
 mod schemas;

@@ -282,3 +282,51 @@ fn a_bad_executor_or_slurm_option_is_refused_by_name_before_anything_starts() {
         );
     }
 }
+
+#[test]
+fn a_resumed_slurm_batch_waits_for_its_jobs_still_running_and_keeps_their_reports() {
+    let Some(env) = slurm() else { return };
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
+         [[run]]\nname = \"slow\"\ncommand = [\"sh\", \"-c\", \"echo up; sleep 3; echo done\"]\n\
+         [[run]]\nname = \"quick\"\ncommand = [\"sh\", \"-c\", \"echo quick\"]\n",
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let child = batch_command(&case, &env, "b.toml", &dir, "2")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("warden batch");
+    wait_for(
+        &dir.join("slow"),
+        "stdout.log",
+        "up",
+        Duration::from_secs(60),
+    );
+    // The submitting warden dies; its jobs go on.
+    kill(child.id(), "KILL");
+    let _ = child.wait_with_output();
+    let mut resume = case.command(&["batch", "--resume", dir.to_str().unwrap()]);
+    resume.env("SLURM_CONF", &env.conf);
+    let out = resume.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("resuming: 0 of 2 run(s) to run again"),
+        "{stderr}"
+    );
+    let b = batch_json(&dir);
+    let slow = by_name(&b, "slow");
+    assert_eq!(slow["verdict"], "succeeded", "{slow}");
+    let run_dir = PathBuf::from(slow["session"]["runs"][0]["run_dir"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("stdout.log")).unwrap(),
+        "up\ndone\n",
+        "the job ran to its end while no warden watched it"
+    );
+    assert!(!dir.join("attempts").exists(), "nothing ran twice");
+    case.assert_nothing_left();
+}

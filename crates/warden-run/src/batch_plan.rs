@@ -1,0 +1,151 @@
+//! What a batch directory keeps so that the batch can be resumed: its
+//! `plan.json` (the id, the file, the executor and its options, the
+//! entries' names), each entry's request in `requests/N.json`, and the
+//! earlier attempts of an entry that ran again under `attempts/`.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use warden_events::{Agent, SchemaVersion};
+
+use crate::RunRequest;
+use crate::batch_report::BatchRun;
+use crate::executor::Executor;
+use crate::session::{SessionReport, StopReason};
+
+pub(crate) const PLAN_FILE: &str = "plan.json";
+pub(crate) const REQUESTS_DIR: &str = "requests";
+pub(crate) const ATTEMPTS_DIR: &str = "attempts";
+
+/// The most a plan, a request or a `session.json` read back may be.
+const MAX_READ: u64 = 64 << 20;
+
+/// `plan.json`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Plan {
+    pub schema_version: SchemaVersion,
+    pub batch_id: String,
+    pub file: PathBuf,
+    pub executor: String,
+    pub executor_options: Option<serde_json::Value>,
+    pub jobs: usize,
+    pub entries: Vec<String>,
+}
+
+/// Creates `path` for writing: never through a link planted in its
+/// place, never over a file already there.
+fn create(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+}
+
+impl Plan {
+    pub(crate) fn new(id: &str, file: &Path, executor: &dyn Executor, jobs: usize) -> Self {
+        Self {
+            schema_version: SchemaVersion,
+            batch_id: id.into(),
+            file: file.into(),
+            executor: executor.name().into(),
+            executor_options: executor.options(),
+            jobs,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Writes the plan and every request (owner only: a request can hold
+    /// `--env NAME=VALUE` secrets).
+    pub(crate) fn write(
+        mut self,
+        dir: &Path,
+        named: &[(String, RunRequest)],
+    ) -> std::io::Result<()> {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir.join(REQUESTS_DIR))?;
+        for (i, (_, request)) in named.iter().enumerate() {
+            let bytes = serde_json::to_vec_pretty(request).map_err(std::io::Error::from)?;
+            create(&dir.join(REQUESTS_DIR).join(format!("{i}.json")), 0o600)?.write_all(&bytes)?;
+        }
+        self.entries = named.iter().map(|(n, _)| n.clone()).collect();
+        let bytes = serde_json::to_vec_pretty(&self).map_err(std::io::Error::from)?;
+        create(&dir.join(PLAN_FILE), 0o644)?.write_all(&bytes)
+    }
+
+    pub(crate) fn read(dir: &Path) -> Result<Plan, String> {
+        let path = dir.join(PLAN_FILE);
+        let bytes = crate::regular_file::read(&path, MAX_READ)
+            .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "{} is not a batch plan this warden reads: {e}",
+                path.display()
+            )
+        })
+    }
+}
+
+/// The `n` requests of the plan, in order.
+pub(crate) fn read_requests(dir: &Path, n: usize) -> Result<Vec<RunRequest>, String> {
+    (0..n)
+        .map(|i| {
+            let path = dir.join(REQUESTS_DIR).join(format!("{i}.json"));
+            let bytes = crate::regular_file::read(&path, MAX_READ)
+                .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+            serde_json::from_slice(&bytes)
+                .map_err(|e| format!("{} is not a request this warden reads: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// The line of an entry whose session ended (its last `session.json`
+/// says so), or `None` when it must run again.
+pub(crate) fn ended(entry_dir: &Path, name: &str, agent: Agent) -> Option<BatchRun> {
+    let bytes = crate::regular_file::read(&entry_dir.join("session.json"), MAX_READ).ok()?;
+    let s: SessionReport = serde_json::from_slice(&bytes).ok()?;
+    // A session writes session.json after every run: one that stopped
+    // early says why; one that ran all its iterations has them all.
+    let finished = s.verdict.is_some()
+        && (s.stopped_because != StopReason::IterationsExhausted
+            || s.iterations_run >= s.iterations_requested);
+    if !finished {
+        return None;
+    }
+    let mut run = BatchRun::new(name, agent, s.verdict, None);
+    run.duration_ms = s.duration_ms;
+    run.session = Some(s);
+    Some(run)
+}
+
+/// Moves an earlier attempt's directory to `attempts/<dir>.<n>`, so the
+/// entry runs again in a fresh one; nothing to do when there is none.
+pub(crate) fn move_aside(dir: &Path, entry_dir: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(entry_dir).is_err() {
+        return Ok(());
+    }
+    let attempts = dir.join(ATTEMPTS_DIR);
+    match std::fs::DirBuilder::new().mode(0o755).create(&attempts) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("could not make {}: {e}", attempts.display())),
+    }
+    let base = entry_dir.file_name().unwrap_or_default().to_string_lossy();
+    for n in 1..10_000 {
+        let to = attempts.join(format!("{base}.{n}"));
+        if std::fs::symlink_metadata(&to).is_ok() {
+            continue;
+        }
+        return std::fs::rename(entry_dir, &to).map_err(|e| {
+            format!(
+                "could not move {} to {}: {e}",
+                entry_dir.display(),
+                to.display()
+            )
+        });
+    }
+    Err(format!("too many attempts of {}", entry_dir.display()))
+}
