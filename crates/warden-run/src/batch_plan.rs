@@ -4,7 +4,7 @@
 //! earlier attempts of an entry that ran again under `attempts/`.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use warden_events::{Agent, SchemaVersion};
@@ -33,17 +33,6 @@ pub(crate) struct Plan {
     pub entries: Vec<String>,
 }
 
-/// Creates `path` for writing: never through a link planted in its
-/// place, never over a file already there.
-fn create(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-}
-
 impl Plan {
     pub(crate) fn new(id: &str, file: &Path, executor: &dyn Executor, jobs: usize) -> Self {
         Self {
@@ -69,11 +58,15 @@ impl Plan {
             .create(dir.join(REQUESTS_DIR))?;
         for (i, (_, request)) in named.iter().enumerate() {
             let bytes = serde_json::to_vec_pretty(request).map_err(std::io::Error::from)?;
-            create(&dir.join(REQUESTS_DIR).join(format!("{i}.json")), 0o600)?.write_all(&bytes)?;
+            crate::regular_file::create_new(
+                &dir.join(REQUESTS_DIR).join(format!("{i}.json")),
+                0o600,
+            )?
+            .write_all(&bytes)?;
         }
         self.entries = named.iter().map(|(n, _)| n.clone()).collect();
         let bytes = serde_json::to_vec_pretty(&self).map_err(std::io::Error::from)?;
-        create(&dir.join(PLAN_FILE), 0o644)?.write_all(&bytes)
+        crate::regular_file::create_new(&dir.join(PLAN_FILE), 0o644)?.write_all(&bytes)
     }
 
     pub(crate) fn read(dir: &Path) -> Result<Plan, String> {

@@ -125,6 +125,18 @@ pub fn open_written(path: &Path) -> std::io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Creates `path` for writing with `mode`: never through a link planted
+/// in its place, never over a file already there.
+pub(crate) fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -243,17 +243,7 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
             Err(Scontrol::Gone) => {
                 // Finished jobs are forgotten after MinJobAge: what is
                 // left is read from the shared directory.
-                for (&index, task) in tasks.iter_mut() {
-                    if task.done.is_none()
-                        && let Some(entry) = entry_of(index)
-                    {
-                        let job = task.job.get_or_insert_with(|| {
-                            JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
-                        });
-                        job.state = format!("{} (no longer known to Slurm)", job.state);
-                        finish(&work, entry, task, t0).await;
-                    }
-                }
+                finish_rest(&work, &mut tasks, &job_id, "no longer known to Slurm", t0).await;
             }
             // A call that failed or took too long: the next poll tries
             // again, for as long as `give_up_after`.
@@ -266,17 +256,7 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
                         humantime::format_duration(opts.give_up_after),
                         since.1
                     );
-                    for (&index, task) in tasks.iter_mut() {
-                        if task.done.is_none()
-                            && let Some(entry) = entry_of(index)
-                        {
-                            let job = task.job.get_or_insert_with(|| {
-                                JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
-                            });
-                            job.state = format!("{} ({why})", job.state);
-                            finish(&work, entry, task, t0).await;
-                        }
-                    }
+                    finish_rest(&work, &mut tasks, &job_id, &why, t0).await;
                 }
             }
         }
@@ -284,17 +264,14 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
             break;
         }
         if settle_until.is_some_and(|u| Instant::now() >= u) {
-            for (&index, task) in tasks.iter_mut() {
-                if task.done.is_none()
-                    && let Some(entry) = entry_of(index)
-                {
-                    let job = task.job.get_or_insert_with(|| {
-                        JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
-                    });
-                    job.state = format!("{} (still there after the cancel)", job.state);
-                    finish(&work, entry, task, t0).await;
-                }
-            }
+            finish_rest(
+                &work,
+                &mut tasks,
+                &job_id,
+                "still there after the cancel",
+                t0,
+            )
+            .await;
             break;
         }
     }
@@ -303,6 +280,30 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
         .iter()
         .filter_map(|e| tasks.get_mut(&e.index).and_then(|t| t.done.take()))
         .collect()
+}
+
+/// Ends every task not ended yet: from its `session.json` if there is
+/// one, else with a verdict from its last state, which says `why` Slurm
+/// is not waited for any longer.
+async fn finish_rest(
+    work: &Work,
+    tasks: &mut BTreeMap<usize, Task>,
+    job_id: &str,
+    why: &str,
+    t0: Instant,
+) {
+    for (&index, task) in tasks.iter_mut() {
+        let Some(entry) = work.entries.iter().find(|e| e.index == index) else {
+            continue;
+        };
+        if task.done.is_none() {
+            let job = task.job.get_or_insert_with(|| {
+                JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
+            });
+            job.state = format!("{} ({why})", job.state);
+            finish(work, entry, task, t0).await;
+        }
+    }
 }
 
 /// The entry's line, from its `session.json` or, without one, from what
@@ -505,7 +506,7 @@ async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
 
 fn write_job_files(dir: &Path, entries: &[Entry], script: &str) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .mode(0o700)
         .recursive(true)
@@ -519,14 +520,7 @@ fn write_job_files(dir: &Path, entries: &[Entry], script: &str) -> std::io::Resu
         .create(dir.join("out"))?;
     // A request can hold secrets (`--env NAME=VALUE`): owner only, and
     // never through a link planted in its place.
-    let create = |path: PathBuf, mode: u32| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(path)
-    };
+    let create = |path: PathBuf, mode: u32| crate::regular_file::create_new(&path, mode);
     for e in entries {
         let bytes = serde_json::to_vec_pretty(&e.request).map_err(std::io::Error::from)?;
         create(

@@ -48,6 +48,15 @@ fn batch_command(
     cmd
 }
 
+/// `b.toml` of the case as a batch of two at a time, in the background.
+fn spawn_batch(case: &Case, env: &SlurmEnv, dir: &Path) -> std::process::Child {
+    batch_command(case, env, "b.toml", dir, "2")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("warden batch")
+}
+
 /// The job states Slurm shows for the array job of a batch.
 fn job_states(env: &SlurmEnv, b: &Value) -> Vec<String> {
     let id = b["runs"][0]["job"]["id"].as_str().unwrap_or("");
@@ -139,11 +148,7 @@ fn ctrl_c_cancels_every_job_and_still_writes_batch_json() {
     std::fs::write(case.path().join("b.toml"), toml).unwrap();
     let dir = case.path().join("batch");
     // Two at a time: two run, two wait in Slurm's queue.
-    let child = batch_command(&case, &env, "b.toml", &dir, "2")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("warden batch");
+    let child = spawn_batch(&case, &env, &dir);
     wait_for(
         &dir.join("long-0"),
         "stdout.log",
@@ -190,11 +195,7 @@ fn a_job_cancelled_from_outside_gets_its_verdict() {
     )
     .unwrap();
     let dir = case.path().join("batch");
-    let child = batch_command(&case, &env, "b.toml", &dir, "2")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("warden batch");
+    let child = spawn_batch(&case, &env, &dir);
     wait_for(
         &dir.join("victim"),
         "stdout.log",
@@ -295,11 +296,7 @@ fn a_resumed_slurm_batch_waits_for_its_jobs_still_running_and_keeps_their_report
     )
     .unwrap();
     let dir = case.path().join("batch");
-    let child = batch_command(&case, &env, "b.toml", &dir, "2")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("warden batch");
+    let child = spawn_batch(&case, &env, &dir);
     wait_for(
         &dir.join("slow"),
         "stdout.log",
