@@ -78,7 +78,8 @@ pub struct Report {
     pub ended_at: Option<String>,
     pub duration_ms: u64,
     pub time_to_first_activity_ms: Option<u64>,
-    /// When the last activity came (the start of the final silence).
+    /// When the last activity came (the start of the final silence);
+    /// output while warden ends the run does not count.
     pub last_activity_ms: Option<u64>,
     pub longest_silence_ms: u64,
     pub activity_lines: u64,

@@ -758,6 +758,15 @@ impl Supervisor {
     }
 
     fn on_activity(&mut self, now: Instant) {
+        if self.phase.cause().is_some() {
+            // warden is ending the run: what the agent prints while it is
+            // being stopped is not work, and must not move the last
+            // activity that explains why it was stopped (a snapshot still
+            // says a line came).
+            self.status.on_activity(Duration::ZERO);
+            self.activity_lines += 1;
+            return;
+        }
         if self.clocks.last_activity == Some(now) {
             // Another line of the same read: no silence ended.
             self.status.on_activity(Duration::ZERO);

@@ -256,3 +256,36 @@ fn with_no_completion_window_the_stall_clock_still_ends_a_hung_agent() {
     assert_eq!(done.report()["verdict"], "stalled");
     case.assert_nothing_left();
 }
+
+#[test]
+fn what_the_agent_prints_while_being_stopped_is_not_its_last_activity() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--stall-timeout",
+        "300ms",
+        "--kill-grace",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        "trap 'echo stopping >&2; sleep 0.2; echo bye >&2; exit 1' TERM; echo up; sleep 300 & wait",
+    ]);
+    let report = done.report();
+    assert_eq!(report["verdict"], "stalled", "{}", done.stderr);
+    assert!(
+        done.stderr.contains("stopping"),
+        "it did print: {}",
+        done.stderr
+    );
+    let last = crate::support::ms(&report["last_activity_ms"]);
+    let total = crate::support::ms(&report["duration_ms"]);
+    // The stall came 300 ms after `up`; the lines printed on SIGTERM
+    // (200 ms apart) do not move that.
+    assert!(
+        total >= last + 300 + 150,
+        "last activity at {last} ms, ended at {total} ms: {report}"
+    );
+    case.assert_nothing_left();
+}
