@@ -491,7 +491,7 @@ struct BatchView {
     /// Each entry's name, agent and armed stall timeout, by index.
     entries: Vec<(String, Agent, Option<Duration>)>,
     runs: BTreeMap<usize, (ViewState, Option<ProgressBar>)>,
-    /// Entries whose runs are seen live (on this machine).
+    /// Entries whose runs are seen live.
     watched: std::collections::BTreeSet<usize>,
     /// The runs run on a cluster.
     remote: bool,
@@ -575,12 +575,13 @@ impl Reporter for BatchView {
                     // every spinner.
                     b
                 });
-                let note = if *iteration > 1 {
-                    format!(" (iteration {iteration})")
-                } else {
-                    String::new()
-                };
-                self.line(&format!("[{name}] started{note}"));
+                // On a cluster, the entry's start ("started on the
+                // cluster") is its first run's start.
+                if *iteration > 1 {
+                    self.line(&format!("[{name}] started (iteration {iteration})"));
+                } else if !self.remote {
+                    self.line(&format!("[{name}] started"));
+                }
                 self.watched.insert(*i);
                 self.runs.insert(*i, (state, bar));
             }
@@ -654,9 +655,20 @@ impl Reporter for BatchView {
             }
             Update::EntryFinished { entry, run } => {
                 let name = &self.entries[*entry].0;
-                // On a cluster the runs are not watched live: their end
-                // is said here, from the report (or from the engine).
-                if !self.watched.contains(entry) {
+                // A run whose end was never seen (not followed, or its
+                // job ended before its report was written): the entry's
+                // end is said here, from its report or from the engine.
+                let unseen = match self.runs.remove(entry) {
+                    Some((_, bar)) => {
+                        if let (Some(bar), Some(m)) = (bar, &self.multi) {
+                            bar.finish_and_clear();
+                            m.remove(&bar);
+                        }
+                        true
+                    }
+                    None => !self.watched.contains(entry),
+                };
+                if unseen {
                     let reason = run
                         .session
                         .as_ref()
@@ -744,6 +756,7 @@ fn executor_of(
             let options: SlurmOptions = toml::Value::Table(table)
                 .try_into()
                 .map_err(|e| format!("[slurm]: {e}"))?;
+            options.check().map_err(|e| format!("[slurm]: {e}"))?;
             Ok(Chosen::Slurm {
                 options: Box::new(options),
                 shared_dir,

@@ -9,6 +9,7 @@
 //! job can end into a verdict. Another engine (Kubernetes) is another
 //! implementation of the same trait (see `docs/executors.md`).
 
+mod follow;
 pub mod slurm;
 
 use std::future::Future;

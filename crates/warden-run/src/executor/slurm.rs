@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::Command;
 
+use super::follow::{Follow, LOOKS_AT_THE_END};
 use super::{Entry, Executor, Work};
 use crate::Verdict;
 use crate::batch_report::{BatchRun, JobReport};
@@ -91,6 +92,44 @@ impl Default for SlurmOptions {
     }
 }
 
+/// `sbatch` options warden sets itself, which `sbatch_args` may not
+/// change, and why.
+const OWN_SBATCH_OPTIONS: [(&str, &str); 7] = [
+    ("--array", "each run is a task of the batch's one array job"),
+    ("--parsable", "warden reads the job id from it"),
+    ("--output", "each task's output goes under <batch>/slurm/"),
+    ("--chdir", "the tasks start in the batch directory"),
+    ("--job-name", "the job is named for the batch"),
+    (
+        "--requeue",
+        "a requeued task would start its run again in the directory the first attempt wrote; a task that ends without a report gets a verdict, and `warden batch --resume DIR --rerun-failed` submits it again",
+    ),
+    ("--wrap", "the job's script is warden's"),
+];
+
+impl SlurmOptions {
+    /// Refuses options that cannot work, naming what to change.
+    pub fn check(&self) -> Result<(), String> {
+        for arg in &self.sbatch_args {
+            let flag = arg.split('=').next().unwrap_or(arg);
+            if let Some((own, why)) = OWN_SBATCH_OPTIONS.iter().find(|(o, _)| *o == flag) {
+                return Err(format!(
+                    "`{arg}` in sbatch_args: warden sets {own} itself ({why}); remove it"
+                ));
+            }
+            if matches!(flag, "-a" | "-o" | "-D" | "-J") {
+                return Err(format!(
+                    "`{arg}` in sbatch_args: warden sets --array, --output, --chdir and --job-name itself; remove it"
+                ));
+            }
+        }
+        if self.poll.is_zero() || self.call_timeout.is_zero() {
+            return Err("`poll` and `call_timeout` must be longer than zero".into());
+        }
+        Ok(())
+    }
+}
+
 /// Durations as `humantime` text (`5m`, `500ms`).
 mod humantime_serde {
     use std::time::Duration;
@@ -156,11 +195,33 @@ impl Executor for Slurm {
 }
 
 /// What the submitting side keeps of each task.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Task {
     job: Option<JobReport>,
     announced: bool,
+    /// What has been read of its runs in the shared directory.
+    follow: Follow,
     done: Option<BatchRun>,
+}
+
+/// One look at what the task's runs wrote in the shared directory, said
+/// on the batch's stream; whether there was anything new.
+async fn follow(work: &Work, entry: &Entry, task: &mut Task) -> bool {
+    let mut follow = std::mem::take(&mut task.follow);
+    let dir = entry.dir();
+    let index = entry.index;
+    let (follow, updates) = tokio::task::spawn_blocking(move || {
+        let updates = follow.look(&dir, index);
+        (follow, updates)
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    task.follow = follow;
+    let new = !updates.is_empty();
+    for update in updates {
+        work.send(update).await;
+    }
+    new
 }
 
 async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
@@ -234,9 +295,12 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
                     if task.job.as_ref().is_none_or(|j| j.state != job.state) {
                         interval = first;
                     }
+                    let started = job.started;
                     task.job = Some(job);
                     if terminal {
                         finish(&work, entry, task, t0).await;
+                    } else if started {
+                        follow(&work, entry, task).await;
                     }
                 }
             }
@@ -309,6 +373,12 @@ async fn finish_rest(
 /// The entry's line, from its `session.json` or, without one, from what
 /// Slurm said; and the update that says so.
 async fn finish(work: &Work, entry: &Entry, task: &mut Task, t0: Instant) {
+    // What the runs wrote that was not read yet, to the end.
+    for _ in 0..LOOKS_AT_THE_END {
+        if !follow(work, entry, task).await {
+            break;
+        }
+    }
     let job = task.job.clone();
     let path = entry.dir().join("session.json");
     let session = tokio::task::spawn_blocking(move || read_session(&path))
@@ -407,9 +477,7 @@ pub fn verdict_without_report(job: &JobReport) -> (Option<Verdict>, String) {
         ),
         "NODE_FAIL" | "BOOT_FAIL" => (
             Verdict::InternalError,
-            format!(
-                "the node failed (Slurm: {state}{exit}); the run's supervisor was lost with it"
-            ),
+            format!("the node failed (Slurm: {state}{exit}) before warden wrote the run's report"),
         ),
         other => (
             Verdict::InternalError,
@@ -471,6 +539,7 @@ fn time_limit(opts: &SlurmOptions, entries: &mut [Entry]) -> Option<u64> {
 
 /// Writes the requests and the job script, and submits the array job.
 async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
+    opts.check()?;
     // One directory per submission (a resumed batch submits again).
     let top = work.dir.join(SLURM_DIR);
     let n = (1..)
@@ -616,6 +685,11 @@ fn sbatch_args(opts: &SlurmOptions, work: &Work, dir: &Path, limit: Option<u64>)
         format!("--job-name=warden-{}", work.batch_id).into(),
         format!("--output={}", dir.join("out/%a.out").display()).into(),
         format!("--chdir={}", work.dir.display()).into(),
+        // A task that ends without a report (its node failed, say) gets
+        // a verdict, and is submitted again only when asked
+        // (`--resume --rerun-failed`): requeued, it would start again in
+        // the directory its first attempt wrote.
+        "--no-requeue".into(),
     ];
     for (flag, value) in [
         ("--partition", &opts.partition),
@@ -836,6 +910,25 @@ mod tests {
         assert_eq!(array_spec(&[0, 1, 2, 3]), "0-3");
         assert_eq!(array_spec(&[1, 4, 5, 6, 9]), "1,4-6,9");
         assert_eq!(array_spec(&[7]), "7");
+    }
+
+    #[test]
+    fn options_warden_sets_itself_are_refused_by_name() {
+        let mut o = SlurmOptions::default();
+        assert_eq!(o.check(), Ok(()));
+        o.sbatch_args = vec!["--exclude=n1".into(), "--requeue".into()];
+        let e = o.check().unwrap_err();
+        assert!(
+            e.contains("`--requeue`") && e.contains("--rerun-failed"),
+            "{e}"
+        );
+        o.sbatch_args = vec!["--array=0-3".into()];
+        assert!(o.check().unwrap_err().contains("--array"));
+        o.sbatch_args = vec!["-o".into(), "x".into()];
+        assert!(o.check().unwrap_err().contains("`-o`"));
+        o.sbatch_args.clear();
+        o.poll = Duration::ZERO;
+        assert!(o.check().unwrap_err().contains("poll"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::slurm_cluster::{SlurmEnv, slurm};
+use crate::slurm_cluster::{OwnCluster, SlurmEnv, slurm};
 use crate::support::{Case, kill};
 
 /// The batch directory the test names (`--dir`), and its batch.json.
@@ -131,6 +131,12 @@ fn a_batch_of_twenty_runs_on_slurm_gets_a_verdict_for_every_run() {
         stderr.contains("[ok-3] succeeded") && stderr.contains("[stalls] stalled"),
         "the view says how each ended: {stderr}"
     );
+    // The runs are followed live from the shared directory: the view
+    // says what warden on the node decided while the run was going.
+    assert!(
+        stderr.contains("[stalls] ending: stall timeout"),
+        "the view follows the run's events: {stderr}"
+    );
     assert!(start.elapsed() < Duration::from_secs(120));
     case.assert_nothing_left();
 }
@@ -202,20 +208,10 @@ fn a_job_cancelled_from_outside_gets_its_verdict() {
         "up",
         Duration::from_secs(60),
     );
-    // An admin cancels one task, by the id its request file gives away.
-    let jobs = env
-        .command("squeue")
-        .args(["-h", "-o", "%i %j %T"])
-        .output()
-        .unwrap();
-    let listing = String::from_utf8_lossy(&jobs.stdout).into_owned();
-    let task = listing
-        .lines()
-        .filter(|l| l.contains("RUNNING"))
-        .filter_map(|l| l.split_whitespace().next())
-        .find(|id| id.ends_with("_0"))
-        .unwrap_or_else(|| panic!("no running task 0: {listing}"))
-        .to_string();
+    // An admin cancels one task of this batch's job (other tests submit
+    // to the same cluster at the same time).
+    let job = std::fs::read_to_string(dir.join("slurm/1/job")).expect("the batch's job id");
+    let task = format!("{}_0", job.trim());
     let status = env.command("scancel").arg(&task).status().unwrap();
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
@@ -226,6 +222,62 @@ fn a_job_cancelled_from_outside_gets_its_verdict() {
     assert_eq!(victim["verdict"], "cancelled", "{victim}");
     assert_eq!(victim["job"]["state"], "CANCELLED", "{victim}");
     assert_eq!(by_name(&b, "bystander")["verdict"], "succeeded");
+    case.assert_nothing_left();
+}
+
+#[test]
+fn a_run_whose_node_daemon_is_killed_gets_a_verdict_from_slurm() {
+    // A cluster of its own: this one loses its node.
+    let Some(cluster) = OwnCluster::up(2) else {
+        return;
+    };
+    let env = &cluster.env;
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
+         [[run]]\nname = \"victim\"\ncommand = [\"sh\", \"-c\", \"echo up; sleep 300\"]\n",
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let start = Instant::now();
+    let child = spawn_batch(&case, env, &dir);
+    wait_for(
+        &dir.join("victim"),
+        "stdout.log",
+        "up",
+        Duration::from_secs(60),
+    );
+    // The node's daemon dies; slurmctld hears nothing from the node, calls
+    // it down and fails its job (NODE_FAIL), which is never requeued.
+    kill(cluster.daemon("slurmd"), "KILL");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let b = batch_json(&dir);
+    let victim = by_name(&b, "victim");
+    assert_eq!(victim["verdict"], "internal_error", "{victim}\n{stderr}");
+    assert_eq!(victim["job"]["state"], "NODE_FAIL", "{victim}");
+    assert_eq!(victim["job"]["started"], true, "{victim}");
+    assert!(
+        victim["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the node failed")),
+        "{victim}"
+    );
+    assert_eq!(b["never_ran"], serde_json::json!([]), "it ran: {b}");
+    assert_eq!(out.status.code(), Some(1), "a run failed: {stderr}");
+    assert!(
+        stderr.contains("[victim] internal_error") && stderr.contains("NODE_FAIL"),
+        "the view says how it ended, though its run's end was never seen: {stderr}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        start.elapsed()
+    );
+    // The node's processes go with its cluster (a real node's would go
+    // with the node).
+    drop(cluster);
     case.assert_nothing_left();
 }
 

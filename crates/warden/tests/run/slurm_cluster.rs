@@ -224,3 +224,79 @@ fn slurm_cluster_kills_a_setsid_orphan_when_its_job_ends() {
         "the setsid orphan outlived its job (is ProctrackType proctrack/cgroup?): {killed:?}"
     );
 }
+
+/// A one-node cluster of a test's own (`.ci/slurm up` on ports of its
+/// own), for a test that breaks its cluster; stopped when dropped, with
+/// every job step it left.
+pub(crate) struct OwnCluster {
+    dir: tempfile::TempDir,
+    port: u16,
+    pub(crate) env: SlurmEnv,
+}
+
+impl OwnCluster {
+    /// Starts one whose slurmctld calls a silent node down after
+    /// `slurmd_timeout_s`. None (with a message) where the shared cluster
+    /// would be skipped too, or when not root (the daemons need it).
+    pub(crate) fn up(slurmd_timeout_s: u32) -> Option<OwnCluster> {
+        slurm()?;
+        if !crate::support::is_root() {
+            eprintln!("SKIPPED: starting a Slurm cluster needs root");
+            return None;
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/slurm");
+        let mut last = String::new();
+        // Two free ports in a row, found by asking the kernel for one; a
+        // race with another listener is retried.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            if port == u16::MAX || std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_err() {
+                continue;
+            }
+            let dir = tempfile::tempdir().expect("temp dir");
+            let out = Command::new("bash")
+                .arg(&script)
+                .args(["up".as_ref(), dir.path().as_os_str()])
+                .env("SLURM_CI_PORT", port.to_string())
+                .env("SLURM_CI_CPUS", "4")
+                .env("SLURM_CI_SLURMD_TIMEOUT", slurmd_timeout_s.to_string())
+                .output()
+                .expect(".ci/slurm up");
+            if out.status.success() {
+                let conf = dir.path().join("slurm.conf");
+                return Some(OwnCluster {
+                    dir,
+                    port,
+                    env: SlurmEnv { conf },
+                });
+            }
+            last = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        panic!("could not start a cluster of the test's own: {last}");
+    }
+
+    /// The pid of one of its daemons (`slurmd`, `slurmctld`).
+    pub(crate) fn daemon(&self, name: &str) -> u32 {
+        let text = std::fs::read_to_string(self.dir.path().join(format!("{name}.pid")))
+            .unwrap_or_else(|e| panic!("{name}.pid: {e}"));
+        text.trim().parse().expect("a pid")
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.ci/slurm");
+        let _ = Command::new("bash")
+            .arg(&script)
+            .args(["down".as_ref(), self.dir.path().as_os_str()])
+            .env("SLURM_CI_PORT", self.port.to_string())
+            .output();
+    }
+}
