@@ -13,7 +13,6 @@
 use std::fmt;
 
 /// The limits asked for; `None` is no limit.
-#[non_exhaustive]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ResourceLimits {
