@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use warden_run::limits::{OnFatalError, clock};
 use warden_process::Cpus;
+use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, SandboxChoice};
 
 use super::Resolved;
