@@ -306,3 +306,28 @@ fn a_limit_this_user_cannot_enforce_is_refused_before_anything_starts() {
     );
     case.assert_nothing_left();
 }
+
+#[test]
+fn doctor_says_where_each_limit_would_be_enforced() {
+    let case = Case::new();
+    let done = case.run(&["doctor", "--json"]);
+    let doc: Value = serde_json::from_str(&done.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json is one JSON document ({e}): {}", done.stdout));
+    for controller in ["memory", "pids", "cpu"] {
+        let check = &doc["limits"][controller];
+        let detail = check["detail"].as_str().unwrap_or_else(|| panic!("{doc}"));
+        if check["ok"] == true {
+            assert!(
+                detail.contains("enforced by cgroup v1") || detail.contains("enforced by cgroup v2"),
+                "{controller}: {detail}"
+            );
+        } else {
+            assert!(detail.contains("refused"), "{controller}: {detail}");
+        }
+        if is_root() {
+            // This user can make cgroups: the test of each limit above
+            // needs it.
+            assert_eq!(check["ok"], true, "{controller} as root: {detail}");
+        }
+    }
+}
