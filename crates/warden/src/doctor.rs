@@ -238,7 +238,11 @@ fn limit_places(v2_run_cgroup: bool) -> Vec<(&'static str, Check)> {
                 Ok(Hierarchy::V2) => Ok(format!(
                     "{} enforced by cgroup v2 (under {})",
                     c.flag(),
-                    mounts.v2.as_deref().unwrap_or(std::path::Path::new("?")).display()
+                    mounts
+                        .v2
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new("?"))
+                        .display()
                 )),
                 Ok(Hierarchy::V1) => Ok(format!(
                     "{} enforced by cgroup v1 (under {})",

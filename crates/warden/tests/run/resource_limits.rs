@@ -318,7 +318,8 @@ fn doctor_says_where_each_limit_would_be_enforced() {
         let detail = check["detail"].as_str().unwrap_or_else(|| panic!("{doc}"));
         if check["ok"] == true {
             assert!(
-                detail.contains("enforced by cgroup v1") || detail.contains("enforced by cgroup v2"),
+                detail.contains("enforced by cgroup v1")
+                    || detail.contains("enforced by cgroup v2"),
                 "{controller}: {detail}"
             );
         } else {
