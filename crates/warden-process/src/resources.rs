@@ -215,7 +215,7 @@ impl ResourceEvents {
 /// `32MiB`, `2GiB`, `1536KiB`, `100B`: the largest unit that divides it.
 pub fn format_bytes(b: u64) -> String {
     for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{}{unit}", b >> shift);
         }
     }

@@ -146,10 +146,8 @@ impl Mounts {
         if v2_run_cgroup && self.v2_enables(c) {
             return Ok(Hierarchy::V2);
         }
-        if let Some(h) = self.v1_for(c) {
-            if writable(&h.own) {
-                return Ok(Hierarchy::V1);
-            }
+        if self.v1_for(c).is_some_and(|h| writable(&h.own)) {
+            return Ok(Hierarchy::V1);
         }
         Err(self.why_not(c, v2_run_cgroup))
     }
