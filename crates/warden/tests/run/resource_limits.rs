@@ -332,3 +332,73 @@ fn doctor_says_where_each_limit_would_be_enforced() {
         }
     }
 }
+
+/// The pid of the parent of `pid` (the agent's shim).
+fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn gone_within(dir: &std::path::Path, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if !dir.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn the_limit_cgroups_of_a_killed_warden_are_removed_by_its_shim_or_the_next_run() {
+    if skip_unless_root("the cgroup clean-up test") {
+        return;
+    }
+    let args = ["run", "exec", "--pids", "50", "--", "sleep", "30"];
+
+    // warden SIGKILLed: its shim removes the run's v1 cgroups.
+    let case = Case::new();
+    let mut child = case.spawn(&args);
+    let r = started_report(&case);
+    let dir = cgroup_of(&r, "pids");
+    assert!(dir.exists());
+    crate::support::kill(child.id(), "KILL");
+    let _ = child.wait();
+    assert!(
+        gone_within(&dir, Duration::from_secs(10)),
+        "the shim left {}",
+        dir.display()
+    );
+    case.assert_nothing_left();
+
+    // warden and its shim SIGKILLed at once: the cgroup stays, empty,
+    // until the next run with a limit removes it.
+    let case = Case::new();
+    let mut child = case.spawn(&args);
+    let r = started_report(&case);
+    let dir = cgroup_of(&r, "pids");
+    let shim = parent_of(r["pid"].as_i64().unwrap() as i32);
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &child.id().to_string(), &shim.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let _ = child.wait();
+    // The agent dies with its shim (parent-death signal).
+    case.assert_nothing_left();
+    assert!(dir.exists(), "nothing was left to clean up: the test proves nothing");
+    let next = Case::new();
+    let done = next.run(&["run", "exec", "--pids", "50", "--", "true"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        !dir.exists(),
+        "the next run left the stale cgroup {}",
+        dir.display()
+    );
+}
