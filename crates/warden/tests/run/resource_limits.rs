@@ -73,6 +73,15 @@ fn descendants(pid: i32) -> Vec<i32> {
     found
 }
 
+/// Whether `pid` is a live process (not a zombie).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st != "Z"))
+            .unwrap_or(false)
+    })
+}
+
 fn pids_in(cgroup: &std::path::Path) -> Vec<i32> {
     std::fs::read_to_string(cgroup.join("cgroup.procs"))
         .unwrap_or_default()
@@ -197,8 +206,9 @@ fn quota_is_in_force(case: &Case, sandbox: &[&str]) -> Value {
     for controller in ["cpu", "pids"] {
         let members = pids_in(&cgroup_of(&r, controller));
         for pid in std::iter::once(agent).chain(tree.iter().copied()) {
+            // The loop's short `sleep`s may be gone by now.
             assert!(
-                members.contains(&pid),
+                members.contains(&pid) || !alive(pid),
                 "process {pid} of the run is not in its {controller} cgroup: {members:?}"
             );
         }
@@ -267,6 +277,27 @@ fn under_bwrap_every_process_is_in_the_limited_cgroups_and_oom_is_reported() {
         crate::support::kill_leftovers("200*1024*1024").is_empty(),
         "the hog survived"
     );
+
+    // Inside bwrap, even as root, the agent can neither raise its limit
+    // nor leave the limited cgroup.
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--pids",
+        "50",
+        "--",
+        "sh",
+        "-c",
+        "p=$(grep :pids: /proc/self/cgroup | cut -d: -f3); \
+         (echo max > /sys/fs/cgroup/pids$p/pids.max) 2>/dev/null && echo RAISED || echo kept; \
+         (echo $$ > /sys/fs/cgroup/pids/cgroup.procs) 2>/dev/null && echo MOVED || echo stayed",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let out = String::from_utf8_lossy(&done.log("stdout.log")).into_owned();
+    assert!(out.contains("kept") && out.contains("stayed"), "{out}");
 }
 
 #[test]
@@ -392,7 +423,10 @@ fn the_limit_cgroups_of_a_killed_warden_are_removed_by_its_shim_or_the_next_run(
     let _ = child.wait();
     // The agent dies with its shim (parent-death signal).
     case.assert_nothing_left();
-    assert!(dir.exists(), "nothing was left to clean up: the test proves nothing");
+    assert!(
+        dir.exists(),
+        "nothing was left to clean up: the test proves nothing"
+    );
     let next = Case::new();
     let done = next.run(&["run", "exec", "--pids", "50", "--", "true"]);
     assert_eq!(done.code, 0, "{}", done.stderr);
