@@ -100,6 +100,28 @@ pub(crate) fn report(
     })
 }
 
+/// Each limit in force and what enforces it, for the `spawned` event:
+/// `memory 32MiB by cgroup_v1`, `cpus 1.5 by docker`.
+pub(crate) fn described(r: Option<&ResourcesReport>) -> Vec<String> {
+    let Some(r) = r else { return Vec::new() };
+    r.enforced
+        .iter()
+        .map(|e| {
+            let value = match e.controller.as_str() {
+                "memory" => r.memory_bytes.map(format_bytes),
+                "pids" => r.pids.map(|p| p.to_string()),
+                _ => r.cpus.map(|c| c.to_string()),
+            };
+            let name = if e.controller == "cpu" {
+                "cpus"
+            } else {
+                e.controller.as_str()
+            };
+            format!("{name} {} by {}", value.unwrap_or_default(), e.by)
+        })
+        .collect()
+}
+
 /// Puts what the kernel did at the limits into the report's section.
 pub(crate) fn count(report: &mut Option<ResourcesReport>, events: ResourceEvents) {
     if let Some(r) = report {
@@ -208,6 +230,8 @@ mod tests {
         assert_eq!(r.enforced[0].by, "docker");
         assert_eq!(r.enforced[0].swap.as_deref(), Some("engine"));
         assert!(report(&ResourceLimits::default(), Sandbox::Host, &[]).is_none());
+        assert_eq!(described(Some(&r)), ["memory 1GiB by docker"]);
+        assert!(described(None).is_empty());
         // Nothing to check for the engine's limits on this machine.
         assert!(check(&limits, Sandbox::Docker, ContainmentChoice::Subreaper).is_ok());
     }

@@ -494,6 +494,7 @@ impl Supervisor {
             pid: tree.agent_pid(),
             command: self.setup.command.clone(),
             containment,
+            limits: crate::resources::described(self.resources.as_ref()),
         });
         let initial = self.report(None, "running".into());
         if let Err(e) = self.setup.dir.write_report(&initial) {

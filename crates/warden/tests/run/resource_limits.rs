@@ -126,6 +126,16 @@ fn a_process_past_the_memory_limit_is_oom_killed_and_the_report_says_so() {
     );
     let cg = cgroup_of(&r, "memory");
     assert!(!cg.exists(), "the run's cgroup {} was left", cg.display());
+    // The limit is shown when the run starts, and is in its first event.
+    let by = mem["by"].as_str().unwrap();
+    let said = format!("memory 32MiB by {by}");
+    assert!(
+        done.stderr.contains(&format!("limits: {said}")),
+        "{}",
+        done.stderr
+    );
+    let spawned = &done.events_of("spawned")[0];
+    assert_eq!(spawned["limits"], serde_json::json!([said]), "{spawned}");
     case.assert_nothing_left();
 }
 
