@@ -446,3 +446,58 @@ fn the_limit_cgroups_of_a_killed_warden_are_removed_by_its_shim_or_the_next_run(
         dir.display()
     );
 }
+
+#[test]
+fn a_batch_run_takes_its_memory_limit_from_the_batch_file() {
+    if skip_unless_root("the batch memory limit test") {
+        return;
+    }
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("runs.toml"),
+        "[defaults]\nagent = \"exec\"\n\n\
+         [[run]]\nname = \"hog\"\nmemory = \"32M\"\n\
+         command = [\"perl\", \"-e\", \"$x = 'x' x (200*1024*1024)\"]\n\n\
+         [[run]]\nname = \"free\"\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let mut cmd = case.command(&["batch", "runs.toml", "--dir", "b"]);
+    cmd.env_remove("WARDEN_RUN_DIR");
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let batch: Value =
+        serde_json::from_str(&std::fs::read_to_string(case.path().join("b/batch.json")).unwrap())
+            .unwrap_or_else(|e| panic!("batch.json ({e}): {stderr}"));
+    let text = batch.to_string();
+    let reports: Vec<Value> = walk(&case.path().join("b"))
+        .into_iter()
+        .filter(|p| p.ends_with("run.json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 2, "{text}");
+    let hog = reports
+        .iter()
+        .find(|r| r["resources"]["memory_bytes"] == 32 << 20)
+        .unwrap_or_else(|| panic!("no run with the limit: {reports:?}"));
+    assert_eq!(hog["oom_killed"], true, "{hog}");
+    assert_eq!(hog["verdict"], "agent_failed");
+    let free = reports.iter().find(|r| r["resources"].is_null()).unwrap();
+    assert_eq!(
+        free["verdict"], "succeeded",
+        "a limit of one run is not the other's"
+    );
+    case.assert_nothing_left();
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
