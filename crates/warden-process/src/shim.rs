@@ -200,10 +200,9 @@ impl Shared {
         });
     }
 
-    /// Removes the run's cgroup and its v1 cgroups (empty by now), after
-    /// reporting what they counted.
+    /// Removes the run's cgroup and its v1 cgroups (empty by now; what
+    /// they counted was reported first).
     fn remove_cgroup(&self) {
-        self.report_resources();
         if let Some(cg) = &self.cgroup {
             cg.remove();
         }
@@ -326,6 +325,7 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch(control, &watcher)));
         let _work = watcher.work.lock();
         watcher.sweep();
+        watcher.report_resources();
         watcher.remove_cgroup();
         std::process::exit(0);
     });

@@ -643,6 +643,36 @@ mod tests {
     }
 
     #[test]
+    fn a_controller_enabled_in_v2_goes_there_unless_the_run_has_no_v2_cgroup() {
+        let v2 = fake_cgroup(&[]);
+        fs::write(v2.path().join("cgroup.subtree_control"), "cpu memory\n").unwrap();
+        let m = Mounts {
+            v2: Some(v2.path().into()),
+            v1: Vec::new(),
+        };
+        assert_eq!(m.place(Controller::Memory, true), Ok(Hierarchy::V2));
+        assert_eq!(m.place(Controller::Cpu, true), Ok(Hierarchy::V2));
+        let pids = m.place(Controller::Pids, true).unwrap_err();
+        assert!(
+            pids.contains("does not enable `pids`") && pids.contains("`cpu memory`"),
+            "{pids}"
+        );
+        let e = m.place(Controller::Memory, false).unwrap_err();
+        assert!(e.contains("--containment subreaper"), "{e}");
+        assert!(e.contains("drop --memory"), "{e}");
+        // With a writable v1 hierarchy, the same run falls back to it.
+        let v1 = tempfile::tempdir().unwrap();
+        let m = Mounts {
+            v1: vec![V1Hierarchy {
+                controllers: vec!["memory".into()],
+                own: v1.path().into(),
+            }],
+            ..m
+        };
+        assert_eq!(m.place(Controller::Memory, false), Ok(Hierarchy::V1));
+    }
+
+    #[test]
     fn events_are_counted_from_v1_and_v2_files() {
         let v2 = fake_cgroup(&[]);
         fs::write(
