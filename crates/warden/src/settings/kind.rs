@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use warden_process::Cpus;
 use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, SandboxChoice};
 
@@ -27,6 +28,12 @@ pub(crate) enum Kind {
     Path(fn(&mut Resolved, PathBuf)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
+    /// A memory limit: a size, at least 1 MiB; `0` for none.
+    Memory(fn(&mut Resolved, Option<u64>)),
+    /// A process limit: a count; `0` for none.
+    Pids(fn(&mut Resolved, Option<u64>)),
+    /// A CPU quota in CPUs (`1.5`); `0` for none.
+    Cpus(fn(&mut Resolved, Option<Cpus>)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -46,6 +53,13 @@ impl Kind {
             Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
+            Kind::Memory(_) => {
+                "a size such as `2G`, `512MiB` or `1536M`, at least 1MiB (`0` for no limit)"
+            }
+            Kind::Pids(_) => "a number of processes such as `256` (`0` for no limit)",
+            Kind::Cpus(_) => {
+                "a number of CPUs such as `2`, `1.5` or `0.25`, at least 0.01 (`0` for no limit)"
+            }
         }
     }
 
@@ -94,6 +108,32 @@ impl Kind {
             Kind::OnFatalError(set) => {
                 let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, o))
+            }
+            Kind::Memory(set) => {
+                let limit = match t {
+                    "0" => None,
+                    _ => match bytes(t)? {
+                        b if b < 1 << 20 => return Err(Bad::Invalid),
+                        b => Some(b as u64),
+                    },
+                };
+                Box::new(move |r| set(r, limit))
+            }
+            Kind::Pids(set) => {
+                if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(Bad::Invalid);
+                }
+                let n: u64 = t
+                    .parse()
+                    .map_err(|_| Bad::TooLarge("the most is 18446744073709551615"))?;
+                Box::new(move |r| set(r, (n > 0).then_some(n)))
+            }
+            Kind::Cpus(set) => {
+                let limit = match t {
+                    "0" => None,
+                    _ => Some(Cpus::parse(t).ok_or(Bad::Invalid)?),
+                };
+                Box::new(move |r| set(r, limit))
             }
             Kind::Containment(set) => {
                 let c = match t {

@@ -220,6 +220,34 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: Some('q'),
         in_batch: false,
     },
+    Setting {
+        name: "memory",
+        kind: Kind::Memory(|r, m| r.limits.resources.memory = m),
+        default: Shown::Unset,
+        doc: "Memory limit for all the run's processes together, swap off (cgroups; the \
+              container engine in a container)",
+        value_name: "SIZE",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "pids",
+        kind: Kind::Pids(|r, n| r.limits.resources.pids = n),
+        default: Shown::Unset,
+        doc: "Most processes and threads the run may have at once (cgroups)",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "cpus",
+        kind: Kind::Cpus(|r, c| r.limits.resources.cpus = c),
+        default: Shown::Unset,
+        doc: "CPU quota for the run, in CPUs, e.g. 1.5 (cgroups)",
+        value_name: "N.N",
+        short: None,
+        in_batch: true,
+    },
 ];
 
 /// The row of the setting `name` (a `warden.toml` key).
