@@ -77,6 +77,12 @@ pub struct SessionRun {
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
     pub commits: Vec<Commit>,
+    /// The command's own exit code and the signal that killed it, as the
+    /// run's `run.json` has them (for `--preserve-status`).
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub signal: Option<i32>,
 }
 
 #[non_exhaustive]
@@ -168,6 +174,21 @@ impl SessionReport {
         }
         self.verdict
             .map_or(2, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    }
+
+    /// The exit code with `--preserve-status`: the last run's command's
+    /// own when the session's verdict is `succeeded` or `agent_failed`
+    /// (see [`crate::report::Report::exit_code_preserving_status`]);
+    /// otherwise [`Self::warden_exit_code`].
+    pub fn exit_code_preserving_status(&self) -> u8 {
+        let last = self.runs.last();
+        crate::report::preserved_status(
+            self.verdict,
+            last.and_then(|r| r.exit_code),
+            last.and_then(|r| r.signal),
+            self.output_lost.is_some(),
+        )
+        .unwrap_or_else(|| self.warden_exit_code())
     }
 }
 
@@ -419,6 +440,8 @@ pub(crate) async fn run_session(
             tokens: run.tokens,
             cost_usd: run.cost_usd,
             commits: run.commits.clone(),
+            exit_code: run.exit_code,
+            signal: run.signal,
         });
         write_json(&held, &mut report);
 

@@ -128,6 +128,8 @@ pub(crate) struct Resolved {
     pub quiet: bool,
     /// The plain view's heartbeat; `None` when disabled.
     pub heartbeat: Option<Duration>,
+    /// `--preserve-status`: exit with the command's own code.
+    pub preserve_status: bool,
 }
 
 impl RawSettings {

@@ -220,6 +220,16 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: Some('q'),
         in_batch: false,
     },
+    Setting {
+        name: "preserve_status",
+        kind: Kind::Switch(|r, on| r.preserve_status = on),
+        default: Shown::Off,
+        doc: "Exit with the command's own exit code when the verdict is succeeded or agent_failed (as timeout --preserve-status)",
+        value_name: "",
+        short: None,
+        // A batch's exit code sums up many runs.
+        in_batch: false,
+    },
 ];
 
 /// The row of the setting `name` (a `warden.toml` key).
@@ -250,6 +260,7 @@ impl Default for Resolved {
             json: false,
             quiet: false,
             heartbeat: Some(std::time::Duration::from_secs(30)),
+            preserve_status: false,
         }
     }
 }

@@ -22,6 +22,7 @@ mod launch;
 mod orphans;
 mod output;
 mod phases;
+mod preserve_status;
 mod replay;
 mod resume;
 mod retries;
