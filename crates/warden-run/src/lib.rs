@@ -49,6 +49,7 @@ pub mod batch_report;
 mod clocks;
 pub mod defaults;
 pub mod executor;
+pub mod gc;
 pub mod git;
 mod held_dir;
 pub mod limits;

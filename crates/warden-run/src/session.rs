@@ -7,7 +7,7 @@
 //! from the request (the prompt may use `{{ITERATION}}`), and everything
 //! that happens comes out of its handle as [`Update`]s.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -280,7 +280,16 @@ pub(crate) async fn run_session(
     // File system work (slow on a busy disk), kept off the thread that
     // drives the clocks of the runs already going.
     let held = crate::off_clock(&session_dir, HeldDir::create_empty).await?;
+    // Held for the session's lifetime: `warden gc` never removes a
+    // directory (or a worktree) whose lock it cannot take.
+    let _session_in_use = held.lock().map_err(|source| {
+        SetupError::RunDir(crate::held_dir::DirError::Io {
+            path: session_dir.clone(),
+            source,
+        })
+    })?;
 
+    let mut _worktree_in_use = None;
     let worktree = match &opts.worktree {
         Some(req) => {
             let branch = req.branch.clone().unwrap_or_else(|| {
@@ -302,6 +311,7 @@ pub(crate) async fn run_session(
                 worktree: wt.clone(),
             })
             .await;
+            _worktree_in_use = lock_worktree(&wt.path);
             Some(wt)
         }
         None => None,
@@ -533,6 +543,16 @@ pub(crate) async fn run_session(
     report.duration_ms = started.elapsed().as_millis() as u64;
     write_json(&held, &mut report);
     Ok(report)
+}
+
+/// The lock of the session's worktree, held for the session's lifetime so
+/// `warden gc` leaves it alone. A worktree that cannot be locked still
+/// runs: gc also keeps a worktree its session's `session.json` names.
+fn lock_worktree(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    HeldDir::open_existing(path)
+        .ok()
+        .flatten()
+        .and_then(|d| d.lock().ok())
 }
 
 /// Writes `session.json` atomically through the session directory's

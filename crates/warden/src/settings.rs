@@ -130,6 +130,10 @@ pub(crate) struct Resolved {
     pub heartbeat: Option<Duration>,
     /// `--preserve-status`: exit with the command's own code.
     pub preserve_status: bool,
+    /// Retention (`warden gc`): the newest directories kept per kind, and
+    /// the age in days past which they go.
+    pub keep_runs: Option<u64>,
+    pub keep_days: Option<u64>,
 }
 
 impl RawSettings {

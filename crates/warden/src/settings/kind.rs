@@ -27,6 +27,8 @@ pub(crate) enum Kind {
     Path(fn(&mut Resolved, PathBuf)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
+    /// A whole number of things (runs to keep, days).
+    Count(fn(&mut Resolved, u64)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -46,6 +48,7 @@ impl Kind {
             Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
+            Kind::Count(_) => "a whole number such as `20`",
         }
     }
 
@@ -94,6 +97,15 @@ impl Kind {
             Kind::OnFatalError(set) => {
                 let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, o))
+            }
+            Kind::Count(set) => {
+                if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(Bad::Invalid);
+                }
+                let n: u64 = t
+                    .parse()
+                    .map_err(|_| Bad::TooLarge("it does not fit in 64 bits"))?;
+                Box::new(move |r| set(r, n))
             }
             Kind::Containment(set) => {
                 let c = match t {

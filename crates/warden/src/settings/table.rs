@@ -230,6 +230,25 @@ pub(crate) const SETTINGS: &[Setting] = &[
         // A batch's exit code sums up many runs.
         in_batch: false,
     },
+    Setting {
+        name: "keep_runs",
+        kind: Kind::Count(|r, n| r.keep_runs = Some(n)),
+        default: Shown::Unset,
+        doc: "Retention: keep this many of the newest run, session and batch directories (each kind); `warden gc` and the end of each `warden run` remove the rest",
+        value_name: "N",
+        short: None,
+        // Retention is the project's, not one entry's.
+        in_batch: false,
+    },
+    Setting {
+        name: "keep_days",
+        kind: Kind::Count(|r, n| r.keep_days = Some(n)),
+        default: Shown::Unset,
+        doc: "Retention: remove run, session and batch directories last changed more than this many days ago (`warden gc`, and the end of each `warden run`)",
+        value_name: "DAYS",
+        short: None,
+        in_batch: false,
+    },
 ];
 
 /// The row of the setting `name` (a `warden.toml` key).
@@ -261,6 +280,8 @@ impl Default for Resolved {
             quiet: false,
             heartbeat: Some(std::time::Duration::from_secs(30)),
             preserve_status: false,
+            keep_runs: None,
+            keep_days: None,
         }
     }
 }

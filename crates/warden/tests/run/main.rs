@@ -25,6 +25,7 @@ mod phases;
 mod preserve_status;
 mod replay;
 mod resume;
+mod retention;
 mod retries;
 mod sandbox;
 mod schemas;
