@@ -159,6 +159,13 @@ pub struct Report {
     /// `warden report` to check that none was changed since; `null` while
     /// the run is going.
     pub logs: Option<BTreeMap<String, crate::artifacts::LogDigest>>,
+    /// What the agent's set-up refers to that does not reach it, one line
+    /// each, naming the variable first: a `--env NAME` warden's
+    /// environment lacks; in a sandbox, a provider variable of a switch
+    /// that is on (`AWS_*` with `CLAUDE_CODE_USE_BEDROCK`) or one its
+    /// settings files name, left out; a credentials file that is missing.
+    #[serde(default)]
+    pub env_dropped: Vec<String>,
     /// Whether this report reached `run.json` (not part of the file).
     #[serde(skip)]
     pub written: bool,

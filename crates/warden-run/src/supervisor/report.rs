@@ -153,6 +153,7 @@ impl Supervisor {
             error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
             output_lost: self.output_lost.clone(),
             logs: None,
+            env_dropped: self.setup.env_dropped.clone(),
             written: false,
         }
     }

@@ -28,6 +28,7 @@ mod resume;
 mod retention;
 mod retries;
 mod sandbox;
+mod sandbox_env;
 mod schemas;
 mod session;
 mod settings;
