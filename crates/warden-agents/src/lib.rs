@@ -216,7 +216,6 @@ impl ProviderEnv {
     };
 }
 
-
 /// The keys of the model providers the multi-provider CLIs read.
 const PROVIDER_PREFIXES: [&str; 9] = [
     "ANTHROPIC_",
@@ -394,7 +393,10 @@ static PROFILES: [Profile; 6] = [
                 "VERTEX_LOCATION",
                 "AZURE_RESOURCE_NAME",
             ],
-            file_vars: &["GOOGLE_APPLICATION_CREDENTIALS", "AWS_WEB_IDENTITY_TOKEN_FILE"],
+            file_vars: &[
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+            ],
             home_dirs: &[
                 ("AWS_PROFILE", ".aws"),
                 ("GOOGLE_CLOUD_PROJECT", ".config/gcloud"),
@@ -456,7 +458,10 @@ static PROFILES: [Profile; 6] = [
                 "MINIMAX_API_KEY",
                 "MINIMAX_CN_API_KEY",
             ],
-            file_vars: &["GOOGLE_APPLICATION_CREDENTIALS", "AWS_WEB_IDENTITY_TOKEN_FILE"],
+            file_vars: &[
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+            ],
             home_dirs: &[
                 ("AWS_PROFILE", ".aws"),
                 ("GOOGLE_CLOUD_PROJECT", ".config/gcloud"),

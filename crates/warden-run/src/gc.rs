@@ -175,7 +175,7 @@ fn collect_kind(
         }
     };
     // Newest first.
-    entries.sort_by(|a, b| b.mtime.cmp(&a.mtime));
+    entries.sort_by_key(|e| std::cmp::Reverse(e.mtime));
     let max_age = options
         .keep_days
         .map(|d| Duration::from_secs(d.saturating_mul(86_400)));
@@ -230,7 +230,10 @@ fn collect_kind(
         // it meanwhile.
         match remove_dir_at(root.fd(), &e.name) {
             Ok(()) => items.push(item(Action::Removed, why)),
-            Err(err) => items.push(item(Action::Failed, format!("{why}; removing it failed: {err}"))),
+            Err(err) => items.push(item(
+                Action::Failed,
+                format!("{why}; removing it failed: {err}"),
+            )),
         }
         drop(lock);
     }
@@ -241,7 +244,10 @@ fn collect_kind(
 /// still alive on this machine.
 fn live_unfinished_run(dir: &OwnedFd, file: &str) -> Option<i32> {
     let report = read_json_at(dir, file)?;
-    if !report.get("verdict").is_some_and(serde_json::Value::is_null) {
+    if !report
+        .get("verdict")
+        .is_some_and(serde_json::Value::is_null)
+    {
         return None;
     }
     let pid = i32::try_from(report.get("pid")?.as_i64()?).ok()?;
@@ -362,7 +368,7 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
     let named = worktrees_named(project, report, options.dry_run);
     for e in entries {
         let path = root.join(&e.name);
-        if named.iter().any(|n| *n == path) {
+        if named.contains(&path) {
             continue;
         }
         let item = |action, why: String| Item {
@@ -392,14 +398,18 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
             Ok(_) => {
                 report.items.push(item(
                     Action::Kept,
-                    format!("{why}, but it has uncommitted changes: commit them or remove it yourself"),
+                    format!(
+                        "{why}, but it has uncommitted changes: commit them or remove it yourself"
+                    ),
                 ));
                 continue;
             }
             Err(err) => {
                 report.items.push(item(
                     Action::Kept,
-                    format!("{why}, but git cannot read it as a worktree ({err}); remove it yourself"),
+                    format!(
+                        "{why}, but git cannot read it as a worktree ({err}); remove it yourself"
+                    ),
                 ));
                 continue;
             }
@@ -411,8 +421,14 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
         let removed = git_out(project, &["worktree", "remove", &path.to_string_lossy()]).await;
         drop(lock);
         report.items.push(match removed {
-            Ok(_) => item(Action::Removed, format!("{why}; clean (its branch keeps the commits)")),
-            Err(err) => item(Action::Failed, format!("{why}; git worktree remove failed: {err}")),
+            Ok(_) => item(
+                Action::Removed,
+                format!("{why}; clean (its branch keeps the commits)"),
+            ),
+            Err(err) => item(
+                Action::Failed,
+                format!("{why}; git worktree remove failed: {err}"),
+            ),
         });
     }
     let prune = if options.dry_run {
@@ -421,9 +437,11 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
         git_out(project, &["worktree", "prune", "--verbose"]).await
     };
     if let Ok(out) = prune {
-        report
-            .pruned
-            .extend(out.lines().filter(|l| !l.trim().is_empty()).map(str::to_string));
+        report.pruned.extend(
+            out.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string),
+        );
     }
 }
 

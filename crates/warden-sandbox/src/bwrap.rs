@@ -195,7 +195,11 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
             .map(|p| Mount::new(Kind::RoBind, p)),
     );
     mounts.extend(writable.into_iter().map(|d| Mount::new(Kind::Bind, d)));
-    mounts.extend(provider_files(&t).into_iter().map(|p| Mount::new(Kind::RoBind, p)));
+    mounts.extend(
+        provider_files(&t)
+            .into_iter()
+            .map(|p| Mount::new(Kind::RoBind, p)),
+    );
     mounts.push(Mount::new(Kind::Bind, t.workdir));
     mounts.extend(options.ro.iter().map(|p| Mount::new(Kind::RoBind, p)));
     mounts.extend(options.rw.iter().map(|p| Mount::new(Kind::Bind, p)));

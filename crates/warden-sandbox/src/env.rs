@@ -62,7 +62,11 @@ pub fn dropped(
     home: Option<&std::path::Path>,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let host_value = |name: &str| host.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let host_value = |name: &str| {
+        host.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
     for e in extra {
         if let EnvArg::Name(n) = e
             && host_value(n).is_none()
@@ -434,18 +438,79 @@ mod tests {
             n.contains(&"PATH".into())
                 && n.contains(&"LC_ALL".into())
                 && n.contains(&"ANTHROPIC_API_KEY".into())
+                // Claude Code's Bedrock set-up reads it.
+                && n.contains(&"AWS_SECRET_ACCESS_KEY".into())
         );
-        assert!(
-            !n.contains(&"AWS_SECRET_ACCESS_KEY".into())
-                && !n.contains(&"GITHUB_TOKEN".into())
-                && !n.contains(&"EDITOR".into())
-        );
+        assert!(!n.contains(&"GITHUB_TOKEN".into()) && !n.contains(&"EDITOR".into()));
         assert!(e.clear);
         assert_eq!(
             e.secrets,
-            vec!["sk-ant-123456".to_string()],
+            vec!["sk-ant-123456".to_string(), "aws-Secret-Value9".to_string()],
             "only secrets that reach the agent are listed"
         );
+        // Codex documents no AWS set-up: the key stays out.
+        let e = agent_env(&crate::needs(Agent::Codex), true, &host(), &[], &[]);
+        let n = names(&e);
+        assert!(
+            !n.contains(&"AWS_SECRET_ACCESS_KEY".into())
+                && !n.contains(&"ANTHROPIC_API_KEY".into())
+        );
+        assert!(e.secrets.is_empty(), "{:?}", e.secrets);
+    }
+
+    #[test]
+    fn what_does_not_pass_but_is_referred_to_is_named() {
+        let host: Vec<(String, String)> = [
+            ("CLAUDE_CODE_USE_BEDROCK", "1"),
+            ("AWS_REGION", "us-west-2"),
+            ("AWS_DEFAULT_REGION", "eu-central-1"),
+            ("CORP_KEY", "corp-Key-123"),
+            ("CORP_KEY_OLD", "x"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::write(
+            home.path().join(".claude/settings.json"),
+            r#"{"apiKeyHelper": "echo $CORP_KEY"}"#,
+        )
+        .unwrap();
+        let extra = [EnvArg::parse("MISSING_ONE").unwrap()];
+        let d = dropped(
+            &crate::needs(Agent::Claude),
+            true,
+            &host,
+            &extra,
+            Some(home.path()),
+        );
+        let starts = |p: &str| d.iter().filter(|l| l.starts_with(p)).count();
+        assert_eq!(starts("MISSING_ONE: given with --env"), 1, "{d:?}");
+        assert_eq!(
+            starts("AWS_DEFAULT_REGION: set with CLAUDE_CODE_USE_BEDROCK"),
+            1,
+            "{d:?}"
+        );
+        assert_eq!(starts("CORP_KEY: named in"), 1, "{d:?}");
+        assert_eq!(starts("CORP_KEY_OLD"), 0, "a whole word only: {d:?}");
+        assert_eq!(starts("AWS_REGION"), 0, "it passes: {d:?}");
+        // Switched off, or on the host: nothing but the missing --env.
+        let off: Vec<(String, String)> = host
+            .iter()
+            .filter(|(k, _)| k != "CLAUDE_CODE_USE_BEDROCK")
+            .cloned()
+            .collect();
+        let d = dropped(&crate::needs(Agent::Claude), true, &off, &[], None);
+        assert!(d.is_empty(), "{d:?}");
+        let d = dropped(
+            &crate::needs(Agent::Claude),
+            false,
+            &host,
+            &extra,
+            Some(home.path()),
+        );
+        assert_eq!(d.len(), 1, "{d:?}");
     }
 
     #[test]

@@ -30,7 +30,10 @@ pub(crate) async fn gc(args: &GcArgs) -> Outcome {
     // for every setting.
     let mut flags = SettingFlags::default();
     flags.config = args.config.clone();
-    for (name, value) in [("keep_runs", &args.keep_runs), ("keep_days", &args.keep_days)] {
+    for (name, value) in [
+        ("keep_runs", &args.keep_runs),
+        ("keep_days", &args.keep_days),
+    ] {
         if let (Some(setting), Some(v)) = (find(name), value) {
             flags.set(setting, v.clone());
         }
@@ -43,9 +46,13 @@ pub(crate) async fn gc(args: &GcArgs) -> Outcome {
         keep_days: resolved.keep_days,
         dry_run: args.dry_run,
     };
-    let report = warden_run::gc::collect(&projects(&cwd).await, &options, std::time::SystemTime::now())
-        .await
-        .map_err(usage)?;
+    let report = warden_run::gc::collect(
+        &projects(&cwd).await,
+        &options,
+        std::time::SystemTime::now(),
+    )
+    .await
+    .map_err(usage)?;
     if args.json {
         let text = serde_json::to_string_pretty(&report).unwrap_or_default();
         println!("{text}");
@@ -99,7 +106,12 @@ async fn projects(cwd: &Path) -> Vec<PathBuf> {
 
 fn lines(report: &GcReport) -> Vec<String> {
     let mut out: Vec<String> = report.items.iter().map(line).collect();
-    out.extend(report.pruned.iter().map(|p| format!("git worktree prune: {p}")));
+    out.extend(
+        report
+            .pruned
+            .iter()
+            .map(|p| format!("git worktree prune: {p}")),
+    );
     out
 }
 
@@ -111,7 +123,12 @@ fn line(i: &Item) -> String {
         Action::Failed => "failed to remove",
         _ => "?",
     };
-    format!("{action} {} {}: {}", i.kind.as_str(), i.path.display(), i.why)
+    format!(
+        "{action} {} {}: {}",
+        i.kind.as_str(),
+        i.path.display(),
+        i.why
+    )
 }
 
 fn summary(report: &GcReport, dry_run: bool) -> String {
@@ -125,6 +142,10 @@ fn summary(report: &GcReport, dry_run: bool) -> String {
         "warden gc: {gone}, {} kept (in use or uncommitted), {} failed{}",
         count(Action::Kept),
         count(Action::Failed),
-        if dry_run { " (dry run: nothing was touched)" } else { "" }
+        if dry_run {
+            " (dry run: nothing was touched)"
+        } else {
+            ""
+        }
     )
 }

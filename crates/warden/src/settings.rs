@@ -299,6 +299,7 @@ mod tests {
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",
+            Kind::Count(_) => "7",
         }
     }
 

@@ -6,7 +6,15 @@ use crate::support::Case;
 #[test]
 fn preserve_status_gives_the_commands_own_code() {
     let case = Case::new();
-    let done = case.run(&["run", "exec", "--preserve-status", "--", "sh", "-c", "exit 3"]);
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--preserve-status",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
     assert_eq!(done.code, 3, "{}", done.stderr);
     assert_eq!(done.verdict(), "agent_failed");
 
@@ -26,7 +34,15 @@ fn preserve_status_gives_the_commands_own_code() {
 fn preserve_status_gives_128_plus_the_signal_and_keeps_wardens_own_verdicts() {
     // Killed by a signal warden did not send: agent_failed, 128 + 9.
     let case = Case::new();
-    let done = case.run(&["run", "exec", "--preserve-status", "--", "sh", "-c", "kill -9 $$"]);
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--preserve-status",
+        "--",
+        "sh",
+        "-c",
+        "kill -9 $$",
+    ]);
     assert_eq!(done.verdict(), "agent_failed", "{}", done.stderr);
     assert_eq!(done.code, 137, "{}", done.stderr);
 

@@ -88,7 +88,10 @@ fn gc_removes_old_runs_keeps_the_newest_and_never_follows_a_link() {
     }
     assert!(out.contains("more than keep_days 3"), "{out}");
     assert!(out.contains("nothing was touched"), "{out}");
-    assert!(runs.iter().all(|r| r.join("run.json").is_file()), "a dry run removed something");
+    assert!(
+        runs.iter().all(|r| r.join("run.json").is_file()),
+        "a dry run removed something"
+    );
 
     // keep_days: the two old ones go, the links with them, never their
     // target.
@@ -117,7 +120,10 @@ fn gc_removes_old_runs_keeps_the_newest_and_never_follows_a_link() {
     for m in &more {
         assert!(m.exists(), "the newest were kept: {left:?}");
     }
-    assert_eq!(std::fs::read_to_string(outside.join("precious")).unwrap(), "keep me");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("precious")).unwrap(),
+        "keep me"
+    );
 }
 
 /// `n` more runs, a little apart so their times order them; their dirs.
@@ -159,7 +165,17 @@ fn gc_never_removes_a_run_in_progress() {
     // the same: its warden holds its directory.
     let mut session = warden(
         &case,
-        &["run", "exec", "-q", "--iterations", "2", "--", "sh", "-c", "sleep 30"],
+        &[
+            "run",
+            "exec",
+            "-q",
+            "--iterations",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "sleep 30",
+        ],
     )
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null())
@@ -180,8 +196,14 @@ fn gc_never_removes_a_run_in_progress() {
     age(&session_dir, 30);
     let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0", "--keep-days", "1"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(run.join("run.json").is_file(), "a running run was removed:\n{out}");
-    assert!(session_dir.is_dir(), "a running session was removed:\n{out}");
+    assert!(
+        run.join("run.json").is_file(),
+        "a running run was removed:\n{out}"
+    );
+    assert!(
+        session_dir.is_dir(),
+        "a running session was removed:\n{out}"
+    );
     assert_eq!(out.matches("in use:").count(), 2, "{out}");
 
     // Once they have ended, they go.
@@ -202,7 +224,17 @@ fn gc_removes_the_clean_worktrees_of_sessions_that_are_gone_and_keeps_dirty_ones
     let session = |script: &str| {
         let (code, _, err) = run_ok(
             &case,
-            &["run", "exec", "-q", "--worktree", "--keep-worktree", "--", "sh", "-c", script],
+            &[
+                "run",
+                "exec",
+                "-q",
+                "--worktree",
+                "--keep-worktree",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
         );
         assert_eq!(code, 0, "{err}");
     };
@@ -216,7 +248,11 @@ fn gc_removes_the_clean_worktrees_of_sessions_that_are_gone_and_keeps_dirty_ones
     let branches = || {
         git(
             case.path(),
-            &["for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads/warden/"],
+            &[
+                "for-each-ref",
+                "--format=%(refname:short) %(objectname)",
+                "refs/heads/warden/",
+            ],
         )
     };
     let branches_before = branches();
@@ -237,7 +273,11 @@ fn gc_removes_the_clean_worktrees_of_sessions_that_are_gone_and_keeps_dirty_ones
     assert_eq!(code, 0, "{out}{err}");
     assert!(dirs(&sessions).is_empty(), "{out}");
     let left = dirs(&worktrees);
-    assert_eq!(left.len(), 1, "the clean one goes, the dirty one stays: {out}");
+    assert_eq!(
+        left.len(),
+        1,
+        "the clean one goes, the dirty one stays: {out}"
+    );
     assert!(
         worktrees.join(&left[0]).join("uncommitted.txt").is_file(),
         "{out}"
@@ -266,7 +306,10 @@ fn keep_runs_applies_after_each_run_and_bad_values_are_refused() {
     std::fs::remove_file(case.path().join("warden.toml")).unwrap();
     let (code, _, err) = run_ok(&case, &["gc", "--keep-days", "soon"]);
     assert_eq!(code, 2);
-    assert!(err.contains("keep-days") && err.contains("whole number"), "{err}");
+    assert!(
+        err.contains("keep-days") && err.contains("whole number"),
+        "{err}"
+    );
     let (code, _, err) = run_ok(&case, &["gc"]);
     assert_eq!(code, 2);
     assert!(err.contains("--keep-runs"), "{err}");

@@ -43,7 +43,10 @@ const HOST: &[(&str, &str)] = &[
     ("GOOGLE_CLOUD_LOCATION", "us-central1"),
     ("GOOGLE_GENAI_USE_VERTEXAI", "true"),
     ("VERTEX_LOCATION", "europe-west4"),
-    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector.example:4317"),
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "http://collector.example:4317",
+    ),
     ("OTEL_METRICS_EXPORTER", "otlp"),
     ("MY_PROVIDER_KEY", "custom-Provider-Key-9"),
     ("UNRELATED_HOST_VARIABLE", "never"),
@@ -234,7 +237,10 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
                 "{agent}: {n} passed into the sandbox:\n{out}"
             );
         }
-        assert!(out.contains("SSH=hidden"), "{agent}: ~/.ssh was readable:\n{out}");
+        assert!(
+            out.contains("SSH=hidden"),
+            "{agent}: ~/.ssh was readable:\n{out}"
+        );
         let key_bound = passes.contains(&"GOOGLE_APPLICATION_CREDENTIALS");
         assert_eq!(
             out.contains("KEYFILE=SERVICE-ACCOUNT-KEY"),
@@ -247,7 +253,10 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
             aws_bound,
             "{agent}: ~/.aws is readable exactly when AWS_PROFILE passes:\n{out}"
         );
-        assert!(!out.contains("AWS-WRITABLE"), "{agent}: ~/.aws was writable:\n{out}");
+        assert!(
+            !out.contains("AWS-WRITABLE"),
+            "{agent}: ~/.aws was writable:\n{out}"
+        );
     }
 }
 
@@ -262,7 +271,8 @@ fn what_the_set_up_refers_to_but_does_not_pass_is_warned_about() {
     let case = Case::new();
     let home = make_home(&case);
     let done = run(&case, &home, "claude");
-    let line = "AWS_DEFAULT_REGION: set with CLAUDE_CODE_USE_BEDROCK, but not passed into the sandbox";
+    let line =
+        "AWS_DEFAULT_REGION: set with CLAUDE_CODE_USE_BEDROCK, but not passed into the sandbox";
     assert!(
         done.stderr.contains(&format!("warden: warning: {line}")),
         "{}",
@@ -287,7 +297,11 @@ fn what_the_set_up_refers_to_but_does_not_pass_is_warned_about() {
         "{dropped:?}\n{}",
         done.stderr
     );
-    assert!(done.stderr.contains("MY_PROVIDER_KEY: named in"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("MY_PROVIDER_KEY: named in"),
+        "{}",
+        done.stderr
+    );
 
     // A --env NAME warden does not have; a missing credentials file.
     let case = Case::new();
