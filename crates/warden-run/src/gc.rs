@@ -251,8 +251,13 @@ fn live_unfinished_run(dir: &OwnedFd, file: &str) -> Option<i32> {
         return None;
     }
     let pid = i32::try_from(report.get("pid")?.as_i64()?).ok()?;
-    let alive = rustix::process::Pid::from_raw(pid)
-        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok());
+    // EPERM: it exists, as another user's process.
+    let alive = rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+        matches!(
+            rustix::process::test_kill_process(p),
+            Ok(()) | Err(rustix::io::Errno::PERM)
+        )
+    });
     alive.then_some(pid)
 }
 
