@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{Case, git, repo};
+use crate::support::{Case, git, kill, repo};
 
 /// `warden` in the case's directory with the default run directory
 /// (`.warden/runs/<id>`), not the harness's fixed one.
@@ -208,7 +208,7 @@ fn gc_never_removes_a_run_in_progress() {
 
     // Once they have ended, they go.
     for c in [&mut child, &mut session] {
-        crate::support::kill(c.id(), "TERM");
+        kill(c.id(), "TERM");
         assert_eq!(c.wait().unwrap().code(), Some(130));
     }
     let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
@@ -313,4 +313,47 @@ fn keep_runs_applies_after_each_run_and_bad_values_are_refused() {
     let (code, _, err) = run_ok(&case, &["gc"]);
     assert_eq!(code, 2);
     assert!(err.contains("--keep-runs"), "{err}");
+}
+
+#[test]
+fn a_batch_in_progress_is_neither_removed_nor_resumed_by_another_warden() {
+    let case = Case::new();
+    let file = crate::batch::write(
+        &case,
+        "[defaults]\nagent = \"exec\"\n[[run]]\nname = \"slow\"\ncommand = [\"sleep\", \"30\"]\n",
+    );
+    let mut batch = warden(&case, &["batch", &file, "-q"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let batches = case.path().join(".warden/batches");
+    let until = Instant::now() + Duration::from_secs(20);
+    let dir = loop {
+        if let Some(d) = dirs(&batches).first()
+            && dirs(&batches.join(d)).contains(&"slow".to_string())
+        {
+            break batches.join(d);
+        }
+        assert!(Instant::now() < until, "the batch never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(dir.is_dir(), "a running batch was removed:\n{out}");
+    assert!(
+        out.contains("kept batch") && out.contains("in use:"),
+        "{out}"
+    );
+
+    let (code, _, err) = run_ok(&case, &["batch", "--resume", dir.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("another warden is running it"), "{err}");
+
+    kill(batch.id(), "TERM");
+    batch.wait().unwrap();
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!dir.exists(), "{out}");
+    case.assert_nothing_left();
 }
