@@ -398,6 +398,17 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
             }
         };
         let why = "no session left names it".to_string();
+        // A worktree has a `.git` file; without one, git would answer for
+        // the repository around it instead.
+        let is_worktree = statat(&lock, ".git", AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+        if !is_worktree {
+            report.items.push(item(
+                Action::Kept,
+                format!("{why}, but it is not a git worktree (no .git file); remove it yourself"),
+            ));
+            continue;
+        }
         match git_out(&path, &["status", "--porcelain", "--untracked-files=all"]).await {
             Ok(s) if s.trim().is_empty() => {}
             Ok(_) => {

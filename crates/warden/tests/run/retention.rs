@@ -92,6 +92,18 @@ fn gc_removes_old_runs_keeps_the_newest_and_never_follows_a_link() {
         runs.iter().all(|r| r.join("run.json").is_file()),
         "a dry run removed something"
     );
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-days", "3", "--dry-run", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let items = doc["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{doc}");
+    assert!(
+        items
+            .iter()
+            .all(|i| i["kind"] == "run" && i["action"] == "would_remove"),
+        "{doc}"
+    );
+    assert!(runs.iter().all(|r| r.join("run.json").is_file()));
 
     // keep_days: the two old ones go, the links with them, never their
     // target.
@@ -269,10 +281,18 @@ fn gc_removes_the_clean_worktrees_of_sessions_that_are_gone_and_keeps_dirty_ones
     assert_eq!(dirs(&worktrees).len(), 2, "a dry run removed a worktree");
     assert!(out.contains("would remove worktree"), "{out}");
 
+    // Something that is no worktree: git would answer for the repository
+    // around it, so it is left alone.
+    std::fs::create_dir(worktrees.join("not-a-worktree")).unwrap();
+    std::fs::write(worktrees.join("not-a-worktree/file"), "x").unwrap();
+
     let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(dirs(&sessions).is_empty(), "{out}");
-    let left = dirs(&worktrees);
+    let left: Vec<String> = dirs(&worktrees)
+        .into_iter()
+        .filter(|d| d != "not-a-worktree")
+        .collect();
     assert_eq!(
         left.len(),
         1,
@@ -283,6 +303,8 @@ fn gc_removes_the_clean_worktrees_of_sessions_that_are_gone_and_keeps_dirty_ones
         "{out}"
     );
     assert!(out.contains("uncommitted changes"), "{out}");
+    assert!(worktrees.join("not-a-worktree/file").is_file(), "{out}");
+    assert!(out.contains("not a git worktree"), "{out}");
     assert!(out.contains("removed worktree"), "{out}");
     // git no longer lists the removed one; the branches keep their commits.
     let listed = git(case.path(), &["worktree", "list"]);
