@@ -518,6 +518,31 @@ mod tests {
     }
 
     #[test]
+    fn open_existing_creates_nothing_and_follows_no_link() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(
+            HeldDir::open_existing(&t.path().join(".warden/runs"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(!t.path().join(".warden").exists(), "nothing was made");
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), t.path().join("link")).unwrap();
+        let err = HeldDir::open_existing(&t.path().join("link")).unwrap_err();
+        assert!(matches!(err, DirError::Symlink { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_held_lock_is_not_taken_twice() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = HeldDir::open_or_create(&t.path().join("run")).unwrap();
+        let held = dir.lock().unwrap();
+        assert!(dir.try_lock().unwrap().is_none(), "taken while held");
+        drop(held);
+        assert!(dir.try_lock().unwrap().is_some(), "free once dropped");
+    }
+
+    #[test]
     fn random_names_differ() {
         assert_ne!(random_u64(), random_u64());
     }
