@@ -202,7 +202,7 @@ fn collect_kind(
             action,
             why,
         };
-        let lock = match try_lock_at(root.fd(), &e.name.to_string_lossy()) {
+        let lock = match try_lock_at(root.fd(), &e.name) {
             Ok(Some(lock)) => lock,
             Ok(None) => {
                 items.push(item(Action::Kept, "in use: its warden is running".into()));
@@ -382,7 +382,7 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
             action,
             why,
         };
-        let lock = match try_lock_at(dir.fd(), &e.name.to_string_lossy()) {
+        let lock = match try_lock_at(dir.fd(), &e.name) {
             Ok(Some(lock)) => lock,
             Ok(None) => {
                 report

@@ -197,7 +197,7 @@ impl HeldDir {
     /// its directory's lock for its lifetime: `warden gc` never removes
     /// one it cannot lock).
     pub(crate) fn try_lock(&self) -> io::Result<Option<OwnedFd>> {
-        try_lock_at(&self.fd, ".")
+        try_lock_at(&self.fd, OsStr::new("."))
     }
 
     /// The handle, for walking below it.
@@ -299,7 +299,7 @@ impl Drop for Reserved {
 /// The exclusive `flock` of the directory `name` in `dir` (a directory
 /// opened without following a link), if no one else holds it: `None`
 /// when someone does.
-pub(crate) fn try_lock_at(dir: &OwnedFd, name: &str) -> io::Result<Option<OwnedFd>> {
+pub(crate) fn try_lock_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<OwnedFd>> {
     let fd = openat(
         dir,
         name,
