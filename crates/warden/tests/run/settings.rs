@@ -297,6 +297,37 @@ const EFFECTS: &[Effect] = &[
         command: &["echo", "an-echoed-line"],
         took: |_, d| d.code == 0 && !d.stderr.contains("an-echoed-line"),
     },
+    Effect {
+        key: "preserve_status",
+        value: "true",
+        flags: &[],
+        command: &["sh", "-c", "exit 3"],
+        took: |_, d| d.code == 3,
+    },
+    // Retention after the run: its own directory, under `.warden/runs`,
+    // is the only one there, and goes with 0 kept (or 0 days).
+    Effect {
+        key: "keep_runs",
+        value: "0",
+        flags: &["--run-dir", ".warden/runs/this-run"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.stderr.contains("warden: gc: removed run")
+                && !case.path().join(".warden/runs/this-run").exists()
+        },
+    },
+    Effect {
+        key: "keep_days",
+        value: "0",
+        flags: &["--run-dir", ".warden/runs/this-run"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.stderr.contains("warden: gc: removed run")
+                && !case.path().join(".warden/runs/this-run").exists()
+        },
+    },
 ];
 
 /// Where a setting's value comes from in one run.
