@@ -49,6 +49,7 @@ pub mod batch_report;
 mod clocks;
 pub mod defaults;
 pub mod executor;
+pub mod gc;
 pub mod git;
 mod held_dir;
 pub mod limits;
@@ -277,6 +278,14 @@ impl Run {
             })
             .collect();
         let needs = request::sandbox_needs(spec.agent);
+        let home_dir = std::env::var_os("HOME").map(PathBuf::from);
+        let env_dropped = warden_sandbox::env::dropped(
+            &needs,
+            sandbox != Sandbox::Host,
+            &host_env,
+            &spec.env_args,
+            home_dir.as_deref(),
+        );
         let agent_env = agent_env(
             &needs,
             sandbox != Sandbox::Host,
@@ -383,6 +392,7 @@ impl Run {
             on_kill: wrapped.on_kill.clone(),
             git,
             output,
+            env_dropped,
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();

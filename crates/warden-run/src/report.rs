@@ -211,6 +211,13 @@ pub struct Report {
     /// (`--pids`).
     #[serde(default)]
     pub pids_limit_hit: bool,
+    /// What the agent's set-up refers to that does not reach it, one line
+    /// each, naming the variable first: a `--env NAME` warden's
+    /// environment lacks; in a sandbox, a provider variable of a switch
+    /// that is on (`AWS_*` with `CLAUDE_CODE_USE_BEDROCK`) or one its
+    /// settings files name, left out; a credentials file that is missing.
+    #[serde(default)]
+    pub env_dropped: Vec<String>,
     /// Whether this report reached `run.json` (not part of the file).
     #[serde(skip)]
     pub written: bool,
@@ -248,6 +255,39 @@ impl Report {
         }
         self.verdict
             .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    }
+
+    /// The exit code with `--preserve-status` (as `timeout(1)`): when the
+    /// verdict is `succeeded` or `agent_failed`, the command's own (128 +
+    /// the signal that killed it); otherwise, and when output was lost,
+    /// [`Self::warden_exit_code`].
+    pub fn exit_code_preserving_status(&self) -> u8 {
+        preserved_status(
+            self.verdict,
+            self.exit_code,
+            self.signal,
+            self.output_lost.is_some(),
+        )
+        .unwrap_or_else(|| self.warden_exit_code())
+    }
+}
+
+/// The command's own exit status, for `--preserve-status`: only when the
+/// verdict is the command's to decide (`succeeded`, `agent_failed`) and
+/// the record is whole. A signal gives 128 + its number, as a shell does.
+pub(crate) fn preserved_status(
+    verdict: Option<Verdict>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    output_lost: bool,
+) -> Option<u8> {
+    if output_lost || !matches!(verdict, Some(Verdict::Succeeded | Verdict::AgentFailed)) {
+        return None;
+    }
+    match (exit_code, signal) {
+        (Some(code), _) => u8::try_from(code).ok(),
+        (None, Some(sig)) => u8::try_from(128 + sig).ok(),
+        (None, None) => None,
     }
 }
 

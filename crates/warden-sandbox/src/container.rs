@@ -49,6 +49,21 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         a.push("-v".into());
         a.push(mount(p, false));
     }
+    // A credentials file the provider set-up names (a service account
+    // key), read-only at the same path, so the variable still points at it.
+    for var in t.needs.file_vars {
+        let file = t
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| std::path::PathBuf::from(v))
+            .filter(|p| p.is_absolute() && p.is_file());
+        if let Some(file) = file {
+            a.push("-v".into());
+            a.push(mount(&file, true));
+        }
+    }
     a.push("-w".into());
     a.push(t.workdir.into());
     for (k, _) in t.env {
@@ -123,6 +138,31 @@ mod tests {
             name: "warden-run1",
             run_dir: None,
         }
+    }
+
+    #[test]
+    fn a_credentials_file_is_mounted_read_only_at_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("sa.json");
+        std::fs::write(&key, "{}").unwrap();
+        let env = [(
+            OsString::from("GOOGLE_APPLICATION_CREDENTIALS"),
+            key.clone().into_os_string(),
+        )];
+        let opts = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            image: Some("img".into()),
+            ..SandboxOptions::default()
+        };
+        let w = wrap(&opts, target(&env)).unwrap();
+        let want = format!("{}:{}:ro", key.display(), key.display());
+        assert!(
+            w.args
+                .windows(2)
+                .any(|p| p[0] == "-v" && p[1] == want.as_str()),
+            "{:?}",
+            w.args
+        );
     }
 
     #[test]

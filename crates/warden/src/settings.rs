@@ -128,6 +128,12 @@ pub(crate) struct Resolved {
     pub quiet: bool,
     /// The plain view's heartbeat; `None` when disabled.
     pub heartbeat: Option<Duration>,
+    /// `--preserve-status`: exit with the command's own code.
+    pub preserve_status: bool,
+    /// Retention (`warden gc`): the newest directories kept per kind, and
+    /// the age in days past which they go.
+    pub keep_runs: Option<u64>,
+    pub keep_days: Option<u64>,
 }
 
 impl RawSettings {
@@ -296,6 +302,7 @@ mod tests {
             Kind::Memory(_) => "64MiB",
             Kind::Pids(_) => "50",
             Kind::Cpus(_) => "1.5",
+            Kind::Count(_) => "7",
         }
     }
 

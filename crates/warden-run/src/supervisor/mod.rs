@@ -84,6 +84,9 @@ pub(crate) struct Setup {
     pub git: Option<GitStart>,
     /// `--output-tag`: the structured output to take from the final text.
     pub output: Option<OutputSpec>,
+    /// What the agent's set-up refers to that does not reach it (see
+    /// [`crate::report::Report::env_dropped`]).
+    pub env_dropped: Vec<String>,
 }
 
 /// Where a run's commits are collected from.

@@ -159,6 +159,7 @@ impl Supervisor {
                 .resources
                 .as_ref()
                 .is_some_and(|r| r.pids_limit_hits > 0),
+            env_dropped: self.setup.env_dropped.clone(),
             written: false,
         }
     }

@@ -34,6 +34,8 @@ pub(crate) enum Kind {
     Pids(fn(&mut Resolved, Option<u64>)),
     /// A CPU quota in CPUs (`1.5`); `0` for none.
     Cpus(fn(&mut Resolved, Option<Cpus>)),
+    /// A whole number of things (runs to keep, days).
+    Count(fn(&mut Resolved, u64)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -60,6 +62,7 @@ impl Kind {
             Kind::Cpus(_) => {
                 "a number of CPUs such as `2`, `1.5` or `0.25`, at least 0.01 (`0` for no limit)"
             }
+            Kind::Count(_) => "a whole number such as `20`",
         }
     }
 
@@ -120,12 +123,7 @@ impl Kind {
                 Box::new(move |r| set(r, limit))
             }
             Kind::Pids(set) => {
-                if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(Bad::Invalid);
-                }
-                let n: u64 = t
-                    .parse()
-                    .map_err(|_| Bad::TooLarge("the most is 18446744073709551615"))?;
+                let n = whole_number(t)?;
                 Box::new(move |r| set(r, (n > 0).then_some(n)))
             }
             Kind::Cpus(set) => {
@@ -134,6 +132,10 @@ impl Kind {
                     _ => Some(Cpus::parse(t).ok_or(Bad::Invalid)?),
                 };
                 Box::new(move |r| set(r, limit))
+            }
+            Kind::Count(set) => {
+                let n = whole_number(t)?;
+                Box::new(move |r| set(r, n))
             }
             Kind::Containment(set) => {
                 let c = match t {
@@ -215,4 +217,13 @@ pub(super) fn bytes(s: &str) -> Result<usize, Bad> {
         Some(b) => Ok(b),
         None => Err(TOO_LARGE),
     }
+}
+
+/// A whole number written in decimal digits only (no sign, no spaces).
+fn whole_number(t: &str) -> Result<u64, Bad> {
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Bad::Invalid);
+    }
+    t.parse()
+        .map_err(|_| Bad::TooLarge("the most is 18446744073709551615"))
 }

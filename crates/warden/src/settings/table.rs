@@ -248,6 +248,35 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: None,
         in_batch: true,
     },
+    Setting {
+        name: "preserve_status",
+        kind: Kind::Switch(|r, on| r.preserve_status = on),
+        default: Shown::Off,
+        doc: "Exit with the command's own exit code when the verdict is succeeded or agent_failed (as timeout --preserve-status)",
+        value_name: "",
+        short: None,
+        // A batch's exit code sums up many runs.
+        in_batch: false,
+    },
+    Setting {
+        name: "keep_runs",
+        kind: Kind::Count(|r, n| r.keep_runs = Some(n)),
+        default: Shown::Unset,
+        doc: "Retention: keep this many of the newest run, session and batch directories (each kind); `warden gc` and the end of each `warden run` remove the rest",
+        value_name: "N",
+        short: None,
+        // Retention is the project's, not one entry's.
+        in_batch: false,
+    },
+    Setting {
+        name: "keep_days",
+        kind: Kind::Count(|r, n| r.keep_days = Some(n)),
+        default: Shown::Unset,
+        doc: "Retention: remove run, session and batch directories last changed more than this many days ago (`warden gc`, and the end of each `warden run`)",
+        value_name: "DAYS",
+        short: None,
+        in_batch: false,
+    },
 ];
 
 /// The row of the setting `name` (a `warden.toml` key).
@@ -278,6 +307,9 @@ impl Default for Resolved {
             json: false,
             quiet: false,
             heartbeat: Some(std::time::Duration::from_secs(30)),
+            preserve_status: false,
+            keep_runs: None,
+            keep_days: None,
         }
     }
 }

@@ -211,7 +211,14 @@ fn quota_is_in_force(case: &Case, sandbox: &[&str]) -> Value {
     let agent = r["pid"].as_i64().expect("the agent's pid") as i32;
     // The agent and everything it started (under bwrap: bwrap, the
     // namespace's init and the shell) are in each limit's cgroup.
-    let tree = descendants(agent);
+    // Between two of the loop's `sleep`s the shell may have no child:
+    // look again until one is seen.
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut tree = descendants(agent);
+    while tree.is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+        tree = descendants(agent);
+    }
     assert!(!tree.is_empty(), "the agent {agent} started nothing");
     for controller in ["cpu", "pids"] {
         let members = pids_in(&cgroup_of(&r, controller));

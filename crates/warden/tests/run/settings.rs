@@ -333,6 +333,37 @@ const EFFECTS: &[Effect] = &[
                 && engine_got(case, &["--cpus", "1.500"])
         },
     },
+    Effect {
+        key: "preserve_status",
+        value: "true",
+        flags: &[],
+        command: &["sh", "-c", "exit 3"],
+        took: |_, d| d.code == 3,
+    },
+    // Retention after the run: its own directory, under `.warden/runs`,
+    // is the only one there, and goes with 0 kept (or 0 days).
+    Effect {
+        key: "keep_runs",
+        value: "0",
+        flags: &["--run-dir", ".warden/runs/this-run"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.stderr.contains("warden: gc: removed run")
+                && !case.path().join(".warden/runs/this-run").exists()
+        },
+    },
+    Effect {
+        key: "keep_days",
+        value: "0",
+        flags: &["--run-dir", ".warden/runs/this-run"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.stderr.contains("warden: gc: removed run")
+                && !case.path().join(".warden/runs/this-run").exists()
+        },
+    },
 ];
 
 /// Whether the stand-in engine was given `pair` (a flag and its value).
