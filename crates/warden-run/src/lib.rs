@@ -62,6 +62,7 @@ mod pipe;
 pub mod regular_file;
 pub mod report;
 pub mod request;
+pub mod retry;
 pub mod session;
 mod supervisor;
 pub mod template;
