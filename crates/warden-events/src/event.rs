@@ -629,10 +629,7 @@ mod tests {
         assert_eq!(c("API Error: 500 internal", None), ErrorClass::Api);
         assert_eq!(c("x", Some(502)), ErrorClass::Api);
         assert_eq!(c("fetch failed", None), ErrorClass::Network);
-        assert_eq!(
-            c("API Error: Connection error.", None),
-            ErrorClass::Network
-        );
+        assert_eq!(c("API Error: Connection error.", None), ErrorClass::Network);
         assert_eq!(
             c("stream disconnected before completion", None),
             ErrorClass::Network
@@ -644,7 +641,10 @@ mod tests {
             ErrorClass::Quota
         );
         assert_eq!(c("insufficient_quota", None), ErrorClass::Quota);
-        assert_eq!(c("model not found: gpt-9", None), ErrorClass::InvalidRequest);
+        assert_eq!(
+            c("model not found: gpt-9", None),
+            ErrorClass::InvalidRequest
+        );
         assert_eq!(c("x", Some(404)), ErrorClass::InvalidRequest);
         assert_eq!(c("something odd", None), ErrorClass::Other);
     }

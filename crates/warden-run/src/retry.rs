@@ -313,8 +313,7 @@ mod tests {
     fn jitter_draws_stay_in_bounds_and_vary() {
         let draws: Vec<f64> = (0..200).map(|_| jitter()).collect();
         assert!(draws.iter().all(|d| (0.0..1.0).contains(d)), "{draws:?}");
-        let distinct: std::collections::BTreeSet<u64> =
-            draws.iter().map(|d| d.to_bits()).collect();
+        let distinct: std::collections::BTreeSet<u64> = draws.iter().map(|d| d.to_bits()).collect();
         assert!(distinct.len() > 190, "the draws repeat: {}", distinct.len());
         let p = policy(5, 2000);
         for retry in 1..=5 {
@@ -418,7 +417,10 @@ mod tests {
         assert_eq!(RetryOn::parse_list("all").unwrap(), RetryOn::ALL);
         assert!(RetryOn::parse_list("none").unwrap().is_empty());
         let e = RetryOn::parse_list("rate_limited,timeout").unwrap_err();
-        assert!(e.contains("`timeout`") && e.contains("startup_timeout"), "{e}");
+        assert!(
+            e.contains("`timeout`") && e.contains("startup_timeout"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -15,8 +15,8 @@ use serde::Serialize;
 use warden_events::Tokens;
 
 use crate::git::{self, Commit, Worktree};
-use crate::retry::{RetryOn, RetryPolicy};
 use crate::held_dir::HeldDir;
+use crate::retry::{RetryOn, RetryPolicy};
 use crate::update::{Outbox, Update};
 use crate::{Canceller, Run, RunRequest, RunSpec, SetupError, Verdict};
 

@@ -128,6 +128,8 @@ pub(crate) struct Resolved {
     pub quiet: bool,
     /// The plain view's heartbeat; `None` when disabled.
     pub heartbeat: Option<Duration>,
+    /// `--retries`, `--retry-on`, `--retry-backoff`.
+    pub retry: warden_run::retry::RetryPolicy,
 }
 
 impl RawSettings {
@@ -217,6 +219,13 @@ impl RawSettings {
                 toml::Value::String(s) => s,
                 toml::Value::Integer(i) => i.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
+                // A list (`retry_on = ["stalled", "network"]`) as the
+                // comma list the flag takes.
+                toml::Value::Array(a) if a.iter().all(toml::Value::is_str) => a
+                    .iter()
+                    .filter_map(toml::Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
                 other => {
                     return Err(SettingsError::Invalid {
                         origin,

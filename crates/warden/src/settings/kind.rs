@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use warden_run::limits::{OnFatalError, clock};
+use warden_run::retry::RetryOn;
 use warden_run::{ContainmentChoice, SandboxChoice};
 
 use super::Resolved;
@@ -27,6 +28,10 @@ pub(crate) enum Kind {
     Path(fn(&mut Resolved, PathBuf)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
+    /// A whole number, 0 or more.
+    Count(fn(&mut Resolved, u32)),
+    /// Transient failures, by name, separated by commas.
+    RetryOn(fn(&mut Resolved, Vec<RetryOn>)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -46,6 +51,11 @@ impl Kind {
             Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
+            Kind::Count(_) => "a whole number such as `0` or `3`",
+            Kind::RetryOn(_) => {
+                "names separated by commas, of rate_limited, server_error, overloaded, network, \
+                 stalled, startup_timeout (or `all`, or `none`)"
+            }
         }
     }
 
@@ -94,6 +104,20 @@ impl Kind {
             Kind::OnFatalError(set) => {
                 let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, o))
+            }
+            Kind::Count(set) => {
+                let n: u32 = match t.parse() {
+                    Ok(n) => n,
+                    Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                        return Err(Bad::TooLarge("the most is 4294967295"));
+                    }
+                    Err(_) => return Err(Bad::Invalid),
+                };
+                Box::new(move |r| set(r, n))
+            }
+            Kind::RetryOn(set) => {
+                let list = RetryOn::parse_list(t).map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, list))
             }
             Kind::Containment(set) => {
                 let c = match t {

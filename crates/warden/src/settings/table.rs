@@ -220,6 +220,36 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: Some('q'),
         in_batch: false,
     },
+    Setting {
+        name: "retries",
+        kind: Kind::Count(|r, n| r.retry.retries = n),
+        default: Shown::Value("0"),
+        doc: "Try a run that ended by a transient failure (see --retry-on) again, up to this many \
+              times, resuming the agent's session where the CLI can",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "retry_on",
+        kind: Kind::RetryOn(|r, on| r.retry.on = on),
+        default: Shown::Value("rate_limited,server_error,overloaded,network,startup_timeout"),
+        doc: "Which transient failures --retries retries: rate_limited, server_error, overloaded, \
+              network, stalled, startup_timeout (or all, none)",
+        value_name: "LIST",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "retry_backoff",
+        kind: Kind::Grace(|r, d| r.retry.backoff = d),
+        default: Shown::Value("5s"),
+        doc: "The first retry waits up to this long, each next one up to twice as long (at most \
+              5m; full jitter), never less than a retry-after the agent reported",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
+    },
 ];
 
 /// The row of the setting `name` (a `warden.toml` key).
@@ -250,6 +280,7 @@ impl Default for Resolved {
             json: false,
             quiet: false,
             heartbeat: Some(std::time::Duration::from_secs(30)),
+            retry: warden_run::retry::RetryPolicy::default(),
         }
     }
 }
