@@ -20,6 +20,7 @@ mod support;
 mod fields;
 mod kit;
 mod retries;
+mod transient_retries;
 mod scenarios;
 mod verdicts;
 mod views12;
