@@ -39,6 +39,18 @@ fn main_requests(kit: &Kit) -> Vec<String> {
         .collect()
 }
 
+/// pi's provider SDK retries silently unless told not to: off, so that
+/// the failure reaches warden.
+fn no_silent_retries(kit: &Kit) {
+    if kit.agent == "pi" {
+        std::fs::write(
+            kit.case.path().join("home/pi/settings.json"),
+            r#"{"retry":{"enabled":false,"provider":{"maxRetries":0}}}"#,
+        )
+        .unwrap();
+    }
+}
+
 fn why(kit: &Kit, done: &crate::support::Finished) -> String {
     let s = std::fs::read_to_string(kit.case.run_dir().join("session.json")).unwrap_or_default();
     format!(
@@ -63,6 +75,7 @@ fn resumes_after(agent: &'static str, status: u16, because: &str) {
     };
     // pi's kit runs it without a session file: nothing to resume.
     kit.extra.retain(|a| a != "--no-session");
+    no_silent_retries(&kit);
     let done = kit.run(
         "run the step",
         &[
@@ -122,6 +135,7 @@ fn exhausts(agent: &'static str, failures: &[u16], retries: u32, because: &str) 
     let Some(kit) = Kit::new(agent, script) else {
         return;
     };
+    no_silent_retries(&kit);
     let n = retries.to_string();
     let done = kit.run(
         "say hi",
