@@ -302,7 +302,28 @@ mod tests {
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",
+            Kind::Count(_) => "4",
+            Kind::RetryOn(_) => "stalled,network",
         }
+    }
+
+    #[test]
+    fn retry_settings_come_from_every_source() {
+        use warden_run::retry::RetryOn;
+        let r = raw(
+            SettingFlags::of(&[("retries", "2")]),
+            &[("WARDEN_RETRY_BACKOFF", "250ms")],
+            Some("retry_on = [\"stalled\", \"rate_limited\"]\nretries = 9\n"),
+        )
+        .unwrap();
+        assert_eq!(r.retry.retries, 2, "the flag wins over the file");
+        assert_eq!(r.retry.backoff, Duration::from_millis(250));
+        assert_eq!(r.retry.on, [RetryOn::RateLimited, RetryOn::Stalled]);
+        let d = raw(SettingFlags::default(), &[], None).unwrap();
+        assert_eq!(d.retry, warden_run::retry::RetryPolicy::default());
+        assert!(!d.retry.on.contains(&RetryOn::Stalled));
+        let e = raw(SettingFlags::of(&[("retry_on", "stalled,later")]), &[], None).unwrap_err();
+        assert!(e.to_string().contains("--retry-on"), "{e}");
     }
 
     /// The flags `warden run` parses from this command line.

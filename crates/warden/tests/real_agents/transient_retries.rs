@@ -109,7 +109,7 @@ fn resumes_after(agent: &'static str, status: u16, because: &str) {
         .filter_map(Value::as_str)
         .collect();
     assert!(
-        command.iter().any(|a| *a == session_id),
+        command.contains(&session_id),
         "the second attempt did not name the session {session_id}: {command:?}\n{why}"
     );
     // What the resumed CLI sent: the conversation so far, and the note.
