@@ -322,7 +322,12 @@ mod tests {
         let d = raw(SettingFlags::default(), &[], None).unwrap();
         assert_eq!(d.retry, warden_run::retry::RetryPolicy::default());
         assert!(!d.retry.on.contains(&RetryOn::Stalled));
-        let e = raw(SettingFlags::of(&[("retry_on", "stalled,later")]), &[], None).unwrap_err();
+        let e = raw(
+            SettingFlags::of(&[("retry_on", "stalled,later")]),
+            &[],
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("--retry-on"), "{e}");
     }
 

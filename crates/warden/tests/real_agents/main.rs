@@ -20,7 +20,7 @@ mod support;
 mod fields;
 mod kit;
 mod retries;
-mod transient_retries;
 mod scenarios;
+mod transient_retries;
 mod verdicts;
 mod views12;

@@ -11,15 +11,13 @@ use crate::kit::Kit;
 
 fn session(kit: &Kit) -> Value {
     let path = kit.case.run_dir().join("session.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("session.json is JSON")
 }
 
 fn run_json(kit: &Kit, dir: &str) -> Value {
     let path = kit.case.run_dir().join(dir).join("run.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).expect("run.json is JSON")
 }
 

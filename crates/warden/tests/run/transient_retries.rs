@@ -245,3 +245,38 @@ fn bad_retry_settings_are_refused_by_name() {
         done.stderr
     );
 }
+
+#[test]
+fn a_batch_run_retries_with_its_own_keys_and_the_view_says_so() {
+    let case = Case::new();
+    let script = stalls_then_succeeds(&case, 1);
+    let toml = format!(
+        "[defaults]\nagent = \"exec\"\nstall_timeout = \"300ms\"\nkill_grace = \"200ms\"\n\n\
+         [[run]]\nname = \"flaky\"\nretries = 2\nretry_on = [\"stalled\"]\nretry_backoff = \"1ms\"\n\
+         command = [\"sh\", \"-c\", {script:?}]\n"
+    );
+    let file = case.path().join("runs.toml");
+    std::fs::write(&file, toml).unwrap();
+    let dir = case.path().join("batch");
+    let done = case.run(&[
+        "batch",
+        file.to_str().unwrap(),
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let b: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("batch.json")).unwrap()).unwrap();
+    let runs = b["runs"][0]["session"]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{b:#}");
+    assert_eq!(runs[0]["retried_because"], "stalled");
+    assert_eq!(runs[1]["attempt"], 2);
+    assert_eq!(runs[1]["verdict"], "succeeded");
+    assert!(
+        done.stderr.contains("[flaky] retrying in")
+            && done.stderr.contains("(stalled, attempt 2 of 3)"),
+        "{}",
+        done.stderr
+    );
+    case.assert_nothing_left();
+}
