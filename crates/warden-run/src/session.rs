@@ -1,7 +1,10 @@
 //! A session: runs of the same task, one fresh agent process each, in the
 //! same directory (a new git worktree on its own branch, if asked), until
 //! the agent prints the completion signal, an iteration fails, or the
-//! iterations run out. Writes `session.json` with every run and the totals.
+//! iterations run out. A run that ended by a transient failure is tried
+//! again (`--retries`), each attempt in its own directory
+//! (`iteration-N-attempt-K`). Writes `session.json` with every run and the
+//! totals.
 //!
 //! [`Session`] runs one [`RunRequest`] so; each iteration's spec is built
 //! from the request (the prompt may use `{{ITERATION}}`), and everything
@@ -645,7 +648,9 @@ fn write_json(dir: &HeldDir, report: &mut SessionReport) {
 /// A session of runs of one [`RunRequest`]: `session.iterations` runs
 /// (until the completion signal or a failed run), in a new worktree if
 /// asked, each wrong structured output resumed with a correction up to
-/// `output.retries` times. Writes `session.json`.
+/// `output.retries` times, each run that ended by a transient failure
+/// tried again up to `retry.retries` times (after a backoff that a cancel
+/// cuts short; see [`crate::retry`]). Writes `session.json`.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), warden_run::SetupError> {
