@@ -202,7 +202,54 @@ fn never_after_401(agent: &'static str) {
     assert!(!done.stderr.contains("retrying in"), "{why}");
 }
 
+/// The model's stream stops after its first event: the run stalls. It is
+/// tried again only when `stalled` is in `--retry-on`.
+fn a_stall_is_retried_only_when_asked(agent: &'static str) {
+    for (retry_on, attempts) in [(None, 1), (Some("stalled"), 2)] {
+        let Some(kit) = Kit::new(agent, vec![Turn::Stall, Turn::Text("recovered".into())]) else {
+            return;
+        };
+        no_silent_retries(&kit);
+        let mut flags = vec![
+            "--retries",
+            "1",
+            "--retry-backoff",
+            "1ms",
+            "--stall-timeout",
+            "3s",
+            "--kill-grace",
+            "1s",
+            "--timeout",
+            "120s",
+        ];
+        if let Some(on) = retry_on {
+            flags.extend(["--retry-on", on]);
+        }
+        let done = kit.run("say hi", &flags);
+        let why = why(&kit, &done);
+        let s = session(&kit);
+        let runs = s["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), attempts, "--retry-on {retry_on:?}\n{why}");
+        assert_eq!(runs[0]["verdict"], "stalled", "{why}");
+        if attempts == 1 {
+            assert_eq!(done.code, 3, "{why}");
+            assert_eq!(runs[0]["retried_because"], Value::Null, "{why}");
+        } else {
+            assert_eq!(done.code, 0, "{why}");
+            assert_eq!(runs[0]["retried_because"], "stalled", "{why}");
+            assert_eq!(runs[1]["verdict"], "succeeded", "{why}");
+        }
+        let left = kit.leftovers(&kit.case.mark);
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
 mod claude {
+    #[test]
+    fn a_stall_is_retried_only_when_asked() {
+        super::a_stall_is_retried_only_when_asked("claude");
+    }
+
     #[test]
     fn a_429_after_an_answer_is_retried_resuming_the_session() {
         super::resumes_after("claude", 429, "rate_limited");
