@@ -361,6 +361,11 @@ pub(crate) async fn run_session(
     let mut retry_of: Option<RetryOf> = None;
     loop {
         if control.stopped() {
+            if retry_of.is_some() {
+                // Cancelled just as the wait before a retry ended: as if
+                // during the wait, the session is cancelled.
+                report.verdict = Some(Verdict::Cancelled);
+            }
             report.stopped_because = StopReason::Cancelled;
             break;
         }
