@@ -63,6 +63,7 @@ mod pipe;
 pub mod regular_file;
 pub mod report;
 pub mod request;
+pub mod resources;
 pub mod retry;
 pub mod session;
 mod supervisor;
@@ -171,6 +172,10 @@ pub enum SetupError {
     Git(git::GitError),
     #[error(transparent)]
     StartedAsShim(warden_process::SpawnError),
+    /// A resource limit (`--memory`, `--pids`, `--cpus`) that nothing on
+    /// this machine can enforce.
+    #[error(transparent)]
+    Resources(#[from] warden_process::os::limits::LimitError),
 }
 
 impl SetupError {
@@ -304,9 +309,18 @@ impl Run {
             }
             Sandbox::Host => {}
         }
+        // Limits nothing here can enforce are refused before anything is
+        // made (they are never silently dropped).
+        let (resources, sandbox_kind, containment) =
+            (spec.limits.resources, sandbox, spec.containment);
+        tokio::task::spawn_blocking(move || {
+            resources::check(&resources, sandbox_kind, containment)
+        })
+        .await
+        .unwrap_or(Ok(()))?;
         let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
         let container_name = format!("warden-{run_id}");
-        let wrapped = warden_sandbox::wrap(
+        let mut wrapped = warden_sandbox::wrap(
             &spec.sandbox,
             Target {
                 needs,
@@ -319,6 +333,12 @@ impl Run {
                 run_dir: Some(&run_dir),
             },
         )?;
+        if matches!(sandbox, Sandbox::Docker | Sandbox::Podman) {
+            warden_sandbox::container::add_limits(
+                &mut wrapped,
+                &resources::for_container(&spec.limits.resources),
+            );
+        }
 
         let output = match &spec.output_tag {
             Some(tag) => Some(supervisor::OutputSpec {
@@ -382,6 +402,7 @@ impl Run {
             shim_exe,
             run_name: format!("warden-{run_id}"),
             timeout: spec.limits.timeout,
+            resources: resources::for_cgroups(&spec.limits.resources, sandbox),
         };
         let task = tokio::spawn(async move {
             match warden_process::spawn(process).await {

@@ -57,6 +57,46 @@ pub struct LimitsReport {
     pub on_fatal_error: crate::limits::OnFatalError,
 }
 
+/// The resource limits of a run (`--memory`, `--pids`, `--cpus`), where
+/// each was enforced, and what the kernel did at them.
+#[non_exhaustive]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
+pub struct ResourcesReport {
+    /// The memory limit in bytes, for all the run's processes together,
+    /// with swap off.
+    pub memory_bytes: Option<u64>,
+    /// The most processes (and threads) alive at once.
+    pub pids: Option<u64>,
+    /// The CPU quota, in CPUs.
+    pub cpus: Option<f64>,
+    /// Each limit in force and what enforces it.
+    pub enforced: Vec<EnforcedLimit>,
+    /// Processes the kernel's OOM killer killed in the run's cgroups
+    /// (not counted in a container: the engine's cgroups hold those).
+    pub oom_kills: u64,
+    /// Forks refused because the run was at its process limit (not
+    /// counted in a container).
+    pub pids_limit_hits: u64,
+}
+
+/// One resource limit in force.
+#[non_exhaustive]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnforcedLimit {
+    /// `memory`, `pids` or `cpu`.
+    pub controller: String,
+    /// `cgroup_v2`, `cgroup_v1`, `docker` or `podman`.
+    pub by: String,
+    /// The cgroup the limit was written to (a cgroup the run's processes
+    /// are in); `null` in a container.
+    pub cgroup: Option<PathBuf>,
+    /// For memory: how swap was kept out (`swap.max` or `memsw`: charged
+    /// to the limit; `swappiness`: set to 0, where the kernel does not
+    /// account swap; `none`: no swap accounting in a v2 kernel; `engine`:
+    /// `--memory-swap` equal to `--memory`).
+    pub swap: Option<String>,
+}
+
 #[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -159,6 +199,18 @@ pub struct Report {
     /// `warden report` to check that none was changed since; `null` while
     /// the run is going.
     pub logs: Option<BTreeMap<String, crate::artifacts::LogDigest>>,
+    /// The resource limits (`--memory`, `--pids`, `--cpus`) and what
+    /// happened at them; `null` when none was asked for.
+    #[serde(default)]
+    pub resources: Option<ResourcesReport>,
+    /// The kernel's OOM killer killed a process of the run at its memory
+    /// limit (`--memory`).
+    #[serde(default)]
+    pub oom_killed: bool,
+    /// A fork was refused because the run was at its process limit
+    /// (`--pids`).
+    #[serde(default)]
+    pub pids_limit_hit: bool,
     /// Whether this report reached `run.json` (not part of the file).
     #[serde(skip)]
     pub written: bool,

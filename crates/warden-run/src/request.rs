@@ -265,6 +265,13 @@ impl RunRequest {
                 "--no-network, --ro and --rw need a sandbox: add --sandbox bwrap (or docker, podman)",
             ));
         }
+        // Limits this machine cannot enforce, refused up front.
+        crate::resources::check(
+            &self.limits.resources,
+            self.sandbox.sandbox,
+            self.containment,
+        )
+        .map_err(|e| invalid(e.to_string()))?;
         let retries = self.output.as_ref().map_or(0, |o| o.retries);
         if retries > 0 && !profile(self.agent).can_resume {
             let can: Vec<&str> = warden_agents::profiles()

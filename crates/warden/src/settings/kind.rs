@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use warden_process::Cpus;
 use warden_run::limits::{OnFatalError, clock};
 use warden_run::retry::RetryOn;
 use warden_run::{ContainmentChoice, SandboxChoice};
@@ -32,6 +33,12 @@ pub(crate) enum Kind {
     Count(fn(&mut Resolved, u32)),
     /// Transient failures, by name, separated by commas.
     RetryOn(fn(&mut Resolved, Vec<RetryOn>)),
+    /// A memory limit: a size, at least 1 MiB; `0` for none.
+    Memory(fn(&mut Resolved, Option<u64>)),
+    /// A process limit: a count; `0` for none.
+    Pids(fn(&mut Resolved, Option<u64>)),
+    /// A CPU quota in CPUs (`1.5`); `0` for none.
+    Cpus(fn(&mut Resolved, Option<Cpus>)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -55,6 +62,13 @@ impl Kind {
             Kind::RetryOn(_) => {
                 "names separated by commas, of rate_limited, server_error, overloaded, network, \
                  stalled, startup_timeout (or `all`, or `none`)"
+            }
+            Kind::Memory(_) => {
+                "a size such as `2G`, `512MiB` or `1536M`, at least 1MiB (`0` for no limit)"
+            }
+            Kind::Pids(_) => "a number of processes such as `256` (`0` for no limit)",
+            Kind::Cpus(_) => {
+                "a number of CPUs such as `2`, `1.5` or `0.25`, at least 0.01 (`0` for no limit)"
             }
         }
     }
@@ -118,6 +132,32 @@ impl Kind {
             Kind::RetryOn(set) => {
                 let list = RetryOn::parse_list(t).map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, list))
+            }
+            Kind::Memory(set) => {
+                let limit = match t {
+                    "0" => None,
+                    _ => match bytes(t)? {
+                        b if b < 1 << 20 => return Err(Bad::Invalid),
+                        b => Some(b as u64),
+                    },
+                };
+                Box::new(move |r| set(r, limit))
+            }
+            Kind::Pids(set) => {
+                if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(Bad::Invalid);
+                }
+                let n: u64 = t
+                    .parse()
+                    .map_err(|_| Bad::TooLarge("the most is 18446744073709551615"))?;
+                Box::new(move |r| set(r, (n > 0).then_some(n)))
+            }
+            Kind::Cpus(set) => {
+                let limit = match t {
+                    "0" => None,
+                    _ => Some(Cpus::parse(t).ok_or(Bad::Invalid)?),
+                };
+                Box::new(move |r| set(r, limit))
             }
             Kind::Containment(set) => {
                 let c = match t {

@@ -23,6 +23,7 @@ mod orphans;
 mod output;
 mod phases;
 mod replay;
+mod resource_limits;
 mod resume;
 mod retries;
 mod sandbox;
