@@ -180,7 +180,9 @@ const FATAL_CATEGORIES: &[&str] = &[
 fn class_of(category: &str) -> ErrorClass {
     match category {
         c if FATAL_CATEGORIES.contains(&c) => ErrorClass::Authentication,
-        "rate_limit" | "overloaded" => ErrorClass::RateLimit,
+        "rate_limit" => ErrorClass::RateLimit,
+        "overloaded" => ErrorClass::Overloaded,
+        "invalid_request" => ErrorClass::InvalidRequest,
         "unknown" => ErrorClass::Other,
         _ => ErrorClass::Api,
     }

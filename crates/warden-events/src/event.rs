@@ -141,25 +141,50 @@ impl Serialize for Tokens {
 pub enum ErrorClass {
     /// Bad or missing credentials: retrying will not help.
     Authentication,
-    /// Rate limits and overload.
+    /// Too many requests (HTTP 429): the account's rate limit.
     RateLimit,
-    /// Other errors from the model's API.
+    /// Other errors from the model's API: server errors (HTTP 5xx) and
+    /// those of no other class.
     Api,
     /// A tool failed in a way the agent treats as an error.
     Tool,
     Other,
+    /// The API is overloaded (HTTP 529, 503, `overloaded_error`): the
+    /// service's load, not the account's rate.
+    Overloaded,
+    /// The model's API could not be reached or the connection broke
+    /// (refused, reset, timed out, DNS).
+    Network,
+    /// The account's quota or credit is used up (`insufficient_quota`,
+    /// billing): retrying will not help until someone pays.
+    Quota,
+    /// The API refused the request itself (HTTP 400, 404, 413, 422: an
+    /// unknown model, a prompt too long): retrying will not help.
+    InvalidRequest,
 }
 
 impl ErrorClass {
     /// Guesses the class from an error message and an HTTP status.
     pub fn classify(message: &str, status: Option<i64>) -> Self {
         let m = message.to_ascii_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| m.contains(w));
+        // Used-up quota first: its 429 is no rate limit that passes.
+        if has(&[
+            "insufficient_quota",
+            "exceeded your current quota",
+            "credit balance",
+            "billing",
+        ]) {
+            return ErrorClass::Quota;
+        }
         match status {
             Some(401 | 403) => return ErrorClass::Authentication,
-            Some(429 | 529) => return ErrorClass::RateLimit,
+            Some(429) => return ErrorClass::RateLimit,
+            Some(503 | 529) => return ErrorClass::Overloaded,
+            Some(400 | 404 | 413 | 422) => return ErrorClass::InvalidRequest,
             _ => {}
         }
-        if [
+        if has(&[
             "401",
             "403",
             "unauthorized",
@@ -169,28 +194,48 @@ impl ErrorClass {
             "/login",
             "forbidden",
             "credential",
-        ]
-        .iter()
-        .any(|w| m.contains(w))
-        {
+        ]) {
             ErrorClass::Authentication
-        } else if [
+        } else if has(&[
             "429",
             "rate limit",
             "rate_limit",
-            "overloaded",
             "too many requests",
             "quota",
-        ]
-        .iter()
-        .any(|w| m.contains(w))
-        {
+        ]) {
             ErrorClass::RateLimit
-        } else if status.is_some()
-            || ["api error", "500", "502", "503", "server"]
-                .iter()
-                .any(|w| m.contains(w))
+        } else if has(&["overloaded", "529", "503", "service unavailable"]) {
+            ErrorClass::Overloaded
+        } else if has(&[
+            "model not found",
+            "unknown model",
+            "model_not_found",
+            "not_found_error",
+            "invalid_request",
+            "does not exist",
+            "prompt is too long",
+            "context length",
+        ]) {
+            ErrorClass::InvalidRequest
+        } else if status.is_none()
+            && has(&[
+                "econnrefused",
+                "econnreset",
+                "etimedout",
+                "enotfound",
+                "connection refused",
+                "connection reset",
+                "connection error",
+                "fetch failed",
+                "network",
+                "socket hang up",
+                "error sending request",
+                "stream disconnected",
+                "timed out",
+            ])
         {
+            ErrorClass::Network
+        } else if status.is_some() || has(&["api error", "500", "502", "504", "server"]) {
             ErrorClass::Api
         } else {
             ErrorClass::Other
@@ -575,6 +620,37 @@ mod tests {
         let mut short = Event::Stderr { text: "ok".into() };
         short.cap_text(5);
         assert_eq!(short, Event::Stderr { text: "ok".into() });
+    }
+
+    #[test]
+    fn errors_are_classed_one_meaning_each() {
+        let c = ErrorClass::classify;
+        assert_eq!(c("429 Too Many Requests", None), ErrorClass::RateLimit);
+        assert_eq!(c("x", Some(429)), ErrorClass::RateLimit);
+        assert_eq!(c("Overloaded", None), ErrorClass::Overloaded);
+        assert_eq!(c("x", Some(529)), ErrorClass::Overloaded);
+        assert_eq!(c("503 Service Unavailable", None), ErrorClass::Overloaded);
+        assert_eq!(c("API Error: 500 internal", None), ErrorClass::Api);
+        assert_eq!(c("x", Some(502)), ErrorClass::Api);
+        assert_eq!(c("fetch failed", None), ErrorClass::Network);
+        assert_eq!(c("API Error: Connection error.", None), ErrorClass::Network);
+        assert_eq!(
+            c("stream disconnected before completion", None),
+            ErrorClass::Network
+        );
+        assert_eq!(c("Invalid API key", None), ErrorClass::Authentication);
+        assert_eq!(c("x", Some(401)), ErrorClass::Authentication);
+        assert_eq!(
+            c("429 You exceeded your current quota", Some(429)),
+            ErrorClass::Quota
+        );
+        assert_eq!(c("insufficient_quota", None), ErrorClass::Quota);
+        assert_eq!(
+            c("model not found: gpt-9", None),
+            ErrorClass::InvalidRequest
+        );
+        assert_eq!(c("x", Some(404)), ErrorClass::InvalidRequest);
+        assert_eq!(c("something odd", None), ErrorClass::Other);
     }
 
     #[test]

@@ -169,6 +169,8 @@ struct Shared {
     requests: Mutex<Vec<Request>>,
     serial: Mutex<u64>,
     usage: Usage,
+    /// Seconds every error answer's `retry-after` header says, if any.
+    retry_after: Mutex<Option<u64>>,
 }
 
 /// A running fake model server; stops when dropped.
@@ -194,6 +196,7 @@ impl FakeModel {
             requests: Mutex::new(Vec::new()),
             serial: Mutex::new(0),
             usage,
+            retry_after: Mutex::new(None),
         });
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -226,6 +229,12 @@ impl FakeModel {
     /// `http://127.0.0.1:PORT`
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// From now on, every error answer ([`Turn::Status`]) carries a
+    /// `retry-after: SECONDS` header, as a rate-limited API's does.
+    pub fn send_retry_after(&self, seconds: u64) {
+        *self.shared.retry_after.lock().expect("lock") = Some(seconds);
     }
 
     /// Every request so far.
@@ -336,7 +345,7 @@ async fn handle(
         Turn::SayThenShell(text, cmd) => (Turn::Shell(cmd), Some(text)),
         t => (t, None),
     };
-    answer(Reply {
+    let mut response = answer(Reply {
         turn,
         say,
         tool: find_tool(&json),
@@ -348,5 +357,15 @@ async fn handle(
         } else {
             Usage::default()
         },
-    })
+    });
+    let retry_after = *shared.retry_after.lock().expect("lock");
+    if let Some(seconds) = retry_after
+        && (response.status().is_client_error() || response.status().is_server_error())
+    {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from(seconds),
+        );
+    }
+    response
 }

@@ -10,7 +10,8 @@
 //!   [`Stamped`] events as they happen and its [`Report`] at the end.
 //! - [`session::Session`]: the iterations of a request (a fresh process
 //!   each, in a new git worktree if asked, wrong structured output resumed
-//!   with a correction), ending in a [`session::SessionReport`].
+//!   with a correction, runs that ended by a transient failure tried again
+//!   as [`retry::RetryPolicy`] says), ending in a [`session::SessionReport`].
 //! - [`batch::Batch`]: many requests, N at a time, cancel-all, one
 //!   [`batch_report::BatchReport`].
 //! - Sessions and batches say what happens through one typed stream of
@@ -64,6 +65,7 @@ pub mod regular_file;
 pub mod report;
 pub mod request;
 pub mod resources;
+pub mod retry;
 pub mod session;
 mod supervisor;
 pub mod template;

@@ -29,7 +29,8 @@ use warden_sandbox::env::EnvArg;
 use warden_sandbox::{AgentNeeds, Sandbox, SandboxOptions};
 
 use crate::limits::Limits;
-use crate::session::{IterationContext, SessionOptions, WorktreeRequest};
+use crate::retry::RetryPolicy;
+use crate::session::{IterationContext, RetryOf, SessionOptions, WorktreeRequest};
 use crate::{RunSpec, template};
 
 /// What the agent is asked.
@@ -150,6 +151,10 @@ pub struct RunRequest {
     pub output: Option<OutputRequest>,
     #[serde(default)]
     pub session: SessionRequest,
+    /// Retries of runs that end by a transient failure; any retry makes
+    /// the request a session.
+    #[serde(default)]
+    pub retry: RetryPolicy,
     /// The program that acts as each run's shim on this machine (the
     /// running executable if `None`); never shipped.
     #[serde(skip)]
@@ -223,6 +228,7 @@ impl RunRequest {
             env: Vec::new(),
             output: None,
             session: SessionRequest::default(),
+            retry: RetryPolicy::default(),
             shim_exe: None,
         }
     }
@@ -233,6 +239,7 @@ impl RunRequest {
         self.session.iterations != 1
             || self.session.worktree.is_some()
             || self.output.as_ref().is_some_and(|o| o.retries > 0)
+            || self.retry.retries > 0
     }
 
     /// Whether the prompt is a template (filled for each run).
@@ -342,6 +349,7 @@ impl RunRequest {
             branch: Some("BRANCH".into()),
             base: Some("BASE".into()),
             correction: None,
+            retry_of: None,
         };
         let prompt = self.prompt_for(&probe)?;
         if self.agent != Agent::Exec {
@@ -361,6 +369,7 @@ impl RunRequest {
             branch: None,
             base: None,
             correction: None,
+            retry_of: None,
         }
     }
 
@@ -379,6 +388,17 @@ impl RunRequest {
     /// The prompt of one run: the template filled, the preamble added; for
     /// an output retry, the correction.
     pub fn prompt_for(&self, ctx: &IterationContext) -> Result<String, RequestError> {
+        if let Some(RetryOf {
+            failure,
+            resume: Some(_),
+        }) = &ctx.retry_of
+        {
+            // The resumed session has the task and the work so far.
+            return Ok(format!(
+                "Your previous attempt was cut off by a transient failure ({}), not by anything you did. Continue the task from where you stopped; do not redo finished steps.",
+                failure.words()
+            ));
+        }
         if let Some((_, correction)) = &ctx.correction {
             let tag = self.output.as_ref().map_or("output", |o| o.tag.as_str());
             return Ok(format!(
@@ -447,8 +467,13 @@ impl RunRequest {
         let mut spec = if self.agent == Agent::Exec {
             RunSpec::exec(&self.command)
         } else {
-            // An output retry resumes the agent's own session.
-            let resume = ctx.correction.as_ref().map(|(session, _)| session.as_str());
+            // A retry of a transient failure, or an output retry, resumes
+            // the agent's own session.
+            let resume = ctx
+                .retry_of
+                .as_ref()
+                .and_then(|r| r.resume.as_deref())
+                .or(ctx.correction.as_ref().map(|(session, _)| session.as_str()));
             let mut inv = self.invocation(self.prompt_for(ctx)?, resume)?;
             let mut command = vec![std::mem::take(&mut inv.program)];
             command.append(&mut inv.args);
@@ -486,6 +511,7 @@ impl RunRequest {
             session_dir: self.dir.clone(),
             output_retries: self.output.as_ref().map_or(0, |o| o.retries),
             can_resume: profile(self.agent).can_resume,
+            retry: self.retry.clone(),
         }
     }
 }

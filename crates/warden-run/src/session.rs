@@ -1,7 +1,10 @@
 //! A session: runs of the same task, one fresh agent process each, in the
 //! same directory (a new git worktree on its own branch, if asked), until
 //! the agent prints the completion signal, an iteration fails, or the
-//! iterations run out. Writes `session.json` with every run and the totals.
+//! iterations run out. A run that ended by a transient failure is tried
+//! again (`--retries`), each attempt in its own directory
+//! (`iteration-N-attempt-K`). Writes `session.json` with every run and the
+//! totals.
 //!
 //! [`Session`] runs one [`RunRequest`] so; each iteration's spec is built
 //! from the request (the prompt may use `{{ITERATION}}`), and everything
@@ -16,6 +19,7 @@ use warden_events::Tokens;
 
 use crate::git::{self, Commit, Worktree};
 use crate::held_dir::HeldDir;
+use crate::retry::{RetryOn, RetryPolicy};
 use crate::update::{Outbox, Update};
 use crate::{Canceller, Run, RunRequest, RunSpec, SetupError, Verdict};
 
@@ -45,8 +49,12 @@ pub struct SessionOptions {
     /// `--output-retries`: how many times a run whose structured output
     /// was wrong is resumed with a correction.
     pub output_retries: u32,
-    /// Whether the agent can resume a session (for output retries).
+    /// Whether the agent can resume a session (for output retries and
+    /// retries of transient failures).
     pub can_resume: bool,
+    /// `--retries`, `--retry-on`, `--retry-backoff`: how a run that ended
+    /// by a transient failure is tried again.
+    pub retry: RetryPolicy,
 }
 
 /// What `make_run` is told about the run to build.
@@ -61,6 +69,19 @@ pub struct IterationContext {
     /// For an output retry: the agent's session to resume and the
     /// correction to send instead of the task's prompt.
     pub correction: Option<(String, String)>,
+    /// For a retry of a transient failure: the failure, and the agent's
+    /// session to resume, if any.
+    pub retry_of: Option<RetryOf>,
+}
+
+/// What a retry of a transient failure is told about the attempt before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryOf {
+    pub failure: RetryOn,
+    /// The agent's session to resume: the CLI can, and the failed attempt
+    /// got at least one answer from the model (else there is nothing to
+    /// resume, and the run starts afresh).
+    pub resume: Option<String>,
 }
 
 /// One run of the session, as `session.json` lists it.
@@ -68,6 +89,16 @@ pub struct IterationContext {
 pub struct SessionRun {
     pub iteration: u32,
     pub output_retry: bool,
+    /// Which attempt at this run it was: 1, then one more for each retry
+    /// of a transient failure (`--retries`).
+    pub attempt: u32,
+    /// Whether this attempt resumed the agent's session of the attempt
+    /// before (else it started afresh).
+    pub resumed: bool,
+    /// The transient failure this run ended by, when it was tried again.
+    pub retried_because: Option<RetryOn>,
+    /// How long warden waited before the next attempt, ms.
+    pub retry_delay_ms: Option<u64>,
     pub run_id: String,
     pub run_dir: PathBuf,
     pub verdict: Option<Verdict>,
@@ -354,26 +385,39 @@ pub(crate) async fn run_session(
     let mut iteration = 0;
     let mut correction: Option<(String, String)> = None;
     let mut retries_left = opts.output_retries;
+    // The output retry this step is (`iteration-N-retry-M`), if it is one.
+    let mut output_retry: Option<u32> = None;
+    // The attempt at this step: one more for each transient failure.
+    let mut attempt: u32 = 1;
+    let mut retry_of: Option<RetryOf> = None;
     loop {
         if control.stopped() {
+            if retry_of.is_some() {
+                // Cancelled just as the wait before a retry ended: as if
+                // during the wait, the session is cancelled.
+                report.verdict = Some(Verdict::Cancelled);
+            }
             report.stopped_because = StopReason::Cancelled;
             break;
         }
-        let retrying = correction.is_some();
-        if !retrying {
+        let next_step = correction.is_none() && retry_of.is_none();
+        if next_step {
             if iteration >= opts.iterations {
                 break;
             }
             iteration += 1;
+            output_retry = None;
+            attempt = 1;
         }
-        let run_dir = session_dir.join(if retrying {
-            format!(
-                "iteration-{iteration}-retry-{}",
-                opts.output_retries - retries_left
-            )
-        } else {
-            format!("iteration-{iteration}")
-        });
+        let mut name = match output_retry {
+            Some(m) => format!("iteration-{iteration}-retry-{m}"),
+            None => format!("iteration-{iteration}"),
+        };
+        if attempt > 1 {
+            name.push_str(&format!("-attempt-{attempt}"));
+        }
+        let run_dir = session_dir.join(name);
+        let resumed = retry_of.as_ref().is_some_and(|r| r.resume.is_some());
         let ctx = IterationContext {
             iteration,
             iterations: opts.iterations,
@@ -381,7 +425,9 @@ pub(crate) async fn run_session(
             run_dir: run_dir.clone(),
             branch: branch.clone(),
             base: base.clone(),
-            correction: correction.take(),
+            // Kept for an attempt that starts afresh: it is sent again.
+            correction: correction.clone(),
+            retry_of: retry_of.take(),
         };
         let mut spec = match make_run(&ctx) {
             Ok(s) => s,
@@ -412,7 +458,16 @@ pub(crate) async fn run_session(
             run_id: handle.run_id().to_string(),
         })
         .await;
+        // The wait the agent itself announced last (a CLI that computes
+        // it from the server's retry-after): the least a retry waits.
+        let mut announced_wait: Option<u64> = None;
         while let Some(event) = handle.next_event().await {
+            if let crate::Event::Retry {
+                delay_ms: Some(d), ..
+            } = &event.event
+            {
+                announced_wait = Some(*d);
+            }
             out.send(Update::Event { entry, event }).await;
         }
         let run = handle.wait().await;
@@ -440,7 +495,11 @@ pub(crate) async fn run_session(
         let signalled = run.completion_signal_seen_ms.is_some();
         report.runs.push(SessionRun {
             iteration,
-            output_retry: retrying,
+            output_retry: output_retry.is_some(),
+            attempt,
+            resumed,
+            retried_because: None,
+            retry_delay_ms: None,
             run_id: run.run_id.clone(),
             run_dir: run.run_dir.clone(),
             verdict: run.verdict,
@@ -461,18 +520,63 @@ pub(crate) async fn run_session(
                 break;
             }
             Some(Verdict::Succeeded) => {
+                correction = None;
                 if signalled {
                     report.stopped_because = StopReason::CompletionSignal;
                     break;
                 }
             }
             _ => {
+                if let Some(failure) = opts.retry.should_retry(&run, attempt - 1) {
+                    let hint = [
+                        announced_wait.map(std::time::Duration::from_millis),
+                        run.error_message
+                            .as_deref()
+                            .and_then(crate::retry::retry_after_in),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .max();
+                    let delay = opts.retry.delay(attempt, crate::retry::jitter(), hint);
+                    if let Some(last) = report.runs.last_mut() {
+                        last.retried_because = Some(failure);
+                        last.retry_delay_ms = Some(delay.as_millis() as u64);
+                    }
+                    write_json(&held, &mut report);
+                    out.send(Update::RetryWaiting {
+                        entry,
+                        iteration,
+                        attempt: attempt + 1,
+                        attempts: opts.retry.retries + 1,
+                        delay,
+                        because: failure,
+                    })
+                    .await;
+                    if !backoff(&control, delay).await {
+                        // Cancelled while waiting: the session ends now.
+                        report.verdict = Some(Verdict::Cancelled);
+                        report.stopped_because = StopReason::Cancelled;
+                        break;
+                    }
+                    attempt += 1;
+                    let progressed = run.turns > 0 || run.tool_calls > 0;
+                    retry_of = Some(RetryOf {
+                        failure,
+                        resume: run
+                            .session_id
+                            .clone()
+                            .filter(|_| opts.can_resume && progressed),
+                    });
+                    continue;
+                }
                 if run.output_error.is_some()
                     && retries_left > 0
                     && opts.can_resume
                     && let Some(session) = run.session_id.clone()
                 {
                     retries_left -= 1;
+                    output_retry = Some(opts.output_retries - retries_left);
+                    attempt = 1;
                     correction = Some((session, run.reason.clone()));
                     continue;
                 }
@@ -555,6 +659,19 @@ fn lock_worktree(path: &Path) -> Option<std::os::fd::OwnedFd> {
         .and_then(|d| d.lock().ok())
 }
 
+/// Waits `delay` before a retry; `false` when the session was cancelled
+/// before or during the wait (it ends at once, with no further run).
+async fn backoff(control: &SessionControl, delay: std::time::Duration) -> bool {
+    let seen = control.cancels();
+    if control.stopped() {
+        return false;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(delay) => !control.stopped(),
+        () = control.cancelled_after(seen) => false,
+    }
+}
+
 /// Writes `session.json` atomically through the session directory's
 /// handle; a failure is kept in the report (after any error before it).
 fn write_json(dir: &HeldDir, report: &mut SessionReport) {
@@ -579,7 +696,9 @@ fn write_json(dir: &HeldDir, report: &mut SessionReport) {
 /// A session of runs of one [`RunRequest`]: `session.iterations` runs
 /// (until the completion signal or a failed run), in a new worktree if
 /// asked, each wrong structured output resumed with a correction up to
-/// `output.retries` times. Writes `session.json`.
+/// `output.retries` times, each run that ended by a transient failure
+/// tried again up to `retry.retries` times (after a backoff that a cancel
+/// cuts short; see [`crate::retry`]). Writes `session.json`.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), warden_run::SetupError> {

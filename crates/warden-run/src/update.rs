@@ -43,6 +43,18 @@ pub enum Update {
         iteration: u32,
         report: Box<Report>,
     },
+    /// A run ended by a transient failure and will be tried again after
+    /// `delay` (`--retries`); a cancel meanwhile ends the session at once.
+    RetryWaiting {
+        entry: Option<usize>,
+        iteration: u32,
+        /// The attempt that comes next (2 for the first retry).
+        attempt: u32,
+        /// The most attempts this run gets (`--retries` + 1).
+        attempts: u32,
+        delay: std::time::Duration,
+        because: crate::retry::RetryOn,
+    },
     /// A batch entry ended: its line of `batch.json`.
     EntryFinished { entry: usize, run: Box<BatchRun> },
 }

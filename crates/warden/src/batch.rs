@@ -159,7 +159,11 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
                         f.set(setting, "true");
                     }
                 }
-                Some(setting) => f.set(setting, s()?),
+                // A list (`retry_on`) as the comma list its flag takes.
+                Some(setting) => f.set(
+                    setting,
+                    s().or_else(|e| list().map(|l| l.join(",")).map_err(|_| e))?,
+                ),
                 None => {
                     let known: Vec<&str> = RUN_KEYS
                         .iter()
@@ -640,6 +644,18 @@ impl Reporter for BatchView {
                     report.reason
                 ));
             }
+            Update::RetryWaiting {
+                entry: Some(i),
+                attempt,
+                attempts,
+                delay,
+                because,
+                ..
+            } => self.line(&format!(
+                "[{}] {}",
+                self.entries[*i].0,
+                crate::render::retry_line(*delay, *because, *attempt, *attempts)
+            )),
             Update::Worktree {
                 entry: Some(i),
                 worktree: wt,

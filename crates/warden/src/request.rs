@@ -113,6 +113,7 @@ pub(crate) fn build(
     };
     request.env = env;
     request.output = output;
+    request.retry = resolved.retry.clone();
     request.session.name.clone_from(&args.name);
     request.session.iterations = args.iterations;
     request.session.worktree = args.worktree.as_ref().map(|branch| WorktreeRequest {

@@ -134,6 +134,8 @@ pub(crate) struct Resolved {
     /// the age in days past which they go.
     pub keep_runs: Option<u64>,
     pub keep_days: Option<u64>,
+    /// `--retries`, `--retry-on`, `--retry-backoff`.
+    pub retry: warden_run::retry::RetryPolicy,
 }
 
 impl RawSettings {
@@ -223,6 +225,13 @@ impl RawSettings {
                 toml::Value::String(s) => s,
                 toml::Value::Integer(i) => i.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
+                // A list (`retry_on = ["stalled", "network"]`) as the
+                // comma list the flag takes.
+                toml::Value::Array(a) if a.iter().all(toml::Value::is_str) => a
+                    .iter()
+                    .filter_map(toml::Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
                 other => {
                     return Err(SettingsError::Invalid {
                         origin,
@@ -299,11 +308,36 @@ mod tests {
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",
+            Kind::Count(_) => "4",
+            Kind::RetryOn(_) => "stalled,network",
             Kind::Memory(_) => "64MiB",
             Kind::Pids(_) => "50",
             Kind::Cpus(_) => "1.5",
-            Kind::Count(_) => "7",
         }
+    }
+
+    #[test]
+    fn retry_settings_come_from_every_source() {
+        use warden_run::retry::RetryOn;
+        let r = raw(
+            SettingFlags::of(&[("retries", "2")]),
+            &[("WARDEN_RETRY_BACKOFF", "250ms")],
+            Some("retry_on = [\"stalled\", \"rate_limited\"]\nretries = 9\n"),
+        )
+        .unwrap();
+        assert_eq!(r.retry.retries, 2, "the flag wins over the file");
+        assert_eq!(r.retry.backoff, Duration::from_millis(250));
+        assert_eq!(r.retry.on, [RetryOn::RateLimited, RetryOn::Stalled]);
+        let d = raw(SettingFlags::default(), &[], None).unwrap();
+        assert_eq!(d.retry, warden_run::retry::RetryPolicy::default());
+        assert!(!d.retry.on.contains(&RetryOn::Stalled));
+        let e = raw(
+            SettingFlags::of(&[("retry_on", "stalled,later")]),
+            &[],
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--retry-on"), "{e}");
     }
 
     /// The flags `warden run` parses from this command line.

@@ -1,6 +1,7 @@
 //! Following, from the submitting host, the runs an entry makes on
 //! another machine: its session writes each run's directory
-//! (`iteration-N`, `iteration-N-retry-M`) into the entry's directory on
+//! (`iteration-N`, `iteration-N-retry-M`, each perhaps with `-attempt-K`)
+//! into the entry's directory on
 //! shared storage, and the batch's stream says what it reads there, as
 //! it would for a run on this machine: the run started, its events as
 //! `events.jsonl` grows, the run ended with its final `run.json`.
@@ -109,36 +110,42 @@ impl Follow {
 }
 
 /// The run directories in `dir`, in the order the session made them:
-/// (iteration, 0 or the retry's number plus one, name). Anything else
-/// there, a link among them, is not a run.
-pub(crate) fn runs_of(dir: &Path) -> Vec<(u32, u32, String)> {
+/// (iteration, (0 or the output retry's number plus one, the attempt),
+/// name). Anything else there, a link among them, is not a run.
+pub(crate) fn runs_of(dir: &Path) -> Vec<(u32, (u32, u32), String)> {
     let Ok(list) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut runs: Vec<(u32, u32, String)> = list
+    let mut runs: Vec<(u32, (u32, u32), String)> = list
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let (iteration, retry) = run_name(&name)?;
-            Some((iteration, retry, name))
+            let (iteration, retry, attempt) = run_name(&name)?;
+            Some((iteration, (retry, attempt), name))
         })
         .collect();
     runs.sort();
     runs
 }
 
-/// `iteration-N` → (N, 0); `iteration-N-retry-M` → (N, M + 1).
-fn run_name(name: &str) -> Option<(u32, u32)> {
+/// `iteration-N` → (N, 0, 1); `iteration-N-retry-M` → (N, M + 1, 1);
+/// either with `-attempt-K` (a retry of a transient failure, K ≥ 2) →
+/// attempt K. The attempts at a run come before its next output retry.
+fn run_name(name: &str) -> Option<(u32, u32, u32)> {
     let rest = name.strip_prefix("iteration-")?;
     let number = |s: &str| {
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
             .then(|| s.parse::<u32>().ok())
             .flatten()
     };
+    let (rest, attempt) = match rest.split_once("-attempt-") {
+        Some((r, k)) => (r, number(k).filter(|k| *k >= 2)?),
+        None => (rest, 1),
+    };
     match rest.split_once("-retry-") {
-        Some((n, m)) => Some((number(n)?, number(m)?.checked_add(1)?)),
-        None => Some((number(rest)?, 0)),
+        Some((n, m)) => Some((number(n)?, number(m)?.checked_add(1)?, attempt)),
+        None => Some((number(rest)?, 0, attempt)),
     }
 }
 
@@ -209,12 +216,18 @@ mod tests {
 
     #[test]
     fn run_directories_are_taken_in_the_order_the_session_made_them() {
-        assert_eq!(run_name("iteration-2"), Some((2, 0)));
-        assert_eq!(run_name("iteration-2-retry-0"), Some((2, 1)));
+        assert_eq!(run_name("iteration-2"), Some((2, 0, 1)));
+        assert_eq!(run_name("iteration-2-retry-0"), Some((2, 1, 1)));
+        assert_eq!(run_name("iteration-2-attempt-3"), Some((2, 0, 3)));
+        assert_eq!(run_name("iteration-2-retry-1-attempt-2"), Some((2, 2, 2)));
         for not in [
             "iteration-",
             "iteration-x",
             "iteration-1-retry-",
+            "iteration-1-attempt-",
+            "iteration-1-attempt-1",
+            "iteration-1-attempt-x",
+            "iteration-1-attempt-2-retry-1",
             "iter-1",
             "iteration--1",
         ] {
@@ -224,6 +237,9 @@ mod tests {
         for name in [
             "iteration-10",
             "iteration-2-retry-0",
+            "iteration-2-attempt-10",
+            "iteration-2-retry-0-attempt-2",
+            "iteration-2-attempt-2",
             "iteration-2",
             "session.json",
         ] {
@@ -237,7 +253,14 @@ mod tests {
         let names: Vec<String> = runs_of(dir.path()).into_iter().map(|r| r.2).collect();
         assert_eq!(
             names,
-            ["iteration-2", "iteration-2-retry-0", "iteration-10"]
+            [
+                "iteration-2",
+                "iteration-2-attempt-2",
+                "iteration-2-attempt-10",
+                "iteration-2-retry-0",
+                "iteration-2-retry-0-attempt-2",
+                "iteration-10"
+            ]
         );
     }
 

@@ -338,6 +338,19 @@ impl<S: Surface> Reporter for Human<S> {
             } => self.started(*iteration, run_dir),
             Update::Event { event, .. } => self.event(event),
             Update::IterationFinished { report, .. } => self.finished(report),
+            Update::RetryWaiting {
+                attempt,
+                attempts,
+                delay,
+                because,
+                ..
+            } => {
+                // Shown with --quiet too: the run failed, and warden acts.
+                let msg = super::retry_line(*delay, *because, *attempt, *attempts);
+                let elapsed = self.elapsed();
+                self.surface
+                    .line(&github::neutralize(&format!("warden: {msg}")), elapsed);
+            }
             // Batch entries have their own view.
             _ => {}
         }

@@ -135,6 +135,21 @@ pub(crate) fn ms(ms: u64) -> String {
     }
 }
 
+/// `retrying in 4.2s (rate limited, attempt 2 of 3)`: what a view says
+/// while a session waits to try a run again.
+pub(crate) fn retry_line(
+    delay: Duration,
+    because: warden_run::retry::RetryOn,
+    attempt: u32,
+    attempts: u32,
+) -> String {
+    format!(
+        "retrying in {} ({}, attempt {attempt} of {attempts})",
+        short(delay),
+        because.words()
+    )
+}
+
 /// `850ms`, `12.3s`, `4m05s`, `1h02m`.
 pub(crate) fn short(d: Duration) -> String {
     let s = d.as_secs();

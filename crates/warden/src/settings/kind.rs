@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use warden_process::Cpus;
 use warden_run::limits::{OnFatalError, clock};
+use warden_run::retry::RetryOn;
 use warden_run::{ContainmentChoice, SandboxChoice};
 
 use super::Resolved;
@@ -28,14 +29,16 @@ pub(crate) enum Kind {
     Path(fn(&mut Resolved, PathBuf)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
+    /// A whole number, 0 or more.
+    Count(fn(&mut Resolved, u32)),
+    /// Transient failures, by name, separated by commas.
+    RetryOn(fn(&mut Resolved, Vec<RetryOn>)),
     /// A memory limit: a size, at least 1 MiB; `0` for none.
     Memory(fn(&mut Resolved, Option<u64>)),
     /// A process limit: a count; `0` for none.
     Pids(fn(&mut Resolved, Option<u64>)),
     /// A CPU quota in CPUs (`1.5`); `0` for none.
     Cpus(fn(&mut Resolved, Option<Cpus>)),
-    /// A whole number of things (runs to keep, days).
-    Count(fn(&mut Resolved, u64)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -55,6 +58,11 @@ impl Kind {
             Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
+            Kind::Count(_) => "a whole number such as `0` or `3`",
+            Kind::RetryOn(_) => {
+                "names separated by commas, of rate_limited, server_error, overloaded, network, \
+                 stalled, startup_timeout (or `all`, or `none`)"
+            }
             Kind::Memory(_) => {
                 "a size such as `2G`, `512MiB` or `1536M`, at least 1MiB (`0` for no limit)"
             }
@@ -62,7 +70,6 @@ impl Kind {
             Kind::Cpus(_) => {
                 "a number of CPUs such as `2`, `1.5` or `0.25`, at least 0.01 (`0` for no limit)"
             }
-            Kind::Count(_) => "a whole number such as `20`",
         }
     }
 
@@ -112,6 +119,20 @@ impl Kind {
                 let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, o))
             }
+            Kind::Count(set) => {
+                let n: u32 = match t.parse() {
+                    Ok(n) => n,
+                    Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                        return Err(Bad::TooLarge("the most is 4294967295"));
+                    }
+                    Err(_) => return Err(Bad::Invalid),
+                };
+                Box::new(move |r| set(r, n))
+            }
+            Kind::RetryOn(set) => {
+                let list = RetryOn::parse_list(t).map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, list))
+            }
             Kind::Memory(set) => {
                 let limit = match t {
                     "0" => None,
@@ -132,10 +153,6 @@ impl Kind {
                     _ => Some(Cpus::parse(t).ok_or(Bad::Invalid)?),
                 };
                 Box::new(move |r| set(r, limit))
-            }
-            Kind::Count(set) => {
-                let n = whole_number(t)?;
-                Box::new(move |r| set(r, n))
             }
             Kind::Containment(set) => {
                 let c = match t {

@@ -260,7 +260,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "keep_runs",
-        kind: Kind::Count(|r, n| r.keep_runs = Some(n)),
+        kind: Kind::Count(|r, n| r.keep_runs = Some(u64::from(n))),
         default: Shown::Unset,
         doc: "Retention: keep this many of the newest run, session and batch directories (each kind); `warden gc` and the end of each `warden run` remove the rest",
         value_name: "N",
@@ -270,12 +270,42 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "keep_days",
-        kind: Kind::Count(|r, n| r.keep_days = Some(n)),
+        kind: Kind::Count(|r, n| r.keep_days = Some(u64::from(n))),
         default: Shown::Unset,
         doc: "Retention: remove run, session and batch directories last changed more than this many days ago (`warden gc`, and the end of each `warden run`)",
         value_name: "DAYS",
         short: None,
         in_batch: false,
+    },
+    Setting {
+        name: "retries",
+        kind: Kind::Count(|r, n| r.retry.retries = n),
+        default: Shown::Value("0"),
+        doc: "Try a run that ended by a transient failure (see --retry-on) again, up to this many \
+              times, resuming the agent's session where the CLI can",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "retry_on",
+        kind: Kind::RetryOn(|r, on| r.retry.on = on),
+        default: Shown::Value("rate_limited,server_error,overloaded,network,startup_timeout"),
+        doc: "Which transient failures --retries retries: rate_limited, server_error, overloaded, \
+              network, stalled, startup_timeout (or all, none)",
+        value_name: "LIST",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "retry_backoff",
+        kind: Kind::Grace(|r, d| r.retry.backoff = d),
+        default: Shown::Value("5s"),
+        doc: "The first retry waits up to this long, each next one up to twice as long (at most \
+              5m; full jitter), never less than a retry-after the agent reported",
+        value_name: "DURATION",
+        short: None,
+        in_batch: true,
     },
 ];
 
@@ -310,6 +340,7 @@ impl Default for Resolved {
             preserve_status: false,
             keep_runs: None,
             keep_days: None,
+            retry: warden_run::retry::RetryPolicy::default(),
         }
     }
 }

@@ -21,5 +21,6 @@ mod fields;
 mod kit;
 mod retries;
 mod scenarios;
+mod transient_retries;
 mod verdicts;
 mod views12;

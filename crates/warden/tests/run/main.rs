@@ -39,6 +39,7 @@ mod slurm_batch;
 mod slurm_cluster;
 mod startup;
 mod startup2;
+mod transient_retries;
 mod typed_report;
 mod verdicts;
 mod view;

@@ -364,6 +364,69 @@ const EFFECTS: &[Effect] = &[
                 && !case.path().join(".warden/runs/this-run").exists()
         },
     },
+    // A run that stalls: retried, it has a second attempt's directory.
+    Effect {
+        key: "retries",
+        value: "1",
+        flags: &[
+            "--retry-on",
+            "stalled",
+            "--retry-backoff",
+            "0",
+            "--stall-timeout",
+            "300ms",
+            "--kill-grace",
+            "200ms",
+        ],
+        command: &["sh", "-c", "echo x; exec sleep 30"],
+        took: |case, _| {
+            case.run_dir()
+                .join("iteration-1-attempt-2/run.json")
+                .is_file()
+        },
+    },
+    Effect {
+        key: "retry_on",
+        value: "stalled",
+        flags: &[
+            "--retries",
+            "1",
+            "--retry-backoff",
+            "0",
+            "--stall-timeout",
+            "300ms",
+            "--kill-grace",
+            "200ms",
+        ],
+        command: &["sh", "-c", "echo x; exec sleep 30"],
+        took: |case, _| {
+            case.run_dir()
+                .join("iteration-1-attempt-2/run.json")
+                .is_file()
+        },
+    },
+    // No wait at all with a base of 0; the default base (5s) draws one.
+    Effect {
+        key: "retry_backoff",
+        value: "0",
+        flags: &[
+            "--retries",
+            "1",
+            "--retry-on",
+            "stalled",
+            "--stall-timeout",
+            "300ms",
+            "--kill-grace",
+            "200ms",
+        ],
+        command: &["sh", "-c", "echo x; exec sleep 30"],
+        took: |case, _| {
+            std::fs::read_to_string(case.run_dir().join("session.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|s| s["runs"][0]["retry_delay_ms"] == 0)
+        },
+    },
 ];
 
 /// Whether the stand-in engine was given `pair` (a flag and its value).
