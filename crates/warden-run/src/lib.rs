@@ -45,6 +45,7 @@
 mod artifacts;
 pub mod batch;
 mod batch_plan;
+pub mod budget;
 pub mod batch_report;
 mod clocks;
 pub mod defaults;
@@ -122,6 +123,9 @@ pub struct RunSpec {
     /// against the schema, if given) into the report's `output`.
     pub output_tag: Option<String>,
     pub output_schema: Option<(PathBuf, serde_json::Value)>,
+    /// Budgets shared with the runs before this one (a session's, a
+    /// batch's), with what those spent; the run's own is `limits.budget`.
+    pub budgets: Vec<budget::SharedBudget>,
 }
 
 impl RunSpec {
@@ -146,6 +150,7 @@ impl RunSpec {
             env_args: Vec::new(),
             output_tag: None,
             output_schema: None,
+            budgets: Vec::new(),
         }
     }
 }
@@ -363,6 +368,7 @@ impl Run {
             on_kill: wrapped.on_kill.clone(),
             git,
             output,
+            budgets: spec.budgets.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();

@@ -19,6 +19,9 @@ pub struct Limits {
     pub max_line: usize,
     /// What a fatal error of the agent does to the run.
     pub on_fatal_error: OnFatalError,
+    /// The most the run may spend (`--max-cost`, `--max-tokens`,
+    /// `--max-turns`).
+    pub budget: crate::budget::Budget,
 }
 
 /// What warden does when the agent reports an error that no retry will
@@ -77,6 +80,7 @@ impl Default for Limits {
             completion_signal: defaults::COMPLETION_SIGNAL.to_string(),
             max_line: defaults::MAX_LINE,
             on_fatal_error: defaults::ON_FATAL_ERROR,
+            budget: crate::budget::Budget::default(),
         }
     }
 }

@@ -47,6 +47,10 @@ pub struct SessionOptions {
     pub output_retries: u32,
     /// Whether the agent can resume a session (for output retries).
     pub can_resume: bool,
+    /// The most the session's runs may spend together.
+    pub budget: crate::budget::Budget,
+    /// The batch's budget, with what its entries before this one spent.
+    pub batch_budget: Option<crate::budget::SharedBudget>,
 }
 
 /// What `make_run` is told about the run to build.
@@ -76,6 +80,7 @@ pub struct SessionRun {
     pub completion_signal_seen: bool,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    pub turns: u32,
     pub commits: Vec<Commit>,
 }
 
@@ -106,6 +111,9 @@ pub enum StopReason {
     Cancelled,
     /// A run could not be set up (its spec, its directory, its sandbox).
     SetupFailed,
+    /// A budget of the session or its batch was exceeded by a run, or
+    /// nothing was left of it for another run.
+    BudgetExceeded,
 }
 
 impl StopReason {
@@ -117,6 +125,7 @@ impl StopReason {
             StopReason::IterationFailed => "iteration_failed",
             StopReason::Cancelled => "cancelled",
             StopReason::SetupFailed => "setup_failed",
+            StopReason::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -147,6 +156,15 @@ pub struct SessionReport {
     pub runs: Vec<SessionRun>,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    /// Model calls of every run.
+    pub turns: u64,
+    /// The session's budget (and its batch's), with what was reached by
+    /// every run of the session (for the batch's: and by the entries
+    /// before it).
+    pub budgets: Vec<crate::budget::BudgetLine>,
+    /// The budget that stopped the session: exceeded by its last run, or
+    /// with nothing left for another (verdict `budget_exceeded`).
+    pub budget_exceeded: Option<crate::budget::BudgetLine>,
     pub commits: Vec<Commit>,
     pub output: Option<serde_json::Value>,
     pub error: Option<String>,
@@ -313,6 +331,9 @@ pub(crate) async fn run_session(
         runs: Vec::new(),
         tokens: Tokens::default(),
         cost_usd: None,
+        turns: 0,
+        budgets: Vec::new(),
+        budget_exceeded: None,
         commits: Vec::new(),
         output: None,
         error: None,
@@ -323,6 +344,25 @@ pub(crate) async fn run_session(
     let mut iteration = 0;
     let mut correction: Option<(String, String)> = None;
     let mut retries_left = opts.output_retries;
+    // What the session's runs spent, against its budget and its batch's.
+    let mut spent = crate::budget::Spent::default();
+    let shared = |spent: &crate::budget::Spent| {
+        let mut all = Vec::new();
+        if !opts.budget.is_empty() {
+            all.push(crate::budget::SharedBudget::new(
+                crate::budget::BudgetScope::Session,
+                opts.budget,
+                *spent,
+            ));
+        }
+        if let Some(b) = opts.batch_budget {
+            let mut before = b.spent;
+            before.add(spent);
+            all.push(crate::budget::SharedBudget::new(b.scope, b.budget, before));
+        }
+        all
+    };
+    report.budgets = shared(&spent).iter().flat_map(|b| b.lines()).collect();
     loop {
         if control.stopped() {
             report.stopped_because = StopReason::Cancelled;
@@ -333,6 +373,18 @@ pub(crate) async fn run_session(
             if iteration >= opts.iterations {
                 break;
             }
+        }
+        // A run with nothing left of a budget would exceed it at its first
+        // model call: none starts.
+        let budgets = shared(&spent);
+        if let Some(line) = budgets.iter().find_map(|b| b.used_up()) {
+            report.stopped_because = StopReason::BudgetExceeded;
+            report.verdict = Some(Verdict::BudgetExceeded);
+            report.budget_exceeded = Some(line);
+            report.error = Some(format!("no further run started: {}", line.used_up()));
+            break;
+        }
+        if !retrying {
             iteration += 1;
         }
         let run_dir = session_dir.join(if retrying {
@@ -362,6 +414,7 @@ pub(crate) async fn run_session(
         };
         spec.cwd = workdir.clone();
         spec.run_dir = Some(run_dir.clone());
+        spec.budgets = budgets;
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
@@ -397,6 +450,9 @@ pub(crate) async fn run_session(
         if let Some(c) = run.cost_usd {
             *report.cost_usd.get_or_insert(0.0) += c;
         }
+        report.turns += u64::from(run.turns);
+        spent.add(&crate::budget::Spent::of_report(&run));
+        report.budgets = shared(&spent).iter().flat_map(|b| b.lines()).collect();
         report.verdict = run.verdict;
         if run.output.is_some() {
             report.output.clone_from(&run.output);
@@ -418,6 +474,7 @@ pub(crate) async fn run_session(
             completion_signal_seen: signalled,
             tokens: run.tokens,
             cost_usd: run.cost_usd,
+            turns: run.turns,
             commits: run.commits.clone(),
         });
         write_json(&held, &mut report);
@@ -425,6 +482,11 @@ pub(crate) async fn run_session(
         match run.verdict {
             Some(Verdict::Cancelled) => {
                 report.stopped_because = StopReason::Cancelled;
+                break;
+            }
+            Some(Verdict::BudgetExceeded) => {
+                report.stopped_because = StopReason::BudgetExceeded;
+                report.budget_exceeded = run.budget_exceeded;
                 break;
             }
             Some(Verdict::Succeeded) => {

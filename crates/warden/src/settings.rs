@@ -128,6 +128,8 @@ pub(crate) struct Resolved {
     pub quiet: bool,
     /// The plain view's heartbeat; `None` when disabled.
     pub heartbeat: Option<Duration>,
+    /// The most a session's runs may spend together.
+    pub session_budget: warden_run::budget::Budget,
 }
 
 impl RawSettings {
@@ -216,6 +218,7 @@ impl RawSettings {
             let value = match v {
                 toml::Value::String(s) => s,
                 toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
                 other => {
                     return Err(SettingsError::Invalid {
@@ -293,6 +296,8 @@ mod tests {
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",
+            Kind::Usd(_) => "0.25",
+            Kind::Count(_) => "7",
         }
     }
 
@@ -589,6 +594,40 @@ mod tests {
             e.contains("for `timeout`") && !e.contains("--timeout"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn budgets_take_dollars_and_whole_numbers_and_refuse_the_rest() {
+        let r = raw(
+            SettingFlags::of(&[("max_cost", "$0.50"), ("max_turns", "3")]),
+            &[("WARDEN_SESSION_MAX_TOKENS", "20000")],
+            Some("session_max_cost = 2.5\nmax_tokens = 1000"),
+        )
+        .unwrap();
+        let b = r.limits.budget;
+        assert_eq!(b.max_cost_usd.map(|u| u.dollars()), Some(0.5));
+        assert_eq!((b.max_tokens, b.max_turns), (Some(1000), Some(3)));
+        assert_eq!(r.session_budget.max_tokens, Some(20000));
+        assert_eq!(r.session_budget.max_cost_usd.map(|u| u.dollars()), Some(2.5));
+        for (name, bad) in [
+            ("max_cost", "0"),
+            ("max_cost", "-1"),
+            ("max_cost", "lots"),
+            ("max_cost", "NaN"),
+            ("max_turns", "0"),
+            ("max_turns", "2.5"),
+            ("max_tokens", "-5"),
+        ] {
+            let e = raw(SettingFlags::of(&[(name, bad)]), &[], None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("--{}", name.replace('_', "-"))) && e.contains("such as"),
+                "{name} = {bad}: {e}"
+            );
+        }
+        let e = raw(SettingFlags::of(&[("max_cost", "1e13")]), &[], None).unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct Work {
     /// Cancelled by the batch's owner (a signal): first gracefully, then
     /// at once.
     pub control: BatchControl,
+    /// The batch's budget, with what entries that ended before spent (each
+    /// entry's request carries it too).
+    pub budget: Option<crate::budget::SharedBudget>,
     updates: mpsc::Sender<Update>,
 }
 
@@ -73,8 +76,14 @@ impl Work {
             jobs,
             entries,
             control,
+            budget: None,
             updates,
         }
+    }
+
+    pub(crate) fn with_budget(mut self, budget: Option<crate::budget::SharedBudget>) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Says `update` on the batch's stream (waits while the reader is
@@ -131,6 +140,11 @@ impl Executor for Local {
 
 async fn run_local(mut work: Work) -> Vec<BatchRun> {
     let sem = Arc::new(Semaphore::new(work.jobs.max(1)));
+    // What the entries spent, as each ends: an entry starts against what
+    // is left.
+    let spent = work
+        .budget
+        .map(|b| Arc::new(std::sync::Mutex::new(b)));
     // Every entry can be cancelled from now on, started or not.
     let entries: Vec<(Entry, SessionControl)> = std::mem::take(&mut work.entries)
         .into_iter()
@@ -158,9 +172,10 @@ async fn run_local(mut work: Work) -> Vec<BatchRun> {
             .await;
         }
         let stop = work.control.clone();
+        let spent = spent.clone();
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
-            let run = run_local_entry(&entry, control, &stop, out.clone()).await;
+            let run = run_local_entry(&entry, control, &stop, spent, out.clone()).await;
             out.send(Update::EntryFinished {
                 entry: entry.index,
                 run: Box::new(run.clone()),
@@ -184,13 +199,33 @@ async fn run_local_entry(
     entry: &Entry,
     control: SessionControl,
     stop: &BatchControl,
+    budget: Option<Arc<std::sync::Mutex<crate::budget::SharedBudget>>>,
     out: Outbox,
 ) -> BatchRun {
     if stop.cancels() > 0 {
         return cancelled_before_start(entry);
     }
+    let mut request = entry.request.clone();
+    if let Some(b) = &budget {
+        let now = *b.lock().expect("lock");
+        if let Some(line) = now.used_up() {
+            return BatchRun::new(
+                entry.name.clone(),
+                entry.request.agent,
+                Some(Verdict::BudgetExceeded),
+                Some(format!("not started: {}", line.used_up())),
+            );
+        }
+        request.batch_budget = Some(now);
+    }
     let t0 = Instant::now();
-    let result = run_request(entry.request.clone(), control, out).await;
+    let result = run_request(request, control, out).await;
+    if let (Some(b), Ok(s)) = (&budget, &result) {
+        b.lock()
+            .expect("lock")
+            .spent
+            .add(&crate::budget::Spent::of_session(s));
+    }
     let mut run = match result {
         Ok(s) => {
             let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);

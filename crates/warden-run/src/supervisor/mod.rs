@@ -84,6 +84,9 @@ pub(crate) struct Setup {
     pub git: Option<GitStart>,
     /// `--output-tag`: the structured output to take from the final text.
     pub output: Option<OutputSpec>,
+    /// The budgets the run shares with the runs before it (its session's,
+    /// its batch's), with what those spent.
+    pub budgets: Vec<crate::budget::SharedBudget>,
 }
 
 /// Where a run's commits are collected from.
@@ -161,6 +164,10 @@ pub(crate) struct Supervisor {
     /// that stream's lines are copied into `events.jsonl` again, since
     /// the log no longer holds them.
     tee_failed: [bool; 2],
+    /// The budgets the run enforces (its own and those it shares).
+    budget: crate::budget::Watch,
+    /// The first budget exceeded, as it stood then.
+    budget_hit: Option<crate::budget::BudgetLine>,
 }
 
 /// Consecutive plain lines of one stream, to be written as one `lines`
@@ -201,6 +208,7 @@ impl Supervisor {
             ..ClockState::default()
         };
         let signal = SignalMatcher::new(&l.completion_signal);
+        let budget = crate::budget::Watch::new(&l.budget, &setup.budgets);
         Self {
             setup,
             live: LiveFeed::new(events),
@@ -241,6 +249,8 @@ impl Supervisor {
             status: status::StatusFeed::default(),
             pending_lines: None,
             tee_failed: [false; 2],
+            budget,
+            budget_hit: None,
         }
     }
 
@@ -442,9 +452,13 @@ impl Supervisor {
         self.phase = phase;
         for action in actions {
             match action {
-                Action::Announce(cause) => self.emit(Event::Terminating {
-                    reason: cause_reason(cause).into(),
-                }),
+                Action::Announce(cause) => {
+                    let reason = match (cause, &self.budget_hit) {
+                        (Cause::BudgetExceeded, Some(hit)) => hit.exceeded(),
+                        _ => cause_reason(cause).into(),
+                    };
+                    self.emit(Event::Terminating { reason });
+                }
                 Action::SandboxKill => self.start_sandbox_kill(),
                 Action::Term => {
                     self.signal_all(tree, Signal::Term);
@@ -563,6 +577,12 @@ impl Supervisor {
                         self.on_clock(&tree, &mut out, &mut err, clock);
                     }
                 }
+            }
+            // A budget exceeded ends the run once it is working (again:
+            // an agent that said it was done and went on).
+            if self.budget_hit.is_some() && matches!(self.phase, Phase::Starting | Phase::Running)
+            {
+                self.step(&tree, &mut out, &mut err, Input::BudgetExceeded);
             }
             self.status_tick(Instant::now(), false);
             self.flush_events();
@@ -725,6 +745,7 @@ impl Supervisor {
         }
         self.summary.clone_from(pipe.summary());
         self.summary.retries += self.stderr_retries;
+        self.check_budget();
         self.clocks.stall_floor = self
             .summary
             .open_tool_timeout_ms()
@@ -754,6 +775,28 @@ impl Supervisor {
             // again, until the next terminal event. A completion signal is
             // never taken back.
             self.advance_quietly(Input::WorkingAgain, now);
+        }
+    }
+
+    /// Looks at what the run has spent: a warning for each budget 80%
+    /// spent, and the first one exceeded is kept (the loop ends the run).
+    fn check_budget(&mut self) {
+        if self.budget.is_empty() {
+            return;
+        }
+        let found = self
+            .budget
+            .check(&crate::budget::Spent::of_summary(&self.summary));
+        for w in found.warnings {
+            self.emit(Event::BudgetWarning {
+                scope: w.scope,
+                budget: w.budget,
+                limit: w.limit,
+                reached: w.reached,
+            });
+        }
+        if self.budget_hit.is_none() {
+            self.budget_hit = found.exceeded;
         }
     }
 
@@ -1122,5 +1165,6 @@ fn cause_reason(cause: Cause) -> &'static str {
         Cause::FatalError => {
             "the agent reported an error that retrying will not fix (--on-fatal-error end)"
         }
+        Cause::BudgetExceeded => "a budget was exceeded",
     }
 }

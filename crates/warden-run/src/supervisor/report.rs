@@ -136,6 +136,8 @@ impl Supervisor {
             output_error: None,
             stdout_bytes: self.stdout_bytes,
             stderr_bytes: self.stderr_bytes,
+            budgets: self.budget.lines(&self.spent()),
+            budget_exceeded: self.budget_exceeded(),
             limits: LimitsReport {
                 timeout_ms: ms(l.timeout),
                 stall_timeout_ms: ms(l.stall_timeout),
@@ -155,6 +157,23 @@ impl Supervisor {
             logs: None,
             written: false,
         }
+    }
+
+    /// What the run has spent so far, as its budgets count it.
+    fn spent(&self) -> crate::budget::Spent {
+        crate::budget::Spent::of_summary(&self.summary)
+    }
+
+    /// The budget exceeded, with what was reached by the end of the run
+    /// (the agent may report more while it is being stopped).
+    fn budget_exceeded(&self) -> Option<crate::budget::BudgetLine> {
+        let hit = self.budget_hit?;
+        let now = self
+            .budget
+            .lines(&self.spent())
+            .into_iter()
+            .find(|l| l.scope == hit.scope && l.budget == hit.budget);
+        Some(now.unwrap_or(hit))
     }
 
     fn counts(&self) -> BTreeMap<String, u64> {
@@ -301,6 +320,7 @@ impl Supervisor {
             authentication_error: self.summary.error_class
                 == Some(warden_events::ErrorClass::Authentication),
             completion_signal_seen: self.completion_seen.is_some(),
+            budget_exceeded: self.budget_exceeded().map(|b| b.exceeded()),
             stall_timeout: fmt(self.clocks.effective_stall()),
             startup_timeout: fmt(l.startup_timeout),
             timeout: fmt(l.timeout),

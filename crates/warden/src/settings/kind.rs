@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use warden_run::budget::Usd;
 use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, SandboxChoice};
 
@@ -27,6 +28,10 @@ pub(crate) enum Kind {
     Path(fn(&mut Resolved, PathBuf)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
+    /// A sum of US dollars greater than 0 (`0.50`, `$2`).
+    Usd(fn(&mut Resolved, Usd)),
+    /// A whole number of at least 1.
+    Count(fn(&mut Resolved, u64)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -46,6 +51,8 @@ impl Kind {
             Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
+            Kind::Usd(_) => "a sum of US dollars greater than 0, such as `0.50` or `2`",
+            Kind::Count(_) => "a whole number of at least 1, such as `20`",
         }
     }
 
@@ -94,6 +101,31 @@ impl Kind {
             Kind::OnFatalError(set) => {
                 let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, o))
+            }
+            Kind::Usd(set) => {
+                let dollars: f64 = t
+                    .strip_prefix('$')
+                    .unwrap_or(t)
+                    .parse()
+                    .map_err(|_| Bad::Invalid)?;
+                if dollars.is_nan() || dollars <= 0.0 {
+                    return Err(Bad::Invalid);
+                }
+                let usd = Usd::from_dollars(dollars)
+                    .ok_or(Bad::TooLarge("the most is 1000000000000 dollars"))?;
+                Box::new(move |r| set(r, usd))
+            }
+            Kind::Count(set) => {
+                if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(Bad::Invalid);
+                }
+                let n: u64 = t
+                    .parse()
+                    .map_err(|_| Bad::TooLarge("the most is 18446744073709551615"))?;
+                if n == 0 {
+                    return Err(Bad::Invalid);
+                }
+                Box::new(move |r| set(r, n))
             }
             Kind::Containment(set) => {
                 let c = match t {
