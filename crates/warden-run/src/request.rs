@@ -512,6 +512,16 @@ impl RunRequest {
         spec.output_tag = self.output.as_ref().map(|o| o.tag.clone());
         spec.output_schema = self.output.as_ref().and_then(|o| o.schema.clone());
         spec.shim_exe = self.shim_exe.clone();
+        // As the first run of its session would have them; a session puts
+        // in what its runs spent before each run.
+        if !self.session.budget.is_empty() {
+            spec.budgets.push(crate::budget::SharedBudget::new(
+                crate::budget::BudgetScope::Session,
+                self.session.budget,
+                crate::budget::Spent::default(),
+            ));
+        }
+        spec.budgets.extend(self.batch_budget);
         Ok(spec)
     }
 
