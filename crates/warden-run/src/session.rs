@@ -369,10 +369,8 @@ pub(crate) async fn run_session(
             break;
         }
         let retrying = correction.is_some();
-        if !retrying {
-            if iteration >= opts.iterations {
-                break;
-            }
+        if !retrying && iteration >= opts.iterations {
+            break;
         }
         // A run with nothing left of a budget would exceed it at its first
         // model call: none starts.

@@ -1,0 +1,350 @@
+//! Budgets with the real CLIs: a cost budget passed mid-run (pi prices
+//! each model call) and at the end (Claude Code reports its cost only in
+//! its last line), a turn budget, the 80% warning, the exit code, a
+//! session and a batch that stop on their budgets, and the refusal of a
+//! cost budget for a CLI that reports no cost.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use warden_fake_model::{Turn, Usage};
+
+use crate::kit::Kit;
+use crate::support::{Finished, ms};
+
+fn explain(kit: &Kit, done: &Finished, dir: &Path) -> String {
+    let log = |name: &str| {
+        let bytes = std::fs::read(dir.join(name)).unwrap_or_default();
+        let start = bytes.len().saturating_sub(4000);
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    };
+    format!(
+        "{} exited {} after {:?}\n--- warden stderr:\n{}\n--- agent stdout (tail):\n{}\n--- events (tail):\n{}\n--- requests: {}",
+        kit.agent,
+        done.code,
+        done.elapsed,
+        done.stderr,
+        log("stdout.log"),
+        log("events.jsonl"),
+        kit.server.requests().len()
+    )
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("could not read {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("JSON")
+}
+
+fn events_of(dir: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("an event is JSON"))
+        .filter(|e| e["kind"] == kind)
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-6
+}
+
+/// What each of pi's model calls reports: 1000 prompt tokens and 100
+/// generated, which its model configuration below prices at $100 per
+/// million each: $0.11 a call.
+const PI_USAGE: Usage = Usage {
+    input: 1000,
+    cache_read: 0,
+    cache_write: 0,
+    output: 100,
+    reasoning: 0,
+};
+const PI_CALL_USD: f64 = 0.11;
+
+/// pi prices each model call as it answers, so a cost budget ends the run
+/// at the call that passes it, while that call's tool is still running;
+/// the call before gives the 80% warning.
+#[test]
+fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
+    let script = vec![
+        Turn::Shell("echo one".into()),
+        Turn::Shell("echo two".into()),
+        Turn::Shell("sleep 30; echo three".into()),
+        Turn::Text("done".into()),
+    ];
+    let Some(kit) = Kit::with_usage("pi", |_| script, PI_USAGE) else {
+        return;
+    };
+    let url = kit.server.url();
+    std::fs::write(
+        kit.case.path().join("home/pi/models.json"),
+        format!(
+            r#"{{"providers":{{"fake":{{"baseUrl":"{url}/v1","api":"openai-completions","apiKey":"fake","compat":{{"supportsDeveloperRole":false,"supportsReasoningEffort":false}},"models":[{{"id":"fake-model","cost":{{"input":100,"output":100,"cacheRead":0,"cacheWrite":0}}}}]}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let done = kit.run(
+        "run three commands",
+        &["--max-cost", "0.25", "--kill-grace", "2s", "--timeout", "120s"],
+    );
+    let why = explain(&kit, &done, &done.run_dir);
+    assert_eq!(done.code, 7, "exit code of budget_exceeded\n{why}");
+    assert_eq!(done.verdict(), "budget_exceeded", "{why}");
+    assert!(
+        done.elapsed < Duration::from_secs(25),
+        "the run was not ended at the third call: {:?}\n{why}",
+        done.elapsed
+    );
+    let r = done.report();
+    assert_eq!(
+        r["reason"], "run cost budget $0.25 exceeded: $0.33 spent; the run was ended",
+        "{why}"
+    );
+    let hit = &r["budget_exceeded"];
+    assert_eq!(hit["scope"], "run", "{hit}");
+    assert_eq!(hit["budget"], "cost", "{hit}");
+    assert!(close(hit["limit"].as_f64().unwrap(), 0.25), "{hit}");
+    assert!(
+        close(hit["reached"].as_f64().unwrap(), 3.0 * PI_CALL_USD),
+        "{hit}"
+    );
+    assert_eq!(ms(&r["turns"]), 3, "{why}");
+    let warnings = events_of(&done.run_dir, "budget_warning");
+    assert_eq!(warnings.len(), 1, "one warning, at $0.22 of $0.25\n{why}");
+    assert!(
+        close(warnings[0]["reached"].as_f64().unwrap(), 2.0 * PI_CALL_USD),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        done.stderr.contains("warning: 80% of the run cost budget $0.25 used: $0.22 spent"),
+        "the live view shows the warning\n{why}"
+    );
+    let terminating = events_of(&done.run_dir, "terminating");
+    assert_eq!(
+        terminating[0]["reason"], "run cost budget $0.25 exceeded: $0.33 spent",
+        "{why}"
+    );
+    let left = kit.leftovers("sleep 30");
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// Claude Code: `--max-turns 2` lets two model calls finish and ends the
+/// run at the third, while its tool runs; the second gives the warning.
+#[test]
+fn claude_is_ended_at_the_turn_past_its_turn_budget() {
+    let script = vec![
+        Turn::Shell("echo one".into()),
+        Turn::Shell("echo two".into()),
+        Turn::Shell("sleep 31; echo three".into()),
+        Turn::Text("done".into()),
+    ];
+    let Some(kit) = Kit::new("claude", script) else {
+        return;
+    };
+    let done = kit.run(
+        "run three commands",
+        &["--max-turns", "2", "--kill-grace", "2s", "--timeout", "120s"],
+    );
+    let why = explain(&kit, &done, &done.run_dir);
+    assert_eq!(done.code, 7, "{why}");
+    assert_eq!(done.verdict(), "budget_exceeded", "{why}");
+    assert!(done.elapsed < Duration::from_secs(25), "{why}");
+    let r = done.report();
+    assert_eq!(
+        r["reason"], "run turn budget 2 exceeded: 3 turns; the run was ended",
+        "{why}"
+    );
+    assert_eq!(r["budgets"][0]["budget"], "turns", "{why}");
+    let warnings = events_of(&done.run_dir, "budget_warning");
+    assert_eq!(warnings.len(), 1, "{why}");
+    assert_eq!(warnings[0]["reached"], 2.0, "{}", warnings[0]);
+    assert!(
+        done.stderr
+            .contains("warning: 80% of the run turn budget 2 used: 2 turns"),
+        "{why}"
+    );
+    let left = kit.leftovers("sleep 31");
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// What Claude Code's `result` says a run cost, for the usage below.
+const CLAUDE_USAGE: Usage = Usage {
+    input: 20_000,
+    cache_read: 0,
+    cache_write: 0,
+    output: 2_000,
+    reasoning: 0,
+};
+
+fn claude_run(kit: &Kit, dir: &Path, flags: &[&str]) -> Finished {
+    let dir_s = dir.to_string_lossy().into_owned();
+    let mut all = vec!["--run-dir", dir_s.as_str(), "--timeout", "120s"];
+    all.extend_from_slice(flags);
+    let start = Instant::now();
+    let out = kit.command("say done", &all).output().expect("run warden");
+    let mut done = kit.case.finished(out, start);
+    done.run_dir = dir.to_path_buf();
+    done
+}
+
+/// Claude Code reports its cost only in its last line: a cost budget
+/// cannot cut its run short (warden warns so), but a run that ends over it
+/// is `budget_exceeded`; a session stops on its budget at the run that
+/// passes it; a batch starts no run once nothing is left of its budget.
+#[test]
+fn claude_cost_budgets_of_a_run_a_session_and_a_batch() {
+    let Some(kit) = Kit::with_usage("claude", |_| Vec::new(), CLAUDE_USAGE) else {
+        return;
+    };
+    let base = kit.case.path().to_path_buf();
+
+    // What one run costs, as Claude Code prices it.
+    let measured = claude_run(&kit, &base.join("measure"), &[]);
+    let why = explain(&kit, &measured, &measured.run_dir);
+    assert_eq!(measured.verdict(), "succeeded", "{why}");
+    let cost = measured.report()["cost_usd"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("Claude Code reported no cost\n{why}"));
+    assert!(cost > 0.0, "{why}");
+
+    // One run, over its budget when it ends.
+    let limit = format!("{:.6}", cost / 2.0);
+    let over = claude_run(&kit, &base.join("over"), &["--max-cost", &limit]);
+    let why = explain(&kit, &over, &over.run_dir);
+    assert_eq!(over.code, 7, "{why}");
+    assert_eq!(over.verdict(), "budget_exceeded", "{why}");
+    let r = over.report();
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("run cost budget $") && reason.contains("not cut short"),
+        "{reason}"
+    );
+    assert!(close(r["budget_exceeded"]["reached"].as_f64().unwrap(), cost), "{why}");
+    assert!(
+        over.stderr.contains("reports its cost only in its last line"),
+        "warned at the start\n{why}"
+    );
+
+    // A session of up to 4 runs with a budget of one and a half runs: the
+    // second passes it and ends the session.
+    let limit = format!("{:.6}", cost * 1.5);
+    let session_dir = base.join("session");
+    let session = claude_run(
+        &kit,
+        &session_dir,
+        &["--iterations", "4", "--session-max-cost", &limit],
+    );
+    let why = format!(
+        "{}\n--- session.json:\n{}",
+        explain(&kit, &session, &session_dir.join("iteration-2")),
+        std::fs::read_to_string(session_dir.join("session.json")).unwrap_or_default()
+    );
+    assert_eq!(session.code, 7, "{why}");
+    let s = json(&session_dir.join("session.json"));
+    assert_eq!(s["stopped_because"], "budget_exceeded", "{why}");
+    assert_eq!(s["iterations_run"], 2, "{why}");
+    assert_eq!(s["verdict"], "budget_exceeded", "{why}");
+    assert_eq!(s["runs"][0]["verdict"], "succeeded", "{why}");
+    assert_eq!(s["budget_exceeded"]["scope"], "session", "{why}");
+    assert!(
+        close(s["budgets"][0]["reached"].as_f64().unwrap(), 2.0 * cost),
+        "{why}"
+    );
+    let second = json(&session_dir.join("iteration-2/run.json"));
+    assert!(
+        second["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("session cost budget $")),
+        "{why}"
+    );
+    assert!(
+        close(second["budget_exceeded"]["spent_before"].as_f64().unwrap(), cost),
+        "{why}"
+    );
+    assert!(!session_dir.join("iteration-3").exists(), "{why}");
+
+    // A batch of three runs, one at a time, with the same budget: the
+    // first succeeds, the second passes it, the third never starts.
+    let batch_dir = base.join("batch");
+    let file = base.join("runs.toml");
+    let extra: Vec<String> = kit.extra.iter().map(|a| format!("{a:?}")).collect();
+    std::fs::write(
+        &file,
+        format!(
+            "[defaults]\nagent = \"claude\"\nagent_bin = {:?}\nextra_args = [{}]\nprompt = \"say done\"\ntimeout = \"120s\"\n\n[budget]\nmax_cost = {limit}\n\n[[run]]\nname = \"a\"\n\n[[run]]\nname = \"b\"\n\n[[run]]\nname = \"c\"\n",
+            kit.bin.to_string_lossy(),
+            extra.join(", ")
+        ),
+    )
+    .unwrap();
+    let batch = run_batch(&kit, &file, &batch_dir);
+    let report = std::fs::read_to_string(batch_dir.join("batch.json")).unwrap_or_default();
+    let why = format!(
+        "batch exited {}\n{}\n--- batch.json:\n{report}",
+        batch.code, batch.stderr
+    );
+    assert_eq!(batch.code, 7, "{why}");
+    let b = json(&batch_dir.join("batch.json"));
+    let verdicts: Vec<&str> = b["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap_or("null"))
+        .collect();
+    assert_eq!(
+        verdicts,
+        ["succeeded", "budget_exceeded", "budget_exceeded"],
+        "{why}"
+    );
+    assert!(
+        b["runs"][2]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("not started: batch cost budget $")),
+        "{why}"
+    );
+    assert_eq!(b["never_ran"], serde_json::json!(["c"]), "{why}");
+    assert!(
+        close(b["budgets"][0]["reached"].as_f64().unwrap(), 2.0 * cost),
+        "{why}"
+    );
+    let second = &b["runs"][1]["session"];
+    assert_eq!(second["budget_exceeded"]["scope"], "batch", "{why}");
+}
+
+fn run_batch(kit: &Kit, file: &Path, dir: &PathBuf) -> Finished {
+    let start = Instant::now();
+    let file = file.to_string_lossy().into_owned();
+    let dir_s = dir.to_string_lossy().into_owned();
+    let mut cmd = kit
+        .case
+        .command(&["batch", &file, "-j", "1", "--dir", &dir_s]);
+    for (k, v) in &kit.env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run warden batch");
+    kit.case.finished(out, start)
+}
+
+/// Codex reports no cost: a cost budget could never fire, and is refused
+/// before anything starts, naming the agent and what to use instead.
+#[test]
+fn a_cost_budget_for_a_cli_that_reports_no_cost_is_refused() {
+    let Some(kit) = Kit::new("codex", Vec::new()) else {
+        return;
+    };
+    let done = kit.run("say done", &["--max-cost", "1"]);
+    assert_eq!(done.code, 2, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("--max-cost: `codex` reports no cost")
+            && done.stderr.contains("--max-tokens"),
+        "{}",
+        done.stderr
+    );
+    assert!(!done.run_dir.exists(), "nothing started");
+    assert!(kit.server.requests().is_empty(), "the CLI was not started");
+    // A token budget is fine: Codex reports its tokens.
+    let done = kit.run("say done", &["--max-tokens", "1000000", "--timeout", "120s"]);
+    assert_eq!(done.verdict(), "succeeded", "{}", done.stderr);
+}
