@@ -62,20 +62,9 @@ const PI_USAGE: Usage = Usage {
 };
 const PI_CALL_USD: f64 = 0.11;
 
-/// pi prices each model call as it answers, so a cost budget ends the run
-/// at the call that passes it, while that call's tool is still running;
-/// the call before gives the 80% warning.
-#[test]
-fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
-    let script = vec![
-        Turn::Shell("echo one".into()),
-        Turn::Shell("echo two".into()),
-        Turn::Shell("sleep 30; echo three".into()),
-        Turn::Text("done".into()),
-    ];
-    let Some(kit) = Kit::with_usage("pi", |_| script, PI_USAGE) else {
-        return;
-    };
+/// pi with a model configuration that prices each call at $0.11.
+fn priced_pi(script: Vec<Turn>) -> Option<Kit> {
+    let kit = Kit::with_usage("pi", |_| script, PI_USAGE)?;
     let url = kit.server.url();
     std::fs::write(
         kit.case.path().join("home/pi/models.json"),
@@ -84,6 +73,72 @@ fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
         ),
     )
     .unwrap();
+    Some(kit)
+}
+
+fn three_calls() -> Vec<Turn> {
+    vec![
+        Turn::Shell("echo one".into()),
+        Turn::Shell("echo two".into()),
+        Turn::Shell("sleep 30; echo three".into()),
+        Turn::Text("done".into()),
+    ]
+}
+
+/// The batch view shows a run's budget warning and its end as lines.
+#[test]
+fn the_batch_view_shows_the_budget_warning_and_the_end() {
+    let Some(kit) = priced_pi(three_calls()) else {
+        return;
+    };
+    let base = kit.case.path().to_path_buf();
+    let file = base.join("runs.toml");
+    let extra: Vec<String> = kit.extra.iter().map(|a| format!("{a:?}")).collect();
+    std::fs::write(
+        &file,
+        format!(
+            "[[run]]
+name = \"a\"
+agent = \"pi\"
+agent_bin = {:?}
+model = \"fake-model\"
+extra_args = [{}]
+prompt = \"run three commands\"
+max_cost = 0.25
+kill_grace = \"2s\"
+",
+            kit.bin.to_string_lossy(),
+            extra.join(", ")
+        ),
+    )
+    .unwrap();
+    let batch = run_batch(&kit, &file, &base.join("batch"));
+    let why = format!("batch exited {}\n{}", batch.code, batch.stderr);
+    assert_eq!(batch.code, 7, "{why}");
+    assert!(
+        batch
+            .stderr
+            .contains("[a] warning: 80% of the run cost budget $0.25 used: $0.22 spent"),
+        "{why}"
+    );
+    assert!(
+        batch
+            .stderr
+            .contains("[a] ending: run cost budget $0.25 exceeded: $0.33 spent"),
+        "{why}"
+    );
+    let left = kit.leftovers("sleep 30");
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// pi prices each model call as it answers, so a cost budget ends the run
+/// at the call that passes it, while that call's tool is still running;
+/// the call before gives the 80% warning.
+#[test]
+fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
+    let Some(kit) = priced_pi(three_calls()) else {
+        return;
+    };
     let done = kit.run(
         "run three commands",
         &["--max-cost", "0.25", "--kill-grace", "2s", "--timeout", "120s"],
@@ -208,6 +263,7 @@ fn claude_cost_budgets_of_a_run_a_session_and_a_batch() {
         .as_f64()
         .unwrap_or_else(|| panic!("Claude Code reported no cost\n{why}"));
     assert!(cost > 0.0, "{why}");
+    eprintln!("claude: one run of 20000 input and 2000 output tokens reported ${cost}");
 
     // One run, over its budget when it ends.
     let limit = format!("{:.6}", cost / 2.0);
