@@ -448,7 +448,10 @@ mod tests {
         let mut w = Watch::new(&budget(None, None, Some(3)), &[]);
         assert_eq!(w.check(&spent(0.0, 0, 3)).exceeded, None, "3 of 3 turns");
         let hit = w.check(&spent(0.0, 0, 4)).exceeded.expect("4 of 3 turns");
-        assert_eq!((hit.budget, hit.limit, hit.reached), (BudgetKind::Turns, 3.0, 4.0));
+        assert_eq!(
+            (hit.budget, hit.limit, hit.reached),
+            (BudgetKind::Turns, 3.0, 4.0)
+        );
         assert_eq!(hit.exceeded(), "run turn budget 3 exceeded: 4 turns");
     }
 

@@ -45,8 +45,8 @@
 mod artifacts;
 pub mod batch;
 mod batch_plan;
-pub mod budget;
 pub mod batch_report;
+pub mod budget;
 mod clocks;
 pub mod defaults;
 pub mod executor;

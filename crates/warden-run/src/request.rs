@@ -350,12 +350,36 @@ impl RunRequest {
             (b.max_cost_usd.is_some(), BudgetKind::Cost, "--max-cost"),
             (b.max_tokens.is_some(), BudgetKind::Tokens, "--max-tokens"),
             (b.max_turns.is_some(), BudgetKind::Turns, "--max-turns"),
-            (s.max_cost_usd.is_some(), BudgetKind::Cost, "--session-max-cost"),
-            (s.max_tokens.is_some(), BudgetKind::Tokens, "--session-max-tokens"),
-            (s.max_turns.is_some(), BudgetKind::Turns, "--session-max-turns"),
-            (batch.max_cost_usd.is_some(), BudgetKind::Cost, "the batch's `max_cost`"),
-            (batch.max_tokens.is_some(), BudgetKind::Tokens, "the batch's `max_tokens`"),
-            (batch.max_turns.is_some(), BudgetKind::Turns, "the batch's `max_turns`"),
+            (
+                s.max_cost_usd.is_some(),
+                BudgetKind::Cost,
+                "--session-max-cost",
+            ),
+            (
+                s.max_tokens.is_some(),
+                BudgetKind::Tokens,
+                "--session-max-tokens",
+            ),
+            (
+                s.max_turns.is_some(),
+                BudgetKind::Turns,
+                "--session-max-turns",
+            ),
+            (
+                batch.max_cost_usd.is_some(),
+                BudgetKind::Cost,
+                "the batch's `max_cost`",
+            ),
+            (
+                batch.max_tokens.is_some(),
+                BudgetKind::Tokens,
+                "the batch's `max_tokens`",
+            ),
+            (
+                batch.max_turns.is_some(),
+                BudgetKind::Turns,
+                "the batch's `max_turns`",
+            ),
         ] {
             if given {
                 set.push((kind, name));
@@ -654,7 +678,9 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         let e = e.to_string();
         assert!(
-            e.contains("--max-cost") && e.contains("`codex` reports no cost") && e.contains("--max-tokens"),
+            e.contains("--max-cost")
+                && e.contains("`codex` reports no cost")
+                && e.contains("--max-tokens"),
             "{e}"
         );
         r.limits.budget.max_cost_usd = None;

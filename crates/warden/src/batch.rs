@@ -200,7 +200,9 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
 /// (`tokens.total`) and `max_turns`, what all the runs may spend together.
 fn batch_budget(v: &toml::Value) -> Result<warden_run::budget::Budget, String> {
     let Some(t) = v.as_table() else {
-        return Err("`budget` must be a table: [budget] with max_cost, max_tokens, max_turns".into());
+        return Err(
+            "`budget` must be a table: [budget] with max_cost, max_tokens, max_turns".into(),
+        );
     };
     let mut b = warden_run::budget::Budget::default();
     for (k, v) in t {
@@ -208,7 +210,9 @@ fn batch_budget(v: &toml::Value) -> Result<warden_run::budget::Budget, String> {
             v.as_integer()
                 .filter(|n| *n >= 1)
                 .map(|n| n as u64)
-                .ok_or_else(|| format!("[budget] `{k}` must be a whole number of at least 1, such as 20"))
+                .ok_or_else(|| {
+                    format!("[budget] `{k}` must be a whole number of at least 1, such as 20")
+                })
         };
         match k.as_str() {
             "max_cost" => {

@@ -608,7 +608,10 @@ mod tests {
         assert_eq!(b.max_cost_usd.map(|u| u.dollars()), Some(0.5));
         assert_eq!((b.max_tokens, b.max_turns), (Some(1000), Some(3)));
         assert_eq!(r.session_budget.max_tokens, Some(20000));
-        assert_eq!(r.session_budget.max_cost_usd.map(|u| u.dollars()), Some(2.5));
+        assert_eq!(
+            r.session_budget.max_cost_usd.map(|u| u.dollars()),
+            Some(2.5)
+        );
         for (name, bad) in [
             ("max_cost", "0"),
             ("max_cost", "-1"),

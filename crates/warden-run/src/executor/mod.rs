@@ -142,9 +142,7 @@ async fn run_local(mut work: Work) -> Vec<BatchRun> {
     let sem = Arc::new(Semaphore::new(work.jobs.max(1)));
     // What the entries spent, as each ends: an entry starts against what
     // is left.
-    let spent = work
-        .budget
-        .map(|b| Arc::new(std::sync::Mutex::new(b)));
+    let spent = work.budget.map(|b| Arc::new(std::sync::Mutex::new(b)));
     // Every entry can be cancelled from now on, started or not.
     let entries: Vec<(Entry, SessionControl)> = std::mem::take(&mut work.entries)
         .into_iter()

@@ -580,8 +580,7 @@ impl Supervisor {
             }
             // A budget exceeded ends the run once it is working (again:
             // an agent that said it was done and went on).
-            if self.budget_hit.is_some() && matches!(self.phase, Phase::Starting | Phase::Running)
-            {
+            if self.budget_hit.is_some() && matches!(self.phase, Phase::Starting | Phase::Running) {
                 self.step(&tree, &mut out, &mut err, Input::BudgetExceeded);
             }
             self.status_tick(Instant::now(), false);

@@ -4,7 +4,7 @@
 //! session and a batch that stop on their budgets, and the refusal of a
 //! cost budget for a CLI that reports no cost.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -141,7 +141,14 @@ fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
     };
     let done = kit.run(
         "run three commands",
-        &["--max-cost", "0.25", "--kill-grace", "2s", "--timeout", "120s"],
+        &[
+            "--max-cost",
+            "0.25",
+            "--kill-grace",
+            "2s",
+            "--timeout",
+            "120s",
+        ],
     );
     let why = explain(&kit, &done, &done.run_dir);
     assert_eq!(done.code, 7, "exit code of budget_exceeded\n{why}");
@@ -173,7 +180,8 @@ fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
         warnings[0]
     );
     assert!(
-        done.stderr.contains("warning: 80% of the run cost budget $0.25 used: $0.22 spent"),
+        done.stderr
+            .contains("warning: 80% of the run cost budget $0.25 used: $0.22 spent"),
         "the live view shows the warning\n{why}"
     );
     let terminating = events_of(&done.run_dir, "terminating");
@@ -200,7 +208,14 @@ fn claude_is_ended_at_the_turn_past_its_turn_budget() {
     };
     let done = kit.run(
         "run three commands",
-        &["--max-turns", "2", "--kill-grace", "2s", "--timeout", "120s"],
+        &[
+            "--max-turns",
+            "2",
+            "--kill-grace",
+            "2s",
+            "--timeout",
+            "120s",
+        ],
     );
     let why = explain(&kit, &done, &done.run_dir);
     assert_eq!(done.code, 7, "{why}");
@@ -277,9 +292,13 @@ fn claude_cost_budgets_of_a_run_a_session_and_a_batch() {
         reason.starts_with("run cost budget $") && reason.contains("not cut short"),
         "{reason}"
     );
-    assert!(close(r["budget_exceeded"]["reached"].as_f64().unwrap(), cost), "{why}");
     assert!(
-        over.stderr.contains("reports its cost only in its last line"),
+        close(r["budget_exceeded"]["reached"].as_f64().unwrap(), cost),
+        "{why}"
+    );
+    assert!(
+        over.stderr
+            .contains("reports its cost only in its last line"),
         "warned at the start\n{why}"
     );
 
@@ -316,7 +335,10 @@ fn claude_cost_budgets_of_a_run_a_session_and_a_batch() {
         "{why}"
     );
     assert!(
-        close(second["budget_exceeded"]["spent_before"].as_f64().unwrap(), cost),
+        close(
+            second["budget_exceeded"]["spent_before"].as_f64().unwrap(),
+            cost
+        ),
         "{why}"
     );
     assert!(!session_dir.join("iteration-3").exists(), "{why}");
@@ -369,7 +391,7 @@ fn claude_cost_budgets_of_a_run_a_session_and_a_batch() {
     assert_eq!(second["budget_exceeded"]["scope"], "batch", "{why}");
 }
 
-fn run_batch(kit: &Kit, file: &Path, dir: &PathBuf) -> Finished {
+fn run_batch(kit: &Kit, file: &Path, dir: &Path) -> Finished {
     let start = Instant::now();
     let file = file.to_string_lossy().into_owned();
     let dir_s = dir.to_string_lossy().into_owned();
@@ -401,6 +423,9 @@ fn a_cost_budget_for_a_cli_that_reports_no_cost_is_refused() {
     assert!(!done.run_dir.exists(), "nothing started");
     assert!(kit.server.requests().is_empty(), "the CLI was not started");
     // A token budget is fine: Codex reports its tokens.
-    let done = kit.run("say done", &["--max-tokens", "1000000", "--timeout", "120s"]);
+    let done = kit.run(
+        "say done",
+        &["--max-tokens", "1000000", "--timeout", "120s"],
+    );
     assert_eq!(done.verdict(), "succeeded", "{}", done.stderr);
 }

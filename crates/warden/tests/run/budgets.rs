@@ -10,11 +10,17 @@ use crate::support::Case;
 #[test]
 fn exec_refuses_every_budget_since_its_output_says_nothing_of_spending() {
     let case = Case::new();
-    for flag in ["--max-cost", "--max-tokens", "--max-turns", "--session-max-turns"] {
+    for flag in [
+        "--max-cost",
+        "--max-tokens",
+        "--max-turns",
+        "--session-max-turns",
+    ] {
         let done = case.run(&["run", "exec", flag, "5", "--", "true"]);
         assert_eq!(done.code, 2, "{flag}: {}", done.stderr);
         assert!(
-            done.stderr.contains(&format!("{flag}: `exec` runs a command"))
+            done.stderr
+                .contains(&format!("{flag}: `exec` runs a command"))
                 && done.stderr.contains("--timeout"),
             "{flag}: {}",
             done.stderr
@@ -43,8 +49,14 @@ fn bad_budget_values_are_refused_naming_where_they_came_from() {
     );
     std::fs::remove_file(case.path().join("warden.toml")).unwrap();
     for (table, needle) in [
-        ("[budget]\nmax_cost = -1\n", "`max_cost` must be a sum of US dollars"),
-        ("[budget]\nmax_turns = 2.5\n", "`max_turns` must be a whole number"),
+        (
+            "[budget]\nmax_cost = -1\n",
+            "`max_cost` must be a sum of US dollars",
+        ),
+        (
+            "[budget]\nmax_turns = 2.5\n",
+            "`max_turns` must be a whole number",
+        ),
         ("[budget]\nmax_money = 1\n", "unknown key `max_money`"),
     ] {
         let file = crate::batch::write(
@@ -87,7 +99,10 @@ fn a_session_starts_no_run_once_nothing_is_left_of_its_budget() {
         "1",
     ]);
     let text = std::fs::read_to_string(case.run_dir().join("session.json")).unwrap_or_default();
-    let why = format!("exit {}\n{}\n--- session.json:\n{text}", done.code, done.stderr);
+    let why = format!(
+        "exit {}\n{}\n--- session.json:\n{text}",
+        done.code, done.stderr
+    );
     assert_eq!(done.code, 7, "{why}");
     let s: Value = serde_json::from_str(&text).expect("session.json");
     // $0.50 and $1.00 are within $1.00: both runs succeed; then nothing
@@ -98,8 +113,7 @@ fn a_session_starts_no_run_once_nothing_is_left_of_its_budget() {
     assert_eq!(s["verdict"], "budget_exceeded", "{why}");
     assert_eq!(s["turns"], 2, "{why}");
     assert_eq!(
-        s["error"],
-        "no further run started: session cost budget $1.00 used up: $1.00 spent",
+        s["error"], "no further run started: session cost budget $1.00 used up: $1.00 spent",
         "{why}"
     );
     // The second run began with $0.50 spent: 80% came with its call.
