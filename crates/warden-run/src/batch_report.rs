@@ -102,5 +102,6 @@ pub struct BatchReport {
     pub never_ran: Vec<String>,
     /// The batch's budget (`[budget]` in its file), with what all its
     /// entries spent.
+    #[serde(default)]
     pub budgets: Vec<crate::budget::BudgetLine>,
 }

@@ -141,6 +141,7 @@ pub struct Report {
     /// Every budget the run enforced (its own, its session's, its
     /// batch's): the limit, what runs before it spent against a shared
     /// one, and what was reached by the end of this run.
+    #[serde(default)]
     pub budgets: Vec<crate::budget::BudgetLine>,
     /// The budget whose limit was passed (verdict `budget_exceeded`), with
     /// what was reached by the end of the run; `null` when none was.

@@ -80,6 +80,7 @@ pub struct SessionRun {
     pub completion_signal_seen: bool,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    #[serde(default)]
     pub turns: u32,
     pub commits: Vec<Commit>,
 }
@@ -157,10 +158,12 @@ pub struct SessionReport {
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
     /// Model calls of every run.
+    #[serde(default)]
     pub turns: u64,
     /// The session's budget (and its batch's), with what was reached by
     /// every run of the session (for the batch's: and by the entries
     /// before it).
+    #[serde(default)]
     pub budgets: Vec<crate::budget::BudgetLine>,
     /// The budget that stopped the session: exceeded by its last run, or
     /// with nothing left for another (verdict `budget_exceeded`).
