@@ -297,6 +297,63 @@ const EFFECTS: &[Effect] = &[
         command: &["echo", "an-echoed-line"],
         took: |_, d| d.code == 0 && !d.stderr.contains("an-echoed-line"),
     },
+    // `exec` reports no spending: a budget given to it is refused, which
+    // it is only when the setting is on (the budgets' effect on agents is
+    // in `tests/real_agents/budgets.rs`).
+    Effect {
+        key: "max_cost",
+        value: "0.25",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 2 && d.stderr.contains("--max-cost: `exec` runs a command"),
+    },
+    Effect {
+        key: "max_tokens",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 2 && d.stderr.contains("--max-tokens: `exec` runs a command"),
+    },
+    Effect {
+        key: "max_turns",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 2 && d.stderr.contains("--max-turns: `exec` runs a command"),
+    },
+    Effect {
+        key: "session_max_cost",
+        value: "0.25",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("--session-max-cost: `exec` runs a command")
+        },
+    },
+    Effect {
+        key: "session_max_tokens",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("--session-max-tokens: `exec` runs a command")
+        },
+    },
+    Effect {
+        key: "session_max_turns",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("--session-max-turns: `exec` runs a command")
+        },
+    },
 ];
 
 /// Where a setting's value comes from in one run.
