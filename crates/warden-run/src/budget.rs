@@ -12,6 +12,17 @@
 //! A session or batch starts no further run once nothing is left of a
 //! budget (reached ≥ limit), since that run would exceed it at its first
 //! call.
+//!
+//! ```no_run
+//! use warden_run::budget::Usd;
+//! use warden_run::{Agent, RunRequest};
+//! let mut request = RunRequest::agent(Agent::Pi, "Fix the failing test");
+//! request.limits.budget.max_cost_usd = Usd::from_dollars(0.50);
+//! request.session.iterations = 10;
+//! request.session.budget.max_turns = Some(200);
+//! // A cost budget for a CLI that reports no cost is refused here.
+//! request.check().unwrap();
+//! ```
 
 use serde::{Deserialize, Serialize};
 
