@@ -158,11 +158,11 @@ impl Batch {
     }
 
     /// The most all the entries may spend together (the batch file's
-    /// `[budget]`). On this machine an entry starts only while something
-    /// is left of it, and its runs are ended when what it and the entries
-    /// that finished before it spent goes past it; entries running at the
-    /// same time do not see each other's spending. On a cluster each
-    /// entry is held to the whole budget on its own.
+    /// `[budget]`). On this machine (the local executor) the runs hold it
+    /// together, live ([`crate::budget::BudgetPool`]): the one whose
+    /// spending passes it and every other then running end
+    /// `budget_exceeded`, and an entry starts only while something is left.
+    /// On a cluster each entry is held to the whole budget on its own.
     pub fn budget(mut self, budget: crate::budget::Budget) -> Self {
         self.budget = budget;
         self

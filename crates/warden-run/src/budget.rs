@@ -335,6 +335,9 @@ struct Cap {
     limit: f64,
     before: f64,
     warned: bool,
+    /// A batch's budget held live with the runs running beside this one
+    /// ([`BudgetPool`]): `before` is what all the others have spent.
+    pooled: bool,
 }
 
 /// What one look at the run's spend found.
@@ -356,7 +359,13 @@ impl Watch {
     /// The run's own budget and those it shares. A shared limit whose 80%
     /// was reached before the run started was warned of by an earlier run:
     /// not again.
-    pub(crate) fn new(own: &Budget, shared: &[SharedBudget]) -> Watch {
+    /// `pooled`: a batch budget held with the runs running beside this
+    /// one, and what they (and the runs before) have spent so far.
+    pub(crate) fn new(
+        own: &Budget,
+        shared: &[SharedBudget],
+        pooled: Option<(Budget, Spent)>,
+    ) -> Watch {
         let mut caps: Vec<Cap> = own
             .limits()
             .map(|(kind, limit)| Cap {
@@ -365,9 +374,16 @@ impl Watch {
                 limit,
                 before: 0.0,
                 warned: false,
+                pooled: false,
             })
             .collect();
-        for s in shared {
+        let pooled =
+            pooled.map(|(budget, spent)| SharedBudget::new(BudgetScope::Batch, budget, spent));
+        for (s, is_pooled) in shared
+            .iter()
+            .map(|s| (s, false))
+            .chain(pooled.iter().map(|s| (s, true)))
+        {
             caps.extend(s.budget.limits().map(|(kind, limit)| {
                 let before = s.spent.of(kind);
                 Cap {
@@ -376,10 +392,18 @@ impl Watch {
                     limit,
                     before,
                     warned: before >= WARN_AT * limit,
+                    pooled: is_pooled,
                 }
             }));
         }
         Watch { caps }
+    }
+
+    /// What the other runs of a pooled batch budget have spent by now.
+    pub(crate) fn others_spent(&mut self, others: &Spent) {
+        for cap in self.caps.iter_mut().filter(|c| c.pooled) {
+            cap.before = others.of(cap.kind);
+        }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -421,6 +445,86 @@ impl Watch {
     }
 }
 
+/// What the runs of a batch on this machine spend together, as each
+/// reports it: every run publishes its own spending as it changes, and is
+/// woken when another's changes, so that a batch's budget holds the runs
+/// that run at the same time together (the one whose spending passes it
+/// and every other then running end `budget_exceeded`).
+#[derive(Debug)]
+pub struct BudgetPool {
+    budget: Budget,
+    state: std::sync::Mutex<PoolState>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    /// What runs outside the pool spent (those a resumed batch kept).
+    base: Spent,
+    /// Each run's latest spending, by run id (kept after it ends).
+    runs: std::collections::HashMap<String, Spent>,
+}
+
+impl BudgetPool {
+    pub fn new(budget: Budget, base: Spent) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            budget,
+            state: std::sync::Mutex::new(PoolState {
+                base,
+                runs: std::collections::HashMap::new(),
+            }),
+            changed: tokio::sync::watch::channel(0).0,
+        })
+    }
+
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Everything spent against it so far, but by `except`.
+    fn sum(&self, except: Option<&str>) -> Spent {
+        let s = self.state.lock().expect("lock");
+        let mut total = s.base;
+        for (id, spent) in &s.runs {
+            if Some(id.as_str()) != except {
+                total.add(spent);
+            }
+        }
+        total
+    }
+
+    /// Everything spent against it so far.
+    pub fn total(&self) -> Spent {
+        self.sum(None)
+    }
+
+    /// What every run but `run` spent.
+    pub(crate) fn others(&self, run: &str) -> Spent {
+        self.sum(Some(run))
+    }
+
+    /// The budget with what was spent so far, as a shared budget.
+    pub fn shared(&self) -> SharedBudget {
+        SharedBudget::new(BudgetScope::Batch, self.budget, self.total())
+    }
+
+    /// Records what `run` has spent by now; the other runs are woken when
+    /// it changed.
+    pub(crate) fn publish(&self, run: &str, spent: Spent) {
+        let mut s = self.state.lock().expect("lock");
+        let old = s.runs.insert(run.to_string(), spent);
+        drop(s);
+        if old != Some(spent) {
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Changes whenever a run's spending does.
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,7 +560,7 @@ mod tests {
 
     #[test]
     fn a_budget_is_exceeded_past_its_limit_not_at_it() {
-        let mut w = Watch::new(&budget(None, None, Some(3)), &[]);
+        let mut w = Watch::new(&budget(None, None, Some(3)), &[], None);
         assert_eq!(w.check(&spent(0.0, 0, 3)).exceeded, None, "3 of 3 turns");
         let hit = w.check(&spent(0.0, 0, 4)).exceeded.expect("4 of 3 turns");
         assert_eq!(
@@ -468,7 +572,7 @@ mod tests {
 
     #[test]
     fn the_warning_comes_once_at_80_percent() {
-        let mut w = Watch::new(&budget(Some(0.5), None, None), &[]);
+        let mut w = Watch::new(&budget(Some(0.5), None, None), &[], None);
         assert!(w.check(&spent(0.39, 0, 0)).warnings.is_empty());
         let c = w.check(&spent(0.41, 0, 0));
         assert_eq!(c.warnings.len(), 1);
@@ -486,7 +590,7 @@ mod tests {
 
     #[test]
     fn a_jump_past_the_limit_is_an_end_not_a_warning() {
-        let mut w = Watch::new(&budget(None, Some(1000), None), &[]);
+        let mut w = Watch::new(&budget(None, Some(1000), None), &[], None);
         let c = w.check(&spent(0.0, 5000, 0));
         assert!(c.warnings.is_empty());
         assert_eq!(c.exceeded.unwrap().reached, 5000.0);
@@ -499,7 +603,7 @@ mod tests {
             budget(Some(1.0), None, None),
             spent(0.7, 0, 0),
         );
-        let mut w = Watch::new(&Budget::default(), &[session]);
+        let mut w = Watch::new(&Budget::default(), &[session], None);
         let c = w.check(&spent(0.15, 0, 0));
         assert_eq!(c.warnings.len(), 1, "0.85 of 1.00");
         assert_eq!(c.warnings[0].spent_before, 0.7);
@@ -519,7 +623,7 @@ mod tests {
             budget(None, None, Some(10)),
             spent(0.0, 0, 9),
         );
-        let mut w = Watch::new(&Budget::default(), &[s]);
+        let mut w = Watch::new(&Budget::default(), &[s], None);
         assert!(w.check(&spent(0.0, 0, 1)).warnings.is_empty());
     }
 
@@ -530,10 +634,41 @@ mod tests {
             budget(None, Some(100), None),
             spent(0.0, 90, 0),
         );
-        let mut w = Watch::new(&budget(None, Some(50), None), &[s]);
+        let mut w = Watch::new(&budget(None, Some(50), None), &[s], None);
         let hit = w.check(&spent(0.0, 60, 0)).exceeded.unwrap();
         assert_eq!(hit.scope, BudgetScope::Run);
         assert_eq!(w.lines(&spent(0.0, 60, 0))[1].reached, 150.0);
+    }
+
+    #[test]
+    fn a_pooled_budget_counts_what_the_runs_beside_spend_as_it_changes() {
+        let pool = BudgetPool::new(budget(Some(0.35), None, None), spent(0.0, 0, 0));
+        pool.publish("a", spent(0.22, 0, 2));
+        let mut w = Watch::new(
+            &Budget::default(),
+            &[],
+            Some((pool.budget(), pool.others("b"))),
+        );
+        w.others_spent(&pool.others("b"));
+        assert_eq!(w.check(&spent(0.11, 0, 1)).exceeded, None, "0.33 of 0.35");
+        pool.publish("a", spent(0.33, 0, 3));
+        w.others_spent(&pool.others("b"));
+        let hit = w.check(&spent(0.11, 0, 1)).exceeded.expect("0.44 of 0.35");
+        assert_eq!(hit.scope, BudgetScope::Batch);
+        assert!(
+            close(hit.spent_before, 0.33) && close(hit.reached, 0.44),
+            "{hit:?}"
+        );
+        assert!(close(pool.total().cost_usd, 0.33));
+        pool.publish("b", spent(0.11, 0, 1));
+        assert!(
+            pool.shared().used_up().is_some(),
+            "0.44 of 0.35: none starts"
+        );
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
     }
 
     #[test]

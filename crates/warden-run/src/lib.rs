@@ -126,6 +126,9 @@ pub struct RunSpec {
     /// Budgets shared with the runs before this one (a session's, a
     /// batch's), with what those spent; the run's own is `limits.budget`.
     pub budgets: Vec<budget::SharedBudget>,
+    /// A batch's budget held live with the runs running beside this one
+    /// (the local executor's); its runs publish their spending there.
+    pub budget_pool: Option<std::sync::Arc<budget::BudgetPool>>,
 }
 
 impl RunSpec {
@@ -151,6 +154,7 @@ impl RunSpec {
             output_tag: None,
             output_schema: None,
             budgets: Vec::new(),
+            budget_pool: None,
         }
     }
 }
@@ -369,6 +373,7 @@ impl Run {
             git,
             output,
             budgets: spec.budgets.clone(),
+            pool: spec.budget_pool.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();

@@ -565,6 +565,7 @@ impl RunRequest {
             can_resume: profile(self.agent).can_resume,
             budget: self.session.budget,
             batch_budget: self.batch_budget,
+            budget_pool: None,
         }
     }
 }

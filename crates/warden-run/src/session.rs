@@ -51,6 +51,9 @@ pub struct SessionOptions {
     pub budget: crate::budget::Budget,
     /// The batch's budget, with what its entries before this one spent.
     pub batch_budget: Option<crate::budget::SharedBudget>,
+    /// The batch's budget held live with the entries running beside this
+    /// one (on this machine): it replaces `batch_budget`.
+    pub budget_pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
 }
 
 /// What `make_run` is told about the run to build.
@@ -358,10 +361,15 @@ pub(crate) async fn run_session(
                 *spent,
             ));
         }
-        if let Some(b) = opts.batch_budget {
-            let mut before = b.spent;
-            before.add(spent);
-            all.push(crate::budget::SharedBudget::new(b.scope, b.budget, before));
+        match (&opts.budget_pool, opts.batch_budget) {
+            // Its lines; the runs hold it live, not from this.
+            (Some(pool), _) => all.push(pool.shared()),
+            (None, Some(b)) => {
+                let mut before = b.spent;
+                before.add(spent);
+                all.push(crate::budget::SharedBudget::new(b.scope, b.budget, before));
+            }
+            (None, None) => {}
         }
         all
     };
@@ -415,7 +423,11 @@ pub(crate) async fn run_session(
         };
         spec.cwd = workdir.clone();
         spec.run_dir = Some(run_dir.clone());
-        spec.budgets = budgets;
+        spec.budgets = budgets
+            .into_iter()
+            .filter(|b| opts.budget_pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)
+            .collect();
+        spec.budget_pool.clone_from(&opts.budget_pool);
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
@@ -655,9 +667,20 @@ impl Session {
 pub(crate) async fn run_request(
     request: RunRequest,
     control: SessionControl,
-    mut out: Outbox,
+    out: Outbox,
 ) -> Result<SessionReport, SetupError> {
-    let opts = request.session_options();
+    run_request_pooled(request, control, out, None).await
+}
+
+/// Like [`run_request`], with the batch's budget held live in `pool`.
+pub(crate) async fn run_request_pooled(
+    request: RunRequest,
+    control: SessionControl,
+    mut out: Outbox,
+    pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
+) -> Result<SessionReport, SetupError> {
+    let mut opts = request.session_options();
+    opts.budget_pool = pool;
     run_session(
         opts,
         control,

@@ -22,7 +22,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::batch::BatchControl;
 use crate::batch_report::BatchRun;
-use crate::session::{SessionControl, run_request};
+use crate::session::{SessionControl, run_request_pooled};
 use crate::update::{Outbox, Update};
 use crate::{RunRequest, Verdict};
 
@@ -140,9 +140,11 @@ impl Executor for Local {
 
 async fn run_local(mut work: Work) -> Vec<BatchRun> {
     let sem = Arc::new(Semaphore::new(work.jobs.max(1)));
-    // What the entries spent, as each ends: an entry starts against what
-    // is left.
-    let spent = work.budget.map(|b| Arc::new(std::sync::Mutex::new(b)));
+    // What the entries spend, live: an entry starts against what is left,
+    // and the runs running at once are held to the budget together.
+    let pool = work
+        .budget
+        .map(|b| crate::budget::BudgetPool::new(b.budget, b.spent));
     // Every entry can be cancelled from now on, started or not.
     let entries: Vec<(Entry, SessionControl)> = std::mem::take(&mut work.entries)
         .into_iter()
@@ -170,10 +172,10 @@ async fn run_local(mut work: Work) -> Vec<BatchRun> {
             .await;
         }
         let stop = work.control.clone();
-        let spent = spent.clone();
+        let pool = pool.clone();
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
-            let run = run_local_entry(&entry, control, &stop, spent, out.clone()).await;
+            let run = run_local_entry(&entry, control, &stop, pool, out.clone()).await;
             out.send(Update::EntryFinished {
                 entry: entry.index,
                 run: Box::new(run.clone()),
@@ -197,33 +199,22 @@ async fn run_local_entry(
     entry: &Entry,
     control: SessionControl,
     stop: &BatchControl,
-    budget: Option<Arc<std::sync::Mutex<crate::budget::SharedBudget>>>,
+    pool: Option<Arc<crate::budget::BudgetPool>>,
     out: Outbox,
 ) -> BatchRun {
     if stop.cancels() > 0 {
         return cancelled_before_start(entry);
     }
-    let mut request = entry.request.clone();
-    if let Some(b) = &budget {
-        let now = *b.lock().expect("lock");
-        if let Some(line) = now.used_up() {
-            return BatchRun::new(
-                entry.name.clone(),
-                entry.request.agent,
-                Some(Verdict::BudgetExceeded),
-                Some(format!("not started: {}", line.used_up())),
-            );
-        }
-        request.batch_budget = Some(now);
+    if let Some(line) = pool.as_ref().and_then(|p| p.shared().used_up()) {
+        return BatchRun::new(
+            entry.name.clone(),
+            entry.request.agent,
+            Some(Verdict::BudgetExceeded),
+            Some(format!("not started: {}", line.used_up())),
+        );
     }
     let t0 = Instant::now();
-    let result = run_request(request, control, out).await;
-    if let (Some(b), Ok(s)) = (&budget, &result) {
-        b.lock()
-            .expect("lock")
-            .spent
-            .add(&crate::budget::Spent::of_session(s));
-    }
+    let result = run_request_pooled(entry.request.clone(), control, out, pool).await;
     let mut run = match result {
         Ok(s) => {
             let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);

@@ -87,6 +87,8 @@ pub(crate) struct Setup {
     /// The budgets the run shares with the runs before it (its session's,
     /// its batch's), with what those spent.
     pub budgets: Vec<crate::budget::SharedBudget>,
+    /// A batch's budget held with the runs running beside this one.
+    pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
 }
 
 /// Where a run's commits are collected from.
@@ -208,7 +210,11 @@ impl Supervisor {
             ..ClockState::default()
         };
         let signal = SignalMatcher::new(&l.completion_signal);
-        let budget = crate::budget::Watch::new(&l.budget, &setup.budgets);
+        let pooled = setup
+            .pool
+            .as_ref()
+            .map(|p| (p.budget(), p.others(&setup.run_id)));
+        let budget = crate::budget::Watch::new(&l.budget, &setup.budgets, pooled);
         Self {
             setup,
             live: LiveFeed::new(events),
@@ -521,6 +527,9 @@ impl Supervisor {
             max_line,
         );
         let mut control_open = true;
+        // Woken when a run beside this one spends against the batch's
+        // budget.
+        let mut pool = self.setup.pool.as_ref().map(|p| p.subscribe());
 
         loop {
             let left = Input::Left {
@@ -556,6 +565,10 @@ impl Supervisor {
                 c = control.recv(), if control_open => match c {
                     Some(c) => self.on_control(&tree, &mut out, &mut err, c),
                     None => control_open = false,
+                },
+                changed = pool_changed(&mut pool) => match changed {
+                    true => self.check_budget(),
+                    false => pool = None,
                 },
                 () = sleep => {
                     if let Some((_, clock)) = next.filter(|(at, _)| *at <= Instant::now()) {
@@ -783,9 +796,12 @@ impl Supervisor {
         if self.budget.is_empty() {
             return;
         }
-        let found = self
-            .budget
-            .check(&crate::budget::Spent::of_summary(&self.summary));
+        let mine = crate::budget::Spent::of_summary(&self.summary);
+        if let Some(pool) = &self.setup.pool {
+            pool.publish(&self.setup.run_id, mine);
+            self.budget.others_spent(&pool.others(&self.setup.run_id));
+        }
+        let found = self.budget.check(&mine);
         for w in found.warnings {
             self.emit(Event::BudgetWarning {
                 scope: w.scope,
@@ -1151,6 +1167,15 @@ impl Supervisor {
             });
         }
         signalled
+    }
+}
+
+/// Whether the batch's pool changed (`false` once it is gone); never
+/// returns without one.
+async fn pool_changed(pool: &mut Option<tokio::sync::watch::Receiver<u64>>) -> bool {
+    match pool {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => std::future::pending().await,
     }
 }
 

@@ -136,7 +136,7 @@ impl Supervisor {
             output_error: None,
             stdout_bytes: self.stdout_bytes,
             stderr_bytes: self.stderr_bytes,
-            budgets: self.budget.lines(&self.spent()),
+            budgets: self.budget_lines(),
             budget_exceeded: self.budget_exceeded(),
             limits: LimitsReport {
                 timeout_ms: ms(l.timeout),
@@ -164,13 +164,25 @@ impl Supervisor {
         crate::budget::Spent::of_summary(&self.summary)
     }
 
+    /// Every budget with what was reached by now: for a batch's budget
+    /// held with the runs beside this one, where they have got to too.
+    fn budget_lines(&self) -> Vec<crate::budget::BudgetLine> {
+        match &self.setup.pool {
+            Some(pool) => {
+                let mut watch = self.budget.clone();
+                watch.others_spent(&pool.others(&self.setup.run_id));
+                watch.lines(&self.spent())
+            }
+            None => self.budget.lines(&self.spent()),
+        }
+    }
+
     /// The budget exceeded, with what was reached by the end of the run
     /// (the agent may report more while it is being stopped).
     fn budget_exceeded(&self) -> Option<crate::budget::BudgetLine> {
         let hit = self.budget_hit?;
         let now = self
-            .budget
-            .lines(&self.spent())
+            .budget_lines()
             .into_iter()
             .find(|l| l.scope == hit.scope && l.budget == hit.budget);
         Some(now.unwrap_or(hit))

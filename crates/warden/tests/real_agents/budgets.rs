@@ -76,11 +76,13 @@ fn priced_pi(script: Vec<Turn>) -> Option<Kit> {
     Some(kit)
 }
 
-fn three_calls() -> Vec<Turn> {
+/// Three calls, the third a tool that sleeps `secs` (each test its own,
+/// so that looking for what is left finds only its own).
+fn three_calls(secs: u32) -> Vec<Turn> {
     vec![
         Turn::Shell("echo one".into()),
         Turn::Shell("echo two".into()),
-        Turn::Shell("sleep 30; echo three".into()),
+        Turn::Shell(format!("sleep {secs}; echo three")),
         Turn::Text("done".into()),
     ]
 }
@@ -88,7 +90,7 @@ fn three_calls() -> Vec<Turn> {
 /// The batch view shows a run's budget warning and its end as lines.
 #[test]
 fn the_batch_view_shows_the_budget_warning_and_the_end() {
-    let Some(kit) = priced_pi(three_calls()) else {
+    let Some(kit) = priced_pi(three_calls(33)) else {
         return;
     };
     let base = kit.case.path().to_path_buf();
@@ -127,7 +129,7 @@ kill_grace = \"2s\"
             .contains("[a] ending: run cost budget $0.25 exceeded: $0.33 spent"),
         "{why}"
     );
-    let left = kit.leftovers("sleep 30");
+    let left = kit.leftovers("sleep 33");
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
@@ -136,7 +138,7 @@ kill_grace = \"2s\"
 /// the call before gives the 80% warning.
 #[test]
 fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
-    let Some(kit) = priced_pi(three_calls()) else {
+    let Some(kit) = priced_pi(three_calls(30)) else {
         return;
     };
     let done = kit.run(
@@ -428,4 +430,72 @@ fn a_cost_budget_for_a_cli_that_reports_no_cost_is_refused() {
         &["--max-tokens", "1000000", "--timeout", "120s"],
     );
     assert_eq!(done.verdict(), "succeeded", "{}", done.stderr);
+}
+
+/// Two pi runs at once share a batch budget of $0.35: neither alone passes
+/// it (each makes two or three calls of $0.11 before it sleeps), but the
+/// fourth call of the two together does, and both are ended then, the one
+/// asleep in its tool as well.
+#[test]
+fn runs_running_at_once_hold_the_batch_budget_together() {
+    let mut script = vec![
+        Turn::Shell("echo one".into()),
+        Turn::Shell("echo two".into()),
+    ];
+    script.extend((0..6).map(|_| Turn::Shell("sleep 32; echo late".into())));
+    let Some(kit) = priced_pi(script) else {
+        return;
+    };
+    let base = kit.case.path().to_path_buf();
+    let file = base.join("runs.toml");
+    let extra: Vec<String> = kit.extra.iter().map(|a| format!("{a:?}")).collect();
+    std::fs::write(
+        &file,
+        format!(
+            "[defaults]\nagent = \"pi\"\nagent_bin = {:?}\nmodel = \"fake-model\"\nextra_args = [{}]\nprompt = \"run commands\"\nkill_grace = \"2s\"\n\n[budget]\nmax_cost = 0.35\n\n[[run]]\nname = \"a\"\n\n[[run]]\nname = \"b\"\n",
+            kit.bin.to_string_lossy(),
+            extra.join(", ")
+        ),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let batch_dir = base.join("batch");
+    let mut cmd = kit.case.command(&[
+        "batch",
+        file.to_str().unwrap(),
+        "-j",
+        "2",
+        "--dir",
+        batch_dir.to_str().unwrap(),
+    ]);
+    for (k, v) in &kit.env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run warden batch");
+    let batch = kit.case.finished(out, start);
+    let report = std::fs::read_to_string(batch_dir.join("batch.json")).unwrap_or_default();
+    let why = format!(
+        "batch exited {} after {:?}\n{}\n--- batch.json:\n{report}",
+        batch.code, batch.elapsed, batch.stderr
+    );
+    assert_eq!(batch.code, 7, "{why}");
+    assert!(
+        batch.elapsed < Duration::from_secs(28),
+        "the runs were not ended when the batch passed its budget\n{why}"
+    );
+    let b = json(&batch_dir.join("batch.json"));
+    for run in b["runs"].as_array().unwrap() {
+        assert_eq!(run["verdict"], "budget_exceeded", "{why}");
+        let exceeded = &run["session"]["budget_exceeded"];
+        assert_eq!(exceeded["scope"], "batch", "{why}");
+        assert!(
+            exceeded["reached"].as_f64().unwrap() > 0.35,
+            "{exceeded}\n{why}"
+        );
+        // Neither run alone came near the budget.
+        assert!(run["session"]["cost_usd"].as_f64().unwrap() < 0.35, "{why}");
+    }
+    assert!(b["budgets"][0]["reached"].as_f64().unwrap() > 0.35, "{why}");
+    let left = kit.leftovers("sleep 32");
+    assert!(left.is_empty(), "left running: {left:?}");
 }
