@@ -432,17 +432,19 @@ fn a_cost_budget_for_a_cli_that_reports_no_cost_is_refused() {
     assert_eq!(done.verdict(), "succeeded", "{}", done.stderr);
 }
 
-/// Two pi runs at once share a batch budget of $0.35: neither alone passes
-/// it (each makes two or three calls of $0.11 before it sleeps), but the
-/// fourth call of the two together does, and both are ended then, the one
-/// asleep in its tool as well.
+/// Two pi runs at once share a batch budget of $0.35 ($0.11 a call). The
+/// run whose first call comes first sleeps in its tool; the other makes
+/// three calls, the last of which takes the two past the budget (neither
+/// alone ever passes it): both are ended then, the one asleep as well,
+/// woken by the other's spending.
 #[test]
 fn runs_running_at_once_hold_the_batch_budget_together() {
     let mut script = vec![
-        Turn::Shell("echo one".into()),
+        Turn::Shell("sleep 32; echo late".into()),
         Turn::Shell("echo two".into()),
+        Turn::Shell("echo three".into()),
     ];
-    script.extend((0..6).map(|_| Turn::Shell("sleep 32; echo late".into())));
+    script.extend((0..4).map(|_| Turn::Shell("sleep 34; echo late".into())));
     let Some(kit) = priced_pi(script) else {
         return;
     };
@@ -496,6 +498,7 @@ fn runs_running_at_once_hold_the_batch_budget_together() {
         assert!(run["session"]["cost_usd"].as_f64().unwrap() < 0.35, "{why}");
     }
     assert!(b["budgets"][0]["reached"].as_f64().unwrap() > 0.35, "{why}");
-    let left = kit.leftovers("sleep 32");
+    let mut left = kit.leftovers("sleep 32");
+    left.extend(kit.leftovers("sleep 34"));
     assert!(left.is_empty(), "left running: {left:?}");
 }
