@@ -59,8 +59,9 @@ impl Agent {
         match self {
             // `total_cost_usd` of the final `result` line.
             Agent::Claude => CostReporting::AtEnd,
-            // `cost` of each `step_finish` (OpenCode), `usage.cost.total`
-            // of each assistant message (pi).
+            // `usage.cost.total` of each assistant message, before its
+            // tools run (pi); `cost` of each `step_finish` (OpenCode), which
+            // comes once the step's tools have run.
             Agent::OpenCode | Agent::Pi => CostReporting::PerStep,
             Agent::Codex | Agent::Gemini | Agent::Exec => CostReporting::None,
         }
@@ -74,7 +75,8 @@ impl Agent {
 /// When an agent's CLI reports its cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CostReporting {
-    /// With each model call: a cost budget can end the run mid-way.
+    /// With each model call (pi: as it answers; OpenCode: when the step's
+    /// tools have run): a cost budget can end the run mid-way.
     PerStep,
     /// Only in its last line, when the run is over: a cost budget is
     /// judged then (and a session stops on it), but cannot cut the run

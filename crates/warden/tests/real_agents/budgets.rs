@@ -502,3 +502,51 @@ fn runs_running_at_once_hold_the_batch_budget_together() {
     left.extend(kit.leftovers("sleep 34"));
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// OpenCode prices each step (a model call and the tools it ran) when the
+/// step ends: a cost budget ends its run at the end of the step that
+/// passes it, before the next one's tool can run on.
+#[test]
+fn opencode_is_ended_after_the_step_that_passes_its_cost_budget() {
+    let script = vec![
+        Turn::Shell("echo one".into()),
+        Turn::Shell("echo two".into()),
+        Turn::Shell("echo three".into()),
+        Turn::Shell("sleep 35; echo late".into()),
+        Turn::Text("done".into()),
+    ];
+    let Some(mut kit) = Kit::with_usage("opencode", |_| script, PI_USAGE) else {
+        return;
+    };
+    let url = kit.server.url();
+    kit.env.retain(|(k, _)| k != "OPENCODE_CONFIG_CONTENT");
+    kit.env.push((
+        "OPENCODE_CONFIG_CONTENT".into(),
+        format!(
+            r#"{{"provider":{{"fake":{{"npm":"@ai-sdk/openai-compatible","name":"Fake","options":{{"baseURL":"{url}/v1","apiKey":"fake"}},"models":{{"fake-model":{{"name":"Fake","cost":{{"input":100,"output":100}}}}}}}}}},"model":"fake/fake-model","autoupdate":false,"share":"disabled","permission":{{"bash":"allow","edit":"allow","external_directory":"allow"}}}}"#
+        ),
+    ));
+    let done = kit.run(
+        "run four commands",
+        &[
+            "--max-cost",
+            "0.25",
+            "--kill-grace",
+            "2s",
+            "--timeout",
+            "150s",
+        ],
+    );
+    let why = explain(&kit, &done, &done.run_dir);
+    assert_eq!(done.code, 7, "{why}");
+    assert_eq!(done.verdict(), "budget_exceeded", "{why}");
+    assert!(done.elapsed < Duration::from_secs(30), "{why}");
+    let r = done.report();
+    assert_eq!(
+        r["reason"], "run cost budget $0.25 exceeded: $0.33 spent; the run was ended",
+        "{why}"
+    );
+    assert_eq!(events_of(&done.run_dir, "budget_warning").len(), 1, "{why}");
+    let left = kit.leftovers("sleep 35");
+    assert!(left.is_empty(), "left running: {left:?}");
+}
