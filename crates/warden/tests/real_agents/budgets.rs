@@ -550,3 +550,49 @@ fn opencode_is_ended_after_the_step_that_passes_its_cost_budget() {
     let left = kit.leftovers("sleep 35");
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// Claude Code reports the tokens of each message as it comes: a token
+/// budget ends its run at the message that passes it, while the tool runs
+/// (its cost, by contrast, comes only at the end).
+#[test]
+fn claude_is_ended_at_the_message_that_passes_its_token_budget() {
+    let script = vec![
+        Turn::Shell("echo one".into()),
+        Turn::Shell("echo two".into()),
+        Turn::Shell("sleep 36; echo three".into()),
+        Turn::Text("done".into()),
+    ];
+    // 1100 tokens a call: 2200 after two (88% of 2500), 3300 after three.
+    let Some(kit) = Kit::with_usage("claude", |_| script, PI_USAGE) else {
+        return;
+    };
+    let done = kit.run(
+        "run three commands",
+        &[
+            "--max-tokens",
+            "2500",
+            "--kill-grace",
+            "2s",
+            "--timeout",
+            "120s",
+        ],
+    );
+    let why = explain(&kit, &done, &done.run_dir);
+    assert_eq!(done.code, 7, "{why}");
+    assert_eq!(done.verdict(), "budget_exceeded", "{why}");
+    assert!(done.elapsed < Duration::from_secs(30), "{why}");
+    let r = done.report();
+    assert_eq!(
+        r["reason"], "run token budget 2500 exceeded: 3300 tokens; the run was ended",
+        "{why}"
+    );
+    assert_eq!(ms(&r["tokens"]["total"]), 3300, "{why}");
+    let warnings = events_of(&done.run_dir, "budget_warning");
+    assert_eq!(warnings.len(), 1, "{why}");
+    // Claude Code streams a message's usage in parts (the prompt first):
+    // 80% is reached within the second message.
+    let reached = warnings[0]["reached"].as_f64().unwrap();
+    assert!((2000.0..=2200.0).contains(&reached), "{reached}\n{why}");
+    let left = kit.leftovers("sleep 36");
+    assert!(left.is_empty(), "left running: {left:?}");
+}
