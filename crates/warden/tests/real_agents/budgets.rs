@@ -208,17 +208,27 @@ fn claude_is_ended_at_the_turn_past_its_turn_budget() {
     let Some(kit) = Kit::new("claude", script) else {
         return;
     };
-    let done = kit.run(
-        "run three commands",
-        &[
-            "--max-turns",
-            "2",
-            "--kill-grace",
-            "2s",
-            "--timeout",
-            "120s",
-        ],
-    );
+    // As under GitHub Actions: the warning is an annotation, and the step
+    // summary lists the budgets.
+    let summary = kit.case.path().join("step-summary.md");
+    let start = Instant::now();
+    let out = kit
+        .command(
+            "run three commands",
+            &[
+                "--max-turns",
+                "2",
+                "--kill-grace",
+                "2s",
+                "--timeout",
+                "120s",
+            ],
+        )
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .expect("run warden");
+    let done = kit.case.finished(out, start);
     let why = explain(&kit, &done, &done.run_dir);
     assert_eq!(done.code, 7, "{why}");
     assert_eq!(done.verdict(), "budget_exceeded", "{why}");
@@ -234,8 +244,13 @@ fn claude_is_ended_at_the_turn_past_its_turn_budget() {
     assert_eq!(warnings[0]["reached"], 2.0, "{}", warnings[0]);
     assert!(
         done.stderr
-            .contains("warning: 80% of the run turn budget 2 used: 2 turns"),
+            .contains("::warning title=warden::80%25 of the run turn budget 2 used: 2 turns"),
         "{why}"
+    );
+    let md = std::fs::read_to_string(&summary).unwrap_or_default();
+    assert!(
+        md.contains("| budgets | run turn budget 2: 3 |"),
+        "{md}\n{why}"
     );
     let left = kit.leftovers("sleep 31");
     assert!(left.is_empty(), "left running: {left:?}");
