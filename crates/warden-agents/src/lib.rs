@@ -176,6 +176,44 @@ pub struct Profile {
     pub state_dir_vars: &'static [&'static str],
     /// Programs it runs on, kept visible in a sandbox.
     pub runtimes: &'static [&'static str],
+    /// What its documented provider set-ups (Bedrock, Vertex AI, Azure,
+    /// telemetry, ...) need from a sandbox beyond `env_prefixes`.
+    pub provider_env: ProviderEnv,
+}
+
+/// What a CLI's documented provider set-ups need inside a sandbox: the
+/// variables they read, the files and directories those name, and what
+/// to warn about when something the user set up does not get in.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderEnv {
+    /// Variables passed by exact name (those not under a prefix of
+    /// `env_prefixes`: `AWS_REGION`, `CLOUD_ML_REGION`, ...).
+    pub names: &'static [&'static str],
+    /// Variables that name a file the CLI reads (a service account key):
+    /// when set, the file is bound read-only at the same path.
+    pub file_vars: &'static [&'static str],
+    /// `(variable, directory under HOME)`: when the variable is set, the
+    /// directory (`~/.aws` for `AWS_PROFILE`) is bound read-only.
+    pub home_dirs: &'static [(&'static str, &'static str)],
+    /// `(switch, prefix)`: when the switch is set (`CLAUDE_CODE_USE_BEDROCK`),
+    /// a host variable with the prefix (`AWS_`) that does not pass is
+    /// warned about.
+    pub families: &'static [(&'static str, &'static str)],
+    /// Its settings files (under HOME): a host variable they name that
+    /// does not pass is warned about.
+    pub config_files: &'static [&'static str],
+}
+
+impl ProviderEnv {
+    /// Nothing beyond the prefixes.
+    pub const NONE: ProviderEnv = ProviderEnv {
+        names: &[],
+        file_vars: &[],
+        home_dirs: &[],
+        families: &[],
+        config_files: &[],
+    };
 }
 
 /// The keys of the model providers the multi-provider CLIs read.
@@ -239,10 +277,46 @@ static PROFILES: [Profile; 6] = [
             "BASH_DEFAULT_TIMEOUT_MS",
             "BASH_MAX_TIMEOUT_MS",
             "MAX_THINKING_TOKENS",
+            // Its own telemetry (CLAUDE_CODE_ENABLE_TELEMETRY) reads the
+            // standard OpenTelemetry variables.
+            "OTEL_",
+            // Vertex AI: a region per model.
+            "VERTEX_REGION_",
         ],
         state_dirs: &[".claude"],
         state_dir_vars: &["CLAUDE_CONFIG_DIR", "CLAUDE_CODE_TMPDIR"],
         runtimes: &["node"],
+        provider_env: ProviderEnv {
+            names: &[
+                // Amazon Bedrock: the region, a profile, access keys with a
+                // session token, or a Bedrock API key
+                // (ANTHROPIC_BEDROCK_BASE_URL is under ANTHROPIC_).
+                "AWS_REGION",
+                "AWS_PROFILE",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "AWS_BEARER_TOKEN_BEDROCK",
+                // Vertex AI (ANTHROPIC_VERTEX_PROJECT_ID is under ANTHROPIC_).
+                "CLOUD_ML_REGION",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "GOOGLE_CLOUD_PROJECT",
+                "GCLOUD_PROJECT",
+            ],
+            file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
+            home_dirs: &[
+                ("AWS_PROFILE", ".aws"),
+                ("CLAUDE_CODE_USE_BEDROCK", ".aws"),
+                ("CLAUDE_CODE_USE_VERTEX", ".config/gcloud"),
+            ],
+            families: &[
+                ("CLAUDE_CODE_USE_BEDROCK", "AWS_"),
+                ("CLAUDE_CODE_USE_VERTEX", "GOOGLE_"),
+                ("CLAUDE_CODE_USE_VERTEX", "CLOUD_ML_"),
+                ("CLAUDE_CODE_ENABLE_TELEMETRY", "OTEL_"),
+            ],
+            config_files: &[".claude/settings.json"],
+        },
     },
     Profile {
         agent: Agent::Codex,
@@ -264,6 +338,12 @@ static PROFILES: [Profile; 6] = [
         state_dirs: &[".codex"],
         state_dir_vars: &["CODEX_HOME"],
         runtimes: &["node"],
+        // A custom provider names its key's variable in config.toml
+        // (`env_key`): warned about when it does not pass.
+        provider_env: ProviderEnv {
+            config_files: &[".codex/config.toml"],
+            ..ProviderEnv::NONE
+        },
     },
     Profile {
         agent: Agent::OpenCode,
@@ -298,6 +378,35 @@ static PROFILES: [Profile; 6] = [
         ],
         state_dir_vars: &[],
         runtimes: &["node"],
+        // Its providers page: Amazon Bedrock (keys, a profile, a bearer
+        // token, EKS web identity), Google Vertex AI (GOOGLE_CLOUD_PROJECT
+        // is under GOOGLE_; VERTEX_LOCATION), Azure (AZURE_RESOURCE_NAME).
+        provider_env: ProviderEnv {
+            names: &[
+                "AWS_REGION",
+                "AWS_PROFILE",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_BEARER_TOKEN_BEDROCK",
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+                "AWS_ROLE_ARN",
+                "VERTEX_LOCATION",
+                "AZURE_RESOURCE_NAME",
+            ],
+            file_vars: &[
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+            ],
+            home_dirs: &[
+                ("AWS_PROFILE", ".aws"),
+                ("GOOGLE_CLOUD_PROJECT", ".config/gcloud"),
+            ],
+            families: &[],
+            config_files: &[
+                ".config/opencode/opencode.json",
+                ".config/opencode/opencode.jsonc",
+            ],
+        },
     },
     Profile {
         agent: Agent::Pi,
@@ -314,6 +423,52 @@ static PROFILES: [Profile; 6] = [
         state_dirs: &[".pi"],
         state_dir_vars: &["PI_CODING_AGENT_DIR"],
         runtimes: &["node"],
+        // Its docs/providers.md: the API-key table, Amazon Bedrock (a
+        // profile, keys, a bearer token, ECS and IRSA credentials, a
+        // proxy), Azure OpenAI, Cloudflare, Vertex AI (GOOGLE_CLOUD_PROJECT,
+        // GOOGLE_CLOUD_LOCATION and GOOGLE_APPLICATION_CREDENTIALS are
+        // under GOOGLE_).
+        provider_env: ProviderEnv {
+            names: &[
+                "AWS_PROFILE",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_BEARER_TOKEN_BEDROCK",
+                "AWS_REGION",
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+                "AWS_BEDROCK_FORCE_CACHE",
+                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+                "AWS_BEDROCK_SKIP_AUTH",
+                "AWS_BEDROCK_FORCE_HTTP1",
+                "AZURE_OPENAI_API_KEY",
+                "AZURE_OPENAI_BASE_URL",
+                "AZURE_OPENAI_RESOURCE_NAME",
+                "AZURE_OPENAI_API_VERSION",
+                "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+                "CEREBRAS_API_KEY",
+                "CLOUDFLARE_API_KEY",
+                "CLOUDFLARE_ACCOUNT_ID",
+                "CLOUDFLARE_GATEWAY_ID",
+                "AI_GATEWAY_API_KEY",
+                "ZAI_API_KEY",
+                "OPENCODE_API_KEY",
+                "HF_TOKEN",
+                "FIREWORKS_API_KEY",
+                "KIMI_API_KEY",
+                "MINIMAX_API_KEY",
+                "MINIMAX_CN_API_KEY",
+            ],
+            file_vars: &[
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+            ],
+            home_dirs: &[
+                ("AWS_PROFILE", ".aws"),
+                ("GOOGLE_CLOUD_PROJECT", ".config/gcloud"),
+            ],
+            families: &[],
+            config_files: &[".pi/agent/models.json", ".pi/agent/settings.json"],
+        },
     },
     Profile {
         agent: Agent::Gemini,
@@ -332,6 +487,16 @@ static PROFILES: [Profile; 6] = [
         state_dirs: &[".gemini"],
         state_dir_vars: &["GEMINI_CLI_HOME"],
         runtimes: &["node"],
+        // Vertex AI: GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION,
+        // GOOGLE_GENAI_USE_VERTEXAI and GOOGLE_APPLICATION_CREDENTIALS,
+        // all under GOOGLE_; the key file and gcloud's application default
+        // credentials must be readable.
+        provider_env: ProviderEnv {
+            file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
+            home_dirs: &[("GOOGLE_GENAI_USE_VERTEXAI", ".config/gcloud")],
+            config_files: &[".gemini/settings.json"],
+            ..ProviderEnv::NONE
+        },
     },
     Profile {
         agent: Agent::Exec,
@@ -348,6 +513,7 @@ static PROFILES: [Profile; 6] = [
         state_dirs: &[],
         state_dir_vars: &[],
         runtimes: &[],
+        provider_env: ProviderEnv::NONE,
     },
 ];
 

@@ -316,6 +316,10 @@ pub enum Event {
         pid: i32,
         command: Vec<String>,
         containment: String,
+        /// The resource limits in force, each with what enforces it
+        /// (`memory 32MiB by cgroup_v1`); left out when there are none.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        limits: Vec<String>,
     },
     /// Text from the agent (for `exec`: a stdout line).
     Text { text: String },

@@ -8,16 +8,20 @@
 //! - [`mod@spawn`]: start a run's process tree through its shim; [`RunTree`].
 //! - [`shim`]: the per-run subreaper that warden re-executes itself as.
 //! - [`sweep`]: stop, then kill, every process of a run.
+//! - [`resources`]: memory, process and CPU limits for a run (written into
+//!   its cgroups by [`os::limits`]).
 //! - [`os`]: /proc, cgroups and signals, behind one module.
 
 pub mod os;
 pub mod protocol;
+pub mod resources;
 pub mod shim;
 pub mod spawn;
 pub mod sweep;
 
 pub use os::{Signal, Target};
 pub use protocol::ShimMessage;
+pub use resources::{Controller, Cpus, Hierarchy, ResourceEvents, ResourceLimits};
 pub use shim::{SHIM_MARK, run_if_shim, shim_file_matches, started_as_shim};
 pub use spawn::{
     Containment, ContainmentChoice, ProcessInfo, RunTree, SpawnError, SpawnSpec, spawn,

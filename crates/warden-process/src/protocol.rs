@@ -32,6 +32,10 @@ pub enum ShimMessage {
         escaped: bool,
         cmdline: String,
     },
+    /// What the kernel did at the run's resource limits, read from its
+    /// cgroups just before the shim removed them: processes the OOM
+    /// killer killed, forks refused at the process limit.
+    Resources { oom_kills: u64, pids_max: u64 },
 }
 
 impl ShimMessage {
@@ -62,6 +66,10 @@ impl ShimMessage {
                 if *escaped { "escaped" } else { "-" },
                 cmdline.replace(['\n', '\r'], " ")
             ),
+            ShimMessage::Resources {
+                oom_kills,
+                pids_max,
+            } => format!("resources {oom_kills} {pids_max}\n"),
         }
     }
 
@@ -93,6 +101,10 @@ impl ShimMessage {
                     cmdline: cmdline.to_string(),
                 })
             }
+            ("resources", Some(oom), Some(pids)) => Some(ShimMessage::Resources {
+                oom_kills: oom.parse().ok()?,
+                pids_max: pids.parse().ok()?,
+            }),
             _ => None,
         }
     }
@@ -130,6 +142,10 @@ mod tests {
                 pid: 12,
                 escaped: true,
                 cmdline: "perl -e fork".into(),
+            },
+            ShimMessage::Resources {
+                oom_kills: 1,
+                pids_max: 40,
             },
             ShimMessage::Killed {
                 pid: 13,

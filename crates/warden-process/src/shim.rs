@@ -95,15 +95,35 @@ pub fn started_as_shim() -> bool {
 
 struct ShimArgs {
     cgroup: Option<PathBuf>,
+    /// The cgroup v1 directories made for the run's limits, which the
+    /// agent joins before its exec (`--join DIR`, repeated).
+    join: Vec<PathBuf>,
+    /// Report what the kernel did at the limits (`--limits`).
+    limits: bool,
     program: OsString,
     args: Vec<OsString>,
 }
 
 fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
     let mut cgroup = None;
-    if argv.first().is_some_and(|a| a == "--cgroup") && argv.len() >= 2 {
-        cgroup = Some(PathBuf::from(argv.remove(1)));
-        argv.remove(0);
+    let mut join = Vec::new();
+    let mut limits = false;
+    loop {
+        match argv.first().and_then(|a| a.to_str()) {
+            Some("--cgroup") if argv.len() >= 2 => {
+                cgroup = Some(PathBuf::from(argv.remove(1)));
+                argv.remove(0);
+            }
+            Some("--join") if argv.len() >= 2 => {
+                join.push(PathBuf::from(argv.remove(1)));
+                argv.remove(0);
+            }
+            Some("--limits") => {
+                limits = true;
+                argv.remove(0);
+            }
+            _ => break,
+        }
     }
     if argv.first().is_some_and(|a| a == "--") {
         argv.remove(0);
@@ -111,6 +131,8 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
     let program = (!argv.is_empty()).then(|| argv.remove(0))?;
     Some(ShimArgs {
         cgroup,
+        join,
+        limits,
         program,
         args: argv,
     })
@@ -120,6 +142,10 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
 struct Shared {
     out: Mutex<UnixStream>,
     cgroup: Option<Cgroup>,
+    /// The run's cgroup v1 directories (limits), removed with the cgroup.
+    v1: Vec<PathBuf>,
+    /// Whether to report what the kernel did at the limits.
+    limits: bool,
     agent: i32,
     agent_exited: AtomicBool,
     /// Held while sweeping or cleaning up, so the reaper cannot exit in
@@ -159,11 +185,28 @@ impl Shared {
         }
     }
 
-    /// Removes the run's cgroup (empty by now).
+    /// Tells warden what the kernel did at the run's limits (before the
+    /// cgroups that count it go).
+    fn report_resources(&self) {
+        if !self.limits {
+            return;
+        }
+        let mut dirs = self.v1.clone();
+        dirs.extend(self.cgroup.as_ref().map(|cg| cg.path().to_path_buf()));
+        let ev = crate::os::limits::events_in(&dirs);
+        self.send(&ShimMessage::Resources {
+            oom_kills: ev.oom_kills,
+            pids_max: ev.pids_max,
+        });
+    }
+
+    /// Removes the run's cgroup and its v1 cgroups (empty by now; what
+    /// they counted was reported first).
     fn remove_cgroup(&self) {
         if let Some(cg) = &self.cgroup {
             cg.remove();
         }
+        crate::os::limits::remove_v1(&self.v1);
     }
 }
 
@@ -224,7 +267,20 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     // it must survive `cgroup.kill`.
     let cgroup = args.cgroup.as_deref().map(Cgroup::open);
     let shim_pid = rustix::process::getpid();
-    let setup = move || prepare_agent(shim_pid);
+    // The files the agent writes itself into, made before the fork: the
+    // child may not allocate.
+    let joins: Vec<std::ffi::CString> = args
+        .join
+        .iter()
+        .filter_map(|d| {
+            use std::os::unix::ffi::OsStrExt;
+            std::ffi::CString::new(d.join("cgroup.procs").as_os_str().as_bytes()).ok()
+        })
+        .collect();
+    let setup = move || {
+        join_cgroups(&joins)?;
+        prepare_agent(shim_pid)
+    };
     let (spawned, joined) = match cgroup
         .as_ref()
         .and_then(|cg| spawn_into_cgroup(cg, &args, &setup))
@@ -257,6 +313,8 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     let shared = std::sync::Arc::new(Shared {
         out: Mutex::new(out),
         cgroup,
+        v1: args.join.clone(),
+        limits: args.limits,
         agent,
         agent_exited: AtomicBool::new(false),
         work: Mutex::new(()),
@@ -267,6 +325,7 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch(control, &watcher)));
         let _work = watcher.work.lock();
         watcher.sweep();
+        watcher.report_resources();
         watcher.remove_cgroup();
         std::process::exit(0);
     });
@@ -286,6 +345,8 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
                 // orphan is re-parented here). Whatever warden does now, the
                 // cgroup is empty and can go: warden may be dead.
                 let _work = shared.work.lock();
+                // Counted before warden hears the run is over.
+                shared.report_resources();
                 if shared.agent_exited.load(Ordering::SeqCst) {
                     shared.send(&ShimMessage::Empty);
                 }
@@ -339,6 +400,30 @@ fn spawn_by_joining(
             .and_then(Cgroup::parent)
             .is_some_and(|parent| parent.join().is_ok());
     (spawned, joined)
+}
+
+/// In the agent, between fork and exec: joins each cgroup v1 made for the
+/// run's limits by writing `0` (this process) to its `cgroup.procs`, so
+/// that the agent's first instruction already runs under them. Raw
+/// system calls on strings made before the fork: async-signal-safe.
+fn join_cgroups(procs_files: &[std::ffi::CString]) -> std::io::Result<()> {
+    for file in procs_files {
+        // SAFETY: open, write and close are async-signal-safe system calls
+        // on a NUL-terminated path and a static buffer.
+        unsafe {
+            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let wrote = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if wrote != 1 {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// In the agent, between fork and exec. Only raw system calls (signal,

@@ -17,8 +17,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
+use crate::os::limits::{LimitError, Mounts, RunLimits};
 use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
 use crate::protocol::{KILL_REQUEST, ShimMessage};
+use crate::resources::{Applied, ResourceEvents, ResourceLimits};
 use crate::shim::{CONTROL_FD, SHIM_ARG, SHIM_ENV};
 
 /// How long a shim may take to report the spawn (or the run's timeout, if
@@ -85,6 +87,9 @@ pub struct SpawnSpec {
     /// The run's timeout: the wait for the shim's first report never
     /// outlasts it.
     pub timeout: Option<Duration>,
+    /// Memory, process and CPU limits for every process of the run (see
+    /// [`crate::os::limits`]); the spawn fails if one cannot be enforced.
+    pub resources: ResourceLimits,
 }
 
 /// Why a run could not be started.
@@ -99,6 +104,9 @@ pub enum SpawnError {
     Shim { exe: PathBuf, source: io::Error },
     #[error("containment `cgroup` was asked for, but no cgroup could be made: {0}")]
     NoCgroup(io::Error),
+    /// A resource limit asked for could not be put in place.
+    #[error(transparent)]
+    Limits(#[from] LimitError),
     #[error(
         "this process was started as a warden shim but did not call \
          warden_process::run_if_shim() first thing in main, so it went on to start a run \
@@ -133,6 +141,10 @@ pub struct RunTree {
     containment: Containment,
     /// The removal of stale cgroups started with the run.
     stale: Option<tokio::task::JoinHandle<()>>,
+    /// The resource limits in force, and the v1 cgroups made for them.
+    limits: Option<RunLimits>,
+    /// What the kernel did at the limits, as last counted.
+    resource_events: ResourceEvents,
 }
 
 /// Starts the shim and, through it, the agent. Returns once the agent runs
@@ -163,6 +175,47 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             }
         }
     };
+    let limits = if spec.resources.any() {
+        let resources = spec.resources;
+        let v2 = cgroup.as_ref().map(|cg| cg.path().to_path_buf());
+        let name = match &v2 {
+            Some(dir) => dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            None => os::cgroup::owned_name(&spec.run_name),
+        };
+        // File system work, off the thread that drives the clocks.
+        let made = tokio::task::spawn_blocking(move || {
+            let mounts = Mounts::of_this_process();
+            let made = RunLimits::apply(&resources, v2.as_deref(), &name, &mounts);
+            // Stale v1 cgroups of dead wardens, next to these.
+            if let Ok(made) = &made {
+                for parent in made.v1_dirs.iter().filter_map(|d| d.parent()) {
+                    os::cgroup::remove_stale(parent);
+                }
+            }
+            made
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(LimitError::Unavailable {
+                limit: "the resource limits".into(),
+                why: format!("the task setting them failed: {e}"),
+            })
+        });
+        match made {
+            Ok(made) => Some(made),
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    remove_in_background(cg, None);
+                }
+                return Err(SpawnError::Limits(e));
+            }
+        }
+    } else {
+        None
+    };
     let shim_err = |source| SpawnError::Shim {
         exe: spec.shim_exe.clone(),
         source,
@@ -173,6 +226,12 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
     cmd.arg(SHIM_ARG);
     if let Some(cg) = &cgroup {
         cmd.arg("--cgroup").arg(cg.path());
+    }
+    if let Some(l) = &limits {
+        cmd.arg("--limits");
+        for dir in &l.v1_dirs {
+            cmd.arg("--join").arg(dir);
+        }
     }
     cmd.arg("--").arg(&spec.program).args(&spec.args);
     if spec.env_clear {
@@ -216,7 +275,12 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
     let mut shim = tokio::task::spawn_blocking(move || cmd.spawn())
         .await
         .unwrap_or_else(|e| Err(io::Error::other(e)))
-        .map_err(shim_err)?;
+        .map_err(|e| {
+            if let Some(l) = &limits {
+                l.remove();
+            }
+            shim_err(e)
+        })?;
     drop(theirs);
     let shim_pid = shim.id().map_or(0, |p| p as i32);
     let watchdog = tokio::spawn(resume_when_stopped(shim_pid));
@@ -258,10 +322,15 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             None
         }
     };
-    let fail = |tree_cg: Option<Cgroup>, e: SpawnError| {
+    let fail = |tree_cg: Option<Cgroup>, limits: Option<RunLimits>, e: SpawnError| {
         watchdog.abort();
-        if let Some(cg) = tree_cg {
-            remove_in_background(cg);
+        match tree_cg {
+            Some(cg) => remove_in_background(cg, limits),
+            None => {
+                if let Some(l) = limits {
+                    drop(tokio::task::spawn_blocking(move || l.remove()));
+                }
+            }
         }
         Err(e)
     };
@@ -270,14 +339,37 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             pid,
             cgroup: joined,
         }) => {
+            let in_v2 = limits.as_ref().is_some_and(|l| {
+                l.applied
+                    .iter()
+                    .any(|a| a.hierarchy == crate::Hierarchy::V2)
+            });
             let cgroup = match (cgroup, joined) {
                 (Some(cg), true) => Some(cg),
                 (Some(cg), false) => {
-                    remove_in_background(cg);
+                    remove_in_background(cg, None);
+                    if in_v2 {
+                        // Its limits are on the cgroup it is not in.
+                        drop(write);
+                        watchdog.abort();
+                        let _ = shim.wait().await;
+                        if let Some(l) = &limits {
+                            l.remove();
+                        }
+                        return Err(SpawnError::Limits(LimitError::Unavailable {
+                            limit: "the resource limits".into(),
+                            why: "the agent could not be started inside the run's cgroup v2, \
+                                  where its limits are"
+                                .into(),
+                        }));
+                    }
                     if spec.containment == ContainmentChoice::Cgroup {
                         drop(write);
                         watchdog.abort();
                         let _ = shim.wait().await;
+                        if let Some(l) = &limits {
+                            l.remove();
+                        }
                         return Err(SpawnError::NoCgroup(io::Error::other(
                             "the shim could not join the run's cgroup",
                         )));
@@ -304,6 +396,8 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                 cgroup,
                 containment,
                 stale,
+                limits,
+                resource_events: ResourceEvents::default(),
             })
         }
         Some(ShimMessage::SpawnFailed { not_found, message }) => {
@@ -313,7 +407,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             } else {
                 SpawnError::Failed { program, message }
             };
-            fail(cgroup, e)
+            fail(cgroup, limits, e)
         }
         _ => {
             let status = shim.wait().await;
@@ -348,6 +442,8 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                     cgroup,
                     containment,
                     stale,
+                    limits,
+                    resource_events: ResourceEvents::default(),
                 });
             }
             let mut what = match silent_for {
@@ -360,6 +456,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             }
             fail(
                 cgroup,
+                limits,
                 SpawnError::Shim {
                     exe: spec.shim_exe.clone(),
                     source: io::Error::other(format!(
@@ -412,14 +509,18 @@ fn remove_stale_cgroups() {
     }
 }
 
-/// Removes a cgroup off the runtime's thread (removal retries while the
-/// last killed processes leave).
-fn remove_in_background(cg: Cgroup) {
+/// Removes a cgroup (and the v1 cgroups of its limits) off the runtime's
+/// thread (removal retries while the last killed processes leave).
+fn remove_in_background(cg: Cgroup, limits: Option<RunLimits>) {
     drop(tokio::task::spawn_blocking(move || {
         if !cg.pids().is_empty() {
             let _ = cg.kill();
         }
-        cg.remove()
+        let removed = cg.remove();
+        if let Some(l) = limits {
+            l.remove();
+        }
+        removed
     }));
 }
 
@@ -465,12 +566,38 @@ impl RunTree {
         self.containment
     }
 
-    /// The next report from the shim; `None` once the shim is gone.
+    /// The resource limits in force: each, where, in which cgroup.
+    pub fn limits_applied(&self) -> &[Applied] {
+        self.limits.as_ref().map_or(&[], |l| &l.applied)
+    }
+
+    /// What the kernel did at the run's limits: what the shim reported,
+    /// or what the cgroups count now if they are still there.
+    pub fn resource_events(&self) -> ResourceEvents {
+        match &self.limits {
+            Some(l) => self.resource_events.max(l.events()),
+            None => self.resource_events,
+        }
+    }
+
+    /// The next report from the shim; `None` once the shim is gone. The
+    /// shim's count of what happened at the limits is kept here (see
+    /// [`Self::resource_events`]) as well as returned.
     pub async fn next_message(&mut self) -> Option<ShimMessage> {
         loop {
             match self.messages.next_line().await {
                 Ok(Some(line)) => {
                     if let Some(m) = ShimMessage::parse(&line) {
+                        if let ShimMessage::Resources {
+                            oom_kills,
+                            pids_max,
+                        } = m
+                        {
+                            self.resource_events = self.resource_events.max(ResourceEvents {
+                                oom_kills,
+                                pids_max,
+                            });
+                        }
                         return Some(m);
                     }
                 }
@@ -624,6 +751,11 @@ impl RunTree {
         if let Some(stale) = self.stale.take() {
             let _ = stale.await;
         }
+        // Counted once more where the shim could not (it was killed).
+        self.resource_events = self.resource_events();
+        if let Some(l) = self.limits.clone() {
+            let _ = tokio::task::spawn_blocking(move || l.remove()).await;
+        }
         if let Some(cg) = self.cgroup.clone() {
             let _ = tokio::task::spawn_blocking(move || {
                 if !cg.pids().is_empty() {
@@ -660,6 +792,7 @@ mod tests {
             shim_exe,
             run_name: "warden-test".into(),
             timeout,
+            resources: ResourceLimits::default(),
         }
     }
 

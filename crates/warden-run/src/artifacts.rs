@@ -204,6 +204,10 @@ pub(crate) struct RunDir {
     events: BufWriter<HashedLog>,
     /// For the final `run.json`.
     reserved: Option<Reserved>,
+    /// The directory's lock, held while the run is going: `warden gc`
+    /// never removes a directory whose lock it cannot take. Released by
+    /// the kernel if warden dies.
+    _in_use: std::os::fd::OwnedFd,
 }
 
 impl RunDir {
@@ -229,6 +233,10 @@ impl RunDir {
             })
         };
         let stdout = open("stdout.log")?;
+        let in_use = dir.lock().map_err(|source| DirError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let stderr = open("stderr.log")?;
         let events = BufWriter::with_capacity(64 * 1024, open("events.jsonl")?);
         let reserved = dir
@@ -243,6 +251,7 @@ impl RunDir {
             events,
             reserved: Some(reserved),
             dir,
+            _in_use: in_use,
         })
     }
 

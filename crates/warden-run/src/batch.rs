@@ -368,6 +368,21 @@ impl Batch {
             written.map_err(|e| BatchError::Plan(e.to_string()))?;
             held
         };
+        // Held until batch.json is written: `warden gc` never removes a
+        // batch directory whose lock it cannot take, and a batch still
+        // going is not resumed by a second warden.
+        let in_use = held.try_lock().map_err(|source| {
+            BatchError::from(DirError::Io {
+                path: self.dir.clone(),
+                source,
+            })
+        })?;
+        let Some(in_use) = in_use else {
+            return Err(BatchError::Resume {
+                dir: self.dir.clone(),
+                why: "another warden is running it (it holds the directory's lock)".into(),
+            });
+        };
         let batch_id = self.id;
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();
@@ -455,6 +470,7 @@ impl Batch {
                     held.write_atomic("batch.json", &bytes)
                 })
                 .map(|()| path);
+            drop(in_use);
             BatchOutcome { report, written }
         });
         Ok(BatchHandle {

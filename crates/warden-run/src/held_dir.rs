@@ -192,6 +192,33 @@ impl HeldDir {
         }
     }
 
+    /// Takes the exclusive lock of [`HeldDir::lock`] if no one holds it;
+    /// `None` when someone does (a run, session or batch in progress holds
+    /// its directory's lock for its lifetime: `warden gc` never removes
+    /// one it cannot lock).
+    pub(crate) fn try_lock(&self) -> io::Result<Option<OwnedFd>> {
+        try_lock_at(&self.fd, OsStr::new("."))
+    }
+
+    /// The handle, for walking below it.
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// Opens `path` without creating anything and without following a
+    /// link on the way; `None` if some part of it does not exist.
+    pub(crate) fn open_existing(path: &Path) -> Result<Option<Self>, DirError> {
+        match walk_with(path, false) {
+            Ok(dir) => Ok(Some(dir)),
+            Err(DirError::Io { source, .. })
+                if source.raw_os_error() == Some(Errno::NOENT.raw_os_error()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Renames `tmp` to `name` if `tmp` is still the file warden wrote:
     /// a file swapped in under that name by someone else is refused, not
     /// passed off as warden's.
@@ -269,9 +296,36 @@ impl Drop for Reserved {
     }
 }
 
+/// The exclusive `flock` of the directory `name` in `dir` (a directory
+/// opened without following a link), if no one else holds it: `None`
+/// when someone does.
+pub(crate) fn try_lock_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<OwnedFd>> {
+    let fd = openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    loop {
+        match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(Some(fd)),
+            Err(Errno::INTR) => {}
+            Err(Errno::WOULDBLOCK) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Opens every component of `path` from the root (or the current
 /// directory, for a relative path), creating the missing ones.
 fn walk(path: &Path) -> Result<HeldDir, DirError> {
+    walk_with(path, true)
+}
+
+/// [`walk`], creating what is missing only with `create` (without it a
+/// missing component is an `Io` error of `ENOENT`, and no `.gitignore`
+/// is written).
+fn walk_with(path: &Path, create: bool) -> Result<HeldDir, DirError> {
     let start = if path.is_absolute() { "/" } else { "." };
     let mut fd = openat(
         CWD,
@@ -291,8 +345,8 @@ fn walk(path: &Path) -> Result<HeldDir, DirError> {
             Component::Normal(n) => n,
         };
         so_far.push(component);
-        fd = step(&fd, name, &so_far)?;
-        if name.as_bytes() == b".warden" {
+        fd = step(&fd, name, &so_far, create)?;
+        if create && name.as_bytes() == b".warden" {
             let warden = HeldDir {
                 fd: Arc::new(fd),
                 path: so_far.clone(),
@@ -312,7 +366,7 @@ fn walk(path: &Path) -> Result<HeldDir, DirError> {
 /// Opens (making it first if missing) the directory `name` in `dir`.
 /// `O_PATH`: a directory on the way may be search-only (`0711`), as
 /// `/home/<user>` often is.
-fn step(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<OwnedFd, DirError> {
+fn step(dir: &OwnedFd, name: &OsStr, path: &Path, create: bool) -> Result<OwnedFd, DirError> {
     let open = || {
         openat(
             dir,
@@ -327,6 +381,7 @@ fn step(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<OwnedFd, DirError> {
     };
     match open() {
         Ok(fd) => Ok(fd),
+        Err(Errno::NOENT) if !create => Err(io(Errno::NOENT)),
         Err(Errno::NOENT) => {
             match mkdirat(dir, name, Mode::from_raw_mode(0o755)) {
                 Ok(()) | Err(Errno::EXIST) => {}
@@ -460,6 +515,31 @@ mod tests {
         std::fs::write(t.path().join("stdout.log"), "old").unwrap();
         let err = HeldDir::create_empty(t.path()).unwrap_err();
         assert!(matches!(err, DirError::NotEmpty { .. }), "{err}");
+    }
+
+    #[test]
+    fn open_existing_creates_nothing_and_follows_no_link() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(
+            HeldDir::open_existing(&t.path().join(".warden/runs"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(!t.path().join(".warden").exists(), "nothing was made");
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), t.path().join("link")).unwrap();
+        let err = HeldDir::open_existing(&t.path().join("link")).unwrap_err();
+        assert!(matches!(err, DirError::Symlink { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_held_lock_is_not_taken_twice() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = HeldDir::open_or_create(&t.path().join("run")).unwrap();
+        let held = dir.lock().unwrap();
+        assert!(dir.try_lock().unwrap().is_none(), "taken while held");
+        drop(held);
+        assert!(dir.try_lock().unwrap().is_some(), "free once dropped");
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub mod budget;
 mod clocks;
 pub mod defaults;
 pub mod executor;
+pub mod gc;
 pub mod git;
 mod held_dir;
 pub mod limits;
@@ -63,6 +64,7 @@ mod pipe;
 pub mod regular_file;
 pub mod report;
 pub mod request;
+pub mod resources;
 pub mod session;
 mod supervisor;
 pub mod template;
@@ -178,6 +180,10 @@ pub enum SetupError {
     Git(git::GitError),
     #[error(transparent)]
     StartedAsShim(warden_process::SpawnError),
+    /// A resource limit (`--memory`, `--pids`, `--cpus`) that nothing on
+    /// this machine can enforce.
+    #[error(transparent)]
+    Resources(#[from] warden_process::os::limits::LimitError),
 }
 
 impl SetupError {
@@ -281,6 +287,14 @@ impl Run {
             })
             .collect();
         let needs = request::sandbox_needs(spec.agent);
+        let home_dir = std::env::var_os("HOME").map(PathBuf::from);
+        let env_dropped = warden_sandbox::env::dropped(
+            &needs,
+            sandbox != Sandbox::Host,
+            &host_env,
+            &spec.env_args,
+            home_dir.as_deref(),
+        );
         let agent_env = agent_env(
             &needs,
             sandbox != Sandbox::Host,
@@ -311,9 +325,18 @@ impl Run {
             }
             Sandbox::Host => {}
         }
+        // Limits nothing here can enforce are refused before anything is
+        // made (they are never silently dropped).
+        let (resources, sandbox_kind, containment) =
+            (spec.limits.resources, sandbox, spec.containment);
+        tokio::task::spawn_blocking(move || {
+            resources::check(&resources, sandbox_kind, containment)
+        })
+        .await
+        .unwrap_or(Ok(()))?;
         let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
         let container_name = format!("warden-{run_id}");
-        let wrapped = warden_sandbox::wrap(
+        let mut wrapped = warden_sandbox::wrap(
             &spec.sandbox,
             Target {
                 needs,
@@ -326,6 +349,12 @@ impl Run {
                 run_dir: Some(&run_dir),
             },
         )?;
+        if matches!(sandbox, Sandbox::Docker | Sandbox::Podman) {
+            warden_sandbox::container::add_limits(
+                &mut wrapped,
+                &resources::for_container(&spec.limits.resources),
+            );
+        }
 
         let output = match &spec.output_tag {
             Some(tag) => Some(supervisor::OutputSpec {
@@ -372,6 +401,7 @@ impl Run {
             on_kill: wrapped.on_kill.clone(),
             git,
             output,
+            env_dropped,
             budgets: spec.budgets.clone(),
             pool: spec.budget_pool.clone(),
         };
@@ -391,6 +421,7 @@ impl Run {
             shim_exe,
             run_name: format!("warden-{run_id}"),
             timeout: spec.limits.timeout,
+            resources: resources::for_cgroups(&spec.limits.resources, sandbox),
         };
         let task = tokio::spawn(async move {
             match warden_process::spawn(process).await {

@@ -19,6 +19,9 @@ pub struct Limits {
     pub max_line: usize,
     /// What a fatal error of the agent does to the run.
     pub on_fatal_error: OnFatalError,
+    /// Memory, process and CPU limits for the run's processes (see
+    /// [`crate::resources`]).
+    pub resources: warden_process::ResourceLimits,
     /// The most the run may spend (`--max-cost`, `--max-tokens`,
     /// `--max-turns`).
     pub budget: crate::budget::Budget,
@@ -80,6 +83,7 @@ impl Default for Limits {
             completion_signal: defaults::COMPLETION_SIGNAL.to_string(),
             max_line: defaults::MAX_LINE,
             on_fatal_error: defaults::ON_FATAL_ERROR,
+            resources: warden_process::ResourceLimits::default(),
             budget: crate::budget::Budget::default(),
         }
     }

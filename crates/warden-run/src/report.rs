@@ -57,6 +57,46 @@ pub struct LimitsReport {
     pub on_fatal_error: crate::limits::OnFatalError,
 }
 
+/// The resource limits of a run (`--memory`, `--pids`, `--cpus`), where
+/// each was enforced, and what the kernel did at them.
+#[non_exhaustive]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
+pub struct ResourcesReport {
+    /// The memory limit in bytes, for all the run's processes together,
+    /// with swap off.
+    pub memory_bytes: Option<u64>,
+    /// The most processes (and threads) alive at once.
+    pub pids: Option<u64>,
+    /// The CPU quota, in CPUs.
+    pub cpus: Option<f64>,
+    /// Each limit in force and what enforces it.
+    pub enforced: Vec<EnforcedLimit>,
+    /// Processes the kernel's OOM killer killed in the run's cgroups
+    /// (not counted in a container: the engine's cgroups hold those).
+    pub oom_kills: u64,
+    /// Forks refused because the run was at its process limit (not
+    /// counted in a container).
+    pub pids_limit_hits: u64,
+}
+
+/// One resource limit in force.
+#[non_exhaustive]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnforcedLimit {
+    /// `memory`, `pids` or `cpu`.
+    pub controller: String,
+    /// `cgroup_v2`, `cgroup_v1`, `docker` or `podman`.
+    pub by: String,
+    /// The cgroup the limit was written to (a cgroup the run's processes
+    /// are in); `null` in a container.
+    pub cgroup: Option<PathBuf>,
+    /// For memory: how swap was kept out (`swap.max` or `memsw`: charged
+    /// to the limit; `swappiness`: set to 0, where the kernel does not
+    /// account swap; `none`: no swap accounting in a v2 kernel; `engine`:
+    /// `--memory-swap` equal to `--memory`).
+    pub swap: Option<String>,
+}
+
 #[non_exhaustive]
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -167,6 +207,25 @@ pub struct Report {
     /// `warden report` to check that none was changed since; `null` while
     /// the run is going.
     pub logs: Option<BTreeMap<String, crate::artifacts::LogDigest>>,
+    /// The resource limits (`--memory`, `--pids`, `--cpus`) and what
+    /// happened at them; `null` when none was asked for.
+    #[serde(default)]
+    pub resources: Option<ResourcesReport>,
+    /// The kernel's OOM killer killed a process of the run at its memory
+    /// limit (`--memory`).
+    #[serde(default)]
+    pub oom_killed: bool,
+    /// A fork was refused because the run was at its process limit
+    /// (`--pids`).
+    #[serde(default)]
+    pub pids_limit_hit: bool,
+    /// What the agent's set-up refers to that does not reach it, one line
+    /// each, naming the variable first: a `--env NAME` warden's
+    /// environment lacks; in a sandbox, a provider variable of a switch
+    /// that is on (`AWS_*` with `CLAUDE_CODE_USE_BEDROCK`) or one its
+    /// settings files name, left out; a credentials file that is missing.
+    #[serde(default)]
+    pub env_dropped: Vec<String>,
     /// Whether this report reached `run.json` (not part of the file).
     #[serde(skip)]
     pub written: bool,
@@ -204,6 +263,39 @@ impl Report {
         }
         self.verdict
             .map_or(70, |v| u8::try_from(v.exit_code()).unwrap_or(70))
+    }
+
+    /// The exit code with `--preserve-status` (as `timeout(1)`): when the
+    /// verdict is `succeeded` or `agent_failed`, the command's own (128 +
+    /// the signal that killed it); otherwise, and when output was lost,
+    /// [`Self::warden_exit_code`].
+    pub fn exit_code_preserving_status(&self) -> u8 {
+        preserved_status(
+            self.verdict,
+            self.exit_code,
+            self.signal,
+            self.output_lost.is_some(),
+        )
+        .unwrap_or_else(|| self.warden_exit_code())
+    }
+}
+
+/// The command's own exit status, for `--preserve-status`: only when the
+/// verdict is the command's to decide (`succeeded`, `agent_failed`) and
+/// the record is whole. A signal gives 128 + its number, as a shell does.
+pub(crate) fn preserved_status(
+    verdict: Option<Verdict>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    output_lost: bool,
+) -> Option<u8> {
+    if output_lost || !matches!(verdict, Some(Verdict::Succeeded | Verdict::AgentFailed)) {
+        return None;
+    }
+    match (exit_code, signal) {
+        (Some(code), _) => u8::try_from(code).ok(),
+        (None, Some(sig)) => u8::try_from(128 + sig).ok(),
+        (None, None) => None,
     }
 }
 

@@ -268,6 +268,13 @@ impl RunRequest {
                 "--no-network, --ro and --rw need a sandbox: add --sandbox bwrap (or docker, podman)",
             ));
         }
+        // Limits this machine cannot enforce, refused up front.
+        crate::resources::check(
+            &self.limits.resources,
+            self.sandbox.sandbox,
+            self.containment,
+        )
+        .map_err(|e| invalid(e.to_string()))?;
         warnings.extend(self.check_budgets()?);
         let retries = self.output.as_ref().map_or(0, |o| o.retries);
         if retries > 0 && !profile(self.agent).can_resume {
@@ -320,6 +327,24 @@ impl RunRequest {
                 .iter()
                 .filter_map(|e| e.unmasked_warning(|n| std::env::var(n).ok())),
         );
+        // What the agent's set-up refers to that will not reach it: said
+        // before the run (and kept in its report, `env_dropped`).
+        let host: Vec<(String, String)> = std::env::vars_os()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        warnings.extend(warden_sandbox::env::dropped(
+            &sandbox_needs(self.agent),
+            self.sandbox.sandbox != Sandbox::Host,
+            &host,
+            &self.env,
+            home.as_deref(),
+        ));
         let probe = IterationContext {
             iteration: 1,
             iterations: self.session.iterations,
@@ -587,6 +612,11 @@ pub(crate) fn sandbox_needs(agent: Agent) -> AgentNeeds {
         state_dirs: p.state_dirs,
         state_dir_vars: p.state_dir_vars,
         runtimes: p.runtimes,
+        env_names: p.provider_env.names,
+        file_vars: p.provider_env.file_vars,
+        home_dirs: p.provider_env.home_dirs,
+        families: p.provider_env.families,
+        config_files: p.provider_env.config_files,
     }
 }
 

@@ -7,7 +7,7 @@
 //! from the request (the prompt may use `{{ITERATION}}`), and everything
 //! that happens comes out of its handle as [`Update`]s.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -86,6 +86,12 @@ pub struct SessionRun {
     #[serde(default)]
     pub turns: u32,
     pub commits: Vec<Commit>,
+    /// The command's own exit code and the signal that killed it, as the
+    /// run's `run.json` has them (for `--preserve-status`).
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub signal: Option<i32>,
 }
 
 #[non_exhaustive]
@@ -193,6 +199,21 @@ impl SessionReport {
         self.verdict
             .map_or(2, |v| u8::try_from(v.exit_code()).unwrap_or(70))
     }
+
+    /// The exit code with `--preserve-status`: the last run's command's
+    /// own when the session's verdict is `succeeded` or `agent_failed`
+    /// (see [`crate::report::Report::exit_code_preserving_status`]);
+    /// otherwise [`Self::warden_exit_code`].
+    pub fn exit_code_preserving_status(&self) -> u8 {
+        let last = self.runs.last();
+        crate::report::preserved_status(
+            self.verdict,
+            last.and_then(|r| r.exit_code),
+            last.and_then(|r| r.signal),
+            self.output_lost.is_some(),
+        )
+        .unwrap_or_else(|| self.warden_exit_code())
+    }
 }
 
 /// Stops a session from another task: the current run is cancelled, and
@@ -283,7 +304,16 @@ pub(crate) async fn run_session(
     // File system work (slow on a busy disk), kept off the thread that
     // drives the clocks of the runs already going.
     let held = crate::off_clock(&session_dir, HeldDir::create_empty).await?;
+    // Held for the session's lifetime: `warden gc` never removes a
+    // directory (or a worktree) whose lock it cannot take.
+    let _session_in_use = held.lock().map_err(|source| {
+        SetupError::RunDir(crate::held_dir::DirError::Io {
+            path: session_dir.clone(),
+            source,
+        })
+    })?;
 
+    let mut _worktree_in_use = None;
     let worktree = match &opts.worktree {
         Some(req) => {
             let branch = req.branch.clone().unwrap_or_else(|| {
@@ -305,6 +335,7 @@ pub(crate) async fn run_session(
                 worktree: wt.clone(),
             })
             .await;
+            _worktree_in_use = lock_worktree(&wt.path);
             Some(wt)
         }
         None => None,
@@ -489,6 +520,8 @@ pub(crate) async fn run_session(
             cost_usd: run.cost_usd,
             turns: run.turns,
             commits: run.commits.clone(),
+            exit_code: run.exit_code,
+            signal: run.signal,
         });
         write_json(&held, &mut report);
 
@@ -585,6 +618,16 @@ pub(crate) async fn run_session(
     report.duration_ms = started.elapsed().as_millis() as u64;
     write_json(&held, &mut report);
     Ok(report)
+}
+
+/// The lock of the session's worktree, held for the session's lifetime so
+/// `warden gc` leaves it alone. A worktree that cannot be locked still
+/// runs: gc also keeps a worktree its session's `session.json` names.
+fn lock_worktree(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    HeldDir::open_existing(path)
+        .ok()
+        .flatten()
+        .and_then(|d| d.lock().ok())
 }
 
 /// Writes `session.json` atomically through the session directory's

@@ -116,6 +116,36 @@ fn shows_host(mounts: &[Mount], path: &Path) -> bool {
         .is_some_and(|m| matches!(m.kind, Kind::RoBind | Kind::Bind))
 }
 
+/// What the agent's provider set-up reads from the host, bound read-only
+/// when the variable that asks for it passes into the sandbox: the file a
+/// `file_vars` variable names (a service account key), and the `home_dirs`
+/// directory of a variable that is set (`~/.aws` for `AWS_PROFILE`).
+fn provider_files(t: &Target<'_>) -> Vec<PathBuf> {
+    let value = |var: &str| {
+        t.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|v| !v.as_os_str().is_empty())
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for var in t.needs.file_vars {
+        if let Some(p) = value(var).filter(|p| p.is_absolute() && p.is_file())
+            && !out.contains(&p)
+        {
+            out.push(p);
+        }
+    }
+    for (var, dir) in t.needs.home_dirs {
+        let p = t.home.join(dir);
+        if value(var).is_some() && p.is_dir() && !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
 pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxError> {
     if t.workdir == t.home {
         return Err(SandboxError::WorkdirIsHome(t.workdir.to_path_buf()));
@@ -165,6 +195,11 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
             .map(|p| Mount::new(Kind::RoBind, p)),
     );
     mounts.extend(writable.into_iter().map(|d| Mount::new(Kind::Bind, d)));
+    mounts.extend(
+        provider_files(&t)
+            .into_iter()
+            .map(|p| Mount::new(Kind::RoBind, p)),
+    );
     mounts.push(Mount::new(Kind::Bind, t.workdir));
     mounts.extend(options.ro.iter().map(|p| Mount::new(Kind::RoBind, p)));
     mounts.extend(options.rw.iter().map(|p| Mount::new(Kind::Bind, p)));

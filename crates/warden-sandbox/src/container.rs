@@ -49,6 +49,21 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         a.push("-v".into());
         a.push(mount(p, false));
     }
+    // A credentials file the provider set-up names (a service account
+    // key), read-only at the same path, so the variable still points at it.
+    for var in t.needs.file_vars {
+        let file = t
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == var)
+            .map(|(_, v)| std::path::PathBuf::from(v))
+            .filter(|p| p.is_absolute() && p.is_file());
+        if let Some(file) = file {
+            a.push("-v".into());
+            a.push(mount(&file, true));
+        }
+    }
     a.push("-w".into());
     a.push(t.workdir.into());
     for (k, _) in t.env {
@@ -70,6 +85,42 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     })
 }
 
+/// The resource limits of a run, for the container engine to enforce:
+/// the container's processes are the engine's children, not warden's, so
+/// warden's cgroups never hold them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContainerLimits {
+    /// Bytes; swap off (`--memory-swap` the same).
+    pub memory: Option<u64>,
+    pub pids: Option<u64>,
+    /// Thousandths of a CPU.
+    pub cpu_millis: Option<u32>,
+}
+
+/// Adds the engine's flags for `limits` (`--memory`, `--memory-swap`,
+/// `--pids-limit`, `--cpus`, the same for docker and podman) to a
+/// container's command line, right after `run`.
+pub fn add_limits(w: &mut Wrapped, limits: &ContainerLimits) {
+    let mut flags: Vec<OsString> = Vec::new();
+    if let Some(bytes) = limits.memory {
+        // Memory and swap together equal to memory alone: no swap.
+        for f in ["--memory", "--memory-swap"] {
+            flags.push(f.into());
+            flags.push(format!("{bytes}b").into());
+        }
+    }
+    if let Some(pids) = limits.pids {
+        flags.push("--pids-limit".into());
+        flags.push(pids.to_string().into());
+    }
+    if let Some(m) = limits.cpu_millis {
+        flags.push("--cpus".into());
+        flags.push(format!("{}.{:03}", m / 1000, m % 1000).into());
+    }
+    let at = usize::from(w.args.first().is_some_and(|a| a == "run"));
+    w.args.splice(at..at, flags);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +138,31 @@ mod tests {
             name: "warden-run1",
             run_dir: None,
         }
+    }
+
+    #[test]
+    fn a_credentials_file_is_mounted_read_only_at_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("sa.json");
+        std::fs::write(&key, "{}").unwrap();
+        let env = [(
+            OsString::from("GOOGLE_APPLICATION_CREDENTIALS"),
+            key.clone().into_os_string(),
+        )];
+        let opts = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            image: Some("img".into()),
+            ..SandboxOptions::default()
+        };
+        let w = wrap(&opts, target(&env)).unwrap();
+        let want = format!("{}:{}:ro", key.display(), key.display());
+        assert!(
+            w.args
+                .windows(2)
+                .any(|p| p[0] == "-v" && p[1] == want.as_str()),
+            "{:?}",
+            w.args
+        );
     }
 
     #[test]
@@ -122,6 +198,35 @@ mod tests {
             w.on_kill.unwrap(),
             vec!["podman", "rm", "-f", "warden-run1"]
         );
+    }
+
+    #[test]
+    fn limits_go_to_the_engine_with_swap_off() {
+        let options = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            image: Some("img:1".into()),
+            ..SandboxOptions::default()
+        };
+        let mut w = wrap(&options, target(&[])).unwrap();
+        add_limits(
+            &mut w,
+            &ContainerLimits {
+                memory: Some(32 << 20),
+                pids: Some(64),
+                cpu_millis: Some(1500),
+            },
+        );
+        let line: Vec<String> = std::iter::once(w.program.clone())
+            .chain(w.args.clone())
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            line.join(" "),
+            "docker run --memory 33554432b --memory-swap 33554432b --pids-limit 64 --cpus 1.500 --rm -i --init --name warden-run1 -v /work/repo:/work/repo -w /work/repo img:1 claude -p"
+        );
+        let before = w.clone();
+        add_limits(&mut w, &ContainerLimits::default());
+        assert_eq!(w, before, "no limits, no flags");
     }
 
     #[test]

@@ -40,7 +40,125 @@ const BASE: &[&str] = &[
 pub fn allowed(needs: &AgentNeeds, name: &str) -> bool {
     BASE.contains(&name)
         || name.starts_with("LC_")
+        || needs.env_names.contains(&name)
         || needs.env_prefixes.iter().any(|p| name.starts_with(p))
+}
+
+/// The largest settings file read for the names it mentions.
+const MAX_CONFIG: u64 = 1 << 20;
+
+/// What the agent's set-up refers to that will not reach it, one line
+/// each, naming the variable first: a `--env NAME` that warden's
+/// environment does not have; in a sandbox, a host variable of a provider
+/// family whose switch is on (`AWS_DEFAULT_REGION` with
+/// `CLAUDE_CODE_USE_BEDROCK=1`), or named in the agent's settings files,
+/// that does not pass; a credentials file that a passed variable names
+/// but that does not exist. `home` is where the settings files are.
+pub fn dropped(
+    needs: &AgentNeeds,
+    sandboxed: bool,
+    host: &[(String, String)],
+    extra: &[EnvArg],
+    home: Option<&std::path::Path>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let host_value = |name: &str| {
+        host.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    for e in extra {
+        if let EnvArg::Name(n) = e
+            && host_value(n).is_none()
+        {
+            out.push(format!(
+                "{n}: given with --env but not set in warden's environment, so the agent does not get it"
+            ));
+        }
+    }
+    if !sandboxed {
+        return out;
+    }
+    let given = |name: &str| extra.iter().any(|e| e.name() == name);
+    let passes = |name: &str| allowed(needs, name) || given(name);
+    let on = |v: &str| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false");
+    let mut said: Vec<String> = Vec::new();
+    for (switch, prefix) in needs.families {
+        if !host_value(switch).is_some_and(on) {
+            continue;
+        }
+        for (name, _) in host {
+            if name.starts_with(prefix) && !passes(name) && !said.contains(name) {
+                said.push(name.clone());
+                out.push(format!(
+                    "{name}: set with {switch}, but not passed into the sandbox (not among the variables this agent's documented set-ups read); --env {name} passes it"
+                ));
+            }
+        }
+    }
+    if let Some(home) = home {
+        for file in needs.config_files {
+            let path = home.join(file);
+            let Some(text) = read_small(&path) else {
+                continue;
+            };
+            for (name, _) in host {
+                if !passes(name) && !said.contains(name) && names(&text, name) {
+                    said.push(name.clone());
+                    out.push(format!(
+                        "{name}: named in {}, but not passed into the sandbox; --env {name} passes it",
+                        path.display()
+                    ));
+                }
+            }
+        }
+    }
+    for var in needs.file_vars {
+        if let Some(v) = host_value(var).filter(|_| passes(var))
+            && !v.is_empty()
+        {
+            let path = std::path::Path::new(v);
+            if !path.is_absolute() {
+                out.push(format!(
+                    "{var}: {v} is not an absolute path; the sandbox binds only an absolute one, so the agent may not find it"
+                ));
+            } else if !path.is_file() {
+                out.push(format!(
+                    "{var}: {v} is not a file here, so the agent cannot read it"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `text` names the variable `name` as a whole word.
+fn names(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + name.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
+}
+
+/// A settings file's text: a regular file of at most [`MAX_CONFIG`]
+/// bytes, opened without blocking (a FIFO planted in its place, the
+/// agent's state directory being writable, must not hang warden).
+fn read_small(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX_CONFIG).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 /// A `--env` argument: a host variable by name, or a name and a value.
@@ -320,18 +438,79 @@ mod tests {
             n.contains(&"PATH".into())
                 && n.contains(&"LC_ALL".into())
                 && n.contains(&"ANTHROPIC_API_KEY".into())
+                // Claude Code's Bedrock set-up reads it.
+                && n.contains(&"AWS_SECRET_ACCESS_KEY".into())
         );
-        assert!(
-            !n.contains(&"AWS_SECRET_ACCESS_KEY".into())
-                && !n.contains(&"GITHUB_TOKEN".into())
-                && !n.contains(&"EDITOR".into())
-        );
+        assert!(!n.contains(&"GITHUB_TOKEN".into()) && !n.contains(&"EDITOR".into()));
         assert!(e.clear);
         assert_eq!(
             e.secrets,
-            vec!["sk-ant-123456".to_string()],
+            vec!["sk-ant-123456".to_string(), "aws-Secret-Value9".to_string()],
             "only secrets that reach the agent are listed"
         );
+        // Codex documents no AWS set-up: the key stays out.
+        let e = agent_env(&crate::needs(Agent::Codex), true, &host(), &[], &[]);
+        let n = names(&e);
+        assert!(
+            !n.contains(&"AWS_SECRET_ACCESS_KEY".into())
+                && !n.contains(&"ANTHROPIC_API_KEY".into())
+        );
+        assert!(e.secrets.is_empty(), "{:?}", e.secrets);
+    }
+
+    #[test]
+    fn what_does_not_pass_but_is_referred_to_is_named() {
+        let host: Vec<(String, String)> = [
+            ("CLAUDE_CODE_USE_BEDROCK", "1"),
+            ("AWS_REGION", "us-west-2"),
+            ("AWS_DEFAULT_REGION", "eu-central-1"),
+            ("CORP_KEY", "corp-Key-123"),
+            ("CORP_KEY_OLD", "x"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::write(
+            home.path().join(".claude/settings.json"),
+            r#"{"apiKeyHelper": "echo $CORP_KEY"}"#,
+        )
+        .unwrap();
+        let extra = [EnvArg::parse("MISSING_ONE").unwrap()];
+        let d = dropped(
+            &crate::needs(Agent::Claude),
+            true,
+            &host,
+            &extra,
+            Some(home.path()),
+        );
+        let starts = |p: &str| d.iter().filter(|l| l.starts_with(p)).count();
+        assert_eq!(starts("MISSING_ONE: given with --env"), 1, "{d:?}");
+        assert_eq!(
+            starts("AWS_DEFAULT_REGION: set with CLAUDE_CODE_USE_BEDROCK"),
+            1,
+            "{d:?}"
+        );
+        assert_eq!(starts("CORP_KEY: named in"), 1, "{d:?}");
+        assert_eq!(starts("CORP_KEY_OLD"), 0, "a whole word only: {d:?}");
+        assert_eq!(starts("AWS_REGION"), 0, "it passes: {d:?}");
+        // Switched off, or on the host: nothing but the missing --env.
+        let off: Vec<(String, String)> = host
+            .iter()
+            .filter(|(k, _)| k != "CLAUDE_CODE_USE_BEDROCK")
+            .cloned()
+            .collect();
+        let d = dropped(&crate::needs(Agent::Claude), true, &off, &[], None);
+        assert!(d.is_empty(), "{d:?}");
+        let d = dropped(
+            &crate::needs(Agent::Claude),
+            false,
+            &host,
+            &extra,
+            Some(home.path()),
+        );
+        assert_eq!(d.len(), 1, "{d:?}");
     }
 
     #[test]

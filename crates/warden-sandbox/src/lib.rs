@@ -122,6 +122,21 @@ pub struct AgentNeeds {
     pub state_dir_vars: &'static [&'static str],
     /// Programs it runs on (`node`): found on PATH and kept visible.
     pub runtimes: &'static [&'static str],
+    /// Host variables passed by exact name (its provider set-ups'
+    /// `AWS_REGION`, `CLOUD_ML_REGION`, ...).
+    pub env_names: &'static [&'static str],
+    /// Variables naming a file it reads (`GOOGLE_APPLICATION_CREDENTIALS`):
+    /// the file is bound read-only when the variable passes.
+    pub file_vars: &'static [&'static str],
+    /// `(variable, directory under HOME)`: bound read-only when the
+    /// variable passes (`~/.aws` for `AWS_PROFILE`).
+    pub home_dirs: &'static [(&'static str, &'static str)],
+    /// `(switch, prefix)`: with the switch set, host variables with the
+    /// prefix that do not pass are warned about.
+    pub families: &'static [(&'static str, &'static str)],
+    /// Its settings files under HOME: host variables they name that do
+    /// not pass are warned about.
+    pub config_files: &'static [&'static str],
 }
 
 /// One agent's command line, about to be wrapped.
@@ -206,5 +221,10 @@ pub(crate) fn needs(agent: warden_events::Agent) -> AgentNeeds {
         state_dirs: p.state_dirs,
         state_dir_vars: p.state_dir_vars,
         runtimes: p.runtimes,
+        env_names: p.provider_env.names,
+        file_vars: p.provider_env.file_vars,
+        home_dirs: p.provider_env.home_dirs,
+        families: p.provider_env.families,
+        config_files: p.provider_env.config_files,
     }
 }

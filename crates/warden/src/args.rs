@@ -40,6 +40,9 @@ pub(crate) enum Command {
     },
     /// Run many agents from a TOML file, N at a time.
     Batch(BatchArgs),
+    /// Remove old run, session and batch directories and stale worktrees
+    /// (never one in use); --dry-run lists what would go.
+    Gc(GcArgs),
     /// Run one serialized request (what a cluster job of a batch runs).
     #[command(hide = true)]
     RunRequest {
@@ -97,6 +100,31 @@ fn jobs(s: &str) -> Result<usize, String> {
         Ok(n) if n <= MAX_JOBS => Ok(n),
         _ => Err(format!("{s} is too large: at most {MAX_JOBS} runs at once")),
     }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Keep this many of the newest run, session and batch directories
+    /// (each kind) [default: keep_runs in warden.toml, WARDEN_KEEP_RUNS].
+    #[arg(long, value_name = "N")]
+    pub keep_runs: Option<String>,
+    /// Remove directories last changed more than this many days ago
+    /// [default: keep_days in warden.toml, WARDEN_KEEP_DAYS].
+    #[arg(long, value_name = "DAYS")]
+    pub keep_days: Option<String>,
+    /// List what would be removed and why; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The project directory whose `.warden/` to clean [default: the
+    /// current directory, and the top of its git repository].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Read settings from this file instead of ./warden.toml.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print what was decided as one JSON document instead.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -37,6 +37,7 @@ pub(crate) async fn dispatch(cli: Cli) -> Outcome {
             Ok(0)
         }
         Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
+        Command::Gc(args) => crate::gc::gc(&args).await,
         Command::RunRequest { file } => run_request(&file, for_a_run()).await,
     }
 }
@@ -170,11 +171,19 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
 
     // What stays the same for every run of the session.
     let request = crate::request::build(&args, agent, &cwd, &resolved)?;
-    if request.is_session() {
+    let retention = (resolved.keep_runs, resolved.keep_days);
+    let outcome = if request.is_session() {
         cancelled_before_start(&signals)?;
-        return run_session_cli(request, resolved, signals).await;
+        run_session_cli(request, resolved, signals).await
+    } else {
+        let spec = request.spec(&request.iteration_context().await)?;
+        cancelled_before_start(&signals)?;
+        run_once(spec, &resolved, signals).await
+    };
+    // Retention, when the settings ask for it: after the run, whose own
+    // directory is the newest and no longer in use.
+    if outcome.is_ok() {
+        crate::gc::after_run(&cwd, retention).await;
     }
-    let spec = request.spec(&request.iteration_context().await)?;
-    cancelled_before_start(&signals)?;
-    run_once(spec, &resolved, signals).await
+    outcome
 }

@@ -45,6 +45,9 @@ struct Findings {
     auto_sandbox: &'static str,
     /// Whether one supervised `true` succeeded, through the shim.
     supervised_run_works: bool,
+    /// By controller (`memory`, `pids`, `cpu`): where `--memory`,
+    /// `--pids` and `--cpus` would be enforced here, or why they cannot.
+    limits: Vec<(&'static str, Check)>,
 }
 
 pub(crate) async fn doctor(args: &DoctorArgs) -> Outcome {
@@ -68,9 +71,13 @@ pub(crate) async fn doctor(args: &DoctorArgs) -> Outcome {
             },
             "auto": { "containment": f.auto_containment, "sandbox": f.auto_sandbox },
             "supervised_run_works": f.supervised_run_works,
+            "limits": serde_json::Map::new(),
         });
         for (name, check) in &f.agents {
             doc["agents"][*name] = serde_json::json!(check);
+        }
+        for (name, check) in &f.limits {
+            doc["limits"][*name] = serde_json::json!(check);
         }
         match serde_json::to_vec(&doc) {
             Ok(mut line) => {
@@ -116,6 +123,10 @@ pub(crate) async fn doctor(args: &DoctorArgs) -> Outcome {
     row("bwrap", &said(&f.bwrap, "usable"));
     row("docker", &said(&f.docker, "usable"));
     row("podman", &said(&f.podman, "usable"));
+    println!("limits (on the host and under bwrap; a container's engine enforces its own):");
+    for (name, check) in &f.limits {
+        row(name, &check.detail);
+    }
     println!("auto picks:");
     row("containment", f.auto_containment);
     row("sandbox", f.auto_sandbox);
@@ -171,6 +182,7 @@ async fn find() -> Findings {
         }
         Err(e) => Err(format!("no: {e}")),
     });
+    let limits = limit_places(cgroup.is_ok());
     let user_namespaces = Check::of(probe::user_namespaces().map(|()| "yes".to_string()));
     let bwrap = Check::of(probe::bwrap().map_err(|e| format!("no: {e}")));
     let engine = |name| Check::of(probe::engine(name).map_err(|e| format!("no: {e}")));
@@ -209,5 +221,40 @@ async fn find() -> Findings {
         docker,
         podman,
         supervised_run_works: works,
+        limits,
     }
+}
+
+/// Where each resource limit would be enforced for a run here: the
+/// cgroup v2 controller, a cgroup v1 hierarchy, or nowhere (and why).
+fn limit_places(v2_run_cgroup: bool) -> Vec<(&'static str, Check)> {
+    use warden_process::Hierarchy;
+    use warden_process::os::limits::Mounts;
+    let mounts = Mounts::of_this_process();
+    warden_process::Controller::ALL
+        .into_iter()
+        .map(|c| {
+            let check = Check::of(match mounts.place(c, v2_run_cgroup) {
+                Ok(Hierarchy::V2) => Ok(format!(
+                    "{} enforced by cgroup v2 (under {})",
+                    c.flag(),
+                    mounts
+                        .v2
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new("?"))
+                        .display()
+                )),
+                Ok(Hierarchy::V1) => Ok(format!(
+                    "{} enforced by cgroup v1 (under {})",
+                    c.flag(),
+                    mounts
+                        .v1_for(c)
+                        .map(|h| h.own.display().to_string())
+                        .unwrap_or_default()
+                )),
+                Err(why) => Err(format!("{} refused: {why}", c.flag())),
+            });
+            (c.name(), check)
+        })
+        .collect()
 }

@@ -48,6 +48,7 @@ mod batch;
 mod cli;
 mod doctor;
 mod error;
+mod gc;
 mod prompt_input;
 mod render;
 mod replay;

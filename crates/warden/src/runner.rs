@@ -68,7 +68,11 @@ pub(crate) async fn run_once(
     let report = wake
         .while_waiting(handle.wait(), |w| on_wake(&mut view, w))
         .await;
-    let code = report.warden_exit_code();
+    let code = if resolved.preserve_status {
+        report.exit_code_preserving_status()
+    } else {
+        report.warden_exit_code()
+    };
     view.update(&Update::IterationFinished {
         entry: None,
         iteration: 1,
@@ -150,5 +154,9 @@ pub(crate) async fn run_session_cli(
             report.session_dir.join("session.json").display()
         );
     }
-    Ok(report.warden_exit_code())
+    Ok(if resolved.preserve_status {
+        report.exit_code_preserving_status()
+    } else {
+        report.warden_exit_code()
+    })
 }

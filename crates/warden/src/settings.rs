@@ -128,6 +128,12 @@ pub(crate) struct Resolved {
     pub quiet: bool,
     /// The plain view's heartbeat; `None` when disabled.
     pub heartbeat: Option<Duration>,
+    /// `--preserve-status`: exit with the command's own code.
+    pub preserve_status: bool,
+    /// Retention (`warden gc`): the newest directories kept per kind, and
+    /// the age in days past which they go.
+    pub keep_runs: Option<u64>,
+    pub keep_days: Option<u64>,
     /// The most a session's runs may spend together.
     pub session_budget: warden_run::budget::Budget,
 }
@@ -296,8 +302,12 @@ mod tests {
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",
-            Kind::Usd(_) => "0.25",
+            Kind::Memory(_) => "64MiB",
+            Kind::Pids(_) => "50",
+            Kind::Cpus(_) => "1.5",
             Kind::Count(_) => "7",
+            Kind::Usd(_) => "0.25",
+            Kind::Positive(_) => "7",
         }
     }
 
@@ -594,6 +604,45 @@ mod tests {
             e.contains("for `timeout`") && !e.contains("--timeout"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn resource_limits_parse_and_zero_lifts_them() {
+        let r = raw(
+            SettingFlags::of(&[("memory", "2G"), ("cpus", "0.5")]),
+            &[("WARDEN_PIDS", "256")],
+            Some("memory = \"1G\"\ncpus = \"0\""),
+        )
+        .unwrap();
+        let res = r.limits.resources;
+        assert_eq!(res.memory, Some(2 << 30), "the flag wins");
+        assert_eq!(res.pids, Some(256));
+        assert_eq!(res.cpus.map(|c| c.millis()), Some(500));
+        // `0` lifts a limit a lower source set.
+        let r = raw(
+            SettingFlags::of(&[("memory", "0")]),
+            &[("WARDEN_PIDS", "0")],
+            Some("memory = \"1G\"\npids = 10"),
+        )
+        .unwrap();
+        assert_eq!(r.limits.resources.memory, None);
+        assert_eq!(r.limits.resources.pids, None);
+        for (name, bad, needle) in [
+            ("memory", "lots", "at least 1MiB"),
+            ("memory", "100", "at least 1MiB"),
+            ("pids", "-3", "number of processes"),
+            ("pids", "1.5", "number of processes"),
+            ("cpus", "0.001", "at least 0.01"),
+            ("cpus", "two", "number of CPUs"),
+        ] {
+            let e = raw(SettingFlags::of(&[(name, bad)]), &[], None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("--{name}")) && e.contains(needle),
+                "{name} = {bad}: {e}"
+            );
+        }
     }
 
     #[test]

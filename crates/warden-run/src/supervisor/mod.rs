@@ -84,6 +84,9 @@ pub(crate) struct Setup {
     pub git: Option<GitStart>,
     /// `--output-tag`: the structured output to take from the final text.
     pub output: Option<OutputSpec>,
+    /// What the agent's set-up refers to that does not reach it (see
+    /// [`crate::report::Report::env_dropped`]).
+    pub env_dropped: Vec<String>,
     /// The budgets the run shares with the runs before it (its session's,
     /// its batch's), with what those spent.
     pub budgets: Vec<crate::budget::SharedBudget>,
@@ -166,6 +169,9 @@ pub(crate) struct Supervisor {
     /// that stream's lines are copied into `events.jsonl` again, since
     /// the log no longer holds them.
     tee_failed: [bool; 2],
+    /// The resource limits in force and, at the end, what happened at
+    /// them (see [`crate::resources`]).
+    resources: Option<crate::report::ResourcesReport>,
     /// The budgets the run enforces (its own and those it shares).
     budget: crate::budget::Watch,
     /// The first budget exceeded, as it stood then.
@@ -255,6 +261,7 @@ impl Supervisor {
             status: status::StatusFeed::default(),
             pending_lines: None,
             tee_failed: [false; 2],
+            resources: None,
             budget,
             budget_hit: None,
         }
@@ -501,10 +508,16 @@ impl Supervisor {
             None => tree.containment().as_str().to_string(),
         };
         self.containment = Some(containment.clone());
+        self.resources = crate::resources::report(
+            &self.setup.limits.resources,
+            self.setup.sandbox,
+            tree.limits_applied(),
+        );
         self.emit(Event::Spawned {
             pid: tree.agent_pid(),
             command: self.setup.command.clone(),
             containment,
+            limits: crate::resources::described(self.resources.as_ref()),
         });
         let initial = self.report(None, "running".into());
         if let Err(e) = self.setup.dir.write_report(&initial) {
@@ -608,6 +621,7 @@ impl Supervisor {
         }
         self.remove_sandbox_leftovers().await;
         let swept = tree.close().await;
+        crate::resources::count(&mut self.resources, tree.resource_events());
         self.after_close(swept);
         self.collect_commits(&mut control).await;
         self.finish().await
@@ -870,7 +884,12 @@ impl Supervisor {
                 escaped,
                 cmdline,
             }) => self.on_swept(pid, cmdline, escaped),
-            Some(ShimMessage::Spawned { .. } | ShimMessage::SpawnFailed { .. }) => {}
+            // What happened at the limits: the tree keeps the count.
+            Some(
+                ShimMessage::Spawned { .. }
+                | ShimMessage::SpawnFailed { .. }
+                | ShimMessage::Resources { .. },
+            ) => {}
             None => {
                 self.shim_open = false;
                 self.step(tree, out, err, Input::ShimGone);

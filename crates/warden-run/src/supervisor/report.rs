@@ -155,6 +155,13 @@ impl Supervisor {
             error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
             output_lost: self.output_lost.clone(),
             logs: None,
+            resources: self.resources.clone(),
+            oom_killed: self.resources.as_ref().is_some_and(|r| r.oom_kills > 0),
+            pids_limit_hit: self
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.pids_limit_hits > 0),
+            env_dropped: self.setup.env_dropped.clone(),
             written: false,
         }
     }
@@ -273,6 +280,7 @@ impl Supervisor {
     /// Decides the verdict, records `finished`, writes `run.json`.
     pub(super) async fn finish(mut self) -> Report {
         let (mut verdict, mut reason) = self.verdict();
+        reason = crate::resources::explain(verdict, reason, self.resources.as_ref());
         let mut output_error = None;
         if verdict == Verdict::Succeeded
             && let Err(e) = self.take_output()

@@ -57,14 +57,22 @@ pub(crate) fn event_lines(
             pid,
             command,
             containment,
-        } => emit(
-            Kind::Info,
-            &format!(
-                "{agent} started: {} (pid {pid}, containment: {containment}); logs in {}",
-                shell_words(command),
-                run_dir.display()
-            ),
-        ),
+            limits,
+        } => {
+            let limits = if limits.is_empty() {
+                String::new()
+            } else {
+                format!(", limits: {}", limits.join(", "))
+            };
+            emit(
+                Kind::Info,
+                &format!(
+                    "{agent} started: {} (pid {pid}, containment: {containment}{limits}); logs in {}",
+                    shell_words(command),
+                    run_dir.display()
+                ),
+            )
+        }
         Event::Text { text } => {
             let tag = if agent == Agent::Exec { "out" } else { "say" };
             for l in text.lines() {

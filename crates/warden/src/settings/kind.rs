@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use warden_process::Cpus;
 use warden_run::budget::Usd;
 use warden_run::limits::{OnFatalError, clock};
 use warden_run::{ContainmentChoice, SandboxChoice};
@@ -28,10 +29,18 @@ pub(crate) enum Kind {
     Path(fn(&mut Resolved, PathBuf)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
-    /// A sum of US dollars greater than 0 (`0.50`, `$2`).
-    Usd(fn(&mut Resolved, Usd)),
-    /// A whole number of at least 1.
+    /// A memory limit: a size, at least 1 MiB; `0` for none.
+    Memory(fn(&mut Resolved, Option<u64>)),
+    /// A process limit: a count; `0` for none.
+    Pids(fn(&mut Resolved, Option<u64>)),
+    /// A CPU quota in CPUs (`1.5`); `0` for none.
+    Cpus(fn(&mut Resolved, Option<Cpus>)),
+    /// A whole number of things (runs to keep, days).
     Count(fn(&mut Resolved, u64)),
+    /// A sum of US dollars greater than 0 (`0.50`, `$2`): a cost budget.
+    Usd(fn(&mut Resolved, Usd)),
+    /// A whole number of at least 1: a token or turn budget.
+    Positive(fn(&mut Resolved, u64)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -51,8 +60,16 @@ impl Kind {
             Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
+            Kind::Memory(_) => {
+                "a size such as `2G`, `512MiB` or `1536M`, at least 1MiB (`0` for no limit)"
+            }
+            Kind::Pids(_) => "a number of processes such as `256` (`0` for no limit)",
+            Kind::Cpus(_) => {
+                "a number of CPUs such as `2`, `1.5` or `0.25`, at least 0.01 (`0` for no limit)"
+            }
+            Kind::Count(_) => "a whole number such as `20`",
             Kind::Usd(_) => "a sum of US dollars greater than 0, such as `0.50` or `2`",
-            Kind::Count(_) => "a whole number of at least 1, such as `20`",
+            Kind::Positive(_) => "a whole number of at least 1, such as `20`",
         }
     }
 
@@ -102,6 +119,31 @@ impl Kind {
                 let o: OnFatalError = t.parse().map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, o))
             }
+            Kind::Memory(set) => {
+                let limit = match t {
+                    "0" => None,
+                    _ => match bytes(t)? {
+                        b if b < 1 << 20 => return Err(Bad::Invalid),
+                        b => Some(b as u64),
+                    },
+                };
+                Box::new(move |r| set(r, limit))
+            }
+            Kind::Pids(set) => {
+                let n = whole_number(t)?;
+                Box::new(move |r| set(r, (n > 0).then_some(n)))
+            }
+            Kind::Cpus(set) => {
+                let limit = match t {
+                    "0" => None,
+                    _ => Some(Cpus::parse(t).ok_or(Bad::Invalid)?),
+                };
+                Box::new(move |r| set(r, limit))
+            }
+            Kind::Count(set) => {
+                let n = whole_number(t)?;
+                Box::new(move |r| set(r, n))
+            }
             Kind::Usd(set) => {
                 let dollars: f64 = t
                     .strip_prefix('$')
@@ -115,18 +157,10 @@ impl Kind {
                     .ok_or(Bad::TooLarge("the most is 1000000000000 dollars"))?;
                 Box::new(move |r| set(r, usd))
             }
-            Kind::Count(set) => {
-                if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                    return Err(Bad::Invalid);
-                }
-                let n: u64 = t
-                    .parse()
-                    .map_err(|_| Bad::TooLarge("the most is 18446744073709551615"))?;
-                if n == 0 {
-                    return Err(Bad::Invalid);
-                }
-                Box::new(move |r| set(r, n))
-            }
+            Kind::Positive(set) => match whole_number(t)? {
+                0 => return Err(Bad::Invalid),
+                n => Box::new(move |r| set(r, n)),
+            },
             Kind::Containment(set) => {
                 let c = match t {
                     "auto" => ContainmentChoice::Auto,
@@ -207,4 +241,13 @@ pub(super) fn bytes(s: &str) -> Result<usize, Bad> {
         Some(b) => Ok(b),
         None => Err(TOO_LARGE),
     }
+}
+
+/// A whole number written in decimal digits only (no sign, no spaces).
+fn whole_number(t: &str) -> Result<u64, Bad> {
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Bad::Invalid);
+    }
+    t.parse()
+        .map_err(|_| Bad::TooLarge("the most is 18446744073709551615"))
 }

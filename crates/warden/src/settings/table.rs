@@ -221,6 +221,63 @@ pub(crate) const SETTINGS: &[Setting] = &[
         in_batch: false,
     },
     Setting {
+        name: "memory",
+        kind: Kind::Memory(|r, m| r.limits.resources.memory = m),
+        default: Shown::Unset,
+        doc: "Memory limit for all the run's processes together, swap off (cgroups; the \
+              container engine in a container)",
+        value_name: "SIZE",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "pids",
+        kind: Kind::Pids(|r, n| r.limits.resources.pids = n),
+        default: Shown::Unset,
+        doc: "Most processes and threads the run may have at once (cgroups)",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "cpus",
+        kind: Kind::Cpus(|r, c| r.limits.resources.cpus = c),
+        default: Shown::Unset,
+        doc: "CPU quota for the run, in CPUs, e.g. 1.5 (cgroups)",
+        value_name: "N.N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "preserve_status",
+        kind: Kind::Switch(|r, on| r.preserve_status = on),
+        default: Shown::Off,
+        doc: "Exit with the command's own exit code when the verdict is succeeded or agent_failed (as timeout --preserve-status)",
+        value_name: "",
+        short: None,
+        // A batch's exit code sums up many runs.
+        in_batch: false,
+    },
+    Setting {
+        name: "keep_runs",
+        kind: Kind::Count(|r, n| r.keep_runs = Some(n)),
+        default: Shown::Unset,
+        doc: "Retention: keep this many of the newest run, session and batch directories (each kind); `warden gc` and the end of each `warden run` remove the rest",
+        value_name: "N",
+        short: None,
+        // Retention is the project's, not one entry's.
+        in_batch: false,
+    },
+    Setting {
+        name: "keep_days",
+        kind: Kind::Count(|r, n| r.keep_days = Some(n)),
+        default: Shown::Unset,
+        doc: "Retention: remove run, session and batch directories last changed more than this many days ago (`warden gc`, and the end of each `warden run`)",
+        value_name: "DAYS",
+        short: None,
+        in_batch: false,
+    },
+    Setting {
         name: "max_cost",
         kind: Kind::Usd(|r, usd| r.limits.budget.max_cost_usd = Some(usd)),
         default: Shown::Unset,
@@ -232,7 +289,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "max_tokens",
-        kind: Kind::Count(|r, n| r.limits.budget.max_tokens = Some(n)),
+        kind: Kind::Positive(|r, n| r.limits.budget.max_tokens = Some(n)),
         default: Shown::Unset,
         doc: "End the run (budget_exceeded) once its tokens.total (input, cache read and \
               write, output) passes this",
@@ -242,7 +299,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "max_turns",
-        kind: Kind::Count(|r, n| r.limits.budget.max_turns = Some(n)),
+        kind: Kind::Positive(|r, n| r.limits.budget.max_turns = Some(n)),
         default: Shown::Unset,
         doc: "End the run (budget_exceeded) once it makes more model calls than this",
         value_name: "N",
@@ -261,7 +318,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "session_max_tokens",
-        kind: Kind::Count(|r, n| r.session_budget.max_tokens = Some(n)),
+        kind: Kind::Positive(|r, n| r.session_budget.max_tokens = Some(n)),
         default: Shown::Unset,
         doc: "Like --max-tokens, for the runs of a session together",
         value_name: "N",
@@ -270,7 +327,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "session_max_turns",
-        kind: Kind::Count(|r, n| r.session_budget.max_turns = Some(n)),
+        kind: Kind::Positive(|r, n| r.session_budget.max_turns = Some(n)),
         default: Shown::Unset,
         doc: "Like --max-turns, for the runs of a session together",
         value_name: "N",
@@ -307,6 +364,9 @@ impl Default for Resolved {
             json: false,
             quiet: false,
             heartbeat: Some(std::time::Duration::from_secs(30)),
+            preserve_status: false,
+            keep_runs: None,
+            keep_days: None,
             session_budget: warden_run::budget::Budget::default(),
         }
     }

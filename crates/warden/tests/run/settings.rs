@@ -297,6 +297,73 @@ const EFFECTS: &[Effect] = &[
         command: &["echo", "an-echoed-line"],
         took: |_, d| d.code == 0 && !d.stderr.contains("an-echoed-line"),
     },
+    // The resource limits, through the stand-in container engine (which
+    // takes them as its own flags: no cgroup, no root needed here; the
+    // cgroups are tested in `resource_limits`).
+    Effect {
+        key: "memory",
+        value: "64MiB",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.report()["resources"]["memory_bytes"] == 64 << 20
+                && engine_got(case, &["--memory", "67108864b"])
+        },
+    },
+    Effect {
+        key: "pids",
+        value: "50",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.report()["resources"]["pids"] == 50
+                && engine_got(case, &["--pids-limit", "50"])
+        },
+    },
+    Effect {
+        key: "cpus",
+        value: "1.5",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.report()["resources"]["cpus"] == 1.5
+                && engine_got(case, &["--cpus", "1.500"])
+        },
+    },
+    Effect {
+        key: "preserve_status",
+        value: "true",
+        flags: &[],
+        command: &["sh", "-c", "exit 3"],
+        took: |_, d| d.code == 3,
+    },
+    // Retention after the run: its own directory, under `.warden/runs`,
+    // is the only one there, and goes with 0 kept (or 0 days).
+    Effect {
+        key: "keep_runs",
+        value: "0",
+        flags: &["--run-dir", ".warden/runs/this-run"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.stderr.contains("warden: gc: removed run")
+                && !case.path().join(".warden/runs/this-run").exists()
+        },
+    },
+    Effect {
+        key: "keep_days",
+        value: "0",
+        flags: &["--run-dir", ".warden/runs/this-run"],
+        command: &["true"],
+        took: |case, d| {
+            d.code == 0
+                && d.stderr.contains("warden: gc: removed run")
+                && !case.path().join(".warden/runs/this-run").exists()
+        },
+    },
     // `exec` reports no spending: a budget given to it is refused, which
     // it is only when the setting is on (the budgets' effect on agents is
     // in `tests/real_agents/budgets.rs`).
@@ -355,6 +422,14 @@ const EFFECTS: &[Effect] = &[
         },
     },
 ];
+
+/// Whether the stand-in engine was given `pair` (a flag and its value).
+fn engine_got(case: &Case, pair: &[&str; 2]) -> bool {
+    std::fs::read_to_string(case.path().join("docker.args")).is_ok_and(|args| {
+        let args: Vec<&str> = args.lines().collect();
+        args.windows(2).any(|w| w == pair)
+    })
+}
 
 /// Where a setting's value comes from in one run.
 #[derive(Debug, Clone, Copy)]

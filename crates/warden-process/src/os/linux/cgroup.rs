@@ -26,9 +26,7 @@ impl Cgroup {
     /// Creates `<our cgroup>/<name>.<pid>.<start>`, or says why it cannot.
     pub fn create(name: &str) -> io::Result<Self> {
         let parent = own_cgroup_dir()?;
-        let me = super::own_pid();
-        let start = own_start(me);
-        let dir = parent.join(format!("{name}{OWNER_SEP}{me}{OWNER_SEP}{start}"));
+        let dir = parent.join(owned_name(name));
         fs::create_dir(&dir)?;
         let cg = Self { dir };
         if !cg.dir.join("cgroup.kill").exists() {
@@ -116,6 +114,14 @@ impl Cgroup {
     }
 }
 
+/// `<name>.<pid>.<start>`: the name of a run's cgroup, in the v2 tree and
+/// in each v1 hierarchy a limit needs, after this warden.
+pub fn owned_name(name: &str) -> String {
+    let me = super::own_pid();
+    let start = own_start(me);
+    format!("{name}{OWNER_SEP}{me}{OWNER_SEP}{start}")
+}
+
 /// Removes the run cgroups under `parent` that warden left behind when it
 /// and its shim were killed outright: `warden-*` cgroups whose owner is
 /// gone and that hold no process (their sub-cgroups included). Never one
@@ -184,8 +190,17 @@ fn own_start(me: i32) -> u64 {
 fn populated(dir: &Path) -> bool {
     match fs::read_to_string(dir.join("cgroup.events")) {
         Ok(events) => events.lines().any(|l| l == "populated 1"),
-        // Cannot tell: leave it alone.
-        Err(_) => true,
+        // A cgroup v1 (made for a limit) has no `cgroup.events`: its
+        // members, and those of the cgroups below it, say.
+        Err(_) => match fs::read_to_string(dir.join("cgroup.procs")) {
+            Ok(procs) if procs.trim().is_empty() => fs::read_dir(dir).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.file_type().is_ok_and(|t| t.is_dir()) && populated(&e.path()))
+            }),
+            // Members, or cannot tell: leave it alone.
+            _ => true,
+        },
     }
 }
 

@@ -1,7 +1,8 @@
-//! Linux: /proc, prctl, cgroup v2 and signals.
+//! Linux: /proc, prctl, cgroups (v2, and v1 for limits) and signals.
 
 pub mod cgroup;
 pub mod clone_into;
+pub mod limits;
 pub mod procfs;
 mod signal;
 

@@ -1,0 +1,514 @@
+//! Retention: `warden gc` removes old run, session and batch directories
+//! and the worktrees of sessions that are gone, never one in use.
+//!
+//! What is in use: a run, session or batch in progress holds an exclusive
+//! `flock` on its directory for its whole lifetime (a session also on its
+//! worktree), which the kernel releases if its warden dies. gc takes that
+//! lock without waiting before it removes anything, and keeps what it
+//! cannot lock. A run whose `run.json` has no verdict yet and whose agent
+//! (`pid`) is still alive here is kept too, lock or not (a run started by
+//! a warden from before the lock).
+//!
+//! The directories are in the agent's work tree, so the agent may have
+//! planted symbolic links anywhere in them. Nothing here follows one:
+//! each directory is opened from `/` component by component with
+//! `O_NOFOLLOW` (a link on the way is refused), each entry is looked at
+//! with `lstat` semantics, every directory below is opened `O_NOFOLLOW`
+//! relative to its parent's handle, and every entry is removed with
+//! `unlinkat` relative to that handle. A link is removed as a link; what
+//! it points to is never touched.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, openat, statat, unlinkat};
+use serde::Serialize;
+
+use crate::held_dir::{DirError, HeldDir, try_lock_at};
+
+/// What to keep. A directory goes when it is not among the newest
+/// `keep_runs` of its kind, or when it is older than `keep_days`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcOptions {
+    /// Keep this many of the newest directories of each kind (runs,
+    /// sessions, batches).
+    pub keep_runs: Option<u64>,
+    /// Remove directories last changed more than this many days ago.
+    pub keep_days: Option<u64>,
+    /// List what would go and why; touch nothing.
+    pub dry_run: bool,
+}
+
+/// What a directory gc looked at is.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemKind {
+    Run,
+    Session,
+    Batch,
+    Worktree,
+}
+
+impl ItemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemKind::Run => "run",
+            ItemKind::Session => "session",
+            ItemKind::Batch => "batch",
+            ItemKind::Worktree => "worktree",
+        }
+    }
+}
+
+/// What gc did with it.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Removed,
+    /// `--dry-run`: it would have been removed.
+    WouldRemove,
+    /// Old enough to go, but kept (in use, uncommitted changes, ...).
+    Kept,
+    /// Its removal failed part way; `why` says how.
+    Failed,
+}
+
+/// One directory gc decided about (directories it keeps because they are
+/// new enough are not listed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Item {
+    pub kind: ItemKind,
+    pub path: PathBuf,
+    pub action: Action,
+    pub why: String,
+}
+
+/// Everything gc decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    pub items: Vec<Item>,
+    /// Stale administrative entries of git worktrees (`git worktree
+    /// prune`), as git lists them.
+    pub pruned: Vec<String>,
+}
+
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    #[error(
+        "nothing says what to keep: give --keep-runs N or --keep-days D (or keep_runs / keep_days in warden.toml)"
+    )]
+    NoRule,
+    #[error(transparent)]
+    Dir(#[from] DirError),
+}
+
+/// The directories of each kind, relative to a project directory.
+const KINDS: [(ItemKind, &str, &str); 3] = [
+    (ItemKind::Run, ".warden/runs", "run.json"),
+    (ItemKind::Session, ".warden/sessions", "session.json"),
+    (ItemKind::Batch, ".warden/batches", "batch.json"),
+];
+
+/// How deep gc goes below a directory it removes: deeper is refused (an
+/// agent could nest directories until the walk runs out of handles).
+const MAX_DEPTH: usize = 256;
+
+/// Applies `options` to the `.warden` directories of each of `projects`
+/// (a working directory, the top of its repository), as of `now`.
+pub async fn collect(
+    projects: &[PathBuf],
+    options: &GcOptions,
+    now: SystemTime,
+) -> Result<GcReport, GcError> {
+    if options.keep_runs.is_none() && options.keep_days.is_none() {
+        return Err(GcError::NoRule);
+    }
+    let mut report = GcReport::default();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for project in projects {
+        if seen.contains(project) {
+            continue;
+        }
+        seen.push(project.clone());
+        for (kind, sub, file) in KINDS {
+            let root = project.join(sub);
+            let Some(dir) = HeldDir::open_existing(&root)? else {
+                continue;
+            };
+            report
+                .items
+                .extend(collect_kind(&dir, kind, file, options, now));
+        }
+        collect_worktrees(project, options, &mut report).await;
+    }
+    Ok(report)
+}
+
+/// One directory entry of a kind's root.
+struct Entry {
+    name: OsString,
+    mtime: SystemTime,
+}
+
+fn collect_kind(
+    root: &HeldDir,
+    kind: ItemKind,
+    file: &str,
+    options: &GcOptions,
+    now: SystemTime,
+) -> Vec<Item> {
+    let mut entries = match list_dirs(root.fd()) {
+        Ok(e) => e,
+        Err(e) => {
+            return vec![Item {
+                kind,
+                path: root.path().to_path_buf(),
+                action: Action::Failed,
+                why: format!("could not list it: {e}"),
+            }];
+        }
+    };
+    // Newest first.
+    entries.sort_by_key(|e| std::cmp::Reverse(e.mtime));
+    let max_age = options
+        .keep_days
+        .map(|d| Duration::from_secs(d.saturating_mul(86_400)));
+    let mut items = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let age = now.duration_since(e.mtime).unwrap_or_default();
+        let why = match (options.keep_runs, max_age) {
+            (Some(n), _) if i as u64 >= n => format!(
+                "not among the newest {n} {}{}",
+                kind.as_str(),
+                if kind == ItemKind::Batch { "es" } else { "s" }
+            ),
+            (_, Some(max)) if age > max => format!(
+                "last changed {} day(s) ago, more than keep_days {}",
+                age.as_secs() / 86_400,
+                options.keep_days.unwrap_or_default()
+            ),
+            _ => continue,
+        };
+        let path = root.path().join(&e.name);
+        let item = |action, why: String| Item {
+            kind,
+            path: path.clone(),
+            action,
+            why,
+        };
+        let lock = match try_lock_at(root.fd(), &e.name) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                items.push(item(Action::Kept, "in use: its warden is running".into()));
+                continue;
+            }
+            Err(err) => {
+                items.push(item(Action::Failed, format!("could not open it: {err}")));
+                continue;
+            }
+        };
+        if kind == ItemKind::Run
+            && let Some(pid) = live_unfinished_run(&lock, file)
+        {
+            items.push(item(
+                Action::Kept,
+                format!("in use: no verdict yet and its agent (pid {pid}) is alive"),
+            ));
+            continue;
+        }
+        if options.dry_run {
+            items.push(item(Action::WouldRemove, why));
+            continue;
+        }
+        // The lock is held while the directory goes, so nothing can take
+        // it meanwhile.
+        match remove_dir_at(root.fd(), &e.name) {
+            Ok(()) => items.push(item(Action::Removed, why)),
+            Err(err) => items.push(item(
+                Action::Failed,
+                format!("{why}; removing it failed: {err}"),
+            )),
+        }
+        drop(lock);
+    }
+    items
+}
+
+/// The pid of a run whose report has no verdict yet and whose agent is
+/// still alive on this machine.
+fn live_unfinished_run(dir: &OwnedFd, file: &str) -> Option<i32> {
+    let report = read_json_at(dir, file)?;
+    if !report
+        .get("verdict")
+        .is_some_and(serde_json::Value::is_null)
+    {
+        return None;
+    }
+    let pid = i32::try_from(report.get("pid")?.as_i64()?).ok()?;
+    // EPERM: it exists, as another user's process.
+    let alive = rustix::process::Pid::from_raw(pid).is_some_and(|p| {
+        matches!(
+            rustix::process::test_kill_process(p),
+            Ok(()) | Err(rustix::io::Errno::PERM)
+        )
+    });
+    alive.then_some(pid)
+}
+
+/// The JSON file `name` in `dir`, if it is a regular file (not a link)
+/// of a report's size that parses.
+fn read_json_at(dir: &OwnedFd, name: &str) -> Option<serde_json::Value> {
+    let fd = openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    // A report is small; anything else is not warden's.
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size > 16 << 20 {
+        return None;
+    }
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut std::fs::File::from(fd), &mut text).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// The directories in `dir` (not links, not files), with their times.
+fn list_dirs(dir: &OwnedFd) -> std::io::Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for name in list(dir)? {
+        // Warden's own temporary files start with a dot; no run does.
+        if name.as_bytes().starts_with(b".") {
+            continue;
+        }
+        let Ok(st) = statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            continue;
+        }
+        let mtime = SystemTime::UNIX_EPOCH
+            + Duration::new(
+                u64::try_from(st.st_mtime).unwrap_or(0),
+                u32::try_from(st.st_mtime_nsec).unwrap_or(0),
+            );
+        out.push(Entry { name, mtime });
+    }
+    Ok(out)
+}
+
+/// Every name in `dir` but `.` and `..`.
+fn list(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
+    let readable = openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::new(readable)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    Ok(names)
+}
+
+/// Removes the directory `name` in `parent` and everything in it, without
+/// following a link anywhere.
+fn remove_dir_at(parent: &OwnedFd, name: &OsStr) -> std::io::Result<()> {
+    remove_at(parent, name, 0)?;
+    Ok(())
+}
+
+fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()> {
+    let st = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        // A file, or a link: the entry itself goes, never its target.
+        return Ok(unlinkat(parent, name, AtFlags::empty())?);
+    }
+    if depth >= MAX_DEPTH {
+        return Err(std::io::Error::other(format!(
+            "more than {MAX_DEPTH} directories deep; remove it yourself"
+        )));
+    }
+    // O_NOFOLLOW: a link swapped in since the stat is refused, not
+    // entered.
+    let dir = openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    for child in list(&dir)? {
+        remove_at(&dir, &child, depth + 1)?;
+    }
+    drop(dir);
+    Ok(unlinkat(parent, name, AtFlags::REMOVEDIR)?)
+}
+
+/// The worktrees under `<project>/.warden/worktrees/` whose session is
+/// gone: no session directory left names it, and no session holds it.
+/// A clean one is removed with `git worktree remove` (its branch stays,
+/// with its commits); one with uncommitted changes is kept. Then `git
+/// worktree prune` drops git's entries for worktrees already gone.
+async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcReport) {
+    let root = project.join(".warden/worktrees");
+    let Ok(Some(dir)) = HeldDir::open_existing(&root) else {
+        return;
+    };
+    let Ok(entries) = list_dirs(dir.fd()) else {
+        return;
+    };
+    let named = worktrees_named(project, report, options.dry_run);
+    for e in entries {
+        let path = root.join(&e.name);
+        if named.contains(&path) {
+            continue;
+        }
+        let item = |action, why: String| Item {
+            kind: ItemKind::Worktree,
+            path: path.clone(),
+            action,
+            why,
+        };
+        let lock = match try_lock_at(dir.fd(), &e.name) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                report
+                    .items
+                    .push(item(Action::Kept, "in use: its session is running".into()));
+                continue;
+            }
+            Err(err) => {
+                report
+                    .items
+                    .push(item(Action::Failed, format!("could not open it: {err}")));
+                continue;
+            }
+        };
+        let why = "no session left names it".to_string();
+        // A worktree has a `.git` file; without one, git would answer for
+        // the repository around it instead.
+        let is_worktree = statat(&lock, ".git", AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+        if !is_worktree {
+            report.items.push(item(
+                Action::Kept,
+                format!("{why}, but it is not a git worktree (no .git file); remove it yourself"),
+            ));
+            continue;
+        }
+        match git_out(&path, &["status", "--porcelain", "--untracked-files=all"]).await {
+            Ok(s) if s.trim().is_empty() => {}
+            Ok(_) => {
+                report.items.push(item(
+                    Action::Kept,
+                    format!(
+                        "{why}, but it has uncommitted changes: commit them or remove it yourself"
+                    ),
+                ));
+                continue;
+            }
+            Err(err) => {
+                report.items.push(item(
+                    Action::Kept,
+                    format!(
+                        "{why}, but git cannot read it as a worktree ({err}); remove it yourself"
+                    ),
+                ));
+                continue;
+            }
+        }
+        if options.dry_run {
+            report.items.push(item(Action::WouldRemove, why));
+            continue;
+        }
+        let removed = git_out(project, &["worktree", "remove", &path.to_string_lossy()]).await;
+        drop(lock);
+        report.items.push(match removed {
+            Ok(_) => item(
+                Action::Removed,
+                format!("{why}; clean (its branch keeps the commits)"),
+            ),
+            Err(err) => item(
+                Action::Failed,
+                format!("{why}; git worktree remove failed: {err}"),
+            ),
+        });
+    }
+    let prune = if options.dry_run {
+        git_out(project, &["worktree", "prune", "--dry-run", "--verbose"]).await
+    } else {
+        git_out(project, &["worktree", "prune", "--verbose"]).await
+    };
+    if let Ok(out) = prune {
+        report.pruned.extend(
+            out.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string),
+        );
+    }
+}
+
+/// The worktrees the session directories that stay name (in their
+/// `session.json`): under `.warden/sessions/` and in batch directories.
+fn worktrees_named(project: &Path, report: &GcReport, dry_run: bool) -> Vec<PathBuf> {
+    let gone = |p: &Path| {
+        report.items.iter().any(|i| {
+            p.starts_with(&i.path)
+                && matches!(
+                    (i.action, dry_run),
+                    (Action::Removed, _) | (Action::WouldRemove, true)
+                )
+        })
+    };
+    let mut sessions: Vec<PathBuf> = Vec::new();
+    let mut under = |root: PathBuf, depth: usize| {
+        let Ok(Some(dir)) = HeldDir::open_existing(&root) else {
+            return;
+        };
+        let Ok(entries) = list_dirs(dir.fd()) else {
+            return;
+        };
+        for e in entries {
+            let p = root.join(&e.name);
+            if depth == 0 {
+                sessions.push(p);
+            } else if let Ok(Some(batch)) = HeldDir::open_existing(&p)
+                && let Ok(inner) = list_dirs(batch.fd())
+            {
+                sessions.extend(inner.into_iter().map(|i| p.join(i.name)));
+            }
+        }
+    };
+    under(project.join(".warden/sessions"), 0);
+    under(project.join(".warden/batches"), 1);
+    sessions
+        .into_iter()
+        .filter(|s| !gone(s))
+        .filter_map(|s| {
+            let dir = HeldDir::open_existing(&s).ok()??;
+            let v = read_json_at(dir.fd(), "session.json")?;
+            Some(PathBuf::from(v.get("worktree")?.get("path")?.as_str()?))
+        })
+        .collect()
+}
+
+/// Runs git, bounded as every git warden runs (a repository the agent
+/// damaged must not hang gc): its stdout, or what went wrong.
+async fn git_out(dir: &Path, args: &[&str]) -> Result<String, String> {
+    crate::git::git_within(dir, args, crate::defaults::GIT_WORKTREE_TIMEOUT)
+        .await
+        .map_err(|e| e.message)
+}

@@ -1,0 +1,238 @@
+//! A run's resource limits (`--memory`, `--pids`, `--cpus`): whether this
+//! machine can enforce them, what the report says about them, and how the
+//! reason tells a run that died at one.
+//!
+//! On the host and under bwrap every process of the run is a descendant
+//! of its shim and sits in the run's cgroups, where `warden_process`
+//! writes the limits (cgroup v2 where the controller is enabled, v1
+//! where not). In a container the processes are the engine's, so the
+//! engine gets the limits as its own flags, and warden cannot count what
+//! happened at them. A limit nothing here can enforce is refused before
+//! the run starts: no rlimit is the same thing (see
+//! `warden_process::resources`).
+
+use warden_process::os::limits::{LimitError, Mounts};
+use warden_process::resources::{Applied, Controller, ResourceEvents, format_bytes};
+use warden_process::{ContainmentChoice, ResourceLimits};
+use warden_sandbox::Sandbox;
+use warden_sandbox::container::ContainerLimits;
+
+use crate::report::{EnforcedLimit, ResourcesReport};
+use crate::verdict::Verdict;
+
+/// Whether `limits` can be enforced for a run in `sandbox` with
+/// `containment` on this machine; names the limit and what is missing if
+/// not. Reads /proc and the cgroup file systems, nothing more.
+pub fn check(
+    limits: &ResourceLimits,
+    sandbox: Sandbox,
+    containment: ContainmentChoice,
+) -> Result<(), LimitError> {
+    if !limits.any() || in_container(sandbox) {
+        return Ok(());
+    }
+    Mounts::of_this_process()
+        .check(limits, containment != ContainmentChoice::Subreaper)
+        .map(|_| ())
+}
+
+fn in_container(sandbox: Sandbox) -> bool {
+    matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
+}
+
+/// The limits warden's own cgroups take for a run in `sandbox`: none in a
+/// container (the engine enforces them).
+pub(crate) fn for_cgroups(limits: &ResourceLimits, sandbox: Sandbox) -> ResourceLimits {
+    if in_container(sandbox) {
+        ResourceLimits::default()
+    } else {
+        *limits
+    }
+}
+
+/// The limits as the container engine takes them.
+pub(crate) fn for_container(limits: &ResourceLimits) -> ContainerLimits {
+    ContainerLimits {
+        memory: limits.memory,
+        pids: limits.pids,
+        cpu_millis: limits.cpus.map(|c| c.millis()),
+    }
+}
+
+/// The report's `resources`: `None` when no limit was asked for.
+pub(crate) fn report(
+    limits: &ResourceLimits,
+    sandbox: Sandbox,
+    applied: &[Applied],
+) -> Option<ResourcesReport> {
+    if !limits.any() {
+        return None;
+    }
+    let enforced = if in_container(sandbox) {
+        limits
+            .controllers()
+            .into_iter()
+            .map(|c| EnforcedLimit {
+                controller: c.name().into(),
+                by: sandbox.name().into(),
+                cgroup: None,
+                swap: (c == Controller::Memory).then(|| "engine".into()),
+            })
+            .collect()
+    } else {
+        applied
+            .iter()
+            .map(|a| EnforcedLimit {
+                controller: a.controller.name().into(),
+                by: a.hierarchy.as_str().into(),
+                cgroup: Some(a.dir.clone()),
+                swap: a.swap.map(Into::into),
+            })
+            .collect()
+    };
+    Some(ResourcesReport {
+        memory_bytes: limits.memory,
+        pids: limits.pids,
+        cpus: limits.cpus.map(|c| c.as_f64()),
+        enforced,
+        oom_kills: 0,
+        pids_limit_hits: 0,
+    })
+}
+
+/// Each limit in force and what enforces it, for the `spawned` event:
+/// `memory 32MiB by cgroup_v1`, `cpus 1.5 by docker`.
+pub(crate) fn described(r: Option<&ResourcesReport>) -> Vec<String> {
+    let Some(r) = r else { return Vec::new() };
+    r.enforced
+        .iter()
+        .map(|e| {
+            let value = match e.controller.as_str() {
+                "memory" => r.memory_bytes.map(format_bytes),
+                "pids" => r.pids.map(|p| p.to_string()),
+                _ => r.cpus.map(|c| c.to_string()),
+            };
+            let name = if e.controller == "cpu" {
+                "cpus"
+            } else {
+                e.controller.as_str()
+            };
+            format!("{name} {} by {}", value.unwrap_or_default(), e.by)
+        })
+        .collect()
+}
+
+/// Puts what the kernel did at the limits into the report's section.
+pub(crate) fn count(report: &mut Option<ResourcesReport>, events: ResourceEvents) {
+    if let Some(r) = report {
+        r.oom_kills = events.oom_kills;
+        r.pids_limit_hits = events.pids_max;
+    }
+}
+
+/// The reason of a run that ended with `verdict`, telling what happened
+/// at its limits: a failed run whose process the OOM killer killed says
+/// first that the memory limit was reached; a run that did not succeed
+/// says when forks were refused at the process limit.
+pub(crate) fn explain(verdict: Verdict, reason: String, r: Option<&ResourcesReport>) -> String {
+    let Some(r) = r else { return reason };
+    if verdict == Verdict::Succeeded {
+        return reason;
+    }
+    let mut reason = reason;
+    if r.oom_kills > 0 {
+        let limit = r.memory_bytes.map(format_bytes).unwrap_or_default();
+        let killed = match r.oom_kills {
+            1 => "a process".to_string(),
+            n => format!("{n} processes"),
+        };
+        let oom = format!(
+            "the memory limit (--memory {limit}) was reached: the kernel's OOM killer killed \
+             {killed} of the run"
+        );
+        reason = if verdict == Verdict::AgentFailed {
+            format!("{oom}; {reason}")
+        } else {
+            format!("{reason}; {oom}")
+        };
+    }
+    if r.pids_limit_hits > 0 {
+        let limit = r.pids.map(|p| p.to_string()).unwrap_or_default();
+        let times = match r.pids_limit_hits {
+            1 => "once".to_string(),
+            n => format!("{n} times"),
+        };
+        reason.push_str(&format!(
+            "; the process limit (--pids {limit}) was reached: a fork was refused {times}"
+        ));
+    }
+    reason
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(oom_kills: u64, pids_limit_hits: u64) -> ResourcesReport {
+        ResourcesReport {
+            memory_bytes: Some(32 << 20),
+            pids: Some(20),
+            cpus: None,
+            enforced: Vec::new(),
+            oom_kills,
+            pids_limit_hits,
+        }
+    }
+
+    #[test]
+    fn an_oom_kill_leads_the_reason_of_a_failed_run() {
+        let why = explain(
+            Verdict::AgentFailed,
+            "killed by signal 9 (SIGKILL), not sent by warden".into(),
+            Some(&section(1, 0)),
+        );
+        assert_eq!(
+            why,
+            "the memory limit (--memory 32MiB) was reached: the kernel's OOM killer killed a \
+             process of the run; killed by signal 9 (SIGKILL), not sent by warden"
+        );
+        let why = explain(Verdict::Stalled, "no activity".into(), Some(&section(2, 3)));
+        assert!(why.starts_with("no activity; the memory limit"), "{why}");
+        assert!(why.contains("killed 2 processes"), "{why}");
+        assert!(
+            why.ends_with("(--pids 20) was reached: a fork was refused 3 times"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_successful_run_or_one_without_limits_keeps_its_reason() {
+        let ok = explain(
+            Verdict::Succeeded,
+            "exited with code 0".into(),
+            Some(&section(1, 1)),
+        );
+        assert_eq!(ok, "exited with code 0");
+        let none = explain(Verdict::AgentFailed, "exited with code 1".into(), None);
+        assert_eq!(none, "exited with code 1");
+    }
+
+    #[test]
+    fn a_container_s_limits_are_the_engine_s() {
+        let limits = ResourceLimits {
+            memory: Some(1 << 30),
+            ..ResourceLimits::default()
+        };
+        assert!(!for_cgroups(&limits, Sandbox::Podman).any());
+        assert_eq!(for_cgroups(&limits, Sandbox::Bwrap), limits);
+        let r = report(&limits, Sandbox::Docker, &[]).unwrap();
+        assert_eq!(r.enforced.len(), 1);
+        assert_eq!(r.enforced[0].by, "docker");
+        assert_eq!(r.enforced[0].swap.as_deref(), Some("engine"));
+        assert!(report(&ResourceLimits::default(), Sandbox::Host, &[]).is_none());
+        assert_eq!(described(Some(&r)), ["memory 1GiB by docker"]);
+        assert!(described(None).is_empty());
+        // Nothing to check for the engine's limits on this machine.
+        assert!(check(&limits, Sandbox::Docker, ContainmentChoice::Subreaper).is_ok());
+    }
+}
