@@ -76,9 +76,10 @@ fn priced_pi(script: Vec<Turn>) -> Option<Kit> {
     Some(kit)
 }
 
-/// Three calls, the third a tool that sleeps `secs` (each test its own,
-/// so that looking for what is left finds only its own).
-fn three_calls(secs: u32) -> Vec<Turn> {
+/// Three calls, the third a tool that sleeps `secs` (each test its own
+/// odd number, so that looking for what is left finds only its own, and
+/// nothing of another program's).
+fn three_calls(secs: &str) -> Vec<Turn> {
     vec![
         Turn::Shell("echo one".into()),
         Turn::Shell("echo two".into()),
@@ -90,7 +91,7 @@ fn three_calls(secs: u32) -> Vec<Turn> {
 /// The batch view shows a run's budget warning and its end as lines.
 #[test]
 fn the_batch_view_shows_the_budget_warning_and_the_end() {
-    let Some(kit) = priced_pi(three_calls(33)) else {
+    let Some(kit) = priced_pi(three_calls("33.447")) else {
         return;
     };
     let base = kit.case.path().to_path_buf();
@@ -129,7 +130,7 @@ kill_grace = \"2s\"
             .contains("[a] ending: run cost budget $0.25 exceeded: $0.33 spent"),
         "{why}"
     );
-    let left = kit.leftovers("sleep 33");
+    let left = kit.leftovers("sleep 33.447");
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
@@ -138,7 +139,7 @@ kill_grace = \"2s\"
 /// the call before gives the 80% warning.
 #[test]
 fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
-    let Some(kit) = priced_pi(three_calls(30)) else {
+    let Some(kit) = priced_pi(three_calls("30.417")) else {
         return;
     };
     let done = kit.run(
@@ -191,7 +192,7 @@ fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
         terminating[0]["reason"], "run cost budget $0.25 exceeded: $0.33 spent",
         "{why}"
     );
-    let left = kit.leftovers("sleep 30");
+    let left = kit.leftovers("sleep 30.417");
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
@@ -202,7 +203,7 @@ fn claude_is_ended_at_the_turn_past_its_turn_budget() {
     let script = vec![
         Turn::Shell("echo one".into()),
         Turn::Shell("echo two".into()),
-        Turn::Shell("sleep 31; echo three".into()),
+        Turn::Shell("sleep 31.427; echo three".into()),
         Turn::Text("done".into()),
     ];
     let Some(kit) = Kit::new("claude", script) else {
@@ -252,7 +253,7 @@ fn claude_is_ended_at_the_turn_past_its_turn_budget() {
         md.contains("| budgets | run turn budget 2: 3 |"),
         "{md}\n{why}"
     );
-    let left = kit.leftovers("sleep 31");
+    let left = kit.leftovers("sleep 31.427");
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
@@ -455,11 +456,11 @@ fn a_cost_budget_for_a_cli_that_reports_no_cost_is_refused() {
 #[test]
 fn runs_running_at_once_hold_the_batch_budget_together() {
     let mut script = vec![
-        Turn::Shell("sleep 32; echo late".into()),
+        Turn::Shell("sleep 32.437; echo late".into()),
         Turn::Shell("echo two".into()),
         Turn::Shell("echo three".into()),
     ];
-    script.extend((0..4).map(|_| Turn::Shell("sleep 34; echo late".into())));
+    script.extend((0..4).map(|_| Turn::Shell("sleep 34.457; echo late".into())));
     let Some(kit) = priced_pi(script) else {
         return;
     };
@@ -513,8 +514,8 @@ fn runs_running_at_once_hold_the_batch_budget_together() {
         assert!(run["session"]["cost_usd"].as_f64().unwrap() < 0.35, "{why}");
     }
     assert!(b["budgets"][0]["reached"].as_f64().unwrap() > 0.35, "{why}");
-    let mut left = kit.leftovers("sleep 32");
-    left.extend(kit.leftovers("sleep 34"));
+    let mut left = kit.leftovers("sleep 32.437");
+    left.extend(kit.leftovers("sleep 34.457"));
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
@@ -527,7 +528,7 @@ fn opencode_is_ended_after_the_step_that_passes_its_cost_budget() {
         Turn::Shell("echo one".into()),
         Turn::Shell("echo two".into()),
         Turn::Shell("echo three".into()),
-        Turn::Shell("sleep 35; echo late".into()),
+        Turn::Shell("sleep 35.467; echo late".into()),
         Turn::Text("done".into()),
     ];
     let Some(mut kit) = Kit::with_usage("opencode", |_| script, PI_USAGE) else {
@@ -562,7 +563,7 @@ fn opencode_is_ended_after_the_step_that_passes_its_cost_budget() {
         "{why}"
     );
     assert_eq!(events_of(&done.run_dir, "budget_warning").len(), 1, "{why}");
-    let left = kit.leftovers("sleep 35");
+    let left = kit.leftovers("sleep 35.467");
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
@@ -574,7 +575,7 @@ fn claude_is_ended_at_the_message_that_passes_its_token_budget() {
     let script = vec![
         Turn::Shell("echo one".into()),
         Turn::Shell("echo two".into()),
-        Turn::Shell("sleep 36; echo three".into()),
+        Turn::Shell("sleep 36.477; echo three".into()),
         Turn::Text("done".into()),
     ];
     // 1100 tokens a call: 2200 after two (88% of 2500), 3300 after three.
@@ -608,6 +609,6 @@ fn claude_is_ended_at_the_message_that_passes_its_token_budget() {
     // 80% is reached within the second message.
     let reached = warnings[0]["reached"].as_f64().unwrap();
     assert!((2000.0..=2200.0).contains(&reached), "{reached}\n{why}");
-    let left = kit.leftovers("sleep 36");
+    let left = kit.leftovers("sleep 36.477");
     assert!(left.is_empty(), "left running: {left:?}");
 }
