@@ -580,7 +580,12 @@ impl Supervisor {
                     None => control_open = false,
                 },
                 changed = pool_changed(&mut pool) => match changed {
-                    true => self.check_budget(),
+                    // Another run's spending ends only a run still at
+                    // work: one that is done has spent what it spent.
+                    true if matches!(self.phase, Phase::Starting | Phase::Running) => {
+                        self.check_budget();
+                    }
+                    true => {}
                     false => pool = None,
                 },
                 () = sleep => {
