@@ -630,6 +630,20 @@ mod tests {
         r.limits.stall_timeout = Some(std::time::Duration::from_millis(1500));
         r.env = vec![EnvArg::Name("TOKEN".into())];
         r.session.iterations = 3;
+        r.session.budget.max_turns = Some(40);
+        // A cluster's node reads the batch's budget, and what was spent
+        // before, from the request.
+        r.batch_budget = Some(crate::budget::SharedBudget::new(
+            crate::budget::BudgetScope::Batch,
+            crate::budget::Budget {
+                max_cost_usd: crate::budget::Usd::from_dollars(5.0),
+                ..Default::default()
+            },
+            crate::budget::Spent {
+                cost_usd: 1.25,
+                ..Default::default()
+            },
+        ));
         r.output = Some(OutputRequest {
             tag: "out".into(),
             schema: Some(("s.json".into(), serde_json::json!({"type": "object"}))),
@@ -643,6 +657,8 @@ mod tests {
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         assert_eq!(a.command, ["sh", "-c", "echo hi"]);
         assert_eq!(a.output_tag.as_deref(), Some("out"));
+        assert_eq!(a.budgets.len(), 2, "the session's and the batch's");
+        assert_eq!(a.budgets[1].spent.cost_usd, 1.25);
     }
 
     #[test]
