@@ -51,9 +51,39 @@ impl Agent {
         self != Agent::Exec
     }
 
+    /// Whether and when the agent's CLI reports what a run cost (in its
+    /// stream, as its decoder reads it). The figure is always the CLI's
+    /// own, computed by it from token counts and its price list; warden
+    /// estimates none.
+    pub fn cost_reporting(self) -> CostReporting {
+        match self {
+            // `total_cost_usd` of the final `result` line.
+            Agent::Claude => CostReporting::AtEnd,
+            // `usage.cost.total` of each assistant message, before its
+            // tools run (pi); `cost` of each `step_finish` (OpenCode), which
+            // comes once the step's tools have run.
+            Agent::OpenCode | Agent::Pi => CostReporting::PerStep,
+            Agent::Codex | Agent::Gemini | Agent::Exec => CostReporting::None,
+        }
+    }
+
     pub fn names() -> String {
         Self::ALL.map(Agent::name).join(", ")
     }
+}
+
+/// When an agent's CLI reports its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CostReporting {
+    /// With each model call (pi: as it answers; OpenCode: when the step's
+    /// tools have run): a cost budget can end the run mid-way.
+    PerStep,
+    /// Only in its last line, when the run is over: a cost budget is
+    /// judged then (and a session stops on it), but cannot cut the run
+    /// short.
+    AtEnd,
+    /// Never: a cost budget could never fire.
+    None,
 }
 
 impl fmt::Display for Agent {

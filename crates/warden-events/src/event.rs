@@ -28,6 +28,32 @@ impl Stream {
     }
 }
 
+/// What a budget counts (see `warden_run::budget`).
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetKind {
+    /// US dollars, as the agent reports its cost.
+    Cost,
+    /// `tokens.total`: every token the model read or wrote.
+    Tokens,
+    /// Model calls (`turns`).
+    Turns,
+}
+
+/// Whose budget it is: the run's own, its session's (summed over the
+/// session's runs) or its batch's (summed over the batch's entries).
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetScope {
+    Run,
+    Session,
+    Batch,
+}
+
 /// Token counts, one meaning for every agent (each decoder converts its
 /// CLI's own terms to these). Absent counts are zero.
 ///
@@ -366,6 +392,16 @@ pub enum Event {
         silent_ms: u64,
         stall_timeout_ms: u64,
     },
+    /// 80% of a budget is spent (once per budget and run). `reached` and
+    /// `limit` are in the budget's unit (USD, tokens, turns); for a
+    /// session's or batch's budget, `reached` counts what its earlier runs
+    /// spent too.
+    BudgetWarning {
+        scope: BudgetScope,
+        budget: BudgetKind,
+        limit: f64,
+        reached: f64,
+    },
     /// The completion signal was seen in the agent's output.
     CompletionSignal,
     /// The agent process exited (by itself or because it was killed).
@@ -443,6 +479,7 @@ impl Event {
             Event::Lines { .. } => "lines",
             Event::OversizedLine { .. } => "oversized_line",
             Event::StallWarning { .. } => "stall_warning",
+            Event::BudgetWarning { .. } => "budget_warning",
             Event::CompletionSignal => "completion_signal",
             Event::Exited { .. } => "exited",
             Event::Orphan { .. } => "orphan",
@@ -545,6 +582,7 @@ impl Event {
             | Event::OversizedLine { .. }
             | Event::Lines { .. }
             | Event::StallWarning { .. }
+            | Event::BudgetWarning { .. }
             | Event::CompletionSignal
             | Event::Exited { .. } => {}
         }

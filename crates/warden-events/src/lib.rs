@@ -33,9 +33,9 @@ mod skim;
 pub mod stderr;
 pub mod summary;
 
-pub use agent::{Agent, UnknownAgent};
+pub use agent::{Agent, CostReporting, UnknownAgent};
 pub use decoder::{AgentDecoder, Decode, LineKind, StreamDecoder};
-pub use event::{ErrorClass, Event, Holder, OpenCall, Stream, Tokens};
+pub use event::{BudgetKind, BudgetScope, ErrorClass, Event, Holder, OpenCall, Stream, Tokens};
 pub use lines::{Line, LineSplitter};
 pub use redact::Redactor;
 pub use schema_version::{SCHEMA_VERSION, SchemaVersion};

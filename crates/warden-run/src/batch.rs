@@ -136,6 +136,8 @@ pub struct Batch {
     control: BatchControl,
     /// Continues a batch whose directory is already there.
     resumed: bool,
+    /// The most all its entries may spend together.
+    budget: crate::budget::Budget,
 }
 
 impl Batch {
@@ -151,7 +153,19 @@ impl Batch {
             entries: Vec::new(),
             control: BatchControl::default(),
             resumed: false,
+            budget: crate::budget::Budget::default(),
         }
+    }
+
+    /// The most all the entries may spend together (the batch file's
+    /// `[budget]`). On this machine (the local executor) the runs hold it
+    /// together, live ([`crate::budget::BudgetPool`]): the one whose
+    /// spending passes it and every other then running end
+    /// `budget_exceeded`, and an entry starts only while something is left.
+    /// On a cluster each entry is held to the whole budget on its own.
+    pub fn budget(mut self, budget: crate::budget::Budget) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// A batch in `<cwd>/.warden/batches/<its id>`.
@@ -234,6 +248,9 @@ impl Batch {
         };
         let requests = plan::read_requests(dir, plan.entries.len()).map_err(&bad)?;
         let mut batch = Batch::new(dir, jobs.unwrap_or(plan.jobs)).executor(executor);
+        if let Some(b) = requests.iter().find_map(|r| r.batch_budget) {
+            batch.budget = b.budget;
+        }
         batch.id = plan.batch_id.clone();
         batch.source = plan.file.clone();
         batch.resumed = true;
@@ -314,9 +331,24 @@ impl Batch {
 
     /// Makes the batch directory and starts the entries on the current
     /// tokio runtime.
-    pub async fn start(self) -> Result<BatchHandle, BatchError> {
+    pub async fn start(mut self) -> Result<BatchHandle, BatchError> {
         if self.entries.is_empty() || self.jobs == 0 {
             return Err(BatchError::Empty);
+        }
+        // What the entries kept from before spent counts against the
+        // budget; every request carries it (a cluster's nodes read it from
+        // there).
+        let budget = (!self.budget.is_empty()).then(|| {
+            let mut spent = crate::budget::Spent::default();
+            for e in &self.entries {
+                if let Some(s) = e.kept.as_ref().and_then(|k| k.session.as_ref()) {
+                    spent.add(&crate::budget::Spent::of_session(s));
+                }
+            }
+            crate::budget::SharedBudget::new(crate::budget::BudgetScope::Batch, self.budget, spent)
+        });
+        for e in &mut self.entries {
+            e.request.batch_budget = budget;
         }
         let held = if self.resumed {
             crate::off_clock(&self.dir, HeldDir::open_or_create).await?
@@ -385,7 +417,8 @@ impl Batch {
             entries,
             self.control.clone(),
             tx,
-        );
+        )
+        .with_budget(budget);
         let executor = self.executor;
         let task = tokio::spawn(async move {
             let mut ran = if work.entries.is_empty() {
@@ -399,6 +432,16 @@ impl Batch {
                 .into_iter()
                 .filter_map(|k| k.or_else(|| ran.next()))
                 .collect();
+            let budgets = match budget {
+                Some(b) => {
+                    let mut spent = crate::budget::Spent::default();
+                    for s in runs.iter().filter_map(|r| r.session.as_ref()) {
+                        spent.add(&crate::budget::Spent::of_session(s));
+                    }
+                    crate::budget::SharedBudget::new(b.scope, b.budget, spent).lines()
+                }
+                None => Vec::new(),
+            };
             let count = |v: Verdict| runs.iter().filter(|r| r.verdict == Some(v)).count();
             let (succeeded, cancelled) = (count(Verdict::Succeeded), count(Verdict::Cancelled));
             let report = BatchReport {
@@ -416,6 +459,7 @@ impl Batch {
                     .filter(|r| !r.ran())
                     .map(|r| r.name.clone())
                     .collect(),
+                budgets,
                 runs,
             };
             let path = dir.join("batch.json");
@@ -570,8 +614,8 @@ pub struct BatchOutcome {
 
 impl BatchOutcome {
     /// warden's exit code for the batch: output lost (a report that could
-    /// not be written) first, then 130 if any run was cancelled, 1 if any
-    /// failed, else 0.
+    /// not be written) first, then 130 if any run was cancelled, 7 if any
+    /// exceeded a budget, 1 if any failed, else 0.
     pub fn exit_code(&self) -> u8 {
         let lost = self
             .report
@@ -582,6 +626,13 @@ impl BatchOutcome {
             crate::report::OUTPUT_LOST_EXIT
         } else if self.report.cancelled > 0 {
             130
+        } else if self
+            .report
+            .runs
+            .iter()
+            .any(|r| r.verdict == Some(Verdict::BudgetExceeded))
+        {
+            u8::try_from(Verdict::BudgetExceeded.exit_code()).unwrap_or(1)
         } else if self.report.failed > 0 {
             1
         } else {

@@ -100,4 +100,8 @@ pub struct BatchReport {
     pub cancelled: usize,
     /// The entries whose session never started.
     pub never_ran: Vec<String>,
+    /// The batch's budget (`[budget]` in its file), with what all its
+    /// entries spent.
+    #[serde(default)]
+    pub budgets: Vec<crate::budget::BudgetLine>,
 }

@@ -47,6 +47,7 @@ mod artifacts;
 pub mod batch;
 mod batch_plan;
 pub mod batch_report;
+pub mod budget;
 mod clocks;
 pub mod defaults;
 pub mod executor;
@@ -126,6 +127,12 @@ pub struct RunSpec {
     /// against the schema, if given) into the report's `output`.
     pub output_tag: Option<String>,
     pub output_schema: Option<(PathBuf, serde_json::Value)>,
+    /// Budgets shared with the runs before this one (a session's, a
+    /// batch's), with what those spent; the run's own is `limits.budget`.
+    pub budgets: Vec<budget::SharedBudget>,
+    /// A batch's budget held live with the runs running beside this one
+    /// (the local executor's); its runs publish their spending there.
+    pub budget_pool: Option<std::sync::Arc<budget::BudgetPool>>,
 }
 
 impl RunSpec {
@@ -150,6 +157,8 @@ impl RunSpec {
             env_args: Vec::new(),
             output_tag: None,
             output_schema: None,
+            budgets: Vec::new(),
+            budget_pool: None,
         }
     }
 }
@@ -395,6 +404,8 @@ impl Run {
             git,
             output,
             env_dropped,
+            budgets: spec.budgets.clone(),
+            pool: spec.budget_pool.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();

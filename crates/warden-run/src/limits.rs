@@ -22,6 +22,9 @@ pub struct Limits {
     /// Memory, process and CPU limits for the run's processes (see
     /// [`crate::resources`]).
     pub resources: warden_process::ResourceLimits,
+    /// The most the run may spend (`--max-cost`, `--max-tokens`,
+    /// `--max-turns`).
+    pub budget: crate::budget::Budget,
 }
 
 /// What warden does when the agent reports an error that no retry will
@@ -81,6 +84,7 @@ impl Default for Limits {
             max_line: defaults::MAX_LINE,
             on_fatal_error: defaults::ON_FATAL_ERROR,
             resources: warden_process::ResourceLimits::default(),
+            budget: crate::budget::Budget::default(),
         }
     }
 }

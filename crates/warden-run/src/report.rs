@@ -178,6 +178,14 @@ pub struct Report {
     pub output_error: Option<String>,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
+    /// Every budget the run enforced (its own, its session's, its
+    /// batch's): the limit, what runs before it spent against a shared
+    /// one, and what was reached by the end of this run.
+    #[serde(default)]
+    pub budgets: Vec<crate::budget::BudgetLine>,
+    /// The budget whose limit was passed (verdict `budget_exceeded`), with
+    /// what was reached by the end of the run; `null` when none was.
+    pub budget_exceeded: Option<crate::budget::BudgetLine>,
     pub limits: LimitsReport,
     /// Line events left out of the live feed (terminal, `--json`) because
     /// its reader fell behind; the logs and `events.jsonl` have them all.

@@ -76,6 +76,10 @@ pub struct SessionRequest {
     pub name: Option<String>,
     pub iterations: u32,
     pub worktree: Option<WorktreeRequest>,
+    /// The most the session's runs may spend together
+    /// (`--session-max-cost`, `--session-max-tokens`,
+    /// `--session-max-turns`).
+    pub budget: crate::budget::Budget,
 }
 
 impl OutputRequest {
@@ -95,6 +99,7 @@ impl Default for SessionRequest {
             name: None,
             iterations: 1,
             worktree: None,
+            budget: crate::budget::Budget::default(),
         }
     }
 }
@@ -155,6 +160,10 @@ pub struct RunRequest {
     /// the request a session.
     #[serde(default)]
     pub retry: RetryPolicy,
+    /// The batch's budget, with what the entries before this one spent
+    /// against it (set by the batch).
+    #[serde(default)]
+    pub batch_budget: Option<crate::budget::SharedBudget>,
     /// The program that acts as each run's shim on this machine (the
     /// running executable if `None`); never shipped.
     #[serde(skip)]
@@ -229,6 +238,7 @@ impl RunRequest {
             output: None,
             session: SessionRequest::default(),
             retry: RetryPolicy::default(),
+            batch_budget: None,
             shim_exe: None,
         }
     }
@@ -272,6 +282,7 @@ impl RunRequest {
             self.containment,
         )
         .map_err(|e| invalid(e.to_string()))?;
+        warnings.extend(self.check_budgets()?);
         let retries = self.output.as_ref().map_or(0, |o| o.retries);
         if retries > 0 && !profile(self.agent).can_resume {
             let can: Vec<&str> = warden_agents::profiles()
@@ -354,6 +365,87 @@ impl RunRequest {
         let prompt = self.prompt_for(&probe)?;
         if self.agent != Agent::Exec {
             self.invocation(prompt, None)?;
+        }
+        Ok(warnings)
+    }
+
+    /// Refuses a budget the agent's output can never show being spent (a
+    /// cost budget for a CLI that reports no cost; any budget for `exec`,
+    /// whose plain lines say nothing of tokens or turns); warns where a
+    /// cost budget can only be judged at the end of a run.
+    fn check_budgets(&self) -> Result<Vec<String>, RequestError> {
+        use crate::budget::BudgetKind;
+        let mut set: Vec<(BudgetKind, &str)> = Vec::new();
+        let b = &self.limits.budget;
+        let s = &self.session.budget;
+        let batch = self.batch_budget.map(|b| b.budget).unwrap_or_default();
+        for (given, kind, name) in [
+            (b.max_cost_usd.is_some(), BudgetKind::Cost, "--max-cost"),
+            (b.max_tokens.is_some(), BudgetKind::Tokens, "--max-tokens"),
+            (b.max_turns.is_some(), BudgetKind::Turns, "--max-turns"),
+            (
+                s.max_cost_usd.is_some(),
+                BudgetKind::Cost,
+                "--session-max-cost",
+            ),
+            (
+                s.max_tokens.is_some(),
+                BudgetKind::Tokens,
+                "--session-max-tokens",
+            ),
+            (
+                s.max_turns.is_some(),
+                BudgetKind::Turns,
+                "--session-max-turns",
+            ),
+            (
+                batch.max_cost_usd.is_some(),
+                BudgetKind::Cost,
+                "the batch's `max_cost`",
+            ),
+            (
+                batch.max_tokens.is_some(),
+                BudgetKind::Tokens,
+                "the batch's `max_tokens`",
+            ),
+            (
+                batch.max_turns.is_some(),
+                BudgetKind::Turns,
+                "the batch's `max_turns`",
+            ),
+        ] {
+            if given {
+                set.push((kind, name));
+            }
+        }
+        if self.agent == Agent::Exec {
+            if let Some((_, name)) = set.first() {
+                return Err(invalid(format!(
+                    "{name}: `exec` runs a command whose output warden reads as plain lines, \
+                     with no cost, tokens or turns in them, so a budget could never fire; \
+                     bound it with --timeout instead"
+                )));
+            }
+            return Ok(Vec::new());
+        }
+        let mut warnings = Vec::new();
+        if let Some((_, name)) = set.iter().find(|(k, _)| *k == BudgetKind::Cost) {
+            match self.agent.cost_reporting() {
+                warden_events::CostReporting::None => {
+                    return Err(invalid(format!(
+                        "{name}: `{}` reports no cost in its output, so a cost budget could \
+                         never fire; use --max-tokens (tokens.total) or --max-turns instead",
+                        self.agent
+                    )));
+                }
+                warden_events::CostReporting::AtEnd => warnings.push(format!(
+                    "{name}: `{}` reports its cost only in its last line, so a cost budget \
+                     cannot end one of its runs mid-way: a run over it ends budget_exceeded \
+                     (and a session or batch stops there); --max-tokens can end a run mid-way",
+                    self.agent
+                )),
+                warden_events::CostReporting::PerStep => {}
+            }
         }
         Ok(warnings)
     }
@@ -494,6 +586,16 @@ impl RunRequest {
         spec.output_tag = self.output.as_ref().map(|o| o.tag.clone());
         spec.output_schema = self.output.as_ref().and_then(|o| o.schema.clone());
         spec.shim_exe = self.shim_exe.clone();
+        // As the first run of its session would have them; a session puts
+        // in what its runs spent before each run.
+        if !self.session.budget.is_empty() {
+            spec.budgets.push(crate::budget::SharedBudget::new(
+                crate::budget::BudgetScope::Session,
+                self.session.budget,
+                crate::budget::Spent::default(),
+            ));
+        }
+        spec.budgets.extend(self.batch_budget);
         Ok(spec)
     }
 
@@ -512,6 +614,9 @@ impl RunRequest {
             output_retries: self.output.as_ref().map_or(0, |o| o.retries),
             can_resume: profile(self.agent).can_resume,
             retry: self.retry.clone(),
+            budget: self.session.budget,
+            batch_budget: self.batch_budget,
+            budget_pool: None,
         }
     }
 }
@@ -551,6 +656,20 @@ mod tests {
         r.limits.stall_timeout = Some(std::time::Duration::from_millis(1500));
         r.env = vec![EnvArg::Name("TOKEN".into())];
         r.session.iterations = 3;
+        r.session.budget.max_turns = Some(40);
+        // A cluster's node reads the batch's budget, and what was spent
+        // before, from the request.
+        r.batch_budget = Some(crate::budget::SharedBudget::new(
+            crate::budget::BudgetScope::Batch,
+            crate::budget::Budget {
+                max_cost_usd: crate::budget::Usd::from_dollars(5.0),
+                ..Default::default()
+            },
+            crate::budget::Spent {
+                cost_usd: 1.25,
+                ..Default::default()
+            },
+        ));
         r.output = Some(OutputRequest {
             tag: "out".into(),
             schema: Some(("s.json".into(), serde_json::json!({"type": "object"}))),
@@ -564,6 +683,8 @@ mod tests {
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         assert_eq!(a.command, ["sh", "-c", "echo hi"]);
         assert_eq!(a.output_tag.as_deref(), Some("out"));
+        assert_eq!(a.budgets.len(), 2, "the session's and the batch's");
+        assert_eq!(a.budgets[1].spent.cost_usd, 1.25);
     }
 
     #[test]
@@ -618,6 +739,37 @@ mod tests {
         let mut ctx = r.first_iteration();
         ctx.branch = Some("main".into());
         assert_eq!(r.prompt_for(&ctx).unwrap(), "fix 7 on main");
+    }
+
+    #[test]
+    fn a_budget_the_output_cannot_show_is_refused_naming_the_agent() {
+        let cost = crate::budget::Usd::from_dollars(0.5);
+        let mut r = RunRequest::agent(Agent::Codex, "x");
+        r.agent_bin = Some("/bin/true".into());
+        r.limits.budget.max_cost_usd = cost;
+        let e = r.check().unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let e = e.to_string();
+        assert!(
+            e.contains("--max-cost")
+                && e.contains("`codex` reports no cost")
+                && e.contains("--max-tokens"),
+            "{e}"
+        );
+        r.limits.budget.max_cost_usd = None;
+        r.limits.budget.max_tokens = Some(1000);
+        assert!(r.check().unwrap().is_empty(), "tokens are reported");
+
+        let mut r = RunRequest::agent(Agent::Claude, "x");
+        r.agent_bin = Some("/bin/true".into());
+        r.session.budget.max_cost_usd = cost;
+        let w = r.check().unwrap();
+        assert!(w[0].contains("only in its last line"), "{w:?}");
+
+        let mut r = RunRequest::exec(["true"]);
+        r.limits.budget.max_turns = Some(3);
+        let e = r.check().unwrap_err().to_string();
+        assert!(e.contains("--max-turns: `exec`"), "{e}");
     }
 
     #[test]

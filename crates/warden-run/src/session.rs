@@ -55,6 +55,13 @@ pub struct SessionOptions {
     /// `--retries`, `--retry-on`, `--retry-backoff`: how a run that ended
     /// by a transient failure is tried again.
     pub retry: RetryPolicy,
+    /// The most the session's runs may spend together.
+    pub budget: crate::budget::Budget,
+    /// The batch's budget, with what its entries before this one spent.
+    pub batch_budget: Option<crate::budget::SharedBudget>,
+    /// The batch's budget held live with the entries running beside this
+    /// one (on this machine): it replaces `batch_budget`.
+    pub budget_pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
 }
 
 /// What `make_run` is told about the run to build.
@@ -107,6 +114,8 @@ pub struct SessionRun {
     pub completion_signal_seen: bool,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    #[serde(default)]
+    pub turns: u32,
     pub commits: Vec<Commit>,
     /// The command's own exit code and the signal that killed it, as the
     /// run's `run.json` has them (for `--preserve-status`).
@@ -143,6 +152,9 @@ pub enum StopReason {
     Cancelled,
     /// A run could not be set up (its spec, its directory, its sandbox).
     SetupFailed,
+    /// A budget of the session or its batch was exceeded by a run, or
+    /// nothing was left of it for another run.
+    BudgetExceeded,
 }
 
 impl StopReason {
@@ -154,6 +166,7 @@ impl StopReason {
             StopReason::IterationFailed => "iteration_failed",
             StopReason::Cancelled => "cancelled",
             StopReason::SetupFailed => "setup_failed",
+            StopReason::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -184,6 +197,17 @@ pub struct SessionReport {
     pub runs: Vec<SessionRun>,
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
+    /// Model calls of every run.
+    #[serde(default)]
+    pub turns: u64,
+    /// The session's budget (and its batch's), with what was reached by
+    /// every run of the session (for the batch's: and by the entries
+    /// before it).
+    #[serde(default)]
+    pub budgets: Vec<crate::budget::BudgetLine>,
+    /// The budget that stopped the session: exceeded by its last run, or
+    /// with nothing left for another (verdict `budget_exceeded`).
+    pub budget_exceeded: Option<crate::budget::BudgetLine>,
     pub commits: Vec<Commit>,
     pub output: Option<serde_json::Value>,
     pub error: Option<String>,
@@ -375,6 +399,9 @@ pub(crate) async fn run_session(
         runs: Vec::new(),
         tokens: Tokens::default(),
         cost_usd: None,
+        turns: 0,
+        budgets: Vec::new(),
+        budget_exceeded: None,
         commits: Vec::new(),
         output: None,
         error: None,
@@ -390,6 +417,30 @@ pub(crate) async fn run_session(
     // The attempt at this step: one more for each transient failure.
     let mut attempt: u32 = 1;
     let mut retry_of: Option<RetryOf> = None;
+    // What the session's runs spent, against its budget and its batch's.
+    let mut spent = crate::budget::Spent::default();
+    let shared = |spent: &crate::budget::Spent| {
+        let mut all = Vec::new();
+        if !opts.budget.is_empty() {
+            all.push(crate::budget::SharedBudget::new(
+                crate::budget::BudgetScope::Session,
+                opts.budget,
+                *spent,
+            ));
+        }
+        match (&opts.budget_pool, opts.batch_budget) {
+            // Its lines; the runs hold it live, not from this.
+            (Some(pool), _) => all.push(pool.shared()),
+            (None, Some(b)) => {
+                let mut before = b.spent;
+                before.add(spent);
+                all.push(crate::budget::SharedBudget::new(b.scope, b.budget, before));
+            }
+            (None, None) => {}
+        }
+        all
+    };
+    report.budgets = shared(&spent).iter().flat_map(|b| b.lines()).collect();
     loop {
         if control.stopped() {
             if retry_of.is_some() {
@@ -401,10 +452,20 @@ pub(crate) async fn run_session(
             break;
         }
         let next_step = correction.is_none() && retry_of.is_none();
+        if next_step && iteration >= opts.iterations {
+            break;
+        }
+        // A run with nothing left of a budget would exceed it at its first
+        // model call: none starts (a retry included).
+        let budgets = shared(&spent);
+        if let Some(line) = budgets.iter().find_map(|b| b.used_up()) {
+            report.stopped_because = StopReason::BudgetExceeded;
+            report.verdict = Some(Verdict::BudgetExceeded);
+            report.budget_exceeded = Some(line);
+            report.error = Some(format!("no further run started: {}", line.used_up()));
+            break;
+        }
         if next_step {
-            if iteration >= opts.iterations {
-                break;
-            }
             iteration += 1;
             output_retry = None;
             attempt = 1;
@@ -439,6 +500,11 @@ pub(crate) async fn run_session(
         };
         spec.cwd = workdir.clone();
         spec.run_dir = Some(run_dir.clone());
+        spec.budgets = budgets
+            .into_iter()
+            .filter(|b| opts.budget_pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)
+            .collect();
+        spec.budget_pool.clone_from(&opts.budget_pool);
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
@@ -483,6 +549,9 @@ pub(crate) async fn run_session(
         if let Some(c) = run.cost_usd {
             *report.cost_usd.get_or_insert(0.0) += c;
         }
+        report.turns += u64::from(run.turns);
+        spent.add(&crate::budget::Spent::of_report(&run));
+        report.budgets = shared(&spent).iter().flat_map(|b| b.lines()).collect();
         report.verdict = run.verdict;
         if run.output.is_some() {
             report.output.clone_from(&run.output);
@@ -508,6 +577,7 @@ pub(crate) async fn run_session(
             completion_signal_seen: signalled,
             tokens: run.tokens,
             cost_usd: run.cost_usd,
+            turns: run.turns,
             commits: run.commits.clone(),
             exit_code: run.exit_code,
             signal: run.signal,
@@ -517,6 +587,11 @@ pub(crate) async fn run_session(
         match run.verdict {
             Some(Verdict::Cancelled) => {
                 report.stopped_because = StopReason::Cancelled;
+                break;
+            }
+            Some(Verdict::BudgetExceeded) => {
+                report.stopped_because = StopReason::BudgetExceeded;
+                report.budget_exceeded = run.budget_exceeded;
                 break;
             }
             Some(Verdict::Succeeded) => {
@@ -754,9 +829,20 @@ impl Session {
 pub(crate) async fn run_request(
     request: RunRequest,
     control: SessionControl,
-    mut out: Outbox,
+    out: Outbox,
 ) -> Result<SessionReport, SetupError> {
-    let opts = request.session_options();
+    run_request_pooled(request, control, out, None).await
+}
+
+/// Like [`run_request`], with the batch's budget held live in `pool`.
+pub(crate) async fn run_request_pooled(
+    request: RunRequest,
+    control: SessionControl,
+    mut out: Outbox,
+    pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
+) -> Result<SessionReport, SetupError> {
+    let mut opts = request.session_options();
+    opts.budget_pool = pool;
     run_session(
         opts,
         control,

@@ -25,6 +25,9 @@ pub enum Verdict {
     SpawnFailed,
     /// warden itself failed; the report says how.
     InternalError,
+    /// A budget (cost, tokens, turns; the run's, its session's or its
+    /// batch's) was exceeded: `budget_exceeded` in `run.json` says which.
+    BudgetExceeded,
 }
 
 impl Verdict {
@@ -37,6 +40,7 @@ impl Verdict {
             Verdict::StartupTimeout => 4,
             Verdict::TimedOut => 5,
             Verdict::SpawnFailed => 6,
+            Verdict::BudgetExceeded => 7,
             Verdict::InternalError => 70,
             Verdict::Cancelled => 130,
         }
@@ -53,6 +57,7 @@ impl Verdict {
             Verdict::Cancelled => "cancelled",
             Verdict::SpawnFailed => "spawn_failed",
             Verdict::InternalError => "internal_error",
+            Verdict::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -69,6 +74,8 @@ pub enum Cause {
     /// The agent reported an error no retry fixes and did not end by
     /// itself (`--on-fatal-error end`).
     FatalError,
+    /// A budget was exceeded.
+    BudgetExceeded,
 }
 
 /// Everything the verdict depends on.
@@ -86,6 +93,9 @@ pub struct Facts {
     /// The agent's error is about credentials: the reason says so.
     pub authentication_error: bool,
     pub completion_signal_seen: bool,
+    /// A budget exceeded during the run, said in full (`run cost budget
+    /// $0.50 exceeded: $0.53 spent`).
+    pub budget_exceeded: Option<String>,
     /// The clocks, written for people (`15m`), for the reasons.
     pub stall_timeout: String,
     pub startup_timeout: String,
@@ -107,7 +117,26 @@ pub fn decide(f: &Facts) -> (Verdict, String) {
         };
         (Verdict::AgentFailed, format!("{what}: {detail}"))
     };
+    // Over budget is the verdict whether warden ended the run for it or
+    // the crossing came with the agent's own end (a cost reported only in
+    // the last line): not when another limit had ended the run first.
+    if let Some(why) = &f.budget_exceeded
+        && matches!(
+            f.cause,
+            None | Some(Cause::BudgetExceeded | Cause::ForcedCompletion)
+        )
+    {
+        let why = if f.cause == Some(Cause::BudgetExceeded) {
+            format!("{why}; the run was ended")
+        } else {
+            format!("{why}, counted as the agent ended (it was not cut short)")
+        };
+        return (Verdict::BudgetExceeded, why);
+    }
     match f.cause {
+        Some(Cause::BudgetExceeded) => {
+            return (Verdict::BudgetExceeded, "a budget was exceeded".into());
+        }
         Some(Cause::Stalled) => {
             return (
                 Verdict::Stalled,
@@ -306,6 +335,26 @@ mod tests {
     }
 
     #[test]
+    fn an_exceeded_budget_is_the_verdict_unless_another_limit_ended_the_run_first() {
+        let mut f = json(0, Some(true));
+        f.budget_exceeded = Some("run cost budget $0.50 exceeded: $0.53 spent".into());
+        let (v, why) = decide(&f);
+        assert_eq!(v, Verdict::BudgetExceeded);
+        assert!(why.contains("not cut short"), "{why}");
+        f.cause = Some(Cause::BudgetExceeded);
+        f.exit = Some((None, Some(15)));
+        let (v, why) = decide(&f);
+        assert_eq!(v, Verdict::BudgetExceeded);
+        assert_eq!(
+            why,
+            "run cost budget $0.50 exceeded: $0.53 spent; the run was ended"
+        );
+        assert_eq!(v.exit_code(), 7);
+        f.cause = Some(Cause::Stalled);
+        assert_eq!(decide(&f).0, Verdict::Stalled);
+    }
+
+    #[test]
     fn serialized_name_matches_as_str() {
         for v in [
             Verdict::Succeeded,
@@ -316,6 +365,7 @@ mod tests {
             Verdict::Cancelled,
             Verdict::SpawnFailed,
             Verdict::InternalError,
+            Verdict::BudgetExceeded,
         ] {
             assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
         }

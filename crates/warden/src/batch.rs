@@ -16,6 +16,9 @@
 //! args = { ISSUE = "2" }
 //! worktree = true
 //! iterations = 3
+//!
+//! [budget]              # what all the runs may spend together
+//! max_cost = 5.0
 //! ```
 //!
 //! Every run is checked before any starts; one run failing never stops the
@@ -197,6 +200,49 @@ fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags),
     Ok((a, f))
 }
 
+/// The batch file's `[budget]`: `max_cost` (USD), `max_tokens`
+/// (`tokens.total`) and `max_turns`, what all the runs may spend together.
+fn batch_budget(v: &toml::Value) -> Result<warden_run::budget::Budget, String> {
+    let Some(t) = v.as_table() else {
+        return Err(
+            "`budget` must be a table: [budget] with max_cost, max_tokens, max_turns".into(),
+        );
+    };
+    let mut b = warden_run::budget::Budget::default();
+    for (k, v) in t {
+        let count = || {
+            v.as_integer()
+                .filter(|n| *n >= 1)
+                .map(|n| n as u64)
+                .ok_or_else(|| {
+                    format!("[budget] `{k}` must be a whole number of at least 1, such as 20")
+                })
+        };
+        match k.as_str() {
+            "max_cost" => {
+                let dollars = v
+                    .as_float()
+                    .or_else(|| v.as_integer().map(|i| i as f64))
+                    .filter(|d| *d > 0.0);
+                b.max_cost_usd = dollars.and_then(warden_run::budget::Usd::from_dollars);
+                if b.max_cost_usd.is_none() {
+                    return Err(format!(
+                        "[budget] `max_cost` must be a sum of US dollars greater than 0, such as 5.0, not {v}"
+                    ));
+                }
+            }
+            "max_tokens" => b.max_tokens = Some(count()?),
+            "max_turns" => b.max_turns = Some(count()?),
+            other => {
+                return Err(format!(
+                    "[budget]: unknown key `{other}`; known keys: max_cost, max_tokens, max_turns"
+                ));
+            }
+        }
+    }
+    Ok(b)
+}
+
 /// How many runs at once when nothing says.
 const DEFAULT_JOBS: usize = 4;
 
@@ -235,15 +281,19 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
         Err(e) => return Err(err(file, e)),
     };
     for key in doc.keys() {
-        if !["defaults", "run", "slurm"].contains(&key.as_str()) {
+        if !["defaults", "run", "slurm", "budget"].contains(&key.as_str()) {
             return Err(err(
                 file,
                 format!(
-                    "unknown table `{key}`: a batch file has [defaults], [[run]] and [slurm] tables"
+                    "unknown table `{key}`: a batch file has [defaults], [[run]], [budget] and [slurm] tables"
                 ),
             ));
         }
     }
+    let budget = match doc.get("budget") {
+        Some(t) => batch_budget(t).map_err(|e| err(file, e))?,
+        None => warden_run::budget::Budget::default(),
+    };
     let mut defaults = doc
         .get("defaults")
         .and_then(toml::Value::as_table)
@@ -275,7 +325,8 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
         ) => Batch::under(shared, jobs),
         (None, _) => Batch::in_default_dir(&cwd, jobs),
     }
-    .source(file);
+    .source(file)
+    .budget(budget);
     let remote = matches!(executor, Chosen::Slurm { .. });
     if let Chosen::Slurm { options, .. } = executor {
         batch = batch.executor(std::sync::Arc::new(
@@ -332,8 +383,20 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
             let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
             crate::prompt_input::read_stdin_prompt(why, &mut signals, bound).await?;
         }
-        let request = crate::request::build(&run_args, agent, &run_cwd, &resolved)
+        let mut request = crate::request::build(&run_args, agent, &run_cwd, &resolved)
             .map_err(|e| e.context(format_args!("in run `{name}` of {}", file.display())))?;
+        if !budget.is_empty() {
+            // The batch's budget must be one this run's agent can show
+            // being spent.
+            request.batch_budget = Some(warden_run::budget::SharedBudget::new(
+                warden_run::budget::BudgetScope::Batch,
+                budget,
+                warden_run::budget::Spent::default(),
+            ));
+            request.check().map_err(|e| {
+                CliError::from(e).context(format_args!("in run `{name}` of {}", file.display()))
+            })?;
+        }
         // Every run of a batch is a session, in its own directory.
         shown.push((name.clone(), agent, request.limits.armed_stall_timeout()));
         if let Err(e) = batch.add(name, request) {
@@ -613,6 +676,15 @@ impl Reporter for BatchView {
                     warden_events::Event::Error { message, .. } => {
                         Some(format!("[{name}] agent error: {message}"))
                     }
+                    warden_events::Event::BudgetWarning {
+                        scope,
+                        budget,
+                        limit,
+                        reached,
+                    } => Some(format!(
+                        "[{name}] warning: {}",
+                        warden_run::budget::warning(*scope, *budget, *limit, *reached)
+                    )),
                     warden_events::Event::Terminating { reason } => {
                         Some(format!("[{name}] ending: {reason}"))
                     }

@@ -116,6 +116,7 @@ pub(crate) fn build(
     request.retry = resolved.retry.clone();
     request.session.name.clone_from(&args.name);
     request.session.iterations = args.iterations;
+    request.session.budget = resolved.session_budget;
     request.session.worktree = args.worktree.as_ref().map(|branch| WorktreeRequest {
         branch: Some(branch.clone()).filter(|b| !b.is_empty()),
         base: args.base.clone(),

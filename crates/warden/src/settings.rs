@@ -136,6 +136,8 @@ pub(crate) struct Resolved {
     pub keep_days: Option<u64>,
     /// `--retries`, `--retry-on`, `--retry-backoff`.
     pub retry: warden_run::retry::RetryPolicy,
+    /// The most a session's runs may spend together.
+    pub session_budget: warden_run::budget::Budget,
 }
 
 impl RawSettings {
@@ -224,6 +226,7 @@ impl RawSettings {
             let value = match v {
                 toml::Value::String(s) => s,
                 toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
                 // A list (`retry_on = ["stalled", "network"]`) as the
                 // comma list the flag takes.
@@ -313,6 +316,8 @@ mod tests {
             Kind::Memory(_) => "64MiB",
             Kind::Pids(_) => "50",
             Kind::Cpus(_) => "1.5",
+            Kind::Usd(_) => "0.25",
+            Kind::Positive(_) => "7",
         }
     }
 
@@ -672,6 +677,43 @@ mod tests {
                 "{name} = {bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn budgets_take_dollars_and_whole_numbers_and_refuse_the_rest() {
+        let r = raw(
+            SettingFlags::of(&[("max_cost", "$0.50"), ("max_turns", "3")]),
+            &[("WARDEN_SESSION_MAX_TOKENS", "20000")],
+            Some("session_max_cost = 2.5\nmax_tokens = 1000"),
+        )
+        .unwrap();
+        let b = r.limits.budget;
+        assert_eq!(b.max_cost_usd.map(|u| u.dollars()), Some(0.5));
+        assert_eq!((b.max_tokens, b.max_turns), (Some(1000), Some(3)));
+        assert_eq!(r.session_budget.max_tokens, Some(20000));
+        assert_eq!(
+            r.session_budget.max_cost_usd.map(|u| u.dollars()),
+            Some(2.5)
+        );
+        for (name, bad) in [
+            ("max_cost", "0"),
+            ("max_cost", "-1"),
+            ("max_cost", "lots"),
+            ("max_cost", "NaN"),
+            ("max_turns", "0"),
+            ("max_turns", "2.5"),
+            ("max_tokens", "-5"),
+        ] {
+            let e = raw(SettingFlags::of(&[(name, bad)]), &[], None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("--{}", name.replace('_', "-"))) && e.contains("such as"),
+                "{name} = {bad}: {e}"
+            );
+        }
+        let e = raw(SettingFlags::of(&[("max_cost", "1e13")]), &[], None).unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::batch::BatchControl;
 use crate::batch_report::BatchRun;
-use crate::session::{SessionControl, run_request};
+use crate::session::{SessionControl, run_request_pooled};
 use crate::update::{Outbox, Update};
 use crate::{RunRequest, Verdict};
 
@@ -55,6 +55,9 @@ pub struct Work {
     /// Cancelled by the batch's owner (a signal): first gracefully, then
     /// at once.
     pub control: BatchControl,
+    /// The batch's budget, with what entries that ended before spent (each
+    /// entry's request carries it too).
+    pub budget: Option<crate::budget::SharedBudget>,
     updates: mpsc::Sender<Update>,
 }
 
@@ -73,8 +76,14 @@ impl Work {
             jobs,
             entries,
             control,
+            budget: None,
             updates,
         }
+    }
+
+    pub(crate) fn with_budget(mut self, budget: Option<crate::budget::SharedBudget>) -> Self {
+        self.budget = budget;
+        self
     }
 
     /// Says `update` on the batch's stream (waits while the reader is
@@ -131,6 +140,11 @@ impl Executor for Local {
 
 async fn run_local(mut work: Work) -> Vec<BatchRun> {
     let sem = Arc::new(Semaphore::new(work.jobs.max(1)));
+    // What the entries spend, live: an entry starts against what is left,
+    // and the runs running at once are held to the budget together.
+    let pool = work
+        .budget
+        .map(|b| crate::budget::BudgetPool::new(b.budget, b.spent));
     // Every entry can be cancelled from now on, started or not.
     let entries: Vec<(Entry, SessionControl)> = std::mem::take(&mut work.entries)
         .into_iter()
@@ -158,9 +172,10 @@ async fn run_local(mut work: Work) -> Vec<BatchRun> {
             .await;
         }
         let stop = work.control.clone();
+        let pool = pool.clone();
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
-            let run = run_local_entry(&entry, control, &stop, out.clone()).await;
+            let run = run_local_entry(&entry, control, &stop, pool, out.clone()).await;
             out.send(Update::EntryFinished {
                 entry: entry.index,
                 run: Box::new(run.clone()),
@@ -184,13 +199,22 @@ async fn run_local_entry(
     entry: &Entry,
     control: SessionControl,
     stop: &BatchControl,
+    pool: Option<Arc<crate::budget::BudgetPool>>,
     out: Outbox,
 ) -> BatchRun {
     if stop.cancels() > 0 {
         return cancelled_before_start(entry);
     }
+    if let Some(line) = pool.as_ref().and_then(|p| p.shared().used_up()) {
+        return BatchRun::new(
+            entry.name.clone(),
+            entry.request.agent,
+            Some(Verdict::BudgetExceeded),
+            Some(format!("not started: {}", line.used_up())),
+        );
+    }
     let t0 = Instant::now();
-    let result = run_request(entry.request.clone(), control, out).await;
+    let result = run_request_pooled(entry.request.clone(), control, out, pool).await;
     let mut run = match result {
         Ok(s) => {
             let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);

@@ -87,6 +87,11 @@ pub(crate) struct Setup {
     /// What the agent's set-up refers to that does not reach it (see
     /// [`crate::report::Report::env_dropped`]).
     pub env_dropped: Vec<String>,
+    /// The budgets the run shares with the runs before it (its session's,
+    /// its batch's), with what those spent.
+    pub budgets: Vec<crate::budget::SharedBudget>,
+    /// A batch's budget held with the runs running beside this one.
+    pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
 }
 
 /// Where a run's commits are collected from.
@@ -167,6 +172,10 @@ pub(crate) struct Supervisor {
     /// The resource limits in force and, at the end, what happened at
     /// them (see [`crate::resources`]).
     resources: Option<crate::report::ResourcesReport>,
+    /// The budgets the run enforces (its own and those it shares).
+    budget: crate::budget::Watch,
+    /// The first budget exceeded, as it stood then.
+    budget_hit: Option<crate::budget::BudgetLine>,
 }
 
 /// Consecutive plain lines of one stream, to be written as one `lines`
@@ -207,6 +216,11 @@ impl Supervisor {
             ..ClockState::default()
         };
         let signal = SignalMatcher::new(&l.completion_signal);
+        let pooled = setup
+            .pool
+            .as_ref()
+            .map(|p| (p.budget(), p.others(&setup.run_id)));
+        let budget = crate::budget::Watch::new(&l.budget, &setup.budgets, pooled);
         Self {
             setup,
             live: LiveFeed::new(events),
@@ -248,6 +262,8 @@ impl Supervisor {
             pending_lines: None,
             tee_failed: [false; 2],
             resources: None,
+            budget,
+            budget_hit: None,
         }
     }
 
@@ -449,9 +465,13 @@ impl Supervisor {
         self.phase = phase;
         for action in actions {
             match action {
-                Action::Announce(cause) => self.emit(Event::Terminating {
-                    reason: cause_reason(cause).into(),
-                }),
+                Action::Announce(cause) => {
+                    let reason = match (cause, &self.budget_hit) {
+                        (Cause::BudgetExceeded, Some(hit)) => hit.exceeded(),
+                        _ => cause_reason(cause).into(),
+                    };
+                    self.emit(Event::Terminating { reason });
+                }
                 Action::SandboxKill => self.start_sandbox_kill(),
                 Action::Term => {
                     self.signal_all(tree, Signal::Term);
@@ -520,6 +540,9 @@ impl Supervisor {
             max_line,
         );
         let mut control_open = true;
+        // Woken when a run beside this one spends against the batch's
+        // budget.
+        let mut pool = self.setup.pool.as_ref().map(|p| p.subscribe());
 
         loop {
             let left = Input::Left {
@@ -556,6 +579,15 @@ impl Supervisor {
                     Some(c) => self.on_control(&tree, &mut out, &mut err, c),
                     None => control_open = false,
                 },
+                changed = pool_changed(&mut pool) => match changed {
+                    // Another run's spending ends only a run still at
+                    // work: one that is done has spent what it spent.
+                    true if matches!(self.phase, Phase::Starting | Phase::Running) => {
+                        self.check_budget();
+                    }
+                    true => {}
+                    false => pool = None,
+                },
                 () = sleep => {
                     if let Some((_, clock)) = next.filter(|(at, _)| *at <= Instant::now()) {
                         // An exit reported in the same instant wins: the
@@ -576,6 +608,11 @@ impl Supervisor {
                         self.on_clock(&tree, &mut out, &mut err, clock);
                     }
                 }
+            }
+            // A budget exceeded ends the run once it is working (again:
+            // an agent that said it was done and went on).
+            if self.budget_hit.is_some() && matches!(self.phase, Phase::Starting | Phase::Running) {
+                self.step(&tree, &mut out, &mut err, Input::BudgetExceeded);
             }
             self.status_tick(Instant::now(), false);
             self.flush_events();
@@ -739,6 +776,7 @@ impl Supervisor {
         }
         self.summary.clone_from(pipe.summary());
         self.summary.retries += self.stderr_retries;
+        self.check_budget();
         self.clocks.stall_floor = self
             .summary
             .open_tool_timeout_ms()
@@ -768,6 +806,31 @@ impl Supervisor {
             // again, until the next terminal event. A completion signal is
             // never taken back.
             self.advance_quietly(Input::WorkingAgain, now);
+        }
+    }
+
+    /// Looks at what the run has spent: a warning for each budget 80%
+    /// spent, and the first one exceeded is kept (the loop ends the run).
+    fn check_budget(&mut self) {
+        if self.budget.is_empty() {
+            return;
+        }
+        let mine = crate::budget::Spent::of_summary(&self.summary);
+        if let Some(pool) = &self.setup.pool {
+            pool.publish(&self.setup.run_id, mine);
+            self.budget.others_spent(&pool.others(&self.setup.run_id));
+        }
+        let found = self.budget.check(&mine);
+        for w in found.warnings {
+            self.emit(Event::BudgetWarning {
+                scope: w.scope,
+                budget: w.budget,
+                limit: w.limit,
+                reached: w.reached,
+            });
+        }
+        if self.budget_hit.is_none() {
+            self.budget_hit = found.exceeded;
         }
     }
 
@@ -1131,6 +1194,15 @@ impl Supervisor {
     }
 }
 
+/// Whether the batch's pool changed (`false` once it is gone); never
+/// returns without one.
+async fn pool_changed(pool: &mut Option<tokio::sync::watch::Receiver<u64>>) -> bool {
+    match pool {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
 fn cause_reason(cause: Cause) -> &'static str {
     match cause {
         Cause::Stalled => "stall timeout",
@@ -1141,5 +1213,6 @@ fn cause_reason(cause: Cause) -> &'static str {
         Cause::FatalError => {
             "the agent reported an error that retrying will not fix (--on-fatal-error end)"
         }
+        Cause::BudgetExceeded => "a budget was exceeded",
     }
 }

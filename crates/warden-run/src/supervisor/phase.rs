@@ -111,6 +111,10 @@ pub(crate) enum Input {
     Kill,
     /// A deadline of [`crate::clocks`] fired.
     Deadline(Clock),
+    /// A budget was exceeded. Ends a run that is working; one that has
+    /// said it is done is spending nothing more, and keeps the completion
+    /// window to exit by itself.
+    BudgetExceeded,
     /// What is left of the run, looked at before every wait.
     Left {
         output_open: bool,
@@ -286,6 +290,10 @@ impl Phase {
             // already or the agent has exited: SIGKILL.
             (Terminating(_) | Draining { .. } | Killing { .. }, Input::Cancel | Input::Kill) => {
                 (self.killing(now), vec![Action::KillAll])
+            }
+
+            (Starting | Running, Input::BudgetExceeded) => {
+                begin_ending(Cause::BudgetExceeded, now, graces)
             }
 
             (Starting | Running | Completing { .. }, Input::Deadline(clock)) => {
@@ -841,6 +849,29 @@ mod tests {
         assert!(run.feed(Input::ShimGone).is_empty());
         run.output_open = false;
         assert!(run.settle().is_finalized(), "{:?}", run.phase);
+    }
+
+    #[test]
+    fn a_budget_exceeded_ends_a_working_run_but_not_one_that_said_it_is_done() {
+        let mut run = FakeRun::new();
+        run.at(1).feed(Input::Line { activity: true });
+        let actions = run.at(2).feed(Input::BudgetExceeded);
+        assert_eq!(
+            actions,
+            [
+                Action::Announce(Cause::BudgetExceeded),
+                Action::SandboxKill,
+                Action::Term
+            ]
+        );
+        assert_eq!(run.phase.cause(), Some(Cause::BudgetExceeded));
+        // Asked again while ending: nothing more.
+        assert!(run.at(3).feed(Input::BudgetExceeded).is_empty());
+
+        let mut done = FakeRun::new();
+        done.at(1).feed(Input::TerminalEvent);
+        assert!(done.at(2).feed(Input::BudgetExceeded).is_empty());
+        assert!(matches!(done.phase, Phase::Completing { .. }));
     }
 
     #[test]

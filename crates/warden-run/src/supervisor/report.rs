@@ -136,6 +136,8 @@ impl Supervisor {
             output_error: None,
             stdout_bytes: self.stdout_bytes,
             stderr_bytes: self.stderr_bytes,
+            budgets: self.budget_lines(),
+            budget_exceeded: self.budget_exceeded(),
             limits: LimitsReport {
                 timeout_ms: ms(l.timeout),
                 stall_timeout_ms: ms(l.stall_timeout),
@@ -162,6 +164,35 @@ impl Supervisor {
             env_dropped: self.setup.env_dropped.clone(),
             written: false,
         }
+    }
+
+    /// What the run has spent so far, as its budgets count it.
+    fn spent(&self) -> crate::budget::Spent {
+        crate::budget::Spent::of_summary(&self.summary)
+    }
+
+    /// Every budget with what was reached by now: for a batch's budget
+    /// held with the runs beside this one, where they have got to too.
+    fn budget_lines(&self) -> Vec<crate::budget::BudgetLine> {
+        match &self.setup.pool {
+            Some(pool) => {
+                let mut watch = self.budget.clone();
+                watch.others_spent(&pool.others(&self.setup.run_id));
+                watch.lines(&self.spent())
+            }
+            None => self.budget.lines(&self.spent()),
+        }
+    }
+
+    /// The budget exceeded, with what was reached by the end of the run
+    /// (the agent may report more while it is being stopped).
+    fn budget_exceeded(&self) -> Option<crate::budget::BudgetLine> {
+        let hit = self.budget_hit?;
+        let now = self
+            .budget_lines()
+            .into_iter()
+            .find(|l| l.scope == hit.scope && l.budget == hit.budget);
+        Some(now.unwrap_or(hit))
     }
 
     fn counts(&self) -> BTreeMap<String, u64> {
@@ -309,6 +340,7 @@ impl Supervisor {
             authentication_error: self.summary.error_class
                 == Some(warden_events::ErrorClass::Authentication),
             completion_signal_seen: self.completion_seen.is_some(),
+            budget_exceeded: self.budget_exceeded().map(|b| b.exceeded()),
             stall_timeout: fmt(self.clocks.effective_stall()),
             startup_timeout: fmt(l.startup_timeout),
             timeout: fmt(l.timeout),

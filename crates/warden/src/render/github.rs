@@ -216,6 +216,20 @@ pub(crate) fn summary_markdown(r: &Report) -> String {
             row_md("cost", format!("${c:.4}"));
         }
     }
+    if !r.budgets.is_empty() {
+        let spent: Vec<String> = r
+            .budgets
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}: {}",
+                    b.name_and_limit(),
+                    warden_run::budget::amount(b.budget, b.reached)
+                )
+            })
+            .collect();
+        row_md("budgets", cell(&spent.join("; ")));
+    }
     if r.orphans_killed > 0 {
         row_md("orphans killed", r.orphans_killed.to_string());
     }

@@ -190,6 +190,15 @@ pub(crate) fn event_lines(
                 ms(*stall_timeout_ms)
             ),
         ),
+        Event::BudgetWarning {
+            scope,
+            budget,
+            limit,
+            reached,
+        } => emit(
+            Kind::Warn,
+            &warden_run::budget::warning(*scope, *budget, *limit, *reached),
+        ),
         Event::CompletionSignal => emit(
             Kind::Info,
             "completion signal seen; waiting for the process to exit",

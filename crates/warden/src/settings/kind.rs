@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use warden_process::Cpus;
+use warden_run::budget::Usd;
 use warden_run::limits::{OnFatalError, clock};
 use warden_run::retry::RetryOn;
 use warden_run::{ContainmentChoice, SandboxChoice};
@@ -39,6 +40,10 @@ pub(crate) enum Kind {
     Pids(fn(&mut Resolved, Option<u64>)),
     /// A CPU quota in CPUs (`1.5`); `0` for none.
     Cpus(fn(&mut Resolved, Option<Cpus>)),
+    /// A sum of US dollars greater than 0 (`0.50`, `$2`): a cost budget.
+    Usd(fn(&mut Resolved, Usd)),
+    /// A whole number of at least 1: a token or turn budget.
+    Positive(fn(&mut Resolved, u64)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -70,6 +75,8 @@ impl Kind {
             Kind::Cpus(_) => {
                 "a number of CPUs such as `2`, `1.5` or `0.25`, at least 0.01 (`0` for no limit)"
             }
+            Kind::Usd(_) => "a sum of US dollars greater than 0, such as `0.50` or `2`",
+            Kind::Positive(_) => "a whole number of at least 1, such as `20`",
         }
     }
 
@@ -154,6 +161,23 @@ impl Kind {
                 };
                 Box::new(move |r| set(r, limit))
             }
+            Kind::Usd(set) => {
+                let dollars: f64 = t
+                    .strip_prefix('$')
+                    .unwrap_or(t)
+                    .parse()
+                    .map_err(|_| Bad::Invalid)?;
+                if dollars.is_nan() || dollars <= 0.0 {
+                    return Err(Bad::Invalid);
+                }
+                let usd = Usd::from_dollars(dollars)
+                    .ok_or(Bad::TooLarge("the most is 1000000000000 dollars"))?;
+                Box::new(move |r| set(r, usd))
+            }
+            Kind::Positive(set) => match whole_number(t)? {
+                0 => return Err(Bad::Invalid),
+                n => Box::new(move |r| set(r, n)),
+            },
             Kind::Containment(set) => {
                 let c = match t {
                     "auto" => ContainmentChoice::Auto,

@@ -307,6 +307,63 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: None,
         in_batch: true,
     },
+    Setting {
+        name: "max_cost",
+        kind: Kind::Usd(|r, usd| r.limits.budget.max_cost_usd = Some(usd)),
+        default: Shown::Unset,
+        doc: "End the run (budget_exceeded) once the cost the agent reports passes this many \
+              US dollars (Claude Code, OpenCode and pi report a cost)",
+        value_name: "USD",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "max_tokens",
+        kind: Kind::Positive(|r, n| r.limits.budget.max_tokens = Some(n)),
+        default: Shown::Unset,
+        doc: "End the run (budget_exceeded) once its tokens.total (input, cache read and \
+              write, output) passes this",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "max_turns",
+        kind: Kind::Positive(|r, n| r.limits.budget.max_turns = Some(n)),
+        default: Shown::Unset,
+        doc: "End the run (budget_exceeded) once it makes more model calls than this",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "session_max_cost",
+        kind: Kind::Usd(|r, usd| r.session_budget.max_cost_usd = Some(usd)),
+        default: Shown::Unset,
+        doc: "Like --max-cost, for the runs of a session together: the run that passes it \
+              is ended, and no further one starts",
+        value_name: "USD",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "session_max_tokens",
+        kind: Kind::Positive(|r, n| r.session_budget.max_tokens = Some(n)),
+        default: Shown::Unset,
+        doc: "Like --max-tokens, for the runs of a session together",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
+    Setting {
+        name: "session_max_turns",
+        kind: Kind::Positive(|r, n| r.session_budget.max_turns = Some(n)),
+        default: Shown::Unset,
+        doc: "Like --max-turns, for the runs of a session together",
+        value_name: "N",
+        short: None,
+        in_batch: true,
+    },
 ];
 
 /// The row of the setting `name` (a `warden.toml` key).
@@ -341,6 +398,7 @@ impl Default for Resolved {
             keep_runs: None,
             keep_days: None,
             retry: warden_run::retry::RetryPolicy::default(),
+            session_budget: warden_run::budget::Budget::default(),
         }
     }
 }

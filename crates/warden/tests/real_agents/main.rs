@@ -17,6 +17,7 @@
 #[path = "../run/support.rs"]
 mod support;
 
+mod budgets;
 mod fields;
 mod kit;
 mod retries;

@@ -10,6 +10,7 @@ mod support;
 
 mod agents;
 mod batch;
+mod budgets;
 mod clocks;
 mod endtoend;
 mod hostile_console;

@@ -427,6 +427,63 @@ const EFFECTS: &[Effect] = &[
                 .is_some_and(|s| s["runs"][0]["retry_delay_ms"] == 0)
         },
     },
+    // `exec` reports no spending: a budget given to it is refused, which
+    // it is only when the setting is on (the budgets' effect on agents is
+    // in `tests/real_agents/budgets.rs`).
+    Effect {
+        key: "max_cost",
+        value: "0.25",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 2 && d.stderr.contains("--max-cost: `exec` runs a command"),
+    },
+    Effect {
+        key: "max_tokens",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 2 && d.stderr.contains("--max-tokens: `exec` runs a command"),
+    },
+    Effect {
+        key: "max_turns",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 2 && d.stderr.contains("--max-turns: `exec` runs a command"),
+    },
+    Effect {
+        key: "session_max_cost",
+        value: "0.25",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("--session-max-cost: `exec` runs a command")
+        },
+    },
+    Effect {
+        key: "session_max_tokens",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("--session-max-tokens: `exec` runs a command")
+        },
+    },
+    Effect {
+        key: "session_max_turns",
+        value: "7",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("--session-max-turns: `exec` runs a command")
+        },
+    },
 ];
 
 /// Whether the stand-in engine was given `pair` (a flag and its value).

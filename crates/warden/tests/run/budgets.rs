@@ -1,0 +1,131 @@
+//! Budgets that need no real CLI: what is refused before anything starts,
+//! and a session that starts no run once nothing is left of its budget
+//! (a stand-in pi that prices each run at exactly $0.50). The budgets the
+//! real CLIs pass are in `tests/real_agents/budgets.rs`.
+
+use serde_json::Value;
+
+use crate::support::Case;
+
+#[test]
+fn exec_refuses_every_budget_since_its_output_says_nothing_of_spending() {
+    let case = Case::new();
+    for flag in [
+        "--max-cost",
+        "--max-tokens",
+        "--max-turns",
+        "--session-max-turns",
+    ] {
+        let done = case.run(&["run", "exec", flag, "5", "--", "true"]);
+        assert_eq!(done.code, 2, "{flag}: {}", done.stderr);
+        assert!(
+            done.stderr
+                .contains(&format!("{flag}: `exec` runs a command"))
+                && done.stderr.contains("--timeout"),
+            "{flag}: {}",
+            done.stderr
+        );
+        assert!(!case.run_dir().exists(), "{flag}: nothing started");
+    }
+}
+
+#[test]
+fn bad_budget_values_are_refused_naming_where_they_came_from() {
+    let case = Case::new();
+    let done = case.run(&["run", "exec", "--max-cost", "free", "--", "true"]);
+    assert_eq!(done.code, 2);
+    assert!(
+        done.stderr.contains("--max-cost") && done.stderr.contains("`0.50`"),
+        "{}",
+        done.stderr
+    );
+    std::fs::write(case.path().join("warden.toml"), "max_turns = 0\n").unwrap();
+    let done = case.run(&["run", "exec", "--", "true"]);
+    assert_eq!(done.code, 2);
+    assert!(
+        done.stderr.contains("`max_turns` in") && done.stderr.contains("at least 1"),
+        "{}",
+        done.stderr
+    );
+    std::fs::remove_file(case.path().join("warden.toml")).unwrap();
+    for (table, needle) in [
+        (
+            "[budget]\nmax_cost = -1\n",
+            "`max_cost` must be a sum of US dollars",
+        ),
+        (
+            "[budget]\nmax_turns = 2.5\n",
+            "`max_turns` must be a whole number",
+        ),
+        ("[budget]\nmax_money = 1\n", "unknown key `max_money`"),
+    ] {
+        let file = crate::batch::write(
+            &case,
+            &format!("{table}\n[[run]]\nagent = \"exec\"\ncommand = [\"true\"]\n"),
+        );
+        let done = case.run(&["batch", &file]);
+        assert_eq!(done.code, 2, "{table}: {}", done.stderr);
+        assert!(done.stderr.contains(needle), "{table}: {}", done.stderr);
+    }
+}
+
+/// A stand-in pi whose one model call costs exactly $0.50.
+fn half_dollar_pi(case: &Case) -> String {
+    let bin = case.path().join("fake-pi");
+    let lines = [
+        r#"{"type":"agent_start"}"#,
+        r#"{"type":"turn_start"}"#,
+        r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"stopReason":"stop","usage":{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.5}}}}"#,
+        r#"{"type":"agent_end","messages":[]}"#,
+    ];
+    let body: String = lines.iter().map(|l| format!("echo '{l}'\n")).collect();
+    crate::support::write_script(&bin, &format!("#!/bin/sh\ncat > /dev/null\n{body}"));
+    bin.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_session_starts_no_run_once_nothing_is_left_of_its_budget() {
+    let case = Case::new();
+    let bin = half_dollar_pi(&case);
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--iterations",
+        "5",
+        "--session-max-cost",
+        "1",
+    ]);
+    let text = std::fs::read_to_string(case.run_dir().join("session.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- session.json:\n{text}",
+        done.code, done.stderr
+    );
+    assert_eq!(done.code, 7, "{why}");
+    let s: Value = serde_json::from_str(&text).expect("session.json");
+    // $0.50 and $1.00 are within $1.00: both runs succeed; then nothing
+    // is left, and a third would pass it at its first call.
+    assert_eq!(s["iterations_run"], 2, "{why}");
+    assert_eq!(s["runs"][1]["verdict"], "succeeded", "{why}");
+    assert_eq!(s["stopped_because"], "budget_exceeded", "{why}");
+    assert_eq!(s["verdict"], "budget_exceeded", "{why}");
+    assert_eq!(s["turns"], 2, "{why}");
+    assert_eq!(
+        s["error"], "no further run started: session cost budget $1.00 used up: $1.00 spent",
+        "{why}"
+    );
+    // The second run began with $0.50 spent: 80% came with its call.
+    let second: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("iteration-2/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(second["budgets"][0]["spent_before"], 0.5, "{second}");
+    assert_eq!(second["budgets"][0]["reached"], 1.0, "{second}");
+    assert!(
+        done.stderr
+            .contains("warning: 80% of the session cost budget $1.00 used: $1.00 spent"),
+        "{why}"
+    );
+}
