@@ -381,12 +381,16 @@ static PROFILES: [Profile; 6] = [
         // Its providers page: Amazon Bedrock (keys, a profile, a bearer
         // token, EKS web identity), Google Vertex AI (GOOGLE_CLOUD_PROJECT
         // is under GOOGLE_; VERTEX_LOCATION), Azure (AZURE_RESOURCE_NAME).
+        // Every name here is read by the pinned OpenCode binary (its
+        // strings hold each one), AWS_SESSION_TOKEN for temporary
+        // credentials included.
         provider_env: ProviderEnv {
             names: &[
                 "AWS_REGION",
                 "AWS_PROFILE",
                 "AWS_ACCESS_KEY_ID",
                 "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
                 "AWS_BEARER_TOKEN_BEDROCK",
                 "AWS_WEB_IDENTITY_TOKEN_FILE",
                 "AWS_ROLE_ARN",
@@ -435,6 +439,10 @@ static PROFILES: [Profile; 6] = [
                 "AWS_SECRET_ACCESS_KEY",
                 "AWS_BEARER_TOKEN_BEDROCK",
                 "AWS_REGION",
+                // Its Bedrock goes through the AWS SDK's credential chain
+                // (@aws-sdk/credential-provider-env), which reads it for
+                // temporary credentials.
+                "AWS_SESSION_TOKEN",
                 "AWS_WEB_IDENTITY_TOKEN_FILE",
                 "AWS_BEDROCK_FORCE_CACHE",
                 "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",

@@ -173,6 +173,7 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
                 "AWS_PROFILE",
                 "AWS_ACCESS_KEY_ID",
                 "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
                 "AWS_BEARER_TOKEN_BEDROCK",
                 "AWS_REGION",
                 "GOOGLE_CLOUD_PROJECT",
@@ -180,7 +181,6 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
                 "GOOGLE_APPLICATION_CREDENTIALS",
             ],
             &[
-                "AWS_SESSION_TOKEN",
                 "AWS_DEFAULT_REGION",
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 "CLOUD_ML_REGION",
@@ -193,6 +193,7 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
                 "AWS_PROFILE",
                 "AWS_ACCESS_KEY_ID",
                 "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
                 "AWS_BEARER_TOKEN_BEDROCK",
                 "AWS_REGION",
                 "VERTEX_LOCATION",
