@@ -193,9 +193,21 @@ pub struct ProviderEnv {
     /// Variables that name a file the CLI reads (a service account key):
     /// when set, the file is bound read-only at the same path.
     pub file_vars: &'static [&'static str],
-    /// `(variable, directory under HOME)`: when the variable is set, the
+    /// `(variable, path under HOME)`: when the variable is in the agent's
+    /// environment and on (set, and not `0` or `false`), the file or
     /// directory (`~/.aws` for `AWS_PROFILE`) is bound read-only.
     pub home_dirs: &'static [(&'static str, &'static str)],
+    /// `(switch, names)`: variables (a name ending in `_` is a prefix)
+    /// that pass only while the switch is on (`AWS_SECRET_ACCESS_KEY`
+    /// with `CLAUDE_CODE_USE_BEDROCK=1`), whatever else would let them
+    /// through: a host holding cloud credentials for something else (a
+    /// CI job's deploy keys) must not hand them to an agent that was
+    /// never set up to use them.
+    pub gated: &'static [(&'static str, &'static [&'static str])],
+    /// Cloud credentials the CLI can read but that have no switch to
+    /// say they are meant for it: they pass only with `--env NAME`, and
+    /// a set one that does not is warned about.
+    pub asked: &'static [&'static str],
     /// `(switch, prefix)`: when the switch is set (`CLAUDE_CODE_USE_BEDROCK`),
     /// a host variable with the prefix (`AWS_`) that does not pass is
     /// warned about.
@@ -211,6 +223,8 @@ impl ProviderEnv {
         names: &[],
         file_vars: &[],
         home_dirs: &[],
+        gated: &[],
+        asked: &[],
         families: &[],
         config_files: &[],
     };
@@ -238,6 +252,19 @@ const fn with_providers(own: &'static str) -> [&'static str; 10] {
     }
     all
 }
+
+/// The cloud credentials OpenCode and pi can read (through the AWS SDK's
+/// credential chain, Google's application default credentials): passed
+/// only with `--env NAME`.
+const CLOUD_CREDENTIALS: [&str; 7] = [
+    "AWS_PROFILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
 
 const OPENCODE_PREFIXES: [&str; 10] = with_providers("OPENCODE_");
 const PI_PREFIXES: [&str; 10] = with_providers("PI_");
@@ -277,43 +304,59 @@ static PROFILES: [Profile; 6] = [
             "BASH_DEFAULT_TIMEOUT_MS",
             "BASH_MAX_TIMEOUT_MS",
             "MAX_THINKING_TOKENS",
-            // Its own telemetry (CLAUDE_CODE_ENABLE_TELEMETRY) reads the
-            // standard OpenTelemetry variables.
-            "OTEL_",
-            // Vertex AI: a region per model.
-            "VERTEX_REGION_",
         ],
         state_dirs: &[".claude"],
         state_dir_vars: &["CLAUDE_CONFIG_DIR", "CLAUDE_CODE_TMPDIR"],
         runtimes: &["node"],
+        // Each provider set-up's variables pass only with its switch on.
         provider_env: ProviderEnv {
-            names: &[
-                // Amazon Bedrock: the region, a profile, access keys with a
-                // session token, or a Bedrock API key
-                // (ANTHROPIC_BEDROCK_BASE_URL is under ANTHROPIC_).
-                "AWS_REGION",
-                "AWS_PROFILE",
-                "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY",
-                "AWS_SESSION_TOKEN",
-                "AWS_BEARER_TOKEN_BEDROCK",
-                // Vertex AI (ANTHROPIC_VERTEX_PROJECT_ID is under ANTHROPIC_).
-                "CLOUD_ML_REGION",
-                "GOOGLE_APPLICATION_CREDENTIALS",
-                "GOOGLE_CLOUD_PROJECT",
-                "GCLOUD_PROJECT",
-            ],
+            names: &[],
             file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
             home_dirs: &[
                 ("AWS_PROFILE", ".aws"),
                 ("CLAUDE_CODE_USE_BEDROCK", ".aws"),
-                ("CLAUDE_CODE_USE_VERTEX", ".config/gcloud"),
+                (
+                    "CLAUDE_CODE_USE_VERTEX",
+                    ".config/gcloud/application_default_credentials.json",
+                ),
             ],
+            gated: &[
+                // Amazon Bedrock: the region, a profile, access keys with a
+                // session token, or a Bedrock API key
+                // (ANTHROPIC_BEDROCK_BASE_URL is under ANTHROPIC_).
+                (
+                    "CLAUDE_CODE_USE_BEDROCK",
+                    &[
+                        "AWS_REGION",
+                        "AWS_PROFILE",
+                        "AWS_ACCESS_KEY_ID",
+                        "AWS_SECRET_ACCESS_KEY",
+                        "AWS_SESSION_TOKEN",
+                        "AWS_BEARER_TOKEN_BEDROCK",
+                    ],
+                ),
+                // Vertex AI (ANTHROPIC_VERTEX_PROJECT_ID is under ANTHROPIC_),
+                // with a region per model.
+                (
+                    "CLAUDE_CODE_USE_VERTEX",
+                    &[
+                        "CLOUD_ML_REGION",
+                        "VERTEX_REGION_",
+                        "GOOGLE_APPLICATION_CREDENTIALS",
+                        "GOOGLE_CLOUD_PROJECT",
+                        "GCLOUD_PROJECT",
+                    ],
+                ),
+                // Its own telemetry reads the standard OpenTelemetry
+                // variables (OTEL_EXPORTER_OTLP_HEADERS carries the
+                // collector's credentials).
+                ("CLAUDE_CODE_ENABLE_TELEMETRY", &["OTEL_"]),
+            ],
+            asked: &[],
             families: &[
                 ("CLAUDE_CODE_USE_BEDROCK", "AWS_"),
                 ("CLAUDE_CODE_USE_VERTEX", "GOOGLE_"),
                 ("CLAUDE_CODE_USE_VERTEX", "CLOUD_ML_"),
-                ("CLAUDE_CODE_ENABLE_TELEMETRY", "OTEL_"),
             ],
             config_files: &[".claude/settings.json"],
         },
@@ -383,17 +426,13 @@ static PROFILES: [Profile; 6] = [
         // is under GOOGLE_; VERTEX_LOCATION), Azure (AZURE_RESOURCE_NAME).
         // Every name here is read by the pinned OpenCode binary (its
         // strings hold each one), AWS_SESSION_TOKEN for temporary
-        // credentials included.
+        // credentials included. It has no switch that says a cloud
+        // set-up is meant for it, so the cloud credentials (and the
+        // files and directories they name) pass only when asked for.
         provider_env: ProviderEnv {
             names: &[
                 "AWS_REGION",
-                "AWS_PROFILE",
-                "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY",
-                "AWS_SESSION_TOKEN",
                 "AWS_BEARER_TOKEN_BEDROCK",
-                "AWS_WEB_IDENTITY_TOKEN_FILE",
-                "AWS_ROLE_ARN",
                 "VERTEX_LOCATION",
                 "AZURE_RESOURCE_NAME",
             ],
@@ -401,10 +440,9 @@ static PROFILES: [Profile; 6] = [
                 "GOOGLE_APPLICATION_CREDENTIALS",
                 "AWS_WEB_IDENTITY_TOKEN_FILE",
             ],
-            home_dirs: &[
-                ("AWS_PROFILE", ".aws"),
-                ("GOOGLE_CLOUD_PROJECT", ".config/gcloud"),
-            ],
+            home_dirs: &[("AWS_PROFILE", ".aws")],
+            gated: &[],
+            asked: &CLOUD_CREDENTIALS,
             families: &[],
             config_files: &[
                 ".config/opencode/opencode.json",
@@ -428,22 +466,18 @@ static PROFILES: [Profile; 6] = [
         state_dir_vars: &["PI_CODING_AGENT_DIR"],
         runtimes: &["node"],
         // Its docs/providers.md: the API-key table, Amazon Bedrock (a
-        // profile, keys, a bearer token, ECS and IRSA credentials, a
-        // proxy), Azure OpenAI, Cloudflare, Vertex AI (GOOGLE_CLOUD_PROJECT,
-        // GOOGLE_CLOUD_LOCATION and GOOGLE_APPLICATION_CREDENTIALS are
-        // under GOOGLE_).
+        // profile, keys, a bearer token, a proxy; its ECS and IRSA
+        // credentials need AWS_CONTAINER_CREDENTIALS_* and AWS_ROLE_ARN,
+        // which are not passed), Azure OpenAI, Cloudflare, Vertex AI
+        // (GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are under
+        // GOOGLE_). It has no switch that says a cloud set-up is meant for
+        // it, so the cloud credentials (and the files and directories they
+        // name) pass only when asked for; its Bedrock goes through the AWS
+        // SDK's credential chain, which reads them.
         provider_env: ProviderEnv {
             names: &[
-                "AWS_PROFILE",
-                "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY",
                 "AWS_BEARER_TOKEN_BEDROCK",
                 "AWS_REGION",
-                // Its Bedrock goes through the AWS SDK's credential chain
-                // (@aws-sdk/credential-provider-env), which reads it for
-                // temporary credentials.
-                "AWS_SESSION_TOKEN",
-                "AWS_WEB_IDENTITY_TOKEN_FILE",
                 "AWS_BEDROCK_FORCE_CACHE",
                 "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
                 "AWS_BEDROCK_SKIP_AUTH",
@@ -470,10 +504,9 @@ static PROFILES: [Profile; 6] = [
                 "GOOGLE_APPLICATION_CREDENTIALS",
                 "AWS_WEB_IDENTITY_TOKEN_FILE",
             ],
-            home_dirs: &[
-                ("AWS_PROFILE", ".aws"),
-                ("GOOGLE_CLOUD_PROJECT", ".config/gcloud"),
-            ],
+            home_dirs: &[("AWS_PROFILE", ".aws")],
+            gated: &[],
+            asked: &CLOUD_CREDENTIALS,
             families: &[],
             config_files: &[".pi/agent/models.json", ".pi/agent/settings.json"],
         },
@@ -499,9 +532,19 @@ static PROFILES: [Profile; 6] = [
         // GOOGLE_GENAI_USE_VERTEXAI and GOOGLE_APPLICATION_CREDENTIALS,
         // all under GOOGLE_; the key file and gcloud's application default
         // credentials must be readable.
+        // The key file and gcloud's application default credentials
+        // only with GOOGLE_GENAI_USE_VERTEXAI on: a Google service
+        // account key on the host is not necessarily meant for it.
         provider_env: ProviderEnv {
             file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
-            home_dirs: &[("GOOGLE_GENAI_USE_VERTEXAI", ".config/gcloud")],
+            home_dirs: &[(
+                "GOOGLE_GENAI_USE_VERTEXAI",
+                ".config/gcloud/application_default_credentials.json",
+            )],
+            gated: &[(
+                "GOOGLE_GENAI_USE_VERTEXAI",
+                &["GOOGLE_APPLICATION_CREDENTIALS"],
+            )],
             config_files: &[".gemini/settings.json"],
             ..ProviderEnv::NONE
         },

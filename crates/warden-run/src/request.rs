@@ -641,6 +641,8 @@ pub(crate) fn sandbox_needs(agent: Agent) -> AgentNeeds {
         env_names: p.provider_env.names,
         file_vars: p.provider_env.file_vars,
         home_dirs: p.provider_env.home_dirs,
+        gated: p.provider_env.gated,
+        asked: p.provider_env.asked,
         families: p.provider_env.families,
         config_files: p.provider_env.config_files,
     }

@@ -119,7 +119,7 @@ fn shows_host(mounts: &[Mount], path: &Path) -> bool {
 /// What the agent's provider set-up reads from the host, bound read-only
 /// when the variable that asks for it passes into the sandbox: the file a
 /// `file_vars` variable names (a service account key), and the `home_dirs`
-/// directory of a variable that is set (`~/.aws` for `AWS_PROFILE`).
+/// path of a variable that is on (`~/.aws` for `AWS_PROFILE`).
 fn provider_files(t: &Target<'_>) -> Vec<PathBuf> {
     let value = |var: &str| {
         t.env
@@ -137,9 +137,13 @@ fn provider_files(t: &Target<'_>) -> Vec<PathBuf> {
             out.push(p);
         }
     }
-    for (var, dir) in t.needs.home_dirs {
-        let p = t.home.join(dir);
-        if value(var).is_some() && p.is_dir() && !out.contains(&p) {
+    for (var, rel) in t.needs.home_dirs {
+        let p = t.home.join(rel);
+        // `on`: `CLAUDE_CODE_USE_BEDROCK=0` asks for no `~/.aws`. Only what
+        // is in the agent's environment counts, so a gated or asked-for
+        // variable binds nothing until it passes.
+        let wanted = value(var).is_some_and(|v| crate::env::on(&v.to_string_lossy()));
+        if wanted && (p.is_dir() || p.is_file()) && !out.contains(&p) {
             out.push(p);
         }
     }

@@ -36,12 +36,61 @@ const BASE: &[&str] = &[
     "WARDEN_RUN_ID",
 ];
 
-/// Whether `name` may pass into a sandbox for `agent` without being asked.
-pub fn allowed(needs: &AgentNeeds, name: &str) -> bool {
+/// Whether a switch-like variable's value turns it on: set, and not `0`
+/// or `false` (`CLAUDE_CODE_USE_BEDROCK=0` is off).
+pub fn on(value: &str) -> bool {
+    !value.is_empty() && value != "0" && !value.eq_ignore_ascii_case("false")
+}
+
+/// Whether `name` is `pattern`, or starts with it when it ends in `_`.
+fn matches(pattern: &str, name: &str) -> bool {
+    if pattern.ends_with('_') {
+        name.starts_with(pattern)
+    } else {
+        name == pattern
+    }
+}
+
+/// Why `name` does not pass although something lets it through, if so: a
+/// cloud credential the agent gets only when asked for, or one whose
+/// provider set-up's switch is off. These come before the prefixes and
+/// names: `GOOGLE_APPLICATION_CREDENTIALS` is under pi's `GOOGLE_`.
+enum Held {
+    Asked,
+    SwitchOff,
+}
+
+fn held(needs: &AgentNeeds, host: &[(String, String)], name: &str) -> Option<Held> {
+    if needs.asked.iter().any(|p| matches(p, name)) {
+        return Some(Held::Asked);
+    }
+    let mut switch = None;
+    for (s, names) in needs.gated {
+        if names.iter().any(|p| matches(p, name)) {
+            if host.iter().any(|(k, v)| k == s && on(v)) {
+                return None;
+            }
+            switch = Some(Held::SwitchOff);
+        }
+    }
+    switch
+}
+
+/// Whether `name` may pass into a sandbox for `agent` without being
+/// asked; `host` is warden's environment, where the provider set-ups'
+/// switches are read.
+pub fn allowed(needs: &AgentNeeds, host: &[(String, String)], name: &str) -> bool {
+    if held(needs, host, name).is_some() {
+        return false;
+    }
     BASE.contains(&name)
         || name.starts_with("LC_")
         || needs.env_names.contains(&name)
         || needs.env_prefixes.iter().any(|p| name.starts_with(p))
+        || needs
+            .gated
+            .iter()
+            .any(|(_, names)| names.iter().any(|p| matches(p, name)))
 }
 
 /// The largest settings file read for the names it mentions.
@@ -80,9 +129,17 @@ pub fn dropped(
         return out;
     }
     let given = |name: &str| extra.iter().any(|e| e.name() == name);
-    let passes = |name: &str| allowed(needs, name) || given(name);
-    let on = |v: &str| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false");
+    let passes = |name: &str| allowed(needs, host, name) || given(name);
     let mut said: Vec<String> = Vec::new();
+    // A cloud credential of an agent with no switch for its cloud set-up.
+    for (name, _) in host {
+        if !given(name) && matches!(held(needs, host, name), Some(Held::Asked)) {
+            said.push(name.clone());
+            out.push(format!(
+                "{name}: a cloud credential, not passed into the sandbox unless asked for; --env {name} passes it"
+            ));
+        }
+    }
     for (switch, prefix) in needs.families {
         if !host_value(switch).is_some_and(on) {
             continue;
@@ -105,8 +162,11 @@ pub fn dropped(
             for (name, _) in host {
                 if !passes(name) && !said.contains(name) && names(&text, name) {
                     said.push(name.clone());
+                    // No `--env` advice: the agent can write this file, so
+                    // a name in it may be the agent's own bait for a host
+                    // secret (`$GITHUB_TOKEN` planted in its settings).
                     out.push(format!(
-                        "{name}: named in {}, but not passed into the sandbox; --env {name} passes it",
+                        "{name}: named in {}, but not passed into the sandbox (the agent can write that file: pass the variable with --env only if you put it there)",
                         path.display()
                     ));
                 }
@@ -118,9 +178,11 @@ pub fn dropped(
             && !v.is_empty()
         {
             let path = std::path::Path::new(v);
+            // Never the value itself: it may be the key, not a path to it.
             if !path.is_absolute() {
                 out.push(format!(
-                    "{var}: {v} is not an absolute path; the sandbox binds only an absolute one, so the agent may not find it"
+                    "{var}: its value ({} characters) is not an absolute path; the sandbox binds only an absolute one, so the agent may not find it",
+                    v.chars().count()
                 ));
             } else if !path.is_file() {
                 out.push(format!(
@@ -225,6 +287,8 @@ const SECRET_WORDS: &[&str] = &[
     "CREDENTIAL",
     "AUTH",
     "COOKIE",
+    // OTEL_EXPORTER_OTLP_HEADERS: `Authorization=Bearer ...`.
+    "HEADERS",
 ];
 
 /// Whether a variable's name says it holds a secret: one of its
@@ -309,7 +373,7 @@ pub fn agent_env(
     };
     let host_value = |name: &str| host.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     for (k, v) in host {
-        let passes = !sandboxed || allowed(needs, k);
+        let passes = !sandboxed || allowed(needs, host, k);
         if passes && looks_secret(k) {
             push_secret(v, false);
         }
@@ -438,14 +502,14 @@ mod tests {
             n.contains(&"PATH".into())
                 && n.contains(&"LC_ALL".into())
                 && n.contains(&"ANTHROPIC_API_KEY".into())
-                // Claude Code's Bedrock set-up reads it.
-                && n.contains(&"AWS_SECRET_ACCESS_KEY".into())
         );
+        // Claude Code's Bedrock set-up reads it, but Bedrock is not on.
+        assert!(!n.contains(&"AWS_SECRET_ACCESS_KEY".into()));
         assert!(!n.contains(&"GITHUB_TOKEN".into()) && !n.contains(&"EDITOR".into()));
         assert!(e.clear);
         assert_eq!(
             e.secrets,
-            vec!["sk-ant-123456".to_string(), "aws-Secret-Value9".to_string()],
+            vec!["sk-ant-123456".to_string()],
             "only secrets that reach the agent are listed"
         );
         // Codex documents no AWS set-up: the key stays out.
@@ -456,6 +520,123 @@ mod tests {
                 && !n.contains(&"ANTHROPIC_API_KEY".into())
         );
         assert!(e.secrets.is_empty(), "{:?}", e.secrets);
+    }
+
+    fn with(extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut h = host();
+        h.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        h.push((
+            "OTEL_EXPORTER_OTLP_HEADERS".into(),
+            "authorization=Bearer%20Abc123xyz".into(),
+        ));
+        h.push(("GOOGLE_APPLICATION_CREDENTIALS".into(), "/k/sa.json".into()));
+        h.push(("CLOUD_ML_REGION".into(), "us-east5".into()));
+        h
+    }
+
+    #[test]
+    fn cloud_credentials_pass_only_with_their_provider_switch_on() {
+        let claude = crate::needs(Agent::Claude);
+        let gated = [
+            "AWS_SECRET_ACCESS_KEY",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "CLOUD_ML_REGION",
+        ];
+        for off in [
+            &[][..],
+            &[("CLAUDE_CODE_USE_BEDROCK", "0")][..],
+            &[
+                ("CLAUDE_CODE_USE_VERTEX", "false"),
+                ("CLAUDE_CODE_ENABLE_TELEMETRY", ""),
+            ][..],
+        ] {
+            let n = names(&agent_env(&claude, true, &with(off), &[], &[]));
+            for g in gated {
+                assert!(!n.contains(&g.to_string()), "{g} passed with {off:?}");
+            }
+        }
+        let on = with(&[
+            ("CLAUDE_CODE_USE_BEDROCK", "1"),
+            ("CLAUDE_CODE_USE_VERTEX", "1"),
+            ("CLAUDE_CODE_ENABLE_TELEMETRY", "1"),
+        ]);
+        let e = agent_env(&claude, true, &on, &[], &[]);
+        let n = names(&e);
+        for g in gated {
+            assert!(
+                n.contains(&g.to_string()),
+                "{g} did not pass with its switch"
+            );
+        }
+        assert!(
+            e.secrets
+                .contains(&"authorization=Bearer%20Abc123xyz".to_string()),
+            "the OTLP headers are masked: {:?}",
+            e.secrets
+        );
+        // Only Bedrock on: Vertex's and telemetry's stay out.
+        let n = names(&agent_env(
+            &claude,
+            true,
+            &with(&[("CLAUDE_CODE_USE_BEDROCK", "1")]),
+            &[],
+            &[],
+        ));
+        assert!(n.contains(&"AWS_SECRET_ACCESS_KEY".into()));
+        assert!(!n.contains(&"OTEL_EXPORTER_OTLP_HEADERS".into()));
+        assert!(!n.contains(&"GOOGLE_APPLICATION_CREDENTIALS".into()));
+    }
+
+    #[test]
+    fn agents_with_no_cloud_switch_get_cloud_credentials_only_when_asked() {
+        for agent in [Agent::OpenCode, Agent::Pi] {
+            let needs = crate::needs(agent);
+            let host = with(&[("AWS_ACCESS_KEY_ID", "AKIA0000EXAMPLE")]);
+            let n = names(&agent_env(&needs, true, &host, &[], &[]));
+            for k in [
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+            ] {
+                assert!(!n.contains(&k.to_string()), "{agent:?}: {k} passed");
+            }
+            let d = dropped(&needs, true, &host, &[], None);
+            assert!(
+                d.iter().any(
+                    |l| l.starts_with("AWS_SECRET_ACCESS_KEY: a cloud credential")
+                        && l.ends_with("--env AWS_SECRET_ACCESS_KEY passes it")
+                ),
+                "{agent:?}: {d:?}"
+            );
+            let extra = [EnvArg::parse("AWS_SECRET_ACCESS_KEY").unwrap()];
+            let n = names(&agent_env(&needs, true, &host, &[], &extra));
+            assert!(n.contains(&"AWS_SECRET_ACCESS_KEY".into()), "{agent:?}");
+            let d = dropped(&needs, true, &host, &extra, None);
+            assert!(
+                !d.iter().any(|l| l.starts_with("AWS_SECRET_ACCESS_KEY")),
+                "{d:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_credentials_value_that_is_not_a_path_is_never_echoed() {
+        let key = r#"{"type":"service_account","private_key":"-----BEGIN"}"#;
+        let host: Vec<(String, String)> = [
+            ("GOOGLE_GENAI_USE_VERTEXAI", "true"),
+            ("GOOGLE_APPLICATION_CREDENTIALS", key),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let d = dropped(&crate::needs(Agent::Gemini), true, &host, &[], None);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(!d[0].contains("private_key"), "{d:?}");
+        assert!(
+            d[0].contains(&format!("({} characters)", key.len())),
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -493,6 +674,13 @@ mod tests {
             "{d:?}"
         );
         assert_eq!(starts("CORP_KEY: named in"), 1, "{d:?}");
+        // The agent can write its settings: no advice to pass what they name.
+        assert!(
+            d.iter()
+                .filter(|l| l.starts_with("CORP_KEY"))
+                .all(|l| !l.contains("--env CORP_KEY") && l.contains("the agent can write")),
+            "{d:?}"
+        );
         assert_eq!(starts("CORP_KEY_OLD"), 0, "a whole word only: {d:?}");
         assert_eq!(starts("AWS_REGION"), 0, "it passes: {d:?}");
         // Switched off, or on the host: nothing but the missing --env.

@@ -128,9 +128,14 @@ pub struct AgentNeeds {
     /// Variables naming a file it reads (`GOOGLE_APPLICATION_CREDENTIALS`):
     /// the file is bound read-only when the variable passes.
     pub file_vars: &'static [&'static str],
-    /// `(variable, directory under HOME)`: bound read-only when the
-    /// variable passes (`~/.aws` for `AWS_PROFILE`).
+    /// `(variable, path under HOME)`: bound read-only when the variable
+    /// passes and is on (`~/.aws` for `AWS_PROFILE`).
     pub home_dirs: &'static [(&'static str, &'static str)],
+    /// `(switch, names)`: these (a name ending in `_` is a prefix) pass
+    /// only while the switch is on, whatever else would let them through.
+    pub gated: &'static [(&'static str, &'static [&'static str])],
+    /// Cloud credentials that pass only with `--env NAME`.
+    pub asked: &'static [&'static str],
     /// `(switch, prefix)`: with the switch set, host variables with the
     /// prefix that do not pass are warned about.
     pub families: &'static [(&'static str, &'static str)],
@@ -224,6 +229,8 @@ pub(crate) fn needs(agent: warden_events::Agent) -> AgentNeeds {
         env_names: p.provider_env.names,
         file_vars: p.provider_env.file_vars,
         home_dirs: p.provider_env.home_dirs,
+        gated: p.provider_env.gated,
+        asked: p.provider_env.asked,
         families: p.provider_env.families,
         config_files: p.provider_env.config_files,
     }

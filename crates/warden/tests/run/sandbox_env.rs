@@ -28,6 +28,7 @@ fn stand_in(case: &Case) -> PathBuf {
 /// Vertex AI with a service account key, OpenTelemetry.
 const HOST: &[(&str, &str)] = &[
     ("CLAUDE_CODE_USE_BEDROCK", "1"),
+    ("CLAUDE_CODE_USE_VERTEX", "1"),
     ("CLAUDE_CODE_ENABLE_TELEMETRY", "1"),
     ("AWS_REGION", "us-west-2"),
     ("AWS_PROFILE", "bedrock-profile"),
@@ -53,6 +54,17 @@ const HOST: &[(&str, &str)] = &[
 ];
 
 fn run(case: &Case, home: &Path, agent: &str) -> Finished {
+    run_with(case, home, agent, &[], &[])
+}
+
+/// [`run`] with `over` set on top of [`HOST`] and `args` added.
+fn run_with(
+    case: &Case,
+    home: &Path,
+    agent: &str,
+    over: &[(&str, &str)],
+    args: &[&str],
+) -> Finished {
     let bin = stand_in(case);
     let mut cmd = case.command(&[
         "run",
@@ -69,12 +81,14 @@ fn run(case: &Case, home: &Path, agent: &str) -> Finished {
         "--completion-timeout",
         "1s",
     ]);
+    cmd.args(args);
     cmd.env("HOME", home)
         .env(
             "GOOGLE_APPLICATION_CREDENTIALS",
             home.join(".config/gcloud/service-account.json"),
         )
-        .envs(HOST.iter().copied());
+        .envs(HOST.iter().copied())
+        .envs(over.iter().copied());
     case.finished(cmd.output().unwrap(), std::time::Instant::now())
 }
 
@@ -128,6 +142,7 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
         (
             "claude",
             &[
+                "CLAUDE_CODE_USE_VERTEX",
                 "AWS_REGION",
                 "AWS_PROFILE",
                 "AWS_ACCESS_KEY_ID",
@@ -170,17 +185,18 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
         (
             "pi",
             &[
-                "AWS_PROFILE",
-                "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY",
-                "AWS_SESSION_TOKEN",
                 "AWS_BEARER_TOKEN_BEDROCK",
                 "AWS_REGION",
                 "GOOGLE_CLOUD_PROJECT",
                 "GOOGLE_CLOUD_LOCATION",
-                "GOOGLE_APPLICATION_CREDENTIALS",
             ],
             &[
+                // Cloud credentials: only with --env.
+                "AWS_PROFILE",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "GOOGLE_APPLICATION_CREDENTIALS",
                 "AWS_DEFAULT_REGION",
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 "CLOUD_ML_REGION",
@@ -190,17 +206,18 @@ fn each_agent_gets_what_its_provider_set_ups_read_and_no_more() {
         (
             "opencode",
             &[
-                "AWS_PROFILE",
-                "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY",
-                "AWS_SESSION_TOKEN",
                 "AWS_BEARER_TOKEN_BEDROCK",
                 "AWS_REGION",
                 "VERTEX_LOCATION",
                 "GOOGLE_CLOUD_PROJECT",
-                "GOOGLE_APPLICATION_CREDENTIALS",
             ],
             &[
+                // Cloud credentials: only with --env.
+                "AWS_PROFILE",
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+                "GOOGLE_APPLICATION_CREDENTIALS",
                 "AWS_DEFAULT_REGION",
                 "OTEL_EXPORTER_OTLP_ENDPOINT",
                 "CLOUD_ML_REGION",
@@ -322,10 +339,12 @@ fn what_the_set_up_refers_to_but_does_not_pass_is_warned_about() {
         "--completion-timeout",
         "1s",
     ]);
-    cmd.env("HOME", &home).env(
-        "GOOGLE_APPLICATION_CREDENTIALS",
-        home.join(".config/gcloud/service-account.json"),
-    );
+    cmd.env("HOME", &home)
+        .env("GOOGLE_GENAI_USE_VERTEXAI", "true")
+        .env(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            home.join(".config/gcloud/service-account.json"),
+        );
     let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
     let dropped = env_dropped(&done);
     assert!(
@@ -345,4 +364,81 @@ fn what_the_set_up_refers_to_but_does_not_pass_is_warned_about() {
     let case = Case::new();
     let done = case.run(&["run", "exec", "--", "true"]);
     assert_eq!(env_dropped(&done), Vec::<String>::new());
+}
+
+/// The gate, both ways, on the real bubblewrap: with every provider
+/// switch off (`0`, `false`, unset) Claude Code gets none of the cloud
+/// credentials the host holds, nor their files; OpenCode and pi get them
+/// only with `--env NAME`, and warden says so.
+#[test]
+fn cloud_credentials_stay_out_unless_their_set_up_is_switched_on_or_asked_for() {
+    if !bwrap_works() {
+        eprintln!("skipped: bubblewrap cannot make its namespaces here");
+        return;
+    }
+    let secrets = [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "CLOUD_ML_REGION",
+    ];
+    let case = Case::new();
+    let home = make_home(&case);
+    let done = run_with(
+        &case,
+        &home,
+        "claude",
+        &[
+            ("CLAUDE_CODE_USE_BEDROCK", "0"),
+            ("CLAUDE_CODE_USE_VERTEX", "false"),
+            ("CLAUDE_CODE_ENABLE_TELEMETRY", ""),
+        ],
+        &[],
+    );
+    let (names, out) = names_inside(&done);
+    for n in secrets {
+        assert!(!names.iter().any(|x| x == n), "claude: {n} got in:\n{out}");
+    }
+    assert!(out.contains("KEYFILE=unreadable"), "{out}");
+    assert!(out.contains("AWSCONFIG=unreadable"), "~/.aws bound: {out}");
+
+    for agent in ["opencode", "pi"] {
+        let case = Case::new();
+        let home = make_home(&case);
+        let done = run_with(&case, &home, agent, &[], &[]);
+        let (names, out) = names_inside(&done);
+        assert!(
+            !names.iter().any(|x| x == "AWS_SECRET_ACCESS_KEY"),
+            "{agent}: {out}"
+        );
+        assert!(out.contains("AWSCONFIG=unreadable"), "{agent}: {out}");
+        let dropped = env_dropped(&done);
+        assert!(
+            dropped.iter().any(|d| d.starts_with(
+                "AWS_SECRET_ACCESS_KEY: a cloud credential, not passed into the sandbox unless asked for"
+            )),
+            "{agent}: {dropped:?}"
+        );
+        let case = Case::new();
+        let home = make_home(&case);
+        let done = run_with(
+            &case,
+            &home,
+            agent,
+            &[],
+            &["--env", "AWS_SECRET_ACCESS_KEY", "--env", "AWS_PROFILE"],
+        );
+        let (names, out) = names_inside(&done);
+        assert!(
+            names.iter().any(|x| x == "AWS_SECRET_ACCESS_KEY"),
+            "{agent}: --env did not pass it: {out}"
+        );
+        assert!(
+            out.contains("AWSCONFIG=[profile bedrock-profile]"),
+            "{agent}: --env AWS_PROFILE binds ~/.aws: {out}"
+        );
+    }
 }
