@@ -35,7 +35,11 @@ pub enum ShimMessage {
     /// What the kernel did at the run's resource limits, read from its
     /// cgroups just before the shim removed them: processes the OOM
     /// killer killed, forks refused at the process limit.
-    Resources { oom_kills: u64, pids_max: u64 },
+    Resources {
+        oom_kills: u64,
+        oom_at_limit: u64,
+        pids_max: u64,
+    },
 }
 
 impl ShimMessage {
@@ -68,8 +72,9 @@ impl ShimMessage {
             ),
             ShimMessage::Resources {
                 oom_kills,
+                oom_at_limit,
                 pids_max,
-            } => format!("resources {oom_kills} {pids_max}\n"),
+            } => format!("resources {oom_kills} {pids_max} {oom_at_limit}\n"),
         }
     }
 
@@ -101,10 +106,14 @@ impl ShimMessage {
                     cmdline: cmdline.to_string(),
                 })
             }
-            ("resources", Some(oom), Some(pids)) => Some(ShimMessage::Resources {
-                oom_kills: oom.parse().ok()?,
-                pids_max: pids.parse().ok()?,
-            }),
+            ("resources", Some(oom), Some(rest)) => {
+                let (pids, at_limit) = rest.split_once(' ').unwrap_or((rest, "0"));
+                Some(ShimMessage::Resources {
+                    oom_kills: oom.parse().ok()?,
+                    oom_at_limit: at_limit.parse().ok()?,
+                    pids_max: pids.parse().ok()?,
+                })
+            }
             _ => None,
         }
     }
@@ -145,6 +154,7 @@ mod tests {
             },
             ShimMessage::Resources {
                 oom_kills: 1,
+                oom_at_limit: 1,
                 pids_max: 40,
             },
             ShimMessage::Killed {

@@ -196,8 +196,13 @@ pub struct Applied {
 /// What the kernel did at the limits, counted over the run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResourceEvents {
-    /// Processes the kernel's OOM killer killed in the run's cgroups.
+    /// Processes the kernel's OOM killer killed in the cgroups of the
+    /// run's memory limit, whatever the OOM was against (the limit, a
+    /// parent cgroup's, the whole machine's memory).
     pub oom_kills: u64,
+    /// Of those OOMs, the ones at the run's own memory limit (v2's
+    /// `memory.events` key `oom`; v1: kills after the limit was hit).
+    pub oom_at_limit: u64,
     /// Forks refused because the run was at its process limit.
     pub pids_max: u64,
 }
@@ -207,6 +212,7 @@ impl ResourceEvents {
     pub fn max(self, other: Self) -> Self {
         Self {
             oom_kills: self.oom_kills.max(other.oom_kills),
+            oom_at_limit: self.oom_at_limit.max(other.oom_at_limit),
             pids_max: self.pids_max.max(other.pids_max),
         }
     }

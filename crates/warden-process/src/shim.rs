@@ -100,6 +100,11 @@ struct ShimArgs {
     join: Vec<PathBuf>,
     /// Report what the kernel did at the limits (`--limits`).
     limits: bool,
+    /// The cgroups of the memory limit and of the process limit, where
+    /// what the kernel did at each is counted (`--memory-events DIR`,
+    /// `--pids-events DIR`, repeated).
+    memory_events: Vec<PathBuf>,
+    pids_events: Vec<PathBuf>,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -108,6 +113,8 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
     let mut cgroup = None;
     let mut join = Vec::new();
     let mut limits = false;
+    let mut memory_events = Vec::new();
+    let mut pids_events = Vec::new();
     loop {
         match argv.first().and_then(|a| a.to_str()) {
             Some("--cgroup") if argv.len() >= 2 => {
@@ -122,6 +129,14 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
                 limits = true;
                 argv.remove(0);
             }
+            Some("--memory-events") if argv.len() >= 2 => {
+                memory_events.push(PathBuf::from(argv.remove(1)));
+                argv.remove(0);
+            }
+            Some("--pids-events") if argv.len() >= 2 => {
+                pids_events.push(PathBuf::from(argv.remove(1)));
+                argv.remove(0);
+            }
             _ => break,
         }
     }
@@ -133,6 +148,8 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
         cgroup,
         join,
         limits,
+        memory_events,
+        pids_events,
         program,
         args: argv,
     })
@@ -146,6 +163,9 @@ struct Shared {
     v1: Vec<PathBuf>,
     /// Whether to report what the kernel did at the limits.
     limits: bool,
+    /// The cgroups of the memory limit and of the process limit.
+    memory_events: Vec<PathBuf>,
+    pids_events: Vec<PathBuf>,
     agent: i32,
     agent_exited: AtomicBool,
     /// Held while sweeping or cleaning up, so the reaper cannot exit in
@@ -191,11 +211,10 @@ impl Shared {
         if !self.limits {
             return;
         }
-        let mut dirs = self.v1.clone();
-        dirs.extend(self.cgroup.as_ref().map(|cg| cg.path().to_path_buf()));
-        let ev = crate::os::limits::events_in(&dirs);
+        let ev = crate::os::limits::events_at(&self.memory_events, &self.pids_events);
         self.send(&ShimMessage::Resources {
             oom_kills: ev.oom_kills,
+            oom_at_limit: ev.oom_at_limit,
             pids_max: ev.pids_max,
         });
     }
@@ -315,6 +334,8 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         cgroup,
         v1: args.join.clone(),
         limits: args.limits,
+        memory_events: args.memory_events.clone(),
+        pids_events: args.pids_events.clone(),
         agent,
         agent_exited: AtomicBool::new(false),
         work: Mutex::new(()),

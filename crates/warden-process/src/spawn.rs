@@ -232,6 +232,16 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         for dir in &l.v1_dirs {
             cmd.arg("--join").arg(dir);
         }
+        // Where each limit counts what the kernel did at it: the run's
+        // cgroup v2 has memory.events whenever the controller is enabled,
+        // limit or not, so the shim reads only the limits' own cgroups.
+        let (memory, pids) = l.counted_dirs();
+        for dir in memory {
+            cmd.arg("--memory-events").arg(dir);
+        }
+        for dir in pids {
+            cmd.arg("--pids-events").arg(dir);
+        }
     }
     cmd.arg("--").arg(&spec.program).args(&spec.args);
     if spec.env_clear {
@@ -590,11 +600,13 @@ impl RunTree {
                     if let Some(m) = ShimMessage::parse(&line) {
                         if let ShimMessage::Resources {
                             oom_kills,
+                            oom_at_limit,
                             pids_max,
                         } = m
                         {
                             self.resource_events = self.resource_events.max(ResourceEvents {
                                 oom_kills,
+                                oom_at_limit,
                                 pids_max,
                             });
                         }

@@ -71,9 +71,15 @@ pub struct ResourcesReport {
     pub cpus: Option<f64>,
     /// Each limit in force and what enforces it.
     pub enforced: Vec<EnforcedLimit>,
-    /// Processes the kernel's OOM killer killed in the run's cgroups
-    /// (not counted in a container: the engine's cgroups hold those).
+    /// Processes the kernel's OOM killer killed in the cgroups of the
+    /// run's memory limit, for any OOM (0 without `--memory`; not counted
+    /// in a container: the engine's cgroups hold those).
     pub oom_kills: u64,
+    /// Of those, the kills at the run's own memory limit; the rest were
+    /// for an OOM elsewhere (a parent cgroup's limit, the machine's
+    /// memory).
+    #[serde(default)]
+    pub oom_kills_at_limit: u64,
     /// Forks refused because the run was at its process limit (not
     /// counted in a container).
     pub pids_limit_hits: u64,

@@ -96,6 +96,7 @@ pub(crate) fn report(
         cpus: limits.cpus.map(|c| c.as_f64()),
         enforced,
         oom_kills: 0,
+        oom_kills_at_limit: 0,
         pids_limit_hits: 0,
     })
 }
@@ -126,6 +127,7 @@ pub(crate) fn described(r: Option<&ResourcesReport>) -> Vec<String> {
 pub(crate) fn count(report: &mut Option<ResourcesReport>, events: ResourceEvents) {
     if let Some(r) = report {
         r.oom_kills = events.oom_kills;
+        r.oom_kills_at_limit = events.oom_at_limit.min(events.oom_kills);
         r.pids_limit_hits = events.pids_max;
     }
 }
@@ -146,10 +148,20 @@ pub(crate) fn explain(verdict: Verdict, reason: String, r: Option<&ResourcesRepo
             1 => "a process".to_string(),
             n => format!("{n} processes"),
         };
-        let oom = format!(
-            "the memory limit (--memory {limit}) was reached: the kernel's OOM killer killed \
-             {killed} of the run"
-        );
+        // The limit is named only when its own counter moved: the kills
+        // also count an OOM against a parent cgroup's limit or the
+        // machine's memory, which is not the run's limit at all.
+        let oom = if r.oom_kills_at_limit > 0 {
+            format!(
+                "the memory limit (--memory {limit}) was reached: the kernel's OOM killer \
+                 killed {killed} of the run"
+            )
+        } else {
+            format!(
+                "the kernel's OOM killer killed {killed} of the run (an OOM outside the run's \
+                 memory limit: a parent cgroup's limit or the machine's memory)"
+            )
+        };
         reason = if verdict == Verdict::AgentFailed {
             format!("{oom}; {reason}")
         } else {
@@ -180,6 +192,7 @@ mod tests {
             cpus: None,
             enforced: Vec::new(),
             oom_kills,
+            oom_kills_at_limit: oom_kills,
             pids_limit_hits,
         }
     }
@@ -201,6 +214,24 @@ mod tests {
         assert!(why.contains("killed 2 processes"), "{why}");
         assert!(
             why.ends_with("(--pids 20) was reached: a fork was refused 3 times"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn an_oom_that_was_not_at_the_runs_limit_does_not_name_it() {
+        let r = ResourcesReport {
+            oom_kills_at_limit: 0,
+            ..section(1, 0)
+        };
+        let why = explain(
+            Verdict::AgentFailed,
+            "exited with code 137".into(),
+            Some(&r),
+        );
+        assert!(!why.contains("--memory"), "{why}");
+        assert!(
+            why.starts_with("the kernel's OOM killer killed a process of the run (an OOM outside"),
             "{why}"
         );
     }

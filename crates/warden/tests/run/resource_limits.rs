@@ -105,6 +105,12 @@ fn a_process_past_the_memory_limit_is_oom_killed_and_the_report_says_so() {
     assert_eq!(r["verdict"], "agent_failed");
     assert_eq!(r["oom_killed"], true, "{}", r["resources"]);
     assert!(r["resources"]["oom_kills"].as_u64() >= Some(1));
+    // The run's own limit was reached: counted apart from other OOMs.
+    assert!(
+        r["resources"]["oom_kills_at_limit"].as_u64() >= Some(1),
+        "{}",
+        r["resources"]
+    );
     let reason = r["reason"].as_str().unwrap();
     assert!(
         reason.starts_with("the memory limit (--memory 32MiB) was reached"),

@@ -12,8 +12,11 @@
 //! hierarchy. The agent joins them between its fork and its exec (see the
 //! shim), so it never runs a single instruction of its own outside them;
 //! whatever it starts is born inside. They are removed at the end of the
-//! run, by the shim even when warden was killed, and stale ones of dead
-//! wardens like stale v2 ones ([`super::cgroup::remove_stale`]).
+//! run, by the shim even when warden was killed. Stale ones of dead
+//! wardens (killed with their shims) go like stale v2 ones
+//! ([`super::cgroup::remove_stale`]), but only when a later run's limits
+//! are put in place in the same hierarchy: a run without limits, or whose
+//! limits fail, leaves them.
 //!
 //! What each limit writes:
 //!
@@ -23,9 +26,13 @@
 //! | pids | `pids.max` | `pids.max` |
 //! | cpus | `cpu.max` = `quota 100000` | `cpu.cfs_period_us` = 100000, `cpu.cfs_quota_us` |
 //!
-//! and what the kernel did at them is read back from `memory.events`
-//! (v2) or `memory.oom_control` (v1), key `oom_kill`, and `pids.events`,
-//! key `max`.
+//! and what the kernel did at them is read back, only from the cgroups of
+//! the limit in question (the run's cgroup v2 has `memory.events` whenever
+//! the controller is enabled there, limit or not): from `memory.events`
+//! (v2, keys `oom_kill` and `oom`, the latter counting OOMs at this
+//! cgroup's own limit) or `memory.oom_control` (v1, key `oom_kill`, with
+//! `memory.failcnt` saying whether the limit was ever hit), and from
+//! `pids.events`, key `max`.
 
 use std::fs;
 use std::io;
@@ -306,9 +313,22 @@ impl RunLimits {
         dirs
     }
 
+    /// The cgroups of the memory limit and of the process limit.
+    pub fn counted_dirs(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let of = |c: Controller| {
+            self.applied
+                .iter()
+                .filter(|a| a.controller == c)
+                .map(|a| a.dir.clone())
+                .collect()
+        };
+        (of(Controller::Memory), of(Controller::Pids))
+    }
+
     /// What the kernel did at the limits so far.
     pub fn events(&self) -> ResourceEvents {
-        events_in(&self.dirs())
+        let (memory, pids) = self.counted_dirs();
+        events_at(&memory, &pids)
     }
 
     /// Removes the v1 cgroups, SIGKILLing anything still in them first
@@ -425,10 +445,10 @@ pub fn write_limit(
     }
 }
 
-/// The OOM kills and refused forks counted in the cgroups `dirs` (each
-/// file is read where it exists: `memory.events`, `memory.oom_control`,
-/// `pids.events`).
-pub fn events_in(dirs: &[PathBuf]) -> ResourceEvents {
+/// The OOM kills counted in the cgroups of the memory limit `memory`
+/// (`memory.events` or `memory.oom_control`, where each exists) and the
+/// refused forks in those of the process limit `pids` (`pids.events`).
+pub fn events_at(memory: &[PathBuf], pids: &[PathBuf]) -> ResourceEvents {
     let mut ev = ResourceEvents::default();
     let count = |file: &Path, key: &str| -> u64 {
         fs::read_to_string(file)
@@ -441,12 +461,38 @@ pub fn events_in(dirs: &[PathBuf]) -> ResourceEvents {
             })
             .unwrap_or(0)
     };
-    for dir in dirs {
+    for dir in memory {
         ev.oom_kills += count(&dir.join("memory.events"), "oom_kill");
-        ev.oom_kills += count(&dir.join("memory.oom_control"), "oom_kill");
+        // v2 counts an OOM at this cgroup's own limit apart (`oom`); its
+        // `oom_kill` counts kills for any OOM, a parent's or the machine's.
+        ev.oom_at_limit += count(&dir.join("memory.events"), "oom");
+        let v1_kills = count(&dir.join("memory.oom_control"), "oom_kill");
+        ev.oom_kills += v1_kills;
+        // v1 has no such counter: kills in a cgroup whose usage reached
+        // its limit are taken to be at the limit. Reached: a fail count
+        // moved (memory, or memory and swap together), or the peak usage
+        // is the limit (kernels differ on which counter moves).
+        let plain = |f: &str| count_plain(&dir.join(f));
+        let limit = plain("memory.limit_in_bytes");
+        let reached = plain("memory.failcnt") > 0
+            || plain("memory.memsw.failcnt") > 0
+            || (limit > 0 && plain("memory.max_usage_in_bytes") >= limit);
+        if reached {
+            ev.oom_at_limit += v1_kills;
+        }
+    }
+    for dir in pids {
         ev.pids_max += count(&dir.join("pids.events"), "max");
     }
     ev
+}
+
+/// A file holding one number (`memory.failcnt`); 0 when it cannot be read.
+fn count_plain(file: &Path) -> u64 {
+    fs::read_to_string(file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// mountinfo escapes space, tab, newline and backslash as octal.
@@ -686,13 +732,70 @@ mod tests {
             "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
         )
         .unwrap();
+        fs::write(v1.path().join("memory.failcnt"), "0\n").unwrap();
+        fs::write(v1.path().join("memory.limit_in_bytes"), "33554432\n").unwrap();
+        fs::write(v1.path().join("memory.max_usage_in_bytes"), "33554432\n").unwrap();
         fs::write(v1.path().join("pids.events"), "max 40\n").unwrap();
-        let ev = events_in(&[v2.path().into(), v1.path().into()]);
+        let ev = events_at(&[v2.path().into(), v1.path().into()], &[v1.path().into()]);
         assert_eq!(
             ev,
             ResourceEvents {
                 oom_kills: 3,
+                oom_at_limit: 3,
                 pids_max: 40
+            }
+        );
+    }
+
+    /// With only --pids applied, the run's cgroup v2 still has
+    /// memory.events (the controller is enabled there): an OOM against a
+    /// parent's limit must not be counted as the run's.
+    #[test]
+    fn each_limit_counts_only_in_its_own_cgroups() {
+        let v2 = fake_cgroup(&[]);
+        fs::write(
+            v2.path().join("memory.events"),
+            "max 0\noom 0\noom_kill 2\n",
+        )
+        .unwrap();
+        fs::write(v2.path().join("pids.events"), "max 3\n").unwrap();
+        let pids_only = RunLimits {
+            applied: vec![Applied {
+                controller: Controller::Pids,
+                hierarchy: Hierarchy::V2,
+                dir: v2.path().into(),
+                swap: None,
+            }],
+            v1_dirs: Vec::new(),
+        };
+        assert_eq!(
+            pids_only.events(),
+            ResourceEvents {
+                oom_kills: 0,
+                oom_at_limit: 0,
+                pids_max: 3
+            }
+        );
+        // With --memory there too: the kills count, but not as the
+        // limit's (`oom` did not move: the OOM was a parent's).
+        let both = RunLimits {
+            applied: vec![
+                Applied {
+                    controller: Controller::Memory,
+                    hierarchy: Hierarchy::V2,
+                    dir: v2.path().into(),
+                    swap: None,
+                },
+                pids_only.applied[0].clone(),
+            ],
+            v1_dirs: Vec::new(),
+        };
+        assert_eq!(
+            both.events(),
+            ResourceEvents {
+                oom_kills: 2,
+                oom_at_limit: 0,
+                pids_max: 3
             }
         );
     }
