@@ -121,10 +121,15 @@ impl Mounts {
             if controllers.is_empty() {
                 continue;
             }
-            let rel = own.strip_prefix(root.as_str()).unwrap_or(&own);
+            // Component by component (`/outer` is no prefix of
+            // `/outerwear/job`). A cgroup outside the mount's root is not
+            // visible through this mount: another mount may show it.
+            let Ok(rel) = Path::new(&own).strip_prefix(Path::new(&root)) else {
+                continue;
+            };
             v1.push(V1Hierarchy {
                 controllers,
-                own: Path::new(&mount_point).join(rel.trim_start_matches('/')),
+                own: Path::new(&mount_point).join(rel),
             });
         }
         Self { v2: None, v1 }
@@ -542,6 +547,15 @@ mod tests {
             "co-mounted controllers, in any order"
         );
         assert_eq!(m.v1.len(), 3, "name=systemd is no controller: {:?}", m.v1);
+    }
+
+    #[test]
+    fn a_cgroup_outside_the_mount_s_root_is_not_placed_under_it() {
+        for own in ["/outerwear/job", "/elsewhere/job"] {
+            let cgroup = format!("4:memory:{own}\n");
+            let m = Mounts::parse(MOUNTINFO, &cgroup);
+            assert_eq!(m.v1_for(Controller::Memory), None, "{own}: {:?}", m.v1);
+        }
     }
 
     fn limits() -> ResourceLimits {
