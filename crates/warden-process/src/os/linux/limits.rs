@@ -208,14 +208,49 @@ impl Mounts {
             .controllers()
             .into_iter()
             .map(|c| {
-                self.place(c, v2_run_cgroup).map(|h| (c, h)).map_err(|why| {
-                    LimitError::Unavailable {
+                self.place(c, v2_run_cgroup)
+                    .and_then(|h| match (c, h) {
+                        (Controller::Cpu, Hierarchy::V1) => self.v1_cpu_room(limits).map(|()| h),
+                        _ => Ok(h),
+                    })
+                    .map(|h| (c, h))
+                    .map_err(|why| LimitError::Unavailable {
                         limit: limits.describe(c),
                         why,
-                    }
-                })
+                    })
             })
             .collect()
+    }
+
+    /// A v1 CPU quota may not exceed the quota of the cgroup it is made in
+    /// (as a share of its period): the kernel refuses it with EINVAL only
+    /// when the run starts. Said here, up front, with the numbers.
+    fn v1_cpu_room(&self, limits: &ResourceLimits) -> Result<(), String> {
+        let (Some(h), Some(cpus)) = (self.v1_for(Controller::Cpu), limits.cpus) else {
+            return Ok(());
+        };
+        let read = |f: &str| -> Option<i64> {
+            fs::read_to_string(h.own.join(f)).ok()?.trim().parse().ok()
+        };
+        let (Some(quota), Some(period)) = (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us"))
+        else {
+            return Ok(());
+        };
+        // -1: no quota above.
+        if quota <= 0 || period <= 0 {
+            return Ok(());
+        }
+        let wanted = i128::from(cpus.millis());
+        if wanted * i128::from(period) > i128::from(quota) * 1000 {
+            return Err(format!(
+                "the cgroup v1 {} it would be made in allows at most {:.3} CPUs \
+                 (cpu.cfs_quota_us {quota} per cpu.cfs_period_us {period}); \
+                 ask for no more with --cpus",
+                h.own.display(),
+                quota as f64 / period as f64
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -547,6 +582,33 @@ mod tests {
             "co-mounted controllers, in any order"
         );
         assert_eq!(m.v1.len(), 3, "name=systemd is no controller: {:?}", m.v1);
+    }
+
+    #[test]
+    fn a_v1_cpu_quota_above_the_parent_s_is_refused_up_front() {
+        let v1 = fake_cgroup(&[]);
+        fs::write(v1.path().join("cpu.cfs_quota_us"), "100000\n").unwrap();
+        fs::write(v1.path().join("cpu.cfs_period_us"), "100000\n").unwrap();
+        let m = Mounts {
+            v2: None,
+            v1: vec![V1Hierarchy {
+                controllers: vec!["cpu".into(), "cpuacct".into()],
+                own: v1.path().into(),
+            }],
+        };
+        let wants = |c: &str| ResourceLimits {
+            cpus: Cpus::parse(c),
+            ..ResourceLimits::default()
+        };
+        let e = m.check(&wants("1.5"), false).unwrap_err().to_string();
+        assert!(
+            e.contains("at most 1.000 CPUs") && e.contains("--cpus"),
+            "{e}"
+        );
+        assert!(m.check(&wants("1"), false).is_ok());
+        // No quota above (-1): anything goes.
+        fs::write(v1.path().join("cpu.cfs_quota_us"), "-1\n").unwrap();
+        assert!(m.check(&wants("64"), false).is_ok());
     }
 
     #[test]
