@@ -410,6 +410,39 @@ mod tests {
     }
 
     #[test]
+    fn only_gcloud_s_credentials_file_is_bound_and_a_switch_set_to_0_binds_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let gcloud = home.path().join(".config/gcloud");
+        std::fs::create_dir_all(&gcloud).unwrap();
+        let adc = gcloud.join("application_default_credentials.json");
+        std::fs::write(&adc, "{}").unwrap();
+        std::fs::write(gcloud.join("credentials.db"), "").unwrap();
+        std::fs::create_dir_all(home.path().join(".aws")).unwrap();
+        let files = |env: &[(OsString, OsString)]| {
+            provider_files(&Target {
+                needs: crate::needs(Agent::Claude),
+                program: "claude".into(),
+                args: Vec::new(),
+                workdir: Path::new("/work"),
+                home: home.path(),
+                env,
+                name: "r1",
+                run_dir: None,
+            })
+        };
+        let on = [
+            ("CLAUDE_CODE_USE_VERTEX".into(), "1".into()),
+            ("CLAUDE_CODE_USE_BEDROCK".into(), "1".into()),
+        ];
+        assert_eq!(files(&on), vec![home.path().join(".aws"), adc.clone()]);
+        let off = [
+            ("CLAUDE_CODE_USE_VERTEX".into(), "false".into()),
+            ("CLAUDE_CODE_USE_BEDROCK".into(), "0".into()),
+        ];
+        assert!(files(&off).is_empty(), "{:?}", files(&off));
+    }
+
+    #[test]
     fn home_is_hidden_then_state_and_workdir_are_bound_back() {
         let home = tempfile::tempdir().unwrap();
         let work = home.path().join("project");
