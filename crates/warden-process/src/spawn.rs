@@ -221,7 +221,16 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         source,
     };
 
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(shim_err)?;
+    // From here every early return hands what was made (the v2 cgroup,
+    // the v1 cgroups of the limits) to [`discard`]: nothing else would
+    // remove them until a later run found them stale.
+    let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(e) => {
+            discard(cgroup, limits);
+            return Err(shim_err(e));
+        }
+    };
     let mut cmd = Command::new(&spec.shim_exe);
     cmd.arg(SHIM_ARG);
     if let Some(cg) = &cgroup {
@@ -282,15 +291,16 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
     // tables and waits on the kernel's cgroup lock while other runs' shims
     // move into their cgroups; the clocks of runs already going must not
     // wait with it.
-    let mut shim = tokio::task::spawn_blocking(move || cmd.spawn())
+    let spawned = tokio::task::spawn_blocking(move || cmd.spawn())
         .await
-        .unwrap_or_else(|e| Err(io::Error::other(e)))
-        .map_err(|e| {
-            if let Some(l) = &limits {
-                l.remove();
-            }
-            shim_err(e)
-        })?;
+        .unwrap_or_else(|e| Err(io::Error::other(e)));
+    let mut shim = match spawned {
+        Ok(shim) => shim,
+        Err(e) => {
+            discard(cgroup, limits);
+            return Err(shim_err(e));
+        }
+    };
     drop(theirs);
     let shim_pid = shim.id().map_or(0, |p| p as i32);
     let watchdog = tokio::spawn(resume_when_stopped(shim_pid));
@@ -313,10 +323,21 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         });
     }
 
-    ours.set_nonblocking(true).map_err(shim_err)?;
-    let (read, write) = tokio::net::UnixStream::from_std(ours)
-        .map_err(shim_err)?
-        .into_split();
+    let stream = ours
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixStream::from_std(ours));
+    let (read, write) = match stream {
+        Ok(stream) => stream.into_split(),
+        Err(e) => {
+            // Its control socket is gone with `ours`: the shim ends the
+            // agent; what is left in the cgroup goes with it.
+            watchdog.abort();
+            let _ = shim.start_kill();
+            let _ = shim.wait().await;
+            discard(cgroup, limits);
+            return Err(shim_err(e));
+        }
+    };
     let mut messages = BufReader::new(read).lines();
     // A shim reports within milliseconds (the watchdog resumes one the
     // agent stopped); one that says nothing (a program that does not call
@@ -334,14 +355,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
     };
     let fail = |tree_cg: Option<Cgroup>, limits: Option<RunLimits>, e: SpawnError| {
         watchdog.abort();
-        match tree_cg {
-            Some(cg) => remove_in_background(cg, limits),
-            None => {
-                if let Some(l) = limits {
-                    drop(tokio::task::spawn_blocking(move || l.remove()));
-                }
-            }
-        }
+        discard(tree_cg, limits);
         Err(e)
     };
     match first.as_deref().and_then(ShimMessage::parse) {
@@ -363,9 +377,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                         drop(write);
                         watchdog.abort();
                         let _ = shim.wait().await;
-                        if let Some(l) = &limits {
-                            l.remove();
-                        }
+                        discard(None, limits);
                         return Err(SpawnError::Limits(LimitError::Unavailable {
                             limit: "the resource limits".into(),
                             why: "the agent could not be started inside the run's cgroup v2, \
@@ -377,9 +389,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
                         drop(write);
                         watchdog.abort();
                         let _ = shim.wait().await;
-                        if let Some(l) = &limits {
-                            l.remove();
-                        }
+                        discard(None, limits);
                         return Err(SpawnError::NoCgroup(io::Error::other(
                             "the shim could not join the run's cgroup",
                         )));
@@ -521,6 +531,21 @@ fn remove_stale_cgroups() {
 
 /// Removes a cgroup (and the v1 cgroups of its limits) off the runtime's
 /// thread (removal retries while the last killed processes leave).
+/// Removes what was made for a run that does not go ahead: its cgroup v2
+/// (killing what is in it) and the v1 cgroups of its limits, on a blocking
+/// thread (removal retries and sleeps; the clocks of other runs must not
+/// wait for it).
+fn discard(cgroup: Option<Cgroup>, limits: Option<RunLimits>) {
+    match cgroup {
+        Some(cg) => remove_in_background(cg, limits),
+        None => {
+            if let Some(l) = limits {
+                drop(tokio::task::spawn_blocking(move || l.remove()));
+            }
+        }
+    }
+}
+
 fn remove_in_background(cg: Cgroup, limits: Option<RunLimits>) {
     drop(tokio::task::spawn_blocking(move || {
         if !cg.pids().is_empty() {
@@ -806,6 +831,51 @@ mod tests {
             timeout,
             resources: ResourceLimits::default(),
         }
+    }
+
+    /// A shim that cannot be started leaves neither the run's cgroup v2 nor
+    /// the v1 cgroups of its limits behind.
+    #[tokio::test]
+    async fn a_failed_start_removes_the_cgroups_made_for_the_run() {
+        let mounts = Mounts::of_this_process();
+        let Some(pids) = mounts
+            .v1_for(crate::Controller::Pids)
+            .map(|h| h.own.clone())
+            .filter(|d| os::limits::writable_dir(d))
+        else {
+            eprintln!("skipped: no writable cgroup v1 pids hierarchy");
+            return;
+        };
+        let name = format!("warden-leaktest{}", std::process::id());
+        let mut s = spec("/nonexistent/warden-shim".into(), None);
+        s.containment = ContainmentChoice::Auto;
+        s.run_name = name.clone();
+        s.resources = ResourceLimits {
+            pids: Some(64),
+            ..ResourceLimits::default()
+        };
+        assert!(matches!(spawn(s).await, Err(SpawnError::Shim { .. })));
+        let left = |dir: &std::path::Path| -> Vec<String> {
+            std::fs::read_dir(dir)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.starts_with(&name))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let v2 = os::cgroup::own_cgroup_dir().ok();
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            found = left(&pids);
+            found.extend(v2.as_deref().map(left).unwrap_or_default());
+            if found.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(found.is_empty(), "left behind: {found:?}");
     }
 
     #[tokio::test]

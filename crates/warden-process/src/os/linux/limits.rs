@@ -254,6 +254,12 @@ impl Mounts {
     }
 }
 
+/// Whether this process may make a cgroup in `dir` (for tests elsewhere).
+#[cfg(test)]
+pub(crate) fn writable_dir(dir: &Path) -> bool {
+    writable(dir)
+}
+
 /// Whether this process may make a cgroup in `dir`.
 fn writable(dir: &Path) -> bool {
     rustix::fs::access(
