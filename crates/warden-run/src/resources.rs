@@ -28,12 +28,112 @@ pub fn check(
     sandbox: Sandbox,
     containment: ContainmentChoice,
 ) -> Result<(), LimitError> {
-    if !limits.any() || in_container(sandbox) {
+    if !limits.any() {
         return Ok(());
+    }
+    if in_container(sandbox) {
+        return match engine_info(sandbox) {
+            Some(info) => engine_refuses(limits, sandbox, &info),
+            // No engine to ask (or no answer): the engine's own start
+            // fails or enforces; run.json's `enforced` does not vouch.
+            None => Ok(()),
+        };
     }
     Mounts::of_this_process()
         .check(limits, containment != ContainmentChoice::Subreaper)
         .map(|_| ())
+}
+
+/// The engine's own account of this host (`docker info --format
+/// '{{json .}}'`, `podman info --format json`), within a few seconds; `None`
+/// when it cannot be had.
+fn engine_info(sandbox: Sandbox) -> Option<serde_json::Value> {
+    use std::process::{Command, Stdio};
+    let format = match sandbox {
+        Sandbox::Docker => "{{json .}}",
+        _ => "json",
+    };
+    let mut child = Command::new(sandbox.name())
+        .args(["info", "--format", format])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    // An engine whose daemon hangs must not hang the check.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if std::time::Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    serde_json::from_str(&out).ok()
+}
+
+/// Refuses a limit the engine says it cannot enforce: it would drop it
+/// with no more than a warning of its own (docker), or ignore it (rootless
+/// podman on cgroup v1), and the run would go unlimited. What `info` does
+/// not say is not held against the engine.
+fn engine_refuses(
+    limits: &ResourceLimits,
+    sandbox: Sandbox,
+    info: &serde_json::Value,
+) -> Result<(), LimitError> {
+    let engine = sandbox.name();
+    let refuse = |c: Controller, why: String| LimitError::Unavailable {
+        limit: limits.describe(c),
+        why,
+    };
+    for c in limits.controllers() {
+        if sandbox == Sandbox::Docker {
+            // Swap off needs SwapLimit too (`--memory-swap`).
+            let keys: &[&str] = match c {
+                Controller::Memory => &["MemoryLimit", "SwapLimit"],
+                Controller::Pids => &["PidsLimit"],
+                Controller::Cpu => &["CpuCfsQuota"],
+            };
+            for key in keys {
+                if info.get(key).and_then(serde_json::Value::as_bool) == Some(false) {
+                    return Err(refuse(
+                        c,
+                        format!("`docker info` says {key}: false, so docker would not enforce it"),
+                    ));
+                }
+            }
+        } else {
+            let host = &info["host"];
+            let v1 = host["cgroupVersion"].as_str() == Some("v1");
+            let rootless = host["security"]["rootless"].as_bool() == Some(true);
+            if v1 && rootless {
+                return Err(refuse(
+                    c,
+                    format!("rootless {engine} on cgroup v1 ignores resource limits"),
+                ));
+            }
+            if let Some(have) = host["cgroupControllers"].as_array() {
+                let name = c.name();
+                if !have.iter().any(|n| n.as_str() == Some(name)) {
+                    return Err(refuse(
+                        c,
+                        format!(
+                            "`{engine} info` lists no `{name}` among its cgroup controllers, \
+                             so {engine} would not enforce it"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn in_container(sandbox: Sandbox) -> bool {
@@ -234,6 +334,47 @@ mod tests {
             why.starts_with("the kernel's OOM killer killed a process of the run (an OOM outside"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_limit_the_engine_says_it_cannot_enforce_is_refused() {
+        let all = ResourceLimits {
+            memory: Some(1 << 30),
+            pids: Some(64),
+            cpus: warden_process::resources::Cpus::parse("1"),
+        };
+        let docker: serde_json::Value = serde_json::from_str(
+            r#"{"MemoryLimit":true,"SwapLimit":false,"PidsLimit":true,"CpuCfsQuota":true,"CgroupVersion":"1"}"#,
+        )
+        .unwrap();
+        let e = engine_refuses(&all, Sandbox::Docker, &docker)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--memory") && e.contains("SwapLimit: false"),
+            "{e}"
+        );
+        let pids_only = ResourceLimits {
+            pids: Some(64),
+            ..ResourceLimits::default()
+        };
+        assert!(engine_refuses(&pids_only, Sandbox::Docker, &docker).is_ok());
+        // Keys it does not give are not held against it.
+        assert!(engine_refuses(&all, Sandbox::Docker, &serde_json::json!({})).is_ok());
+
+        let rootless_v1 = serde_json::json!({"host": {"cgroupVersion": "v1",
+            "security": {"rootless": true}}});
+        let e = engine_refuses(&pids_only, Sandbox::Podman, &rootless_v1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rootless podman on cgroup v1"), "{e}");
+        let v2 = serde_json::json!({"host": {"cgroupVersion": "v2",
+            "security": {"rootless": true}, "cgroupControllers": ["cpu", "pids"]}});
+        assert!(engine_refuses(&pids_only, Sandbox::Podman, &v2).is_ok());
+        let e = engine_refuses(&all, Sandbox::Podman, &v2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no `memory`"), "{e}");
     }
 
     #[test]
