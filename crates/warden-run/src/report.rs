@@ -217,8 +217,9 @@ pub struct Report {
     /// happened at them; `null` when none was asked for.
     #[serde(default)]
     pub resources: Option<ResourcesReport>,
-    /// The kernel's OOM killer killed a process of the run at its memory
-    /// limit (`--memory`).
+    /// The kernel's OOM killer killed a process in the cgroup of the
+    /// run's memory limit (`--memory`): at that limit, or for an OOM
+    /// elsewhere (`resources.oom_kills_at_limit` tells which).
     #[serde(default)]
     pub oom_killed: bool,
     /// A fork was refused because the run was at its process limit
@@ -229,7 +230,8 @@ pub struct Report {
     /// each, naming the variable first: a `--env NAME` warden's
     /// environment lacks; in a sandbox, a provider variable of a switch
     /// that is on (`AWS_*` with `CLAUDE_CODE_USE_BEDROCK`) or one its
-    /// settings files name, left out; a credentials file that is missing.
+    /// settings files name, left out; a cloud credential passed only
+    /// with `--env` (OpenCode, pi); a credentials file that is missing.
     #[serde(default)]
     pub env_dropped: Vec<String>,
     /// Whether this report reached `run.json` (not part of the file).

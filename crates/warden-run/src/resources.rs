@@ -22,7 +22,8 @@ use crate::verdict::Verdict;
 
 /// Whether `limits` can be enforced for a run in `sandbox` with
 /// `containment` on this machine; names the limit and what is missing if
-/// not. Reads /proc and the cgroup file systems, nothing more.
+/// not. Reads /proc and the cgroup file systems; for a container, asks
+/// the engine (`info`), which may take a few seconds.
 pub fn check(
     limits: &ResourceLimits,
     sandbox: Sandbox,
