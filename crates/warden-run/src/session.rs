@@ -123,6 +123,10 @@ pub struct SessionRun {
     pub exit_code: Option<i32>,
     #[serde(default)]
     pub signal: Option<i32>,
+    /// Warden ended the run before the command exited (see
+    /// `Report::ended_by_warden`): its status is then not the command's own.
+    #[serde(default)]
+    pub ended_by_warden: bool,
 }
 
 #[non_exhaustive]
@@ -241,6 +245,7 @@ impl SessionReport {
             self.verdict,
             last.and_then(|r| r.exit_code),
             last.and_then(|r| r.signal),
+            last.is_some_and(|r| r.ended_by_warden),
             self.output_lost.is_some(),
         )
         .unwrap_or_else(|| self.warden_exit_code())
@@ -581,6 +586,7 @@ pub(crate) async fn run_session(
             commits: run.commits.clone(),
             exit_code: run.exit_code,
             signal: run.signal,
+            ended_by_warden: run.ended_by_warden,
         });
         write_json(&held, &mut report);
 
