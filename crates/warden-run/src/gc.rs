@@ -40,6 +40,10 @@ pub struct GcOptions {
     pub keep_days: Option<u64>,
     /// List what would go and why; touch nothing.
     pub dry_run: bool,
+    /// Directories never removed whatever the rules say: the run or
+    /// session the gc after `warden run` is called for (with `keep_runs =
+    /// 0` it would otherwise delete the run that just ended).
+    pub spare: Vec<PathBuf>,
 }
 
 /// What a directory gc looked at is.
@@ -92,9 +96,6 @@ pub struct Item {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GcReport {
     pub items: Vec<Item>,
-    /// Stale administrative entries of git worktrees (`git worktree
-    /// prune`), as git lists them.
-    pub pruned: Vec<String>,
 }
 
 #[non_exhaustive]
@@ -121,6 +122,11 @@ const MAX_DEPTH: usize = 256;
 
 /// Applies `options` to the `.warden` directories of each of `projects`
 /// (a working directory, the top of its repository), as of `now`.
+///
+/// Only a missing rule is an error: a directory gc cannot open (a link an
+/// agent planted, say) is a `Failed` item and gc goes on with the rest,
+/// so one bad directory can neither stop retention nor hide what was
+/// already removed.
 pub async fn collect(
     projects: &[PathBuf],
     options: &GcOptions,
@@ -132,22 +138,61 @@ pub async fn collect(
     let mut report = GcReport::default();
     let mut seen: Vec<PathBuf> = Vec::new();
     for project in projects {
-        if seen.contains(project) {
-            continue;
+        if !seen.contains(project) {
+            seen.push(project.clone());
         }
-        seen.push(project.clone());
+    }
+    for project in &seen {
         for (kind, sub, file) in KINDS {
             let root = project.join(sub);
-            let Some(dir) = HeldDir::open_existing(&root)? else {
-                continue;
+            let dir = match HeldDir::open_existing(&root) {
+                Ok(Some(dir)) => dir,
+                Ok(None) => continue,
+                Err(e) => {
+                    report.items.push(Item {
+                        kind,
+                        path: root,
+                        action: Action::Failed,
+                        why: format!("could not open it: {}", dir_error_text(&e)),
+                    });
+                    continue;
+                }
             };
             report
                 .items
                 .extend(collect_kind(&dir, kind, file, options, now));
         }
-        collect_worktrees(project, options, &mut report).await;
+    }
+    // Which worktrees are still named, from the sessions of every project
+    // at once: a batch started in a subdirectory keeps its sessions under
+    // `<subdirectory>/.warden/batches` but their worktrees under the
+    // repository's top, another project of this same gc.
+    let named: Vec<PathBuf> = seen
+        .iter()
+        .flat_map(|p| worktrees_named(p, &report, options.dry_run))
+        .collect();
+    for project in &seen {
+        collect_worktrees(project, options, &named, &mut report).await;
     }
     Ok(report)
+}
+
+/// A [`DirError`] as a gc item says it: the generic text speaks of "a
+/// directory it writes in", which gc does not.
+fn dir_error_text(e: &DirError) -> String {
+    match e {
+        DirError::Symlink { path } => format!(
+            "{} is a symbolic link, which gc never follows (an agent could have planted it); remove the link yourself",
+            path.display()
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Whether an I/O error says the entry is not there (any more): another
+/// gc (or the user) removed it meanwhile, which is what gc wanted.
+fn is_gone(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound
 }
 
 /// One directory entry of a kind's root.
@@ -196,6 +241,9 @@ fn collect_kind(
             _ => continue,
         };
         let path = root.path().join(&e.name);
+        if options.spare.contains(&path) {
+            continue;
+        }
         let item = |action, why: String| Item {
             kind,
             path: path.clone(),
@@ -208,6 +256,7 @@ fn collect_kind(
                 items.push(item(Action::Kept, "in use: its warden is running".into()));
                 continue;
             }
+            Err(err) if is_gone(&err) => continue,
             Err(err) => {
                 items.push(item(Action::Failed, format!("could not open it: {err}")));
                 continue;
@@ -228,8 +277,10 @@ fn collect_kind(
         }
         // The lock is held while the directory goes, so nothing can take
         // it meanwhile.
-        match remove_dir_at(root.fd(), &e.name) {
+        match remove_at(root.fd(), &e.name, 0) {
             Ok(()) => items.push(item(Action::Removed, why)),
+            // Another gc took it first (it had the lock before this one).
+            Err(err) if is_gone(&err) => {}
             Err(err) => items.push(item(
                 Action::Failed,
                 format!("{why}; removing it failed: {err}"),
@@ -324,13 +375,9 @@ fn list(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
     Ok(names)
 }
 
-/// Removes the directory `name` in `parent` and everything in it, without
-/// following a link anywhere.
-fn remove_dir_at(parent: &OwnedFd, name: &OsStr) -> std::io::Result<()> {
-    remove_at(parent, name, 0)?;
-    Ok(())
-}
-
+/// Removes the entry `name` in `parent` and, for a directory, everything
+/// in it, without following a link anywhere. An entry below that is gone
+/// meanwhile is no error: another gc removing the same tree.
 fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()> {
     let st = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
@@ -351,7 +398,10 @@ fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()
         Mode::empty(),
     )?;
     for child in list(&dir)? {
-        remove_at(&dir, &child, depth + 1)?;
+        match remove_at(&dir, &child, depth + 1) {
+            Err(e) if !is_gone(&e) => return Err(e),
+            _ => {}
+        }
     }
     drop(dir);
     Ok(unlinkat(parent, name, AtFlags::REMOVEDIR)?)
@@ -360,9 +410,20 @@ fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()
 /// The worktrees under `<project>/.warden/worktrees/` whose session is
 /// gone: no session directory left names it, and no session holds it.
 /// A clean one is removed with `git worktree remove` (its branch stays,
-/// with its commits); one with uncommitted changes is kept. Then `git
-/// worktree prune` drops git's entries for worktrees already gone.
-async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcReport) {
+/// with its commits); one with uncommitted changes or ignored files is
+/// kept. `named`: the worktrees the remaining sessions of every project
+/// name.
+///
+/// No `git worktree prune`: it acts on the whole repository, and would
+/// drop the user's own worktrees whose directory is gone for a while (on
+/// a removable disk, say). `git worktree remove` drops git's entry for
+/// each worktree gc removes.
+async fn collect_worktrees(
+    project: &Path,
+    options: &GcOptions,
+    named: &[PathBuf],
+    report: &mut GcReport,
+) {
     let root = project.join(".warden/worktrees");
     let Ok(Some(dir)) = HeldDir::open_existing(&root) else {
         return;
@@ -370,7 +431,6 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
     let Ok(entries) = list_dirs(dir.fd()) else {
         return;
     };
-    let named = worktrees_named(project, report, options.dry_run);
     for e in entries {
         let path = root.join(&e.name);
         if named.contains(&path) {
@@ -390,6 +450,7 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
                     .push(item(Action::Kept, "in use: its session is running".into()));
                 continue;
             }
+            Err(err) if is_gone(&err) => continue,
             Err(err) => {
                 report
                     .items
@@ -409,13 +470,25 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
             ));
             continue;
         }
-        match git_out(&path, &["status", "--porcelain", "--untracked-files=all"]).await {
+        // `--ignored=matching`: `git worktree remove` deletes ignored
+        // files too (a `.env`, data), which no commit keeps.
+        match git_out(
+            &path,
+            &[
+                "status",
+                "--porcelain",
+                "--untracked-files=all",
+                "--ignored=matching",
+            ],
+        )
+        .await
+        {
             Ok(s) if s.trim().is_empty() => {}
             Ok(_) => {
                 report.items.push(item(
                     Action::Kept,
                     format!(
-                        "{why}, but it has uncommitted changes: commit them or remove it yourself"
+                        "{why}, but it has uncommitted changes or ignored files: commit them or remove it yourself"
                     ),
                 ));
                 continue;
@@ -446,18 +519,6 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
                 format!("{why}; git worktree remove failed: {err}"),
             ),
         });
-    }
-    let prune = if options.dry_run {
-        git_out(project, &["worktree", "prune", "--dry-run", "--verbose"]).await
-    } else {
-        git_out(project, &["worktree", "prune", "--verbose"]).await
-    };
-    if let Ok(out) = prune {
-        report.pruned.extend(
-            out.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_string),
-        );
     }
 }
 

@@ -342,12 +342,7 @@ pub(crate) async fn run_session(
     let held = crate::off_clock(&session_dir, HeldDir::create_empty).await?;
     // Held for the session's lifetime: `warden gc` never removes a
     // directory (or a worktree) whose lock it cannot take.
-    let _session_in_use = held.lock().map_err(|source| {
-        SetupError::RunDir(crate::held_dir::DirError::Io {
-            path: session_dir.clone(),
-            source,
-        })
-    })?;
+    let _session_in_use = held.claim().map_err(SetupError::RunDir)?;
 
     let mut _worktree_in_use = None;
     let worktree = match &opts.worktree {
