@@ -428,6 +428,31 @@ async fn collect_worktrees(
     let Ok(Some(dir)) = HeldDir::open_existing(&root) else {
         return;
     };
+    // The lock `Worktree::create` holds until the new worktree is locked
+    // by its session: held for the whole pass, so no worktree is seen
+    // between its `git worktree add` and its session's lock.
+    let _no_worktree_added = match dir.try_lock() {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            report.items.push(Item {
+                kind: ItemKind::Worktree,
+                path: root,
+                action: Action::Kept,
+                why: "a session is making a worktree here now; worktrees are left for the next gc"
+                    .into(),
+            });
+            return;
+        }
+        Err(err) => {
+            report.items.push(Item {
+                kind: ItemKind::Worktree,
+                path: root,
+                action: Action::Failed,
+                why: format!("could not lock it: {err}"),
+            });
+            return;
+        }
+    };
     let Ok(entries) = list_dirs(dir.fd()) else {
         return;
     };

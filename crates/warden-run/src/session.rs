@@ -10,7 +10,7 @@
 //! from the request (the prompt may use `{{ITERATION}}`), and everything
 //! that happens comes out of its handle as [`Update`]s.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -354,7 +354,7 @@ pub(crate) async fn run_session(
                     session_id.to_ascii_lowercase()
                 )
             });
-            let wt = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
+            let (wt, lock) = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
                 .await
                 .map_err(|e| {
                     // Nothing was started: the (still empty) directory goes too.
@@ -366,7 +366,9 @@ pub(crate) async fn run_session(
                 worktree: wt.clone(),
             })
             .await;
-            _worktree_in_use = lock_worktree(&wt.path);
+            // Held for the session's lifetime: `warden gc` leaves a locked
+            // worktree alone (no `session.json` names it until the end).
+            _worktree_in_use = Some(lock);
             Some(wt)
         }
         None => None,
@@ -723,16 +725,6 @@ pub(crate) async fn run_session(
     report.duration_ms = started.elapsed().as_millis() as u64;
     write_json(&held, &mut report);
     Ok(report)
-}
-
-/// The lock of the session's worktree, held for the session's lifetime so
-/// `warden gc` leaves it alone. A worktree that cannot be locked still
-/// runs: gc also keeps a worktree its session's `session.json` names.
-fn lock_worktree(path: &Path) -> Option<std::os::fd::OwnedFd> {
-    HeldDir::open_existing(path)
-        .ok()
-        .flatten()
-        .and_then(|d| d.lock().ok())
 }
 
 /// Waits `delay` before a retry; `false` when the session was cancelled
