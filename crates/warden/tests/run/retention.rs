@@ -371,6 +371,10 @@ fn a_batch_in_progress_is_neither_removed_nor_resumed_by_another_warden() {
     let (code, _, err) = run_ok(&case, &["batch", "--resume", dir.to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("another warden is running it"), "{err}");
+    // Refused before it read or moved anything: the running entry's
+    // directory was not moved aside.
+    assert!(dir.join("slow").is_dir(), "{err}");
+    assert!(!dir.join("attempts").exists(), "{err}");
 
     kill(batch.id(), "TERM");
     batch.wait().unwrap();
