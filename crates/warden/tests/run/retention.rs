@@ -503,3 +503,81 @@ fn gc_keeps_a_worktree_with_ignored_files() {
     );
     assert!(out.contains("ignored files"), "{out}");
 }
+
+#[test]
+fn two_gc_at_once_report_no_spurious_failure() {
+    let case = Case::new();
+    let runs = case.path().join(".warden/runs");
+    for round in 0..3 {
+        for i in 0..300 {
+            let d = runs.join(format!("r{round}-{i:03}"));
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+            for f in 0..10 {
+                std::fs::write(d.join(format!("f{f}")), "x").unwrap();
+                std::fs::write(d.join("sub").join(format!("f{f}")), "x").unwrap();
+            }
+        }
+        let spawn = || {
+            warden(&case, &["gc", "--keep-runs", "0"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        for child in [a, b] {
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            // Whatever the other one removed first is gone, as asked:
+            // not a failure.
+            assert_eq!(out.status.code(), Some(0), "round {round}: {text}");
+            assert!(!text.contains("failed to remove"), "round {round}: {text}");
+        }
+        assert!(dirs(&runs).is_empty());
+    }
+}
+
+#[test]
+fn gc_leaves_the_users_own_worktree_entries_alone() {
+    let case = Case::new();
+    repo(&case);
+    // The user's own worktree, on a disk that is not mounted now: git
+    // lists it as prunable; `git worktree prune` would drop it.
+    let mine = case.path().join("../").join(format!(
+        "mine-{}",
+        case.path().file_name().unwrap().to_string_lossy()
+    ));
+    git(
+        case.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "mine",
+            mine.to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_dir_all(&mine).unwrap();
+    let (code, _, err) = run_ok(
+        &case,
+        &[
+            "run",
+            "exec",
+            "-q",
+            "--worktree",
+            "--keep-worktree",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("removed worktree"), "{out}");
+    let listed = git(case.path(), &["worktree", "list", "--porcelain"]);
+    assert!(
+        listed.contains("branch refs/heads/mine"),
+        "gc dropped the user's own worktree entry: {listed}"
+    );
+}
