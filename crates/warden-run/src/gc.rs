@@ -458,7 +458,8 @@ async fn collect_worktrees(
     };
     for e in entries {
         let path = root.join(&e.name);
-        if named.contains(&path) {
+        let owner = crate::git::owner_file(&e.name.to_string_lossy());
+        if named.contains(&path) || owner_names(dir.fd(), &owner, &path, report, options.dry_run) {
             continue;
         }
         let item = |action, why: String| Item {
@@ -533,6 +534,9 @@ async fn collect_worktrees(
             continue;
         }
         let removed = git_out(project, &["worktree", "remove", &path.to_string_lossy()]).await;
+        if removed.is_ok() {
+            let _ = unlinkat(dir.fd(), owner.as_str(), AtFlags::empty());
+        }
         drop(lock);
         report.items.push(match removed {
             Ok(_) => item(
@@ -545,6 +549,33 @@ async fn collect_worktrees(
             ),
         });
     }
+}
+
+/// Whether the session directory the worktree's owner file (written by
+/// `Worktree::create`) records still names `path` in its `session.json`,
+/// and stays. Wherever that session lives: a batch started in a
+/// subdirectory is not under any project this gc looks in. A forged
+/// owner file can only keep a worktree, never remove one.
+fn owner_names(dir: &OwnedFd, owner: &str, path: &Path, report: &GcReport, dry_run: bool) -> bool {
+    let Some(session) =
+        read_json_at(dir, owner).and_then(|v| v.get("session_dir")?.as_str().map(PathBuf::from))
+    else {
+        return false;
+    };
+    let gone = report.items.iter().any(|i| {
+        session.starts_with(&i.path)
+            && matches!(
+                (i.action, dry_run),
+                (Action::Removed, _) | (Action::WouldRemove, true)
+            )
+    });
+    !gone
+        && HeldDir::open_existing(&session)
+            .ok()
+            .flatten()
+            .and_then(|d| read_json_at(d.fd(), "session.json"))
+            .and_then(|v| Some(PathBuf::from(v.get("worktree")?.get("path")?.as_str()?)))
+            .is_some_and(|p| p == path)
 }
 
 /// The worktrees the session directories that stay name (in their

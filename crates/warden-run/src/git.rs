@@ -424,6 +424,12 @@ pub fn dir_name(branch: &str) -> String {
         .collect()
 }
 
+/// The file in `.warden/worktrees/` that names the session directory of
+/// the worktree `name` (a dot file: gc takes no dot name for a worktree).
+pub(crate) fn owner_file(name: &str) -> String {
+    format!(".{name}.session.json")
+}
+
 /// A worktree warden made for a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Worktree {
@@ -443,10 +449,17 @@ impl Worktree {
     /// `.warden/worktrees` lock is still held, which `warden gc` holds for
     /// its whole worktree pass: gc never sees the new worktree unlocked
     /// (no `session.json` names it until the session ends).
+    ///
+    /// `owner`: the session directory, written next to the worktree (see
+    /// [`owner_file`]) so gc finds the session that names it wherever
+    /// that session lives (a batch started in a subdirectory keeps it
+    /// under `<subdirectory>/.warden/batches`, which a gc run from the top
+    /// of the repository does not look in).
     pub async fn create(
         repo: &Path,
         branch: &str,
         base: Option<&str>,
+        owner: Option<&Path>,
     ) -> Result<(Self, std::os::fd::OwnedFd), GitError> {
         check_repo_files(repo)?;
         let root = repo_root(repo).await.ok_or_else(|| GitError {
@@ -510,6 +523,12 @@ impl Worktree {
                 });
             }
         };
+        if let Some(owner) = owner {
+            // Best effort: without it gc still finds the sessions of the
+            // directories it looks in.
+            let text = serde_json::json!({ "session_dir": owner }).to_string();
+            let _ = held.write_atomic(&owner_file(&dir_name(branch)), text.as_bytes());
+        }
         Ok((
             Self {
                 path,
@@ -547,6 +566,17 @@ impl Worktree {
         )
         .await
         .is_ok();
+        if removed
+            && let (Some(parent), Some(name)) = (self.path.parent(), self.path.file_name())
+            && let Ok(Some(dir)) = crate::held_dir::HeldDir::open_existing(parent)
+        {
+            // Its owner file has nothing left to name.
+            let _ = rustix::fs::unlinkat(
+                dir.fd(),
+                owner_file(&name.to_string_lossy()).as_str(),
+                rustix::fs::AtFlags::empty(),
+            );
+        }
         if removed && !made_commits {
             let root = self
                 .path
@@ -585,7 +615,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         run(t.path(), &["init", "-q"]);
         run(t.path(), &["commit", "-q", "--allow-empty", "-m", "one"]);
-        let (wt, lock) = Worktree::create(t.path(), "warden/t/x", None)
+        let (wt, lock) = Worktree::create(t.path(), "warden/t/x", None, None)
             .await
             .unwrap();
         // What gc does: try the worktree's lock. It is taken.

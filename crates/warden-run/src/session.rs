@@ -354,13 +354,14 @@ pub(crate) async fn run_session(
                     session_id.to_ascii_lowercase()
                 )
             });
-            let (wt, lock) = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
-                .await
-                .map_err(|e| {
-                    // Nothing was started: the (still empty) directory goes too.
-                    let _ = std::fs::remove_dir(&session_dir);
-                    SetupError::Git(e)
-                })?;
+            let (wt, lock) =
+                Worktree::create(&opts.cwd, &branch, req.base.as_deref(), Some(&session_dir))
+                    .await
+                    .map_err(|e| {
+                        // Nothing was started: the (still empty) directory goes too.
+                        let _ = std::fs::remove_dir(&session_dir);
+                        SetupError::Git(e)
+                    })?;
             out.send(Update::Worktree {
                 entry,
                 worktree: wt.clone(),

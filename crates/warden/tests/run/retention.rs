@@ -469,6 +469,21 @@ fn gc_keeps_the_worktree_of_a_batch_started_in_a_subdirectory() {
         1,
         "a worktree its batch's session still names was removed: {text}"
     );
+    // From the top of the repository, which does not look in `sub`: the
+    // worktree's owner file leads gc to the session that names it.
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "10"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(dirs(&worktrees).len(), 1, "removed from the top: {out}");
+    // Once that session is gone, the worktree goes, with its owner file.
+    std::fs::remove_dir_all(sub.join(".warden/batches")).unwrap();
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "10"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(dirs(&worktrees).is_empty(), "{out}");
+    let left: Vec<_> = std::fs::read_dir(&worktrees)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
