@@ -135,14 +135,40 @@ pub async fn collect(
     if options.keep_runs.is_none() && options.keep_days.is_none() {
         return Err(GcError::NoRule);
     }
-    let mut report = GcReport::default();
     let mut seen: Vec<PathBuf> = Vec::new();
     for project in projects {
         if !seen.contains(project) {
             seen.push(project.clone());
         }
     }
+    // The walks and deletes block (a big tree on a slow disk): off the
+    // runtime's threads, which drive the clocks of runs still going.
+    let mut report = {
+        let (seen, options) = (seen.clone(), options.clone());
+        match tokio::task::spawn_blocking(move || collect_dirs(&seen, &options, now)).await {
+            Ok(report) => report,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    };
+    // Which worktrees are still named, from the sessions of every project
+    // at once: a batch started in a subdirectory keeps its sessions under
+    // `<subdirectory>/.warden/batches` but their worktrees under the
+    // repository's top, another project of this same gc.
+    let named: Vec<PathBuf> = seen
+        .iter()
+        .flat_map(|p| worktrees_named(p, &report, options.dry_run))
+        .collect();
     for project in &seen {
+        collect_worktrees(project, options, &named, &mut report).await;
+    }
+    Ok(report)
+}
+
+/// The run, session and batch directories of every project.
+fn collect_dirs(projects: &[PathBuf], options: &GcOptions, now: SystemTime) -> GcReport {
+    let mut report = GcReport::default();
+
+    for project in projects {
         for (kind, sub, file) in KINDS {
             let root = project.join(sub);
             let dir = match HeldDir::open_existing(&root) {
@@ -163,18 +189,7 @@ pub async fn collect(
                 .extend(collect_kind(&dir, kind, file, options, now));
         }
     }
-    // Which worktrees are still named, from the sessions of every project
-    // at once: a batch started in a subdirectory keeps its sessions under
-    // `<subdirectory>/.warden/batches` but their worktrees under the
-    // repository's top, another project of this same gc.
-    let named: Vec<PathBuf> = seen
-        .iter()
-        .flat_map(|p| worktrees_named(p, &report, options.dry_run))
-        .collect();
-    for project in &seen {
-        collect_worktrees(project, options, &named, &mut report).await;
-    }
-    Ok(report)
+    report
 }
 
 /// A [`DirError`] as a gc item says it: the generic text speaks of "a
