@@ -216,6 +216,9 @@ impl RunDir {
     /// warden's logs).
     pub(crate) fn create(path: &Path) -> Result<Self, DirError> {
         let dir = HeldDir::create_empty(path)?;
+        // Locked before anything is written: until then `warden gc` may
+        // take the new directory for an old one it can remove.
+        let in_use = dir.claim()?;
         // O_EXCL: the first file claims the directory, so two runs started
         // on the same empty directory at once cannot both use it.
         let open = |name: &str| {
@@ -233,10 +236,6 @@ impl RunDir {
             })
         };
         let stdout = open("stdout.log")?;
-        let in_use = dir.lock().map_err(|source| DirError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
         let stderr = open("stderr.log")?;
         let events = BufWriter::with_capacity(64 * 1024, open("events.jsonl")?);
         let reserved = dir

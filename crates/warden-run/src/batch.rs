@@ -136,6 +136,9 @@ pub struct Batch {
     control: BatchControl,
     /// Continues a batch whose directory is already there.
     resumed: bool,
+    /// A resumed batch's directory and its lock, taken by
+    /// [`Batch::resume`] before it read (or moved) anything there.
+    held: Option<(HeldDir, std::os::fd::OwnedFd)>,
     /// The most all its entries may spend together.
     budget: crate::budget::Budget,
 }
@@ -153,6 +156,7 @@ impl Batch {
             entries: Vec::new(),
             control: BatchControl::default(),
             resumed: false,
+            held: None,
             budget: crate::budget::Budget::default(),
         }
     }
@@ -228,6 +232,23 @@ impl Batch {
             dir: dir.to_path_buf(),
             why,
         };
+        // The lock first: a batch still going is neither read half-written
+        // nor has its entries moved aside under it.
+        let held = match crate::off_clock(dir, HeldDir::open_existing).await? {
+            Some(held) => held,
+            None => return Err(bad("no such directory".into())),
+        };
+        let in_use = held.try_lock().map_err(|source| {
+            BatchError::from(DirError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })
+        })?;
+        let Some(in_use) = in_use else {
+            return Err(bad(
+                "another warden is running it (it holds the directory's lock)".into(),
+            ));
+        };
         let plan = plan::Plan::read(dir).map_err(&bad)?;
         let executor: Arc<dyn executor::Executor> = match plan.executor.as_str() {
             "local" => Arc::new(executor::Local),
@@ -254,6 +275,7 @@ impl Batch {
         batch.id = plan.batch_id.clone();
         batch.source = plan.file.clone();
         batch.resumed = true;
+        batch.held = Some((held, in_use));
         for (name, request) in plan.entries.iter().zip(requests) {
             let entry_dir = dir.join(entry_dir_name(name)?);
             let kept = plan::ended(&entry_dir, name, request.agent)
@@ -350,10 +372,13 @@ impl Batch {
         for e in &mut self.entries {
             e.request.batch_budget = budget;
         }
-        let held = if self.resumed {
-            crate::off_clock(&self.dir, HeldDir::open_or_create).await?
+        let (held, in_use) = if let Some(held) = self.held.take() {
+            held
         } else {
             let held = crate::off_clock(&self.dir, HeldDir::create_empty).await?;
+            // Locked before the plan is written: until then `warden gc`
+            // could take the new directory for an old one.
+            let in_use = held.claim()?;
             let plan = plan::Plan::new(&self.id, &self.source, self.executor.as_ref(), self.jobs);
             let named: Vec<(String, RunRequest)> = self
                 .entries
@@ -366,23 +391,11 @@ impl Batch {
                 .map_err(|e| std::io::Error::other(e.to_string()))
                 .and_then(|r| r);
             written.map_err(|e| BatchError::Plan(e.to_string()))?;
-            held
+            (held, in_use)
         };
-        // Held until batch.json is written: `warden gc` never removes a
-        // batch directory whose lock it cannot take, and a batch still
-        // going is not resumed by a second warden.
-        let in_use = held.try_lock().map_err(|source| {
-            BatchError::from(DirError::Io {
-                path: self.dir.clone(),
-                source,
-            })
-        })?;
-        let Some(in_use) = in_use else {
-            return Err(BatchError::Resume {
-                dir: self.dir.clone(),
-                why: "another warden is running it (it holds the directory's lock)".into(),
-            });
-        };
+        // `in_use` is held until batch.json is written: `warden gc` never
+        // removes a batch directory whose lock it cannot take, and a batch
+        // still going is not resumed by a second warden.
         let batch_id = self.id;
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();

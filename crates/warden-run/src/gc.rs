@@ -40,6 +40,10 @@ pub struct GcOptions {
     pub keep_days: Option<u64>,
     /// List what would go and why; touch nothing.
     pub dry_run: bool,
+    /// Directories never removed whatever the rules say: the run or
+    /// session the gc after `warden run` is called for (with `keep_runs =
+    /// 0` it would otherwise delete the run that just ended).
+    pub spare: Vec<PathBuf>,
 }
 
 /// What a directory gc looked at is.
@@ -92,9 +96,6 @@ pub struct Item {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GcReport {
     pub items: Vec<Item>,
-    /// Stale administrative entries of git worktrees (`git worktree
-    /// prune`), as git lists them.
-    pub pruned: Vec<String>,
 }
 
 #[non_exhaustive]
@@ -121,6 +122,11 @@ const MAX_DEPTH: usize = 256;
 
 /// Applies `options` to the `.warden` directories of each of `projects`
 /// (a working directory, the top of its repository), as of `now`.
+///
+/// Only a missing rule is an error: a directory gc cannot open (a link an
+/// agent planted, say) is a `Failed` item and gc goes on with the rest,
+/// so one bad directory can neither stop retention nor hide what was
+/// already removed.
 pub async fn collect(
     projects: &[PathBuf],
     options: &GcOptions,
@@ -129,25 +135,79 @@ pub async fn collect(
     if options.keep_runs.is_none() && options.keep_days.is_none() {
         return Err(GcError::NoRule);
     }
-    let mut report = GcReport::default();
     let mut seen: Vec<PathBuf> = Vec::new();
     for project in projects {
-        if seen.contains(project) {
-            continue;
+        if !seen.contains(project) {
+            seen.push(project.clone());
         }
-        seen.push(project.clone());
+    }
+    // The walks and deletes block (a big tree on a slow disk): off the
+    // runtime's threads, which drive the clocks of runs still going.
+    let mut report = {
+        let (seen, options) = (seen.clone(), options.clone());
+        match tokio::task::spawn_blocking(move || collect_dirs(&seen, &options, now)).await {
+            Ok(report) => report,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    };
+    // Which worktrees are still named, from the sessions of every project
+    // at once: a batch started in a subdirectory keeps its sessions under
+    // `<subdirectory>/.warden/batches` but their worktrees under the
+    // repository's top, another project of this same gc.
+    let named: Vec<PathBuf> = seen
+        .iter()
+        .flat_map(|p| worktrees_named(p, &report, options.dry_run))
+        .collect();
+    for project in &seen {
+        collect_worktrees(project, options, &named, &mut report).await;
+    }
+    Ok(report)
+}
+
+/// The run, session and batch directories of every project.
+fn collect_dirs(projects: &[PathBuf], options: &GcOptions, now: SystemTime) -> GcReport {
+    let mut report = GcReport::default();
+
+    for project in projects {
         for (kind, sub, file) in KINDS {
             let root = project.join(sub);
-            let Some(dir) = HeldDir::open_existing(&root)? else {
-                continue;
+            let dir = match HeldDir::open_existing(&root) {
+                Ok(Some(dir)) => dir,
+                Ok(None) => continue,
+                Err(e) => {
+                    report.items.push(Item {
+                        kind,
+                        path: root,
+                        action: Action::Failed,
+                        why: format!("could not open it: {}", dir_error_text(&e)),
+                    });
+                    continue;
+                }
             };
             report
                 .items
                 .extend(collect_kind(&dir, kind, file, options, now));
         }
-        collect_worktrees(project, options, &mut report).await;
     }
-    Ok(report)
+    report
+}
+
+/// A [`DirError`] as a gc item says it: the generic text speaks of "a
+/// directory it writes in", which gc does not.
+fn dir_error_text(e: &DirError) -> String {
+    match e {
+        DirError::Symlink { path } => format!(
+            "{} is a symbolic link, which gc never follows (an agent could have planted it); remove the link yourself",
+            path.display()
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Whether an I/O error says the entry is not there (any more): another
+/// gc (or the user) removed it meanwhile, which is what gc wanted.
+fn is_gone(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound
 }
 
 /// One directory entry of a kind's root.
@@ -196,6 +256,9 @@ fn collect_kind(
             _ => continue,
         };
         let path = root.path().join(&e.name);
+        if options.spare.contains(&path) {
+            continue;
+        }
         let item = |action, why: String| Item {
             kind,
             path: path.clone(),
@@ -208,6 +271,7 @@ fn collect_kind(
                 items.push(item(Action::Kept, "in use: its warden is running".into()));
                 continue;
             }
+            Err(err) if is_gone(&err) => continue,
             Err(err) => {
                 items.push(item(Action::Failed, format!("could not open it: {err}")));
                 continue;
@@ -228,8 +292,10 @@ fn collect_kind(
         }
         // The lock is held while the directory goes, so nothing can take
         // it meanwhile.
-        match remove_dir_at(root.fd(), &e.name) {
+        match remove_at(root.fd(), &e.name, 0) {
             Ok(()) => items.push(item(Action::Removed, why)),
+            // Another gc took it first (it had the lock before this one).
+            Err(err) if is_gone(&err) => {}
             Err(err) => items.push(item(
                 Action::Failed,
                 format!("{why}; removing it failed: {err}"),
@@ -324,13 +390,9 @@ fn list(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
     Ok(names)
 }
 
-/// Removes the directory `name` in `parent` and everything in it, without
-/// following a link anywhere.
-fn remove_dir_at(parent: &OwnedFd, name: &OsStr) -> std::io::Result<()> {
-    remove_at(parent, name, 0)?;
-    Ok(())
-}
-
+/// Removes the entry `name` in `parent` and, for a directory, everything
+/// in it, without following a link anywhere. An entry below that is gone
+/// meanwhile is no error: another gc removing the same tree.
 fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()> {
     let st = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
@@ -351,7 +413,10 @@ fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()
         Mode::empty(),
     )?;
     for child in list(&dir)? {
-        remove_at(&dir, &child, depth + 1)?;
+        match remove_at(&dir, &child, depth + 1) {
+            Err(e) if !is_gone(&e) => return Err(e),
+            _ => {}
+        }
     }
     drop(dir);
     Ok(unlinkat(parent, name, AtFlags::REMOVEDIR)?)
@@ -360,20 +425,56 @@ fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()
 /// The worktrees under `<project>/.warden/worktrees/` whose session is
 /// gone: no session directory left names it, and no session holds it.
 /// A clean one is removed with `git worktree remove` (its branch stays,
-/// with its commits); one with uncommitted changes is kept. Then `git
-/// worktree prune` drops git's entries for worktrees already gone.
-async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcReport) {
+/// with its commits); one with uncommitted changes or ignored files is
+/// kept. `named`: the worktrees the remaining sessions of every project
+/// name.
+///
+/// No `git worktree prune`: it acts on the whole repository, and would
+/// drop the user's own worktrees whose directory is gone for a while (on
+/// a removable disk, say). `git worktree remove` drops git's entry for
+/// each worktree gc removes.
+async fn collect_worktrees(
+    project: &Path,
+    options: &GcOptions,
+    named: &[PathBuf],
+    report: &mut GcReport,
+) {
     let root = project.join(".warden/worktrees");
     let Ok(Some(dir)) = HeldDir::open_existing(&root) else {
         return;
     };
+    // The lock `Worktree::create` holds until the new worktree is locked
+    // by its session: held for the whole pass, so no worktree is seen
+    // between its `git worktree add` and its session's lock.
+    let _no_worktree_added = match dir.try_lock() {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            report.items.push(Item {
+                kind: ItemKind::Worktree,
+                path: root,
+                action: Action::Kept,
+                why: "a session is making a worktree here now; worktrees are left for the next gc"
+                    .into(),
+            });
+            return;
+        }
+        Err(err) => {
+            report.items.push(Item {
+                kind: ItemKind::Worktree,
+                path: root,
+                action: Action::Failed,
+                why: format!("could not lock it: {err}"),
+            });
+            return;
+        }
+    };
     let Ok(entries) = list_dirs(dir.fd()) else {
         return;
     };
-    let named = worktrees_named(project, report, options.dry_run);
     for e in entries {
         let path = root.join(&e.name);
-        if named.contains(&path) {
+        let owner = crate::git::owner_file(&e.name.to_string_lossy());
+        if named.contains(&path) || owner_names(dir.fd(), &owner, &path, report, options.dry_run) {
             continue;
         }
         let item = |action, why: String| Item {
@@ -390,6 +491,7 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
                     .push(item(Action::Kept, "in use: its session is running".into()));
                 continue;
             }
+            Err(err) if is_gone(&err) => continue,
             Err(err) => {
                 report
                     .items
@@ -409,13 +511,25 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
             ));
             continue;
         }
-        match git_out(&path, &["status", "--porcelain", "--untracked-files=all"]).await {
+        // `--ignored=matching`: `git worktree remove` deletes ignored
+        // files too (a `.env`, data), which no commit keeps.
+        match git_out(
+            &path,
+            &[
+                "status",
+                "--porcelain",
+                "--untracked-files=all",
+                "--ignored=matching",
+            ],
+        )
+        .await
+        {
             Ok(s) if s.trim().is_empty() => {}
             Ok(_) => {
                 report.items.push(item(
                     Action::Kept,
                     format!(
-                        "{why}, but it has uncommitted changes: commit them or remove it yourself"
+                        "{why}, but it has uncommitted changes or ignored files: commit them or remove it yourself"
                     ),
                 ));
                 continue;
@@ -435,6 +549,9 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
             continue;
         }
         let removed = git_out(project, &["worktree", "remove", &path.to_string_lossy()]).await;
+        if removed.is_ok() {
+            let _ = unlinkat(dir.fd(), owner.as_str(), AtFlags::empty());
+        }
         drop(lock);
         report.items.push(match removed {
             Ok(_) => item(
@@ -447,18 +564,33 @@ async fn collect_worktrees(project: &Path, options: &GcOptions, report: &mut GcR
             ),
         });
     }
-    let prune = if options.dry_run {
-        git_out(project, &["worktree", "prune", "--dry-run", "--verbose"]).await
-    } else {
-        git_out(project, &["worktree", "prune", "--verbose"]).await
+}
+
+/// Whether the session directory the worktree's owner file (written by
+/// `Worktree::create`) records still names `path` in its `session.json`,
+/// and stays. Wherever that session lives: a batch started in a
+/// subdirectory is not under any project this gc looks in. A forged
+/// owner file can only keep a worktree, never remove one.
+fn owner_names(dir: &OwnedFd, owner: &str, path: &Path, report: &GcReport, dry_run: bool) -> bool {
+    let Some(session) =
+        read_json_at(dir, owner).and_then(|v| v.get("session_dir")?.as_str().map(PathBuf::from))
+    else {
+        return false;
     };
-    if let Ok(out) = prune {
-        report.pruned.extend(
-            out.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_string),
-        );
-    }
+    let gone = report.items.iter().any(|i| {
+        session.starts_with(&i.path)
+            && matches!(
+                (i.action, dry_run),
+                (Action::Removed, _) | (Action::WouldRemove, true)
+            )
+    });
+    !gone
+        && HeldDir::open_existing(&session)
+            .ok()
+            .flatten()
+            .and_then(|d| read_json_at(d.fd(), "session.json"))
+            .and_then(|v| Some(PathBuf::from(v.get("worktree")?.get("path")?.as_str()?)))
+            .is_some_and(|p| p == path)
 }
 
 /// The worktrees the session directories that stay name (in their

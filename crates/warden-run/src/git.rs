@@ -424,6 +424,12 @@ pub fn dir_name(branch: &str) -> String {
         .collect()
 }
 
+/// The file in `.warden/worktrees/` that names the session directory of
+/// the worktree `name` (a dot file: gc takes no dot name for a worktree).
+pub(crate) fn owner_file(name: &str) -> String {
+    format!(".{name}.session.json")
+}
+
 /// A worktree warden made for a session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Worktree {
@@ -437,7 +443,24 @@ impl Worktree {
     /// Creates `branch` from `base` (a ref; HEAD if `None`) in a new
     /// worktree under `<repo>/.warden/worktrees/`. Fails if the branch
     /// exists: two sessions never share a branch.
-    pub async fn create(repo: &Path, branch: &str, base: Option<&str>) -> Result<Self, GitError> {
+    ///
+    /// Also returns the worktree's lock (`flock` on its directory), for the
+    /// session to hold for its lifetime. It is taken while the
+    /// `.warden/worktrees` lock is still held, which `warden gc` holds for
+    /// its whole worktree pass: gc never sees the new worktree unlocked
+    /// (no `session.json` names it until the session ends).
+    ///
+    /// `owner`: the session directory, written next to the worktree (see
+    /// [`owner_file`]) so gc finds the session that names it wherever
+    /// that session lives (a batch started in a subdirectory keeps it
+    /// under `<subdirectory>/.warden/batches`, which a gc run from the top
+    /// of the repository does not look in).
+    pub async fn create(
+        repo: &Path,
+        branch: &str,
+        base: Option<&str>,
+        owner: Option<&Path>,
+    ) -> Result<(Self, std::os::fd::OwnedFd), GitError> {
         check_repo_files(repo)?;
         let root = repo_root(repo).await.ok_or_else(|| GitError {
             args: "rev-parse --show-toplevel".into(),
@@ -481,11 +504,39 @@ impl Worktree {
             defaults::GIT_WORKTREE_TIMEOUT,
         )
         .await?;
-        Ok(Self {
-            path,
-            branch: branch.to_string(),
-            base: Some(base_sha),
-        })
+        let locked = crate::held_dir::try_lock_at(held.fd(), OsStr::new(&dir_name(branch)));
+        let lock = match locked {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                return Err(GitError {
+                    args: "worktree add".into(),
+                    message: format!(
+                        "{}: another process holds its lock right after it was made",
+                        path.display()
+                    ),
+                });
+            }
+            Err(e) => {
+                return Err(GitError {
+                    args: "worktree add".into(),
+                    message: format!("could not lock {}: {e}", path.display()),
+                });
+            }
+        };
+        if let Some(owner) = owner {
+            // Best effort: without it gc still finds the sessions of the
+            // directories it looks in.
+            let text = serde_json::json!({ "session_dir": owner }).to_string();
+            let _ = held.write_atomic(&owner_file(&dir_name(branch)), text.as_bytes());
+        }
+        Ok((
+            Self {
+                path,
+                branch: branch.to_string(),
+                base: Some(base_sha),
+            },
+            lock,
+        ))
     }
 
     /// Removes the worktree if it is clean (its branch stays, with its
@@ -515,6 +566,17 @@ impl Worktree {
         )
         .await
         .is_ok();
+        if removed
+            && let (Some(parent), Some(name)) = (self.path.parent(), self.path.file_name())
+            && let Ok(Some(dir)) = crate::held_dir::HeldDir::open_existing(parent)
+        {
+            // Its owner file has nothing left to name.
+            let _ = rustix::fs::unlinkat(
+                dir.fd(),
+                owner_file(&name.to_string_lossy()).as_str(),
+                rustix::fs::AtFlags::empty(),
+            );
+        }
         if removed && !made_commits {
             let root = self
                 .path
@@ -526,5 +588,52 @@ impl Worktree {
             }
         }
         removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Worktree;
+    use std::ffi::OsStr;
+
+    fn run(dir: &std::path::Path, args: &[&str]) {
+        let st = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {args:?}");
+    }
+
+    #[tokio::test]
+    async fn a_new_worktree_is_locked_before_create_returns() {
+        let t = tempfile::tempdir().unwrap();
+        run(t.path(), &["init", "-q"]);
+        run(t.path(), &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let (wt, lock) = Worktree::create(t.path(), "warden/t/x", None, None)
+            .await
+            .unwrap();
+        // What gc does: try the worktree's lock. It is taken.
+        let root = crate::held_dir::HeldDir::open_existing(wt.path.parent().unwrap())
+            .unwrap()
+            .unwrap();
+        let name = wt.path.file_name().unwrap();
+        assert!(
+            crate::held_dir::try_lock_at(root.fd(), name)
+                .unwrap()
+                .is_none(),
+            "gc could take a worktree its session had not locked yet"
+        );
+        drop(lock);
+        assert!(
+            crate::held_dir::try_lock_at(root.fd(), OsStr::new(name))
+                .unwrap()
+                .is_some()
+        );
     }
 }

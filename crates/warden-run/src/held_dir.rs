@@ -200,6 +200,29 @@ impl HeldDir {
         try_lock_at(&self.fd, OsStr::new("."))
     }
 
+    /// Takes the lock of a directory just made by
+    /// [`HeldDir::create_empty`], for its owner's lifetime. Without
+    /// waiting: someone else holding a brand-new directory is `warden gc`
+    /// taking it to remove it, so waiting would leave this warden writing
+    /// in a removed directory. For the same reason a directory already
+    /// gone once locked (no link left to it) is refused.
+    pub(crate) fn claim(&self) -> Result<OwnedFd, DirError> {
+        let refused = |why: &str| DirError::Io {
+            path: self.path.clone(),
+            source: io::Error::other(why.to_string()),
+        };
+        let fd = self.try_lock().map_err(|e| self.io(e))?.ok_or_else(|| {
+            refused("another process holds its lock (another warden using it, or a `warden gc` removing it); pick a new directory")
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| self.io(e))?;
+        if st.st_nlink == 0 {
+            return Err(refused(
+                "it was removed (by `warden gc` with keep_runs = 0?) before warden could lock it",
+            ));
+        }
+        Ok(fd)
+    }
+
     /// The handle, for walking below it.
     pub(crate) fn fd(&self) -> &OwnedFd {
         &self.fd
@@ -540,6 +563,25 @@ mod tests {
         assert!(dir.try_lock().unwrap().is_none(), "taken while held");
         drop(held);
         assert!(dir.try_lock().unwrap().is_some(), "free once dropped");
+    }
+
+    #[test]
+    fn a_new_directory_gc_holds_or_removed_is_not_claimed() {
+        // gc's try_lock came first: the new directory is refused at once
+        // (a blocking lock would wait, then write in a removed directory).
+        let t = tempfile::tempdir().unwrap();
+        let dir = HeldDir::create_empty(&t.path().join("run")).unwrap();
+        let gc = try_lock_at(dir.fd(), OsStr::new(".")).unwrap().unwrap();
+        let err = dir.claim().unwrap_err();
+        assert!(err.to_string().contains("holds its lock"), "{err}");
+        // gc removed it and let go: refused too.
+        std::fs::remove_dir(t.path().join("run")).unwrap();
+        drop(gc);
+        let err = dir.claim().unwrap_err();
+        assert!(err.to_string().contains("removed"), "{err}");
+        // A directory no one touched is claimed.
+        let dir = HeldDir::create_empty(&t.path().join("other")).unwrap();
+        assert!(dir.claim().is_ok());
     }
 
     #[test]

@@ -134,6 +134,12 @@ pub struct Report {
     pub stall_watchdog_armed: bool,
     pub completion_signal_seen_ms: Option<u64>,
     pub forced_completion: bool,
+    /// Warden ended the run (SIGTERM or SIGKILL to its processes) before
+    /// the agent exited: a forced completion, a fatal error with
+    /// `on_fatal_error = "end"`, a limit, a budget, a cancel. The exit
+    /// status is then the command's answer to warden's signal, not its own.
+    #[serde(default)]
+    pub ended_by_warden: bool,
     /// With a forced completion: what was still running.
     pub hanging: Vec<Holder>,
     pub output_truncated: Option<Truncation>,
@@ -274,14 +280,15 @@ impl Report {
     }
 
     /// The exit code with `--preserve-status` (as `timeout(1)`): when the
-    /// verdict is `succeeded` or `agent_failed`, the command's own (128 +
-    /// the signal that killed it); otherwise, and when output was lost,
-    /// [`Self::warden_exit_code`].
+    /// verdict is `succeeded` or `agent_failed` and the command ended by
+    /// itself, the command's own (128 + the signal that killed it);
+    /// otherwise, and when output was lost, [`Self::warden_exit_code`].
     pub fn exit_code_preserving_status(&self) -> u8 {
         preserved_status(
             self.verdict,
             self.exit_code,
             self.signal,
+            self.ended_by_warden,
             self.output_lost.is_some(),
         )
         .unwrap_or_else(|| self.warden_exit_code())
@@ -289,15 +296,23 @@ impl Report {
 }
 
 /// The command's own exit status, for `--preserve-status`: only when the
-/// verdict is the command's to decide (`succeeded`, `agent_failed`) and
-/// the record is whole. A signal gives 128 + its number, as a shell does.
+/// verdict is the command's to decide (`succeeded`, `agent_failed`), the
+/// command ended by itself and the record is whole. A signal gives 128 +
+/// its number, as a shell does. When warden ended the run (a forced
+/// completion keeps `succeeded`, a fatal error gives `agent_failed`) the
+/// status is warden's SIGTERM or SIGKILL, or the command's answer to it:
+/// nothing the command decided, so warden's code applies.
 pub(crate) fn preserved_status(
     verdict: Option<Verdict>,
     exit_code: Option<i32>,
     signal: Option<i32>,
+    ended_by_warden: bool,
     output_lost: bool,
 ) -> Option<u8> {
-    if output_lost || !matches!(verdict, Some(Verdict::Succeeded | Verdict::AgentFailed)) {
+    if output_lost
+        || ended_by_warden
+        || !matches!(verdict, Some(Verdict::Succeeded | Verdict::AgentFailed))
+    {
         return None;
     }
     match (exit_code, signal) {

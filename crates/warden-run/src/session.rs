@@ -10,7 +10,7 @@
 //! from the request (the prompt may use `{{ITERATION}}`), and everything
 //! that happens comes out of its handle as [`Update`]s.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -123,6 +123,10 @@ pub struct SessionRun {
     pub exit_code: Option<i32>,
     #[serde(default)]
     pub signal: Option<i32>,
+    /// Warden ended the run before the command exited (see
+    /// `Report::ended_by_warden`): its status is then not the command's own.
+    #[serde(default)]
+    pub ended_by_warden: bool,
 }
 
 #[non_exhaustive]
@@ -241,6 +245,7 @@ impl SessionReport {
             self.verdict,
             last.and_then(|r| r.exit_code),
             last.and_then(|r| r.signal),
+            last.is_some_and(|r| r.ended_by_warden),
             self.output_lost.is_some(),
         )
         .unwrap_or_else(|| self.warden_exit_code())
@@ -337,12 +342,7 @@ pub(crate) async fn run_session(
     let held = crate::off_clock(&session_dir, HeldDir::create_empty).await?;
     // Held for the session's lifetime: `warden gc` never removes a
     // directory (or a worktree) whose lock it cannot take.
-    let _session_in_use = held.lock().map_err(|source| {
-        SetupError::RunDir(crate::held_dir::DirError::Io {
-            path: session_dir.clone(),
-            source,
-        })
-    })?;
+    let _session_in_use = held.claim().map_err(SetupError::RunDir)?;
 
     let mut _worktree_in_use = None;
     let worktree = match &opts.worktree {
@@ -354,19 +354,22 @@ pub(crate) async fn run_session(
                     session_id.to_ascii_lowercase()
                 )
             });
-            let wt = Worktree::create(&opts.cwd, &branch, req.base.as_deref())
-                .await
-                .map_err(|e| {
-                    // Nothing was started: the (still empty) directory goes too.
-                    let _ = std::fs::remove_dir(&session_dir);
-                    SetupError::Git(e)
-                })?;
+            let (wt, lock) =
+                Worktree::create(&opts.cwd, &branch, req.base.as_deref(), Some(&session_dir))
+                    .await
+                    .map_err(|e| {
+                        // Nothing was started: the (still empty) directory goes too.
+                        let _ = std::fs::remove_dir(&session_dir);
+                        SetupError::Git(e)
+                    })?;
             out.send(Update::Worktree {
                 entry,
                 worktree: wt.clone(),
             })
             .await;
-            _worktree_in_use = lock_worktree(&wt.path);
+            // Held for the session's lifetime: `warden gc` leaves a locked
+            // worktree alone (no `session.json` names it until the end).
+            _worktree_in_use = Some(lock);
             Some(wt)
         }
         None => None,
@@ -581,6 +584,7 @@ pub(crate) async fn run_session(
             commits: run.commits.clone(),
             exit_code: run.exit_code,
             signal: run.signal,
+            ended_by_warden: run.ended_by_warden,
         });
         write_json(&held, &mut report);
 
@@ -722,16 +726,6 @@ pub(crate) async fn run_session(
     report.duration_ms = started.elapsed().as_millis() as u64;
     write_json(&held, &mut report);
     Ok(report)
-}
-
-/// The lock of the session's worktree, held for the session's lifetime so
-/// `warden gc` leaves it alone. A worktree that cannot be locked still
-/// runs: gc also keeps a worktree its session's `session.json` names.
-fn lock_worktree(path: &Path) -> Option<std::os::fd::OwnedFd> {
-    HeldDir::open_existing(path)
-        .ok()
-        .flatten()
-        .and_then(|d| d.lock().ok())
 }
 
 /// Waits `delay` before a retry; `false` when the session was cancelled

@@ -45,6 +45,7 @@ pub(crate) async fn gc(args: &GcArgs) -> Outcome {
         keep_runs: resolved.keep_runs,
         keep_days: resolved.keep_days,
         dry_run: args.dry_run,
+        spare: Vec::new(),
     };
     let report = warden_run::gc::collect(
         &projects(&cwd).await,
@@ -67,8 +68,14 @@ pub(crate) async fn gc(args: &GcArgs) -> Outcome {
 }
 
 /// After a run: applies `keep_runs` / `keep_days` if either is set, and
-/// says on stderr what went.
-pub(crate) async fn after_run(cwd: &Path, (keep_runs, keep_days): (Option<u64>, Option<u64>)) {
+/// says on stderr what went. `spare`: the directories of the run (or
+/// session) just ended, kept whatever the rules say (`keep_runs = 0`
+/// would otherwise delete the report warden just printed the path of).
+pub(crate) async fn after_run(
+    cwd: &Path,
+    (keep_runs, keep_days): (Option<u64>, Option<u64>),
+    spare: Vec<PathBuf>,
+) {
     if keep_runs.is_none() && keep_days.is_none() {
         return;
     }
@@ -76,6 +83,7 @@ pub(crate) async fn after_run(cwd: &Path, (keep_runs, keep_days): (Option<u64>, 
         keep_runs,
         keep_days,
         dry_run: false,
+        spare,
     };
     match warden_run::gc::collect(&projects(cwd).await, &options, std::time::SystemTime::now())
         .await
@@ -105,14 +113,7 @@ async fn projects(cwd: &Path) -> Vec<PathBuf> {
 }
 
 fn lines(report: &GcReport) -> Vec<String> {
-    let mut out: Vec<String> = report.items.iter().map(line).collect();
-    out.extend(
-        report
-            .pruned
-            .iter()
-            .map(|p| format!("git worktree prune: {p}")),
-    );
-    out
+    report.items.iter().map(line).collect()
 }
 
 fn line(i: &Item) -> String {
@@ -139,7 +140,7 @@ fn summary(report: &GcReport, dry_run: bool) -> String {
         format!("{} removed", count(Action::Removed))
     };
     format!(
-        "warden gc: {gone}, {} kept (in use or uncommitted), {} failed{}",
+        "warden gc: {gone}, {} kept (see why above), {} failed{}",
         count(Action::Kept),
         count(Action::Failed),
         if dry_run {

@@ -27,10 +27,12 @@ fn signal_notice(nth: u32, name: &str) -> String {
     }
 }
 
+/// `ended`: gets the run's directory, which the gc after it must spare.
 pub(crate) async fn run_once(
     spec: RunSpec,
     resolved: &crate::settings::Resolved,
     signals: Signals,
+    ended: &mut Vec<std::path::PathBuf>,
 ) -> Outcome {
     let agent = spec.agent;
     let mut handle = Run::new(spec).spawn().await?;
@@ -73,6 +75,7 @@ pub(crate) async fn run_once(
     } else {
         report.warden_exit_code()
     };
+    ended.push(report.run_dir.clone());
     view.update(&Update::IterationFinished {
         entry: None,
         iteration: 1,
@@ -81,10 +84,13 @@ pub(crate) async fn run_once(
     Ok(code)
 }
 
+/// `ended`: gets the session's directory and its runs', which the gc
+/// after it must spare.
 pub(crate) async fn run_session_cli(
     request: RunRequest,
     resolved: crate::settings::Resolved,
     signals: Signals,
+    ended: &mut Vec<std::path::PathBuf>,
 ) -> Outcome {
     let mut view = Reporters::for_runs(&resolved, request.agent, Some(request.session.iterations));
     let mut session = Session::new(request).start();
@@ -111,6 +117,8 @@ pub(crate) async fn run_session_cli(
     let report = wake
         .while_waiting(session.wait(), |w| on_wake(&mut view, w))
         .await?;
+    ended.push(report.session_dir.clone());
+    ended.extend(report.runs.iter().map(|r| r.run_dir.clone()));
     let verdict = report.verdict.map_or("none", |v| v.as_str());
     important!(
         "warden: session {}: {verdict} after {} of {} iteration(s), stopped by {}; {} commit(s); tokens {} in / {} out{}",

@@ -106,6 +106,9 @@ impl Supervisor {
             stall_watchdog_armed: self.clocks.stall_timeout.is_some(),
             completion_signal_seen_ms: self.completion_seen.map(|t| self.ms(t)),
             forced_completion: self.phase.cause() == Some(Cause::ForcedCompletion),
+            // A cause is set only by `begin_ending`, which sends SIGTERM
+            // or SIGKILL to the run's processes.
+            ended_by_warden: self.phase.cause().is_some(),
             hanging: self.hanging.clone(),
             output_truncated: self.truncated.clone(),
             orphans: self.orphans.clone(),

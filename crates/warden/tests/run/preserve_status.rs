@@ -81,3 +81,45 @@ fn preserve_status_holds_for_a_session() {
     ]);
     assert_eq!(done.code, 4, "{}", done.stderr);
 }
+
+#[test]
+fn preserve_status_keeps_wardens_code_when_warden_ended_the_run() {
+    // The command said it was done, then did not exit: warden ends it at
+    // the completion timeout and the verdict stays `succeeded`. The SIGTERM
+    // was warden's, so the exit is 0, not 128 + 15.
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--preserve-status",
+        "--completion-signal",
+        "DONE_X",
+        "--completion-timeout",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        "echo DONE_X; exec sleep 30",
+    ]);
+    assert_eq!(done.verdict(), "succeeded", "{}", done.stderr);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+
+    // The same in a session: its last run's status was warden's signal.
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--iterations",
+        "1",
+        "--preserve-status",
+        "--completion-signal",
+        "DONE_X",
+        "--completion-timeout",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        "echo DONE_X; exec sleep 30",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+}

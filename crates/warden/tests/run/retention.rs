@@ -371,6 +371,10 @@ fn a_batch_in_progress_is_neither_removed_nor_resumed_by_another_warden() {
     let (code, _, err) = run_ok(&case, &["batch", "--resume", dir.to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("another warden is running it"), "{err}");
+    // Refused before it read or moved anything: the running entry's
+    // directory was not moved aside.
+    assert!(dir.join("slow").is_dir(), "{err}");
+    assert!(!dir.join("attempts").exists(), "{err}");
 
     kill(batch.id(), "TERM");
     batch.wait().unwrap();
@@ -378,4 +382,217 @@ fn a_batch_in_progress_is_neither_removed_nor_resumed_by_another_warden() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(!dir.exists(), "{out}");
     case.assert_nothing_left();
+}
+
+#[test]
+fn a_bad_kind_directory_is_a_failure_of_its_own_and_gc_goes_on() {
+    let case = Case::new();
+    let runs = three_runs(&case);
+    // An agent replaces `.warden/batches` with a link: gc reports it, and
+    // still does (and says) the rest.
+    let outside = case.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, case.path().join(".warden/batches")).unwrap();
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(runs.iter().all(|r| !r.exists()), "{out}{err}");
+    for r in &runs {
+        assert!(
+            out.contains(&format!("removed run {}", r.display())),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("failed to remove batch") && out.contains("symbolic link"),
+        "{out}"
+    );
+    assert!(!out.contains("a directory it writes in"), "{out}");
+    assert!(outside.is_dir());
+}
+
+#[test]
+fn the_gc_after_a_run_spares_that_run() {
+    let case = Case::new();
+    std::fs::write(case.path().join("warden.toml"), "keep_runs = 0\n").unwrap();
+    let (code, _, err) = run_ok(&case, &["run", "exec", "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+    let runs = dirs(&case.path().join(".warden/runs"));
+    assert_eq!(runs.len(), 1, "the run that just ended was removed: {err}");
+    // The next run removes it, and is spared in turn.
+    let (code, _, err) = run_ok(&case, &["run", "exec", "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+    let after = dirs(&case.path().join(".warden/runs"));
+    assert_eq!(after.len(), 1, "{err}");
+    assert_ne!(after, runs, "{err}");
+
+    // The same for a session: its directory and its runs stay.
+    let (code, _, err) = run_ok(&case, &["run", "exec", "--iterations", "2", "--", "true"]);
+    assert_eq!(code, 0, "{err}");
+    let sessions = case.path().join(".warden/sessions");
+    assert_eq!(dirs(&sessions).len(), 1, "{err}");
+    let session = sessions.join(&dirs(&sessions)[0]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(session.join("session.json")).unwrap())
+            .unwrap();
+    for r in doc["runs"].as_array().unwrap() {
+        let dir = PathBuf::from(r["run_dir"].as_str().unwrap());
+        assert!(dir.join("run.json").is_file(), "{err}");
+    }
+}
+
+#[test]
+fn gc_keeps_the_worktree_of_a_batch_started_in_a_subdirectory() {
+    let case = Case::new();
+    repo(&case);
+    let sub = case.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let file = crate::batch::write(
+        &case,
+        "[defaults]\nagent = \"exec\"\nworktree = true\nkeep_worktree = true\n\
+         [[run]]\nname = \"one\"\ncommand = [\"true\"]\n",
+    );
+    let mut cmd = warden(&case, &["batch", &file, "-q"]);
+    cmd.current_dir(&sub);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let worktrees = case.path().join(".warden/worktrees");
+    assert_eq!(dirs(&worktrees).len(), 1, "{out:?}");
+    assert_eq!(dirs(&sub.join(".warden/batches")).len(), 1);
+
+    let mut cmd = warden(&case, &["gc", "--keep-runs", "10"]);
+    cmd.current_dir(&sub);
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        dirs(&worktrees).len(),
+        1,
+        "a worktree its batch's session still names was removed: {text}"
+    );
+    // From the top of the repository, which does not look in `sub`: the
+    // worktree's owner file leads gc to the session that names it.
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "10"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(dirs(&worktrees).len(), 1, "removed from the top: {out}");
+    // Once that session is gone, the worktree goes, with its owner file.
+    std::fs::remove_dir_all(sub.join(".warden/batches")).unwrap();
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "10"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(dirs(&worktrees).is_empty(), "{out}");
+    let left: Vec<_> = std::fs::read_dir(&worktrees)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn gc_keeps_a_worktree_with_ignored_files() {
+    let case = Case::new();
+    repo(&case);
+    // Ignored in every worktree of the repository.
+    std::fs::write(case.path().join(".git/info/exclude"), "secret.env\n").unwrap();
+    let (code, _, err) = run_ok(
+        &case,
+        &[
+            "run",
+            "exec",
+            "-q",
+            "--worktree",
+            "--keep-worktree",
+            "--",
+            "sh",
+            "-c",
+            "echo KEY=1 > secret.env",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let worktrees = case.path().join(".warden/worktrees");
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let left = dirs(&worktrees);
+    assert_eq!(left.len(), 1, "{out}");
+    assert!(
+        worktrees.join(&left[0]).join("secret.env").is_file(),
+        "{out}"
+    );
+    assert!(out.contains("ignored files"), "{out}");
+}
+
+#[test]
+fn two_gc_at_once_report_no_spurious_failure() {
+    let case = Case::new();
+    let runs = case.path().join(".warden/runs");
+    for round in 0..3 {
+        for i in 0..300 {
+            let d = runs.join(format!("r{round}-{i:03}"));
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+            for f in 0..10 {
+                std::fs::write(d.join(format!("f{f}")), "x").unwrap();
+                std::fs::write(d.join("sub").join(format!("f{f}")), "x").unwrap();
+            }
+        }
+        let spawn = || {
+            warden(&case, &["gc", "--keep-runs", "0"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        for child in [a, b] {
+            let out = child.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            // Whatever the other one removed first is gone, as asked:
+            // not a failure.
+            assert_eq!(out.status.code(), Some(0), "round {round}: {text}");
+            assert!(!text.contains("failed to remove"), "round {round}: {text}");
+        }
+        assert!(dirs(&runs).is_empty());
+    }
+}
+
+#[test]
+fn gc_leaves_the_users_own_worktree_entries_alone() {
+    let case = Case::new();
+    repo(&case);
+    // The user's own worktree, on a disk that is not mounted now: git
+    // lists it as prunable; `git worktree prune` would drop it.
+    let mine = case.path().join("../").join(format!(
+        "mine-{}",
+        case.path().file_name().unwrap().to_string_lossy()
+    ));
+    git(
+        case.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "mine",
+            mine.to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_dir_all(&mine).unwrap();
+    let (code, _, err) = run_ok(
+        &case,
+        &[
+            "run",
+            "exec",
+            "-q",
+            "--worktree",
+            "--keep-worktree",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run_ok(&case, &["gc", "--keep-runs", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("removed worktree"), "{out}");
+    let listed = git(case.path(), &["worktree", "list", "--porcelain"]);
+    assert!(
+        listed.contains("branch refs/heads/mine"),
+        "gc dropped the user's own worktree entry: {listed}"
+    );
 }

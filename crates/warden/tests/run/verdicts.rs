@@ -295,3 +295,19 @@ fn a_bad_on_fatal_error_value_names_the_setting_and_the_choices() {
         done.stderr
     );
 }
+
+/// `--preserve-status` on a run warden ended for a fatal error: the
+/// SIGTERM was warden's, so warden's code (1), not 128 + 15.
+#[test]
+fn preserve_status_keeps_wardens_code_for_a_fatal_error_warden_ended() {
+    let case = Case::new();
+    let bin = fake_cli(
+        &case,
+        &format!("{}exec sleep 600", say(&[CLAUDE_INIT, CLAUDE_401])),
+    );
+    let done = run(&case, "claude", &bin, &["--preserve-status"]);
+    let why = why(&done);
+    assert_eq!(done.verdict(), "agent_failed", "{why}");
+    assert_eq!(done.report()["ended_by_warden"], true, "{why}");
+    assert_eq!(done.code, 1, "{why}");
+}
