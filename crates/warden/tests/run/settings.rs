@@ -340,28 +340,31 @@ const EFFECTS: &[Effect] = &[
         command: &["sh", "-c", "exit 3"],
         took: |_, d| d.code == 3,
     },
-    // Retention after the run: its own directory, under `.warden/runs`,
-    // is the only one there, and goes with 0 kept (or 0 days).
+    // Retention after the run: an older run directory the command leaves
+    // beside its own goes with 0 kept (or 0 days); the run that just ended
+    // is spared.
     Effect {
         key: "keep_runs",
         value: "0",
         flags: &["--run-dir", ".warden/runs/this-run"],
-        command: &["true"],
+        command: &["mkdir", "-p", ".warden/runs/older"],
         took: |case, d| {
             d.code == 0
                 && d.stderr.contains("warden: gc: removed run")
-                && !case.path().join(".warden/runs/this-run").exists()
+                && !case.path().join(".warden/runs/older").exists()
+                && case.path().join(".warden/runs/this-run/run.json").exists()
         },
     },
     Effect {
         key: "keep_days",
         value: "0",
         flags: &["--run-dir", ".warden/runs/this-run"],
-        command: &["true"],
+        command: &["mkdir", "-p", ".warden/runs/older"],
         took: |case, d| {
             d.code == 0
                 && d.stderr.contains("warden: gc: removed run")
-                && !case.path().join(".warden/runs/this-run").exists()
+                && !case.path().join(".warden/runs/older").exists()
+                && case.path().join(".warden/runs/this-run/run.json").exists()
         },
     },
     // A run that stalls: retried, it has a second attempt's directory.
