@@ -97,14 +97,21 @@ pub struct SessionRun {
     pub iteration: u32,
     pub output_retry: bool,
     /// Which attempt at this run it was: 1, then one more for each retry
-    /// of a transient failure (`--retries`).
+    /// of a transient failure (`--retries`). Defaults (like every field
+    /// added since) so that a `session.json` of an older warden still
+    /// reads: a resumed batch takes an entry whose file does not read for
+    /// one that never ended, and runs it (and pays for it) again.
+    #[serde(default = "first_attempt")]
     pub attempt: u32,
     /// Whether this attempt resumed the agent's session of the attempt
     /// before (else it started afresh).
+    #[serde(default)]
     pub resumed: bool,
     /// The transient failure this run ended by, when it was tried again.
+    #[serde(default)]
     pub retried_because: Option<RetryOn>,
     /// How long warden waited before the next attempt, ms.
+    #[serde(default)]
     pub retry_delay_ms: Option<u64>,
     pub run_id: String,
     pub run_dir: PathBuf,
@@ -123,6 +130,11 @@ pub struct SessionRun {
     pub exit_code: Option<i32>,
     #[serde(default)]
     pub signal: Option<i32>,
+}
+
+/// A run written before warden retried runs was its step's only attempt.
+fn first_attempt() -> u32 {
+    1
 }
 
 #[non_exhaustive]
@@ -207,6 +219,7 @@ pub struct SessionReport {
     pub budgets: Vec<crate::budget::BudgetLine>,
     /// The budget that stopped the session: exceeded by its last run, or
     /// with nothing left for another (verdict `budget_exceeded`).
+    #[serde(default)]
     pub budget_exceeded: Option<crate::budget::BudgetLine>,
     pub commits: Vec<Commit>,
     pub output: Option<serde_json::Value>,
