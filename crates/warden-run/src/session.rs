@@ -132,6 +132,14 @@ pub struct SessionRun {
     pub signal: Option<i32>,
 }
 
+/// Ends a session because nothing is left of a budget for another run.
+fn stop_used_up(report: &mut SessionReport, line: crate::budget::BudgetLine) {
+    report.stopped_because = StopReason::BudgetExceeded;
+    report.verdict = Some(Verdict::BudgetExceeded);
+    report.budget_exceeded = Some(line);
+    report.error = Some(format!("no further run started: {}", line.used_up()));
+}
+
 /// A run written before warden retried runs was its step's only attempt.
 fn first_attempt() -> u32 {
     1
@@ -472,10 +480,7 @@ pub(crate) async fn run_session(
         // model call: none starts (a retry included).
         let budgets = shared(&spent);
         if let Some(line) = budgets.iter().find_map(|b| b.used_up()) {
-            report.stopped_because = StopReason::BudgetExceeded;
-            report.verdict = Some(Verdict::BudgetExceeded);
-            report.budget_exceeded = Some(line);
-            report.error = Some(format!("no further run started: {}", line.used_up()));
+            stop_used_up(&mut report, line);
             break;
         }
         if next_step {
@@ -616,6 +621,13 @@ pub(crate) async fn run_session(
             }
             _ => {
                 if let Some(failure) = opts.retry.should_retry(&run, attempt - 1) {
+                    // Nothing left of a budget: no retry would start, so
+                    // none is announced or waited for (the wait can be
+                    // minutes).
+                    if let Some(line) = shared(&spent).iter().find_map(|b| b.used_up()) {
+                        stop_used_up(&mut report, line);
+                        break;
+                    }
                     let hint = [
                         announced_wait.map(std::time::Duration::from_millis),
                         run.error_message
@@ -626,11 +638,6 @@ pub(crate) async fn run_session(
                     .flatten()
                     .max();
                     let delay = opts.retry.delay(attempt, crate::retry::jitter(), hint);
-                    if let Some(last) = report.runs.last_mut() {
-                        last.retried_because = Some(failure);
-                        last.retry_delay_ms = Some(delay.as_millis() as u64);
-                    }
-                    write_json(&held, &mut report);
                     out.send(Update::RetryWaiting {
                         entry,
                         iteration,
@@ -646,6 +653,13 @@ pub(crate) async fn run_session(
                         report.stopped_because = StopReason::Cancelled;
                         break;
                     }
+                    // Only now is the run one that was tried again (a
+                    // cancel during the wait leaves it the last).
+                    if let Some(last) = report.runs.last_mut() {
+                        last.retried_because = Some(failure);
+                        last.retry_delay_ms = Some(delay.as_millis() as u64);
+                    }
+                    write_json(&held, &mut report);
                     attempt += 1;
                     let progressed = run.turns > 0 || run.tool_calls > 0;
                     retry_of = Some(RetryOf {

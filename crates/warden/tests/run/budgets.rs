@@ -129,3 +129,68 @@ fn a_session_starts_no_run_once_nothing_is_left_of_its_budget() {
         "{why}"
     );
 }
+
+/// A stand-in pi whose one model call costs `cost`; the first `stalls`
+/// times it runs (counted in a file of the case) it then hangs.
+fn pi_that_spends_then_stalls(case: &Case, cost: &str, stalls: u32) -> String {
+    let bin = case.path().join("fake-pi-stalls");
+    let count = case.path().join("count");
+    let call = format!(
+        r#"{{"type":"message_end","message":{{"role":"assistant","content":[{{"type":"text","text":"done"}}],"stopReason":"stop","usage":{{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{{"total":{cost}}}}}}}}}"#
+    );
+    let script = format!(
+        "#!/bin/sh\ncat > /dev/null\n\
+         n=$(cat '{c}' 2>/dev/null || echo 0); echo $((n+1)) > '{c}'\n\
+         echo '{{\"type\":\"agent_start\"}}'\n\
+         echo '{{\"type\":\"turn_start\"}}'\n\
+         echo '{call}'\n\
+         if [ $n -lt {stalls} ]; then exec sleep 30; fi\n\
+         echo '{{\"type\":\"agent_end\",\"messages\":[]}}'\n",
+        c = count.display()
+    );
+    crate::support::write_script(&bin, &script);
+    bin.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_run_that_used_up_the_session_budget_is_not_retried_nor_waited_for() {
+    let case = Case::new();
+    let bin = pi_that_spends_then_stalls(&case, "0.4", 1);
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--session-max-cost",
+        "0.4",
+        "--retries",
+        "2",
+        "--retry-on",
+        "stalled",
+        "--retry-backoff",
+        "2s",
+        "--stall-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+    ]);
+    let text = std::fs::read_to_string(case.run_dir().join("session.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- session.json:\n{text}",
+        done.code, done.stderr
+    );
+    assert_eq!(done.code, 7, "{why}");
+    assert!(!done.stderr.contains("retrying in"), "{why}");
+    let s: Value = serde_json::from_str(&text).expect("session.json");
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{why}");
+    assert_eq!(runs[0]["verdict"], "stalled", "{why}");
+    assert_eq!(runs[0]["retried_because"], Value::Null, "{why}");
+    assert_eq!(runs[0]["retry_delay_ms"], Value::Null, "{why}");
+    assert_eq!(s["stopped_because"], "budget_exceeded", "{why}");
+    assert_eq!(
+        s["error"], "no further run started: session cost budget $0.40 used up: $0.40 spent",
+        "{why}"
+    );
+}
