@@ -31,9 +31,10 @@ pub use warden_events::{BudgetKind, BudgetScope};
 /// The share of a budget at which a `budget_warning` is given.
 pub const WARN_AT: f64 = 0.8;
 
-/// A sum in US dollars, kept as whole micro-dollars, so that a limit
-/// compares exactly and the types that hold one stay `Eq`. Written as a
-/// number of dollars (`0.5`).
+/// A sum in US dollars, kept as whole micro-dollars, so that the types
+/// that hold a limit stay `Eq`. Written as a number of dollars (`0.5`).
+/// What was spent is a sum of the agent's floats: it is compared with a
+/// limit in whole micro-dollars too ([`passes`], [`reaches`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Usd(u64);
 
@@ -204,7 +205,7 @@ impl SharedBudget {
                 spent_before: self.spent.of(kind),
                 reached: self.spent.of(kind),
             })
-            .find(|l| l.reached >= l.limit)
+            .find(|l| reaches(l.budget, l.reached, l.limit))
     }
 
     /// Each of its limits with what was reached, for a report.
@@ -327,6 +328,27 @@ fn spent(kind: BudgetKind, value: f64) -> String {
     }
 }
 
+/// An amount as it is compared with a limit: cost in whole micro-dollars,
+/// since a sum of the floats agents report is off by a little
+/// (0.10 + 0.20 is 0.30000000000000004, past a limit of 0.30 by 4e-17);
+/// tokens and turns are whole numbers already.
+fn compared(kind: BudgetKind, value: f64) -> f64 {
+    match kind {
+        BudgetKind::Cost => (value * 1e6).round(),
+        BudgetKind::Tokens | BudgetKind::Turns => value,
+    }
+}
+
+/// Whether `reached` goes past `limit`: the budget is exceeded.
+pub fn passes(kind: BudgetKind, reached: f64, limit: f64) -> bool {
+    compared(kind, reached) > compared(kind, limit)
+}
+
+/// Whether `reached` is at `limit` or past it: nothing is left.
+pub fn reaches(kind: BudgetKind, reached: f64, limit: f64) -> bool {
+    compared(kind, reached) >= compared(kind, limit)
+}
+
 /// One limit a run watches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Cap {
@@ -391,7 +413,7 @@ impl Watch {
                     kind,
                     limit,
                     before,
-                    warned: before >= WARN_AT * limit,
+                    warned: reaches(kind, before, WARN_AT * limit),
                     pooled: is_pooled,
                 }
             }));
@@ -425,14 +447,14 @@ impl Watch {
         let mut found = Check::default();
         for cap in &mut self.caps {
             let line = Self::line(cap, run);
-            if !cap.warned && line.reached >= WARN_AT * cap.limit {
+            if !cap.warned && reaches(cap.kind, line.reached, WARN_AT * cap.limit) {
                 cap.warned = true;
                 // Crossed in one step: the end says it, not a warning.
-                if line.reached <= cap.limit {
+                if !passes(cap.kind, line.reached, cap.limit) {
                     found.warnings.push(line);
                 }
             }
-            if line.reached > cap.limit && found.exceeded.is_none() {
+            if passes(cap.kind, line.reached, cap.limit) && found.exceeded.is_none() {
                 found.exceeded = Some(line);
             }
         }
@@ -585,6 +607,24 @@ mod tests {
         assert_eq!(
             hit.exceeded(),
             "run cost budget $0.50 exceeded: $0.53 spent"
+        );
+    }
+
+    #[test]
+    fn a_sum_of_costs_at_the_limit_is_at_it_not_past_it() {
+        // 0.10 + 0.20 is 0.30000000000000004 in floats.
+        let mut run = spent(0.10, 0, 0);
+        run.add(&spent(0.20, 0, 0));
+        let mut w = Watch::new(&budget(Some(0.3), None, None), &[], None);
+        assert_eq!(w.check(&run).exceeded, None, "$0.30 of $0.30");
+        // 0.7 + 0.1 is 0.7999999999999999: all of $0.80 is used up.
+        let mut session = spent(0.7, 0, 0);
+        session.add(&spent(0.1, 0, 0));
+        let s = SharedBudget::new(BudgetScope::Session, budget(Some(0.8), None, None), session);
+        assert!(s.used_up().is_some(), "$0.80 of $0.80");
+        assert!(
+            passes(BudgetKind::Cost, 0.300001, 0.3),
+            "a micro-dollar past"
         );
     }
 
