@@ -378,13 +378,15 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// The run's own budget and those it shares. A shared limit whose 80%
-    /// was reached before the run started was warned of by an earlier run:
-    /// not again.
+    /// The run's own budget, with what the earlier attempts at its step
+    /// spent against it (`own_before`), and those it shares. A limit whose
+    /// 80% was reached before the run started was warned of by an earlier
+    /// run: not again.
     /// `pooled`: a batch budget held with the runs running beside this
     /// one, and what they (and the runs before) have spent so far.
     pub(crate) fn new(
         own: &Budget,
+        own_before: Spent,
         shared: &[SharedBudget],
         pooled: Option<(Budget, Spent)>,
     ) -> Watch {
@@ -394,8 +396,8 @@ impl Watch {
                 scope: BudgetScope::Run,
                 kind,
                 limit,
-                before: 0.0,
-                warned: false,
+                before: own_before.of(kind),
+                warned: reaches(kind, own_before.of(kind), WARN_AT * limit),
                 pooled: false,
             })
             .collect();
@@ -582,7 +584,7 @@ mod tests {
 
     #[test]
     fn a_budget_is_exceeded_past_its_limit_not_at_it() {
-        let mut w = Watch::new(&budget(None, None, Some(3)), &[], None);
+        let mut w = Watch::new(&budget(None, None, Some(3)), Spent::default(), &[], None);
         assert_eq!(w.check(&spent(0.0, 0, 3)).exceeded, None, "3 of 3 turns");
         let hit = w.check(&spent(0.0, 0, 4)).exceeded.expect("4 of 3 turns");
         assert_eq!(
@@ -594,7 +596,7 @@ mod tests {
 
     #[test]
     fn the_warning_comes_once_at_80_percent() {
-        let mut w = Watch::new(&budget(Some(0.5), None, None), &[], None);
+        let mut w = Watch::new(&budget(Some(0.5), None, None), Spent::default(), &[], None);
         assert!(w.check(&spent(0.39, 0, 0)).warnings.is_empty());
         let c = w.check(&spent(0.41, 0, 0));
         assert_eq!(c.warnings.len(), 1);
@@ -615,7 +617,7 @@ mod tests {
         // 0.10 + 0.20 is 0.30000000000000004 in floats.
         let mut run = spent(0.10, 0, 0);
         run.add(&spent(0.20, 0, 0));
-        let mut w = Watch::new(&budget(Some(0.3), None, None), &[], None);
+        let mut w = Watch::new(&budget(Some(0.3), None, None), Spent::default(), &[], None);
         assert_eq!(w.check(&run).exceeded, None, "$0.30 of $0.30");
         // 0.7 + 0.1 is 0.7999999999999999: all of $0.80 is used up.
         let mut session = spent(0.7, 0, 0);
@@ -630,7 +632,7 @@ mod tests {
 
     #[test]
     fn a_jump_past_the_limit_is_an_end_not_a_warning() {
-        let mut w = Watch::new(&budget(None, Some(1000), None), &[], None);
+        let mut w = Watch::new(&budget(None, Some(1000), None), Spent::default(), &[], None);
         let c = w.check(&spent(0.0, 5000, 0));
         assert!(c.warnings.is_empty());
         assert_eq!(c.exceeded.unwrap().reached, 5000.0);
@@ -643,7 +645,7 @@ mod tests {
             budget(Some(1.0), None, None),
             spent(0.7, 0, 0),
         );
-        let mut w = Watch::new(&Budget::default(), &[session], None);
+        let mut w = Watch::new(&Budget::default(), Spent::default(), &[session], None);
         let c = w.check(&spent(0.15, 0, 0));
         assert_eq!(c.warnings.len(), 1, "0.85 of 1.00");
         assert_eq!(c.warnings[0].spent_before, 0.7);
@@ -663,7 +665,7 @@ mod tests {
             budget(None, None, Some(10)),
             spent(0.0, 0, 9),
         );
-        let mut w = Watch::new(&Budget::default(), &[s], None);
+        let mut w = Watch::new(&Budget::default(), Spent::default(), &[s], None);
         assert!(w.check(&spent(0.0, 0, 1)).warnings.is_empty());
     }
 
@@ -674,7 +676,7 @@ mod tests {
             budget(None, Some(100), None),
             spent(0.0, 90, 0),
         );
-        let mut w = Watch::new(&budget(None, Some(50), None), &[s], None);
+        let mut w = Watch::new(&budget(None, Some(50), None), Spent::default(), &[s], None);
         let hit = w.check(&spent(0.0, 60, 0)).exceeded.unwrap();
         assert_eq!(hit.scope, BudgetScope::Run);
         assert_eq!(w.lines(&spent(0.0, 60, 0))[1].reached, 150.0);
@@ -686,6 +688,7 @@ mod tests {
         pool.publish("a", spent(0.22, 0, 2));
         let mut w = Watch::new(
             &Budget::default(),
+            Spent::default(),
             &[],
             Some((pool.budget(), pool.others("b"))),
         );

@@ -130,6 +130,10 @@ pub struct RunSpec {
     /// Budgets shared with the runs before this one (a session's, a
     /// batch's), with what those spent; the run's own is `limits.budget`.
     pub budgets: Vec<budget::SharedBudget>,
+    /// What the earlier attempts at the same step of a session (retries of
+    /// a transient failure, output retries) spent: counted against the
+    /// run's own budget, which holds for the step, not for each attempt.
+    pub run_spent_before: budget::Spent,
     /// A batch's budget held live with the runs running beside this one
     /// (the local executor's); its runs publish their spending there.
     pub budget_pool: Option<std::sync::Arc<budget::BudgetPool>>,
@@ -158,6 +162,7 @@ impl RunSpec {
             output_tag: None,
             output_schema: None,
             budgets: Vec::new(),
+            run_spent_before: budget::Spent::default(),
             budget_pool: None,
         }
     }
@@ -405,6 +410,7 @@ impl Run {
             output,
             env_dropped,
             budgets: spec.budgets.clone(),
+            run_spent_before: spec.run_spent_before,
             pool: spec.budget_pool.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);

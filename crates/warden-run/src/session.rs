@@ -440,6 +440,16 @@ pub(crate) async fn run_session(
     let mut retry_of: Option<RetryOf> = None;
     // What the session's runs spent, against its budget and its batch's.
     let mut spent = crate::budget::Spent::default();
+    // What the attempts at this step spent (its retries, output retries
+    // included): the run's own budget holds for them together, else
+    // `--max-cost 0.50 --retries 3` could spend $2 on one iteration.
+    let mut step_spent = crate::budget::Spent::default();
+    // The run's own budget, as the last run's spec had it.
+    let mut run_budget = crate::budget::Budget::default();
+    let step_used_up = |run_budget: crate::budget::Budget, step: &crate::budget::Spent| {
+        crate::budget::SharedBudget::new(crate::budget::BudgetScope::Run, run_budget, *step)
+            .used_up()
+    };
     let shared = |spent: &crate::budget::Spent| {
         let mut all = Vec::new();
         if !opts.budget.is_empty() {
@@ -479,7 +489,10 @@ pub(crate) async fn run_session(
         // A run with nothing left of a budget would exceed it at its first
         // model call: none starts (a retry included).
         let budgets = shared(&spent);
-        if let Some(line) = budgets.iter().find_map(|b| b.used_up()) {
+        let step_left = (!next_step)
+            .then(|| step_used_up(run_budget, &step_spent))
+            .flatten();
+        if let Some(line) = step_left.or_else(|| budgets.iter().find_map(|b| b.used_up())) {
             stop_used_up(&mut report, line);
             break;
         }
@@ -487,6 +500,7 @@ pub(crate) async fn run_session(
             iteration += 1;
             output_retry = None;
             attempt = 1;
+            step_spent = crate::budget::Spent::default();
         }
         let mut name = match output_retry {
             Some(m) => format!("iteration-{iteration}-retry-{m}"),
@@ -523,6 +537,8 @@ pub(crate) async fn run_session(
             .filter(|b| opts.budget_pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)
             .collect();
         spec.budget_pool.clone_from(&opts.budget_pool);
+        spec.run_spent_before = step_spent;
+        run_budget = spec.limits.budget;
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
@@ -569,6 +585,7 @@ pub(crate) async fn run_session(
         }
         report.turns += u64::from(run.turns);
         spent.add(&crate::budget::Spent::of_report(&run));
+        step_spent.add(&crate::budget::Spent::of_report(&run));
         report.budgets = shared(&spent).iter().flat_map(|b| b.lines()).collect();
         report.verdict = run.verdict;
         if run.output.is_some() {
@@ -624,7 +641,9 @@ pub(crate) async fn run_session(
                     // Nothing left of a budget: no retry would start, so
                     // none is announced or waited for (the wait can be
                     // minutes).
-                    if let Some(line) = shared(&spent).iter().find_map(|b| b.used_up()) {
+                    if let Some(line) = step_used_up(run_budget, &step_spent)
+                        .or_else(|| shared(&spent).iter().find_map(|b| b.used_up()))
+                    {
                         stop_used_up(&mut report, line);
                         break;
                     }

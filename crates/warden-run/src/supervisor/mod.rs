@@ -90,6 +90,8 @@ pub(crate) struct Setup {
     /// The budgets the run shares with the runs before it (its session's,
     /// its batch's), with what those spent.
     pub budgets: Vec<crate::budget::SharedBudget>,
+    /// What the earlier attempts at this step spent (`RunSpec`'s).
+    pub run_spent_before: crate::budget::Spent,
     /// A batch's budget held with the runs running beside this one.
     pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
 }
@@ -220,7 +222,8 @@ impl Supervisor {
             .pool
             .as_ref()
             .map(|p| (p.budget(), p.others(&setup.run_id)));
-        let budget = crate::budget::Watch::new(&l.budget, &setup.budgets, pooled);
+        let budget =
+            crate::budget::Watch::new(&l.budget, setup.run_spent_before, &setup.budgets, pooled);
         Self {
             setup,
             live: LiveFeed::new(events),

@@ -194,3 +194,49 @@ fn a_run_that_used_up_the_session_budget_is_not_retried_nor_waited_for() {
         "{why}"
     );
 }
+
+#[test]
+fn a_retry_counts_what_the_attempts_before_it_spent_against_the_run_budget() {
+    let case = Case::new();
+    let bin = pi_that_spends_then_stalls(&case, "0.4", 1);
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--max-cost",
+        "0.5",
+        "--retries",
+        "2",
+        "--retry-on",
+        "stalled",
+        "--retry-backoff",
+        "1ms",
+        "--stall-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+    ]);
+    let text = std::fs::read_to_string(case.run_dir().join("session.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- session.json:\n{text}",
+        done.code, done.stderr
+    );
+    // $0.40 by the stalled attempt, $0.40 by the retry: $0.80 for the
+    // one run, past its $0.50.
+    assert_eq!(done.code, 7, "{why}");
+    let s: Value = serde_json::from_str(&text).expect("session.json");
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{why}");
+    assert_eq!(runs[0]["retried_because"], "stalled", "{why}");
+    assert_eq!(runs[1]["verdict"], "budget_exceeded", "{why}");
+    let second: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("iteration-1-attempt-2/run.json")).unwrap(),
+    )
+    .unwrap();
+    let line = &second["budget_exceeded"];
+    assert_eq!(line["scope"], "run", "{second}");
+    assert_eq!(line["spent_before"], 0.4, "{second}");
+    assert_eq!(line["reached"], 0.8, "{second}");
+}
