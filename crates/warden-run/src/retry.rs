@@ -165,10 +165,9 @@ impl Default for RetryPolicy {
 /// over any verdict, and a run refused for its structured output is the
 /// output retries' business.
 pub fn transient_failure(report: &Report) -> Option<RetryOn> {
-    if matches!(
-        report.error_class,
-        Some(ErrorClass::Authentication | ErrorClass::Quota | ErrorClass::InvalidRequest)
-    ) {
+    // The class is the last error's, or one no retry fixes if any came
+    // (see `warden_events::Summary::error`).
+    if report.error_class.is_some_and(ErrorClass::no_retry_fixes) {
         return None;
     }
     match report.verdict? {
