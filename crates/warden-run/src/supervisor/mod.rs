@@ -178,6 +178,8 @@ pub(crate) struct Supervisor {
     budget: crate::budget::Watch,
     /// The first budget exceeded, as it stood then.
     budget_hit: Option<crate::budget::BudgetLine>,
+    /// What the run had spent at the last look at its budgets.
+    budget_seen: Option<crate::budget::Spent>,
 }
 
 /// Consecutive plain lines of one stream, to be written as one `lines`
@@ -267,6 +269,7 @@ impl Supervisor {
             resources: None,
             budget,
             budget_hit: None,
+            budget_seen: None,
         }
     }
 
@@ -819,9 +822,17 @@ impl Supervisor {
             return;
         }
         let mine = crate::budget::Spent::of_summary(&self.summary);
+        let mine_changed = self.budget_seen.replace(mine) != Some(mine);
         if let Some(pool) = &self.setup.pool {
             pool.publish(&self.setup.run_id, mine);
-            self.budget.others_spent(&pool.others(&self.setup.run_id));
+            // Another run's spending ends only a run still at work (as
+            // when it wakes this one): a line from a run that is done
+            // (the agent's last words while it exits) must not turn it
+            // `budget_exceeded` for what the others spent. Its own new
+            // spending is judged against everything, whatever the phase.
+            if mine_changed || matches!(self.phase, Phase::Starting | Phase::Running) {
+                self.budget.others_spent(&pool.others(&self.setup.run_id));
+            }
         }
         let found = self.budget.check(&mine);
         for w in found.warnings {

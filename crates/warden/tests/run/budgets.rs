@@ -240,3 +240,54 @@ fn a_retry_counts_what_the_attempts_before_it_spent_against_the_run_budget() {
     assert_eq!(line["spent_before"], 0.4, "{second}");
     assert_eq!(line["reached"], 0.8, "{second}");
 }
+
+#[test]
+fn a_run_that_is_done_is_not_made_over_budget_by_what_another_spends_after() {
+    let case = Case::new();
+    // `done` spends $0.10 and ends; while it exits (a line on stderr,
+    // no spending) `big` passes the batch's $0.50 on its own.
+    let done_bin = case.path().join("fake-pi-done");
+    crate::support::write_script(
+        &done_bin,
+        "#!/bin/sh\ncat > /dev/null\n\
+         echo '{\"type\":\"agent_start\"}'\n\
+         echo '{\"type\":\"turn_start\"}'\n\
+         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.1}}}}'\n\
+         echo '{\"type\":\"agent_end\",\"messages\":[]}'\n\
+         sleep 2\necho 'saving the session' >&2\n",
+    );
+    let big_bin = case.path().join("fake-pi-big");
+    crate::support::write_script(
+        &big_bin,
+        "#!/bin/sh\ncat > /dev/null\nsleep 0.5\n\
+         echo '{\"type\":\"agent_start\"}'\n\
+         echo '{\"type\":\"turn_start\"}'\n\
+         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":1.0}}}}'\n\
+         sleep 5\n",
+    );
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 0.5\n\n\
+             [[run]]\nname = \"done\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {:?}\n\n\
+             [[run]]\nname = \"big\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {:?}\n",
+            done_bin.display().to_string(),
+            big_bin.display().to_string()
+        ),
+    );
+    let dir = case.path().join("batch");
+    let out = case.run(&["batch", &file, "-j", "2", "--dir", dir.to_str().unwrap()]);
+    let text = std::fs::read_to_string(dir.join("batch.json")).unwrap_or_default();
+    let why = format!("exit {}\n{}\n--- batch.json:\n{text}", out.code, out.stderr);
+    let b: Value = serde_json::from_str(&text).expect("batch.json");
+    let verdict = |name: &str| {
+        b["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["verdict"].clone())
+    };
+    assert_eq!(verdict("big"), Some("budget_exceeded".into()), "{why}");
+    assert_eq!(verdict("done"), Some("succeeded".into()), "{why}");
+}
