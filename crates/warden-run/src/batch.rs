@@ -138,6 +138,9 @@ pub struct Batch {
     resumed: bool,
     /// The most all its entries may spend together.
     budget: crate::budget::Budget,
+    /// What the earlier attempts of a resumed batch's entries (under
+    /// `attempts/`) spent: counted against its budget.
+    earlier_spent: crate::budget::Spent,
 }
 
 impl Batch {
@@ -154,6 +157,7 @@ impl Batch {
             control: BatchControl::default(),
             resumed: false,
             budget: crate::budget::Budget::default(),
+            earlier_spent: crate::budget::Spent::default(),
         }
     }
 
@@ -267,6 +271,7 @@ impl Batch {
                 kept,
             });
         }
+        batch.earlier_spent = plan::attempts_spent(dir);
         Ok(batch)
     }
 
@@ -335,11 +340,12 @@ impl Batch {
         if self.entries.is_empty() || self.jobs == 0 {
             return Err(BatchError::Empty);
         }
-        // What the entries kept from before spent counts against the
-        // budget; every request carries it (a cluster's nodes read it from
-        // there).
+        // What the entries kept from before spent, and the earlier
+        // attempts of those that run again, counts against the budget;
+        // every request carries it (a cluster's nodes read it from there).
+        let earlier = self.earlier_spent;
         let budget = (!self.budget.is_empty()).then(|| {
-            let mut spent = crate::budget::Spent::default();
+            let mut spent = earlier;
             for e in &self.entries {
                 if let Some(s) = e.kept.as_ref().and_then(|k| k.session.as_ref()) {
                     spent.add(&crate::budget::Spent::of_session(s));
@@ -434,7 +440,7 @@ impl Batch {
                 .collect();
             let budgets = match budget {
                 Some(b) => {
-                    let mut spent = crate::budget::Spent::default();
+                    let mut spent = earlier;
                     for s in runs.iter().filter_map(|r| r.session.as_ref()) {
                         spent.add(&crate::budget::Spent::of_session(s));
                     }

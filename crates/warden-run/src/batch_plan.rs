@@ -114,6 +114,50 @@ pub(crate) fn ended(entry_dir: &Path, name: &str, agent: Agent) -> Option<BatchR
     Some(run)
 }
 
+/// What a run's `run.json` says it spent (only those fields are read).
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct RunSpending {
+    cost_usd: Option<f64>,
+    tokens: Option<warden_events::Tokens>,
+    turns: u32,
+}
+
+/// What the earlier attempts of entries, moved under `attempts/`, spent:
+/// each of their runs' `run.json` (not `session.json`, which lacks a run
+/// the session was cut short in). That money was spent: a batch budget
+/// counts it, else every `--resume --rerun-failed` would grant the whole
+/// budget again. A run with no readable `run.json` counts nothing.
+pub(crate) fn attempts_spent(dir: &Path) -> crate::budget::Spent {
+    let mut spent = crate::budget::Spent::default();
+    let real_dirs = |p: &Path| -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            // Not through a symbolic link: only what warden made.
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    };
+    for attempt in real_dirs(&dir.join(ATTEMPTS_DIR)) {
+        for run_dir in real_dirs(&attempt) {
+            let Ok(bytes) = crate::regular_file::read(&run_dir.join("run.json"), MAX_READ) else {
+                continue;
+            };
+            let Ok(run) = serde_json::from_slice::<RunSpending>(&bytes) else {
+                continue;
+            };
+            spent.add(&crate::budget::Spent {
+                cost_usd: run.cost_usd.unwrap_or(0.0),
+                tokens: run.tokens.unwrap_or_default().total(),
+                turns: u64::from(run.turns),
+            });
+        }
+    }
+    spent
+}
+
 /// Moves an earlier attempt's directory to `attempts/<dir>.<n>`, so the
 /// entry runs again in a fresh one; nothing to do when there is none.
 pub(crate) fn move_aside(dir: &Path, entry_dir: &Path) -> Result<(), String> {

@@ -291,3 +291,44 @@ fn a_run_that_is_done_is_not_made_over_budget_by_what_another_spends_after() {
     assert_eq!(verdict("big"), Some("budget_exceeded".into()), "{why}");
     assert_eq!(verdict("done"), Some("succeeded".into()), "{why}");
 }
+
+#[test]
+fn a_resumed_batch_counts_what_the_attempts_it_runs_again_spent() {
+    let case = Case::new();
+    // Spends $0.60 and fails.
+    let bin = case.path().join("fake-pi-fails");
+    crate::support::write_script(
+        &bin,
+        "#!/bin/sh\ncat > /dev/null\n\
+         echo '{\"type\":\"agent_start\"}'\n\
+         echo '{\"type\":\"turn_start\"}'\n\
+         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"hm\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.6}}}}'\n\
+         exit 1\n",
+    );
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 1\n\n\
+             [[run]]\nname = \"a\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {:?}\n",
+            bin.display().to_string()
+        ),
+    );
+    let dir = case.path().join("batch");
+    let first = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
+    assert_eq!(first.code, 1, "{}", first.stderr);
+    let again = case.run(&["batch", "--resume", dir.to_str().unwrap(), "--rerun-failed"]);
+    let text = std::fs::read_to_string(dir.join("batch.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- batch.json:\n{text}",
+        again.code, again.stderr
+    );
+    // $0.60 before, $0.60 again: past the batch's $1.00.
+    assert_eq!(again.code, 7, "{why}");
+    let b: Value = serde_json::from_str(&text).expect("batch.json");
+    assert_eq!(b["runs"][0]["verdict"], "budget_exceeded", "{why}");
+    assert_eq!(b["budgets"][0]["reached"], 1.2, "{why}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("a/iteration-1/run.json")).unwrap())
+            .unwrap();
+    assert_eq!(run["budgets"][0]["spent_before"], 0.6, "{run}");
+}
