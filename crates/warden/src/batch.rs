@@ -393,9 +393,17 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
                 budget,
                 warden_run::budget::Spent::default(),
             ));
-            request.check().map_err(|e| {
-                CliError::from(e).context(format_args!("in run `{name}` of {}", file.display()))
-            })?;
+        }
+        let warnings = request.check().map_err(|e| {
+            CliError::from(e).context(format_args!("in run `{name}` of {}", file.display()))
+        })?;
+        // `build` says none (a batch's runs are quiet: the batch has its
+        // own view): said here, with the batch's budget counted (Claude
+        // Code's cost only in its last line, for a `max_cost`, say).
+        if !args.quiet {
+            for w in warnings {
+                eprintln!("warden: warning: run `{name}`: {w}");
+            }
         }
         // Every run of a batch is a session, in its own directory.
         shown.push((name.clone(), agent, request.limits.armed_stall_timeout()));

@@ -332,3 +332,28 @@ fn a_resumed_batch_counts_what_the_attempts_it_runs_again_spent() {
             .unwrap();
     assert_eq!(run["budgets"][0]["spent_before"], 0.6, "{run}");
 }
+
+#[test]
+fn a_batch_cost_budget_for_claude_code_warns_that_it_ends_no_run_mid_way() {
+    let case = Case::new();
+    let bin = case.path().join("fake-claude");
+    crate::support::write_script(&bin, "#!/bin/sh\ncat > /dev/null\nexit 0\n");
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 1\n\n\
+             [[run]]\nname = \"c\"\nagent = \"claude\"\nprompt = \"x\"\nagent_bin = {:?}\n",
+            bin.display().to_string()
+        ),
+    );
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
+    assert!(
+        done.stderr.contains(
+            "warden: warning: run `c`: the batch's `max_cost`: `claude` reports its cost only in its last line"
+        ),
+        "exit {}\n{}",
+        done.code,
+        done.stderr
+    );
+}
