@@ -559,14 +559,21 @@ pub(crate) async fn run_session(
         })
         .await;
         // The wait the agent itself announced last (a CLI that computes
-        // it from the server's retry-after): the least a retry waits.
+        // it from the server's retry-after): the least a retry waits. Only
+        // one after the model's last answer: a retry the model answered
+        // got through, and its wait says nothing of the failure that
+        // ended the run.
         let mut announced_wait: Option<u64> = None;
         while let Some(event) = handle.next_event().await {
-            if let crate::Event::Retry {
-                delay_ms: Some(d), ..
-            } = &event.event
-            {
-                announced_wait = Some(*d);
+            match &event.event {
+                crate::Event::Retry {
+                    delay_ms: Some(d), ..
+                } => announced_wait = Some(*d),
+                crate::Event::Text { .. }
+                | crate::Event::Thinking { .. }
+                | crate::Event::ToolStarted { .. }
+                | crate::Event::Usage { .. } => announced_wait = None,
+                _ => {}
             }
             out.send(Update::Event { entry, event }).await;
         }

@@ -289,3 +289,47 @@ fn a_batch_run_retries_with_its_own_keys_and_the_view_says_so() {
     );
     case.assert_nothing_left();
 }
+
+#[test]
+fn a_retry_wait_the_agent_announced_before_its_last_answer_is_not_waited_for() {
+    let case = Case::new();
+    let count = case.path().join("count");
+    let bin = case.path().join("fake-claude");
+    // First run: a retry announced with a 3 s wait, which the model then
+    // answered; later the run fails on an overload (no wait announced).
+    // Second run: succeeds.
+    crate::support::write_script(
+        &bin,
+        &format!(
+            "#!/bin/sh\ncat > /dev/null\n\
+             n=$(cat '{c}' 2>/dev/null || echo 0); echo $((n+1)) > '{c}'\n\
+             if [ $n -eq 0 ]; then\n\
+             echo '{{\"type\":\"system\",\"subtype\":\"api_retry\",\"attempt\":1,\"max_retries\":10,\"retry_delay_ms\":3000,\"error_status\":529,\"error\":\"overloaded\"}}'\n\
+             echo '{{\"type\":\"assistant\",\"message\":{{\"id\":\"m1\",\"content\":[{{\"type\":\"text\",\"text\":\"working\"}}]}}}}'\n\
+             echo '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":true,\"api_error_status\":529,\"result\":\"API Error: 529 overloaded_error\"}}'\n\
+             exit 1\nfi\n\
+             echo '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\",\"num_turns\":1}}'\n",
+            c = count.display()
+        ),
+    );
+    let done = case.run(&[
+        "run",
+        "claude",
+        "x",
+        "--agent-bin",
+        bin.to_str().unwrap(),
+        "--retries",
+        "1",
+        "--retry-backoff",
+        "1ms",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let s = session(&case);
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{s:#}");
+    assert_eq!(runs[0]["retried_because"], "overloaded", "{s:#}");
+    assert!(
+        runs[0]["retry_delay_ms"].as_u64().unwrap() < 1000,
+        "the 3 s announced before the model's answer is not the wait: {s:#}"
+    );
+}
