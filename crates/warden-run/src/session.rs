@@ -554,6 +554,7 @@ pub(crate) async fn run_session(
         out.send(Update::IterationStarted {
             entry,
             iteration,
+            attempt,
             run_dir: run_dir.clone(),
             run_id: handle.run_id().to_string(),
         })

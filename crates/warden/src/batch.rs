@@ -634,6 +634,7 @@ impl Reporter for BatchView {
             Update::IterationStarted {
                 entry: Some(i),
                 iteration,
+                attempt,
                 ..
             } => {
                 let (name, agent, stall) = &self.entries[*i];
@@ -652,10 +653,14 @@ impl Reporter for BatchView {
                 });
                 // On a cluster, the entry's start ("started on the
                 // cluster") is its first run's start.
-                if *iteration > 1 {
-                    self.line(&format!("[{name}] started (iteration {iteration})"));
-                } else if !self.remote {
-                    self.line(&format!("[{name}] started"));
+                // Each attempt after a transient failure says so: else the
+                // view would show the entry starting again and again.
+                match (*iteration, *attempt) {
+                    (1, 1) if self.remote => {}
+                    (1, 1) => self.line(&format!("[{name}] started")),
+                    (1, k) => self.line(&format!("[{name}] started (attempt {k})")),
+                    (n, 1) => self.line(&format!("[{name}] started (iteration {n})")),
+                    (n, k) => self.line(&format!("[{name}] started (iteration {n}, attempt {k})")),
                 }
                 self.watched.insert(*i);
                 self.runs.insert(*i, (state, bar));

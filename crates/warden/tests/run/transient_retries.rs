@@ -283,7 +283,9 @@ fn a_batch_run_retries_with_its_own_keys_and_the_view_says_so() {
     assert_eq!(runs[1]["verdict"], "succeeded");
     assert!(
         done.stderr.contains("[flaky] retrying in")
-            && done.stderr.contains("(stalled, attempt 2 of 3)"),
+            && done.stderr.contains("(stalled, attempt 2 of 3)")
+            && done.stderr.contains("[flaky] started (attempt 2)")
+            && done.stderr.matches("[flaky] started").count() == 2,
         "{}",
         done.stderr
     );
