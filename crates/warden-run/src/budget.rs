@@ -487,6 +487,9 @@ struct PoolState {
     base: Spent,
     /// Each run's latest spending, by run id (kept after it ends).
     runs: std::collections::HashMap<String, Spent>,
+    /// The limits whose 80% warning a run has given: once for the batch,
+    /// not once by each run running when it was crossed.
+    warned: Vec<BudgetKind>,
 }
 
 impl BudgetPool {
@@ -496,6 +499,7 @@ impl BudgetPool {
             state: std::sync::Mutex::new(PoolState {
                 base,
                 runs: std::collections::HashMap::new(),
+                warned: Vec::new(),
             }),
             changed: tokio::sync::watch::channel(0).0,
         })
@@ -515,6 +519,17 @@ impl BudgetPool {
             }
         }
         total
+    }
+
+    /// Whether the warning for `kind` is this run's to give: the first
+    /// to ask gets it, every later one does not.
+    pub(crate) fn first_warning(&self, kind: BudgetKind) -> bool {
+        let mut s = self.state.lock().expect("lock");
+        if s.warned.contains(&kind) {
+            return false;
+        }
+        s.warned.push(kind);
+        true
     }
 
     /// Everything spent against it so far.

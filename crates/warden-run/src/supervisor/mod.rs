@@ -836,6 +836,14 @@ impl Supervisor {
         }
         let found = self.budget.check(&mine);
         for w in found.warnings {
+            // A batch's budget held with the runs beside this one: one of
+            // them may have warned of it already.
+            if w.scope == crate::budget::BudgetScope::Batch
+                && let Some(pool) = &self.setup.pool
+                && !pool.first_warning(w.budget)
+            {
+                continue;
+            }
             self.emit(Event::BudgetWarning {
                 scope: w.scope,
                 budget: w.budget,

@@ -357,3 +357,40 @@ fn a_batch_cost_budget_for_claude_code_warns_that_it_ends_no_run_mid_way() {
         done.stderr
     );
 }
+
+#[test]
+fn runs_holding_a_batch_budget_together_warn_of_its_80_percent_once() {
+    let case = Case::new();
+    let call = "{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.45}}}}";
+    // Each spends $0.45 of the batch's $1.00, `b` half a second after
+    // `a`, both still running when the two together pass 80%.
+    let script = |name: &str, before: &str, after: &str| {
+        let bin = case.path().join(name);
+        crate::support::write_script(
+            &bin,
+            &format!(
+                "#!/bin/sh\ncat > /dev/null\nsleep {before}\n\
+                 echo '{{\"type\":\"agent_start\"}}'\necho '{{\"type\":\"turn_start\"}}'\n\
+                 echo '{call}'\nsleep {after}\necho '{{\"type\":\"agent_end\",\"messages\":[]}}'\n"
+            ),
+        );
+        bin.display().to_string()
+    };
+    let (a, b) = (script("pi-a", "0", "2"), script("pi-b", "0.5", "1"));
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 1\n\n\
+             [[run]]\nname = \"a\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {a:?}\n\n\
+             [[run]]\nname = \"b\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {b:?}\n"
+        ),
+    );
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", &file, "-j", "2", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let warnings = done
+        .stderr
+        .matches("warning: 80% of the batch cost budget $1.00 used")
+        .count();
+    assert_eq!(warnings, 1, "{}", done.stderr);
+}
