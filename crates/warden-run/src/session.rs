@@ -570,10 +570,11 @@ pub(crate) async fn run_session(
                 crate::Event::Retry {
                     delay_ms: Some(d), ..
                 } => announced_wait = Some(*d),
+                // What the model wrote (not usage: a CLI reports it for
+                // a failed request too, Claude Code in its last line).
                 crate::Event::Text { .. }
                 | crate::Event::Thinking { .. }
-                | crate::Event::ToolStarted { .. }
-                | crate::Event::Usage { .. } => announced_wait = None,
+                | crate::Event::ToolStarted { .. } => announced_wait = None,
                 _ => {}
             }
             out.send(Update::Event { entry, event }).await;
