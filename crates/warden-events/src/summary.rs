@@ -85,6 +85,12 @@ pub struct Summary {
     fatal_reported: Vec<ErrorClass>,
     #[serde(skip)]
     pub(crate) open_tools: BTreeMap<String, OpenTool>,
+    /// What a resumed session had already reported as its running total
+    /// (Codex's `turn.completed` usage counts the whole thread, earlier
+    /// `codex exec` runs of it included): taken off every running total,
+    /// so that the run counts only its own tokens.
+    #[serde(skip)]
+    pub usage_baseline: Tokens,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -288,6 +294,7 @@ impl Out<'_> {
 
     /// The agent's own running total: it replaces what was added up.
     pub fn usage_total(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
+        let tokens = tokens.beyond(&self.summary.usage_baseline);
         self.summary.tokens = tokens;
         if cost_usd.is_some() {
             self.summary.cost_usd = cost_usd;

@@ -134,6 +134,10 @@ pub struct RunSpec {
     /// a transient failure, output retries) spent: counted against the
     /// run's own budget, which holds for the step, not for each attempt.
     pub run_spent_before: budget::Spent,
+    /// The running total of tokens the agent's session to resume had
+    /// reported (Codex counts usage over the whole thread): the run's
+    /// tokens are what it reports beyond it.
+    pub usage_baseline: warden_events::Tokens,
     /// A batch's budget held live with the runs running beside this one
     /// (the local executor's); its runs publish their spending there.
     pub budget_pool: Option<std::sync::Arc<budget::BudgetPool>>,
@@ -163,6 +167,7 @@ impl RunSpec {
             output_schema: None,
             budgets: Vec::new(),
             run_spent_before: budget::Spent::default(),
+            usage_baseline: warden_events::Tokens::default(),
             budget_pool: None,
         }
     }
@@ -411,6 +416,7 @@ impl Run {
             env_dropped,
             budgets: spec.budgets.clone(),
             run_spent_before: spec.run_spent_before,
+            usage_baseline: spec.usage_baseline,
             pool: spec.budget_pool.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);

@@ -444,6 +444,11 @@ pub(crate) async fn run_session(
     // included): the run's own budget holds for them together, else
     // `--max-cost 0.50 --retries 3` could spend $2 on one iteration.
     let mut step_spent = crate::budget::Spent::default();
+    // Each agent session's running total of tokens as its CLI last
+    // reported it, for CLIs whose usage counts the whole thread (Codex):
+    // a run that resumes one counts only what it adds.
+    let mut thread_totals: std::collections::HashMap<String, Tokens> =
+        std::collections::HashMap::new();
     // The run's own budget, as the last run's spec had it.
     let mut run_budget = crate::budget::Budget::default();
     let step_used_up = |run_budget: crate::budget::Budget, step: &crate::budget::Spent| {
@@ -511,6 +516,11 @@ pub(crate) async fn run_session(
         }
         let run_dir = session_dir.join(name);
         let resumed = retry_of.as_ref().is_some_and(|r| r.resume.is_some());
+        // The agent session this run resumes, if any (as `make_run` picks).
+        let resuming: Option<String> = retry_of
+            .as_ref()
+            .and_then(|r| r.resume.clone())
+            .or_else(|| correction.as_ref().map(|(s, _)| s.clone()));
         let ctx = IterationContext {
             iteration,
             iterations: opts.iterations,
@@ -538,6 +548,11 @@ pub(crate) async fn run_session(
             .collect();
         spec.budget_pool.clone_from(&opts.budget_pool);
         spec.run_spent_before = step_spent;
+        let thread_wide = spec.agent == warden_events::Agent::Codex;
+        if thread_wide && let Some(total) = resuming.as_ref().and_then(|s| thread_totals.get(s)) {
+            spec.usage_baseline = *total;
+        }
+        let baseline = spec.usage_baseline;
         run_budget = spec.limits.budget;
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
@@ -588,6 +603,11 @@ pub(crate) async fn run_session(
         })
         .await;
         report.iterations_run = iteration;
+        if thread_wide && let Some(id) = &run.session_id {
+            let mut total = baseline;
+            total.add(&run.tokens);
+            thread_totals.insert(id.clone(), total);
+        }
         report.tokens.add(&run.tokens);
         if let Some(c) = run.cost_usd {
             *report.cost_usd.get_or_insert(0.0) += c;

@@ -92,6 +92,8 @@ pub(crate) struct Setup {
     pub budgets: Vec<crate::budget::SharedBudget>,
     /// What the earlier attempts at this step spent (`RunSpec`'s).
     pub run_spent_before: crate::budget::Spent,
+    /// The resumed session's running total of tokens (`RunSpec`'s).
+    pub usage_baseline: warden_events::Tokens,
     /// A batch's budget held with the runs running beside this one.
     pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
 }
@@ -539,6 +541,7 @@ impl Supervisor {
             tree.stdout.take().map(|r| Box::pin(r) as Reader),
             max_line,
         );
+        out.decoder.set_usage_baseline(self.setup.usage_baseline);
         let mut err = Pipe::new(
             Stream::Stderr,
             agent,
