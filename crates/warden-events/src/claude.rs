@@ -179,6 +179,9 @@ const FATAL_CATEGORIES: &[&str] = &[
 
 fn class_of(category: &str) -> ErrorClass {
     match category {
+        // Used-up credit: `quota`, as for the other CLIs, not bad
+        // credentials.
+        "billing_error" => ErrorClass::Quota,
         c if FATAL_CATEGORIES.contains(&c) => ErrorClass::Authentication,
         "rate_limit" => ErrorClass::RateLimit,
         "overloaded" => ErrorClass::Overloaded,
@@ -246,11 +249,13 @@ impl Decode for Claude {
                     reason,
                 );
                 if FATAL_CATEGORIES.contains(&category.as_str()) {
-                    out.error(
-                        format!("authentication failed: {category}"),
-                        ErrorClass::Authentication,
-                        true,
-                    );
+                    let class = class_of(&category);
+                    let what = if class == ErrorClass::Quota {
+                        "credit used up"
+                    } else {
+                        "authentication failed"
+                    };
+                    out.error(format!("{what}: {category}"), class, true);
                 }
             }
             ("assistant", _) => self.assistant(&l, line, out),
@@ -374,7 +379,8 @@ impl Claude {
             } else {
                 text.clone()
             };
-            out.error(message, class, class == ErrorClass::Authentication);
+            let fatal = matches!(class, ErrorClass::Authentication | ErrorClass::Quota);
+            out.error(message, class, fatal);
             return;
         }
         if !text.is_empty() {
@@ -560,6 +566,44 @@ mod tests {
         for l in parsed {
             assert!(!quiet_stream_event(l.as_bytes()), "{l}");
         }
+    }
+}
+
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+
+    fn decode(line: &str) -> crate::summary::Summary {
+        let mut summary = crate::summary::Summary::default();
+        let mut events = Vec::new();
+        let mut out = Out {
+            summary: &mut summary,
+            events: &mut events,
+        };
+        assert!(Claude::default().line(line.as_bytes(), &mut out));
+        summary
+    }
+
+    #[test]
+    fn a_billing_error_is_used_up_credit_not_bad_credentials() {
+        let s = decode(
+            r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Credit balance is too low"}]},"error":"billing_error"}"#,
+        );
+        assert_eq!(s.error_class, Some(ErrorClass::Quota));
+        assert_eq!(
+            s.fatal_pending,
+            Some(ErrorClass::Quota),
+            "no retry fixes it"
+        );
+        let s = decode(
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":402,"error":"billing_error"}"#,
+        );
+        assert_eq!(s.error_class, Some(ErrorClass::Quota));
+        assert_eq!(s.error.as_deref(), Some("credit used up: billing_error"));
+        let s = decode(
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}"#,
+        );
+        assert_eq!(s.error_class, Some(ErrorClass::Authentication));
     }
 }
 

@@ -91,6 +91,11 @@ impl AgentDecoder {
     pub fn summary(&self) -> &Summary {
         &self.summary
     }
+
+    /// See [`Summary::usage_baseline`].
+    pub fn set_usage_baseline(&mut self, tokens: crate::Tokens) {
+        self.summary.usage_baseline = tokens;
+    }
 }
 
 /// What one line was, for the caller of a [`StreamDecoder`].
@@ -119,6 +124,11 @@ impl StreamDecoder {
             lines: LineSplitter::new(max_line),
             decoder: AgentDecoder::new(agent),
         }
+    }
+
+    /// See [`Summary::usage_baseline`].
+    pub fn set_usage_baseline(&mut self, tokens: crate::Tokens) {
+        self.decoder.set_usage_baseline(tokens);
     }
 
     /// For `agent`'s stderr; see [`AgentDecoder::stderr`].

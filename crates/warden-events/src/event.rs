@@ -190,6 +190,15 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    /// Whether the error is one no retry fixes: credentials, a used-up
+    /// quota or credit, a request the API refuses.
+    pub fn no_retry_fixes(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::Authentication | ErrorClass::Quota | ErrorClass::InvalidRequest
+        )
+    }
+
     /// Guesses the class from an error message and an HTTP status.
     pub fn classify(message: &str, status: Option<i64>) -> Self {
         let m = message.to_ascii_lowercase();

@@ -51,8 +51,18 @@ pub struct Summary {
     /// that ends a run is not one.
     pub retries: u32,
     pub final_text: Option<String>,
+    /// The error the run is reported with, and its class: one no retry
+    /// fixes (authentication, quota, invalid request) once any was
+    /// reported, else a fatal one, else the last one (the terminal event's
+    /// text replaces the message). The last, not the first: the error that
+    /// ended the run decides whether it is retried, and a run that got
+    /// over an `overloaded` and then failed otherwise is no overloaded run.
     pub error: Option<String>,
     pub error_class: Option<ErrorClass>,
+    /// Whether `error` came with a fatal error event (a later non-fatal
+    /// one does not replace it).
+    #[serde(skip)]
+    error_fatal: bool,
     /// The last terminal event's word: `true` for success, `false` for
     /// failure, `None` while none came. An agent that recovers after
     /// reporting an error sends another one, which replaces it.
@@ -75,6 +85,12 @@ pub struct Summary {
     fatal_reported: Vec<ErrorClass>,
     #[serde(skip)]
     pub(crate) open_tools: BTreeMap<String, OpenTool>,
+    /// What a resumed session had already reported as its running total
+    /// (Codex's `turn.completed` usage counts the whole thread, earlier
+    /// `codex exec` runs of it included): taken off every running total,
+    /// so that the run counts only its own tokens.
+    #[serde(skip)]
+    pub usage_baseline: Tokens,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -278,6 +294,7 @@ impl Out<'_> {
 
     /// The agent's own running total: it replaces what was added up.
     pub fn usage_total(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
+        let tokens = tokens.beyond(&self.summary.usage_baseline);
         self.summary.tokens = tokens;
         if cost_usd.is_some() {
             self.summary.cost_usd = cost_usd;
@@ -320,10 +337,16 @@ impl Out<'_> {
             }
             s.fatal_reported.push(class);
         }
-        // A fatal error, or the first error, is what the report names.
-        if fatal || s.error.is_none() {
+        // See `Summary::error`: which error the report names.
+        let keep = match s.error_class {
+            Some(c) if c.no_retry_fixes() => !class.no_retry_fixes(),
+            Some(_) => s.error_fatal && !fatal && !class.no_retry_fixes(),
+            None => false,
+        };
+        if !keep {
             s.error = Some(message.clone());
             s.error_class = Some(class);
+            s.error_fatal = fatal;
         }
         self.events.push(Event::Error {
             message,
@@ -345,8 +368,16 @@ impl Out<'_> {
         }
         if let Some(e) = &error {
             self.summary.error = Some(e.clone());
-            if self.summary.error_class.is_none() {
-                self.summary.error_class = Some(ErrorClass::classify(e, None));
+            // The class of an error event before it stands (it had a
+            // status to go by), unless the end's own text names one no
+            // retry fixes.
+            let class = ErrorClass::classify(e, None);
+            let sticky = self
+                .summary
+                .error_class
+                .is_some_and(ErrorClass::no_retry_fixes);
+            if self.summary.error_class.is_none() || (class.no_retry_fixes() && !sticky) {
+                self.summary.error_class = Some(class);
             }
         }
         self.events.push(Event::Result {
@@ -424,6 +455,58 @@ mod tests {
         out.tool_finished("x".into(), None, false, None);
         out.error("late warning".into(), ErrorClass::Other, false);
         assert!(!summary.working_after_terminal);
+    }
+
+    fn classes(errors: &[(ErrorClass, bool)]) -> Option<ErrorClass> {
+        let mut summary = Summary::default();
+        let mut events = Vec::new();
+        let mut out = Out {
+            summary: &mut summary,
+            events: &mut events,
+        };
+        for (class, fatal) in errors {
+            out.error(format!("{class:?}"), *class, *fatal);
+        }
+        assert_eq!(
+            summary.error,
+            Some(format!("{:?}", summary.error_class.unwrap()))
+        );
+        summary.error_class
+    }
+
+    #[test]
+    fn the_error_named_is_the_last_unless_no_retry_fixes_an_earlier_one() {
+        use ErrorClass::*;
+        // Got over an overload, then the API refused the request: no
+        // overloaded run (a retry would be refused the same).
+        assert_eq!(
+            classes(&[(Overloaded, false), (InvalidRequest, false)]),
+            Some(InvalidRequest)
+        );
+        assert_eq!(
+            classes(&[(InvalidRequest, false), (Overloaded, false)]),
+            Some(InvalidRequest),
+            "an error no retry fixes stays"
+        );
+        assert_eq!(
+            classes(&[(Overloaded, false), (RateLimit, false)]),
+            Some(RateLimit)
+        );
+        assert_eq!(
+            classes(&[(Network, true), (Other, false)]),
+            Some(Network),
+            "a fatal one over a later non-fatal one"
+        );
+        let (s, _) = decode(
+            Agent::Claude,
+            &[
+                r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"API Error: 529"}]},"error":"overloaded"}"#,
+                r#"{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"prompt is too long"}]},"error":"invalid_request"}"#,
+                r#"{"type":"result","subtype":"success","is_error":true,"result":"prompt is too long"}"#,
+            ],
+        );
+        assert_eq!(s.error_class, Some(InvalidRequest));
+        assert_eq!(s.error.as_deref(), Some("prompt is too long"));
     }
 
     const CLAUDE_401_RETRY: &str = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}"#;

@@ -141,6 +141,9 @@ pub struct Batch {
     held: Option<(HeldDir, std::os::fd::OwnedFd)>,
     /// The most all its entries may spend together.
     budget: crate::budget::Budget,
+    /// What the earlier attempts of a resumed batch's entries (under
+    /// `attempts/`) spent: counted against its budget.
+    earlier_spent: crate::budget::Spent,
 }
 
 impl Batch {
@@ -158,6 +161,7 @@ impl Batch {
             resumed: false,
             held: None,
             budget: crate::budget::Budget::default(),
+            earlier_spent: crate::budget::Spent::default(),
         }
     }
 
@@ -289,6 +293,7 @@ impl Batch {
                 kept,
             });
         }
+        batch.earlier_spent = plan::attempts_spent(dir);
         Ok(batch)
     }
 
@@ -357,11 +362,12 @@ impl Batch {
         if self.entries.is_empty() || self.jobs == 0 {
             return Err(BatchError::Empty);
         }
-        // What the entries kept from before spent counts against the
-        // budget; every request carries it (a cluster's nodes read it from
-        // there).
+        // What the entries kept from before spent, and the earlier
+        // attempts of those that run again, counts against the budget;
+        // every request carries it (a cluster's nodes read it from there).
+        let earlier = self.earlier_spent;
         let budget = (!self.budget.is_empty()).then(|| {
-            let mut spent = crate::budget::Spent::default();
+            let mut spent = earlier;
             for e in &self.entries {
                 if let Some(s) = e.kept.as_ref().and_then(|k| k.session.as_ref()) {
                     spent.add(&crate::budget::Spent::of_session(s));
@@ -447,7 +453,7 @@ impl Batch {
                 .collect();
             let budgets = match budget {
                 Some(b) => {
-                    let mut spent = crate::budget::Spent::default();
+                    let mut spent = earlier;
                     for s in runs.iter().filter_map(|r| r.session.as_ref()) {
                         spent.add(&crate::budget::Spent::of_session(s));
                     }

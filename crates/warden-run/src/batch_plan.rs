@@ -114,6 +114,50 @@ pub(crate) fn ended(entry_dir: &Path, name: &str, agent: Agent) -> Option<BatchR
     Some(run)
 }
 
+/// What a run's `run.json` says it spent (only those fields are read).
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct RunSpending {
+    cost_usd: Option<f64>,
+    tokens: Option<warden_events::Tokens>,
+    turns: u32,
+}
+
+/// What the earlier attempts of entries, moved under `attempts/`, spent:
+/// each of their runs' `run.json` (not `session.json`, which lacks a run
+/// the session was cut short in). That money was spent: a batch budget
+/// counts it, else every `--resume --rerun-failed` would grant the whole
+/// budget again. A run with no readable `run.json` counts nothing.
+pub(crate) fn attempts_spent(dir: &Path) -> crate::budget::Spent {
+    let mut spent = crate::budget::Spent::default();
+    let real_dirs = |p: &Path| -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            // Not through a symbolic link: only what warden made.
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect()
+    };
+    for attempt in real_dirs(&dir.join(ATTEMPTS_DIR)) {
+        for run_dir in real_dirs(&attempt) {
+            let Ok(bytes) = crate::regular_file::read(&run_dir.join("run.json"), MAX_READ) else {
+                continue;
+            };
+            let Ok(run) = serde_json::from_slice::<RunSpending>(&bytes) else {
+                continue;
+            };
+            spent.add(&crate::budget::Spent {
+                cost_usd: run.cost_usd.unwrap_or(0.0),
+                tokens: run.tokens.unwrap_or_default().total(),
+                turns: u64::from(run.turns),
+            });
+        }
+    }
+    spent
+}
+
 /// Moves an earlier attempt's directory to `attempts/<dir>.<n>`, so the
 /// entry runs again in a fresh one; nothing to do when there is none.
 pub(crate) fn move_aside(dir: &Path, entry_dir: &Path) -> Result<(), String> {
@@ -141,4 +185,93 @@ pub(crate) fn move_aside(dir: &Path, entry_dir: &Path) -> Result<(), String> {
         });
     }
     Err(format!("too many attempts of {}", entry_dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionRun;
+
+    /// A `session.json` with every field the report has now.
+    fn session_json() -> serde_json::Value {
+        let run = SessionRun {
+            iteration: 1,
+            output_retry: false,
+            attempt: 1,
+            resumed: false,
+            retried_because: None,
+            retry_delay_ms: None,
+            run_id: "01RUN".into(),
+            run_dir: "/tmp/x/iteration-1".into(),
+            verdict: Some(crate::Verdict::Succeeded),
+            reason: "exited 0".into(),
+            duration_ms: 10,
+            completion_signal_seen: false,
+            tokens: warden_events::Tokens::default(),
+            cost_usd: Some(0.25),
+            turns: 1,
+            commits: Vec::new(),
+            exit_code: Some(0),
+            signal: None,
+            ended_by_warden: false,
+        };
+        let report = SessionReport {
+            schema_version: SchemaVersion,
+            session_id: "01SESSION".into(),
+            name: "a".into(),
+            session_dir: "/tmp/x".into(),
+            workdir: "/tmp".into(),
+            worktree: None,
+            started_at: "2026-01-01T00:00:00.000Z".into(),
+            duration_ms: 10,
+            iterations_requested: 1,
+            iterations_run: 1,
+            stopped_because: StopReason::IterationsExhausted,
+            verdict: Some(crate::Verdict::Succeeded),
+            runs: vec![run],
+            tokens: warden_events::Tokens::default(),
+            cost_usd: Some(0.25),
+            turns: 1,
+            budgets: Vec::new(),
+            budget_exceeded: None,
+            commits: Vec::new(),
+            output: None,
+            error: None,
+            output_lost: None,
+            written: true,
+        };
+        serde_json::to_value(&report).unwrap()
+    }
+
+    #[test]
+    fn an_entry_that_an_older_warden_finished_is_kept_on_resume() {
+        // What a warden before retries and budgets wrote: none of the
+        // fields they added. Not reading it would run the entry again.
+        let mut old = session_json();
+        for key in ["turns", "budgets", "budget_exceeded"] {
+            old.as_object_mut().unwrap().remove(key).expect(key);
+        }
+        let run = old["runs"][0].as_object_mut().unwrap();
+        for key in [
+            "attempt",
+            "resumed",
+            "retried_because",
+            "retry_delay_ms",
+            "turns",
+        ] {
+            run.remove(key).expect(key);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("session.json"),
+            serde_json::to_vec(&old).unwrap(),
+        )
+        .unwrap();
+        let kept = ended(dir.path(), "a", Agent::Pi).expect("the entry ended");
+        let s = kept.session.expect("its session");
+        assert_eq!(s.verdict, Some(crate::Verdict::Succeeded));
+        assert_eq!(s.runs[0].attempt, 1);
+        assert!(!s.runs[0].resumed);
+        assert_eq!(s.cost_usd, Some(0.25));
+    }
 }

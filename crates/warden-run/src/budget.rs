@@ -31,9 +31,10 @@ pub use warden_events::{BudgetKind, BudgetScope};
 /// The share of a budget at which a `budget_warning` is given.
 pub const WARN_AT: f64 = 0.8;
 
-/// A sum in US dollars, kept as whole micro-dollars, so that a limit
-/// compares exactly and the types that hold one stay `Eq`. Written as a
-/// number of dollars (`0.5`).
+/// A sum in US dollars, kept as whole micro-dollars, so that the types
+/// that hold a limit stay `Eq`. Written as a number of dollars (`0.5`).
+/// What was spent is a sum of the agent's floats: it is compared with a
+/// limit in whole micro-dollars too ([`passes`], [`reaches`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Usd(u64);
 
@@ -204,7 +205,7 @@ impl SharedBudget {
                 spent_before: self.spent.of(kind),
                 reached: self.spent.of(kind),
             })
-            .find(|l| l.reached >= l.limit)
+            .find(|l| reaches(l.budget, l.reached, l.limit))
     }
 
     /// Each of its limits with what was reached, for a report.
@@ -327,6 +328,27 @@ fn spent(kind: BudgetKind, value: f64) -> String {
     }
 }
 
+/// An amount as it is compared with a limit: cost in whole micro-dollars,
+/// since a sum of the floats agents report is off by a little
+/// (0.10 + 0.20 is 0.30000000000000004, past a limit of 0.30 by 4e-17);
+/// tokens and turns are whole numbers already.
+fn compared(kind: BudgetKind, value: f64) -> f64 {
+    match kind {
+        BudgetKind::Cost => (value * 1e6).round(),
+        BudgetKind::Tokens | BudgetKind::Turns => value,
+    }
+}
+
+/// Whether `reached` goes past `limit`: the budget is exceeded.
+pub fn passes(kind: BudgetKind, reached: f64, limit: f64) -> bool {
+    compared(kind, reached) > compared(kind, limit)
+}
+
+/// Whether `reached` is at `limit` or past it: nothing is left.
+pub fn reaches(kind: BudgetKind, reached: f64, limit: f64) -> bool {
+    compared(kind, reached) >= compared(kind, limit)
+}
+
 /// One limit a run watches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Cap {
@@ -356,13 +378,15 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// The run's own budget and those it shares. A shared limit whose 80%
-    /// was reached before the run started was warned of by an earlier run:
-    /// not again.
+    /// The run's own budget, with what the earlier attempts at its step
+    /// spent against it (`own_before`), and those it shares. A limit whose
+    /// 80% was reached before the run started was warned of by an earlier
+    /// run: not again.
     /// `pooled`: a batch budget held with the runs running beside this
     /// one, and what they (and the runs before) have spent so far.
     pub(crate) fn new(
         own: &Budget,
+        own_before: Spent,
         shared: &[SharedBudget],
         pooled: Option<(Budget, Spent)>,
     ) -> Watch {
@@ -372,8 +396,8 @@ impl Watch {
                 scope: BudgetScope::Run,
                 kind,
                 limit,
-                before: 0.0,
-                warned: false,
+                before: own_before.of(kind),
+                warned: reaches(kind, own_before.of(kind), WARN_AT * limit),
                 pooled: false,
             })
             .collect();
@@ -391,7 +415,7 @@ impl Watch {
                     kind,
                     limit,
                     before,
-                    warned: before >= WARN_AT * limit,
+                    warned: reaches(kind, before, WARN_AT * limit),
                     pooled: is_pooled,
                 }
             }));
@@ -425,14 +449,14 @@ impl Watch {
         let mut found = Check::default();
         for cap in &mut self.caps {
             let line = Self::line(cap, run);
-            if !cap.warned && line.reached >= WARN_AT * cap.limit {
+            if !cap.warned && reaches(cap.kind, line.reached, WARN_AT * cap.limit) {
                 cap.warned = true;
                 // Crossed in one step: the end says it, not a warning.
-                if line.reached <= cap.limit {
+                if !passes(cap.kind, line.reached, cap.limit) {
                     found.warnings.push(line);
                 }
             }
-            if line.reached > cap.limit && found.exceeded.is_none() {
+            if passes(cap.kind, line.reached, cap.limit) && found.exceeded.is_none() {
                 found.exceeded = Some(line);
             }
         }
@@ -463,6 +487,9 @@ struct PoolState {
     base: Spent,
     /// Each run's latest spending, by run id (kept after it ends).
     runs: std::collections::HashMap<String, Spent>,
+    /// The limits whose 80% warning a run has given: once for the batch,
+    /// not once by each run running when it was crossed.
+    warned: Vec<BudgetKind>,
 }
 
 impl BudgetPool {
@@ -472,6 +499,7 @@ impl BudgetPool {
             state: std::sync::Mutex::new(PoolState {
                 base,
                 runs: std::collections::HashMap::new(),
+                warned: Vec::new(),
             }),
             changed: tokio::sync::watch::channel(0).0,
         })
@@ -491,6 +519,17 @@ impl BudgetPool {
             }
         }
         total
+    }
+
+    /// Whether the warning for `kind` is this run's to give: the first
+    /// to ask gets it, every later one does not.
+    pub(crate) fn first_warning(&self, kind: BudgetKind) -> bool {
+        let mut s = self.state.lock().expect("lock");
+        if s.warned.contains(&kind) {
+            return false;
+        }
+        s.warned.push(kind);
+        true
     }
 
     /// Everything spent against it so far.
@@ -560,7 +599,7 @@ mod tests {
 
     #[test]
     fn a_budget_is_exceeded_past_its_limit_not_at_it() {
-        let mut w = Watch::new(&budget(None, None, Some(3)), &[], None);
+        let mut w = Watch::new(&budget(None, None, Some(3)), Spent::default(), &[], None);
         assert_eq!(w.check(&spent(0.0, 0, 3)).exceeded, None, "3 of 3 turns");
         let hit = w.check(&spent(0.0, 0, 4)).exceeded.expect("4 of 3 turns");
         assert_eq!(
@@ -572,7 +611,7 @@ mod tests {
 
     #[test]
     fn the_warning_comes_once_at_80_percent() {
-        let mut w = Watch::new(&budget(Some(0.5), None, None), &[], None);
+        let mut w = Watch::new(&budget(Some(0.5), None, None), Spent::default(), &[], None);
         assert!(w.check(&spent(0.39, 0, 0)).warnings.is_empty());
         let c = w.check(&spent(0.41, 0, 0));
         assert_eq!(c.warnings.len(), 1);
@@ -589,8 +628,26 @@ mod tests {
     }
 
     #[test]
+    fn a_sum_of_costs_at_the_limit_is_at_it_not_past_it() {
+        // 0.10 + 0.20 is 0.30000000000000004 in floats.
+        let mut run = spent(0.10, 0, 0);
+        run.add(&spent(0.20, 0, 0));
+        let mut w = Watch::new(&budget(Some(0.3), None, None), Spent::default(), &[], None);
+        assert_eq!(w.check(&run).exceeded, None, "$0.30 of $0.30");
+        // 0.7 + 0.1 is 0.7999999999999999: all of $0.80 is used up.
+        let mut session = spent(0.7, 0, 0);
+        session.add(&spent(0.1, 0, 0));
+        let s = SharedBudget::new(BudgetScope::Session, budget(Some(0.8), None, None), session);
+        assert!(s.used_up().is_some(), "$0.80 of $0.80");
+        assert!(
+            passes(BudgetKind::Cost, 0.300001, 0.3),
+            "a micro-dollar past"
+        );
+    }
+
+    #[test]
     fn a_jump_past_the_limit_is_an_end_not_a_warning() {
-        let mut w = Watch::new(&budget(None, Some(1000), None), &[], None);
+        let mut w = Watch::new(&budget(None, Some(1000), None), Spent::default(), &[], None);
         let c = w.check(&spent(0.0, 5000, 0));
         assert!(c.warnings.is_empty());
         assert_eq!(c.exceeded.unwrap().reached, 5000.0);
@@ -603,7 +660,7 @@ mod tests {
             budget(Some(1.0), None, None),
             spent(0.7, 0, 0),
         );
-        let mut w = Watch::new(&Budget::default(), &[session], None);
+        let mut w = Watch::new(&Budget::default(), Spent::default(), &[session], None);
         let c = w.check(&spent(0.15, 0, 0));
         assert_eq!(c.warnings.len(), 1, "0.85 of 1.00");
         assert_eq!(c.warnings[0].spent_before, 0.7);
@@ -623,7 +680,7 @@ mod tests {
             budget(None, None, Some(10)),
             spent(0.0, 0, 9),
         );
-        let mut w = Watch::new(&Budget::default(), &[s], None);
+        let mut w = Watch::new(&Budget::default(), Spent::default(), &[s], None);
         assert!(w.check(&spent(0.0, 0, 1)).warnings.is_empty());
     }
 
@@ -634,7 +691,7 @@ mod tests {
             budget(None, Some(100), None),
             spent(0.0, 90, 0),
         );
-        let mut w = Watch::new(&budget(None, Some(50), None), &[s], None);
+        let mut w = Watch::new(&budget(None, Some(50), None), Spent::default(), &[s], None);
         let hit = w.check(&spent(0.0, 60, 0)).exceeded.unwrap();
         assert_eq!(hit.scope, BudgetScope::Run);
         assert_eq!(w.lines(&spent(0.0, 60, 0))[1].reached, 150.0);
@@ -646,6 +703,7 @@ mod tests {
         pool.publish("a", spent(0.22, 0, 2));
         let mut w = Watch::new(
             &Budget::default(),
+            Spent::default(),
             &[],
             Some((pool.budget(), pool.others("b"))),
         );

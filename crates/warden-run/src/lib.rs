@@ -130,6 +130,14 @@ pub struct RunSpec {
     /// Budgets shared with the runs before this one (a session's, a
     /// batch's), with what those spent; the run's own is `limits.budget`.
     pub budgets: Vec<budget::SharedBudget>,
+    /// What the earlier attempts at the same step of a session (retries of
+    /// a transient failure, output retries) spent: counted against the
+    /// run's own budget, which holds for the step, not for each attempt.
+    pub run_spent_before: budget::Spent,
+    /// The running total of tokens the agent's session to resume had
+    /// reported (Codex counts usage over the whole thread): the run's
+    /// tokens are what it reports beyond it.
+    pub usage_baseline: warden_events::Tokens,
     /// A batch's budget held live with the runs running beside this one
     /// (the local executor's); its runs publish their spending there.
     pub budget_pool: Option<std::sync::Arc<budget::BudgetPool>>,
@@ -158,6 +166,8 @@ impl RunSpec {
             output_tag: None,
             output_schema: None,
             budgets: Vec::new(),
+            run_spent_before: budget::Spent::default(),
+            usage_baseline: warden_events::Tokens::default(),
             budget_pool: None,
         }
     }
@@ -405,6 +415,8 @@ impl Run {
             output,
             env_dropped,
             budgets: spec.budgets.clone(),
+            run_spent_before: spec.run_spent_before,
+            usage_baseline: spec.usage_baseline,
             pool: spec.budget_pool.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);

@@ -38,7 +38,7 @@ pub(crate) struct Pipe {
     /// stdout goes through the agent's decoder; stderr through its stderr
     /// decoder (plain lines, which become `stderr` events, and the retries
     /// some agents announce only there).
-    decoder: StreamDecoder,
+    pub(crate) decoder: StreamDecoder,
     /// For `exec`, whose output is plain lines on both streams: the lines
     /// are handed on as bytes (see [`Line::plain`]) and `decoder` is left
     /// unused, so a line's text is made only when something needs it.

@@ -167,7 +167,9 @@ pub struct Report {
     pub retries: u32,
     /// The agent's last answer.
     pub final_text: Option<String>,
-    /// The error the agent reported (the fatal one, else the first).
+    /// The error the agent reported: one no retry fixes once any was
+    /// reported, else a fatal one, else the last (the message: the
+    /// terminal event's text, when it carried one).
     pub error_message: Option<String>,
     pub error_class: Option<ErrorClass>,
     /// When the agent's terminal event came.

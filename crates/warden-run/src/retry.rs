@@ -165,10 +165,9 @@ impl Default for RetryPolicy {
 /// over any verdict, and a run refused for its structured output is the
 /// output retries' business.
 pub fn transient_failure(report: &Report) -> Option<RetryOn> {
-    if matches!(
-        report.error_class,
-        Some(ErrorClass::Authentication | ErrorClass::Quota | ErrorClass::InvalidRequest)
-    ) {
+    // The class is the last error's, or one no retry fixes if any came
+    // (see `warden_events::Summary::error`).
+    if report.error_class.is_some_and(ErrorClass::no_retry_fixes) {
         return None;
     }
     match report.verdict? {
@@ -234,15 +233,19 @@ pub(crate) fn jitter() -> f64 {
 /// the CLIs that print their API's error put the server's hint there.
 pub fn retry_after_in(message: &str) -> Option<Duration> {
     let m = message.to_ascii_lowercase();
-    const CUES: [&str; 6] = [
-        "retry-after",
-        "retry after",
-        "retry in",
-        "try again in",
-        "retrydelay",
-        "retry_after",
+    // With the unit a bare number is in: the `-ms` headers count in
+    // milliseconds (and come first: `retry-after` is a prefix of one).
+    const CUES: [(&str, f64); 8] = [
+        ("retry-after-ms", 0.001),
+        ("retry_after_ms", 0.001),
+        ("retry-after", 1.0),
+        ("retry after", 1.0),
+        ("retry in", 1.0),
+        ("try again in", 1.0),
+        ("retrydelay", 1.0),
+        ("retry_after", 1.0),
     ];
-    CUES.iter().find_map(|cue| {
+    CUES.iter().find_map(|&(cue, bare)| {
         let at = m.find(cue)? + cue.len();
         let rest = m[at..].trim_start_matches(|c: char| {
             c.is_whitespace() || c == ':' || c == '"' || c == '=' || c == '\''
@@ -257,8 +260,10 @@ pub fn retry_after_in(message: &str) -> Option<Duration> {
             .unwrap_or(unit.len())];
         let secs = match unit {
             "ms" | "msec" | "millisecond" | "milliseconds" => n / 1000.0,
+            "s" | "sec" | "secs" | "second" | "seconds" => n,
             "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
-            _ => n,
+            "h" | "hr" | "hrs" | "hour" | "hours" => n * 3600.0,
+            _ => n * bare,
         };
         Duration::try_from_secs_f64(secs).ok()
     })
@@ -433,5 +438,9 @@ mod tests {
         assert_eq!(s("retry after 250ms"), Some(250));
         assert_eq!(s("429 Too Many Requests"), None);
         assert_eq!(s("retry in soon"), None);
+        assert_eq!(s("retry-after-ms: 500"), Some(500));
+        assert_eq!(s(r#""retry_after_ms": 1500"#), Some(1_500));
+        assert_eq!(s("quota resets; try again in 2 hours"), Some(7_200_000));
+        assert_eq!(s("retry after 1h"), Some(3_600_000));
     }
 }

@@ -97,14 +97,21 @@ pub struct SessionRun {
     pub iteration: u32,
     pub output_retry: bool,
     /// Which attempt at this run it was: 1, then one more for each retry
-    /// of a transient failure (`--retries`).
+    /// of a transient failure (`--retries`). Defaults (like every field
+    /// added since) so that a `session.json` of an older warden still
+    /// reads: a resumed batch takes an entry whose file does not read for
+    /// one that never ended, and runs it (and pays for it) again.
+    #[serde(default = "first_attempt")]
     pub attempt: u32,
     /// Whether this attempt resumed the agent's session of the attempt
     /// before (else it started afresh).
+    #[serde(default)]
     pub resumed: bool,
     /// The transient failure this run ended by, when it was tried again.
+    #[serde(default)]
     pub retried_because: Option<RetryOn>,
     /// How long warden waited before the next attempt, ms.
+    #[serde(default)]
     pub retry_delay_ms: Option<u64>,
     pub run_id: String,
     pub run_dir: PathBuf,
@@ -127,6 +134,19 @@ pub struct SessionRun {
     /// `Report::ended_by_warden`): its status is then not the command's own.
     #[serde(default)]
     pub ended_by_warden: bool,
+}
+
+/// Ends a session because nothing is left of a budget for another run.
+fn stop_used_up(report: &mut SessionReport, line: crate::budget::BudgetLine) {
+    report.stopped_because = StopReason::BudgetExceeded;
+    report.verdict = Some(Verdict::BudgetExceeded);
+    report.budget_exceeded = Some(line);
+    report.error = Some(format!("no further run started: {}", line.used_up()));
+}
+
+/// A run written before warden retried runs was its step's only attempt.
+fn first_attempt() -> u32 {
+    1
 }
 
 #[non_exhaustive]
@@ -211,6 +231,7 @@ pub struct SessionReport {
     pub budgets: Vec<crate::budget::BudgetLine>,
     /// The budget that stopped the session: exceeded by its last run, or
     /// with nothing left for another (verdict `budget_exceeded`).
+    #[serde(default)]
     pub budget_exceeded: Option<crate::budget::BudgetLine>,
     pub commits: Vec<Commit>,
     pub output: Option<serde_json::Value>,
@@ -422,6 +443,21 @@ pub(crate) async fn run_session(
     let mut retry_of: Option<RetryOf> = None;
     // What the session's runs spent, against its budget and its batch's.
     let mut spent = crate::budget::Spent::default();
+    // What the attempts at this step spent (its retries, output retries
+    // included): the run's own budget holds for them together, else
+    // `--max-cost 0.50 --retries 3` could spend $2 on one iteration.
+    let mut step_spent = crate::budget::Spent::default();
+    // Each agent session's running total of tokens as its CLI last
+    // reported it, for CLIs whose usage counts the whole thread (Codex):
+    // a run that resumes one counts only what it adds.
+    let mut thread_totals: std::collections::HashMap<String, Tokens> =
+        std::collections::HashMap::new();
+    // The run's own budget, as the last run's spec had it.
+    let mut run_budget = crate::budget::Budget::default();
+    let step_used_up = |run_budget: crate::budget::Budget, step: &crate::budget::Spent| {
+        crate::budget::SharedBudget::new(crate::budget::BudgetScope::Run, run_budget, *step)
+            .used_up()
+    };
     let shared = |spent: &crate::budget::Spent| {
         let mut all = Vec::new();
         if !opts.budget.is_empty() {
@@ -461,17 +497,18 @@ pub(crate) async fn run_session(
         // A run with nothing left of a budget would exceed it at its first
         // model call: none starts (a retry included).
         let budgets = shared(&spent);
-        if let Some(line) = budgets.iter().find_map(|b| b.used_up()) {
-            report.stopped_because = StopReason::BudgetExceeded;
-            report.verdict = Some(Verdict::BudgetExceeded);
-            report.budget_exceeded = Some(line);
-            report.error = Some(format!("no further run started: {}", line.used_up()));
+        let step_left = (!next_step)
+            .then(|| step_used_up(run_budget, &step_spent))
+            .flatten();
+        if let Some(line) = step_left.or_else(|| budgets.iter().find_map(|b| b.used_up())) {
+            stop_used_up(&mut report, line);
             break;
         }
         if next_step {
             iteration += 1;
             output_retry = None;
             attempt = 1;
+            step_spent = crate::budget::Spent::default();
         }
         let mut name = match output_retry {
             Some(m) => format!("iteration-{iteration}-retry-{m}"),
@@ -482,6 +519,11 @@ pub(crate) async fn run_session(
         }
         let run_dir = session_dir.join(name);
         let resumed = retry_of.as_ref().is_some_and(|r| r.resume.is_some());
+        // The agent session this run resumes, if any (as `make_run` picks).
+        let resuming: Option<String> = retry_of
+            .as_ref()
+            .and_then(|r| r.resume.clone())
+            .or_else(|| correction.as_ref().map(|(s, _)| s.clone()));
         let ctx = IterationContext {
             iteration,
             iterations: opts.iterations,
@@ -508,6 +550,13 @@ pub(crate) async fn run_session(
             .filter(|b| opts.budget_pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)
             .collect();
         spec.budget_pool.clone_from(&opts.budget_pool);
+        spec.run_spent_before = step_spent;
+        let thread_wide = spec.agent == warden_events::Agent::Codex;
+        if thread_wide && let Some(total) = resuming.as_ref().and_then(|s| thread_totals.get(s)) {
+            spec.usage_baseline = *total;
+        }
+        let baseline = spec.usage_baseline;
+        run_budget = spec.limits.budget;
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
@@ -523,19 +572,28 @@ pub(crate) async fn run_session(
         out.send(Update::IterationStarted {
             entry,
             iteration,
+            attempt,
             run_dir: run_dir.clone(),
             run_id: handle.run_id().to_string(),
         })
         .await;
         // The wait the agent itself announced last (a CLI that computes
-        // it from the server's retry-after): the least a retry waits.
+        // it from the server's retry-after): the least a retry waits. Only
+        // one after the model's last answer: a retry the model answered
+        // got through, and its wait says nothing of the failure that
+        // ended the run.
         let mut announced_wait: Option<u64> = None;
         while let Some(event) = handle.next_event().await {
-            if let crate::Event::Retry {
-                delay_ms: Some(d), ..
-            } = &event.event
-            {
-                announced_wait = Some(*d);
+            match &event.event {
+                crate::Event::Retry {
+                    delay_ms: Some(d), ..
+                } => announced_wait = Some(*d),
+                // What the model wrote (not usage: a CLI reports it for
+                // a failed request too, Claude Code in its last line).
+                crate::Event::Text { .. }
+                | crate::Event::Thinking { .. }
+                | crate::Event::ToolStarted { .. } => announced_wait = None,
+                _ => {}
             }
             out.send(Update::Event { entry, event }).await;
         }
@@ -548,12 +606,18 @@ pub(crate) async fn run_session(
         })
         .await;
         report.iterations_run = iteration;
+        if thread_wide && let Some(id) = &run.session_id {
+            let mut total = baseline;
+            total.add(&run.tokens);
+            thread_totals.insert(id.clone(), total);
+        }
         report.tokens.add(&run.tokens);
         if let Some(c) = run.cost_usd {
             *report.cost_usd.get_or_insert(0.0) += c;
         }
         report.turns += u64::from(run.turns);
         spent.add(&crate::budget::Spent::of_report(&run));
+        step_spent.add(&crate::budget::Spent::of_report(&run));
         report.budgets = shared(&spent).iter().flat_map(|b| b.lines()).collect();
         report.verdict = run.verdict;
         if run.output.is_some() {
@@ -607,6 +671,15 @@ pub(crate) async fn run_session(
             }
             _ => {
                 if let Some(failure) = opts.retry.should_retry(&run, attempt - 1) {
+                    // Nothing left of a budget: no retry would start, so
+                    // none is announced or waited for (the wait can be
+                    // minutes).
+                    if let Some(line) = step_used_up(run_budget, &step_spent)
+                        .or_else(|| shared(&spent).iter().find_map(|b| b.used_up()))
+                    {
+                        stop_used_up(&mut report, line);
+                        break;
+                    }
                     let hint = [
                         announced_wait.map(std::time::Duration::from_millis),
                         run.error_message
@@ -617,11 +690,6 @@ pub(crate) async fn run_session(
                     .flatten()
                     .max();
                     let delay = opts.retry.delay(attempt, crate::retry::jitter(), hint);
-                    if let Some(last) = report.runs.last_mut() {
-                        last.retried_because = Some(failure);
-                        last.retry_delay_ms = Some(delay.as_millis() as u64);
-                    }
-                    write_json(&held, &mut report);
                     out.send(Update::RetryWaiting {
                         entry,
                         iteration,
@@ -637,6 +705,13 @@ pub(crate) async fn run_session(
                         report.stopped_because = StopReason::Cancelled;
                         break;
                     }
+                    // Only now is the run one that was tried again (a
+                    // cancel during the wait leaves it the last).
+                    if let Some(last) = report.runs.last_mut() {
+                        last.retried_because = Some(failure);
+                        last.retry_delay_ms = Some(delay.as_millis() as u64);
+                    }
+                    write_json(&held, &mut report);
                     attempt += 1;
                     let progressed = run.turns > 0 || run.tool_calls > 0;
                     retry_of = Some(RetryOf {

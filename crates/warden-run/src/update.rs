@@ -27,6 +27,9 @@ pub enum Update {
     IterationStarted {
         entry: Option<usize>,
         iteration: u32,
+        /// Which attempt at the run: 1, then one more for each retry of a
+        /// transient failure.
+        attempt: u32,
         run_dir: PathBuf,
         /// The run's id, as its `run.json` says.
         run_id: String,

@@ -393,9 +393,17 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
                 budget,
                 warden_run::budget::Spent::default(),
             ));
-            request.check().map_err(|e| {
-                CliError::from(e).context(format_args!("in run `{name}` of {}", file.display()))
-            })?;
+        }
+        let warnings = request.check().map_err(|e| {
+            CliError::from(e).context(format_args!("in run `{name}` of {}", file.display()))
+        })?;
+        // `build` says none (a batch's runs are quiet: the batch has its
+        // own view): said here, with the batch's budget counted (Claude
+        // Code's cost only in its last line, for a `max_cost`, say).
+        if !args.quiet {
+            for w in warnings {
+                eprintln!("warden: warning: run `{name}`: {w}");
+            }
         }
         // Every run of a batch is a session, in its own directory.
         shown.push((name.clone(), agent, request.limits.armed_stall_timeout()));
@@ -626,6 +634,7 @@ impl Reporter for BatchView {
             Update::IterationStarted {
                 entry: Some(i),
                 iteration,
+                attempt,
                 ..
             } => {
                 let (name, agent, stall) = &self.entries[*i];
@@ -644,10 +653,14 @@ impl Reporter for BatchView {
                 });
                 // On a cluster, the entry's start ("started on the
                 // cluster") is its first run's start.
-                if *iteration > 1 {
-                    self.line(&format!("[{name}] started (iteration {iteration})"));
-                } else if !self.remote {
-                    self.line(&format!("[{name}] started"));
+                // Each attempt after a transient failure says so: else the
+                // view would show the entry starting again and again.
+                match (*iteration, *attempt) {
+                    (1, 1) if self.remote => {}
+                    (1, 1) => self.line(&format!("[{name}] started")),
+                    (1, k) => self.line(&format!("[{name}] started (attempt {k})")),
+                    (n, 1) => self.line(&format!("[{name}] started (iteration {n})")),
+                    (n, k) => self.line(&format!("[{name}] started (iteration {n}, attempt {k})")),
                 }
                 self.watched.insert(*i);
                 self.runs.insert(*i, (state, bar));

@@ -40,6 +40,7 @@ pub(crate) async fn run_once(
     view.update(&Update::IterationStarted {
         entry: None,
         iteration: 1,
+        attempt: 1,
         run_dir: handle.run_dir().to_path_buf(),
         run_id: handle.run_id().to_string(),
     });

@@ -59,10 +59,10 @@ impl Follow {
         let mut updates = Vec::new();
         loop {
             if self.current.is_none() {
-                let Some((iteration, name)) = runs_of(dir)
+                let Some((iteration, attempt, name)) = runs_of(dir)
                     .into_iter()
-                    .map(|(iteration, _, name)| (iteration, name))
-                    .find(|(_, name)| !self.ended.contains(name))
+                    .map(|(iteration, (_, attempt), name)| (iteration, attempt, name))
+                    .find(|(_, _, name)| !self.ended.contains(name))
                 else {
                     break;
                 };
@@ -74,6 +74,7 @@ impl Follow {
                 updates.push(Update::IterationStarted {
                     entry: Some(entry),
                     iteration,
+                    attempt,
                     run_dir,
                     run_id: started.run_id,
                 });

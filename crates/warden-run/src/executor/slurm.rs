@@ -112,12 +112,23 @@ impl SlurmOptions {
     pub fn check(&self) -> Result<(), String> {
         for arg in &self.sbatch_args {
             let flag = arg.split('=').next().unwrap_or(arg);
-            if let Some((own, why)) = OWN_SBATCH_OPTIONS.iter().find(|(o, _)| *o == flag) {
+            // sbatch (getopt_long) takes any unambiguous prefix of a long
+            // option (`--requ` is `--requeue`), and a short option's value
+            // attached to it (`-a0-3`, `-o/x`, `-Jname`).
+            let long = flag.len() > 2 && flag.starts_with("--");
+            if let Some((own, why)) = OWN_SBATCH_OPTIONS
+                .iter()
+                .find(|(o, _)| *o == flag || (long && o.starts_with(flag)))
+            {
                 return Err(format!(
                     "`{arg}` in sbatch_args: warden sets {own} itself ({why}); remove it"
                 ));
             }
-            if matches!(flag, "-a" | "-o" | "-D" | "-J") {
+            let short = (!flag.starts_with("--"))
+                .then(|| flag.strip_prefix('-'))
+                .flatten()
+                .and_then(|rest| rest.chars().next());
+            if matches!(short, Some('a' | 'o' | 'D' | 'J')) {
                 return Err(format!(
                     "`{arg}` in sbatch_args: warden sets --array, --output, --chdir and --job-name itself; remove it"
                 ));
@@ -926,6 +937,29 @@ mod tests {
         assert!(o.check().unwrap_err().contains("--array"));
         o.sbatch_args = vec!["-o".into(), "x".into()];
         assert!(o.check().unwrap_err().contains("`-o`"));
+        // Attached values and abbreviations are the same options.
+        for arg in ["-a0-3", "-o/x", "-Jname", "-D/tmp"] {
+            o.sbatch_args = vec![arg.into()];
+            let e = o.check().unwrap_err();
+            assert!(e.contains(&format!("`{arg}`")), "{arg}: {e}");
+        }
+        for (arg, own) in [
+            ("--requ", "--requeue"),
+            ("--arr=0-3", "--array"),
+            ("--job", "--job-name"),
+        ] {
+            o.sbatch_args = vec![arg.into()];
+            let e = o.check().unwrap_err();
+            assert!(e.contains(own), "{arg}: {e}");
+        }
+        // Others pass, attached values included.
+        o.sbatch_args = vec![
+            "-pgpu".into(),
+            "--exclude=n1".into(),
+            "--no-requeue".into(),
+            "-N1".into(),
+        ];
+        assert_eq!(o.check(), Ok(()));
         o.sbatch_args.clear();
         o.poll = Duration::ZERO;
         assert!(o.check().unwrap_err().contains("poll"));

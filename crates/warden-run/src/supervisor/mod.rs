@@ -90,6 +90,10 @@ pub(crate) struct Setup {
     /// The budgets the run shares with the runs before it (its session's,
     /// its batch's), with what those spent.
     pub budgets: Vec<crate::budget::SharedBudget>,
+    /// What the earlier attempts at this step spent (`RunSpec`'s).
+    pub run_spent_before: crate::budget::Spent,
+    /// The resumed session's running total of tokens (`RunSpec`'s).
+    pub usage_baseline: warden_events::Tokens,
     /// A batch's budget held with the runs running beside this one.
     pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
 }
@@ -176,6 +180,8 @@ pub(crate) struct Supervisor {
     budget: crate::budget::Watch,
     /// The first budget exceeded, as it stood then.
     budget_hit: Option<crate::budget::BudgetLine>,
+    /// What the run had spent at the last look at its budgets.
+    budget_seen: Option<crate::budget::Spent>,
 }
 
 /// Consecutive plain lines of one stream, to be written as one `lines`
@@ -220,7 +226,8 @@ impl Supervisor {
             .pool
             .as_ref()
             .map(|p| (p.budget(), p.others(&setup.run_id)));
-        let budget = crate::budget::Watch::new(&l.budget, &setup.budgets, pooled);
+        let budget =
+            crate::budget::Watch::new(&l.budget, setup.run_spent_before, &setup.budgets, pooled);
         Self {
             setup,
             live: LiveFeed::new(events),
@@ -264,6 +271,7 @@ impl Supervisor {
             resources: None,
             budget,
             budget_hit: None,
+            budget_seen: None,
         }
     }
 
@@ -533,6 +541,7 @@ impl Supervisor {
             tree.stdout.take().map(|r| Box::pin(r) as Reader),
             max_line,
         );
+        out.decoder.set_usage_baseline(self.setup.usage_baseline);
         let mut err = Pipe::new(
             Stream::Stderr,
             agent,
@@ -816,12 +825,28 @@ impl Supervisor {
             return;
         }
         let mine = crate::budget::Spent::of_summary(&self.summary);
+        let mine_changed = self.budget_seen.replace(mine) != Some(mine);
         if let Some(pool) = &self.setup.pool {
             pool.publish(&self.setup.run_id, mine);
-            self.budget.others_spent(&pool.others(&self.setup.run_id));
+            // Another run's spending ends only a run still at work (as
+            // when it wakes this one): a line from a run that is done
+            // (the agent's last words while it exits) must not turn it
+            // `budget_exceeded` for what the others spent. Its own new
+            // spending is judged against everything, whatever the phase.
+            if mine_changed || matches!(self.phase, Phase::Starting | Phase::Running) {
+                self.budget.others_spent(&pool.others(&self.setup.run_id));
+            }
         }
         let found = self.budget.check(&mine);
         for w in found.warnings {
+            // A batch's budget held with the runs beside this one: one of
+            // them may have warned of it already.
+            if w.scope == crate::budget::BudgetScope::Batch
+                && let Some(pool) = &self.setup.pool
+                && !pool.first_warning(w.budget)
+            {
+                continue;
+            }
             self.emit(Event::BudgetWarning {
                 scope: w.scope,
                 budget: w.budget,

@@ -314,6 +314,42 @@ mod claude {
 }
 
 mod codex {
+    use super::*;
+
+    /// `codex exec resume` reports usage over the whole thread: the
+    /// resumed run counts only what it added (each request here is 21 in,
+    /// 8 out), and the session sums each token once.
+    #[test]
+    fn a_resumed_thread_counts_its_earlier_tokens_once() {
+        let Some(kit) = Kit::new(
+            "codex",
+            vec![
+                Turn::Text("no tag here".into()),
+                Turn::Text("<out>ok</out>".into()),
+            ],
+        ) else {
+            return;
+        };
+        let done = kit.run(
+            "say hi",
+            &[
+                "--output-tag",
+                "out",
+                "--output-retries",
+                "1",
+                "--timeout",
+                "120s",
+            ],
+        );
+        let why = why(&kit, &done);
+        assert_eq!(done.code, 0, "{why}");
+        let first = run_json(&kit, "iteration-1");
+        let second = run_json(&kit, "iteration-1-retry-1");
+        assert_eq!(first["tokens"]["total"], 29, "{why}");
+        assert_eq!(second["tokens"]["total"], 29, "its own only: {second}");
+        assert_eq!(session(&kit)["tokens"]["total"], 58, "{why}");
+    }
+
     #[test]
     fn a_429_after_an_answer_is_retried_resuming_the_session() {
         super::resumes_after("codex", 429, "rate_limited");

@@ -129,3 +129,268 @@ fn a_session_starts_no_run_once_nothing_is_left_of_its_budget() {
         "{why}"
     );
 }
+
+/// A stand-in pi whose one model call costs `cost`; the first `stalls`
+/// times it runs (counted in a file of the case) it then hangs.
+fn pi_that_spends_then_stalls(case: &Case, cost: &str, stalls: u32) -> String {
+    let bin = case.path().join("fake-pi-stalls");
+    let count = case.path().join("count");
+    let call = format!(
+        r#"{{"type":"message_end","message":{{"role":"assistant","content":[{{"type":"text","text":"done"}}],"stopReason":"stop","usage":{{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{{"total":{cost}}}}}}}}}"#
+    );
+    let script = format!(
+        "#!/bin/sh\ncat > /dev/null\n\
+         n=$(cat '{c}' 2>/dev/null || echo 0); echo $((n+1)) > '{c}'\n\
+         echo '{{\"type\":\"agent_start\"}}'\n\
+         echo '{{\"type\":\"turn_start\"}}'\n\
+         echo '{call}'\n\
+         if [ $n -lt {stalls} ]; then exec sleep 30; fi\n\
+         echo '{{\"type\":\"agent_end\",\"messages\":[]}}'\n",
+        c = count.display()
+    );
+    crate::support::write_script(&bin, &script);
+    bin.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_run_that_used_up_the_session_budget_is_not_retried_nor_waited_for() {
+    let case = Case::new();
+    let bin = pi_that_spends_then_stalls(&case, "0.4", 1);
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--session-max-cost",
+        "0.4",
+        "--retries",
+        "2",
+        "--retry-on",
+        "stalled",
+        "--retry-backoff",
+        "2s",
+        "--stall-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+    ]);
+    let text = std::fs::read_to_string(case.run_dir().join("session.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- session.json:\n{text}",
+        done.code, done.stderr
+    );
+    assert_eq!(done.code, 7, "{why}");
+    assert!(!done.stderr.contains("retrying in"), "{why}");
+    let s: Value = serde_json::from_str(&text).expect("session.json");
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{why}");
+    assert_eq!(runs[0]["verdict"], "stalled", "{why}");
+    assert_eq!(runs[0]["retried_because"], Value::Null, "{why}");
+    assert_eq!(runs[0]["retry_delay_ms"], Value::Null, "{why}");
+    assert_eq!(s["stopped_because"], "budget_exceeded", "{why}");
+    assert_eq!(
+        s["error"], "no further run started: session cost budget $0.40 used up: $0.40 spent",
+        "{why}"
+    );
+}
+
+#[test]
+fn a_retry_counts_what_the_attempts_before_it_spent_against_the_run_budget() {
+    let case = Case::new();
+    let bin = pi_that_spends_then_stalls(&case, "0.4", 1);
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--max-cost",
+        "0.5",
+        "--retries",
+        "2",
+        "--retry-on",
+        "stalled",
+        "--retry-backoff",
+        "1ms",
+        "--stall-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+    ]);
+    let text = std::fs::read_to_string(case.run_dir().join("session.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- session.json:\n{text}",
+        done.code, done.stderr
+    );
+    // $0.40 by the stalled attempt, $0.40 by the retry: $0.80 for the
+    // one run, past its $0.50.
+    assert_eq!(done.code, 7, "{why}");
+    let s: Value = serde_json::from_str(&text).expect("session.json");
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{why}");
+    assert_eq!(runs[0]["retried_because"], "stalled", "{why}");
+    assert_eq!(runs[1]["verdict"], "budget_exceeded", "{why}");
+    let second: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("iteration-1-attempt-2/run.json")).unwrap(),
+    )
+    .unwrap();
+    let line = &second["budget_exceeded"];
+    assert_eq!(line["scope"], "run", "{second}");
+    assert_eq!(line["spent_before"], 0.4, "{second}");
+    assert_eq!(line["reached"], 0.8, "{second}");
+}
+
+#[test]
+fn a_run_that_is_done_is_not_made_over_budget_by_what_another_spends_after() {
+    let case = Case::new();
+    // `done` spends $0.10 and ends; while it exits (a line on stderr,
+    // no spending) `big` passes the batch's $0.50 on its own.
+    let done_bin = case.path().join("fake-pi-done");
+    crate::support::write_script(
+        &done_bin,
+        "#!/bin/sh\ncat > /dev/null\n\
+         echo '{\"type\":\"agent_start\"}'\n\
+         echo '{\"type\":\"turn_start\"}'\n\
+         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.1}}}}'\n\
+         echo '{\"type\":\"agent_end\",\"messages\":[]}'\n\
+         sleep 2\necho 'saving the session' >&2\n",
+    );
+    let big_bin = case.path().join("fake-pi-big");
+    crate::support::write_script(
+        &big_bin,
+        "#!/bin/sh\ncat > /dev/null\nsleep 0.5\n\
+         echo '{\"type\":\"agent_start\"}'\n\
+         echo '{\"type\":\"turn_start\"}'\n\
+         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":1.0}}}}'\n\
+         sleep 5\n",
+    );
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 0.5\n\n\
+             [[run]]\nname = \"done\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {:?}\n\n\
+             [[run]]\nname = \"big\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {:?}\n",
+            done_bin.display().to_string(),
+            big_bin.display().to_string()
+        ),
+    );
+    let dir = case.path().join("batch");
+    let out = case.run(&["batch", &file, "-j", "2", "--dir", dir.to_str().unwrap()]);
+    let text = std::fs::read_to_string(dir.join("batch.json")).unwrap_or_default();
+    let why = format!("exit {}\n{}\n--- batch.json:\n{text}", out.code, out.stderr);
+    let b: Value = serde_json::from_str(&text).expect("batch.json");
+    let verdict = |name: &str| {
+        b["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["verdict"].clone())
+    };
+    assert_eq!(verdict("big"), Some("budget_exceeded".into()), "{why}");
+    assert_eq!(verdict("done"), Some("succeeded".into()), "{why}");
+}
+
+#[test]
+fn a_resumed_batch_counts_what_the_attempts_it_runs_again_spent() {
+    let case = Case::new();
+    // Spends $0.60 and fails.
+    let bin = case.path().join("fake-pi-fails");
+    crate::support::write_script(
+        &bin,
+        "#!/bin/sh\ncat > /dev/null\n\
+         echo '{\"type\":\"agent_start\"}'\n\
+         echo '{\"type\":\"turn_start\"}'\n\
+         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"hm\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.6}}}}'\n\
+         exit 1\n",
+    );
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 1\n\n\
+             [[run]]\nname = \"a\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {:?}\n",
+            bin.display().to_string()
+        ),
+    );
+    let dir = case.path().join("batch");
+    let first = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
+    assert_eq!(first.code, 1, "{}", first.stderr);
+    let again = case.run(&["batch", "--resume", dir.to_str().unwrap(), "--rerun-failed"]);
+    let text = std::fs::read_to_string(dir.join("batch.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- batch.json:\n{text}",
+        again.code, again.stderr
+    );
+    // $0.60 before, $0.60 again: past the batch's $1.00.
+    assert_eq!(again.code, 7, "{why}");
+    let b: Value = serde_json::from_str(&text).expect("batch.json");
+    assert_eq!(b["runs"][0]["verdict"], "budget_exceeded", "{why}");
+    assert_eq!(b["budgets"][0]["reached"], 1.2, "{why}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("a/iteration-1/run.json")).unwrap())
+            .unwrap();
+    assert_eq!(run["budgets"][0]["spent_before"], 0.6, "{run}");
+}
+
+#[test]
+fn a_batch_cost_budget_for_claude_code_warns_that_it_ends_no_run_mid_way() {
+    let case = Case::new();
+    let bin = case.path().join("fake-claude");
+    crate::support::write_script(&bin, "#!/bin/sh\ncat > /dev/null\nexit 0\n");
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 1\n\n\
+             [[run]]\nname = \"c\"\nagent = \"claude\"\nprompt = \"x\"\nagent_bin = {:?}\n",
+            bin.display().to_string()
+        ),
+    );
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
+    assert!(
+        done.stderr.contains(
+            "warden: warning: run `c`: the batch's `max_cost`: `claude` reports its cost only in its last line"
+        ),
+        "exit {}\n{}",
+        done.code,
+        done.stderr
+    );
+}
+
+#[test]
+fn runs_holding_a_batch_budget_together_warn_of_its_80_percent_once() {
+    let case = Case::new();
+    let call = "{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.45}}}}";
+    // Each spends $0.45 of the batch's $1.00, `b` half a second after
+    // `a`, both still running when the two together pass 80%.
+    let script = |name: &str, before: &str, after: &str| {
+        let bin = case.path().join(name);
+        crate::support::write_script(
+            &bin,
+            &format!(
+                "#!/bin/sh\ncat > /dev/null\nsleep {before}\n\
+                 echo '{{\"type\":\"agent_start\"}}'\necho '{{\"type\":\"turn_start\"}}'\n\
+                 echo '{call}'\nsleep {after}\necho '{{\"type\":\"agent_end\",\"messages\":[]}}'\n"
+            ),
+        );
+        bin.display().to_string()
+    };
+    let (a, b) = (script("pi-a", "0", "2"), script("pi-b", "0.5", "1"));
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 1\n\n\
+             [[run]]\nname = \"a\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {a:?}\n\n\
+             [[run]]\nname = \"b\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {b:?}\n"
+        ),
+    );
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", &file, "-j", "2", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let warnings = done
+        .stderr
+        .matches("warning: 80% of the batch cost budget $1.00 used")
+        .count();
+    assert_eq!(warnings, 1, "{}", done.stderr);
+}
