@@ -7,7 +7,6 @@ use crate::args::{Cli, Command, RunArgs};
 use crate::error::{CliError, Kind, Outcome, usage};
 use crate::prompt_input::{prompt_source_is_stdin, read_stdin_prompt};
 use crate::render::console::{self, Priority, Stream};
-use crate::request::absolute;
 use crate::runner::{run_once, run_session_cli};
 use crate::settings::RawSettings;
 use crate::signals::Signals;
@@ -144,20 +143,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
             "{e}\n  for any command: warden run exec -- CMD [ARGS...]"
         ))
     })?;
-    let here = std::env::current_dir()
-        .map_err(|e| usage(format_args!("cannot read the current directory: {e}")))?;
-    let cwd = match &args.cwd {
-        Some(d) => match absolute(&here, d).canonicalize() {
-            Ok(d) if d.is_dir() => d,
-            _ => {
-                return Err(usage(format_args!(
-                    "--cwd {}: no such directory",
-                    d.display()
-                )));
-            }
-        },
-        None => here,
-    };
+    let cwd = crate::request::working_dir(args.cwd.as_deref())?;
     let resolved = RawSettings::gather(&args.settings, &cwd)
         .and_then(|raw| raw.resolve())
         .map_err(usage)?;

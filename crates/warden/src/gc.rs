@@ -8,24 +8,10 @@ use warden_run::gc::{Action, GcOptions, GcReport, Item};
 
 use crate::args::GcArgs;
 use crate::error::{Outcome, usage};
-use crate::request::absolute;
 use crate::settings::{RawSettings, SettingFlags, find};
 
 pub(crate) async fn gc(args: &GcArgs) -> Outcome {
-    let here = std::env::current_dir()
-        .map_err(|e| usage(format_args!("cannot read the current directory: {e}")))?;
-    let cwd = match &args.cwd {
-        Some(d) => match absolute(&here, d).canonicalize() {
-            Ok(d) if d.is_dir() => d,
-            _ => {
-                return Err(usage(format_args!(
-                    "--cwd {}: no such directory",
-                    d.display()
-                )));
-            }
-        },
-        None => here,
-    };
+    let cwd = crate::request::working_dir(args.cwd.as_deref())?;
     // The flags, WARDEN_KEEP_RUNS / WARDEN_KEEP_DAYS and warden.toml, as
     // for every setting.
     let mut flags = SettingFlags::default();

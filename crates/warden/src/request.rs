@@ -152,6 +152,23 @@ fn read_schema(path: &Path) -> Result<(PathBuf, serde_json::Value), CliError> {
     Ok((path.to_path_buf(), value))
 }
 
+/// The directory a command works in: `--cwd` (relative to the current
+/// directory, which must exist), else the current directory.
+pub(crate) fn working_dir(cwd: Option<&Path>) -> Result<PathBuf, crate::error::CliError> {
+    let here = std::env::current_dir()
+        .map_err(|e| crate::error::usage(format_args!("cannot read the current directory: {e}")))?;
+    match cwd {
+        Some(d) => match absolute(&here, d).canonicalize() {
+            Ok(d) if d.is_dir() => Ok(d),
+            _ => Err(crate::error::usage(format_args!(
+                "--cwd {}: no such directory",
+                d.display()
+            ))),
+        },
+        None => Ok(here),
+    }
+}
+
 /// `p` against `cwd` when relative.
 pub(crate) fn absolute(cwd: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
