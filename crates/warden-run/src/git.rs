@@ -450,8 +450,8 @@ impl Worktree {
     /// its whole worktree pass: gc never sees the new worktree unlocked
     /// (no `session.json` names it until the session ends).
     ///
-    /// `owner`: the session directory, written next to the worktree (see
-    /// [`owner_file`]) so gc finds the session that names it wherever
+    /// `owner`: the session directory, written next to the worktree (in
+    /// `.warden/worktrees/.<name>.session.json`) so gc finds the session that names it wherever
     /// that session lives (a batch started in a subdirectory keeps it
     /// under `<subdirectory>/.warden/batches`, which a gc run from the top
     /// of the repository does not look in).
