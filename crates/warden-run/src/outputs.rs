@@ -236,6 +236,45 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_counts_every_verdict_and_the_entries_that_never_ran() {
+        use crate::batch_report::BatchRun;
+        use warden_events::Agent;
+        let runs = vec![
+            BatchRun::new("a", Agent::Exec, Some(Verdict::Succeeded), None),
+            BatchRun::new("b", Agent::Exec, Some(Verdict::Stalled), None),
+            BatchRun::new("c", Agent::Exec, Some(Verdict::BudgetExceeded), None),
+            BatchRun::new("d", Agent::Exec, Some(Verdict::BudgetExceeded), None),
+            BatchRun::new("e", Agent::Exec, None, Some("never started".into())),
+        ];
+        let b = BatchReport {
+            schema_version: warden_events::SchemaVersion,
+            batch_id: "b1".into(),
+            file: "runs.toml".into(),
+            executor: "local".into(),
+            jobs: 2,
+            duration_ms: 1,
+            runs,
+            succeeded: 1,
+            failed: 4,
+            cancelled: 0,
+            never_ran: vec!["e".into()],
+            budgets: Vec::new(),
+        };
+        let o = Outputs::for_batch(&b, Path::new("/b"), None, 7);
+        let get = |k: &str| o.0.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("batch_dir"), Some("/b"));
+        assert_eq!(get("batch_json"), Some(""), "not written");
+        assert_eq!(get("exit_code"), Some("7"));
+        assert_eq!(get("succeeded"), Some("1"));
+        assert_eq!(get("stalled"), Some("1"));
+        assert_eq!(get("budget_exceeded"), Some("2"));
+        assert_eq!(get("timed_out"), Some("0"));
+        assert_eq!(get("failed"), Some("4"));
+        assert_eq!(get("never_ran"), Some("1"));
+        assert_eq!(o.0.len(), 3 + ALL_VERDICTS.len() + 2);
+    }
+
+    #[test]
     fn the_final_text_is_not_written_through_a_link() {
         let d = tempfile::tempdir().unwrap();
         let target = d.path().join("elsewhere");
