@@ -58,6 +58,7 @@ pub mod limits;
 mod live;
 pub mod logged_lines;
 pub mod output;
+pub mod outputs;
 mod pipe;
 /// Reading a file of the work tree without following a link or blocking
 /// on a FIFO; for the warden CLI, not part of the library's API.

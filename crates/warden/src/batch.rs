@@ -496,6 +496,17 @@ async fn drive(
             batch_dir.join("batch.json").display()
         ),
     }
+    if let Some(out) = crate::render::github::output_file() {
+        crate::render::github::write_outputs(
+            &out,
+            &warden_run::outputs::Outputs::for_batch(
+                report,
+                &batch_dir,
+                outcome.written.as_deref().ok(),
+                outcome.exit_code(),
+            ),
+        );
+    }
     Ok(outcome.exit_code())
 }
 

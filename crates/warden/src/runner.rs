@@ -77,6 +77,14 @@ pub(crate) async fn run_once(
         report.warden_exit_code()
     };
     ended.push(report.run_dir.clone());
+    if let Some(out) = crate::render::github::output_file() {
+        let text =
+            crate::render::github::final_text_file(&report.run_dir, report.final_text.as_deref());
+        crate::render::github::write_outputs(
+            &out,
+            &warden_run::outputs::Outputs::for_run(&report, code, text.as_deref()),
+        );
+    }
     view.update(&Update::IterationFinished {
         entry: None,
         iteration: 1,
@@ -97,6 +105,7 @@ pub(crate) async fn run_session_cli(
     let mut session = Session::new(request).start();
     let control = session.control();
     let mut wake = Wakeups::new(signals);
+    let mut final_text: Option<String> = None;
     let on_wake = |view: &mut Reporters, w: Wake| match w {
         Wake::Tick => view.tick(),
         Wake::Signal { nth, name } => {
@@ -107,7 +116,13 @@ pub(crate) async fn run_session_cli(
     loop {
         tokio::select! {
             update = session.next_update() => match update {
-                Some(u) => view.update(&u),
+                Some(u) => {
+                    // The last run's answer is the session's.
+                    if let Update::IterationFinished { report, .. } = &u {
+                        final_text = report.final_text.clone();
+                    }
+                    view.update(&u)
+                }
                 None => break,
             },
             w = wake.next() => on_wake(&mut view, w),
@@ -163,9 +178,18 @@ pub(crate) async fn run_session_cli(
             report.session_dir.join("session.json").display()
         );
     }
-    Ok(if resolved.preserve_status {
+    let code = if resolved.preserve_status {
         report.exit_code_preserving_status()
     } else {
         report.warden_exit_code()
-    })
+    };
+    if let Some(out) = crate::render::github::output_file() {
+        let text =
+            crate::render::github::final_text_file(&report.session_dir, final_text.as_deref());
+        crate::render::github::write_outputs(
+            &out,
+            &warden_run::outputs::Outputs::for_session(&report, code, text.as_deref()),
+        );
+    }
+    Ok(code)
 }

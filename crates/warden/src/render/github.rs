@@ -65,6 +65,54 @@ impl GitHub {
     }
 }
 
+/// Where the step's outputs go: `$GITHUB_OUTPUT`, under GitHub Actions
+/// only (`GITHUB_ACTIONS=true`); `None` elsewhere.
+pub(crate) fn output_file() -> Option<std::path::PathBuf> {
+    if std::env::var_os("GITHUB_ACTIONS").is_none_or(|v| v != "true") {
+        return None;
+    }
+    std::env::var_os("GITHUB_OUTPUT")
+        .filter(|p| !p.is_empty())
+        .map(Into::into)
+}
+
+/// Appends `outputs` to `$GITHUB_OUTPUT` (the runner's file, opened as it
+/// is). A failure is a warning: the run's outcome and exit code stay.
+pub(crate) fn write_outputs(path: &std::path::Path, outputs: &warden_run::outputs::Outputs) {
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(outputs.render().as_bytes()));
+    if let Err(e) = written {
+        eprintln!(
+            "warden: warning: could not write the step outputs to {}: {e}",
+            path.display()
+        );
+    }
+}
+
+/// The agent's final text in `dir` (a run's or session's directory), for
+/// the `final_text_file` output: its path, or `None` when there is no
+/// text or it could not be written (which is said).
+pub(crate) fn final_text_file(
+    dir: &std::path::Path,
+    text: Option<&str>,
+) -> Option<std::path::PathBuf> {
+    let text = text?;
+    match warden_run::outputs::write_final_text(dir, text) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!(
+                "warden: warning: could not write {} in {}: {e}",
+                warden_run::outputs::FINAL_TEXT_FILE,
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
 /// Escapes an annotation's message the way the runner decodes it; the
 /// result is one line with no `##[` left whole.
 pub(crate) fn escape_data(s: &str) -> String {

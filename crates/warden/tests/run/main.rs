@@ -13,6 +13,7 @@ mod batch;
 mod budgets;
 mod clocks;
 mod endtoend;
+mod gh_outputs;
 mod hostile_console;
 mod hostile_files;
 mod hostile_procs;

@@ -123,6 +123,10 @@ impl Case {
             .env("WARDEN_TEST_MARK", &self.mark)
             .env("WARDEN_RUN_DIR", self.run_dir())
             .env_remove("GITHUB_ACTIONS")
+            // A test that sets GITHUB_ACTIONS must not append to the CI
+            // job's own outputs.
+            .env_remove("GITHUB_OUTPUT")
+            .env_remove("GITHUB_STEP_SUMMARY")
             .args(args)
             .stdin(Stdio::null());
         for key in [
