@@ -247,6 +247,7 @@ fn batch_budget(v: &toml::Value) -> Result<warden_run::budget::Budget, String> {
 const DEFAULT_JOBS: usize = 4;
 
 pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
+    crate::junit_file::check(args.junit.as_deref())?;
     if let Some(dir) = &args.resume {
         let batch = Batch::resume(dir, args.jobs, args.rerun_failed)
             .await
@@ -496,7 +497,14 @@ async fn drive(
             batch_dir.join("batch.json").display()
         ),
     }
-    Ok(outcome.exit_code())
+    Ok(match &args.junit {
+        Some(path) => crate::junit_file::write(
+            path,
+            &warden_run::junit::batch(report, &warden_run::junit::stderr_tail),
+            outcome.exit_code(),
+        ),
+        None => outcome.exit_code(),
+    })
 }
 
 fn print_table(r: &BatchReport) {

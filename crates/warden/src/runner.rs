@@ -33,6 +33,7 @@ pub(crate) async fn run_once(
     resolved: &crate::settings::Resolved,
     signals: Signals,
     ended: &mut Vec<std::path::PathBuf>,
+    junit: Option<&std::path::Path>,
 ) -> Outcome {
     let agent = spec.agent;
     let mut handle = Run::new(spec).spawn().await?;
@@ -77,12 +78,17 @@ pub(crate) async fn run_once(
         report.warden_exit_code()
     };
     ended.push(report.run_dir.clone());
+    let xml = junit.map(|_| warden_run::junit::run(&report, &warden_run::junit::stderr_tail));
     view.update(&Update::IterationFinished {
         entry: None,
         iteration: 1,
         report: Box::new(report),
     });
-    Ok(code)
+    // After the view's last lines, so the file's line ends the output.
+    Ok(match (junit, xml) {
+        (Some(path), Some(xml)) => crate::junit_file::write(path, &xml, code),
+        _ => code,
+    })
 }
 
 /// `ended`: gets the session's directory and its runs', which the gc
@@ -92,6 +98,7 @@ pub(crate) async fn run_session_cli(
     resolved: crate::settings::Resolved,
     signals: Signals,
     ended: &mut Vec<std::path::PathBuf>,
+    junit: Option<&std::path::Path>,
 ) -> Outcome {
     let mut view = Reporters::for_runs(&resolved, request.agent, Some(request.session.iterations));
     let mut session = Session::new(request).start();
@@ -163,9 +170,17 @@ pub(crate) async fn run_session_cli(
             report.session_dir.join("session.json").display()
         );
     }
-    Ok(if resolved.preserve_status {
+    let code = if resolved.preserve_status {
         report.exit_code_preserving_status()
     } else {
         report.warden_exit_code()
+    };
+    Ok(match junit {
+        Some(path) => crate::junit_file::write(
+            path,
+            &warden_run::junit::session(&report, &warden_run::junit::stderr_tail),
+            code,
+        ),
+        None => code,
     })
 }

@@ -19,6 +19,7 @@ mod hostile_procs;
 mod hostile_sandbox;
 mod hostile_tree;
 mod json_out;
+mod junit;
 mod launch;
 mod orphans;
 mod output;
