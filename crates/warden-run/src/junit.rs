@@ -133,7 +133,10 @@ pub fn batch(report: &BatchReport, tail: &dyn Fn(&Path) -> Option<String>) -> St
     let mut cases = Vec::new();
     for entry in &report.runs {
         match &entry.session {
-            Some(s) if s.runs.len() > 1 || s.iterations_requested > 1 => {
+            // A session that ran (an entry stopped before its first run,
+            // by a used-up budget say, falls to the last arm, so it still
+            // has its case).
+            Some(s) if !s.runs.is_empty() && (s.runs.len() > 1 || s.iterations_requested > 1) => {
                 cases.extend(
                     s.runs
                         .iter()
@@ -607,7 +610,9 @@ mod tests {
             Some(Verdict::Cancelled),
             Some("cancelled before it started".into()),
         );
-        let unstarted = BatchRun::new("bad", Agent::Codex, None, Some("no such agent".into()));
+        let mut unstarted = BatchRun::new("bad", Agent::Codex, None, Some("no such agent".into()));
+        // A session with no run at all (a budget used up before it).
+        unstarted.session = Some(session("bad", 2, Vec::new()));
         let b = BatchReport {
             schema_version: SchemaVersion,
             batch_id: "01BATCH".into(),
