@@ -54,6 +54,7 @@ pub mod executor;
 pub mod gc;
 pub mod git;
 mod held_dir;
+pub mod junit;
 pub mod limits;
 mod live;
 pub mod logged_lines;

@@ -84,6 +84,28 @@ pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     Ok(bytes)
 }
 
+/// The last `limit` bytes (at most) of the regular file at `path`, with
+/// the same checks as [`read`]: a log can be far longer than what a
+/// summary shows of it, so its start is skipped rather than refused.
+pub fn read_tail(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(ReadError::NotRegular {
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    file.seek(SeekFrom::Start(meta.len().saturating_sub(limit)))?;
+    let mut bytes = Vec::new();
+    // A file that grows while it is read still stops at the bound.
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// The regular file at `path` as UTF-8 text, at most `limit` bytes.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
     let bytes = read(path, limit)?;

@@ -79,6 +79,10 @@ pub(crate) struct BatchArgs {
     /// document (the live view stays on stderr).
     #[arg(long)]
     pub json: bool,
+    /// At the end, also write a JUnit XML report to FILE: one test case
+    /// per entry (per run of an entry with iterations), for CI.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Where the runs run: `local` (this machine), or `slurm` (one Slurm
     /// job each; options in the file's `[slurm]` table) [default: the
     /// file's `executor`, else local].
@@ -242,6 +246,11 @@ pub(crate) struct RunArgs {
     /// Take the last <TAG>…</TAG> of the agent's final text into the report's `output`.
     #[arg(long, value_name = "TAG")]
     pub output_tag: Option<String>,
+
+    /// At the end, also write a JUnit XML report to FILE: one test case
+    /// (one per run of a session), for CI.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 
     /// Validate the tagged output as JSON against this JSON Schema.
     #[arg(long, value_name = "FILE")]

@@ -247,6 +247,7 @@ fn batch_budget(v: &toml::Value) -> Result<warden_run::budget::Budget, String> {
 const DEFAULT_JOBS: usize = 4;
 
 pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
+    crate::junit_file::check(args.junit.as_deref())?;
     if let Some(dir) = &args.resume {
         let batch = Batch::resume(dir, args.jobs, args.rerun_failed)
             .await
@@ -496,6 +497,16 @@ async fn drive(
             batch_dir.join("batch.json").display()
         ),
     }
+    let code = match &args.junit {
+        Some(path) => crate::junit_file::write(
+            path,
+            &warden_run::junit::batch(report, &warden_run::junit::stderr_tail),
+            outcome.exit_code(),
+        ),
+        None => outcome.exit_code(),
+    };
+    // With the exit code as it ends (a JUnit file that could not be
+    // written makes it 74).
     if let Some(out) = crate::render::github::output_file() {
         crate::render::github::write_outputs(
             &out,
@@ -503,11 +514,11 @@ async fn drive(
                 report,
                 &batch_dir,
                 outcome.written.as_deref().ok(),
-                outcome.exit_code(),
+                code,
             ),
         );
     }
-    Ok(outcome.exit_code())
+    Ok(code)
 }
 
 fn print_table(r: &BatchReport) {

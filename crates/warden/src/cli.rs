@@ -64,7 +64,7 @@ async fn run_request(file: &std::path::Path, signals: Signals) -> Outcome {
         ..Default::default()
     };
     cancelled_before_start(&signals)?;
-    run_session_cli(request, settings, signals, &mut Vec::new()).await
+    run_session_cli(request, settings, signals, &mut Vec::new(), None).await
 }
 
 /// A run or a batch catches signals to cancel cleanly, and its output
@@ -150,6 +150,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     if args.iterations == 0 {
         return Err(usage("--iterations must be at least 1"));
     }
+    let junit = crate::junit_file::check(args.junit.as_deref())?;
     if let Some(why) = prompt_source_is_stdin(&args, agent) {
         let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
         read_stdin_prompt(why, &mut signals, bound).await?;
@@ -161,11 +162,11 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     let mut ended = Vec::new();
     let outcome = if request.is_session() {
         cancelled_before_start(&signals)?;
-        run_session_cli(request, resolved, signals, &mut ended).await
+        run_session_cli(request, resolved, signals, &mut ended, junit.as_deref()).await
     } else {
         let spec = request.spec(&request.iteration_context().await)?;
         cancelled_before_start(&signals)?;
-        run_once(spec, &resolved, signals, &mut ended).await
+        run_once(spec, &resolved, signals, &mut ended, junit.as_deref()).await
     };
     // Retention, when the settings ask for it: after the run, whose own
     // directory is the newest and no longer in use.

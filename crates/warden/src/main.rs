@@ -49,6 +49,7 @@ mod cli;
 mod doctor;
 mod error;
 mod gc;
+mod junit_file;
 mod prompt_input;
 mod render;
 mod replay;

@@ -33,6 +33,7 @@ pub(crate) async fn run_once(
     resolved: &crate::settings::Resolved,
     signals: Signals,
     ended: &mut Vec<std::path::PathBuf>,
+    junit: Option<&std::path::Path>,
 ) -> Outcome {
     let agent = spec.agent;
     let mut handle = Run::new(spec).spawn().await?;
@@ -77,19 +78,31 @@ pub(crate) async fn run_once(
         report.warden_exit_code()
     };
     ended.push(report.run_dir.clone());
-    if let Some(out) = crate::render::github::output_file() {
-        let text =
+    let xml = junit.map(|_| warden_run::junit::run(&report, &warden_run::junit::stderr_tail));
+    let text = crate::render::github::output_file().map(|out| {
+        let file =
             crate::render::github::final_text_file(&report.run_dir, report.final_text.as_deref());
-        crate::render::github::write_outputs(
-            &out,
-            &warden_run::outputs::Outputs::for_run(&report, code, text.as_deref()),
-        );
-    }
+        (out, file)
+    });
+    let outputs = text.map(|(out, file)| (out, report.clone(), file));
     view.update(&Update::IterationFinished {
         entry: None,
         iteration: 1,
         report: Box::new(report),
     });
+    // After the view's last lines, so the file's line ends the output.
+    let code = match (junit, xml) {
+        (Some(path), Some(xml)) => crate::junit_file::write(path, &xml, code),
+        _ => code,
+    };
+    // With the exit code as it ends (a JUnit file that could not be
+    // written makes it 74).
+    if let Some((out, report, file)) = outputs {
+        crate::render::github::write_outputs(
+            &out,
+            &warden_run::outputs::Outputs::for_run(&report, code, file.as_deref()),
+        );
+    }
     Ok(code)
 }
 
@@ -100,6 +113,7 @@ pub(crate) async fn run_session_cli(
     resolved: crate::settings::Resolved,
     signals: Signals,
     ended: &mut Vec<std::path::PathBuf>,
+    junit: Option<&std::path::Path>,
 ) -> Outcome {
     let mut view = Reporters::for_runs(&resolved, request.agent, Some(request.session.iterations));
     let mut session = Session::new(request).start();
@@ -183,6 +197,16 @@ pub(crate) async fn run_session_cli(
     } else {
         report.warden_exit_code()
     };
+    let code = match junit {
+        Some(path) => crate::junit_file::write(
+            path,
+            &warden_run::junit::session(&report, &warden_run::junit::stderr_tail),
+            code,
+        ),
+        None => code,
+    };
+    // With the exit code as it ends (a JUnit file that could not be
+    // written makes it 74).
     if let Some(out) = crate::render::github::output_file() {
         let text =
             crate::render::github::final_text_file(&report.session_dir, final_text.as_deref());

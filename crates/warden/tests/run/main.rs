@@ -20,6 +20,7 @@ mod hostile_procs;
 mod hostile_sandbox;
 mod hostile_tree;
 mod json_out;
+mod junit;
 mod launch;
 mod orphans;
 mod output;
