@@ -24,21 +24,17 @@
 //! Every run is checked before any starts; one run failing never stops the
 //! others; Ctrl-C cancels them all and still writes every report.
 
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use warden_events::Agent;
 use warden_run::batch::{Batch, entry_dir_name};
-use warden_run::batch_report::BatchReport;
 use warden_run::executor::slurm::SlurmOptions;
-use warden_run::update::Update;
 
 use crate::args::{BatchArgs, RunArgs};
 use crate::error::{CliError, Outcome, usage};
-use crate::render::{Reporter, ViewState, live, ms};
+use crate::render::Reporter;
+use crate::render::batch::{BatchView, print_table};
 use crate::settings::{self, RawSettings, SettingFlags};
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
@@ -415,6 +411,18 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
     drive(batch, shown, remote, args, signals, None, file).await
 }
 
+/// The batch view's heartbeat: the `heartbeat` setting from
+/// `WARDEN_HEARTBEAT` or warden.toml (a batch file's runs cannot set it:
+/// the view is the batch's).
+fn heartbeat() -> Result<Option<Duration>, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| usage(format_args!("cannot read the current directory: {e}")))?;
+    let resolved = RawSettings::gather(&SettingFlags::default(), &cwd)
+        .and_then(|r| r.resolve())
+        .map_err(usage)?;
+    Ok(resolved.heartbeat)
+}
+
 /// Runs the batch to its end: one loop over its updates, the view's
 /// tick and the signals; then the table, `batch.json`, the exit code.
 async fn drive(
@@ -437,7 +445,7 @@ async fn drive(
         .await
         .map_err(|e| CliError::from(e).about(about.display()))?;
 
-    let mut view = BatchView::new(args.quiet, shown, remote);
+    let mut view = BatchView::new(args.quiet, shown, remote, heartbeat()?);
     view.line(&format!(
         "batch {batch_id}: {entries} run(s), {jobs} at a time; reports in {}",
         batch_dir.display()
@@ -475,6 +483,7 @@ async fn drive(
     view.clear();
     let report = &outcome.report;
     print_table(report);
+    view.done(report, &batch_dir);
     if args.json {
         // One line, made safe for a CI log as every `--json` line is; the
         // reserve of the queue, so a slow reader still gets it whole.
@@ -519,322 +528,6 @@ async fn drive(
         );
     }
     Ok(code)
-}
-
-fn print_table(r: &BatchReport) {
-    let rows: Vec<[String; 6]> = r
-        .runs
-        .iter()
-        .map(|run| {
-            let s = run.session.as_ref();
-            [
-                run.name.clone(),
-                run.verdict
-                    .map_or_else(|| "not run".into(), |v| v.as_str().to_string()),
-                ms(run.duration_ms),
-                s.map_or("-".into(), |s| {
-                    format!("{}/{}", s.tokens.input, s.tokens.output)
-                }),
-                s.and_then(|s| s.cost_usd)
-                    .map_or("-".into(), |c| format!("${c:.4}")),
-                s.map_or("-".into(), |s| s.commits.len().to_string()),
-            ]
-        })
-        .collect();
-    let head = [
-        "run",
-        "verdict",
-        "duration",
-        "tokens in/out",
-        "cost",
-        "commits",
-    ];
-    let mut widths: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for row in &rows {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        eprintln!("  {}", parts.join("  ").trim_end());
-    };
-    eprintln!();
-    line(head.to_vec());
-    for row in &rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-    eprintln!(
-        "\nwarden: batch {}: {} succeeded, {} failed, {} cancelled, in {}",
-        r.batch_id,
-        r.succeeded,
-        r.failed,
-        r.cancelled,
-        ms(r.duration_ms)
-    );
-}
-
-/// One view for every run: a status line each on a terminal, prefixed
-/// lines elsewhere. Owned by the batch's loop, which feeds it updates and
-/// ticks.
-struct BatchView {
-    quiet: bool,
-    multi: Option<MultiProgress>,
-    started: Instant,
-    /// Each entry's name, agent and armed stall timeout, by index.
-    entries: Vec<(String, Agent, Option<Duration>)>,
-    runs: BTreeMap<usize, (ViewState, Option<ProgressBar>)>,
-    /// Entries whose runs are seen live.
-    watched: std::collections::BTreeSet<usize>,
-    /// The runs run on a cluster.
-    remote: bool,
-}
-
-impl BatchView {
-    fn new(quiet: bool, entries: Vec<(String, Agent, Option<Duration>)>, remote: bool) -> Self {
-        // A terminal that says it has no size (a pseudo-terminal nobody
-        // sized) cannot hold status lines: it gets the plain lines.
-        let sized = rustix::termios::tcgetwinsize(std::io::stderr())
-            .is_ok_and(|w| w.ws_col > 0 && w.ws_row > 0);
-        let tty =
-            std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet && sized;
-        Self {
-            quiet,
-            multi: tty.then(|| {
-                MultiProgress::with_draw_target(crate::render::console::QueuedTerm::target())
-            }),
-            started: Instant::now(),
-            entries,
-            runs: BTreeMap::new(),
-            watched: std::collections::BTreeSet::new(),
-            remote,
-        }
-    }
-
-    fn clear(&self) {
-        if let Some(m) = &self.multi {
-            let _ = m.clear();
-        }
-    }
-
-    fn line(&self, text: &str) {
-        if self.quiet {
-            return;
-        }
-        match &self.multi {
-            Some(m) => {
-                let _ = m.println(crate::render::github::neutralize(text));
-            }
-            None => {
-                let s = self.started.elapsed().as_secs();
-                eprintln!("[{:02}:{:02}] {text}", s / 60, s % 60);
-            }
-        }
-    }
-}
-
-impl Reporter for BatchView {
-    fn tick(&mut self) {
-        let width = cols();
-        for (i, (state, bar)) in &self.runs {
-            if let Some(b) = bar {
-                b.set_message(live::fit(
-                    &format!("[{}] {}", self.entries[*i].0, live::status(state, true)),
-                    width.saturating_sub(3),
-                ));
-                b.tick();
-            }
-        }
-    }
-
-    fn update(&mut self, update: &Update) {
-        match update {
-            Update::IterationStarted {
-                entry: Some(i),
-                iteration,
-                attempt,
-                ..
-            } => {
-                let (name, agent, stall) = &self.entries[*i];
-                let mut state = ViewState::new(*agent, &warden_run::Limits::default());
-                state.stall_timeout = *stall;
-                if *iteration > 1 {
-                    state.iteration = Some((*iteration, 0));
-                }
-                let bar = self.multi.as_ref().map(|m| {
-                    let b = m.add(ProgressBar::new_spinner());
-                    b.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("template"));
-                    // No steady tick of its own: that is a thread per bar,
-                    // each redrawing every bar; the view's one tick turns
-                    // every spinner.
-                    b
-                });
-                // On a cluster, the entry's start ("started on the
-                // cluster") is its first run's start.
-                // Each attempt after a transient failure says so: else the
-                // view would show the entry starting again and again.
-                match (*iteration, *attempt) {
-                    (1, 1) if self.remote => {}
-                    (1, 1) => self.line(&format!("[{name}] started")),
-                    (1, k) => self.line(&format!("[{name}] started (attempt {k})")),
-                    (n, 1) => self.line(&format!("[{name}] started (iteration {n})")),
-                    (n, k) => self.line(&format!("[{name}] started (iteration {n}, attempt {k})")),
-                }
-                self.watched.insert(*i);
-                self.runs.insert(*i, (state, bar));
-            }
-            Update::Event {
-                entry: Some(i),
-                event: e,
-            } => {
-                let name = &self.entries[*i].0;
-                let line = match &e.event {
-                    warden_events::Event::ToolStarted {
-                        name: tool, input, ..
-                    } => Some(format!(
-                        "[{name}] tool {tool}: {}",
-                        input
-                            .as_deref()
-                            .unwrap_or("")
-                            .chars()
-                            .take(80)
-                            .collect::<String>()
-                    )),
-                    warden_events::Event::StallWarning { silent_ms, .. } => Some(format!(
-                        "[{name}] warning: no activity for {}",
-                        ms(*silent_ms)
-                    )),
-                    warden_events::Event::Error { message, .. } => {
-                        Some(format!("[{name}] agent error: {message}"))
-                    }
-                    warden_events::Event::BudgetWarning {
-                        scope,
-                        budget,
-                        limit,
-                        reached,
-                    } => Some(format!(
-                        "[{name}] warning: {}",
-                        warden_run::budget::warning(*scope, *budget, *limit, *reached)
-                    )),
-                    warden_events::Event::Terminating { reason } => {
-                        Some(format!("[{name}] ending: {reason}"))
-                    }
-                    _ => None,
-                };
-                if let Some((state, _)) = self.runs.get_mut(i) {
-                    state.observe(e);
-                }
-                if let Some(l) = line {
-                    self.line(&l);
-                }
-            }
-            Update::IterationFinished {
-                entry: Some(i),
-                report,
-                ..
-            } => {
-                if let Some((_, Some(bar))) = self.runs.remove(i) {
-                    bar.finish_and_clear();
-                    if let Some(m) = &self.multi {
-                        m.remove(&bar);
-                    }
-                }
-                self.line(&format!(
-                    "[{}] {} in {}: {}",
-                    self.entries[*i].0,
-                    report.verdict.map_or("unknown", |x| x.as_str()),
-                    ms(report.duration_ms),
-                    report.reason
-                ));
-            }
-            Update::RetryWaiting {
-                entry: Some(i),
-                attempt,
-                attempts,
-                delay,
-                because,
-                ..
-            } => self.line(&format!(
-                "[{}] {}",
-                self.entries[*i].0,
-                crate::render::retry_line(*delay, *because, *attempt, *attempts)
-            )),
-            Update::Worktree {
-                entry: Some(i),
-                worktree: wt,
-            } => self.line(&format!(
-                "[{}] worktree {} on {}",
-                self.entries[*i].0,
-                wt.path.display(),
-                wt.branch
-            )),
-            Update::EntryStarted { entry, .. } if self.remote => {
-                let name = &self.entries[*entry].0;
-                self.line(&format!("[{name}] started on the cluster"));
-            }
-            Update::EntryFinished { entry, run } => {
-                let name = &self.entries[*entry].0;
-                // A run whose end was never seen (not followed, or its
-                // job ended before its report was written): the entry's
-                // end is said here, from its report or from the engine.
-                let unseen = match self.runs.remove(entry) {
-                    Some((_, bar)) => {
-                        if let (Some(bar), Some(m)) = (bar, &self.multi) {
-                            bar.finish_and_clear();
-                            m.remove(&bar);
-                        }
-                        true
-                    }
-                    None => !self.watched.contains(entry),
-                };
-                if unseen {
-                    let reason = run
-                        .session
-                        .as_ref()
-                        .and_then(|s| s.runs.last())
-                        .map(|r| r.reason.clone())
-                        .or_else(|| run.error.clone())
-                        .unwrap_or_default();
-                    let job = run
-                        .job
-                        .as_ref()
-                        .map(|j| format!(" [Slurm job {} {}]", j.id, j.state))
-                        .unwrap_or_default();
-                    self.line(&format!(
-                        "[{name}] {} in {}: {reason}{job}",
-                        run.verdict.map_or("not run", |v| v.as_str()),
-                        ms(run.duration_ms),
-                    ));
-                }
-                match (&run.session, &run.error) {
-                    (Some(s), _) if s.iterations_requested > 1 || s.worktree.is_some() => {
-                        self.line(&format!(
-                            "[{name}] session done: stopped by {}",
-                            s.stopped_because.as_str().replace('_', " ")
-                        ));
-                    }
-                    (None, Some(e)) if run.verdict.is_none() => {
-                        self.line(&format!("[{name}] could not start: {e}"));
-                    }
-                    _ => {}
-                }
-            }
-            // A kind of update this view does not show.
-            _ => {}
-        }
-    }
-
-    fn notice(&mut self, msg: &str) {
-        self.line(msg);
-    }
-}
-
-fn cols() -> usize {
-    usize::from(crate::render::console::terminal_size().0)
 }
 
 /// The executor a batch asked for.

@@ -192,6 +192,10 @@ pub(crate) async fn run_session_cli(
             report.session_dir.join("session.json").display()
         );
     }
+    // One step summary for the session, with a row per run.
+    if let Some(g) = crate::render::github::GitHub::from_env() {
+        g.append_summary(&crate::render::github::session_summary_markdown(&report));
+    }
     let code = if resolved.preserve_status {
         report.exit_code_preserving_status()
     } else {

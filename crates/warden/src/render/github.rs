@@ -34,34 +34,61 @@ impl GitHub {
     /// A warning annotation (written as it is: `escape_data` makes the
     /// message safe, and `eprintln!` would neutralize the command itself).
     pub(crate) fn warning(&self, msg: &str) {
+        self.warning_titled("warden", msg);
+    }
+
+    /// A warning annotation with its own title (a batch run's name, say).
+    pub(crate) fn warning_titled(&self, title: &str, msg: &str) {
         console::line(
             Stream::Stderr,
             Priority::Droppable,
-            &format!("::warning title=warden::{}", escape_data(msg)),
+            &format!(
+                "::warning title={}::{}",
+                escape_property(title),
+                escape_data(msg)
+            ),
         );
     }
 
     /// The failed verdict's annotation: it gets the queue's reserve, like
     /// the summary line.
     pub(crate) fn error(&self, msg: &str) {
+        self.error_titled("warden", msg);
+    }
+
+    /// An error annotation with its own title.
+    pub(crate) fn error_titled(&self, title: &str, msg: &str) {
         console::line(
             Stream::Stderr,
             Priority::Important,
-            &format!("::error title=warden::{}", escape_data(msg)),
+            &format!(
+                "::error title={}::{}",
+                escape_property(title),
+                escape_data(msg)
+            ),
         );
     }
 
     /// Appends a Markdown summary of the run to `$GITHUB_STEP_SUMMARY`.
     pub(crate) fn step_summary(&self, r: &Report) {
+        self.append_summary(&summary_markdown(r));
+    }
+
+    /// Appends Markdown to `$GITHUB_STEP_SUMMARY`. A failure is a warning:
+    /// the outcome and exit code stay.
+    pub(crate) fn append_summary(&self, markdown: &str) {
         let Some(path) = &self.summary else { return };
-        let Ok(mut f) = std::fs::OpenOptions::new()
+        let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-        else {
-            return;
-        };
-        let _ = f.write_all(summary_markdown(r).as_bytes());
+            .and_then(|mut f| f.write_all(markdown.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "warden: warning: could not write the step summary to {}: {e}",
+                path.display()
+            );
+        }
     }
 }
 
@@ -123,10 +150,16 @@ pub(crate) fn escape_data(s: &str) -> String {
     )
 }
 
+/// An annotation's property (its title) escaped the way the runner
+/// decodes it: as its message, and `:` and `,` too, which end a property.
+pub(crate) fn escape_property(s: &str) -> String {
+    escape_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
 /// Where a reader of the log may start a new line. The runner splits at
 /// `\r` and `\n` only; the others are line breaks to other readers, kept
 /// out of reach too.
-const BREAKS: [char; 7] = [
+pub(crate) const BREAKS: [char; 7] = [
     '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',
 ];
 
@@ -298,6 +331,168 @@ pub(crate) fn summary_markdown(r: &Report) -> String {
         );
     }
     row_md("run", cell(&r.run_id));
+    md.push('\n');
+    md
+}
+
+/// A table of Markdown rows, the cells already made safe (see `cell`).
+fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut md = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    for row in rows {
+        md.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    md
+}
+
+fn verdict_cell(v: Option<warden_run::Verdict>, none: &str) -> String {
+    match v {
+        Some(warden_run::Verdict::Succeeded) => "✅ succeeded".into(),
+        Some(v) => format!("❌ {}", v.as_str()),
+        None => format!("❌ {none}"),
+    }
+}
+
+fn cost_cell(c: Option<f64>) -> String {
+    c.map_or("-".into(), |c| format!("${c:.4}"))
+}
+
+/// A path as the summary shows it: relative to the workflow's workspace
+/// when it is inside it (as an artifact of it would name it).
+fn path_cell(p: &std::path::Path) -> String {
+    let workspace = std::env::var_os("GITHUB_WORKSPACE").map(std::path::PathBuf::from);
+    let shown = workspace
+        .as_deref()
+        .and_then(|w| p.strip_prefix(w).ok())
+        .unwrap_or(p);
+    format!("`{}`", cell(&shown.display().to_string()).replace('`', ""))
+}
+
+/// The batch's one step summary: its counts, then a row per entry.
+pub(crate) fn batch_summary_markdown(
+    r: &warden_run::batch_report::BatchReport,
+    batch_dir: &std::path::Path,
+) -> String {
+    let icon = if r.succeeded == r.runs.len() {
+        "✅"
+    } else {
+        "❌"
+    };
+    let mut md = format!(
+        "### {icon} warden batch `{}`: {} succeeded, {} failed, {} cancelled of {}, in {}\n\n",
+        cell(&r.batch_id).replace('`', ""),
+        r.succeeded,
+        r.failed,
+        r.cancelled,
+        r.runs.len(),
+        super::ms(r.duration_ms)
+    );
+    let rows: Vec<Vec<String>> = r
+        .runs
+        .iter()
+        .map(|run| {
+            let s = run.session.as_ref();
+            let why = s
+                .and_then(|s| s.runs.last())
+                .map(|l| l.reason.clone())
+                .or_else(|| run.error.clone())
+                .unwrap_or_default();
+            vec![
+                cell(&run.name),
+                verdict_cell(run.verdict, "not run"),
+                cell(&why),
+                super::ms(run.duration_ms),
+                s.map_or("-".into(), |s| {
+                    format!("{} in, {} out", s.tokens.input, s.tokens.output)
+                }),
+                cost_cell(s.and_then(|s| s.cost_usd)),
+                s.map_or("-".into(), |s| s.commits.len().to_string()),
+                path_cell(&s.map_or_else(|| batch_dir.join(&run.name), |s| s.session_dir.clone())),
+            ]
+        })
+        .collect();
+    md.push_str(&table(
+        &[
+            "run",
+            "verdict",
+            "why",
+            "duration",
+            "tokens",
+            "cost",
+            "commits",
+            "directory",
+        ],
+        &rows,
+    ));
+    md.push_str(&format!(
+        "\nThe batch's report: {}\n\n",
+        path_cell(&batch_dir.join("batch.json"))
+    ));
+    md
+}
+
+/// A session's one step summary: how it ended, then a row per run.
+pub(crate) fn session_summary_markdown(s: &warden_run::session::SessionReport) -> String {
+    let verdict = s.verdict.map_or("unknown", |v| v.as_str());
+    let icon = if verdict == "succeeded" { "✅" } else { "❌" };
+    let mut md = format!(
+        "### {icon} warden session `{}`: {verdict}\n\n",
+        cell(&s.name).replace('`', "")
+    );
+    let mut facts = vec![
+        vec![
+            "iterations".into(),
+            format!("{} of {}", s.iterations_run, s.iterations_requested),
+        ],
+        vec![
+            "stopped by".into(),
+            s.stopped_because.as_str().replace('_', " "),
+        ],
+        vec!["duration".into(), super::ms(s.duration_ms)],
+        vec![
+            "tokens".into(),
+            format!("{} in, {} out", s.tokens.input, s.tokens.output),
+        ],
+        vec!["cost".into(), cost_cell(s.cost_usd)],
+        vec!["commits".into(), s.commits.len().to_string()],
+    ];
+    if let Some(wt) = &s.worktree {
+        facts.push(vec![
+            "branch".into(),
+            format!("`{}`", cell(&wt.branch).replace('`', "")),
+        ]);
+    }
+    facts.push(vec!["directory".into(), path_cell(&s.session_dir)]);
+    md.push_str(&table(&["", ""], &facts));
+    md.push('\n');
+    let rows: Vec<Vec<String>> = s
+        .runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.iteration.to_string(),
+                r.attempt.to_string(),
+                verdict_cell(r.verdict, "unknown"),
+                cell(&r.reason),
+                super::ms(r.duration_ms),
+                format!("{} in, {} out", r.tokens.input, r.tokens.output),
+                cost_cell(r.cost_usd),
+                r.commits.len().to_string(),
+            ]
+        })
+        .collect();
+    md.push_str(&table(
+        &[
+            "iteration",
+            "attempt",
+            "verdict",
+            "why",
+            "duration",
+            "tokens",
+            "cost",
+            "commits",
+        ],
+        &rows,
+    ));
     md.push('\n');
     md
 }

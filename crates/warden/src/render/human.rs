@@ -15,7 +15,7 @@ use warden_run::{Limits, Report, Stamped};
 
 use super::console::important;
 use super::lines::{self, Kind};
-use super::{Reporter, ViewState, dur, github, live, short, shown_path};
+use super::{Reporter, ViewState, dur, github, live, shown_path};
 
 /// Where a person's lines go.
 pub(crate) trait Surface {
@@ -41,8 +41,10 @@ pub(crate) trait Surface {
     fn summary(&mut self, line: &str, _at: Clock) {
         important(&format!("warden: {line}"));
     }
-    /// What the surface does with the verdict beyond the lines.
-    fn verdict(&mut self, _report: &Report) {}
+    /// What the surface does with the verdict beyond the lines;
+    /// `in_session`: the run is one of a session's (which has one
+    /// summary of its own at its end).
+    fn verdict(&mut self, _report: &Report, _in_session: bool) {}
 }
 
 /// A terminal: the status line, redrawn in place.
@@ -87,9 +89,9 @@ impl Surface for Tty {
         }
     }
 
-    fn verdict(&mut self, report: &Report) {
+    fn verdict(&mut self, report: &Report, in_session: bool) {
         if let Some(g) = &self.github {
-            annotate(g, report);
+            annotate(g, report, in_session);
         }
     }
 }
@@ -120,17 +122,21 @@ impl Surface for GitHubLog {
         important(&format!("[{at}] warden: {line}"));
     }
 
-    fn verdict(&mut self, report: &Report) {
-        annotate(&self.0, report);
+    fn verdict(&mut self, report: &Report, in_session: bool) {
+        annotate(&self.0, report, in_session);
     }
 }
 
-fn annotate(g: &github::GitHub, report: &Report) {
+/// A failed run's annotation, and a single run's step summary (a
+/// session writes one for all its runs at its end).
+fn annotate(g: &github::GitHub, report: &Report, in_session: bool) {
     if report.verdict != Some(warden_run::Verdict::Succeeded) {
         let verdict = report.verdict.map_or("unknown", |v| v.as_str());
         g.error(&format!("{verdict}: {}", report.reason));
     }
-    g.step_summary(report);
+    if !in_session {
+        g.step_summary(report);
+    }
 }
 
 /// The time since a start, as a line's prefix shows it (`01:05`,
@@ -254,7 +260,7 @@ impl<S: Surface> Human<S> {
         // The summary line is shown even with --quiet, and it, the error
         // and the report's path get the queue's reserve.
         self.surface.summary(&line, elapsed);
-        self.surface.verdict(report);
+        self.surface.verdict(report, self.iterations.is_some());
         if let Some(e) = &report.error {
             important(&format!("warden: error: {e}"));
         }
@@ -282,30 +288,7 @@ impl<S: Surface> Human<S> {
             return;
         };
         self.last_heartbeat = Instant::now();
-        let s = &c.state;
-        let mut msg = format!(
-            "still running; last activity {} ago",
-            short(s.last_activity.elapsed())
-        );
-        // The supervisor's own deadline (stretched while a tool with a
-        // declared limit runs), not the setting.
-        match s.stall_deadline {
-            Some(at) => msg.push_str(&format!(
-                " (ended as stalled in {} if it stays quiet)",
-                short(at.saturating_duration_since(Instant::now()))
-            )),
-            None => {
-                if let Some(t) = s.stall_timeout {
-                    msg.push_str(&format!(" (stall timeout {})", dur(Some(t))));
-                }
-            }
-        }
-        if let Some((name, _, since)) = &s.tool {
-            msg.push_str(&format!(
-                "; tool {name} running for {}",
-                short(since.elapsed())
-            ));
-        }
+        let msg = super::still_running(&c.state);
         self.show(Kind::Info, &msg);
     }
 }

@@ -9,8 +9,10 @@
 //! the agent has been quiet. Under GitHub Actions, warnings and a failed
 //! verdict are workflow annotations, and a Markdown summary goes to
 //! `$GITHUB_STEP_SUMMARY` ([`github`]). `--json` writes each event as one
-//! JSON line on stdout ([`json`]).
+//! JSON line on stdout ([`json`]). A batch has a view of its own, of every
+//! run at once ([`batch`]).
 
+pub(crate) mod batch;
 pub(crate) mod console;
 pub(crate) mod github;
 mod human;
@@ -148,6 +150,35 @@ pub(crate) fn retry_line(
         short(delay),
         because.words()
     )
+}
+
+/// `still running; last activity 40s ago (ended as stalled in 1m20s if it
+/// stays quiet); tool Bash running for 35s`: a heartbeat off a terminal.
+pub(crate) fn still_running(s: &ViewState) -> String {
+    let mut msg = format!(
+        "still running; last activity {} ago",
+        short(s.last_activity.elapsed())
+    );
+    // The supervisor's own deadline (stretched while a tool with a
+    // declared limit runs), not the setting.
+    match s.stall_deadline {
+        Some(at) => msg.push_str(&format!(
+            " (ended as stalled in {} if it stays quiet)",
+            short(at.saturating_duration_since(Instant::now()))
+        )),
+        None => {
+            if let Some(t) = s.stall_timeout {
+                msg.push_str(&format!(" (stall timeout {})", dur(Some(t))));
+            }
+        }
+    }
+    if let Some((name, _, since)) = &s.tool {
+        msg.push_str(&format!(
+            "; tool {name} running for {}",
+            short(since.elapsed())
+        ));
+    }
+    msg
 }
 
 /// `850ms`, `12.3s`, `4m05s`, `1h02m`.

@@ -127,7 +127,7 @@ kill_grace = \"2s\"
     assert!(
         batch
             .stderr
-            .contains("[a] ending: run cost budget $0.25 exceeded: $0.33 spent"),
+            .contains("[a] ending the run: run cost budget $0.25 exceeded: $0.33 spent"),
         "{why}"
     );
     let left = kit.leftovers("sleep 33.447");

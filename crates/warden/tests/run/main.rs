@@ -10,6 +10,7 @@ mod support;
 
 mod agents;
 mod batch;
+mod batch_ci;
 mod budgets;
 mod clocks;
 mod endtoend;

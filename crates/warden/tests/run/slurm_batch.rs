@@ -134,7 +134,7 @@ fn a_batch_of_twenty_runs_on_slurm_gets_a_verdict_for_every_run() {
     // The runs are followed live from the shared directory: the view
     // says what warden on the node decided while the run was going.
     assert!(
-        stderr.contains("[stalls] ending: stall timeout"),
+        stderr.contains("[stalls] ending the run: stall timeout"),
         "the view follows the run's events: {stderr}"
     );
     assert!(start.elapsed() < Duration::from_secs(120));
