@@ -1,4 +1,4 @@
-//! End to end: `cargo bench -p warden --bench endtoend`.
+//! End to end: `cargo bench -p agent-warden --bench endtoend`.
 //!
 //! Times, taking turns in the same run, the limit for anything that keeps
 //! byte-exact logs (`sh -c 'cat FILE | cat > out'`) against warden

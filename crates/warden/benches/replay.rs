@@ -1,4 +1,4 @@
-//! Replay throughput and memory: `cargo bench -p warden --bench replay`.
+//! Replay throughput and memory: `cargo bench -p agent-warden --bench replay`.
 //!
 //! For plain lines (`exec`) and a recorded Claude stream repeated, writes
 //! a file of `WARDEN_BENCH_MB` MB (default 1024), then prints, from the

@@ -1,4 +1,4 @@
-//! Many runs and big runs: `cargo bench -p warden --bench scale`.
+//! Many runs and big runs: `cargo bench -p agent-warden --bench scale`.
 //!
 //! 1. `warden batch -j N` of N runs (default 200) that each print a line
 //!    every 10 ms for 10 s, beside bash starting the same N children: how

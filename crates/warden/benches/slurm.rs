@@ -1,4 +1,4 @@
-//! On a cluster: `cargo bench -p warden --bench slurm`, with
+//! On a cluster: `cargo bench -p agent-warden --bench slurm`, with
 //! `WARDEN_SLURM_CONF` naming the cluster's slurm.conf (`.ci/slurm up DIR`
 //! starts a one-node one).
 //!

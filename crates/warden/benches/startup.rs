@@ -1,4 +1,4 @@
-//! Start-up benchmark: `cargo bench -p warden --bench startup`.
+//! Start-up benchmark: `cargo bench -p agent-warden --bench startup`.
 //!
 //! Prints the wall time of `warden run exec -- true` beside `true` and
 //! `timeout 10 true` (a small supervisor of the same kind: fork, exec,

@@ -1,4 +1,4 @@
-//! Supervisor benchmarks: `cargo bench -p warden --bench supervisor`.
+//! Supervisor benchmarks: `cargo bench -p agent-warden --bench supervisor`.
 //!
 //! Measures, on this machine, what the supervisor core promises:
 //! 1. how late each clock fires after it was due (stall warning, stall,
@@ -103,7 +103,7 @@ fn main() {
         println!("| {name} | {under} | {} | {} |", fmt(med), fmt(worst));
     }
 
-    println!("\nThe cost of starting a run is in `cargo bench -p warden --bench startup`.");
+    println!("\nThe cost of starting a run is in `cargo bench -p agent-warden --bench startup`.");
 
     let secs = if quick { 3 } else { 10 };
     println!("\n## 3. CPU while the child writes 100k lines/s for {secs}s\n");

@@ -61,7 +61,7 @@ fn committed_schemas_are_what_the_types_generate() {
     assert!(
         stale.is_empty(),
         "{} differ from what the report types generate: if the change is \
-         meant, regenerate them with `{UPDATE}=1 cargo test -p warden --test run schemas` \
+         meant, regenerate them with `{UPDATE}=1 cargo test -p agent-warden --test run schemas` \
          (and bump SCHEMA_VERSION if a field was removed or changed in meaning)",
         stale.join(", ")
     );
