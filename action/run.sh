@@ -5,7 +5,8 @@
 # when warden says the run did not succeed.
 #
 # Inputs (all INPUT_*): AGENT, PROMPT, PROMPT_FILE, COMMAND, BATCH, ARGS
-# (one argument per line), WORKING_DIRECTORY, UPLOAD_ARTIFACT, ARTIFACT_NAME.
+# (one argument per line), WORKING_DIRECTORY, UPLOAD_ARTIFACT, ARTIFACT_NAME;
+# and WARDEN_EXECUTABLE, the warden to run (default: the one on PATH).
 # Outputs: every output warden writes (it writes them itself under
 # GITHUB_ACTIONS=true), `exit_code` even when warden stopped before
 # writing any, `junit_file`, and for the upload step `upload`,
@@ -33,9 +34,11 @@ cd -- "${INPUT_WORKING_DIRECTORY:-.}"
 unset INPUT_AGENT INPUT_PROMPT INPUT_PROMPT_FILE INPUT_COMMAND INPUT_BATCH INPUT_ARGS \
   INPUT_WORKING_DIRECTORY INPUT_AGENT_VERSION INPUT_INSTALL_AGENT INPUT_WARDEN_INSTALL \
   INPUT_CACHE INPUT_UPLOAD_ARTIFACT INPUT_ARTIFACT_NAME INPUT_ARTIFACT_RETENTION_DAYS
+warden=${WARDEN_EXECUTABLE:-warden}
+unset WARDEN_EXECUTABLE
 
-command -v warden >/dev/null ||
-  fail "there is no \`warden\` on PATH: the action's install step puts it there; when running this script by hand, install warden first"
+command -v "$warden" >/dev/null ||
+  fail "there is no \`$warden\`: the action's install step makes one; when running this script by hand, install warden first"
 
 work=$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/warden-XXXXXX")
 junit=$work/junit.xml
@@ -45,18 +48,18 @@ own_outputs=$work/outputs
 
 stdin=/dev/null
 if [[ -n $batch ]]; then
-  cmd=(warden batch "$batch" --junit "$junit" "${args[@]}")
+  cmd=("$warden" batch "$batch" --junit "$junit" "${args[@]}")
 elif [[ $agent == exec ]]; then
   # The command is a bash script, run as GitHub runs a `run:` step.
-  cmd=(warden run exec --junit "$junit" "${args[@]}" -- bash --noprofile --norc -eo pipefail -c "$command")
+  cmd=("$warden" run exec --junit "$junit" "${args[@]}" -- bash --noprofile --norc -eo pipefail -c "$command")
 elif [[ -n $prompt_file ]]; then
-  cmd=(warden run "$agent" --junit "$junit" -f "$prompt_file" "${args[@]}")
+  cmd=("$warden" run "$agent" --junit "$junit" -f "$prompt_file" "${args[@]}")
 else
   # On stdin, as warden passes it on: never an argument, so no size limit
   # and nothing in `ps`.
   printf '%s' "$prompt" >"$work/prompt"
   stdin=$work/prompt
-  cmd=(warden run "$agent" --junit "$junit" -f - "${args[@]}")
+  cmd=("$warden" run "$agent" --junit "$junit" -f - "${args[@]}")
 fi
 printf 'warden action: running' >&2
 printf ' %q' "${cmd[@]}" >&2

@@ -315,6 +315,9 @@ pub struct Outcome {
     pub failed: bool,
     /// Everything appended to `GITHUB_STEP_SUMMARY`.
     pub summary: String,
+    /// The job's PATH additions (`GITHUB_PATH`), the first searched first:
+    /// what the workflow's later steps find.
+    pub path_added: Vec<String>,
 }
 
 impl Outcome {
@@ -570,6 +573,7 @@ impl Runner {
             outputs,
             failed,
             summary,
+            path_added: added_path,
         }
     }
 }

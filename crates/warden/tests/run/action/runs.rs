@@ -44,6 +44,7 @@ fn an_exec_run_that_succeeds_sets_every_output_and_uploads_nothing() {
     );
     assert_eq!(o.step("warden").outputs["built"], "false");
     assert!(!o.step("warden-cache-save").ran, "nothing built to save");
+    assert!(o.path_added.is_empty(), "already on PATH");
     assert_eq!(
         o.step("agent").outputs["installed"],
         "",
@@ -84,8 +85,9 @@ fn an_exec_run_that_succeeds_sets_every_output_and_uploads_nothing() {
 fn a_failing_run_fails_the_step_with_wardens_exit_code_and_is_uploaded() {
     let t = tempfile::tempdir().unwrap();
     // No warden on PATH; one of the action's version in the cache's
-    // folder, as a cache hit leaves it: the install step puts it on PATH
-    // through GITHUB_PATH, and the run step must find it there.
+    // folder, as a cache hit leaves it: the install step hands it to the
+    // run step, and puts it on PATH (GITHUB_PATH) for the job's later
+    // steps.
     let runner = Runner::new(t.path(), &repo_root(), machine_path(false));
     let cached = runner.temp.join("warden/bin");
     std::fs::create_dir_all(&cached).unwrap();
@@ -131,6 +133,8 @@ fn a_failing_run_fails_the_step_with_wardens_exit_code_and_is_uploaded() {
         cached.join("warden")
     );
     assert!(!o.step("warden-cache-save").ran, "restored, not built");
+    // The workflow's later steps find it too (`warden report`, say).
+    assert_eq!(o.path_added, [cached.display().to_string()]);
 
     let run = o.step("run");
     assert_eq!(
