@@ -25,9 +25,10 @@ for agent in "${agents[@]}"; do
   package=${pin% *}
   version=${INPUT_AGENT_VERSION:-${pin#* }}
   # The CLIs print their version in --version (`2.1.197 (Claude Code)`,
-  # `codex-cli 0.171.0`); a tag such as `latest` is never taken as there.
+  # `codex-cli 0.171.0`; pi on stderr); a tag such as `latest` is never
+  # taken as there.
   if [[ $version =~ ^[0-9] ]] && have=$(command -v "$agent") &&
-    said=$(timeout 60 "$have" --version 2>/dev/null </dev/null) &&
+    said=$(timeout 60 "$have" --version 2>&1 </dev/null) &&
     grep -qwF -- "$version" <<<"$said"; then
     note "$agent $version is already installed ($have)"
     continue

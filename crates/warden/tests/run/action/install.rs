@@ -249,6 +249,24 @@ fn the_agent_cli_is_installed_at_the_pinned_version_unless_there_is_nothing_to_d
     let s = run(&[&bin, &tools], &[("INPUT_AGENT", "claude")]);
     assert_eq!(s.stdout, "", "{}", s.stderr);
     assert!(s.stderr.contains("already installed"), "{}", s.stderr);
+    // pi says its version on stderr.
+    let (_, pi_ver) = &pins["pi"];
+    write_script(
+        &bin.join("pi"),
+        &format!(
+            "#!/bin/sh
+echo '{pi_ver}' >&2
+"
+        ),
+    );
+    let s = run(&[&bin, &tools], &[("INPUT_AGENT", "pi")]);
+    assert_eq!(s.stdout, "", "{}", s.stderr);
+    assert!(
+        s.stderr
+            .contains(&format!("pi {pi_ver} is already installed")),
+        "{}",
+        s.stderr
+    );
     let s = run(
         &[&bin, &tools],
         &[("INPUT_AGENT", "claude"), ("INPUT_AGENT_VERSION", "2.0.1")],
