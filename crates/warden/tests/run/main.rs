@@ -8,6 +8,7 @@
 
 mod support;
 
+mod action;
 mod agents;
 mod batch;
 mod batch_ci;
