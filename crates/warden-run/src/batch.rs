@@ -144,6 +144,7 @@ pub struct Batch {
     /// What the earlier attempts of a resumed batch's entries (under
     /// `attempts/`) spent: counted against its budget.
     earlier_spent: crate::budget::Spent,
+    telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl Batch {
@@ -162,7 +163,15 @@ impl Batch {
             held: None,
             budget: crate::budget::Budget::default(),
             earlier_spent: crate::budget::Spent::default(),
+            telemetry: None,
         }
+    }
+
+    /// Exports a span for the batch, with its entries' sessions and runs
+    /// under it, through `telemetry`.
+    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
     }
 
     /// The most all the entries may spend together (the batch file's
@@ -405,6 +414,9 @@ impl Batch {
         let batch_id = self.id;
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();
+        let started_at = SystemTime::now();
+        // The batch's span: the parent of every entry's session.
+        let batch_span = self.telemetry.as_ref().map(|t| (t.clone(), t.top_span()));
         let status = BatchStatus {
             entries: self
                 .entries
@@ -437,7 +449,12 @@ impl Batch {
             self.control.clone(),
             tx,
         )
-        .with_budget(budget);
+        .with_budget(budget)
+        .with_telemetry(
+            batch_span
+                .as_ref()
+                .map(|(t, ids)| t.with_parent(*ids, false)),
+        );
         let executor = self.executor;
         let task = tokio::spawn(async move {
             let mut ran = if work.entries.is_empty() {
@@ -480,7 +497,12 @@ impl Batch {
                     .collect(),
                 budgets,
                 runs,
+                otel: None,
             };
+            let mut report = report;
+            if let Some((t, ids)) = &batch_span {
+                report.otel = Some(crate::telemetry::batch_span(t, ids, started_at, &report));
+            }
             let path = dir.join("batch.json");
             let written = serde_json::to_vec_pretty(&report)
                 .map_err(std::io::Error::from)

@@ -235,6 +235,7 @@ mod tests {
             budgets: Vec::new(),
             budget_exceeded: None,
             commits: Vec::new(),
+            otel: None,
             output: None,
             error: None,
             output_lost: None,

@@ -104,4 +104,8 @@ pub struct BatchReport {
     /// entries spent.
     #[serde(default)]
     pub budgets: Vec<crate::budget::BudgetLine>,
+    /// The batch's span when OpenTelemetry export is on (see `run.json`'s
+    /// `otel`): its entries' sessions are its children.
+    #[serde(default)]
+    pub otel: Option<crate::telemetry::OtelReport>,
 }

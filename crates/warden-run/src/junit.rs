@@ -441,6 +441,7 @@ mod tests {
             budgets: Vec::new(),
             budget_exceeded: None,
             commits: Vec::new(),
+            otel: None,
             output: None,
             error: None,
             output_lost: None,
@@ -626,6 +627,7 @@ mod tests {
             cancelled: 1,
             never_ran: vec!["never".into(), "bad".into()],
             budgets: Vec::new(),
+            otel: None,
         };
         let els = elements(&super::batch(&b, &no_tail));
         let suites: Vec<_> = els.iter().filter(|e| e.0 == "testsuite").collect();

@@ -71,6 +71,7 @@ pub mod resources;
 pub mod retry;
 pub mod session;
 mod supervisor;
+pub mod telemetry;
 pub mod template;
 pub mod update;
 pub mod verdict;
@@ -143,6 +144,8 @@ pub struct RunSpec {
     /// A batch's budget held live with the runs running beside this one
     /// (the local executor's); its runs publish their spending there.
     pub budget_pool: Option<std::sync::Arc<budget::BudgetPool>>,
+    /// OpenTelemetry export (off when `None`).
+    pub telemetry: Option<RunTelemetry>,
 }
 
 impl RunSpec {
@@ -171,8 +174,18 @@ impl RunSpec {
             run_spent_before: budget::Spent::default(),
             usage_baseline: warden_events::Tokens::default(),
             budget_pool: None,
+            telemetry: None,
         }
     }
+}
+
+/// OpenTelemetry export for one run: the process's exporter and the ids
+/// of the run's span (chosen before the agent starts, which gets them as
+/// `TRACEPARENT`).
+#[derive(Debug, Clone)]
+pub struct RunTelemetry {
+    pub exporter: telemetry::Telemetry,
+    pub ids: telemetry::TraceIds,
 }
 
 /// What stops a run before it starts: warden cannot keep its promise of
@@ -287,6 +300,11 @@ impl Run {
             ));
         }
         fixed.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
+        // The run's span as the agent's parent: an agent that exports its
+        // own spans nests them under it.
+        if let Some(t) = &spec.telemetry {
+            fixed.push(("TRACEPARENT".into(), t.ids.traceparent().into()));
+        }
 
         // The agent's environment (an allowlist inside a sandbox) and the
         // command line that starts it there. Checked before anything is
@@ -420,6 +438,7 @@ impl Run {
             run_spent_before: spec.run_spent_before,
             usage_baseline: spec.usage_baseline,
             pool: spec.budget_pool.clone(),
+            telemetry: spec.telemetry.clone(),
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();

@@ -259,6 +259,7 @@ mod tests {
             cancelled: 0,
             never_ran: vec!["e".into()],
             budgets: Vec::new(),
+            otel: None,
         };
         let o = Outputs::for_batch(&b, Path::new("/b"), None, 7);
         let get = |k: &str| o.0.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str());

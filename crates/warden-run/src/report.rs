@@ -242,6 +242,12 @@ pub struct Report {
     /// with `--env` (OpenCode, pi); a credentials file that is missing.
     #[serde(default)]
     pub env_dropped: Vec<String>,
+    /// The run's span when OpenTelemetry export is on (`--otel`): its
+    /// trace and span ids (the agent got them as `TRACEPARENT`), and how
+    /// many of its spans were handed to the exporter or dropped; `null`
+    /// when export is off.
+    #[serde(default)]
+    pub otel: Option<crate::telemetry::OtelReport>,
     /// Whether this report reached `run.json` (not part of the file).
     #[serde(skip)]
     pub written: bool,

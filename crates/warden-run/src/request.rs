@@ -617,6 +617,7 @@ impl RunRequest {
             budget: self.session.budget,
             batch_budget: self.batch_budget,
             budget_pool: None,
+            telemetry: None,
         }
     }
 }

@@ -62,6 +62,9 @@ pub struct SessionOptions {
     /// The batch's budget held live with the entries running beside this
     /// one (on this machine): it replaces `batch_budget`.
     pub budget_pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
+    /// OpenTelemetry export: a span for the session, one per iteration,
+    /// and the runs' under them.
+    pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 /// What `make_run` is told about the run to build.
@@ -234,6 +237,11 @@ pub struct SessionReport {
     #[serde(default)]
     pub budget_exceeded: Option<crate::budget::BudgetLine>,
     pub commits: Vec<Commit>,
+    /// The session's span when OpenTelemetry export is on (see
+    /// `run.json`'s `otel`): its spans are the session's and its
+    /// iterations'.
+    #[serde(default)]
+    pub otel: Option<crate::telemetry::OtelReport>,
     pub output: Option<serde_json::Value>,
     pub error: Option<String>,
     /// The first failure to keep output: a run's (`Report::output_lost`)
@@ -427,12 +435,17 @@ pub(crate) async fn run_session(
         budgets: Vec::new(),
         budget_exceeded: None,
         commits: Vec::new(),
+        otel: None,
         output: None,
         error: None,
         output_lost: None,
         written: false,
     };
 
+    let mut spans = opts
+        .telemetry
+        .as_ref()
+        .map(|t| crate::telemetry::SessionSpans::new(t, started_at));
     let mut iteration = 0;
     let mut correction: Option<(String, String)> = None;
     let mut retries_left = opts.output_retries;
@@ -557,6 +570,9 @@ pub(crate) async fn run_session(
         }
         let baseline = spec.usage_baseline;
         run_budget = spec.limits.budget;
+        if let Some(s) = &mut spans {
+            spec.telemetry = Some(s.run(iteration));
+        }
         let mut handle = match Run::new(spec).spawn().await {
             Ok(h) => h,
             Err(e) => {
@@ -599,6 +615,9 @@ pub(crate) async fn run_session(
         }
         let run = handle.wait().await;
         control.set_current(None);
+        if let Some(s) = &mut spans {
+            s.run_ended(&run);
+        }
         out.send(Update::IterationFinished {
             entry,
             iteration,
@@ -799,6 +818,9 @@ pub(crate) async fn run_session(
         });
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
+    if let Some(s) = &mut spans {
+        report.otel = Some(s.finish(&report));
+    }
     write_json(&held, &mut report);
     Ok(report)
 }
@@ -862,6 +884,7 @@ fn write_json(dir: &HeldDir, report: &mut SessionReport) {
 pub struct Session {
     request: RunRequest,
     control: SessionControl,
+    telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl Session {
@@ -869,7 +892,14 @@ impl Session {
         Self {
             request,
             control: SessionControl::default(),
+            telemetry: None,
         }
+    }
+
+    /// Exports the session's spans (and its runs') through `telemetry`.
+    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
     }
 
     /// Stops the session from elsewhere (a signal handler, say).
@@ -881,10 +911,12 @@ impl Session {
     pub fn start(self) -> SessionHandle {
         let (tx, rx) = tokio::sync::mpsc::channel(crate::update::UPDATES_QUEUED);
         let control = self.control.clone();
-        let task = tokio::spawn(run_request(
+        let task = tokio::spawn(run_request_pooled(
             self.request,
             self.control,
             Outbox::new(tx, None),
+            None,
+            self.telemetry,
         ));
         SessionHandle {
             updates: Some(rx),
@@ -894,24 +926,18 @@ impl Session {
     }
 }
 
-/// Runs `request` as a session, saying what happens through `out`.
-pub(crate) async fn run_request(
-    request: RunRequest,
-    control: SessionControl,
-    out: Outbox,
-) -> Result<SessionReport, SetupError> {
-    run_request_pooled(request, control, out, None).await
-}
-
-/// Like [`run_request`], with the batch's budget held live in `pool`.
+/// Runs `request` as a session, saying what happens through `out`; with
+/// the batch's budget held live in `pool`.
 pub(crate) async fn run_request_pooled(
     request: RunRequest,
     control: SessionControl,
     mut out: Outbox,
     pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
+    telemetry: Option<crate::telemetry::Telemetry>,
 ) -> Result<SessionReport, SetupError> {
     let mut opts = request.session_options();
     opts.budget_pool = pool;
+    opts.telemetry = telemetry;
     run_session(
         opts,
         control,

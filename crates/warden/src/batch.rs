@@ -411,16 +411,16 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
     drive(batch, shown, remote, args, signals, None, file).await
 }
 
-/// The batch view's heartbeat: the `heartbeat` setting from
-/// `WARDEN_HEARTBEAT` or warden.toml (a batch file's runs cannot set it:
-/// the view is the batch's).
-fn heartbeat() -> Result<Option<Duration>, CliError> {
+/// The settings of the batch's process rather than of its runs, from the
+/// environment (`WARDEN_*`, `OTEL_*`) or warden.toml: the view's
+/// `heartbeat` and OpenTelemetry export (a batch file's runs cannot set
+/// them: there is one view and one exporter).
+fn process_settings() -> Result<crate::settings::Resolved, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| usage(format_args!("cannot read the current directory: {e}")))?;
-    let resolved = RawSettings::gather(&SettingFlags::default(), &cwd)
+    RawSettings::gather(&SettingFlags::default(), &cwd)
         .and_then(|r| r.resolve())
-        .map_err(usage)?;
-    Ok(resolved.heartbeat)
+        .map_err(usage)
 }
 
 /// Runs the batch to its end: one loop over its updates, the view's
@@ -440,12 +440,18 @@ async fn drive(
         batch.len(),
         batch.jobs(),
     );
+    let process = process_settings()?;
+    let telemetry = crate::runner::start_telemetry(&process)?;
+    let batch = match &telemetry {
+        Some(t) => batch.telemetry(t.clone()),
+        None => batch,
+    };
     let mut running = batch
         .start()
         .await
         .map_err(|e| CliError::from(e).about(about.display()))?;
 
-    let mut view = BatchView::new(args.quiet, shown, remote, heartbeat()?);
+    let mut view = BatchView::new(args.quiet, shown, remote, process.heartbeat);
     view.line(&format!(
         "batch {batch_id}: {entries} run(s), {jobs} at a time; reports in {}",
         batch_dir.display()
@@ -527,6 +533,7 @@ async fn drive(
             ),
         );
     }
+    crate::runner::end_telemetry(telemetry);
     Ok(code)
 }
 

@@ -64,7 +64,7 @@ async fn run_request(file: &std::path::Path, signals: Signals) -> Outcome {
         ..Default::default()
     };
     cancelled_before_start(&signals)?;
-    run_session_cli(request, settings, signals, &mut Vec::new(), None).await
+    run_session_cli(request, settings, signals, &mut Vec::new(), None, None).await
 }
 
 /// A run or a batch catches signals to cancel cleanly, and its output
@@ -159,15 +159,19 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     // What stays the same for every run of the session.
     let request = crate::request::build(&args, agent, &cwd, &resolved)?;
     let retention = (resolved.keep_runs, resolved.keep_days);
+    let telemetry = crate::runner::start_telemetry(&resolved)?;
     let mut ended = Vec::new();
     let outcome = if request.is_session() {
         cancelled_before_start(&signals)?;
-        run_session_cli(request, resolved, signals, &mut ended, junit.as_deref()).await
+        let t = telemetry.as_ref();
+        run_session_cli(request, resolved, signals, &mut ended, junit.as_deref(), t).await
     } else {
         let spec = request.spec(&request.iteration_context().await)?;
         cancelled_before_start(&signals)?;
-        run_once(spec, &resolved, signals, &mut ended, junit.as_deref()).await
+        let t = telemetry.as_ref();
+        run_once(spec, &resolved, signals, &mut ended, junit.as_deref(), t).await
     };
+    crate::runner::end_telemetry(telemetry);
     // Retention, when the settings ask for it: after the run, whose own
     // directory is the newest and no longer in use.
     if outcome.is_ok() {

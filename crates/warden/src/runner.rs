@@ -2,6 +2,7 @@
 //! its view and the signal handling, in one loop.
 
 use warden_run::session::Session;
+use warden_run::telemetry::Telemetry;
 use warden_run::update::Update;
 use warden_run::{Run, RunRequest, RunSpec};
 
@@ -27,15 +28,63 @@ fn signal_notice(nth: u32, name: &str) -> String {
     }
 }
 
+/// The OpenTelemetry exporter the settings ask for, started; `None` when
+/// export is off.
+pub(crate) fn start_telemetry(
+    resolved: &crate::settings::Resolved,
+) -> Result<Option<Telemetry>, crate::error::CliError> {
+    let config = warden_run::telemetry::ExportConfig::resolve(
+        resolved.otel_endpoint.as_deref(),
+        resolved.otel_protocol,
+        resolved.otel_flush,
+        |k| std::env::var(k).ok(),
+    )
+    .map_err(crate::error::usage)?;
+    config
+        .map(Telemetry::start)
+        .transpose()
+        .map_err(crate::error::usage)
+}
+
+/// Lets the spans go out (for at most the flush bound) and says what was
+/// lost; the run's outcome and exit code stay.
+pub(crate) fn end_telemetry(telemetry: Option<Telemetry>) {
+    let Some(t) = telemetry else { return };
+    let f = t.shutdown();
+    let lost = f.dropped + f.failed;
+    if lost > 0 || f.timed_out {
+        important!(
+            "warden: warning: OpenTelemetry: {} span(s) sent, {} dropped (queue full), {} in failed exports{}; collector {}",
+            f.exported,
+            f.dropped,
+            f.failed,
+            if f.timed_out {
+                format!(
+                    ", the rest not sent within {}",
+                    humantime::format_duration(t.config().flush)
+                )
+            } else {
+                String::new()
+            },
+            t.config().traces_endpoint
+        );
+    }
+}
+
 /// `ended`: gets the run's directory, which the gc after it must spare.
 pub(crate) async fn run_once(
-    spec: RunSpec,
+    mut spec: RunSpec,
     resolved: &crate::settings::Resolved,
     signals: Signals,
     ended: &mut Vec<std::path::PathBuf>,
     junit: Option<&std::path::Path>,
+    telemetry: Option<&Telemetry>,
 ) -> Outcome {
     let agent = spec.agent;
+    spec.telemetry = telemetry.map(|t| warden_run::RunTelemetry {
+        exporter: t.clone(),
+        ids: t.top_span(),
+    });
     let mut handle = Run::new(spec).spawn().await?;
     let mut view = Reporters::for_runs(resolved, agent, None);
     view.update(&Update::IterationStarted {
@@ -114,9 +163,14 @@ pub(crate) async fn run_session_cli(
     signals: Signals,
     ended: &mut Vec<std::path::PathBuf>,
     junit: Option<&std::path::Path>,
+    telemetry: Option<&Telemetry>,
 ) -> Outcome {
     let mut view = Reporters::for_runs(&resolved, request.agent, Some(request.session.iterations));
-    let mut session = Session::new(request).start();
+    let mut session = Session::new(request);
+    if let Some(t) = telemetry {
+        session = session.telemetry(t.clone());
+    }
+    let mut session = session.start();
     let control = session.control();
     let mut wake = Wakeups::new(signals);
     let mut final_text: Option<String> = None;

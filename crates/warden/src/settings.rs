@@ -138,6 +138,10 @@ pub(crate) struct Resolved {
     pub retry: warden_run::retry::RetryPolicy,
     /// The most a session's runs may spend together.
     pub session_budget: warden_run::budget::Budget,
+    /// OpenTelemetry export (see [`Resolved::telemetry`]).
+    pub otel_endpoint: Option<String>,
+    pub otel_protocol: Option<warden_run::telemetry::Protocol>,
+    pub otel_flush: Option<Duration>,
 }
 
 impl RawSettings {
@@ -318,6 +322,7 @@ mod tests {
             Kind::Cpus(_) => "1.5",
             Kind::Usd(_) => "0.25",
             Kind::Positive(_) => "7",
+            Kind::OtlpProtocol(_) => "grpc",
         }
     }
 

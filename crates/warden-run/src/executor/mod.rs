@@ -58,6 +58,9 @@ pub struct Work {
     /// The batch's budget, with what entries that ended before spent (each
     /// entry's request carries it too).
     pub budget: Option<crate::budget::SharedBudget>,
+    /// OpenTelemetry export, with the batch's span as the parent of the
+    /// entries' sessions.
+    pub telemetry: Option<crate::telemetry::Telemetry>,
     updates: mpsc::Sender<Update>,
 }
 
@@ -77,8 +80,14 @@ impl Work {
             entries,
             control,
             budget: None,
+            telemetry: None,
             updates,
         }
+    }
+
+    pub(crate) fn with_telemetry(mut self, t: Option<crate::telemetry::Telemetry>) -> Self {
+        self.telemetry = t;
+        self
     }
 
     pub(crate) fn with_budget(mut self, budget: Option<crate::budget::SharedBudget>) -> Self {
@@ -173,9 +182,10 @@ async fn run_local(mut work: Work) -> Vec<BatchRun> {
         }
         let stop = work.control.clone();
         let pool = pool.clone();
+        let telemetry = work.telemetry.clone();
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
-            let run = run_local_entry(&entry, control, &stop, pool, out.clone()).await;
+            let run = run_local_entry(&entry, control, &stop, pool, telemetry, out.clone()).await;
             out.send(Update::EntryFinished {
                 entry: entry.index,
                 run: Box::new(run.clone()),
@@ -200,6 +210,7 @@ async fn run_local_entry(
     control: SessionControl,
     stop: &BatchControl,
     pool: Option<Arc<crate::budget::BudgetPool>>,
+    telemetry: Option<crate::telemetry::Telemetry>,
     out: Outbox,
 ) -> BatchRun {
     if stop.cancels() > 0 {
@@ -214,7 +225,7 @@ async fn run_local_entry(
         );
     }
     let t0 = Instant::now();
-    let result = run_request_pooled(entry.request.clone(), control, out, pool).await;
+    let result = run_request_pooled(entry.request.clone(), control, out, pool, telemetry).await;
     let mut run = match result {
         Ok(s) => {
             let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);

@@ -96,6 +96,8 @@ pub(crate) struct Setup {
     pub usage_baseline: warden_events::Tokens,
     /// A batch's budget held with the runs running beside this one.
     pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
+    /// OpenTelemetry export: the exporter and the run span's ids.
+    pub telemetry: Option<crate::RunTelemetry>,
 }
 
 /// Where a run's commits are collected from.
@@ -182,6 +184,8 @@ pub(crate) struct Supervisor {
     budget_hit: Option<crate::budget::BudgetLine>,
     /// What the run had spent at the last look at its budgets.
     budget_seen: Option<crate::budget::Spent>,
+    /// The run's spans as its events make them (OpenTelemetry export on).
+    spans: Option<crate::telemetry::RunSpans>,
 }
 
 /// Consecutive plain lines of one stream, to be written as one `lines`
@@ -228,6 +232,10 @@ impl Supervisor {
             .map(|p| (p.budget(), p.others(&setup.run_id)));
         let budget =
             crate::budget::Watch::new(&l.budget, setup.run_spent_before, &setup.budgets, pooled);
+        let spans = setup
+            .telemetry
+            .as_ref()
+            .map(|t| crate::telemetry::RunSpans::new(t.ids, setup.agent, setup.started_at));
         Self {
             setup,
             live: LiveFeed::new(events),
@@ -272,6 +280,7 @@ impl Supervisor {
             budget,
             budget_hit: None,
             budget_seen: None,
+            spans,
         }
     }
 
@@ -296,6 +305,9 @@ impl Supervisor {
         };
         self.write_pending_lines();
         self.write_event(&stamped);
+        if let Some(s) = &mut self.spans {
+            s.observe(&stamped);
+        }
         self.live.deliver(stamped);
     }
 

@@ -165,6 +165,7 @@ impl Supervisor {
                 .as_ref()
                 .is_some_and(|r| r.pids_limit_hits > 0),
             env_dropped: self.setup.env_dropped.clone(),
+            otel: None,
             written: false,
         }
     }
@@ -313,6 +314,12 @@ impl Supervisor {
         }
         // Errors met since the report was made (the last events' flush).
         self.refresh_errors(&mut report);
+        // The run's spans go to the exporter's queue (never waiting for
+        // it) before the report is written, which says how many went.
+        if let (Some(spans), Some(t)) = (self.spans.take(), &self.setup.telemetry) {
+            let (handed, dropped) = t.exporter.submit(spans.finish(&report));
+            report.otel = Some(crate::telemetry::OtelReport::new(&t.ids, handed, dropped));
+        }
         report.logs = Some(self.setup.dir.digests());
         match self.setup.dir.write_final_report(&report) {
             Ok(()) => report.written = true,

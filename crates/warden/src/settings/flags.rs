@@ -56,6 +56,10 @@ fn arg(setting: &Setting) -> Arg {
         Some(c) => arg.short(c),
         None => arg,
     };
+    let arg = match setting.alias {
+        Some(a) => arg.visible_alias(a),
+        None => arg,
+    };
     if setting.kind.is_switch() {
         arg.action(ArgAction::SetTrue)
     } else {

@@ -44,6 +44,8 @@ pub(crate) enum Kind {
     Usd(fn(&mut Resolved, Usd)),
     /// A whole number of at least 1: a token or turn budget.
     Positive(fn(&mut Resolved, u64)),
+    /// An OTLP protocol: `http/protobuf` or `grpc`.
+    OtlpProtocol(fn(&mut Resolved, warden_run::telemetry::Protocol)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -77,6 +79,7 @@ impl Kind {
             }
             Kind::Usd(_) => "a sum of US dollars greater than 0, such as `0.50` or `2`",
             Kind::Positive(_) => "a whole number of at least 1, such as `20`",
+            Kind::OtlpProtocol(_) => "`http/protobuf` or `grpc`",
         }
     }
 
@@ -178,6 +181,10 @@ impl Kind {
                 0 => return Err(Bad::Invalid),
                 n => Box::new(move |r| set(r, n)),
             },
+            Kind::OtlpProtocol(set) => {
+                let p: warden_run::telemetry::Protocol = t.parse().map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, p))
+            }
             Kind::Containment(set) => {
                 let c = match t {
                     "auto" => ContainmentChoice::Auto,

@@ -34,6 +34,8 @@ pub(crate) struct Setting {
     pub short: Option<char>,
     /// Whether a batch file may set it (a batch decides some for itself).
     pub in_batch: bool,
+    /// Another long flag for it (`--otel` for `--otel-endpoint`).
+    pub alias: Option<&'static str>,
 }
 
 impl Setting {
@@ -72,6 +74,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DURATION",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "stall_timeout",
@@ -81,6 +84,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DURATION",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "startup_timeout",
@@ -90,6 +94,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DURATION",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "completion_timeout",
@@ -99,6 +104,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DURATION",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "completion_signal",
@@ -108,6 +114,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "TEXT",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "on_fatal_error",
@@ -118,6 +125,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "end|wait",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "drain_grace",
@@ -127,6 +135,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DURATION",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "kill_grace",
@@ -136,6 +145,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DURATION",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "max_line",
@@ -145,6 +155,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "BYTES",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "containment",
@@ -154,6 +165,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "MODE",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "run_dir",
@@ -164,6 +176,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: None,
         // Each run of a batch has its directory in the batch's.
         in_batch: false,
+        alias: None,
     },
     Setting {
         name: "sandbox",
@@ -173,6 +186,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "SANDBOX",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "no_network",
@@ -182,6 +196,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "image",
@@ -191,6 +206,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "IMAGE",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "heartbeat",
@@ -201,6 +217,38 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: None,
         // A batch has its own view.
         in_batch: false,
+        alias: None,
+    },
+    Setting {
+        name: "otel_endpoint",
+        kind: Kind::Text(|r, t| r.otel_endpoint = Some(t)),
+        default: Shown::Unset,
+        doc: "Export OpenTelemetry traces to this OTLP collector, by its base URL (http://127.0.0.1:4318; the OTEL_EXPORTER_OTLP_* variables also turn export on)",
+        value_name: "URL",
+        short: None,
+        // One exporter per warden process.
+        in_batch: false,
+        alias: Some("otel"),
+    },
+    Setting {
+        name: "otel_protocol",
+        kind: Kind::OtlpProtocol(|r, p| r.otel_protocol = Some(p)),
+        default: Shown::Value("http/protobuf"),
+        doc: "The OTLP protocol: http/protobuf or grpc (else OTEL_EXPORTER_OTLP_PROTOCOL)",
+        value_name: "PROTOCOL",
+        short: None,
+        in_batch: false,
+        alias: None,
+    },
+    Setting {
+        name: "otel_flush",
+        kind: Kind::Grace(|r, d| r.otel_flush = Some(d)),
+        default: Shown::Value("5s"),
+        doc: "The most the end of warden waits for its spans to reach the collector",
+        value_name: "DURATION",
+        short: None,
+        in_batch: false,
+        alias: None,
     },
     Setting {
         name: "json",
@@ -210,6 +258,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "",
         short: None,
         in_batch: false,
+        alias: None,
     },
     Setting {
         name: "quiet",
@@ -219,6 +268,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "",
         short: Some('q'),
         in_batch: false,
+        alias: None,
     },
     Setting {
         name: "memory",
@@ -229,6 +279,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "SIZE",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "pids",
@@ -238,6 +289,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "N",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "cpus",
@@ -247,6 +299,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "N.N",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "preserve_status",
@@ -257,6 +310,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: None,
         // A batch's exit code sums up many runs.
         in_batch: false,
+        alias: None,
     },
     Setting {
         name: "keep_runs",
@@ -267,6 +321,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         short: None,
         // Retention is the project's, not one entry's.
         in_batch: false,
+        alias: None,
     },
     Setting {
         name: "keep_days",
@@ -276,6 +331,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DAYS",
         short: None,
         in_batch: false,
+        alias: None,
     },
     Setting {
         name: "retries",
@@ -286,6 +342,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "N",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "retry_on",
@@ -296,6 +353,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "LIST",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "retry_backoff",
@@ -306,6 +364,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "DURATION",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "max_cost",
@@ -316,6 +375,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "USD",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "max_tokens",
@@ -326,6 +386,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "N",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "max_turns",
@@ -335,6 +396,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "N",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "session_max_cost",
@@ -345,6 +407,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "USD",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "session_max_tokens",
@@ -354,6 +417,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "N",
         short: None,
         in_batch: true,
+        alias: None,
     },
     Setting {
         name: "session_max_turns",
@@ -363,6 +427,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         value_name: "N",
         short: None,
         in_batch: true,
+        alias: None,
     },
 ];
 
@@ -399,6 +464,9 @@ impl Default for Resolved {
             keep_days: None,
             retry: warden_run::retry::RetryPolicy::default(),
             session_budget: warden_run::budget::Budget::default(),
+            otel_endpoint: None,
+            otel_protocol: None,
+            otel_flush: None,
         }
     }
 }
