@@ -64,7 +64,24 @@ async fn run_request(file: &std::path::Path, signals: Signals) -> Outcome {
         ..Default::default()
     };
     cancelled_before_start(&signals)?;
-    run_session_cli(request, settings, signals, &mut Vec::new(), None, None).await
+    // The batch's exporter settings and span, when it exports: the
+    // session's spans nest under the batch's (made by the submitting
+    // warden).
+    let telemetry = match &request.otel {
+        Some(o) => Some(o.start().map_err(usage)?),
+        None => None,
+    };
+    let outcome = run_session_cli(
+        request,
+        settings,
+        signals,
+        &mut Vec::new(),
+        None,
+        telemetry.as_ref(),
+    )
+    .await;
+    crate::runner::end_telemetry(telemetry);
+    outcome
 }
 
 /// A run or a batch catches signals to cancel cleanly, and its output

@@ -346,6 +346,33 @@ fn fill_random(buf: &mut [u8]) {
     }
 }
 
+/// Telemetry in a serialized request: the exporter's configuration and
+/// the parent span (another process's) as a `TRACEPARENT` value.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtelRequest {
+    pub export: ExportConfig,
+    pub parent: String,
+}
+
+impl OtelRequest {
+    pub fn new(export: &ExportConfig, parent: &TraceIds) -> Self {
+        Self {
+            export: export.clone(),
+            parent: parent.traceparent(),
+        }
+    }
+
+    /// Starts an exporter for it, whose top span nests under the parent.
+    pub fn start(&self) -> Result<Telemetry, TelemetryError> {
+        let t = Telemetry::start(self.export.clone())?;
+        Ok(match TraceIds::from_traceparent(&self.parent) {
+            Some(p) => t.with_parent(p, true),
+            None => t,
+        })
+    }
+}
+
 /// What a report says of its span: in `run.json`, `session.json` and
 /// `batch.json` as `otel` when telemetry is on.
 #[non_exhaustive]
