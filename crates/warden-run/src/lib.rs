@@ -211,6 +211,9 @@ pub enum SetupError {
     /// this machine can enforce.
     #[error(transparent)]
     Resources(#[from] warden_process::os::limits::LimitError),
+    /// `--otel-agent` for an agent whose CLI warden cannot make export.
+    #[error(transparent)]
+    Telemetry(#[from] telemetry::TelemetryError),
 }
 
 impl SetupError {
@@ -264,7 +267,7 @@ impl Run {
     /// bubblewrap: both are bounded and run off the runtime's threads, so
     /// the clocks of other runs in the same process keep time meanwhile.
     pub async fn spawn(self) -> Result<RunHandle, SetupError> {
-        let spec = self.spec;
+        let mut spec = self.spec;
         // Before anything is created: in a process started as a shim, a
         // run would start this program again, and again.
         if warden_process::started_as_shim() {
@@ -304,6 +307,11 @@ impl Run {
         // own spans nests them under it.
         if let Some(t) = &spec.telemetry {
             fixed.push(("TRACEPARENT".into(), t.ids.traceparent().into()));
+            if t.exporter.config().agent_export {
+                let (env, args) = telemetry::agent_export(spec.agent, t.exporter.config())?;
+                fixed.extend(env.into_iter().map(|(k, v)| (k.into(), v.into())));
+                spec.command.extend(args.into_iter().map(Into::into));
+            }
         }
 
         // The agent's environment (an allowlist inside a sandbox) and the

@@ -441,7 +441,8 @@ async fn drive(
         batch.jobs(),
     );
     let process = process_settings()?;
-    let telemetry = crate::runner::start_telemetry(&process)?;
+    let agents: Vec<Agent> = shown.iter().map(|(_, a, _)| *a).collect();
+    let telemetry = crate::runner::start_telemetry(&process, &agents)?;
     let batch = match &telemetry {
         Some(t) => batch.telemetry(t.clone()),
         None => batch,

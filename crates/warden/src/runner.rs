@@ -29,9 +29,11 @@ fn signal_notice(nth: u32, name: &str) -> String {
 }
 
 /// The OpenTelemetry exporter the settings ask for, started; `None` when
-/// export is off.
+/// export is off. `agents`: the agents it will run, each checked for
+/// `--otel-agent` before anything starts.
 pub(crate) fn start_telemetry(
     resolved: &crate::settings::Resolved,
+    agents: &[warden_events::Agent],
 ) -> Result<Option<Telemetry>, crate::error::CliError> {
     let config = warden_run::telemetry::ExportConfig::resolve(
         resolved.otel_endpoint.as_deref(),
@@ -40,9 +42,22 @@ pub(crate) fn start_telemetry(
         |k| std::env::var(k).ok(),
     )
     .map_err(crate::error::usage)?;
-    config
-        .map(Telemetry::start)
-        .transpose()
+    let Some(mut config) = config else {
+        if resolved.otel_agent {
+            return Err(crate::error::usage(
+                "--otel-agent needs a collector: give --otel URL (or set OTEL_EXPORTER_OTLP_ENDPOINT)",
+            ));
+        }
+        return Ok(None);
+    };
+    if resolved.otel_agent {
+        for agent in agents {
+            warden_run::telemetry::agent_export(*agent, &config).map_err(crate::error::usage)?;
+        }
+        config.agent_export = true;
+    }
+    Telemetry::start(config)
+        .map(Some)
         .map_err(crate::error::usage)
 }
 

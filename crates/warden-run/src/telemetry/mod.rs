@@ -75,6 +75,11 @@ pub struct ExportConfig {
     pub timeout: Duration,
     /// The most the end of the process waits for the spans to go out.
     pub flush: Duration,
+    /// Switch on the agent CLI's own trace export, to the same collector
+    /// (Claude Code, Codex; the standard `OTEL_*` variables for `exec`):
+    /// its spans nest under the run's through `TRACEPARENT`.
+    #[serde(default)]
+    pub agent_export: bool,
 }
 
 /// The environment variables [`ExportConfig::resolve`] reads.
@@ -156,6 +161,7 @@ impl ExportConfig {
             // One export never outlasts the flush bound.
             timeout: timeout.min(flush),
             flush,
+            agent_export: false,
         }))
     }
 }
@@ -185,6 +191,63 @@ pub enum TelemetryError {
     Timeout(String),
     #[error("the OTLP exporter could not be made: {0}")]
     Exporter(String),
+    #[error(
+        "--otel-agent: {0} has no trace export warden can switch on (Claude Code and Codex do, and `exec` gets the OTEL_* variables); its runs still get TRACEPARENT"
+    )]
+    AgentExport(&'static str),
+}
+
+/// What makes `agent`'s CLI export its own spans to `config`'s collector:
+/// variables for its environment and arguments for its command line.
+/// Claude Code: its telemetry with the (beta) enhanced traces, over OTLP,
+/// only traces; Codex: its `otel.trace_exporter`; `exec`: the standard
+/// variables an OpenTelemetry SDK reads.
+pub fn agent_export(
+    agent: warden_events::Agent,
+    config: &ExportConfig,
+) -> Result<(Vec<(String, String)>, Vec<String>), TelemetryError> {
+    use warden_events::Agent;
+    let standard = || {
+        vec![
+            ("OTEL_TRACES_EXPORTER".to_string(), "otlp".to_string()),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".to_string(),
+                config.traces_endpoint.clone(),
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL".to_string(),
+                config.protocol.as_str().to_string(),
+            ),
+        ]
+    };
+    match agent {
+        Agent::Exec => Ok((standard(), Vec::new())),
+        Agent::Claude => {
+            let mut env = standard();
+            env.extend([
+                ("CLAUDE_CODE_ENABLE_TELEMETRY".into(), "1".into()),
+                ("CLAUDE_CODE_ENHANCED_TELEMETRY_BETA".into(), "1".into()),
+            ]);
+            Ok((env, Vec::new()))
+        }
+        Agent::Codex => {
+            let endpoint = config
+                .traces_endpoint
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            let exporter = match config.protocol {
+                Protocol::HttpProtobuf => {
+                    format!(r#"{{otlp-http={{endpoint="{endpoint}",protocol="binary"}}}}"#)
+                }
+                Protocol::Grpc => format!(r#"{{otlp-grpc={{endpoint="{endpoint}"}}}}"#),
+            };
+            Ok((
+                Vec::new(),
+                vec!["-c".into(), format!("otel.trace_exporter={exporter}")],
+            ))
+        }
+        other => Err(TelemetryError::AgentExport(other.name())),
+    }
 }
 
 /// A span's place in a trace: the trace, the span, and its parent. In

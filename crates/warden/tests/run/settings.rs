@@ -294,6 +294,21 @@ const EFFECTS: &[Effect] = &[
         took: |_, d| d.code == 0 && d.stderr.contains("collector http://127.0.0.1:9\n"),
     },
     Effect {
+        key: "otel_agent",
+        value: "true",
+        flags: &["--otel", "http://127.0.0.1:9"],
+        command: &[
+            "sh",
+            "-c",
+            "echo \"exporting to $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT\"",
+        ],
+        took: |_, d| {
+            d.code == 0
+                && d.stderr
+                    .contains("out| exporting to http://127.0.0.1:9/v1/traces")
+        },
+    },
+    Effect {
         key: "otel_flush",
         value: "300ms",
         flags: &["--otel", HANGING_COLLECTOR],
