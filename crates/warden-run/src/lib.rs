@@ -308,9 +308,9 @@ impl Run {
         if let Some(t) = &spec.telemetry {
             fixed.push(("TRACEPARENT".into(), t.ids.traceparent().into()));
             if t.exporter.config().agent_export {
-                let (env, args) = telemetry::agent_export(spec.agent, t.exporter.config())?;
-                fixed.extend(env.into_iter().map(|(k, v)| (k.into(), v.into())));
-                spec.command.extend(args.into_iter().map(Into::into));
+                let export = telemetry::agent_export(spec.agent, t.exporter.config())?;
+                fixed.extend(export.env.into_iter().map(|(k, v)| (k.into(), v.into())));
+                spec.command.extend(export.args.into_iter().map(Into::into));
             }
         }
 

@@ -197,15 +197,24 @@ pub enum TelemetryError {
     AgentExport(&'static str),
 }
 
-/// What makes `agent`'s CLI export its own spans to `config`'s collector:
-/// variables for its environment and arguments for its command line.
+/// What an agent's CLI is given to export its own spans.
+#[non_exhaustive]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentExport {
+    /// Variables for its environment.
+    pub env: Vec<(String, String)>,
+    /// Arguments added to its command line.
+    pub args: Vec<String>,
+}
+
+/// What makes `agent`'s CLI export its own spans to `config`'s collector.
 /// Claude Code: its telemetry with the (beta) enhanced traces, over OTLP,
 /// only traces; Codex: its `otel.trace_exporter`; `exec`: the standard
 /// variables an OpenTelemetry SDK reads.
 pub fn agent_export(
     agent: warden_events::Agent,
     config: &ExportConfig,
-) -> Result<(Vec<(String, String)>, Vec<String>), TelemetryError> {
+) -> Result<AgentExport, TelemetryError> {
     use warden_events::Agent;
     let standard = || {
         vec![
@@ -221,14 +230,20 @@ pub fn agent_export(
         ]
     };
     match agent {
-        Agent::Exec => Ok((standard(), Vec::new())),
+        Agent::Exec => Ok(AgentExport {
+            env: standard(),
+            args: Vec::new(),
+        }),
         Agent::Claude => {
             let mut env = standard();
             env.extend([
                 ("CLAUDE_CODE_ENABLE_TELEMETRY".into(), "1".into()),
                 ("CLAUDE_CODE_ENHANCED_TELEMETRY_BETA".into(), "1".into()),
             ]);
-            Ok((env, Vec::new()))
+            Ok(AgentExport {
+                env,
+                args: Vec::new(),
+            })
         }
         Agent::Codex => {
             let endpoint = config
@@ -241,10 +256,10 @@ pub fn agent_export(
                 }
                 Protocol::Grpc => format!(r#"{{otlp-grpc={{endpoint="{endpoint}"}}}}"#),
             };
-            Ok((
-                Vec::new(),
-                vec!["-c".into(), format!("otel.trace_exporter={exporter}")],
-            ))
+            Ok(AgentExport {
+                env: Vec::new(),
+                args: vec!["-c".into(), format!("otel.trace_exporter={exporter}")],
+            })
         }
         other => Err(TelemetryError::AgentExport(other.name())),
     }
