@@ -25,6 +25,7 @@ mod json_out;
 mod junit;
 mod launch;
 mod orphans;
+mod otel;
 mod output;
 mod phases;
 mod preserve_status;
