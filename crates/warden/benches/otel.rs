@@ -1,0 +1,128 @@
+//! What OpenTelemetry export costs a run: `cargo bench -p agent-warden
+//! --bench otel`.
+//!
+//! Times `warden run exec -- true` without export (the reference), then
+//! exporting to a live OTLP receiver (HTTP and gRPC), and to collectors
+//! that refuse connections, accept them and never answer, or never
+//! complete them, each with the default flush bound (5 s), in turn in the
+//! same loop so the machine's drift hits every row alike. Prints the
+//! median wall time of each and its extra time over the reference, beside
+//! the bound. `WARDEN_BENCH_QUICK=1` for fewer repetitions (the hanging
+//! rows take up to the bound each).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use warden_telemetry_backends::faults;
+use warden_telemetry_backends::otlp::Receiver;
+
+const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
+
+fn run(dir: &std::path::Path, otel: Option<(&str, &str)>) -> Duration {
+    let mut cmd = Command::new(WARDEN);
+    cmd.arg("run");
+    if let Some((endpoint, protocol)) = otel {
+        cmd.args(["--otel", endpoint, "--otel-protocol", protocol]);
+    }
+    cmd.args(["-q", "exec", "--", "true"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+    let start = Instant::now();
+    let status = cmd.status().expect("warden");
+    let took = start.elapsed();
+    assert!(
+        status.success(),
+        "warden exited {status}: export never changes the verdict"
+    );
+    took
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let quick = std::env::var_os("WARDEN_BENCH_QUICK").is_some();
+    let (fast_reps, slow_reps) = if quick { (10, 3) } else { (40, 7) };
+    let tmp = tempfile::tempdir().unwrap();
+    let http = Receiver::start_http();
+    let grpc = Receiver::start_grpc();
+    let url = |a: std::net::SocketAddr| format!("http://{a}");
+    let rows: Vec<(&str, Option<(String, &str)>, usize)> = vec![
+        ("no export (reference)", None, fast_reps),
+        (
+            "live receiver, HTTP",
+            Some((http.endpoint(), "http/protobuf")),
+            fast_reps,
+        ),
+        (
+            "live receiver, gRPC",
+            Some((grpc.endpoint(), "grpc")),
+            fast_reps,
+        ),
+        (
+            "refusing, HTTP",
+            Some((url(faults::refusing()), "http/protobuf")),
+            slow_reps,
+        ),
+        (
+            "refusing, gRPC",
+            Some((url(faults::refusing()), "grpc")),
+            slow_reps,
+        ),
+        (
+            "hanging, HTTP",
+            Some((url(faults::hanging()), "http/protobuf")),
+            slow_reps,
+        ),
+        (
+            "hanging, gRPC",
+            Some((url(faults::hanging()), "grpc")),
+            slow_reps,
+        ),
+        (
+            "never connecting, HTTP",
+            Some((url(faults::never_connecting()), "http/protobuf")),
+            slow_reps,
+        ),
+        (
+            "never connecting, gRPC",
+            Some((url(faults::never_connecting()), "grpc")),
+            slow_reps,
+        ),
+    ];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rows.len()];
+    let most = rows.iter().map(|r| r.2).max().unwrap_or(1);
+    for i in 0..most {
+        for (row, (_, otel, reps)) in rows.iter().enumerate() {
+            if i < *reps {
+                let otel = otel.as_ref().map(|(e, p)| (e.as_str(), *p));
+                times[row].push(run(tmp.path(), otel));
+            }
+        }
+    }
+    let reference = median(times[0].clone());
+    println!("# warden run exec -- true, exporting traces (median wall time; flush bound 5s)\n");
+    println!("| collector | runs | median | extra over no export |");
+    println!("|---|---|---|---|");
+    for ((name, _, reps), t) in rows.iter().zip(times) {
+        let m = median(t);
+        println!(
+            "| {name} | {reps} | {:.1} ms | {:+.1} ms |",
+            m.as_secs_f64() * 1e3,
+            (m.as_secs_f64() - reference.as_secs_f64()) * 1e3
+        );
+    }
+    println!(
+        "\n{} spans received over HTTP, {} over gRPC",
+        http.spans().len(),
+        grpc.spans().len()
+    );
+}
