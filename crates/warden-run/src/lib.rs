@@ -179,9 +179,9 @@ impl RunSpec {
     }
 }
 
-/// OpenTelemetry export for one run: the process's exporter and the ids
-/// of the run's span (chosen before the agent starts, which gets them as
-/// `TRACEPARENT`).
+/// OpenTelemetry export for one run: the process's telemetry (its spans,
+/// its metrics) and the ids of the run's span (chosen before the agent
+/// starts, which gets them as `TRACEPARENT` when spans are exported).
 #[derive(Debug, Clone)]
 pub struct RunTelemetry {
     pub exporter: telemetry::Telemetry,
@@ -302,7 +302,7 @@ impl Run {
         fixed.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
         // The run's span as the agent's parent: an agent that exports its
         // own spans nests them under it.
-        if let Some(t) = &spec.telemetry {
+        if let Some(t) = spec.telemetry.as_ref().filter(|t| t.exporter.traces()) {
             fixed.push(("TRACEPARENT".into(), t.ids.traceparent().into()));
         }
 

@@ -159,7 +159,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     // What stays the same for every run of the session.
     let request = crate::request::build(&args, agent, &cwd, &resolved)?;
     let retention = (resolved.keep_runs, resolved.keep_days);
-    let telemetry = crate::runner::start_telemetry(&resolved)?;
+    let telemetry = crate::runner::start_telemetry(&resolved, false)?;
     let mut ended = Vec::new();
     let outcome = if request.is_session() {
         cancelled_before_start(&signals)?;
