@@ -384,8 +384,14 @@ impl Batch {
             }
             crate::budget::SharedBudget::new(crate::budget::BudgetScope::Batch, self.budget, spent)
         });
+        // The batch's span: the parent of every entry's session, here or
+        // (through the request) on a cluster's node.
+        let batch_span = self.telemetry.as_ref().map(|t| (t.clone(), t.top_span()));
         for e in &mut self.entries {
             e.request.batch_budget = budget;
+            e.request.otel = batch_span
+                .as_ref()
+                .and_then(|(t, ids)| crate::telemetry::OtelRequest::new(t, ids));
         }
         let (held, in_use) = if let Some(held) = self.held.take() {
             held
@@ -415,8 +421,6 @@ impl Batch {
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();
         let started_at = SystemTime::now();
-        // The batch's span: the parent of every entry's session.
-        let batch_span = self.telemetry.as_ref().map(|t| (t.clone(), t.top_span()));
         // A resumed batch's entries that ended before are finished.
         let status = BatchStatus {
             entries: self

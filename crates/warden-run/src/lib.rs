@@ -211,6 +211,9 @@ pub enum SetupError {
     /// this machine can enforce.
     #[error(transparent)]
     Resources(#[from] warden_process::os::limits::LimitError),
+    /// `--otel-agent` for an agent whose CLI warden cannot make export.
+    #[error(transparent)]
+    Telemetry(#[from] telemetry::TelemetryError),
 }
 
 impl SetupError {
@@ -264,7 +267,7 @@ impl Run {
     /// bubblewrap: both are bounded and run off the runtime's threads, so
     /// the clocks of other runs in the same process keep time meanwhile.
     pub async fn spawn(self) -> Result<RunHandle, SetupError> {
-        let spec = self.spec;
+        let mut spec = self.spec;
         // Before anything is created: in a process started as a shim, a
         // run would start this program again, and again.
         if warden_process::started_as_shim() {
@@ -302,8 +305,18 @@ impl Run {
         fixed.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
         // The run's span as the agent's parent: an agent that exports its
         // own spans nests them under it.
-        if let Some(t) = spec.telemetry.as_ref().filter(|t| t.exporter.traces()) {
+        // Without spans exported there is no span to nest under.
+        if let Some((t, traces)) = spec
+            .telemetry
+            .as_ref()
+            .and_then(|t| Some((t, t.exporter.traces_config()?)))
+        {
             fixed.push(("TRACEPARENT".into(), t.ids.traceparent().into()));
+            if traces.agent_export {
+                let export = telemetry::agent_export(spec.agent, traces)?;
+                fixed.extend(export.env.into_iter().map(|(k, v)| (k.into(), v.into())));
+                spec.command.extend(export.args.into_iter().map(Into::into));
+            }
         }
 
         // The agent's environment (an allowlist inside a sandbox) and the

@@ -168,6 +168,12 @@ pub struct RunRequest {
     /// running executable if `None`); never shipped.
     #[serde(skip)]
     pub shim_exe: Option<PathBuf>,
+    /// OpenTelemetry export for a run started elsewhere (a batch's entry
+    /// on a cluster's node): where spans go and the span to nest under.
+    /// A process that runs the request itself passes its exporter to the
+    /// session instead.
+    #[serde(default)]
+    pub otel: Option<crate::telemetry::OtelRequest>,
 }
 
 /// What makes a request unusable, found before anything starts.
@@ -240,6 +246,7 @@ impl RunRequest {
             retry: RetryPolicy::default(),
             batch_budget: None,
             shim_exe: None,
+            otel: None,
         }
     }
 

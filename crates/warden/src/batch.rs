@@ -441,12 +441,13 @@ async fn drive(
         batch.jobs(),
     );
     let process = process_settings()?;
+    let agents: Vec<Agent> = shown.iter().map(|(_, a, _)| *a).collect();
     // Bound first: a port in use stops the batch before anything starts.
     let listener = args
         .metrics_addr
         .map(crate::metrics_endpoint::bind)
         .transpose()?;
-    let telemetry = crate::runner::start_telemetry(&process, listener.is_some())?;
+    let telemetry = crate::runner::start_telemetry(&process, &agents, listener.is_some())?;
     let endpoint = match (listener, &telemetry) {
         (Some(l), Some(t)) => Some(crate::metrics_endpoint::MetricsEndpoint::start(
             l,

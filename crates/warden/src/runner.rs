@@ -30,18 +30,32 @@ fn signal_notice(nth: u32, name: &str) -> String {
 
 /// The OpenTelemetry export the settings ask for (traces and metrics),
 /// with the metrics also kept for a Prometheus endpoint when
-/// `prometheus`, started; `None` when all of it is off.
+/// `prometheus`, started; `None` when all of it is off. `agents`: the
+/// agents it will run, each checked for `--otel-agent` before anything
+/// starts.
 pub(crate) fn start_telemetry(
     resolved: &crate::settings::Resolved,
+    agents: &[warden_events::Agent],
     prometheus: bool,
 ) -> Result<Option<Telemetry>, crate::error::CliError> {
-    let config = TelemetryConfig::resolve(
+    let mut config = TelemetryConfig::resolve(
         resolved.otel_endpoint.as_deref(),
         resolved.otel_protocol,
         resolved.otel_flush,
         |k| std::env::var(k).ok(),
     )
     .map_err(crate::error::usage)?;
+    if resolved.otel_agent {
+        let Some(traces) = config.traces.as_mut() else {
+            return Err(crate::error::usage(
+                "--otel-agent needs traces exported to a collector: give --otel URL (or set OTEL_EXPORTER_OTLP_ENDPOINT, without OTEL_TRACES_EXPORTER=none)",
+            ));
+        };
+        for agent in agents {
+            warden_run::telemetry::agent_export(*agent, traces).map_err(crate::error::usage)?;
+        }
+        traces.agent_export = true;
+    }
     let config = if prometheus {
         config.with_prometheus()
     } else {

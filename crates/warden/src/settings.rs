@@ -142,6 +142,8 @@ pub(crate) struct Resolved {
     pub otel_endpoint: Option<String>,
     pub otel_protocol: Option<warden_run::telemetry::Protocol>,
     pub otel_flush: Option<Duration>,
+    /// `--otel-agent`: the agent's own trace export switched on too.
+    pub otel_agent: bool,
 }
 
 impl RawSettings {

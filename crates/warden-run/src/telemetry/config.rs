@@ -57,6 +57,11 @@ pub struct ExportConfig {
     pub timeout: Duration,
     /// The most the end of the process waits for the spans to go out.
     pub flush: Duration,
+    /// Switch on the agent CLI's own trace export, to the same collector
+    /// (Claude Code, Codex; the standard `OTEL_*` variables for `exec`):
+    /// its spans nest under the run's through `TRACEPARENT`.
+    #[serde(default)]
+    pub agent_export: bool,
 }
 
 /// The environment variables [`ExportConfig::resolve`] reads.
@@ -98,6 +103,7 @@ impl ExportConfig {
                 protocol,
                 timeout,
                 flush,
+                agent_export: false,
             }))
     }
 }
@@ -321,6 +327,10 @@ pub enum TelemetryError {
     Interval(String),
     #[error("the OTLP exporter could not be made: {0}")]
     Exporter(String),
+    #[error(
+        "--otel-agent: {0} has no trace export warden can switch on (Claude Code and Codex do, and `exec` gets the OTEL_* variables); its runs still get TRACEPARENT"
+    )]
+    AgentExport(&'static str),
 }
 
 #[cfg(test)]

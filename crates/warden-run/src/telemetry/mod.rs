@@ -38,6 +38,74 @@ pub use config::{
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub(crate) use spans::{RunSpans, SpanRecord};
 
+/// What an agent's CLI is given to export its own spans.
+#[non_exhaustive]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentExport {
+    /// Variables for its environment.
+    pub env: Vec<(String, String)>,
+    /// Arguments added to its command line.
+    pub args: Vec<String>,
+}
+
+/// What makes `agent`'s CLI export its own spans to `config`'s collector.
+/// Claude Code: its telemetry with the (beta) enhanced traces, over OTLP,
+/// only traces; Codex: its `otel.trace_exporter`; `exec`: the standard
+/// variables an OpenTelemetry SDK reads.
+pub fn agent_export(
+    agent: warden_events::Agent,
+    config: &ExportConfig,
+) -> Result<AgentExport, TelemetryError> {
+    use warden_events::Agent;
+    let standard = || {
+        vec![
+            ("OTEL_TRACES_EXPORTER".to_string(), "otlp".to_string()),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".to_string(),
+                config.traces_endpoint.clone(),
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL".to_string(),
+                config.protocol.as_str().to_string(),
+            ),
+        ]
+    };
+    match agent {
+        Agent::Exec => Ok(AgentExport {
+            env: standard(),
+            args: Vec::new(),
+        }),
+        Agent::Claude => {
+            let mut env = standard();
+            env.extend([
+                ("CLAUDE_CODE_ENABLE_TELEMETRY".into(), "1".into()),
+                ("CLAUDE_CODE_ENHANCED_TELEMETRY_BETA".into(), "1".into()),
+            ]);
+            Ok(AgentExport {
+                env,
+                args: Vec::new(),
+            })
+        }
+        Agent::Codex => {
+            let endpoint = config
+                .traces_endpoint
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            let exporter = match config.protocol {
+                Protocol::HttpProtobuf => {
+                    format!(r#"{{otlp-http={{endpoint="{endpoint}",protocol="binary"}}}}"#)
+                }
+                Protocol::Grpc => format!(r#"{{otlp-grpc={{endpoint="{endpoint}"}}}}"#),
+            };
+            Ok(AgentExport {
+                env: Vec::new(),
+                args: vec!["-c".into(), format!("otel.trace_exporter={exporter}")],
+            })
+        }
+        other => Err(TelemetryError::AgentExport(other.name())),
+    }
+}
+
 /// A span's place in a trace: the trace, the span, and its parent. In
 /// reports as lower-case hex, as a `TRACEPARENT` writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +262,57 @@ fn fill_random(buf: &mut [u8]) {
                 filled = buf.len();
             }
         }
+    }
+}
+
+/// Telemetry in a serialized request: where spans and metrics go, and
+/// the parent span (another process's) as a `TRACEPARENT` value.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtelRequest {
+    /// Spans; `None` when only metrics are exported.
+    pub export: Option<ExportConfig>,
+    /// OTLP metrics: the node's warden counts the runs it supervises.
+    #[serde(default)]
+    pub metrics: Option<MetricsConfig>,
+    /// The most the node's warden waits at its end for both to go out.
+    #[serde(default = "default_flush")]
+    pub flush: Duration,
+    pub parent: String,
+}
+
+fn default_flush() -> Duration {
+    DEFAULT_FLUSH
+}
+
+impl OtelRequest {
+    /// What `telemetry` exports, for a run elsewhere under `parent`;
+    /// `None` when it exports nothing (metrics kept only for this
+    /// process's Prometheus endpoint).
+    pub fn new(telemetry: &Telemetry, parent: &TraceIds) -> Option<Self> {
+        let export = telemetry.traces_config().cloned();
+        let metrics = telemetry.metrics_config().cloned();
+        (export.is_some() || metrics.is_some()).then(|| Self {
+            export,
+            metrics,
+            flush: telemetry.flush(),
+            parent: parent.traceparent(),
+        })
+    }
+
+    /// Starts its telemetry, whose top span nests under the parent.
+    pub fn start(&self) -> Result<Option<Telemetry>, TelemetryError> {
+        let config = TelemetryConfig {
+            traces: self.export.clone(),
+            metrics: self.metrics.clone(),
+            prometheus: false,
+            flush: self.flush,
+        };
+        let parent = TraceIds::from_traceparent(&self.parent);
+        Ok(Telemetry::start(config)?.map(|t| match parent {
+            Some(p) => t.with_parent(p, true),
+            None => t,
+        }))
     }
 }
 

@@ -241,6 +241,16 @@ pub(crate) const SETTINGS: &[Setting] = &[
         alias: None,
     },
     Setting {
+        name: "otel_agent",
+        kind: Kind::Switch(|r, on| r.otel_agent = on),
+        default: Shown::Off,
+        doc: "Make the agent CLI export its own traces to the same collector, nested under the run's span (Claude Code, Codex; exec gets the OTEL_* variables)",
+        value_name: "",
+        short: None,
+        in_batch: false,
+        alias: None,
+    },
+    Setting {
         name: "otel_flush",
         kind: Kind::Grace(|r, d| r.otel_flush = Some(d)),
         default: Shown::Value("5s"),
@@ -467,6 +477,7 @@ impl Default for Resolved {
             otel_endpoint: None,
             otel_protocol: None,
             otel_flush: None,
+            otel_agent: false,
         }
     }
 }

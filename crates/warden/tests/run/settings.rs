@@ -278,6 +278,44 @@ const EFFECTS: &[Effect] = &[
         took: |_, d| d.code == 0 && d.stderr.contains("still running"),
     },
     Effect {
+        key: "otel_endpoint",
+        // Nothing listens there: the export fails, the run does not.
+        value: "http://127.0.0.1:9",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| d.code == 0 && d.report()["otel"]["span_id"].is_string(),
+    },
+    Effect {
+        key: "otel_protocol",
+        value: "grpc",
+        flags: &["--otel", "http://127.0.0.1:9"],
+        command: &["true"],
+        // Over HTTP the base URL gets `/v1/traces`; over gRPC it does not.
+        took: |_, d| d.code == 0 && d.stderr.contains("collector http://127.0.0.1:9\n"),
+    },
+    Effect {
+        key: "otel_agent",
+        value: "true",
+        flags: &["--otel", "http://127.0.0.1:9"],
+        command: &[
+            "sh",
+            "-c",
+            "echo \"exporting to $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT\"",
+        ],
+        took: |_, d| {
+            d.code == 0
+                && d.stderr
+                    .contains("out| exporting to http://127.0.0.1:9/v1/traces")
+        },
+    },
+    Effect {
+        key: "otel_flush",
+        value: "300ms",
+        flags: &["--otel", HANGING_COLLECTOR],
+        command: &["true"],
+        took: |_, d| d.code == 0 && d.stderr.contains("not sent within 300ms"),
+    },
+    Effect {
         key: "json",
         value: "true",
         flags: &[],
@@ -489,6 +527,21 @@ const EFFECTS: &[Effect] = &[
     },
 ];
 
+/// A collector that takes connections and never answers (see
+/// [`hanging_collector`]): `otel_flush` bounds the wait for it.
+const HANGING_COLLECTOR: &str = "http://127.0.0.1:47319";
+
+/// Listens at [`HANGING_COLLECTOR`] for the rest of the test process and
+/// accepts nothing: a connection completes (the kernel's backlog) and no
+/// answer ever comes.
+fn hanging_collector() {
+    static LISTENER: std::sync::OnceLock<std::net::TcpListener> = std::sync::OnceLock::new();
+    LISTENER.get_or_init(|| {
+        std::net::TcpListener::bind("127.0.0.1:47319")
+            .expect("port 47319 for the hanging collector")
+    });
+}
+
 /// Whether the stand-in engine was given `pair` (a flag and its value).
 fn engine_got(case: &Case, pair: &[&str; 2]) -> bool {
     std::fs::read_to_string(case.path().join("docker.args")).is_ok_and(|args| {
@@ -544,6 +597,9 @@ fn run_with(effect: &Effect, source: Source) -> (Case, Finished) {
         cmd.env_remove(format!("WARDEN_{}", e.key.to_uppercase()));
     }
     cmd.env_remove("WARDEN_CONFIG");
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
     match source {
         Source::Env => {
             cmd.env(&env, effect.value);
@@ -573,6 +629,7 @@ fn run_with(effect: &Effect, source: Source) -> (Case, Finished) {
 
 #[test]
 fn every_setting_takes_effect_from_its_flag_its_variable_and_warden_toml() {
+    hanging_collector();
     // Every setting warden knows (as its message about an unknown key
     // lists them) has an effect checked here.
     let case = Case::new();
