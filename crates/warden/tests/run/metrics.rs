@@ -10,6 +10,10 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use warden_telemetry_backends::otlp::{
+    AggregationTemporality, AttrValue, MetricKind, MetricPoint, Number, Receiver, Transport,
+};
+use warden_telemetry_backends::prometheus::Prometheus;
 
 use crate::support::{Case, ms};
 
@@ -79,10 +83,10 @@ fn watch_stderr(
     rx
 }
 
-#[test]
-fn the_batch_endpoint_counts_each_run_as_its_report_does_while_the_batch_runs() {
-    let case = Case::new();
-    let gate = case.path().join("gate");
+/// A batch of five `exec` runs: one succeeds, one fails, one leaves an
+/// orphan, one stalls (with its warning), and the last waits for the file
+/// `gate` (for at most a minute) so the batch goes on after the others.
+fn gated_batch(case: &Case, gate: &std::path::Path) -> String {
     let toml = format!(
         r#"[defaults]
 agent = "exec"
@@ -105,7 +109,6 @@ name = "stalls"
 stall_timeout = "600ms"
 command = ["sh", "-c", "echo working; sleep 600"]
 
-# Held until the test has read the others' counts.
 [[run]]
 name = "last"
 timeout = "60s"
@@ -113,27 +116,92 @@ command = ["sh", "-c", "echo waiting; while [ ! -e '{gate}' ]; do sleep 0.05; do
 "#,
         gate = gate.display()
     );
-    let file = super::batch::write(&case, &toml);
-    let dir = case.path().join("batch");
-    let mut child = command(
-        &case,
-        &[
-            "batch",
-            &file,
-            "-j",
-            "5",
-            "--dir",
-            dir.to_str().unwrap(),
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("spawn warden");
+    super::batch::write(case, &toml)
+}
+
+/// `warden batch FILE -j 5 --dir DIR ARGS...` in the background, its
+/// stderr watched.
+fn spawn_batch(
+    case: &Case,
+    file: &str,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (
+    std::process::Child,
+    Arc<Mutex<Vec<String>>>,
+    mpsc::Receiver<SocketAddr>,
+) {
+    let mut all = vec!["batch", file, "-j", "5", "--dir", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let mut child = command(case, &all)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn warden");
     let stderr = Arc::new(Mutex::new(Vec::new()));
-    let addr = watch_stderr(&mut child, stderr.clone())
+    let addr = watch_stderr(&mut child, stderr.clone());
+    (child, stderr, addr)
+}
+
+/// Each entry's run.json, by the entry's name (the first run of each).
+fn reports(dir: &std::path::Path) -> BTreeMap<String, Value> {
+    let batch: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("batch.json")).unwrap()).unwrap();
+    let mut reports = BTreeMap::new();
+    for entry in batch["runs"].as_array().unwrap() {
+        let run_dir = entry["session"]["runs"][0]["run_dir"].as_str().unwrap();
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{run_dir}/run.json")).unwrap())
+                .unwrap();
+        reports.insert(entry["name"].as_str().unwrap().to_string(), r);
+    }
+    reports
+}
+
+/// The sum of `key` over the reports of the runs named.
+fn total(reports: &BTreeMap<String, Value>, names: &[&str], key: &str) -> f64 {
+    names.iter().map(|n| ms(&reports[*n][key]) as f64).sum()
+}
+
+/// What the gated batch's four ended runs must show (asserting that the
+/// runs did what they were written to do, else a count that matches
+/// proves nothing).
+fn assert_the_runs_did_their_part(reports: &BTreeMap<String, Value>) {
+    for (name, verdict) in [
+        ("ok", "succeeded"),
+        ("fails", "agent_failed"),
+        ("orphan", "succeeded"),
+        ("stalls", "stalled"),
+        ("last", "succeeded"),
+    ] {
+        assert_eq!(
+            reports[name]["verdict"], verdict,
+            "{name}: {}",
+            reports[name]
+        );
+    }
+    assert!(
+        ms(&reports["orphan"]["orphans_killed"]) >= 1,
+        "{}",
+        reports["orphan"]
+    );
+    assert!(
+        ms(&reports["stalls"]["stall_warnings"]) >= 1,
+        "{}",
+        reports["stalls"]
+    );
+}
+
+const ENDED: [&str; 4] = ["ok", "fails", "orphan", "stalls"];
+
+#[test]
+fn the_batch_endpoint_counts_each_run_as_its_report_does_while_the_batch_runs() {
+    let case = Case::new();
+    let gate = case.path().join("gate");
+    let file = gated_batch(&case, &gate);
+    let dir = case.path().join("batch");
+    let (child, stderr, addr) = spawn_batch(&case, &file, &dir, &["--metrics-addr", "127.0.0.1:0"]);
+    let addr = addr
         .recv_timeout(Duration::from_secs(20))
         .unwrap_or_else(|_| panic!("no metrics URL on stderr: {:?}", stderr.lock().unwrap()));
     assert_ne!(addr.port(), 0, "port 0 is replaced by the one chosen");
@@ -195,49 +263,103 @@ command = ["sh", "-c", "echo waiting; while [ ! -e '{gate}' ]; do sleep 0.05; do
     );
 
     // What the endpoint said is what the runs' reports say.
-    let batch: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("batch.json")).unwrap()).unwrap();
-    let mut reports = BTreeMap::new();
-    for entry in batch["runs"].as_array().unwrap() {
-        let run_dir = entry["session"]["runs"][0]["run_dir"].as_str().unwrap();
-        let r: Value =
-            serde_json::from_str(&std::fs::read_to_string(format!("{run_dir}/run.json")).unwrap())
-                .unwrap();
-        reports.insert(entry["name"].as_str().unwrap().to_string(), r);
-    }
-    assert!(
-        ms(&reports["orphan"]["orphans_killed"]) >= 1,
-        "the orphan run killed none: {}",
-        reports["orphan"]
-    );
-    assert!(
-        ms(&reports["stalls"]["stall_warnings"]) >= 1,
-        "{}",
-        reports["stalls"]
-    );
-    let of = |key: &str| -> f64 {
-        reports
-            .iter()
-            .filter(|(name, _)| *name != "last")
-            .map(|(_, r)| ms(&r[key]) as f64)
-            .sum()
-    };
+    let reports = reports(&dir);
+    assert_the_runs_did_their_part(&reports);
     assert_eq!(
         at(r#"warden_orphans_killed_total{agent="exec"}"#),
-        of("orphans_killed")
+        total(&reports, &ENDED, "orphans_killed")
     );
     assert_eq!(
         at(r#"warden_stall_warnings_total{agent="exec"}"#),
-        of("stall_warnings")
+        total(&reports, &ENDED, "stall_warnings")
     );
-    let seconds = |name: &str| ms(&reports[name]["duration_ms"]) as f64 / 1000.0;
     let succeeded = at(r#"warden_run_duration_seconds_sum{agent="exec",verdict="succeeded"}"#);
+    let expected = total(&reports, &["ok", "orphan"], "duration_ms") / 1000.0;
     assert!(
-        (succeeded - (seconds("ok") + seconds("orphan"))).abs() < 1e-6,
-        "{succeeded} s for {} s and {} s",
-        seconds("ok"),
-        seconds("orphan")
+        (succeeded - expected).abs() < 1e-6,
+        "{succeeded} s for the runs' {expected} s"
     );
+    case.assert_nothing_left();
+}
+
+#[test]
+fn prometheus_scrapes_the_batch_and_answers_queries_with_its_counts() {
+    // The address is chosen before Prometheus starts: its first scrape
+    // comes about 5 s after its start, and only then is it scraped every
+    // second (see warden_telemetry_backends::prometheus).
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let Some(prometheus) = Prometheus::start(addr) else {
+        return;
+    };
+    prometheus.wait_for_first_scrape(Duration::from_secs(20));
+
+    let case = Case::new();
+    let gate = case.path().join("gate");
+    let file = gated_batch(&case, &gate);
+    let dir = case.path().join("batch");
+    let (child, stderr, said) =
+        spawn_batch(&case, &file, &dir, &["--metrics-addr", &addr.to_string()]);
+    assert_eq!(
+        said.recv_timeout(Duration::from_secs(20)).ok(),
+        Some(addr),
+        "{:?}",
+        stderr.lock().unwrap()
+    );
+    // Scraped once the four runs that end by themselves have ended.
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let all = prometheus.samples("sum(warden_runs_total)");
+        if all.first().is_some_and(|s| s.value >= 4.0) {
+            assert_eq!(all[0].value, 4.0, "{all:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "Prometheus never saw the four runs: {all:?}; targets: {}",
+            prometheus.targets()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let by_verdict: BTreeMap<String, f64> = prometheus
+        .samples("sum by (verdict) (warden_runs_total{agent=\"exec\"})")
+        .into_iter()
+        .map(|s| (s.metric["verdict"].clone(), s.value))
+        .collect();
+    assert_eq!(
+        by_verdict,
+        BTreeMap::from([
+            ("agent_failed".to_string(), 1.0),
+            ("stalled".to_string(), 1.0),
+            ("succeeded".to_string(), 2.0),
+        ])
+    );
+    let one = |promql: &str| {
+        let s = prometheus.samples(promql);
+        assert_eq!(s.len(), 1, "{promql}: {s:?}");
+        assert_eq!(
+            s[0].metric.get("job").map(String::as_str),
+            Some("warden"),
+            "{s:?}"
+        );
+        s[0].value
+    };
+    assert_eq!(one(r#"warden_batch_runs{state="running"}"#), 1.0);
+    assert_eq!(one(r#"warden_batch_runs{state="finished"}"#), 4.0);
+    let orphans = one("warden_orphans_killed_total");
+    let stalls = one("warden_stall_warnings_total");
+    let first_activity = one("warden_time_to_first_activity_seconds_count");
+
+    std::fs::write(&gate, "").unwrap();
+    let out = child.wait_with_output().expect("warden ends");
+    assert_eq!(out.status.code(), Some(1), "{:?}", stderr.lock().unwrap());
+    let reports = reports(&dir);
+    assert_the_runs_did_their_part(&reports);
+    assert_eq!(orphans, total(&reports, &ENDED, "orphans_killed"));
+    assert_eq!(stalls, total(&reports, &ENDED, "stall_warnings"));
+    assert_eq!(first_activity, 4.0);
     case.assert_nothing_left();
 }
 
@@ -402,4 +524,183 @@ fn metrics_without_traces_leave_the_agent_without_a_traceparent() {
         !requests.iter().any(|r| r.contains("/v1/traces")),
         "{requests:?}"
     );
+}
+
+/// A batch of four `exec` runs exporting to `rx`: one fails, one leaves an
+/// orphan, the last runs a while. `interval`: `OTEL_METRIC_EXPORT_INTERVAL`.
+fn otlp_batch(rx: &Receiver, interval: Option<&str>) -> BTreeMap<String, Value> {
+    let case = Case::new();
+    let file = super::batch::write(
+        &case,
+        r#"[defaults]
+agent = "exec"
+
+[[run]]
+name = "ok"
+command = ["sh", "-c", "echo fine"]
+
+[[run]]
+name = "fails"
+command = ["sh", "-c", "echo broken; exit 3"]
+
+[[run]]
+name = "orphan"
+command = ["sh", "-c", "echo did the work; sleep 30 & exit 0"]
+
+[[run]]
+name = "last"
+command = ["sh", "-c", "echo a while; sleep 1.5; echo done"]
+"#,
+    );
+    let dir = case.path().join("batch");
+    let mut cmd = command(
+        &case,
+        &["batch", &file, "-j", "4", "--dir", dir.to_str().unwrap()],
+    );
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
+    cmd.env(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        match rx.transport() {
+            Transport::Http => "http/protobuf",
+            Transport::Grpc => "grpc",
+        },
+    );
+    if let Some(ms) = interval {
+        cmd.env("OTEL_METRIC_EXPORT_INTERVAL", ms);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "one run failed: {stderr}");
+    assert!(
+        !stderr.contains("OpenTelemetry"),
+        "a loss was said: {stderr}"
+    );
+    assert!(rx.rejected().is_empty(), "{:?}", rx.rejected());
+    case.assert_nothing_left();
+    reports(&dir)
+}
+
+fn otlp_metrics_say_what_the_reports_say(transport: Transport) {
+    let rx = Receiver::start(transport);
+    // Over gRPC, also every 300 ms while the batch runs.
+    let interval = (transport == Transport::Grpc).then_some("300");
+    let reports = otlp_batch(&rx, interval);
+    let exports = rx.metric_requests().len();
+    match interval {
+        // The default interval (60 s) is past the batch: its end exports.
+        None => assert_eq!(exports, 1, "{:?}", rx.exports()),
+        Some(_) => assert!(exports >= 3, "{exports} export(s) in about 1.5 s"),
+    }
+    let points = rx.metrics();
+    let exec = AttrValue::from("exec");
+    // The latest point of a series: each export has every series so far
+    // (the temporality is cumulative), the last one its final value.
+    let find = |name: &str, attrs: &[(&str, &str)]| -> MetricPoint {
+        points
+            .iter()
+            .filter(|p| {
+                p.name == name
+                    && p.attributes.len() == attrs.len()
+                    && attrs
+                        .iter()
+                        .all(|(k, v)| p.attributes.get(*k) == Some(&AttrValue::from(*v)))
+            })
+            .max_by_key(|p| p.time_unix_nano)
+            .unwrap_or_else(|| panic!("no {name} {attrs:?} in {points:#?}"))
+            .clone()
+    };
+    let value = |p: &MetricPoint| p.value.map(Number::as_f64);
+
+    let ok = find(
+        "warden.runs",
+        &[("agent", "exec"), ("verdict", "succeeded")],
+    );
+    assert_eq!(value(&ok), Some(3.0));
+    assert_eq!(
+        (ok.kind, ok.monotonic, ok.unit.as_str()),
+        (MetricKind::Sum, true, "{run}")
+    );
+    assert_eq!(ok.temporality, Some(AggregationTemporality::Cumulative));
+    let failed = find(
+        "warden.runs",
+        &[("agent", "exec"), ("verdict", "agent_failed")],
+    );
+    assert_eq!(value(&failed), Some(1.0));
+
+    let d = find(
+        "warden.run.duration",
+        &[("agent", "exec"), ("verdict", "succeeded")],
+    );
+    assert_eq!(
+        (d.kind, d.unit.as_str(), d.count),
+        (MetricKind::Histogram, "s", Some(3))
+    );
+    let expected = total(&reports, &["ok", "orphan", "last"], "duration_ms") / 1000.0;
+    let sum = d.sum.expect("a histogram's sum");
+    assert!((sum - expected).abs() < 1e-6, "{sum} s for {expected} s");
+    assert_eq!(d.bounds.first(), Some(&1.0), "{:?}", d.bounds);
+    assert_eq!(d.bucket_counts.iter().sum::<u64>(), 3);
+    let first = find("warden.time_to_first_activity", &[("agent", "exec")]);
+    assert_eq!((first.unit.as_str(), first.count), ("s", Some(4)));
+
+    assert!(
+        ms(&reports["orphan"]["orphans_killed"]) >= 1,
+        "{}",
+        reports["orphan"]
+    );
+    let names = ["ok", "fails", "orphan", "last"];
+    let orphans = find("warden.orphans_killed", &[("agent", "exec")]);
+    assert_eq!(
+        value(&orphans),
+        Some(total(&reports, &names, "orphans_killed"))
+    );
+    let stalls = find("warden.stall_warnings", &[("agent", "exec")]);
+    assert_eq!(value(&stalls), Some(0.0));
+    for (state, n) in [("queued", 0.0), ("running", 0.0), ("finished", 4.0)] {
+        let g = find("warden.batch.runs", &[("state", state)]);
+        assert_eq!((g.kind, value(&g)), (MetricKind::Gauge, Some(n)), "{state}");
+    }
+    // `exec` reports no tokens and no cost: no series for them.
+    assert!(
+        !points
+            .iter()
+            .any(|p| p.name == "warden.tokens" || p.name == "warden.cost.usd"),
+        "{points:#?}"
+    );
+
+    // One process, one resource: its spans' and its metrics' instance is
+    // the same, and a string no other process has.
+    let resource = &ok.resource;
+    assert_eq!(
+        resource.get("service.name"),
+        Some(&AttrValue::from("warden"))
+    );
+    assert_eq!(ok.scope.0, "warden");
+    let instance = resource
+        .get("service.instance.id")
+        .and_then(AttrValue::as_str)
+        .expect("service.instance.id");
+    assert_eq!(instance.len(), 36, "{instance}");
+    let spans = rx.wait_for_spans(1, Duration::from_secs(5));
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.resource.get("service.instance.id") == Some(&AttrValue::from(instance))),
+        "{spans:#?}"
+    );
+    assert!(
+        points
+            .iter()
+            .all(|p| p.attributes.get("agent").is_none_or(|a| *a == exec))
+    );
+}
+
+#[test]
+fn otlp_metrics_over_http_say_what_the_reports_say() {
+    otlp_metrics_say_what_the_reports_say(Transport::Http);
+}
+
+#[test]
+fn otlp_metrics_over_grpc_go_out_every_interval_and_say_what_the_reports_say() {
+    otlp_metrics_say_what_the_reports_say(Transport::Grpc);
 }
