@@ -727,6 +727,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_request_ships_the_metrics_with_the_spans_and_an_older_one_still_reads() {
+        // Nothing listens at port 9: whatever is exported is refused at once.
+        let flush = Duration::from_secs(2);
+        let config =
+            TelemetryConfig::resolve(Some("http://127.0.0.1:9"), None, Some(flush), |_| None)
+                .unwrap();
+        let t = Telemetry::start(config).unwrap().expect("on");
+        let ids = t.top_span();
+        let shipped = OtelRequest::new(&t, &ids).expect("something to ship");
+        let json = serde_json::to_string(&shipped).unwrap();
+        let read: OtelRequest = serde_json::from_str(&json).unwrap();
+        assert_eq!(read, shipped);
+        assert_eq!(read.flush, flush);
+        assert_eq!(
+            read.metrics.as_ref().map(|m| m.endpoint.as_str()),
+            Some("http://127.0.0.1:9/v1/metrics")
+        );
+        let node = read.start().unwrap().expect("on");
+        assert!(node.traces() && node.metrics_config().is_some());
+        assert_eq!(node.flush(), flush);
+        let under = node.top_span();
+        assert_eq!(under.trace_id_hex(), ids.trace_id_hex());
+        assert_eq!(under.parent(), Some(ids.span()));
+
+        // A request from a warden that shipped only spans.
+        let older = serde_json::json!({
+            "export": serde_json::to_value(shipped.export.as_ref().unwrap()).unwrap(),
+            "parent": ids.traceparent(),
+        });
+        let older: OtelRequest = serde_json::from_value(older).unwrap();
+        assert!(older.metrics.is_none() && older.export.is_some());
+        assert_eq!(older.flush, DEFAULT_FLUSH);
+
+        // Metrics kept only for this process's Prometheus endpoint: a node
+        // has nothing to export.
+        let local = TelemetryConfig::resolve(None, None, None, |_| None)
+            .unwrap()
+            .with_prometheus();
+        let local = Telemetry::start(local).unwrap().expect("on");
+        assert!(OtelRequest::new(&local, &local.top_span()).is_none());
+        for t in [t, node, local] {
+            t.shutdown();
+        }
+    }
+
+    #[test]
     fn traceparent_round_trips_and_bad_ones_are_ignored() {
         let p =
             TraceIds::from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")

@@ -481,7 +481,7 @@ fn spans_and_metrics_share_one_flush_bound_with_a_hanging_collector() {
     // Each export is cut at the flush bound by its own timeout, and the
     // two run at once: one after the other they would take twice that.
     assert!(
-        took < flush + Duration::from_millis(600),
+        took < flush + Duration::from_secs(1),
         "shutdown took {took:?} with a flush bound of {flush:?}"
     );
     assert!(
