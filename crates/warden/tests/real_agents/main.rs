@@ -20,6 +20,7 @@ mod support;
 mod budgets;
 mod fields;
 mod kit;
+mod otel;
 mod retries;
 mod scenarios;
 mod transient_retries;

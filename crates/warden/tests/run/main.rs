@@ -26,6 +26,7 @@ mod junit;
 mod launch;
 mod metrics;
 mod orphans;
+mod otel;
 mod output;
 mod phases;
 mod preserve_status;

@@ -379,3 +379,55 @@ fn a_resumed_slurm_batch_waits_for_its_jobs_still_running_and_keeps_their_report
     assert!(!dir.join("attempts").exists(), "nothing ran twice");
     case.assert_nothing_left();
 }
+
+#[test]
+fn a_batch_on_slurm_is_one_trace_with_each_job_s_session_under_the_batch_span() {
+    use warden_telemetry_backends::otlp::{Receiver, SpanTree};
+    let Some(env) = slurm() else { return };
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
+         [[run]]\nname = \"one\"\ncommand = [\"echo\", \"one\"]\n\
+         [[run]]\nname = \"two\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n",
+    )
+    .unwrap();
+    let rx = Receiver::start_http();
+    let dir = case.path().join("batch");
+    let mut cmd = batch_command(&case, &env, "b.toml", &dir, "2");
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    // The batch's span from here; from each job, its session, iteration
+    // and run.
+    let spans = rx.wait_for_spans(7, Duration::from_secs(30));
+    let tree = spans.render();
+    let batch = spans.iter().find(|s| s.name.starts_with("batch ")).unwrap();
+    assert!(batch.is_root(), "{tree}");
+    assert_eq!(batch.str_attr("warden.executor"), Some("slurm"));
+    let sessions = spans.children(batch);
+    assert_eq!(
+        sessions.len(),
+        2,
+        "a session per job under the batch\n{tree}"
+    );
+    for s in &sessions {
+        assert_eq!(s.parent_is_remote, Some(true), "made in the job: {s:?}");
+        let its = spans.children(s);
+        assert_eq!(its.len(), 1, "{tree}");
+        let runs = spans.children(its[0]);
+        assert_eq!(runs.len(), 1, "{tree}");
+        assert_eq!(runs[0].name, "invoke_agent exec");
+    }
+    assert!(spans.iter().all(|s| s.trace_id == batch.trace_id), "{tree}");
+    let b = batch_json(&dir);
+    assert_eq!(b["otel"]["span_id"], batch.span_id.as_str());
+    assert_eq!(
+        by_name(&b, "two")["session"]["otel"]["parent_span_id"],
+        batch.span_id.as_str()
+    );
+}

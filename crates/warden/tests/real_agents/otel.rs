@@ -1,0 +1,122 @@
+//! OpenTelemetry with the real CLIs against the fake model: warden's run
+//! span with a child per tool call and per model request, carrying the
+//! GenAI attributes, and with `--otel-agent` the CLI's own spans nested
+//! under the run's span through `TRACEPARENT`.
+
+use std::time::Instant;
+
+use warden_fake_model::Turn;
+use warden_telemetry_backends::otlp::{Receiver, Span, SpanKind, SpanTree};
+
+use crate::kit::Kit;
+
+fn run_with_export(agent: &'static str) -> Option<(Kit, Receiver, Vec<Span>)> {
+    let kit = Kit::new(
+        agent,
+        vec![
+            Turn::Shell("echo hello-from-tool".into()),
+            Turn::Text("all done".into()),
+        ],
+    )?;
+    let rx = Receiver::start_http();
+    let endpoint = rx.endpoint();
+    let mut cmd = kit.command(
+        "say hello through the shell",
+        &["--timeout", "120s", "--otel", &endpoint, "--otel-agent"],
+    );
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+    let start = Instant::now();
+    let done = kit.case.finished(cmd.output().expect("run warden"), start);
+    assert_eq!(done.code, 0, "{agent}: {}", done.stderr);
+    // warden's end waited for its own spans; the CLI sent its own before
+    // it exited.
+    let spans = rx.spans();
+    Some((kit, rx, spans))
+}
+
+#[test]
+fn a_real_run_has_tool_and_model_spans_and_the_cli_s_own_under_it() {
+    for agent in ["claude", "codex"] {
+        let Some((_kit, _rx, spans)) = run_with_export(agent) else {
+            continue;
+        };
+        let tree = spans.render();
+        let ours: Vec<Span> = spans
+            .iter()
+            .filter(|s| s.resource.get("service.name").and_then(|v| v.as_str()) == Some("warden"))
+            .cloned()
+            .collect();
+        let run = ours.one(&format!("invoke_agent {agent}"));
+        assert_eq!(run.str_attr("warden.verdict"), Some("succeeded"), "{tree}");
+        // Claude Code names its model in its stream; Codex does not (it
+        // is in its config file here), and no model is made up.
+        if agent == "claude" {
+            assert!(
+                run.str_attr("gen_ai.request.model").is_some(),
+                "{agent}: {tree}"
+            );
+        }
+        assert!(
+            run.str_attr("gen_ai.conversation.id").is_some(),
+            "{agent}: {tree}"
+        );
+        assert!(
+            run.int_attr("gen_ai.usage.input_tokens").unwrap_or(0) > 0,
+            "{tree}"
+        );
+        let children = ours.children(run);
+        let tools: Vec<&&Span> = children
+            .iter()
+            .filter(|s| s.name.starts_with("execute_tool "))
+            .collect();
+        assert_eq!(tools.len(), 1, "{agent}: one tool call\n{tree}");
+        assert_eq!(
+            tools[0].str_attr("gen_ai.operation.name"),
+            Some("execute_tool")
+        );
+        assert!(
+            tools[0]
+                .str_attr("warden.tool.input")
+                .is_some_and(|i| i.contains("hello-from-tool")),
+            "{agent}: {:?}",
+            tools[0].attributes
+        );
+        // A model request where the stream shows one: Claude Code reports
+        // usage per request; Codex only per turn, as a running total.
+        let chats: Vec<&&Span> = children
+            .iter()
+            .filter(|s| s.name.starts_with("chat"))
+            .collect();
+        if agent == "claude" {
+            assert!(!chats.is_empty(), "{agent}: a model request span\n{tree}");
+        }
+        for c in &chats {
+            assert_eq!(c.kind, SpanKind::Client, "{agent}");
+            assert!(
+                c.int_attr("gen_ai.usage.output_tokens").unwrap_or(0) > 0,
+                "{agent}: {c:?}"
+            );
+            assert!(
+                c.start_unix_nano >= run.start_unix_nano && c.end_unix_nano <= run.end_unix_nano,
+                "{agent}: a model request inside its run\n{tree}"
+            );
+        }
+        // The CLI's own spans: its top one a child of the run's span (a CLI
+        // may also make traces of its own, for work outside the task).
+        let theirs: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.resource.get("service.name").and_then(|v| v.as_str()) != Some("warden"))
+            .collect();
+        assert!(
+            !theirs.is_empty(),
+            "{agent}: the CLI's own spans (--otel-agent)\n{tree}"
+        );
+        assert!(
+            theirs.iter().any(|s| s.parent_span_id == run.span_id),
+            "{agent}: the CLI's top span nests under the run's\n{tree}"
+        );
+    }
+}

@@ -1,0 +1,337 @@
+//! OpenTelemetry traces, received by a real OTLP receiver (HTTP and gRPC,
+//! decoded with the protocol's own definitions): the span tree of a run,
+//! a session and a batch, their attributes and status, `TRACEPARENT` in
+//! the agent and from warden's own environment, and collectors that
+//! refuse, hang or never connect, which change no verdict and hold warden
+//! for at most the flush bound.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use warden_telemetry_backends::faults;
+use warden_telemetry_backends::otlp::{Receiver, SpanKind, SpanTree, StatusCode};
+
+use crate::support::{Case, Finished};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// `warden ARGS` exporting to `endpoint`, with no `OTEL_*` of the test's
+/// own environment.
+fn warden(case: &Case, endpoint: &str, args: &[&str]) -> Finished {
+    let mut all = vec![args[0], "--otel", endpoint];
+    all.extend(&args[1..]);
+    let mut cmd: Command = case.command(&all);
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+    case.finished(cmd.output().unwrap(), Instant::now())
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn a_run_is_one_span_whose_context_the_agent_gets_as_traceparent() {
+    let case = Case::new();
+    let rx = Receiver::start_http();
+    let out = case.path().join("traceparent");
+    let script = format!(
+        "echo \"$TRACEPARENT\" > '{}'; sleep 30 & echo done",
+        out.display()
+    );
+    let done = warden(
+        &case,
+        &rx.endpoint(),
+        &["run", "exec", "--", "sh", "-c", &script],
+    );
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let spans = rx.wait_for_spans(1, WAIT);
+    assert_eq!(spans.len(), 1, "{}", spans.render());
+    let run = spans.one("invoke_agent exec");
+    assert!(run.is_root(), "a plain run is a trace of its own");
+    assert_eq!(run.kind, SpanKind::Internal);
+    assert_eq!(run.str_attr("gen_ai.operation.name"), Some("invoke_agent"));
+    assert_eq!(run.str_attr("gen_ai.agent.name"), Some("exec"));
+    assert_eq!(run.str_attr("warden.verdict"), Some("succeeded"));
+    assert_eq!(run.int_attr("warden.orphans_killed"), Some(1));
+    assert_eq!(run.int_attr("process.exit.code"), Some(0));
+    assert_ne!(run.status.code, StatusCode::Error);
+    let orphan = run
+        .events_named("warden.orphan")
+        .next()
+        .unwrap_or_else(|| panic!("an orphan event: {run:?}"));
+    assert!(
+        orphan.attributes["process.command_line"]
+            .as_str()
+            .unwrap()
+            .contains("sleep"),
+        "{orphan:?}"
+    );
+    assert_eq!(run.resource["service.name"].as_str(), Some("warden"));
+
+    // The agent's TRACEPARENT is the run's span, and run.json says so.
+    let tp = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        tp.trim(),
+        format!("00-{}-{}-01", run.trace_id, run.span_id),
+        "TRACEPARENT"
+    );
+    let report = done.report();
+    assert_eq!(report["otel"]["trace_id"], run.trace_id.as_str());
+    assert_eq!(report["otel"]["span_id"], run.span_id.as_str());
+    assert_eq!(report["otel"]["spans"], 1);
+    assert_eq!(report["otel"]["spans_dropped"], 0);
+    // Times from the run itself: the span lasts as long as the report says.
+    let ms = (run.end_unix_nano - run.start_unix_nano) / 1_000_000;
+    let reported = report["duration_ms"].as_u64().unwrap();
+    assert!(ms.abs_diff(reported) <= 2, "{ms} vs {reported}");
+    case.assert_nothing_left();
+}
+
+#[test]
+fn a_failed_run_is_an_error_span_and_an_inbound_traceparent_is_its_parent() {
+    let case = Case::new();
+    let rx = Receiver::start_grpc();
+    let mut cmd = case.command(&[
+        "run",
+        "--otel",
+        &rx.endpoint(),
+        "--otel-protocol",
+        "grpc",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    cmd.env("TRACEPARENT", parent);
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    let spans = rx.wait_for_spans(1, WAIT);
+    let run = spans.one("invoke_agent exec");
+    assert_eq!(run.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(run.parent_span_id, "00f067aa0ba902b7");
+    assert_eq!(run.parent_is_remote, Some(true), "{run:?}");
+    assert_eq!(run.status.code, StatusCode::Error);
+    assert!(
+        run.status
+            .message
+            .starts_with("agent_failed: exited with code 3"),
+        "{:?}",
+        run.status
+    );
+    assert_eq!(run.str_attr("warden.verdict"), Some("agent_failed"));
+}
+
+#[test]
+fn a_session_is_a_span_with_one_per_iteration_and_the_runs_under_them() {
+    let case = Case::new();
+    let rx = Receiver::start_http();
+    let done = warden(
+        &case,
+        &rx.endpoint(),
+        &[
+            "run",
+            "exec",
+            "--iterations",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo step",
+        ],
+    );
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let spans = rx.wait_for_spans(5, WAIT);
+    let tree = spans.render();
+    assert_eq!(spans.len(), 5, "{tree}");
+    let session = spans.one("session exec");
+    assert!(session.is_root(), "{tree}");
+    assert_eq!(session.int_attr("warden.iterations_run"), Some(2));
+    assert_eq!(
+        session.str_attr("warden.stopped_because"),
+        Some("iterations_exhausted")
+    );
+    for n in 1..=2 {
+        let it = spans.one(&format!("iteration {n}"));
+        spans.assert_child_of(it, session);
+        let runs = spans.children(it);
+        assert_eq!(runs.len(), 1, "{tree}");
+        assert_eq!(runs[0].name, "invoke_agent exec");
+    }
+    assert!(spans.iter().all(|s| s.trace_id == session.trace_id));
+    // session.json names the session's span; each run.json its own.
+    let dir = done
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("warden: session report: "))
+        .map(|p| std::path::Path::new(p).parent().unwrap().to_path_buf())
+        .unwrap_or_else(|| panic!("the session's report: {}", done.stderr));
+    let s = json(&dir.join("session.json"));
+    assert_eq!(s["otel"]["span_id"], session.span_id.as_str());
+    assert_eq!(
+        s["otel"]["spans"], 3,
+        "the session's span and its iterations'"
+    );
+    let r = json(&dir.join("iteration-2/run.json"));
+    let run2 = spans.children(spans.one("iteration 2"))[0];
+    assert_eq!(r["otel"]["span_id"], run2.span_id.as_str());
+    assert_eq!(
+        r["otel"]["parent_span_id"],
+        spans.one("iteration 2").span_id.as_str()
+    );
+}
+
+#[test]
+fn a_batch_is_one_trace_with_a_session_per_entry() {
+    let case = Case::new();
+    let rx = Receiver::start_http();
+    let file = crate::batch::write(
+        &case,
+        "[defaults]\nagent = \"exec\"\n\
+         [[run]]\nname = \"a\"\ncommand = [\"true\"]\n\
+         [[run]]\nname = \"b\"\ncommand = [\"sh\", \"-c\", \"exit 1\"]\n\
+         [[run]]\nname = \"c\"\ncommand = [\"echo\", \"hi\"]\n",
+    );
+    let dir = case.path().join("batch");
+    let mut cmd = case.command(&["batch", &file, "--dir", dir.to_str().unwrap()]);
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    // A batch, 3 sessions, 3 iterations, 3 runs.
+    let spans = rx.wait_for_spans(10, WAIT);
+    let tree = spans.render();
+    assert_eq!(spans.len(), 10, "{tree}");
+    let batch = spans.iter().find(|s| s.name.starts_with("batch ")).unwrap();
+    assert!(batch.is_root(), "{tree}");
+    assert_eq!(batch.int_attr("warden.succeeded"), Some(2));
+    assert_eq!(batch.int_attr("warden.failed"), Some(1));
+    assert_eq!(batch.status.code, StatusCode::Error);
+    let sessions = spans.children(batch);
+    assert_eq!(sessions.len(), 3, "{tree}");
+    let names: Vec<&str> = sessions
+        .iter()
+        .filter_map(|s| s.str_attr("warden.session_name"))
+        .collect();
+    for n in ["a", "b", "c"] {
+        assert!(names.contains(&n), "{names:?}\n{tree}");
+    }
+    assert!(spans.iter().all(|s| s.trace_id == batch.trace_id), "{tree}");
+    let b = json(&dir.join("batch.json"));
+    assert_eq!(b["otel"]["span_id"], batch.span_id.as_str());
+}
+
+/// A collector that refuses, hangs or never completes a connection: the
+/// run's verdict is unchanged, warden says what was lost, and its end
+/// waits at most the flush bound (1 s here; the bound asserted is
+/// generous, the figure is in the benchmark).
+#[test]
+fn a_dead_hanging_or_unreachable_collector_costs_at_most_the_flush_bound() {
+    for (what, addr, protocol) in [
+        ("refusing", faults::refusing(), "http/protobuf"),
+        ("hanging", faults::hanging(), "http/protobuf"),
+        ("hanging", faults::hanging(), "grpc"),
+        ("never connecting", faults::never_connecting(), "grpc"),
+        (
+            "never connecting",
+            faults::never_connecting(),
+            "http/protobuf",
+        ),
+    ] {
+        let case = Case::new();
+        let start = Instant::now();
+        let endpoint = format!("http://{addr}");
+        let done = warden(
+            &case,
+            &endpoint,
+            &[
+                "run",
+                "--otel-protocol",
+                protocol,
+                "--otel-flush",
+                "1s",
+                "exec",
+                "--",
+                "echo",
+                "hi",
+            ],
+        );
+        let took = start.elapsed();
+        assert_eq!(done.code, 0, "{what} {protocol}: {}", done.stderr);
+        assert_eq!(done.report()["verdict"], "succeeded");
+        assert!(
+            done.stderr
+                .contains("warning: OpenTelemetry: 0 span(s) sent"),
+            "{what} {protocol}: {}",
+            done.stderr
+        );
+        assert!(
+            took < Duration::from_secs(4),
+            "{what} {protocol}: warden took {took:?} with a flush bound of 1s"
+        );
+    }
+}
+
+#[test]
+fn bad_telemetry_settings_are_refused_before_anything_runs() {
+    let case = Case::new();
+    for (args, needle) in [
+        (
+            vec!["run", "--otel", "https://c:4318", "exec", "--", "true"],
+            "TLS is not supported",
+        ),
+        (
+            vec![
+                "run",
+                "--otel",
+                "http://c:4318",
+                "--otel-protocol",
+                "http/json",
+                "exec",
+                "--",
+                "true",
+            ],
+            "--otel-protocol",
+        ),
+        (
+            vec!["run", "--otel-agent", "exec", "--", "true"],
+            "--otel-agent needs a collector",
+        ),
+        (
+            vec![
+                "run",
+                "--otel",
+                "http://127.0.0.1:9",
+                "--otel-agent",
+                "--agent-bin",
+                "/bin/sh",
+                "pi",
+                "hi",
+            ],
+            "pi has no trace export",
+        ),
+    ] {
+        let mut cmd = case.command(&args);
+        for v in warden_run::telemetry::ENV_VARS {
+            cmd.env_remove(v);
+        }
+        let done = case.finished(cmd.output().unwrap(), Instant::now());
+        assert_eq!(done.code, 2, "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains(needle), "{args:?}: {}", done.stderr);
+        assert!(
+            !case.path().join(".warden/runs").exists(),
+            "nothing ran: {args:?}"
+        );
+    }
+}
