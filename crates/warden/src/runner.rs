@@ -48,7 +48,7 @@ pub(crate) fn start_telemetry(
     if resolved.otel_agent {
         let Some(traces) = config.traces.as_mut() else {
             return Err(crate::error::usage(
-                "--otel-agent needs traces exported to a collector: give --otel URL (or set OTEL_EXPORTER_OTLP_ENDPOINT, without OTEL_TRACES_EXPORTER=none)",
+                "--otel-agent needs a collector for traces: give --otel URL (or set OTEL_EXPORTER_OTLP_ENDPOINT, without OTEL_TRACES_EXPORTER=none)",
             ));
         };
         for agent in agents {
