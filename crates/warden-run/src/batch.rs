@@ -391,7 +391,7 @@ impl Batch {
             e.request.batch_budget = budget;
             e.request.otel = batch_span
                 .as_ref()
-                .map(|(t, ids)| crate::telemetry::OtelRequest::new(t.config(), ids));
+                .and_then(|(t, ids)| crate::telemetry::OtelRequest::new(t, ids));
         }
         let (held, in_use) = if let Some(held) = self.held.take() {
             held
@@ -421,13 +421,25 @@ impl Batch {
         let (tx, rx) = mpsc::channel(crate::update::UPDATES_QUEUED);
         let started = Instant::now();
         let started_at = SystemTime::now();
+        // A resumed batch's entries that ended before are finished.
         let status = BatchStatus {
             entries: self
                 .entries
                 .iter()
-                .map(|e| (e.name.clone(), EntryState::Queued))
+                .map(|e| {
+                    let state = match &e.kept {
+                        Some(run) => EntryState::Finished {
+                            verdict: run.verdict,
+                        },
+                        None => EntryState::Queued,
+                    };
+                    (e.name.clone(), state)
+                })
                 .collect(),
         };
+        if let Some(t) = &self.telemetry {
+            t.batch_runs(&status);
+        }
         // What ended before stays; the rest runs.
         let mut kept: Vec<Option<BatchRun>> = Vec::new();
         let mut entries = Vec::new();
@@ -504,7 +516,7 @@ impl Batch {
                 otel: None,
             };
             let mut report = report;
-            if let Some((t, ids)) = &batch_span {
+            if let Some((t, ids)) = batch_span.as_ref().filter(|(t, _)| t.traces()) {
                 report.otel = Some(crate::telemetry::batch_span(t, ids, started_at, &report));
             }
             let path = dir.join("batch.json");
@@ -523,6 +535,7 @@ impl Batch {
             task,
             control: self.control,
             status,
+            telemetry: self.telemetry,
         })
     }
 }
@@ -579,6 +592,8 @@ pub struct BatchHandle {
     task: tokio::task::JoinHandle<BatchOutcome>,
     control: BatchControl,
     status: BatchStatus,
+    /// Told where the entries are, for the `warden.batch.runs` gauge.
+    telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 /// Where an entry of a batch is.
@@ -621,7 +636,8 @@ impl BatchStatus {
         self.count(|s| matches!(s, EntryState::Finished { .. }))
     }
 
-    fn apply(&mut self, update: &Update) {
+    /// Takes in `update`; `true` when an entry changed its state.
+    fn apply(&mut self, update: &Update) -> bool {
         let (entry, state) = match update {
             Update::EntryStarted { entry, .. } => (*entry, EntryState::Running { iteration: 0 }),
             Update::IterationStarted {
@@ -640,10 +656,14 @@ impl BatchStatus {
                     verdict: run.verdict,
                 },
             ),
-            _ => return,
+            _ => return false,
         };
-        if let Some((_, s)) = self.entries.get_mut(entry) {
-            *s = state;
+        match self.entries.get_mut(entry) {
+            Some((_, s)) if *s != state => {
+                *s = state;
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -690,7 +710,11 @@ impl BatchHandle {
     /// The next update of any entry; `None` once every entry has ended.
     pub async fn next_update(&mut self) -> Option<Update> {
         let update = self.updates.as_mut()?.recv().await?;
-        self.status.apply(&update);
+        if self.status.apply(&update)
+            && let Some(t) = &self.telemetry
+        {
+            t.batch_runs(&self.status);
+        }
         Some(update)
     }
 
@@ -707,9 +731,19 @@ impl BatchHandle {
     /// not be read first: those not yet read are dropped.
     pub async fn wait(mut self) -> BatchOutcome {
         self.updates = None;
-        match self.task.await {
+        let outcome = match self.task.await {
             Ok(o) => o,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
+        };
+        // Every entry has ended, whichever updates were read.
+        if let Some(t) = &self.telemetry {
+            for ((_, state), run) in self.status.entries.iter_mut().zip(&outcome.report.runs) {
+                *state = EntryState::Finished {
+                    verdict: run.verdict,
+                };
+            }
+            t.batch_runs(&self.status);
         }
+        outcome
     }
 }

@@ -179,9 +179,9 @@ impl RunSpec {
     }
 }
 
-/// OpenTelemetry export for one run: the process's exporter and the ids
-/// of the run's span (chosen before the agent starts, which gets them as
-/// `TRACEPARENT`).
+/// OpenTelemetry export for one run: the process's telemetry (its spans,
+/// its metrics) and the ids of the run's span (chosen before the agent
+/// starts, which gets them as `TRACEPARENT` when spans are exported).
 #[derive(Debug, Clone)]
 pub struct RunTelemetry {
     pub exporter: telemetry::Telemetry,
@@ -305,10 +305,15 @@ impl Run {
         fixed.push(("WARDEN_RUN_ID".into(), run_id.clone().into()));
         // The run's span as the agent's parent: an agent that exports its
         // own spans nests them under it.
-        if let Some(t) = &spec.telemetry {
+        // Without spans exported there is no span to nest under.
+        if let Some((t, traces)) = spec
+            .telemetry
+            .as_ref()
+            .and_then(|t| Some((t, t.exporter.traces_config()?)))
+        {
             fixed.push(("TRACEPARENT".into(), t.ids.traceparent().into()));
-            if t.exporter.config().agent_export {
-                let export = telemetry::agent_export(spec.agent, t.exporter.config())?;
+            if traces.agent_export {
+                let export = telemetry::agent_export(spec.agent, traces)?;
                 fixed.extend(export.env.into_iter().map(|(k, v)| (k.into(), v.into())));
                 spec.command.extend(export.args.into_iter().map(Into::into));
             }

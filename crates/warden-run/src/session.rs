@@ -819,7 +819,7 @@ pub(crate) async fn run_session(
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
     if let Some(s) = &mut spans {
-        report.otel = Some(s.finish(&report));
+        report.otel = s.finish(&report);
     }
     write_json(&held, &mut report);
     Ok(report)

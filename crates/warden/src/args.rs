@@ -88,6 +88,12 @@ pub(crate) struct BatchArgs {
     /// file's `executor`, else local].
     #[arg(long, value_name = "NAME")]
     pub executor: Option<String>,
+    /// While the batch runs, serve its metrics (runs by verdict, their
+    /// durations, tokens, cost, ...) in the Prometheus text format at
+    /// http://ADDR/metrics. ADDR is IP:PORT, such as 127.0.0.1:9464; port
+    /// 0 picks a free one. The URL is said on stderr at the start.
+    #[arg(long, value_name = "ADDR", value_parser = crate::metrics_endpoint::parse_addr)]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// The most runs a batch starts at once: each is a process tree with its

@@ -442,7 +442,24 @@ async fn drive(
     );
     let process = process_settings()?;
     let agents: Vec<Agent> = shown.iter().map(|(_, a, _)| *a).collect();
-    let telemetry = crate::runner::start_telemetry(&process, &agents)?;
+    // Bound first: a port in use stops the batch before anything starts.
+    let listener = args
+        .metrics_addr
+        .map(crate::metrics_endpoint::bind)
+        .transpose()?;
+    let telemetry = crate::runner::start_telemetry(&process, &agents, listener.is_some())?;
+    let endpoint = match (listener, &telemetry) {
+        (Some(l), Some(t)) => Some(crate::metrics_endpoint::MetricsEndpoint::start(
+            l,
+            t.clone(),
+        )?),
+        _ => None,
+    };
+    if let Some(e) = &endpoint {
+        // Always said, --quiet or not: with port 0 it is the only way to
+        // know the port.
+        eprintln!("warden: metrics: http://{}/metrics", e.addr());
+    }
     let batch = match &telemetry {
         Some(t) => batch.telemetry(t.clone()),
         None => batch,
@@ -533,6 +550,10 @@ async fn drive(
                 code,
             ),
         );
+    }
+    // Served to the last: a scrape now sees every run counted.
+    if let Some(e) = endpoint {
+        e.stop();
     }
     crate::runner::end_telemetry(telemetry);
     Ok(code)

@@ -68,7 +68,7 @@ async fn run_request(file: &std::path::Path, signals: Signals) -> Outcome {
     // session's spans nest under the batch's (made by the submitting
     // warden).
     let telemetry = match &request.otel {
-        Some(o) => Some(o.start().map_err(usage)?),
+        Some(o) => o.start().map_err(usage)?,
         None => None,
     };
     let outcome = run_session_cli(
@@ -176,7 +176,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     // What stays the same for every run of the session.
     let request = crate::request::build(&args, agent, &cwd, &resolved)?;
     let retention = (resolved.keep_runs, resolved.keep_days);
-    let telemetry = crate::runner::start_telemetry(&resolved, &[agent])?;
+    let telemetry = crate::runner::start_telemetry(&resolved, &[agent], false)?;
     let mut ended = Vec::new();
     let outcome = if request.is_session() {
         cancelled_before_start(&signals)?;

@@ -50,6 +50,7 @@ mod doctor;
 mod error;
 mod gc;
 mod junit_file;
+mod metrics_endpoint;
 mod prompt_input;
 mod render;
 mod replay;

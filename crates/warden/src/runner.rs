@@ -2,7 +2,7 @@
 //! its view and the signal handling, in one loop.
 
 use warden_run::session::Session;
-use warden_run::telemetry::Telemetry;
+use warden_run::telemetry::{MetricsFlushed, Telemetry, TelemetryConfig};
 use warden_run::update::Update;
 use warden_run::{Run, RunRequest, RunSpec};
 
@@ -28,61 +28,78 @@ fn signal_notice(nth: u32, name: &str) -> String {
     }
 }
 
-/// The OpenTelemetry exporter the settings ask for, started; `None` when
-/// export is off. `agents`: the agents it will run, each checked for
-/// `--otel-agent` before anything starts.
+/// The OpenTelemetry export the settings ask for (traces and metrics),
+/// with the metrics also kept for a Prometheus endpoint when
+/// `prometheus`, started; `None` when all of it is off. `agents`: the
+/// agents it will run, each checked for `--otel-agent` before anything
+/// starts.
 pub(crate) fn start_telemetry(
     resolved: &crate::settings::Resolved,
     agents: &[warden_events::Agent],
+    prometheus: bool,
 ) -> Result<Option<Telemetry>, crate::error::CliError> {
-    let config = warden_run::telemetry::ExportConfig::resolve(
+    let mut config = TelemetryConfig::resolve(
         resolved.otel_endpoint.as_deref(),
         resolved.otel_protocol,
         resolved.otel_flush,
         |k| std::env::var(k).ok(),
     )
     .map_err(crate::error::usage)?;
-    let Some(mut config) = config else {
-        if resolved.otel_agent {
-            return Err(crate::error::usage(
-                "--otel-agent needs a collector: give --otel URL (or set OTEL_EXPORTER_OTLP_ENDPOINT)",
-            ));
-        }
-        return Ok(None);
-    };
     if resolved.otel_agent {
+        let Some(traces) = config.traces.as_mut() else {
+            return Err(crate::error::usage(
+                "--otel-agent needs a collector for traces: give --otel URL (or set OTEL_EXPORTER_OTLP_ENDPOINT, without OTEL_TRACES_EXPORTER=none)",
+            ));
+        };
         for agent in agents {
-            warden_run::telemetry::agent_export(*agent, &config).map_err(crate::error::usage)?;
+            warden_run::telemetry::agent_export(*agent, traces).map_err(crate::error::usage)?;
         }
-        config.agent_export = true;
+        traces.agent_export = true;
     }
-    Telemetry::start(config)
-        .map(Some)
-        .map_err(crate::error::usage)
+    let config = if prometheus {
+        config.with_prometheus()
+    } else {
+        config
+    };
+    Telemetry::start(config).map_err(crate::error::usage)
 }
 
-/// Lets the spans go out (for at most the flush bound) and says what was
-/// lost; the run's outcome and exit code stay.
+/// Lets the spans and the metrics go out (for at most the flush bound, both
+/// together) and says what was lost; the run's outcome and exit code
+/// stay.
 pub(crate) fn end_telemetry(telemetry: Option<Telemetry>) {
     let Some(t) = telemetry else { return };
     let f = t.shutdown();
-    let lost = f.dropped + f.failed;
-    if lost > 0 || f.timed_out {
-        important!(
-            "warden: warning: OpenTelemetry: {} span(s) sent, {} dropped (queue full), {} in failed exports{}; collector {}",
-            f.exported,
-            f.dropped,
-            f.failed,
-            if f.timed_out {
-                format!(
-                    ", the rest not sent within {}",
-                    humantime::format_duration(t.config().flush)
-                )
-            } else {
-                String::new()
-            },
-            t.config().traces_endpoint
-        );
+    let within = humantime::format_duration(t.flush());
+    if let Some(traces) = t.traces_config() {
+        let lost = f.dropped + f.failed;
+        if lost > 0 || f.timed_out {
+            important!(
+                "warden: warning: OpenTelemetry: {} span(s) sent, {} dropped (queue full), {} in failed exports{}; collector {}",
+                f.exported,
+                f.dropped,
+                f.failed,
+                if f.timed_out {
+                    format!(", the rest not sent within {within}")
+                } else {
+                    String::new()
+                },
+                traces.traces_endpoint
+            );
+        }
+    }
+    if let Some(metrics) = t.metrics_config() {
+        let why = match f.metrics {
+            Some(MetricsFlushed::Failed) => Some("the export failed".to_string()),
+            Some(MetricsFlushed::TimedOut) => Some(format!("not sent within {within}")),
+            _ => None,
+        };
+        if let Some(why) = why {
+            important!(
+                "warden: warning: OpenTelemetry: the metrics' last export: {why}; collector {}",
+                metrics.endpoint
+            );
+        }
     }
 }
 

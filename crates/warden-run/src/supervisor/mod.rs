@@ -235,6 +235,7 @@ impl Supervisor {
         let spans = setup
             .telemetry
             .as_ref()
+            .filter(|t| t.exporter.traces())
             .map(|t| crate::telemetry::RunSpans::new(t.ids, setup.agent, setup.started_at));
         Self {
             setup,

@@ -320,6 +320,11 @@ impl Supervisor {
             let (handed, dropped) = t.exporter.submit(spans.finish(&report));
             report.otel = Some(crate::telemetry::OtelReport::new(&t.ids, handed, dropped));
         }
+        // Counted once the verdict and every count are final; the metrics
+        // aggregate in memory, and go out from threads of their own.
+        if let Some(t) = &self.setup.telemetry {
+            t.exporter.record_run(&report);
+        }
         report.logs = Some(self.setup.dir.digests());
         match self.setup.dir.write_final_report(&report) {
             Ok(()) => report.written = true,

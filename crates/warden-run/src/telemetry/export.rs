@@ -97,13 +97,15 @@ impl Pipeline {
         sent
     }
 
-    pub(super) fn shutdown(&self) -> Flushed {
+    /// Lets the queue empty until `deadline`, then leaves the thread
+    /// behind.
+    pub(super) fn shutdown(&self, deadline: Instant) -> Flushed {
         // Closing the queue tells the thread to send the rest and stop.
         drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
         let timed_out = match done {
             Some(rx) => !matches!(
-                rx.recv_timeout(self.config.flush),
+                rx.recv_timeout(deadline.saturating_duration_since(Instant::now())),
                 Ok(()) | Err(RecvTimeoutError::Disconnected)
             ),
             None => false,
@@ -113,6 +115,7 @@ impl Pipeline {
             failed: self.failed.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             timed_out,
+            metrics: None,
         }
     }
 }
@@ -124,14 +127,48 @@ enum Exporter {
     Grpc(opentelemetry_otlp::SpanExporter, tokio::runtime::Runtime),
 }
 
-fn resource() -> Resource {
+/// What the spans and the metrics of this process come from: warden, in
+/// one process of its own (`service.instance.id`, drawn once per process,
+/// unless `OTEL_RESOURCE_ATTRIBUTES` names one). A backend keys metric
+/// series on the resource: without an instance, two warden processes
+/// exporting the same counts at once would look like one series that
+/// goes back and forth.
+pub(super) fn resource() -> Resource {
     // `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` are read here.
     let mut b = Resource::builder();
     if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
         b = b.with_service_name("warden");
     }
+    let named = std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| {
+        v.split(',')
+            .any(|kv| kv.trim().starts_with("service.instance.id="))
+    });
+    if !named {
+        b = b.with_attribute(KeyValue::new("service.instance.id", instance_id()));
+    }
     b.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
         .build()
+}
+
+/// This process's instance id: a random UUID (version 4), the same for
+/// its spans and its metrics.
+fn instance_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let mut b = [0u8; 16];
+        super::fill_random(&mut b);
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
+    })
 }
 
 impl Exporter {

@@ -1,20 +1,28 @@
-//! OpenTelemetry traces over OTLP: a span per batch, session, iteration
-//! and run, with a child per tool call and per model request, so a fleet
-//! of runs shows up in the tracing backend a user already has.
+//! OpenTelemetry over OTLP: traces (a span per batch, session, iteration
+//! and run, with a child per tool call and per model request) and metrics
+//! (runs by verdict, durations, tokens, cost, orphans, stall warnings: see
+//! [`metrics`]), so a fleet of runs shows up in the backends a user
+//! already has. The same metrics can be kept for a Prometheus endpoint
+//! (`warden batch --metrics-addr`), with or without OTLP.
 //!
 //! Off unless asked for (`--otel`, `OTEL_EXPORTER_OTLP_ENDPOINT`). A
 //! span is made when its end is known, from the events' own times, and
 //! handed to one export thread through a bounded queue: the supervisor
 //! never waits for a collector. A full queue drops the span and counts it
-//! (the count is in the report); at the end [`Telemetry::shutdown`] waits
-//! for the queue to empty for at most the flush bound (5 s by default),
-//! so a dead, hanging or refusing collector costs a run at most that.
+//! (the count is in the report). A run's metrics are counted in memory
+//! when its report is final, and exported by the SDK's reader thread. At
+//! the end [`Telemetry::shutdown`] lets the spans' queue empty and the
+//! metrics' last export run at the same time, and waits for both for at
+//! most the flush bound (5 s by default): a dead, hanging or refusing
+//! collector costs a run at most that, once.
 //!
 //! The ids of a run's span are chosen before the agent starts, and the
 //! agent gets them as `TRACEPARENT` (W3C trace context), so an agent that
 //! exports its own spans nests them under warden's run span.
 
+mod config;
 mod export;
+pub mod metrics;
 pub(crate) mod spans;
 
 use std::sync::Arc;
@@ -23,179 +31,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use config::{
+    DEFAULT_FLUSH, DEFAULT_METRICS_INTERVAL, ENV_VARS, ExportConfig, MetricsConfig, Protocol,
+    TelemetryConfig, TelemetryError,
+};
+pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub(crate) use spans::{RunSpans, SpanRecord};
-
-/// How long the end of a process may wait for its spans to go out, when
-/// nothing says (`--otel-flush`).
-pub const DEFAULT_FLUSH: Duration = Duration::from_secs(5);
-
-/// The wire protocol of the collector.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub enum Protocol {
-    /// OTLP over HTTP with protobuf bodies (`http/protobuf`, port 4318).
-    #[default]
-    #[serde(rename = "http/protobuf")]
-    HttpProtobuf,
-    /// OTLP over gRPC (`grpc`, port 4317).
-    #[serde(rename = "grpc")]
-    Grpc,
-}
-
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::HttpProtobuf => "http/protobuf",
-            Protocol::Grpc => "grpc",
-        }
-    }
-}
-
-impl std::str::FromStr for Protocol {
-    type Err = TelemetryError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "http/protobuf" => Ok(Protocol::HttpProtobuf),
-            "grpc" => Ok(Protocol::Grpc),
-            other => Err(TelemetryError::Protocol(other.to_string())),
-        }
-    }
-}
-
-/// Where and how spans go: resolved once, shipped in a run request to a
-/// cluster node (whose warden exports its own runs' spans).
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExportConfig {
-    /// The URL spans are sent to, whole (`http://host:4318/v1/traces`,
-    /// `http://host:4317` for gRPC).
-    pub traces_endpoint: String,
-    pub protocol: Protocol,
-    /// The most one export may take.
-    pub timeout: Duration,
-    /// The most the end of the process waits for the spans to go out.
-    pub flush: Duration,
-    /// Switch on the agent CLI's own trace export, to the same collector
-    /// (Claude Code, Codex; the standard `OTEL_*` variables for `exec`):
-    /// its spans nest under the run's through `TRACEPARENT`.
-    #[serde(default)]
-    pub agent_export: bool,
-}
-
-/// The environment variables [`ExportConfig::resolve`] reads.
-pub const ENV_VARS: &[&str] = &[
-    "OTEL_SDK_DISABLED",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-];
-
-impl ExportConfig {
-    /// The configuration the standard `OTEL_*` variables (read through
-    /// `env`) give, with warden's own settings first: `endpoint` (the
-    /// collector's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` takes it),
-    /// `protocol`, `flush`. `None`: telemetry is off (no endpoint, or
-    /// `OTEL_SDK_DISABLED=true`, or `OTEL_TRACES_EXPORTER=none`).
-    /// `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_SERVICE_NAME` are read by the
-    /// exporter itself.
-    pub fn resolve(
-        endpoint: Option<&str>,
-        protocol: Option<Protocol>,
-        flush: Option<Duration>,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<Self>, TelemetryError> {
-        let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        if endpoint.is_none() {
-            if set("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
-                return Ok(None);
-            }
-            if set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none") {
-                return Ok(None);
-            }
-        }
-        let protocol = match protocol {
-            Some(p) => p,
-            None => match set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                .or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"))
-            {
-                Some(p) => p.parse()?,
-                None => Protocol::default(),
-            },
-        };
-        // A base URL gets the signal's path over HTTP; the per-signal
-        // variable is the whole URL already (as the OTLP specification
-        // says).
-        let base = |url: &str| match protocol {
-            Protocol::HttpProtobuf => format!("{}/v1/traces", url.trim_end_matches('/')),
-            Protocol::Grpc => url.to_string(),
-        };
-        let traces_endpoint = match endpoint {
-            Some(e) => base(e.trim()),
-            None => match set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-                Some(e) => e.trim().to_string(),
-                None => match set("OTEL_EXPORTER_OTLP_ENDPOINT") {
-                    Some(e) => base(e.trim()),
-                    None => return Ok(None),
-                },
-            },
-        };
-        check_url(&traces_endpoint)?;
-        let flush = flush.unwrap_or(DEFAULT_FLUSH);
-        let timeout = match set("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
-            .or_else(|| set("OTEL_EXPORTER_OTLP_TIMEOUT"))
-        {
-            Some(ms) => Duration::from_millis(
-                ms.trim()
-                    .parse()
-                    .map_err(|_| TelemetryError::Timeout(ms.clone()))?,
-            ),
-            None => flush,
-        };
-        Ok(Some(Self {
-            traces_endpoint,
-            protocol,
-            // One export never outlasts the flush bound.
-            timeout: timeout.min(flush),
-            flush,
-            agent_export: false,
-        }))
-    }
-}
-
-fn check_url(url: &str) -> Result<(), TelemetryError> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| TelemetryError::Endpoint(url.to_string()))?;
-    if rest.is_empty() || rest.starts_with('/') {
-        return Err(TelemetryError::Endpoint(url.to_string()));
-    }
-    Ok(())
-}
-
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum TelemetryError {
-    #[error(
-        "the OTLP protocol `{0}` is not supported: use `http/protobuf` or `grpc` (OTEL_EXPORTER_OTLP_PROTOCOL or --otel-protocol)"
-    )]
-    Protocol(String),
-    #[error(
-        "the OTLP endpoint `{0}` is not a plain http:// URL with a host, such as http://127.0.0.1:4318 (TLS is not supported)"
-    )]
-    Endpoint(String),
-    #[error("OTEL_EXPORTER_OTLP_TIMEOUT `{0}` is not a whole number of milliseconds, such as 5000")]
-    Timeout(String),
-    #[error("the OTLP exporter could not be made: {0}")]
-    Exporter(String),
-    #[error(
-        "--otel-agent: {0} has no trace export warden can switch on (Claude Code and Codex do, and `exec` gets the OTEL_* variables); its runs still get TRACEPARENT"
-    )]
-    AgentExport(&'static str),
-}
 
 /// What an agent's CLI is given to export its own spans.
 #[non_exhaustive]
@@ -424,30 +265,54 @@ fn fill_random(buf: &mut [u8]) {
     }
 }
 
-/// Telemetry in a serialized request: the exporter's configuration and
+/// Telemetry in a serialized request: where spans and metrics go, and
 /// the parent span (another process's) as a `TRACEPARENT` value.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OtelRequest {
-    pub export: ExportConfig,
+    /// Spans; `None` when only metrics are exported.
+    pub export: Option<ExportConfig>,
+    /// OTLP metrics: the node's warden counts the runs it supervises.
+    #[serde(default)]
+    pub metrics: Option<MetricsConfig>,
+    /// The most the node's warden waits at its end for both to go out.
+    #[serde(default = "default_flush")]
+    pub flush: Duration,
     pub parent: String,
 }
 
+fn default_flush() -> Duration {
+    DEFAULT_FLUSH
+}
+
 impl OtelRequest {
-    pub fn new(export: &ExportConfig, parent: &TraceIds) -> Self {
-        Self {
-            export: export.clone(),
+    /// What `telemetry` exports, for a run elsewhere under `parent`;
+    /// `None` when it exports nothing (metrics kept only for this
+    /// process's Prometheus endpoint).
+    pub fn new(telemetry: &Telemetry, parent: &TraceIds) -> Option<Self> {
+        let export = telemetry.traces_config().cloned();
+        let metrics = telemetry.metrics_config().cloned();
+        (export.is_some() || metrics.is_some()).then(|| Self {
+            export,
+            metrics,
+            flush: telemetry.flush(),
             parent: parent.traceparent(),
-        }
+        })
     }
 
-    /// Starts an exporter for it, whose top span nests under the parent.
-    pub fn start(&self) -> Result<Telemetry, TelemetryError> {
-        let t = Telemetry::start(self.export.clone())?;
-        Ok(match TraceIds::from_traceparent(&self.parent) {
+    /// Starts its telemetry, whose top span nests under the parent.
+    pub fn start(&self) -> Result<Option<Telemetry>, TelemetryError> {
+        let config = TelemetryConfig {
+            traces: self.export.clone(),
+            metrics: self.metrics.clone(),
+            prometheus: false,
+            flush: self.flush,
+        };
+        let parent = TraceIds::from_traceparent(&self.parent);
+        Ok(Telemetry::start(config)?.map(|t| match parent {
             Some(p) => t.with_parent(p, true),
             None => t,
-        })
+        }))
     }
 }
 
@@ -481,21 +346,31 @@ impl OtelReport {
     }
 }
 
-/// The exporter of one process: cheap to clone, shared by every run,
-/// session and batch in it.
+/// The telemetry of one process (its span exporter, its metrics): cheap
+/// to clone, shared by every run, session and batch in it.
 #[derive(Clone)]
 pub struct Telemetry {
-    inner: Arc<export::Pipeline>,
+    inner: Arc<Shared>,
     /// The parent of what this process makes at its top, and whether it
     /// is another process's (an inbound `TRACEPARENT`, a cluster job's
     /// batch span) or a span of this one (a batch's, for its sessions).
     parent: Option<(TraceIds, bool)>,
 }
 
+struct Shared {
+    /// `None`: no traces (only metrics).
+    spans: Option<export::Pipeline>,
+    /// `None`: neither OTLP metrics nor a Prometheus registry.
+    metrics: Option<metrics::Metrics>,
+    flush: Duration,
+}
+
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Telemetry")
-            .field("config", self.inner.config())
+            .field("traces", &self.traces_config())
+            .field("metrics", &self.metrics_config())
+            .field("prometheus", &self.prometheus())
             .finish_non_exhaustive()
     }
 }
@@ -512,17 +387,44 @@ pub struct Flushed {
     pub dropped: u64,
     /// The flush bound ran out with spans still to send.
     pub timed_out: bool,
+    /// How the last export of the metrics went; `None` without OTLP
+    /// metrics.
+    pub metrics: Option<MetricsFlushed>,
+}
+
+/// How the last export of the metrics went.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsFlushed {
+    Sent,
+    /// The collector refused them, or could not be reached in time.
+    Failed,
+    /// The flush bound ran out first.
+    TimedOut,
 }
 
 impl Telemetry {
-    /// Starts the export thread (the exporter is made there; an endpoint
-    /// it refuses is an error here). The parent of the top span is this
-    /// process's `TRACEPARENT`, if it has one.
-    pub fn start(config: ExportConfig) -> Result<Self, TelemetryError> {
-        Ok(Self {
-            inner: Arc::new(export::Pipeline::start(config)?),
+    /// Starts what `config` asks for: the span export thread (the
+    /// exporter is made there; an endpoint it refuses is an error here),
+    /// the meter provider and its reader thread, the Prometheus registry.
+    /// `None` when it asks for nothing. The parent of the top span is
+    /// this process's `TRACEPARENT`, if it has one.
+    pub fn start(config: TelemetryConfig) -> Result<Option<Self>, TelemetryError> {
+        if config.is_off() {
+            return Ok(None);
+        }
+        let spans = config.traces.map(export::Pipeline::start).transpose()?;
+        let metrics = (config.metrics.is_some() || config.prometheus)
+            .then(|| metrics::Metrics::start(config.metrics.as_ref(), config.prometheus))
+            .transpose()?;
+        Ok(Some(Self {
+            inner: Arc::new(Shared {
+                spans,
+                metrics,
+                flush: config.flush,
+            }),
             parent: TraceIds::from_env().map(|p| (p, true)),
-        })
+        }))
     }
 
     /// The same exporter, with `parent` as the parent of the top span:
@@ -534,8 +436,28 @@ impl Telemetry {
         }
     }
 
-    pub fn config(&self) -> &ExportConfig {
-        self.inner.config()
+    /// Spans are exported: runs, sessions and batches make them, and the
+    /// agent gets its run's span as `TRACEPARENT`.
+    pub fn traces(&self) -> bool {
+        self.inner.spans.is_some()
+    }
+
+    pub fn traces_config(&self) -> Option<&ExportConfig> {
+        self.inner.spans.as_ref().map(|p| p.config())
+    }
+
+    pub fn metrics_config(&self) -> Option<&MetricsConfig> {
+        self.inner.metrics.as_ref().and_then(|m| m.config())
+    }
+
+    /// The metrics are kept for a Prometheus endpoint.
+    pub fn prometheus(&self) -> bool {
+        self.inner.metrics.as_ref().is_some_and(|m| m.prometheus())
+    }
+
+    /// The most [`Telemetry::shutdown`] waits.
+    pub fn flush(&self) -> Duration {
+        self.inner.flush
     }
 
     /// The ids of a new top span: under the inbound context if any.
@@ -550,26 +472,75 @@ impl Telemetry {
     /// Hands `spans` to the export thread without waiting: those that do
     /// not fit in its queue are dropped. Gives (handed, dropped).
     pub(crate) fn submit(&self, spans: Vec<SpanRecord>) -> (u64, u64) {
+        let Some(pipeline) = &self.inner.spans else {
+            return (0, 0);
+        };
         let mut dropped = 0;
         let n = spans.len() as u64;
         for s in spans {
-            if !self.inner.offer(s) {
+            if !pipeline.offer(s) {
                 dropped += 1;
             }
         }
         (n, dropped)
     }
 
-    /// Every span dropped so far, in this process.
-    pub fn dropped(&self) -> u64 {
-        self.inner.dropped.load(Ordering::Relaxed)
+    /// Counts a finished run in the metrics, from its final report: never
+    /// waits (see [`metrics`]).
+    pub(crate) fn record_run(&self, report: &crate::Report) {
+        if let Some(m) = &self.inner.metrics {
+            m.record(report);
+        }
     }
 
-    /// Lets the queue empty, for at most the flush bound, then stops the
-    /// export thread (left behind if the collector still holds it: the
-    /// process ends it). Later spans are dropped.
+    /// Where a batch's entries are: the `warden.batch.runs` gauge.
+    pub(crate) fn batch_runs(&self, status: &crate::batch::BatchStatus) {
+        if let Some(m) = &self.inner.metrics {
+            m.batch_runs(status.queued(), status.running(), status.finished());
+        }
+    }
+
+    /// The metrics so far in the Prometheus text format (version 0.0.4,
+    /// [`PROMETHEUS_CONTENT_TYPE`]); `None` when they are not kept for
+    /// it.
+    pub fn prometheus_text(&self) -> Option<String> {
+        self.inner
+            .metrics
+            .as_ref()
+            .and_then(|m| m.prometheus_text())
+    }
+
+    /// Every span dropped so far, in this process.
+    pub fn dropped(&self) -> u64 {
+        self.inner
+            .spans
+            .as_ref()
+            .map_or(0, |p| p.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Sends what is left, for at most the flush bound in all: the spans'
+    /// queue empties and the metrics' last export runs at the same time,
+    /// each on its own thread, and whatever is not done when the bound
+    /// runs out is left behind (the process ends it). Later spans are
+    /// dropped; later metrics are kept for the Prometheus endpoint only.
     pub fn shutdown(&self) -> Flushed {
-        self.inner.shutdown()
+        let deadline = std::time::Instant::now() + self.inner.flush;
+        // Started first, so it runs while the spans' queue empties.
+        let metrics_done = self.inner.metrics.as_ref().and_then(|m| m.end());
+        let mut flushed = match &self.inner.spans {
+            Some(p) => p.shutdown(deadline),
+            None => Flushed::default(),
+        };
+        flushed.metrics = metrics_done.map(|done| {
+            match done.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+                Ok(true) => MetricsFlushed::Sent,
+                Ok(false) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    MetricsFlushed::Failed
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => MetricsFlushed::TimedOut,
+            }
+        });
+        flushed
     }
 }
 
@@ -637,9 +608,13 @@ impl SessionSpans {
         }
     }
 
-    /// The session's span and its iterations', handed to the exporter.
-    pub(crate) fn finish(&mut self, r: &crate::session::SessionReport) -> OtelReport {
+    /// The session's span and its iterations', handed to the exporter;
+    /// `None` when spans are not exported.
+    pub(crate) fn finish(&mut self, r: &crate::session::SessionReport) -> Option<OtelReport> {
         use spans::{Kind, Value};
+        if !self.exporter.traces() {
+            return None;
+        }
         let error = |v: Option<crate::Verdict>, reason: &str| match v {
             Some(crate::Verdict::Succeeded) => None,
             v => Some(format!("{}: {reason}", v.map_or("unknown", |v| v.as_str()))),
@@ -699,7 +674,7 @@ impl SessionSpans {
             error: error(r.verdict, &format!("stopped by {stopped}")),
         });
         let (handed, dropped) = self.exporter.submit(all);
-        OtelReport::new(&self.ids, handed, dropped)
+        Some(OtelReport::new(&self.ids, handed, dropped))
     }
 }
 
@@ -751,92 +726,50 @@ pub(crate) type Count = Arc<AtomicU64>;
 mod tests {
     use super::*;
 
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
-
     #[test]
-    fn the_endpoint_comes_from_the_flag_then_the_standard_variables() {
-        let c = ExportConfig::resolve(Some("http://h:4318/"), None, None, env(&[]))
+    fn a_request_ships_the_metrics_with_the_spans_and_an_older_one_still_reads() {
+        // Nothing listens at port 9: whatever is exported is refused at once.
+        let flush = Duration::from_secs(2);
+        let config =
+            TelemetryConfig::resolve(Some("http://127.0.0.1:9"), None, Some(flush), |_| None)
+                .unwrap();
+        let t = Telemetry::start(config).unwrap().expect("on");
+        let ids = t.top_span();
+        let shipped = OtelRequest::new(&t, &ids).expect("something to ship");
+        let json = serde_json::to_string(&shipped).unwrap();
+        let read: OtelRequest = serde_json::from_str(&json).unwrap();
+        assert_eq!(read, shipped);
+        assert_eq!(read.flush, flush);
+        assert_eq!(
+            read.metrics.as_ref().map(|m| m.endpoint.as_str()),
+            Some("http://127.0.0.1:9/v1/metrics")
+        );
+        let node = read.start().unwrap().expect("on");
+        assert!(node.traces() && node.metrics_config().is_some());
+        assert_eq!(node.flush(), flush);
+        let under = node.top_span();
+        assert_eq!(under.trace_id_hex(), ids.trace_id_hex());
+        assert_eq!(under.parent(), Some(ids.span()));
+
+        // A request from a warden that shipped only spans.
+        let older = serde_json::json!({
+            "export": serde_json::to_value(shipped.export.as_ref().unwrap()).unwrap(),
+            "parent": ids.traceparent(),
+        });
+        let older: OtelRequest = serde_json::from_value(older).unwrap();
+        assert!(older.metrics.is_none() && older.export.is_some());
+        assert_eq!(older.flush, DEFAULT_FLUSH);
+
+        // Metrics kept only for this process's Prometheus endpoint: a node
+        // has nothing to export.
+        let local = TelemetryConfig::resolve(None, None, None, |_| None)
             .unwrap()
-            .unwrap();
-        assert_eq!(c.traces_endpoint, "http://h:4318/v1/traces");
-        assert_eq!(c.protocol, Protocol::HttpProtobuf);
-        assert_eq!(c.flush, DEFAULT_FLUSH);
-        let c = ExportConfig::resolve(
-            None,
-            None,
-            None,
-            env(&[
-                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
-                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-                ("OTEL_EXPORTER_OTLP_TIMEOUT", "700"),
-            ]),
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(c.traces_endpoint, "http://c:4317");
-        assert_eq!(c.protocol, Protocol::Grpc);
-        assert_eq!(c.timeout, Duration::from_millis(700));
-        // The per-signal URL is whole.
-        let c = ExportConfig::resolve(
-            None,
-            None,
-            None,
-            env(&[
-                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
-                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:9/x"),
-            ]),
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(c.traces_endpoint, "http://t:9/x");
-    }
-
-    #[test]
-    fn telemetry_is_off_without_an_endpoint_or_when_disabled() {
-        assert!(
-            ExportConfig::resolve(None, None, None, env(&[]))
-                .unwrap()
-                .is_none()
-        );
-        for off in [
-            ("OTEL_SDK_DISABLED", "true"),
-            ("OTEL_TRACES_EXPORTER", "none"),
-        ] {
-            let vars = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"), off];
-            assert!(
-                ExportConfig::resolve(None, None, None, env(&vars))
-                    .unwrap()
-                    .is_none()
-            );
+            .with_prometheus();
+        let local = Telemetry::start(local).unwrap().expect("on");
+        assert!(OtelRequest::new(&local, &local.top_span()).is_none());
+        for t in [t, node, local] {
+            t.shutdown();
         }
-    }
-
-    #[test]
-    fn bad_settings_are_named() {
-        let e = ExportConfig::resolve(
-            None,
-            None,
-            None,
-            env(&[
-                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
-                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
-            ]),
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string().contains("`http/json` is not supported"),
-            "{e}"
-        );
-        let e = ExportConfig::resolve(Some("https://c:4318"), None, None, env(&[])).unwrap_err();
-        assert!(e.to_string().contains("TLS is not supported"), "{e}");
-        let e = ExportConfig::resolve(Some("c:4318"), None, None, env(&[])).unwrap_err();
-        assert!(e.to_string().contains("`c:4318/v1/traces`"), "{e}");
     }
 
     #[test]

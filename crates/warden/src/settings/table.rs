@@ -223,7 +223,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "otel_endpoint",
         kind: Kind::Text(|r, t| r.otel_endpoint = Some(t)),
         default: Shown::Unset,
-        doc: "Export OpenTelemetry traces to this OTLP collector, by its base URL (http://127.0.0.1:4318; the OTEL_EXPORTER_OTLP_* variables also turn export on)",
+        doc: "Export OpenTelemetry traces and metrics to this OTLP collector, by its base URL (http://127.0.0.1:4318; the OTEL_EXPORTER_OTLP_* variables also turn export on)",
         value_name: "URL",
         short: None,
         // One exporter per warden process.
@@ -254,7 +254,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
         name: "otel_flush",
         kind: Kind::Grace(|r, d| r.otel_flush = Some(d)),
         default: Shown::Value("5s"),
-        doc: "The most the end of warden waits for its spans to reach the collector",
+        doc: "The most the end of warden waits for its spans and metrics to reach the collector (both together)",
         value_name: "DURATION",
         short: None,
         in_batch: false,

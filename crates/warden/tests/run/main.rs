@@ -24,6 +24,7 @@ mod hostile_tree;
 mod json_out;
 mod junit;
 mod launch;
+mod metrics;
 mod orphans;
 mod otel;
 mod output;

@@ -431,3 +431,88 @@ fn a_batch_on_slurm_is_one_trace_with_each_job_s_session_under_the_batch_span() 
         batch.span_id.as_str()
     );
 }
+
+#[test]
+fn a_batch_on_slurm_has_each_job_count_its_run_in_the_metrics() {
+    use warden_telemetry_backends::otlp::{AttrValue, MetricPoint, Number, Receiver};
+    let Some(env) = slurm() else { return };
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
+         [[run]]\nname = \"one\"\ncommand = [\"echo\", \"one\"]\n\
+         [[run]]\nname = \"two\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n",
+    )
+    .unwrap();
+    let rx = Receiver::start_http();
+    let dir = case.path().join("batch");
+    let mut cmd = batch_command(&case, &env, "b.toml", &dir, "2");
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
+    // Spans are not asked for: the metrics' settings go to the jobs alone.
+    cmd.env("OTEL_TRACES_EXPORTER", "none");
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    let instance = |p: &MetricPoint| {
+        p.resource
+            .get("service.instance.id")
+            .and_then(AttrValue::as_str)
+            .expect("service.instance.id")
+            .to_string()
+    };
+    // Each job's warden exports its own run's count, as a process of its
+    // own; the submitting warden has no run of its own to count.
+    rx.wait_for_metric("warden.runs", Duration::from_secs(30));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let runs = loop {
+        let runs: Vec<MetricPoint> = rx
+            .metrics()
+            .into_iter()
+            .filter(|p| p.name == "warden.runs")
+            .collect();
+        if runs.len() >= 2 || Instant::now() > deadline {
+            break runs;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut verdicts: Vec<(String, f64)> = runs
+        .iter()
+        .map(|p| {
+            let v = p.attributes.get("verdict").and_then(AttrValue::as_str);
+            (
+                v.unwrap_or("?").to_string(),
+                p.value.map_or(0.0, Number::as_f64),
+            )
+        })
+        .collect();
+    verdicts.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        verdicts,
+        [
+            ("agent_failed".to_string(), 1.0),
+            ("succeeded".to_string(), 1.0)
+        ],
+        "{runs:#?}"
+    );
+    let jobs: std::collections::BTreeSet<String> = runs.iter().map(instance).collect();
+    assert_eq!(jobs.len(), 2, "one process per job: {runs:#?}");
+    let gauge: Vec<MetricPoint> = rx
+        .metrics()
+        .into_iter()
+        .filter(|p| {
+            p.name == "warden.batch.runs"
+                && p.attributes.get("state") == Some(&AttrValue::from("finished"))
+        })
+        .collect();
+    assert_eq!(gauge.len(), 1, "{gauge:#?}");
+    assert_eq!(gauge[0].value.map(Number::as_f64), Some(2.0));
+    assert!(
+        !jobs.contains(&instance(&gauge[0])),
+        "the batch's own process"
+    );
+    assert!(rx.spans().is_empty(), "{:?}", rx.spans());
+    assert_eq!(batch_json(&dir)["otel"], Value::Null);
+}
