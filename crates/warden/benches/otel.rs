@@ -43,6 +43,10 @@ fn run(dir: &std::path::Path, otel: Option<(&str, &str)>) -> Duration {
     took
 }
 
+/// A row: its name, the collector and protocol (none: no export), and
+/// how many runs it gets.
+type Row<'a> = (&'a str, Option<(String, &'a str)>, usize);
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -55,7 +59,7 @@ fn main() {
     let http = Receiver::start_http();
     let grpc = Receiver::start_grpc();
     let url = |a: std::net::SocketAddr| format!("http://{a}");
-    let rows: Vec<(&str, Option<(String, &str)>, usize)> = vec![
+    let rows: Vec<Row> = vec![
         ("no export (reference)", None, fast_reps),
         (
             "live receiver, HTTP",
