@@ -120,3 +120,80 @@ fn a_real_run_has_tool_and_model_spans_and_the_cli_s_own_under_it() {
         );
     }
 }
+
+/// A batch of real Claude Code runs with only the standard variable set:
+/// one trace, the batch's span at its top, a span per run and per tool
+/// call under each run, with the GenAI attributes.
+#[test]
+fn a_batch_of_real_runs_is_one_trace_with_a_span_per_run_and_tool_call() {
+    let Some(kit) = Kit::new(
+        "claude",
+        vec![
+            Turn::Shell("echo first-tool".into()),
+            Turn::Text("one done".into()),
+            Turn::Shell("echo second-tool".into()),
+            Turn::Text("two done".into()),
+        ],
+    ) else {
+        return;
+    };
+    let rx = Receiver::start_http();
+    let base = kit.case.path().to_path_buf();
+    let file = base.join("runs.toml");
+    let extra: Vec<String> = kit.extra.iter().map(|a| format!("{a:?}")).collect();
+    let mut toml = String::from("[defaults]\nagent = \"claude\"\ntimeout = \"120s\"\n");
+    toml.push_str(&format!(
+        "agent_bin = {:?}\nextra_args = [{}]\n",
+        kit.bin.to_string_lossy(),
+        extra.join(", ")
+    ));
+    for name in ["one", "two"] {
+        toml.push_str(&format!(
+            "[[run]]\nname = \"{name}\"\nprompt = \"run the command\"\n"
+        ));
+    }
+    std::fs::write(&file, toml).unwrap();
+    let dir = base.join("batch");
+    let mut cmd = kit.case.command(&[
+        "batch",
+        file.to_str().unwrap(),
+        "-j",
+        "1",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    for (k, v) in &kit.env {
+        cmd.env(k, v);
+    }
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
+    let done = kit
+        .case
+        .finished(cmd.output().expect("warden batch"), Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let spans = rx.spans();
+    let tree = spans.render();
+    let tops = spans.tops();
+    assert_eq!(tops.len(), 1, "one trace, the batch at its top\n{tree}");
+    let batch = tops[0];
+    assert!(batch.name.starts_with("batch "), "{tree}");
+    assert!(spans.iter().all(|s| s.trace_id == batch.trace_id), "{tree}");
+    let runs = spans.named("invoke_agent claude");
+    assert_eq!(runs.len(), 2, "{tree}");
+    for run in runs {
+        assert_eq!(run.str_attr("gen_ai.agent.name"), Some("claude"));
+        assert_eq!(run.str_attr("gen_ai.provider.name"), Some("anthropic"));
+        assert!(run.str_attr("gen_ai.request.model").is_some(), "{tree}");
+        assert!(run.int_attr("gen_ai.usage.output_tokens").unwrap_or(0) > 0);
+        let tools: Vec<&Span> = spans
+            .children(run)
+            .into_iter()
+            .filter(|s| s.name.starts_with("execute_tool "))
+            .collect();
+        assert_eq!(tools.len(), 1, "{tree}");
+        assert!(tools[0].str_attr("gen_ai.tool.name").is_some());
+    }
+}
