@@ -95,16 +95,35 @@ impl MetricsEndpoint {
             )
         };
         let addr = listener.local_addr().map_err(internal)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(internal)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
+        // The runtime is made (and dropped) on the endpoint's own thread:
+        // never inside warden's main runtime, where dropping one panics.
+        let (made_tx, made) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("warden-metrics-http".into())
-            .spawn(move || runtime.block_on(serve(listener, telemetry, stopped)))
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .enable_time()
+                    .build()
+                {
+                    Ok(r) => {
+                        let _ = made_tx.send(Ok(()));
+                        r
+                    }
+                    Err(e) => {
+                        let _ = made_tx.send(Err(e));
+                        return;
+                    }
+                };
+                runtime.block_on(serve(listener, telemetry, stopped));
+            })
             .map_err(internal)?;
+        match made.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(internal(e)),
+            Err(_) => return Err(internal(std::io::Error::other("its thread ended"))),
+        }
         Ok(Self {
             addr,
             stop: Some(stop),

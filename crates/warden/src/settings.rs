@@ -138,7 +138,7 @@ pub(crate) struct Resolved {
     pub retry: warden_run::retry::RetryPolicy,
     /// The most a session's runs may spend together.
     pub session_budget: warden_run::budget::Budget,
-    /// OpenTelemetry export (see [`Resolved::telemetry`]).
+    /// OpenTelemetry export (started by `runner::start_telemetry`).
     pub otel_endpoint: Option<String>,
     pub otel_protocol: Option<warden_run::telemetry::Protocol>,
     pub otel_flush: Option<Duration>,

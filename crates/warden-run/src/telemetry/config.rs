@@ -123,6 +123,10 @@ pub struct MetricsConfig {
     pub interval: Duration,
 }
 
+/// How long one export may take when nothing else says (the OTLP
+/// specification's default), and a flush bound of 0 does not cap it.
+const DEFAULT_EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How often metrics go out when `OTEL_METRIC_EXPORT_INTERVAL` does not
 /// say (the OpenTelemetry default): a short `warden run` exports once, at
 /// its end; a batch of hours shows its progress.
@@ -173,7 +177,7 @@ pub struct TelemetryConfig {
     pub traces: Option<ExportConfig>,
     pub metrics: Option<MetricsConfig>,
     /// Keep the metrics in a Prometheus registry, for an endpoint to
-    /// serve ([`Telemetry::prometheus_text`]).
+    /// serve ([`super::Telemetry::prometheus_text`]).
     pub prometheus: bool,
     /// The most the end of the process waits for traces and metrics to
     /// go out, both together.
@@ -289,12 +293,21 @@ impl Signal {
             Some(ms) => Duration::from_millis(
                 ms.trim()
                     .parse()
-                    .map_err(|_| TelemetryError::Timeout(ms.clone()))?,
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| TelemetryError::Timeout(ms.clone()))?,
             ),
             None => flush,
         };
-        // One export never outlasts the flush bound.
-        Ok(Some((url, protocol, timeout.min(flush))))
+        // One export never outlasts the flush bound; a bound of 0 (do not
+        // wait at the end) leaves exports during the run their own
+        // timeout, the OTLP default of 10 s.
+        let timeout = match (timeout.is_zero(), flush.is_zero()) {
+            (true, _) => DEFAULT_EXPORT_TIMEOUT,
+            (false, true) => timeout,
+            (false, false) => timeout.min(flush),
+        };
+        Ok(Some((url, protocol, timeout)))
     }
 }
 
@@ -319,7 +332,9 @@ pub enum TelemetryError {
         "the OTLP endpoint `{0}` is not a plain http:// URL with a host, such as http://127.0.0.1:4318 (TLS is not supported)"
     )]
     Endpoint(String),
-    #[error("OTEL_EXPORTER_OTLP_TIMEOUT `{0}` is not a whole number of milliseconds, such as 5000")]
+    #[error(
+        "OTEL_EXPORTER_OTLP_TIMEOUT `{0}` is not a number of milliseconds greater than 0, such as 5000"
+    )]
     Timeout(String),
     #[error(
         "OTEL_METRIC_EXPORT_INTERVAL `{0}` is not a whole number of milliseconds above 0, such as 60000"

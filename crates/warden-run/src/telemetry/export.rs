@@ -136,14 +136,15 @@ enum Exporter {
 pub(super) fn resource() -> Resource {
     // `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` are read here.
     let mut b = Resource::builder();
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+    let given = |key: &str| {
+        std::env::var("OTEL_RESOURCE_ATTRIBUTES")
+            .is_ok_and(|v| v.split(',').any(|kv| kv.trim().starts_with(key)))
+    };
+    // The user's name for the service wins, from either variable.
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() && !given("service.name=") {
         b = b.with_service_name("warden");
     }
-    let named = std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|v| {
-        v.split(',')
-            .any(|kv| kv.trim().starts_with("service.instance.id="))
-    });
-    if !named {
+    if !given("service.instance.id=") {
         b = b.with_attribute(KeyValue::new("service.instance.id", instance_id()));
     }
     b.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
@@ -178,6 +179,9 @@ impl Exporter {
             super::Protocol::HttpProtobuf => {
                 let x = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
+                    // Said here: else the SDK reads OTEL_EXPORTER_OTLP_PROTOCOL
+                    // and refuses `grpc` over HTTP, against --otel-protocol.
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                     .with_endpoint(&cfg.traces_endpoint)
                     .with_timeout(cfg.timeout)
                     .build()

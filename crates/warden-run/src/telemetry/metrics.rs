@@ -4,7 +4,7 @@
 //! Prometheus registry, which `warden batch --metrics-addr` serves while
 //! the batch runs.
 //!
-//! One place records: [`Metrics::record`], called once per run where its
+//! One place records: `Metrics::record`, called once per run where its
 //! report is final (the supervisor's `finish`), so both outputs always
 //! say the same. Recording never waits: Prometheus counters are atomics
 //! (a family takes a lock only to add a new label set), the SDK's
@@ -401,6 +401,9 @@ impl Otlp {
             Protocol::HttpProtobuf => {
                 let exporter = opentelemetry_otlp::MetricExporter::builder()
                     .with_http()
+                    // As for spans: the protocol the settings chose, not
+                    // the environment's.
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                     .with_endpoint(&cfg.endpoint)
                     .with_timeout(cfg.timeout)
                     .build()
@@ -417,23 +420,35 @@ impl Otlp {
                     .enable_all()
                     .build()
                     .map_err(|e| bad(&e))?;
-                let exporter = {
+                let built = {
                     let _in = rt.enter();
                     // Its own channel, as for spans: the exporter's has
                     // no connect timeout.
-                    let channel = tonic::transport::Endpoint::from_shared(cfg.endpoint.clone())
-                        .map_err(|e| bad(&e))?
-                        .connect_timeout(cfg.timeout)
-                        .timeout(cfg.timeout)
-                        .connect_lazy();
-                    opentelemetry_otlp::MetricExporter::builder()
-                        .with_tonic()
-                        .with_channel(channel)
-                        .with_timeout(cfg.timeout)
-                        .build()
-                        .map_err(|e| bad(&e))?
+                    tonic::transport::Endpoint::from_shared(cfg.endpoint.clone())
+                        .map_err(|e| bad(&e))
+                        .and_then(|endpoint| {
+                            let channel = endpoint
+                                .connect_timeout(cfg.timeout)
+                                .timeout(cfg.timeout)
+                                .connect_lazy();
+                            opentelemetry_otlp::MetricExporter::builder()
+                                .with_tonic()
+                                .with_channel(channel)
+                                .with_timeout(cfg.timeout)
+                                .build()
+                                .map_err(|e| bad(&e))
+                        })
                 };
-                Ok(Self::with_exporter(exporter, cfg.interval, Some(rt)))
+                match built {
+                    Ok(exporter) => Ok(Self::with_exporter(exporter, cfg.interval, Some(rt))),
+                    Err(e) => {
+                        // A runtime may not be dropped inside another's
+                        // async context (warden's main): dropped on a
+                        // thread of its own.
+                        let _ = std::thread::spawn(move || drop(rt)).join();
+                        Err(e)
+                    }
+                }
             }
         }
     }

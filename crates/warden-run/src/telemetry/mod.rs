@@ -604,7 +604,7 @@ impl SessionSpans {
         if let Some(it) = self.iterations.last_mut() {
             it.end = std::time::SystemTime::now();
             it.verdict = run.verdict;
-            it.reason.clone_from(&run.reason);
+            it.reason = spans::cap(&run.reason, 1024);
         }
     }
 

@@ -101,12 +101,39 @@ pub(crate) const MAX_CHILD_SPANS: usize = 2000;
 const MAX_SPAN_EVENTS: usize = 128;
 /// How much of a tool's input an attribute carries.
 const INPUT_CHARS: usize = 256;
+/// How much of a name from the agent (a model, a tool, a call id, a
+/// session id) a span carries: the agent's stream is hostile input, and a
+/// name of megabytes would be copied into every span and export.
+const NAME_CHARS: usize = 128;
+/// How much of a longer text (a reason, a command line) a span carries.
+const TEXT_CHARS: usize = 1024;
+/// The most tool calls kept open at once (a stream that starts calls and
+/// never ends them cannot grow this without bound).
+const MAX_OPEN_TOOLS: usize = 1024;
+
+/// `s` cut to at most `n` characters.
+pub(crate) fn cap(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((at, _)) => s[..at].to_string(),
+        None => s.to_string(),
+    }
+}
 
 /// A tool call seen starting.
 struct OpenTool {
     name: String,
     input: Option<String>,
     at_ms: u64,
+}
+
+/// A model request not yet ended: the usage reports since the agent got
+/// the turn, added up (Claude Code reports a request's usage in two parts,
+/// at its first token and at its end).
+struct Request {
+    start_ms: u64,
+    end_ms: u64,
+    tokens: warden_events::Tokens,
+    cost: Option<f64>,
 }
 
 /// The spans of one run, built as its events come.
@@ -123,7 +150,7 @@ pub(crate) struct RunSpans {
     /// Since when the agent has had the turn: the start of the next model
     /// request span (the first activity, the last usage or tool result).
     turn_since_ms: Option<u64>,
-    requests: u32,
+    request: Option<Request>,
 }
 
 impl RunSpans {
@@ -138,7 +165,7 @@ impl RunSpans {
             children_dropped: 0,
             events: Vec::new(),
             turn_since_ms: None,
-            requests: 0,
+            request: None,
         }
     }
 
@@ -170,22 +197,26 @@ impl RunSpans {
         let t = e.t_ms;
         match &e.event {
             Event::SessionStarted { model, .. } => {
-                if model.is_some() {
-                    self.model.clone_from(model);
+                if let Some(m) = model {
+                    self.model = Some(cap(m, NAME_CHARS));
                 }
                 self.turn_since_ms.get_or_insert(t);
             }
             Event::ToolStarted {
                 id, name, input, ..
             } => {
-                self.open.insert(
-                    id.clone(),
-                    OpenTool {
-                        name: name.clone(),
-                        input: input.clone(),
-                        at_ms: t,
-                    },
-                );
+                // The model's request ended where its tool calls begin.
+                self.end_request();
+                if self.open.len() < MAX_OPEN_TOOLS {
+                    self.open.insert(
+                        cap(id, NAME_CHARS),
+                        OpenTool {
+                            name: cap(name, NAME_CHARS),
+                            input: input.as_deref().map(|i| cap(i, INPUT_CHARS)),
+                            at_ms: t,
+                        },
+                    );
+                }
             }
             Event::ToolFinished {
                 id,
@@ -194,7 +225,8 @@ impl RunSpans {
                 duration_ms,
                 ..
             } => {
-                let open = self.open.remove(id);
+                let (id, name) = (cap(id, NAME_CHARS), cap(name, NAME_CHARS));
+                let open = self.open.remove(&id);
                 let start_ms = match (&open, duration_ms) {
                     (Some(o), _) => o.at_ms,
                     (None, Some(d)) => t.saturating_sub(*d),
@@ -205,11 +237,8 @@ impl RunSpans {
                     ("gen_ai.tool.name", name.as_str().into()),
                     ("gen_ai.tool.call.id", id.as_str().into()),
                 ];
-                if let Some(input) = open.as_ref().and_then(|o| o.input.as_deref()) {
-                    attributes.push((
-                        "warden.tool.input",
-                        input.chars().take(INPUT_CHARS).collect::<String>().into(),
-                    ));
+                if let Some(input) = open.as_ref().and_then(|o| o.input.clone()) {
+                    attributes.push(("warden.tool.input", input.into()));
                 }
                 let span = SpanRecord {
                     trace_id: self.ids.trace(),
@@ -232,47 +261,18 @@ impl RunSpans {
                 cost_usd,
                 cumulative: false,
             } => {
-                let model = self.model.clone();
                 let start_ms = self.turn_since_ms.unwrap_or(t).min(t);
-                let mut attributes: Attributes = vec![
-                    ("gen_ai.operation.name", "chat".into()),
-                    ("gen_ai.provider.name", provider(self.agent).into()),
-                    ("gen_ai.usage.input_tokens", tokens.input.into()),
-                    ("gen_ai.usage.output_tokens", tokens.output.into()),
-                    (
-                        "gen_ai.usage.cache_read.input_tokens",
-                        tokens.cache_read.into(),
-                    ),
-                    (
-                        "gen_ai.usage.cache_creation.input_tokens",
-                        tokens.cache_write.into(),
-                    ),
-                ];
-                if let Some(m) = &model {
-                    attributes.push(("gen_ai.request.model", m.as_str().into()));
-                }
+                let r = self.request.get_or_insert(Request {
+                    start_ms,
+                    end_ms: t,
+                    tokens: warden_events::Tokens::default(),
+                    cost: None,
+                });
+                r.end_ms = t;
+                r.tokens.add(tokens);
                 if let Some(c) = cost_usd {
-                    attributes.push(("warden.cost_usd", (*c).into()));
+                    *r.cost.get_or_insert(0.0) += c;
                 }
-                self.requests += 1;
-                let span = SpanRecord {
-                    trace_id: self.ids.trace(),
-                    span_id: TraceIds::new_span_id(),
-                    parent_span_id: Some(self.ids.span()),
-                    parent_is_remote: false,
-                    name: match &model {
-                        Some(m) => format!("chat {m}"),
-                        None => "chat".into(),
-                    },
-                    kind: Kind::Client,
-                    start: self.at(start_ms),
-                    end: self.at(t),
-                    attributes,
-                    events: Vec::new(),
-                    error: None,
-                };
-                self.child(span);
-                self.turn_since_ms = Some(t);
             }
             Event::StallWarning {
                 silent_ms,
@@ -294,14 +294,15 @@ impl RunSpans {
                 t,
                 vec![
                     ("process.pid", (*pid).into()),
-                    ("process.command_line", cmdline.as_str().into()),
+                    ("process.command_line", cap(cmdline, TEXT_CHARS).into()),
                     ("warden.held_pipe", (*held_pipe).into()),
                 ],
             ),
             Event::Retry {
                 attempt, reason, ..
             } => {
-                let mut attributes: Attributes = vec![("warden.reason", reason.as_str().into())];
+                let mut attributes: Attributes =
+                    vec![("warden.reason", cap(reason, TEXT_CHARS).into())];
                 if let Some(a) = attempt {
                     attributes.push(("warden.attempt", (*a).into()));
                 }
@@ -315,9 +316,55 @@ impl RunSpans {
         }
     }
 
+    /// Ends the model request going on, if any, as a `chat` span.
+    fn end_request(&mut self) {
+        let Some(r) = self.request.take() else {
+            return;
+        };
+        let model = self.model.clone();
+        let mut attributes: Attributes = vec![
+            ("gen_ai.operation.name", "chat".into()),
+            ("gen_ai.provider.name", provider(self.agent).into()),
+            ("gen_ai.usage.input_tokens", r.tokens.input.into()),
+            ("gen_ai.usage.output_tokens", r.tokens.output.into()),
+            (
+                "gen_ai.usage.cache_read.input_tokens",
+                r.tokens.cache_read.into(),
+            ),
+            (
+                "gen_ai.usage.cache_creation.input_tokens",
+                r.tokens.cache_write.into(),
+            ),
+        ];
+        if let Some(m) = &model {
+            attributes.push(("gen_ai.request.model", m.as_str().into()));
+        }
+        if let Some(c) = r.cost {
+            attributes.push(("warden.cost_usd", c.into()));
+        }
+        let span = SpanRecord {
+            trace_id: self.ids.trace(),
+            span_id: TraceIds::new_span_id(),
+            parent_span_id: Some(self.ids.span()),
+            parent_is_remote: false,
+            name: match &model {
+                Some(m) => format!("chat {m}"),
+                None => "chat".into(),
+            },
+            kind: Kind::Client,
+            start: self.at(r.start_ms),
+            end: self.at(r.end_ms),
+            attributes,
+            events: Vec::new(),
+            error: None,
+        };
+        self.child(span);
+    }
+
     /// The run's span and its children, from its report. A tool call
     /// still open at the end is a span that ends with the run, in error.
     pub(crate) fn finish(mut self, r: &Report) -> Vec<SpanRecord> {
+        self.end_request();
         let end_ms = r.duration_ms;
         let open = std::mem::take(&mut self.open);
         for (id, o) in open {
@@ -347,7 +394,7 @@ impl RunSpans {
             ("gen_ai.provider.name", provider(self.agent).into()),
             ("warden.run_id", r.run_id.as_str().into()),
             ("warden.verdict", verdict.into()),
-            ("warden.reason", r.reason.as_str().into()),
+            ("warden.reason", cap(&r.reason, TEXT_CHARS).into()),
             ("warden.orphans_killed", r.orphans_killed.into()),
             ("warden.stall_warnings", r.stall_warnings.into()),
             ("warden.forced_completion", r.forced_completion.into()),
@@ -366,10 +413,10 @@ impl RunSpans {
             ("warden.run_dir", r.run_dir.display().to_string().into()),
         ];
         if let Some(m) = r.model.as_ref().or(self.model.as_ref()) {
-            attributes.push(("gen_ai.request.model", m.as_str().into()));
+            attributes.push(("gen_ai.request.model", cap(m, NAME_CHARS).into()));
         }
         if let Some(id) = &r.session_id {
-            attributes.push(("gen_ai.conversation.id", id.as_str().into()));
+            attributes.push(("gen_ai.conversation.id", cap(id, NAME_CHARS).into()));
         }
         if let Some(c) = r.cost_usd {
             attributes.push(("warden.cost_usd", c.into()));
@@ -394,7 +441,8 @@ impl RunSpans {
             end: self.at(end_ms),
             attributes,
             events: std::mem::take(&mut self.events),
-            error: (verdict != "succeeded").then(|| format!("{verdict}: {}", r.reason)),
+            error: (verdict != "succeeded")
+                .then(|| format!("{verdict}: {}", cap(&r.reason, TEXT_CHARS))),
         };
         let mut all = vec![run];
         all.append(&mut self.children);
@@ -410,5 +458,154 @@ fn provider(agent: Agent) -> &'static str {
         Agent::Codex => "openai",
         Agent::Gemini => "gcp.gemini",
         Agent::OpenCode | Agent::Pi | Agent::Exec => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warden_events::{SchemaVersion, Tokens};
+
+    fn at(t_ms: u64, event: Event) -> Stamped {
+        Stamped {
+            schema_version: SchemaVersion,
+            t_ms,
+            event,
+        }
+    }
+
+    fn usage(input: u64, output: u64) -> Event {
+        let mut tokens = Tokens::default();
+        tokens.input = input;
+        tokens.output = output;
+        Event::Usage {
+            tokens,
+            cost_usd: None,
+            cumulative: false,
+        }
+    }
+
+    fn spans(events: Vec<Stamped>, duration_ms: u64) -> Vec<SpanRecord> {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut s = RunSpans::new(TraceIds::root(), Agent::Claude, start);
+        for e in &events {
+            s.observe(e);
+        }
+        let mut r = crate::report::sample();
+        r.duration_ms = duration_ms;
+        r.verdict = Some(crate::Verdict::Succeeded);
+        s.finish(&r)
+    }
+
+    #[test]
+    fn a_request_reported_in_parts_is_one_chat_span_ending_at_its_tool_call() {
+        let all = spans(
+            vec![
+                at(
+                    0,
+                    Event::SessionStarted {
+                        session_id: None,
+                        model: Some("m1".into()),
+                        agent_version: None,
+                    },
+                ),
+                at(10, Event::Text { text: "hi".into() }),
+                at(20, usage(100, 1)),
+                at(30, usage(0, 40)),
+                at(
+                    35,
+                    Event::ToolStarted {
+                        id: "t1".into(),
+                        name: "Bash".into(),
+                        input: Some("ls".into()),
+                        timeout_ms: None,
+                    },
+                ),
+                at(
+                    50,
+                    Event::ToolFinished {
+                        id: "t1".into(),
+                        name: "Bash".into(),
+                        is_error: false,
+                        output: None,
+                        output_bytes: 0,
+                        duration_ms: None,
+                    },
+                ),
+                at(70, usage(140, 5)),
+            ],
+            80,
+        );
+        let chats: Vec<&SpanRecord> = all.iter().filter(|s| s.name == "chat m1").collect();
+        assert_eq!(chats.len(), 2, "{all:#?}");
+        let tokens = |s: &SpanRecord, k: &str| {
+            s.attributes
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.clone())
+        };
+        // The first: from the session's start to its last part, both
+        // parts' tokens.
+        assert_eq!(chats[0].start, all[0].start);
+        assert_eq!(
+            tokens(chats[0], "gen_ai.usage.input_tokens"),
+            Some(Value::Int(100))
+        );
+        assert_eq!(
+            tokens(chats[0], "gen_ai.usage.output_tokens"),
+            Some(Value::Int(41))
+        );
+        // The second: from the tool's result to its usage.
+        let ms = |t: SystemTime| t.duration_since(all[0].start).unwrap().as_millis();
+        assert_eq!((ms(chats[1].start), ms(chats[1].end)), (50, 70));
+        let tool = all.iter().find(|s| s.name == "execute_tool Bash").unwrap();
+        assert_eq!((ms(tool.start), ms(tool.end)), (35, 50));
+    }
+
+    #[test]
+    fn names_and_texts_from_the_agent_are_cut_and_open_calls_bounded() {
+        let huge = "x".repeat(1 << 20);
+        let mut events = vec![at(
+            0,
+            Event::SessionStarted {
+                session_id: None,
+                model: Some(huge.clone()),
+                agent_version: None,
+            },
+        )];
+        for i in 0..(MAX_OPEN_TOOLS as u64 + 500) {
+            events.push(at(
+                i,
+                Event::ToolStarted {
+                    id: format!("{i}{huge}"),
+                    name: huge.clone(),
+                    input: Some(huge.clone()),
+                    timeout_ms: None,
+                },
+            ));
+        }
+        events.push(at(
+            5,
+            Event::Orphan {
+                pid: 7,
+                cmdline: huge.clone(),
+                held_pipe: false,
+            },
+        ));
+        let all = spans(events, 2000);
+        // The run's span and the calls left open (as many as were kept).
+        assert_eq!(all.len(), 1 + MAX_OPEN_TOOLS, "open calls are bounded");
+        for s in &all {
+            assert!(s.name.len() <= 16 + NAME_CHARS, "{}", s.name.len());
+            for (k, v) in s
+                .attributes
+                .iter()
+                .chain(s.events.iter().flat_map(|e| e.attributes.iter()))
+            {
+                if let Value::Str(text) = v {
+                    assert!(text.chars().count() <= TEXT_CHARS, "{k}: {}", text.len());
+                }
+            }
+        }
     }
 }

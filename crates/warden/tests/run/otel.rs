@@ -335,3 +335,52 @@ fn bad_telemetry_settings_are_refused_before_anything_runs() {
         );
     }
 }
+
+/// `--otel-protocol` beats `OTEL_EXPORTER_OTLP_PROTOCOL`, and a gRPC
+/// endpoint that cannot be used is a usage error, never a crash.
+#[test]
+fn the_protocol_setting_beats_the_environment_and_a_bad_grpc_endpoint_is_refused() {
+    let case = Case::new();
+    let rx = Receiver::start_http();
+    let mut cmd = case.command(&[
+        "run",
+        "--otel",
+        &rx.endpoint(),
+        "--otel-protocol",
+        "http/protobuf",
+        "exec",
+        "--",
+        "true",
+    ]);
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc");
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    rx.wait_for_spans(1, WAIT);
+
+    for traces in ["otlp", "none"] {
+        let mut cmd = case.command(&[
+            "run",
+            "--otel",
+            "http://bad host:4317",
+            "--otel-protocol",
+            "grpc",
+            "exec",
+            "--",
+            "true",
+        ]);
+        for v in warden_run::telemetry::ENV_VARS {
+            cmd.env_remove(v);
+        }
+        cmd.env("OTEL_TRACES_EXPORTER", traces);
+        let done = case.finished(cmd.output().unwrap(), Instant::now());
+        assert_eq!(done.code, 2, "traces {traces}: {}", done.stderr);
+        assert!(
+            done.stderr.contains("OTLP exporter could not be made"),
+            "traces {traces}: {}",
+            done.stderr
+        );
+    }
+}
