@@ -233,7 +233,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         name: "otel_protocol",
         kind: Kind::OtlpProtocol(|r, p| r.otel_protocol = Some(p)),
-        default: Shown::Value("http/protobuf"),
+        // Not set, the standard variable decides.
+        default: Shown::Described("http/protobuf"),
         doc: "The OTLP protocol: http/protobuf or grpc (else OTEL_EXPORTER_OTLP_PROTOCOL)",
         value_name: "PROTOCOL",
         short: None,
@@ -253,7 +254,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         name: "otel_flush",
         kind: Kind::Grace(|r, d| r.otel_flush = Some(d)),
-        default: Shown::Value("5s"),
+        // Not set, the library's bound (`telemetry::DEFAULT_FLUSH`).
+        default: Shown::Described("5s"),
         doc: "The most the end of warden waits for its spans and metrics to reach the collector (both together)",
         value_name: "DURATION",
         short: None,
