@@ -5,7 +5,8 @@
 //! exporting to a live OTLP receiver (HTTP and gRPC), and to collectors
 //! that refuse connections, accept them and never answer, or never
 //! complete them, each with the default flush bound (5 s), in turn in the
-//! same loop so the machine's drift hits every row alike. Prints the
+//! same loop so the machine's drift hits every row alike; the live rows
+//! also with spans alone (`OTEL_METRICS_EXPORTER=none`). Prints the
 //! median wall time of each and its extra time over the reference, beside
 //! the bound. `WARDEN_BENCH_QUICK=1` for fewer repetitions (the hanging
 //! rows take up to the bound each).
@@ -18,7 +19,7 @@ use warden_telemetry_backends::otlp::Receiver;
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
-fn run(dir: &std::path::Path, otel: Option<(&str, &str)>) -> Duration {
+fn run(dir: &std::path::Path, otel: Option<(&str, &str)>, spans_only: bool) -> Duration {
     let mut cmd = Command::new(WARDEN);
     cmd.arg("run");
     if let Some((endpoint, protocol)) = otel {
@@ -33,6 +34,9 @@ fn run(dir: &std::path::Path, otel: Option<(&str, &str)>) -> Duration {
         cmd.env_remove(v);
     }
     cmd.env_remove("TRACEPARENT");
+    if spans_only {
+        cmd.env("OTEL_METRICS_EXPORTER", "none");
+    }
     let start = Instant::now();
     let status = cmd.status().expect("warden");
     let took = start.elapsed();
@@ -43,9 +47,9 @@ fn run(dir: &std::path::Path, otel: Option<(&str, &str)>) -> Duration {
     took
 }
 
-/// A row: its name, the collector and protocol (none: no export), and
-/// how many runs it gets.
-type Row<'a> = (&'a str, Option<(String, &'a str)>, usize);
+/// A row: its name, the collector and protocol (none: no export), how
+/// many runs it gets, and whether only spans are exported (no metrics).
+type Row<'a> = (&'a str, Option<(String, &'a str)>, usize, bool);
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -60,55 +64,75 @@ fn main() {
     let grpc = Receiver::start_grpc();
     let url = |a: std::net::SocketAddr| format!("http://{a}");
     let rows: Vec<Row> = vec![
-        ("no export (reference)", None, fast_reps),
+        ("no export (reference)", None, fast_reps, false),
         (
             "live receiver, HTTP",
             Some((http.endpoint(), "http/protobuf")),
             fast_reps,
+            false,
         ),
         (
             "live receiver, gRPC",
             Some((grpc.endpoint(), "grpc")),
             fast_reps,
+            false,
+        ),
+        (
+            "live receiver, HTTP, spans only",
+            Some((http.endpoint(), "http/protobuf")),
+            fast_reps,
+            true,
+        ),
+        (
+            "live receiver, gRPC, spans only",
+            Some((grpc.endpoint(), "grpc")),
+            fast_reps,
+            true,
         ),
         (
             "refusing, HTTP",
             Some((url(faults::refusing()), "http/protobuf")),
             slow_reps,
+            false,
         ),
         (
             "refusing, gRPC",
             Some((url(faults::refusing()), "grpc")),
             slow_reps,
+            false,
         ),
         (
             "hanging, HTTP",
             Some((url(faults::hanging()), "http/protobuf")),
             slow_reps,
+            false,
         ),
         (
             "hanging, gRPC",
             Some((url(faults::hanging()), "grpc")),
             slow_reps,
+            false,
         ),
         (
             "never connecting, HTTP",
             Some((url(faults::never_connecting()), "http/protobuf")),
             slow_reps,
+            false,
         ),
         (
             "never connecting, gRPC",
             Some((url(faults::never_connecting()), "grpc")),
             slow_reps,
+            false,
         ),
     ];
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); rows.len()];
     let most = rows.iter().map(|r| r.2).max().unwrap_or(1);
     for i in 0..most {
-        for (row, (_, otel, reps)) in rows.iter().enumerate() {
+        for (row, (_, otel, reps, spans_only)) in rows.iter().enumerate() {
             if i < *reps {
                 let otel = otel.as_ref().map(|(e, p)| (e.as_str(), *p));
-                times[row].push(run(tmp.path(), otel));
+                times[row].push(run(tmp.path(), otel, *spans_only));
             }
         }
     }
@@ -116,7 +140,7 @@ fn main() {
     println!("# warden run exec -- true, exporting traces (median wall time; flush bound 5s)\n");
     println!("| collector | runs | median | extra over no export |");
     println!("|---|---|---|---|");
-    for ((name, _, reps), t) in rows.iter().zip(times) {
+    for ((name, _, reps, _), t) in rows.iter().zip(times) {
         let m = median(t);
         println!(
             "| {name} | {reps} | {:.1} ms | {:+.1} ms |",
