@@ -24,10 +24,7 @@ fn run_with_export(agent: &'static str) -> Option<(Kit, Receiver, Vec<Span>)> {
         "say hello through the shell",
         &["--timeout", "120s", "--otel", &endpoint, "--otel-agent"],
     );
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
-    cmd.env_remove("TRACEPARENT");
+    crate::support::without_own_telemetry(&mut cmd);
     let start = Instant::now();
     let done = kit.case.finished(cmd.output().expect("run warden"), start);
     assert_eq!(done.code, 0, "{agent}: {}", done.stderr);
@@ -165,10 +162,7 @@ fn a_batch_of_real_runs_is_one_trace_with_a_span_per_run_and_tool_call() {
     for (k, v) in &kit.env {
         cmd.env(k, v);
     }
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
-    cmd.env_remove("TRACEPARENT");
+    crate::support::without_own_telemetry(&mut cmd);
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
     let done = kit
         .case

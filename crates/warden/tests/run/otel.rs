@@ -22,10 +22,7 @@ fn warden(case: &Case, endpoint: &str, args: &[&str]) -> Finished {
     let mut all = vec![args[0], "--otel", endpoint];
     all.extend(&args[1..]);
     let mut cmd: Command = case.command(&all);
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
-    cmd.env_remove("TRACEPARENT");
+    crate::support::without_own_telemetry(&mut cmd);
     case.finished(cmd.output().unwrap(), Instant::now())
 }
 
@@ -107,9 +104,7 @@ fn a_failed_run_is_an_error_span_and_an_inbound_traceparent_is_its_parent() {
         "-c",
         "exit 3",
     ]);
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
+    crate::support::without_own_telemetry(&mut cmd);
     let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     cmd.env("TRACEPARENT", parent);
     let done = case.finished(cmd.output().unwrap(), Instant::now());
@@ -202,10 +197,7 @@ fn a_batch_is_one_trace_with_a_session_per_entry() {
     );
     let dir = case.path().join("batch");
     let mut cmd = case.command(&["batch", &file, "--dir", dir.to_str().unwrap()]);
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
-    cmd.env_remove("TRACEPARENT");
+    crate::support::without_own_telemetry(&mut cmd);
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
     let done = case.finished(cmd.output().unwrap(), Instant::now());
     assert_eq!(done.code, 1, "{}", done.stderr);
@@ -323,9 +315,7 @@ fn bad_telemetry_settings_are_refused_before_anything_runs() {
         ),
     ] {
         let mut cmd = case.command(&args);
-        for v in warden_run::telemetry::ENV_VARS {
-            cmd.env_remove(v);
-        }
+        crate::support::without_own_telemetry(&mut cmd);
         let done = case.finished(cmd.output().unwrap(), Instant::now());
         assert_eq!(done.code, 2, "{args:?}: {}", done.stderr);
         assert!(done.stderr.contains(needle), "{args:?}: {}", done.stderr);
@@ -352,9 +342,7 @@ fn the_protocol_setting_beats_the_environment_and_a_bad_grpc_endpoint_is_refused
         "--",
         "true",
     ]);
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
+    crate::support::without_own_telemetry(&mut cmd);
     cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc");
     let done = case.finished(cmd.output().unwrap(), Instant::now());
     assert_eq!(done.code, 0, "{}", done.stderr);
@@ -371,9 +359,7 @@ fn the_protocol_setting_beats_the_environment_and_a_bad_grpc_endpoint_is_refused
             "--",
             "true",
         ]);
-        for v in warden_run::telemetry::ENV_VARS {
-            cmd.env_remove(v);
-        }
+        crate::support::without_own_telemetry(&mut cmd);
         cmd.env("OTEL_TRACES_EXPORTER", traces);
         let done = case.finished(cmd.output().unwrap(), Instant::now());
         assert_eq!(done.code, 2, "traces {traces}: {}", done.stderr);

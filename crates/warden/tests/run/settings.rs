@@ -597,9 +597,7 @@ fn run_with(effect: &Effect, source: Source) -> (Case, Finished) {
         cmd.env_remove(format!("WARDEN_{}", e.key.to_uppercase()));
     }
     cmd.env_remove("WARDEN_CONFIG");
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
+    crate::support::without_own_telemetry(&mut cmd);
     match source {
         Source::Env => {
             cmd.env(&env, effect.value);

@@ -380,10 +380,14 @@ fn a_resumed_slurm_batch_waits_for_its_jobs_still_running_and_keeps_their_report
     case.assert_nothing_left();
 }
 
-#[test]
-fn a_batch_on_slurm_is_one_trace_with_each_job_s_session_under_the_batch_span() {
-    use warden_telemetry_backends::otlp::{Receiver, SpanTree};
-    let Some(env) = slurm() else { return };
+/// A batch of two runs on the cluster (one fails), exporting to a
+/// receiver of its own with `extra` in its environment, ended (exit 1):
+/// the case (its directory lives as long as it), the receiver, the batch
+/// directory.
+fn exporting_batch(
+    env: &SlurmEnv,
+    extra: &[(&str, &str)],
+) -> (Case, warden_telemetry_backends::otlp::Receiver, PathBuf) {
     let case = Case::new();
     std::fs::write(
         case.path().join("b.toml"),
@@ -392,16 +396,22 @@ fn a_batch_on_slurm_is_one_trace_with_each_job_s_session_under_the_batch_span() 
          [[run]]\nname = \"two\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n",
     )
     .unwrap();
-    let rx = Receiver::start_http();
+    let rx = warden_telemetry_backends::otlp::Receiver::start_http();
     let dir = case.path().join("batch");
-    let mut cmd = batch_command(&case, &env, "b.toml", &dir, "2");
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
-    cmd.env_remove("TRACEPARENT");
+    let mut cmd = batch_command(&case, env, "b.toml", &dir, "2");
+    crate::support::without_own_telemetry(&mut cmd);
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
+    cmd.envs(extra.iter().copied());
     let done = case.finished(cmd.output().unwrap(), Instant::now());
     assert_eq!(done.code, 1, "{}", done.stderr);
+    (case, rx, dir)
+}
+
+#[test]
+fn a_batch_on_slurm_is_one_trace_with_each_job_s_session_under_the_batch_span() {
+    use warden_telemetry_backends::otlp::SpanTree;
+    let Some(env) = slurm() else { return };
+    let (_case, rx, dir) = exporting_batch(&env, &[]);
     // The batch's span from here; from each job, its session, iteration
     // and run.
     let spans = rx.wait_for_spans(7, Duration::from_secs(30));
@@ -434,28 +444,10 @@ fn a_batch_on_slurm_is_one_trace_with_each_job_s_session_under_the_batch_span() 
 
 #[test]
 fn a_batch_on_slurm_has_each_job_count_its_run_in_the_metrics() {
-    use warden_telemetry_backends::otlp::{AttrValue, MetricPoint, Number, Receiver};
+    use warden_telemetry_backends::otlp::{AttrValue, MetricPoint, Number};
     let Some(env) = slurm() else { return };
-    let case = Case::new();
-    std::fs::write(
-        case.path().join("b.toml"),
-        "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
-         [[run]]\nname = \"one\"\ncommand = [\"echo\", \"one\"]\n\
-         [[run]]\nname = \"two\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n",
-    )
-    .unwrap();
-    let rx = Receiver::start_http();
-    let dir = case.path().join("batch");
-    let mut cmd = batch_command(&case, &env, "b.toml", &dir, "2");
-    for v in warden_run::telemetry::ENV_VARS {
-        cmd.env_remove(v);
-    }
-    cmd.env_remove("TRACEPARENT");
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", rx.endpoint());
     // Spans are not asked for: the metrics' settings go to the jobs alone.
-    cmd.env("OTEL_TRACES_EXPORTER", "none");
-    let done = case.finished(cmd.output().unwrap(), Instant::now());
-    assert_eq!(done.code, 1, "{}", done.stderr);
+    let (_case, rx, dir) = exporting_batch(&env, &[("OTEL_TRACES_EXPORTER", "none")]);
     let instance = |p: &MetricPoint| {
         p.resource
             .get("service.instance.id")

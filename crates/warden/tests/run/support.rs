@@ -395,3 +395,13 @@ pub fn two_committing_iterations(case: &Case) -> Finished {
         "n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count; git add count; git commit -qm it; echo done",
     ])
 }
+
+/// Leaves out of `cmd`'s environment the telemetry settings of the
+/// test's own (the `OTEL_*` variables warden reads, `TRACEPARENT`): a test
+/// of telemetry sets what it means to.
+pub fn without_own_telemetry(cmd: &mut Command) {
+    for v in warden_run::telemetry::ENV_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env_remove("TRACEPARENT");
+}
