@@ -207,12 +207,16 @@ fn the_batch_endpoint_counts_each_run_as_its_report_does_while_the_batch_runs() 
     assert_ne!(addr.port(), 0, "port 0 is replaced by the one chosen");
 
     // The four runs that end by themselves, counted while the fifth runs.
+    // A run is counted when its report is final and the batch's gauge
+    // moves when the batch hears it ended, a moment later: wait for both.
     let until = Instant::now() + Duration::from_secs(30);
     let s = loop {
         let (status, body) = get(addr, "/metrics");
         assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
         let s = samples(&body);
-        if sum(&s, "warden_runs_total", &[]) >= 4.0 {
+        if sum(&s, "warden_runs_total", &[]) >= 4.0
+            && s.get(r#"warden_batch_runs{state="finished"}"#) >= Some(&4.0)
+        {
             break s;
         }
         assert!(
@@ -308,11 +312,15 @@ fn prometheus_scrapes_the_batch_and_answers_queries_with_its_counts() {
         "{:?}",
         stderr.lock().unwrap()
     );
-    // Scraped once the four runs that end by themselves have ended.
+    // Scraped once the four runs that end by themselves have ended (and
+    // the batch's gauge, which moves a moment after the counters, agrees).
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         let all = prometheus.samples("sum(warden_runs_total)");
-        if all.first().is_some_and(|s| s.value >= 4.0) {
+        let finished = prometheus.samples(r#"warden_batch_runs{state="finished"}"#);
+        if all.first().is_some_and(|s| s.value >= 4.0)
+            && finished.first().is_some_and(|s| s.value >= 4.0)
+        {
             assert_eq!(all[0].value, 4.0, "{all:?}");
             break;
         }
