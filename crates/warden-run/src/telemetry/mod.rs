@@ -115,6 +115,11 @@ pub struct TraceIds {
     parent_span_id: Option<u64>,
     /// The parent is another process's (an inbound `TRACEPARENT`).
     parent_is_remote: bool,
+    /// The trace is recorded. Only an inbound `TRACEPARENT` whose
+    /// sampled flag is off makes it false: whoever started the trace
+    /// decided not to record it, and every span under it follows (the
+    /// parent-based sampling OpenTelemetry SDKs do by default).
+    sampled: bool,
 }
 
 impl TraceIds {
@@ -147,6 +152,7 @@ impl TraceIds {
             span_id: Self::new_span_id(),
             parent_span_id: None,
             parent_is_remote: false,
+            sampled: true,
         }
     }
 
@@ -165,6 +171,7 @@ impl TraceIds {
             span_id: Self::new_span_id(),
             parent_span_id: Some(self.span_id),
             parent_is_remote: false,
+            sampled: self.sampled,
         }
     }
 
@@ -186,6 +193,7 @@ impl TraceIds {
         if !hex(flags, 2) {
             return None;
         }
+        let flags = u8::from_str_radix(flags, 16).ok()?;
         let trace_id = u128::from_str_radix(trace, 16).ok().filter(|t| *t != 0)?;
         let span_id = u64::from_str_radix(span, 16).ok().filter(|s| *s != 0)?;
         // Used as a parent: the span "of" this value is the other
@@ -195,6 +203,7 @@ impl TraceIds {
             span_id,
             parent_span_id: None,
             parent_is_remote: false,
+            sampled: flags & 1 == 1,
         })
     }
 
@@ -213,9 +222,19 @@ impl TraceIds {
         }
     }
 
-    /// This span as a `TRACEPARENT` value, sampled.
+    /// This span as a `TRACEPARENT` value, with its sampled flag.
     pub fn traceparent(&self) -> String {
-        format!("00-{:032x}-{:016x}-01", self.trace_id, self.span_id)
+        format!(
+            "00-{:032x}-{:016x}-{:02x}",
+            self.trace_id,
+            self.span_id,
+            u8::from(self.sampled)
+        )
+    }
+
+    /// The trace is recorded (see the field).
+    pub fn sampled(&self) -> bool {
+        self.sampled
     }
 
     pub fn trace_id_hex(&self) -> String {
@@ -470,11 +489,15 @@ impl Telemetry {
     }
 
     /// Hands `spans` to the export thread without waiting: those that do
-    /// not fit in its queue are dropped. Gives (handed, dropped).
+    /// not fit in its queue are dropped. Gives (handed, dropped). Under
+    /// an inbound parent that is not sampled nothing is handed.
     pub(crate) fn submit(&self, spans: Vec<SpanRecord>) -> (u64, u64) {
         let Some(pipeline) = &self.inner.spans else {
             return (0, 0);
         };
+        if self.parent.is_some_and(|(p, _)| !p.sampled) {
+            return (0, 0);
+        }
         let mut dropped = 0;
         let n = spans.len() as u64;
         for s in spans {
@@ -790,6 +813,20 @@ mod tests {
             TraceIds::from_traceparent(&tp).unwrap().span_id,
             child.span_id
         );
+        assert!(tp.ends_with("-01"), "sampled as its parent: {tp}");
+        // The sampled flag is bit 0 of the flags; the others are not ours.
+        for (flags, sampled) in [("00", false), ("01", true), ("02", false), ("03", true)] {
+            let p = TraceIds::from_traceparent(&format!(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-{flags}"
+            ))
+            .unwrap();
+            let grandchild = TraceIds::under_remote(&p).child();
+            assert_eq!(grandchild.sampled(), sampled, "{flags}");
+            let tp = grandchild.traceparent();
+            assert_eq!(tp.ends_with("-01"), sampled, "{flags}: {tp}");
+            assert_eq!(tp.ends_with("-00"), !sampled, "{flags}: {tp}");
+        }
+        assert!(TraceIds::root().sampled());
         for bad in [
             "",
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",

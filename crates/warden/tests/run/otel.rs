@@ -126,6 +126,69 @@ fn a_failed_run_is_an_error_span_and_an_inbound_traceparent_is_its_parent() {
 }
 
 #[test]
+fn under_an_inbound_traceparent_that_is_not_sampled_nothing_is_exported() {
+    let case = Case::new();
+    let rx = Receiver::start_http();
+    let out = case.path().join("traceparent");
+    let script = format!("echo \"$TRACEPARENT\" >> '{}'", out.display());
+    let mut cmd = case.command(&[
+        "run",
+        "--otel",
+        &rx.endpoint(),
+        "exec",
+        "--iterations",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    crate::support::without_own_telemetry(&mut cmd);
+    cmd.env(
+        "TRACEPARENT",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+    );
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    // warden has flushed before it ends: what was sent has arrived.
+    assert_eq!(rx.spans().len(), 0, "{}", rx.spans().render());
+    assert!(rx.trace_requests().is_empty());
+    // The agent still gets its run's place in the trace, not sampled
+    // either, so its own telemetry follows the same decision.
+    let seen = std::fs::read_to_string(&out).unwrap();
+    let seen: Vec<&str> = seen.lines().collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for tp in &seen {
+        assert!(
+            tp.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-") && tp.ends_with("-00"),
+            "{tp}"
+        );
+    }
+    assert_ne!(seen[0], seen[1], "each run is a span of its own");
+    let session = done
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("warden: session report: "))
+        .unwrap_or_else(|| panic!("the session's report: {}", done.stderr));
+    let dir = std::path::Path::new(session).parent().unwrap();
+    for report in [
+        "session.json",
+        "iteration-1/run.json",
+        "iteration-2/run.json",
+    ] {
+        let otel = &json(&dir.join(report))["otel"];
+        assert_eq!(otel["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(otel["spans"], 0, "{report}: {otel}");
+        assert_eq!(otel["spans_dropped"], 0, "{report}: {otel}");
+    }
+    assert!(
+        !done.stderr.contains("telemetry"),
+        "no warning of spans lost: {}",
+        done.stderr
+    );
+}
+
+#[test]
 fn a_session_is_a_span_with_one_per_iteration_and_the_runs_under_them() {
     let case = Case::new();
     let rx = Receiver::start_http();
