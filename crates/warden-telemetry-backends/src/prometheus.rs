@@ -119,7 +119,14 @@ impl Prometheus {
                 .expect("a free port")
                 .port();
             let log = std::fs::File::create(&log_path).expect("prometheus.log");
-            let mut child = Command::new(&binary)
+            // Through `setpriv --pdeathsig KILL`, which then runs
+            // Prometheus in its place: if the test process is killed
+            // (and Drop never runs), the kernel kills Prometheus too. The
+            // signal comes when the thread that started it ends, so a
+            // `Prometheus` stays on its test's thread.
+            let mut child = Command::new("setpriv")
+                .args(["--pdeathsig", "KILL", "--"])
+                .arg(&binary)
                 .arg(format!("--config.file={}", config.display()))
                 .arg(format!(
                     "--storage.tsdb.path={}",

@@ -147,3 +147,60 @@ fn dropping_prometheus_leaves_no_process_behind() {
     );
     assert!(ureq::get(format!("{url}/-/ready")).call().is_err());
 }
+
+/// Set in the test process that `a_killed_test_process_takes_its_prometheus_along`
+/// starts and kills.
+const HOLDER: &str = "WARDEN_TEST_PROMETHEUS_HOLDER";
+
+#[test]
+fn a_killed_test_process_takes_its_prometheus_along() {
+    if std::env::var_os(HOLDER).is_some() {
+        // The holder: starts Prometheus, says its pid, waits to be killed.
+        let Some(prometheus) = Prometheus::start(faults::refusing()) else {
+            return;
+        };
+        println!("prometheus pid {}", prometheus.pid());
+        std::io::stdout().flush().unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    if Prometheus::binary().is_none() {
+        return;
+    }
+    let mut holder = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "prometheus::a_killed_test_process_takes_its_prometheus_along",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOLDER, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid: u32 = BufReader::new(holder.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        // The harness may print the test's name on the same line first.
+        .find_map(|l| l.split("prometheus pid ").nth(1).map(str::to_string))
+        .expect("the holder names its Prometheus")
+        .parse()
+        .unwrap();
+    let proc = format!("/proc/{pid}");
+    assert!(std::path::Path::new(&proc).exists());
+    // SIGKILL: the holder's Drop never runs.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Prometheus is killed by the kernel and, orphaned, reaped by init
+    // (or a subreaper); either way it is not running any more.
+    while std::fs::read_to_string(format!("{proc}/stat"))
+        .is_ok_and(|stat| !stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus {pid} outlived its test"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
