@@ -1,19 +1,11 @@
 //! The same scenarios for every CLI.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use warden_fake_model::{INPUT_TOKENS, OUTPUT_TOKENS, Turn};
 
 use crate::kit::Kit;
-use crate::support::{Finished, kill, ms};
-
-/// A `sleep` no other test runs, so leftovers can be found by name.
-fn unique_sleep() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let n = (std::process::id() % 1000) * 100 + N.fetch_add(1, Ordering::Relaxed);
-    format!("sleep 9{n:05}")
-}
+use crate::support::{Finished, kill, ms, unique_sleep};
 
 fn explain(kit: &Kit, done: &Finished) -> String {
     let log = |name: &str| {

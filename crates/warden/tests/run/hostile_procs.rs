@@ -612,7 +612,7 @@ fn in_bwrap_the_agent_cannot_see_or_stop_its_supervisors() {
         return;
     }
     let case = Case::new();
-    let sleep = format!("sleep 7{}", std::process::id() % 100000);
+    let sleep = crate::support::unique_sleep();
     let script =
         format!("kill -STOP -1; kill -STOP $PPID; kill -STOP 1; {sleep} & echo still-here; exit 0");
     let mut cmd = case.command(&[

@@ -2,18 +2,8 @@
 //! environment allowlist and secret masking.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::support::{Case, home_with_ssh_key, run_in_bwrap};
-
-fn unique_sleep() -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "sleep 8{:04}{}",
-        std::process::id() % 10000,
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+use crate::support::{Case, home_with_ssh_key, run_in_bwrap, unique_sleep};
 
 #[test]
 fn bwrap_confines_writes_hides_home_and_kills_the_whole_run() {

@@ -274,6 +274,15 @@ pub fn processes() -> Vec<Proc> {
     found
 }
 
+/// A `sleep` command no other test runs, so its leftovers can be found
+/// by name with [`kill_leftovers`]: the test process's id and a count,
+/// each at a fixed width, so no token is a part of another.
+pub fn unique_sleep() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10_000;
+    format!("sleep 9{:07}{n:04}", std::process::id() % 10_000_000)
+}
+
 /// Kills (SIGKILL) and returns every live process whose command line
 /// contains `token`: leftovers found by name, for processes that do not
 /// carry the marker (a sandbox's allowlisted environment drops it).
