@@ -32,6 +32,7 @@ use warden_run::batch::{Batch, entry_dir_name};
 use warden_run::executor::slurm::SlurmOptions;
 
 use crate::args::{BatchArgs, RunArgs};
+use crate::config_watch::ConfigWatch;
 use crate::error::{CliError, Outcome, usage};
 use crate::render::Reporter;
 use crate::render::batch::{BatchView, print_table};
@@ -252,13 +253,13 @@ pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
             .entries()
             .map(|(name, r)| (name.to_string(), r.agent, r.limits.armed_stall_timeout()))
             .collect();
-        let remote = batch.executor_name() != "local";
         let note = format!(
             "resuming: {} of {} run(s) to run again",
             batch.to_run(),
             batch.len()
         );
-        return drive(batch, shown, remote, &args, signals, Some(note), dir).await;
+        let seen = Vec::new();
+        return drive(batch, shown, &args, signals, Some(note), dir, seen).await;
     }
     let Some(file) = args.file.clone() else {
         return Err(usage("give a batch file, or --resume DIR"));
@@ -324,7 +325,6 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
     }
     .source(file)
     .budget(budget);
-    let remote = matches!(executor, Chosen::Slurm { .. });
     if let Chosen::Slurm { options, .. } = executor {
         batch = batch.executor(std::sync::Arc::new(
             warden_run::executor::slurm::Slurm::new(*options),
@@ -333,6 +333,7 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
 
     // Check every run before starting any.
     let mut shown: Vec<(String, Agent, Option<Duration>)> = Vec::new();
+    let mut configs: Vec<ConfigWatch> = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         let Some(table) = run.as_table() else {
             return Err(err(file, format!("run {} is not a table", i + 1)));
@@ -370,9 +371,10 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
                 format!("`{key}` in [defaults]")
             }
         };
-        let resolved = match RawSettings::gather(&flags, &run_cwd)
-            .and_then(|r| r.name_flags_as(key_origin).resolve())
-        {
+        let resolved = match RawSettings::gather(&flags, &run_cwd).and_then(|r| {
+            configs.extend(r.config_watch());
+            r.name_flags_as(key_origin).resolve()
+        }) {
             Ok(r) => r,
             Err(e) => return Err(err(file, format!("run `{name}`: {e}"))),
         };
@@ -408,19 +410,20 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
             return Err(err(file, e));
         }
     }
-    drive(batch, shown, remote, args, signals, None, file).await
+    drive(batch, shown, args, signals, None, file, configs).await
 }
 
 /// The settings of the batch's process rather than of its runs, from the
 /// environment (`WARDEN_*`, `OTEL_*`) or warden.toml: the view's
 /// `heartbeat` and OpenTelemetry export (a batch file's runs cannot set
-/// them: there is one view and one exporter).
-fn process_settings() -> Result<crate::settings::Resolved, CliError> {
+/// them: there is one view and one exporter), and the config file they
+/// came from.
+fn process_settings() -> Result<(crate::settings::Resolved, Option<ConfigWatch>), CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| usage(format_args!("cannot read the current directory: {e}")))?;
-    RawSettings::gather(&SettingFlags::default(), &cwd)
-        .and_then(|r| r.resolve())
-        .map_err(usage)
+    let raw = RawSettings::gather(&SettingFlags::default(), &cwd).map_err(usage)?;
+    let config = raw.config_watch();
+    Ok((raw.resolve().map_err(usage)?, config))
 }
 
 /// Runs the batch to its end: one loop over its updates, the view's
@@ -428,19 +431,22 @@ fn process_settings() -> Result<crate::settings::Resolved, CliError> {
 async fn drive(
     batch: Batch,
     shown: Vec<(String, Agent, Option<Duration>)>,
-    remote: bool,
     args: &BatchArgs,
     signals: Signals,
     note: Option<String>,
     about: &Path,
+    mut configs: Vec<ConfigWatch>,
 ) -> Outcome {
+    // The runs are the cluster's: the view follows them by their files.
+    let remote = batch.executor_name() != "local";
     let (batch_id, batch_dir, entries, jobs) = (
         batch.id().to_string(),
         batch.dir().to_path_buf(),
         batch.len(),
         batch.jobs(),
     );
-    let process = process_settings()?;
+    let (process, config) = process_settings()?;
+    configs.extend(config);
     let agents: Vec<Agent> = shown.iter().map(|(_, a, _)| *a).collect();
     // Bound first: a port in use stops the batch before anything starts.
     let listener = args
@@ -556,6 +562,7 @@ async fn drive(
         e.stop();
     }
     crate::runner::end_telemetry(telemetry);
+    crate::config_watch::warn_changed(&configs);
     Ok(code)
 }
 

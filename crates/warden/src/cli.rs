@@ -167,9 +167,9 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
         ))
     })?;
     let cwd = crate::request::working_dir(args.cwd.as_deref())?;
-    let resolved = RawSettings::gather(&args.settings, &cwd)
-        .and_then(|raw| raw.resolve())
-        .map_err(usage)?;
+    let raw = RawSettings::gather(&args.settings, &cwd).map_err(usage)?;
+    let config = raw.config_watch();
+    let resolved = raw.resolve().map_err(usage)?;
     if args.iterations == 0 {
         return Err(usage("--iterations must be at least 1"));
     }
@@ -195,6 +195,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
         run_once(spec, &resolved, signals, &mut ended, junit.as_deref(), t).await
     };
     crate::runner::end_telemetry(telemetry);
+    crate::config_watch::warn_changed(config.as_slice());
     // Retention, when the settings ask for it: after the run, whose own
     // directory is the newest and no longer in use.
     if outcome.is_ok() {

@@ -113,6 +113,8 @@ struct Sourced {
 #[derive(Debug, Default)]
 pub(crate) struct RawSettings {
     values: HashMap<&'static str, Vec<Sourced>>,
+    /// The config file in play, as it was read.
+    config: Option<crate::config_watch::ConfigWatch>,
 }
 
 /// Settings the rest of the program trusts.
@@ -164,10 +166,22 @@ impl RawSettings {
             Some(path) => (cwd.join(path), true),
             None => (cwd.join("warden.toml"), false),
         };
-        if let Some(text) = read_config(&path, named)? {
+        let text = read_config(&path, named)?;
+        raw.config = Some(crate::config_watch::ConfigWatch::new(
+            &path,
+            named,
+            text.as_deref(),
+        ));
+        if let Some(text) = text {
             raw.add_file(&text, &path)?;
         }
         Ok(raw)
+    }
+
+    /// The config file these settings read (or found absent), to be
+    /// looked at again when the work is done.
+    pub(crate) fn config_watch(&self) -> Option<crate::config_watch::ConfigWatch> {
+        self.config.clone()
     }
 
     fn push(&mut self, name: &'static str, value: String, origin: String) {

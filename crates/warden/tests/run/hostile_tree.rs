@@ -308,6 +308,122 @@ fn an_unreadable_warden_toml_is_refused_naming_the_file() {
     assert_config_refused(&done, &["warden.toml", "ermission denied"]);
 }
 
+// ---- the settings of the next warden ----
+
+/// The lines of `stderr` that warn of `warden.toml` being changed.
+fn config_warnings(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("warden.toml was "))
+        .collect()
+}
+
+#[test]
+fn a_warden_toml_the_agent_writes_for_the_next_run_is_reported() {
+    let case = Case::new();
+    let planted = "echo 'sandbox = \"host\"' > warden.toml; echo done";
+    let mut cmd = case.command(&["run", "exec", "--quiet", "--", "sh", "-c", planted]);
+    cmd.env("GITHUB_ACTIONS", "true");
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 0, "the verdict is the run's: {}", done.stderr);
+    let toml = case.path().join("warden.toml");
+    let warned = config_warnings(&done.stderr);
+    assert_eq!(warned.len(), 2, "a line and an annotation: {}", done.stderr);
+    assert!(
+        warned[0].starts_with(&format!(
+            "warden: warning: {} was created while warden ran",
+            toml.display()
+        )) && warned[0].contains("--config FILE"),
+        "{}",
+        warned[0]
+    );
+    assert!(
+        warned[1].starts_with("::warning title=warden::"),
+        "{}",
+        warned[1]
+    );
+
+    // Read, and left alone: no warning. Changed by the agent: one.
+    let _ = std::fs::remove_dir_all(case.run_dir());
+    let done = case.run(&["run", "exec", "--", "sh", "-c", "cat warden.toml"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(config_warnings(&done.stderr).is_empty(), "{}", done.stderr);
+    let _ = std::fs::remove_dir_all(case.run_dir());
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--iterations",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo 'max_turns = 1000' >> warden.toml",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let warned = config_warnings(&done.stderr);
+    assert_eq!(
+        warned.len(),
+        1,
+        "once, at the session's end: {}",
+        done.stderr
+    );
+    assert!(
+        warned[0].contains("warden.toml was changed"),
+        "{}",
+        warned[0]
+    );
+
+    // A file named with --config is watched the same way.
+    let named = case.path().join("settings.toml");
+    std::fs::write(&named, "").unwrap();
+    let _ = std::fs::remove_dir_all(case.run_dir());
+    let script = format!("rm '{}'", named.display());
+    let done = case.run(&[
+        "run",
+        "--config",
+        named.to_str().unwrap(),
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        done.stderr.contains(&format!(
+            "{} was removed while warden ran: a warden given the same config file reads it",
+            named.display()
+        )),
+        "{}",
+        done.stderr
+    );
+}
+
+#[test]
+fn a_batch_says_once_that_a_run_wrote_the_warden_toml_of_its_directory() {
+    let case = Case::new();
+    let toml = "[defaults]\nagent = \"exec\"\n\n\
+                [[run]]\nname = \"plants\"\ncommand = [\"sh\", \"-c\", \"echo 'timeout = \\\"0\\\"' > warden.toml\"]\n\n\
+                [[run]]\nname = \"quiet\"\ncommand = [\"true\"]\n";
+    let file = crate::batch::write(&case, toml);
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", &file, "-j", "1", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let warned = config_warnings(&done.stderr);
+    assert_eq!(warned.len(), 1, "{}", done.stderr);
+    assert!(
+        warned[0].contains("warden.toml was created"),
+        "{}",
+        warned[0]
+    );
+    assert!(
+        std::fs::read_to_string(case.path().join("warden.toml"))
+            .unwrap()
+            .contains("timeout"),
+        "the run did plant it"
+    );
+}
+
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();

@@ -1,0 +1,123 @@
+//! The config file a later warden would read, looked at again when the
+//! work is done. `./warden.toml` sits in the agent's work tree, so an
+//! agent can write the settings of the next warden started there: turn
+//! its sandbox off, lift its budgets, send its spans elsewhere. warden
+//! cannot refuse that write without touching the user's files (under
+//! `bwrap` the work tree is writable by design); it can say that it
+//! happened, once the run, session or batch has ended, before anything
+//! reads the file again.
+
+use std::path::{Path, PathBuf};
+
+use warden_run::regular_file;
+
+use crate::render::console;
+
+/// What was at the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Absent,
+    Text(String),
+    /// There, but not a config file warden can read (a FIFO, a
+    /// directory, a link to something unreadable, not UTF-8).
+    Unreadable,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ConfigWatch {
+    path: PathBuf,
+    /// Named with `--config` or `WARDEN_CONFIG` rather than found.
+    named: bool,
+    before: Seen,
+}
+
+impl ConfigWatch {
+    /// The file at `path` as the settings read it (`None`: not there).
+    pub(crate) fn new(path: &Path, named: bool, text: Option<&str>) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            named,
+            before: text.map_or(Seen::Absent, |t| Seen::Text(t.to_string())),
+        }
+    }
+
+    fn look(&self) -> Seen {
+        match regular_file::read_text(&self.path, warden_run::defaults::MAX_WORK_TREE_FILE) {
+            Ok(text) => Seen::Text(text),
+            Err(e) if e.is_not_found() => Seen::Absent,
+            Err(_) => Seen::Unreadable,
+        }
+    }
+
+    /// How the file changed since the settings were read, in words;
+    /// `None` when it did not.
+    pub(crate) fn change(&self) -> Option<&'static str> {
+        let now = self.look();
+        if now == self.before {
+            return None;
+        }
+        Some(match (&self.before, &now) {
+            (Seen::Absent, _) => "created",
+            (_, Seen::Absent) => "removed",
+            (_, Seen::Unreadable) => "replaced by something that is not a readable file",
+            _ => "changed",
+        })
+    }
+
+    /// Says so on stderr (even with `--quiet`) and, under GitHub
+    /// Actions, as a warning annotation, when the file changed.
+    pub(crate) fn warn_if_changed(&self) {
+        let Some(change) = self.change() else { return };
+        let next = if self.named {
+            "a warden given the same config file reads it"
+        } else {
+            "a warden started in this directory reads it"
+        };
+        let msg = format!(
+            "{} was {change} while warden ran: {next}, so check what it sets before running again (keep settings out of the agent's reach with --config FILE outside the work tree)",
+            self.path.display()
+        );
+        console::important(&format!("warden: warning: {msg}"));
+        if let Some(g) = crate::render::github::GitHub::from_env() {
+            g.warning(&msg);
+        }
+    }
+}
+
+/// Warns once per file, for every file in `watches` that changed.
+pub(crate) fn warn_changed(watches: &[ConfigWatch]) {
+    let mut said: Vec<&Path> = Vec::new();
+    for w in watches {
+        if !said.contains(&w.path.as_path()) {
+            said.push(&w.path);
+            w.warn_if_changed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_change_is_named_and_no_change_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("warden.toml");
+        let absent = ConfigWatch::new(&path, false, None);
+        assert_eq!(absent.change(), None);
+        std::fs::write(&path, "timeout = \"1m\"\n").unwrap();
+        assert_eq!(absent.change(), Some("created"));
+
+        let read = ConfigWatch::new(&path, false, Some("timeout = \"1m\"\n"));
+        assert_eq!(read.change(), None);
+        std::fs::write(&path, "timeout = \"1m\"\nsandbox = \"none\"\n").unwrap();
+        assert_eq!(read.change(), Some("changed"));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read.change(), Some("removed"));
+        std::fs::create_dir(&path).unwrap();
+        assert_eq!(
+            read.change(),
+            Some("replaced by something that is not a readable file")
+        );
+    }
+}
