@@ -315,6 +315,13 @@ impl Run {
             if traces.agent_export {
                 let export = telemetry::agent_export(spec.agent, traces)?;
                 fixed.extend(export.env.into_iter().map(|(k, v)| (k.into(), v.into())));
+                fixed.extend(
+                    export
+                        .env_defaults
+                        .into_iter()
+                        .filter(|(k, _)| std::env::var_os(k).is_none())
+                        .map(|(k, v)| (k.into(), v.into())),
+                );
                 spec.command.extend(export.args.into_iter().map(Into::into));
             }
         }

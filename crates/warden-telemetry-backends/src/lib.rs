@@ -7,6 +7,8 @@
 //! * [`faults`]: collectors that refuse, hang, or never let a connect
 //!   complete, to show that an exporter pointed at one costs a run no
 //!   more than its flush bound;
+//! * [`pki::TestPki`]: a CA of the test's own, for a receiver over TLS
+//!   ([`otlp::Receiver::start_tls`]);
 //! * [`prometheus::Prometheus`]: Debian's Prometheus server, started in
 //!   the foreground by the test to scrape one target and answer queries.
 //!
@@ -21,4 +23,5 @@
 
 pub mod faults;
 pub mod otlp;
+pub mod pki;
 pub mod prometheus;

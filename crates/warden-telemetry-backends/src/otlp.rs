@@ -158,6 +158,7 @@ impl Store {
 pub struct Receiver {
     addr: SocketAddr,
     transport: Transport,
+    tls: bool,
     store: Arc<Store>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -175,6 +176,25 @@ impl Receiver {
     }
 
     pub fn start(transport: Transport) -> Self {
+        Self::start_with(transport, None)
+    }
+
+    /// A receiver over TLS with a certificate `pki` signed (for
+    /// 127.0.0.1); with `client_auth`, it takes only clients with a
+    /// certificate `pki` signed (mutual TLS). Its endpoint is `https://`.
+    pub fn start_tls(transport: Transport, pki: &crate::pki::TestPki, client_auth: bool) -> Self {
+        Self::start_with(
+            transport,
+            Some(Tls {
+                cert: pki.server_cert.clone(),
+                key: pki.server_key.clone(),
+                client_ca: client_auth.then(|| pki.ca_cert.clone()),
+            }),
+        )
+    }
+
+    fn start_with(transport: Transport, tls: Option<Tls>) -> Self {
+        let secure = tls.is_some();
         // Bound here, on the caller's thread, so the address is known (and
         // connectable) before this returns.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
@@ -199,7 +219,7 @@ impl Receiver {
                     // it every connection task: an exporter's idle
                     // keep-alive connection cannot hold the receiver open.
                     tokio::select! {
-                        () = serve(transport, listener, state) => {}
+                        () = serve(transport, listener, state, tls) => {}
                         _ = stopped => {}
                     }
                 });
@@ -208,6 +228,7 @@ impl Receiver {
         Self {
             addr,
             transport,
+            tls: secure,
             store,
             stop: Some(stop),
             thread: Some(thread),
@@ -222,10 +243,12 @@ impl Receiver {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`: the base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT`
-    /// takes it (for HTTP, the exporter adds `/v1/traces` and `/v1/metrics`).
+    /// `http://127.0.0.1:PORT` (`https://` over TLS): the base URL, as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` takes it (for HTTP, the exporter adds
+    /// `/v1/traces` and `/v1/metrics`).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Every span received so far, in the order they arrived.
@@ -323,9 +346,23 @@ impl Drop for Receiver {
     }
 }
 
-async fn serve(transport: Transport, listener: tokio::net::TcpListener, store: Arc<Store>) {
+/// The server side of TLS: its certificate and key (PEM), and the CA
+/// whose certificates clients must present (mutual TLS), if any.
+#[derive(Clone)]
+pub(crate) struct Tls {
+    pub(crate) cert: String,
+    pub(crate) key: String,
+    pub(crate) client_ca: Option<String>,
+}
+
+async fn serve(
+    transport: Transport,
+    listener: tokio::net::TcpListener,
+    store: Arc<Store>,
+    tls: Option<Tls>,
+) {
     match transport {
-        Transport::Http => http::serve(listener, store).await,
-        Transport::Grpc => grpc::serve(listener, store).await,
+        Transport::Http => http::serve(listener, store, tls).await,
+        Transport::Grpc => grpc::serve(listener, store, tls).await,
     }
 }

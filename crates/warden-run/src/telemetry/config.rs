@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::tls::TlsFiles;
+
 /// How long the end of a process may wait for its spans to go out, when
 /// nothing says (`--otel-flush`).
 pub const DEFAULT_FLUSH: Duration = Duration::from_secs(5);
@@ -50,9 +52,13 @@ impl std::str::FromStr for Protocol {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportConfig {
     /// The URL spans are sent to, whole (`http://host:4318/v1/traces`,
-    /// `http://host:4317` for gRPC).
+    /// `http://host:4317` for gRPC; `https://` for TLS).
     pub traces_endpoint: String,
     pub protocol: Protocol,
+    /// For an `https://` endpoint: what to trust and the client's own
+    /// certificate; `None` for `http://`.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
     /// The most one export may take.
     pub timeout: Duration,
     /// The most the end of the process waits for the spans to go out.
@@ -79,6 +85,15 @@ pub const ENV_VARS: &[&str] = &[
     "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
     "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
     "OTEL_METRIC_EXPORT_INTERVAL",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+    "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY",
 ];
 
 impl ExportConfig {
@@ -98,10 +113,11 @@ impl ExportConfig {
         let flush = flush.unwrap_or(DEFAULT_FLUSH);
         Ok(Signal::Traces
             .resolve(endpoint, protocol, flush, &env)?
-            .map(|(traces_endpoint, protocol, timeout)| Self {
-                traces_endpoint,
-                protocol,
-                timeout,
+            .map(|e| Self {
+                traces_endpoint: e.url,
+                protocol: e.protocol,
+                tls: e.tls,
+                timeout: e.timeout,
                 flush,
                 agent_export: false,
             }))
@@ -113,9 +129,12 @@ impl ExportConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetricsConfig {
     /// The URL metrics are sent to, whole (`http://host:4318/v1/metrics`,
-    /// `http://host:4317` for gRPC).
+    /// `http://host:4317` for gRPC; `https://` for TLS).
     pub endpoint: String,
     pub protocol: Protocol,
+    /// As for spans.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
     /// The most one export may take.
     pub timeout: Duration,
     /// How often the counts so far go out while the process lasts; they
@@ -147,8 +166,12 @@ impl MetricsConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<Self>, TelemetryError> {
         let flush = flush.unwrap_or(DEFAULT_FLUSH);
-        let Some((endpoint, protocol, timeout)) =
-            Signal::Metrics.resolve(endpoint, protocol, flush, &env)?
+        let Some(SignalExport {
+            url: endpoint,
+            protocol,
+            timeout,
+            tls,
+        }) = Signal::Metrics.resolve(endpoint, protocol, flush, &env)?
         else {
             return Ok(None);
         };
@@ -162,6 +185,7 @@ impl MetricsConfig {
         Ok(Some(Self {
             endpoint,
             protocol,
+            tls,
             timeout,
             interval,
         }))
@@ -238,16 +262,16 @@ impl Signal {
         }
     }
 
-    /// The whole URL, the protocol and the export timeout of this signal,
-    /// from warden's settings first then the `OTEL_*` variables; `None`
-    /// when it is off.
+    /// The whole URL, the protocol, the export timeout and the TLS files
+    /// (for `https://`) of this signal, from warden's settings first then
+    /// the `OTEL_*` variables; `None` when it is off.
     fn resolve(
         self,
         endpoint: Option<&str>,
         protocol: Option<Protocol>,
         flush: Duration,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<(String, Protocol, Duration)>, TelemetryError> {
+    ) -> Result<Option<SignalExport>, TelemetryError> {
         let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         let signal = self.var();
         // A `--otel` endpoint is an explicit request: the switches that
@@ -286,7 +310,28 @@ impl Signal {
                 },
             },
         };
-        check_url(&url)?;
+        let tls = check_url(&url)?.then(|| {
+            let file = |name: &str| {
+                set(&format!("OTEL_EXPORTER_OTLP_{signal}_{name}"))
+                    .or_else(|| set(&format!("OTEL_EXPORTER_OTLP_{name}")))
+                    // Absolute: the agent (Codex wants it so) and a
+                    // cluster node read it from elsewhere.
+                    .map(|p| {
+                        let p = std::path::PathBuf::from(p.trim());
+                        std::path::absolute(&p).unwrap_or(p)
+                    })
+            };
+            TlsFiles {
+                ca: file("CERTIFICATE"),
+                client_certificate: file("CLIENT_CERTIFICATE"),
+                client_key: file("CLIENT_KEY"),
+            }
+        });
+        // Read and checked now: a bad file stops warden before anything
+        // runs, naming it.
+        if let Some(files) = &tls {
+            files.load()?;
+        }
         let timeout = match set(&format!("OTEL_EXPORTER_OTLP_{signal}_TIMEOUT"))
             .or_else(|| set("OTEL_EXPORTER_OTLP_TIMEOUT"))
         {
@@ -307,18 +352,35 @@ impl Signal {
             (false, true) => timeout,
             (false, false) => timeout.min(flush),
         };
-        Ok(Some((url, protocol, timeout)))
+        Ok(Some(SignalExport {
+            url,
+            protocol,
+            timeout,
+            tls,
+        }))
     }
 }
 
-fn check_url(url: &str) -> Result<(), TelemetryError> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| TelemetryError::Endpoint(url.to_string()))?;
+/// Where one signal goes, and how.
+struct SignalExport {
+    url: String,
+    protocol: Protocol,
+    timeout: Duration,
+    tls: Option<TlsFiles>,
+}
+
+/// Whether `url` is a collector's URL with a host, and whether it asks
+/// for TLS (`https://`).
+fn check_url(url: &str) -> Result<bool, TelemetryError> {
+    let (rest, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (rest, false),
+        (_, Some(rest)) => (rest, true),
+        _ => return Err(TelemetryError::Endpoint(url.to_string())),
+    };
     if rest.is_empty() || rest.starts_with('/') {
         return Err(TelemetryError::Endpoint(url.to_string()));
     }
-    Ok(())
+    Ok(tls)
 }
 
 #[non_exhaustive]
@@ -329,9 +391,11 @@ pub enum TelemetryError {
     )]
     Protocol(String),
     #[error(
-        "the OTLP endpoint `{0}` is not a plain http:// URL with a host, such as http://127.0.0.1:4318 (TLS is not supported)"
+        "the OTLP endpoint `{0}` is not an http:// or https:// URL with a host, such as http://127.0.0.1:4318"
     )]
     Endpoint(String),
+    #[error("OTLP over TLS: {0}")]
+    Tls(String),
     #[error(
         "OTEL_EXPORTER_OTLP_TIMEOUT `{0}` is not a number of milliseconds greater than 0, such as 5000"
     )]
@@ -434,8 +498,8 @@ mod tests {
             e.to_string().contains("`http/json` is not supported"),
             "{e}"
         );
-        let e = ExportConfig::resolve(Some("https://c:4318"), None, None, env(&[])).unwrap_err();
-        assert!(e.to_string().contains("TLS is not supported"), "{e}");
+        let e = ExportConfig::resolve(Some("ftp://c:4318"), None, None, env(&[])).unwrap_err();
+        assert!(e.to_string().contains("http:// or https://"), "{e}");
         let e = ExportConfig::resolve(Some("c:4318"), None, None, env(&[])).unwrap_err();
         assert!(e.to_string().contains("`c:4318/v1/traces`"), "{e}");
     }

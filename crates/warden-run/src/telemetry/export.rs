@@ -177,16 +177,19 @@ impl Exporter {
         let bad = |e: &dyn std::fmt::Display| TelemetryError::Exporter(e.to_string());
         let mut exporter = match cfg.protocol {
             super::Protocol::HttpProtobuf => {
-                let x = opentelemetry_otlp::SpanExporter::builder()
+                use opentelemetry_otlp::WithHttpConfig as _;
+                let b = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
                     // Said here: else the SDK reads OTEL_EXPORTER_OTLP_PROTOCOL
                     // and refuses `grpc` over HTTP, against --otel-protocol.
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                     .with_endpoint(&cfg.traces_endpoint)
                     .with_timeout(cfg.timeout)
-                    .build()
-                    .map_err(|e| bad(&e))?;
-                Exporter::Http(x)
+                    .with_http_client(super::http_client::Client::new(
+                        cfg.timeout,
+                        cfg.tls.as_ref(),
+                    )?);
+                Exporter::Http(b.build().map_err(|e| bad(&e))?)
             }
             super::Protocol::Grpc => {
                 let rt = tokio::runtime::Builder::new_current_thread()
@@ -198,12 +201,17 @@ impl Exporter {
                     // Its own channel: the exporter's has no connect
                     // timeout, and a connect that never completes would
                     // hold an export past every bound.
-                    let channel =
+                    let mut endpoint =
                         tonic::transport::Endpoint::from_shared(cfg.traces_endpoint.clone())
                             .map_err(|e| bad(&e))?
                             .connect_timeout(cfg.timeout)
-                            .timeout(cfg.timeout)
-                            .connect_lazy();
+                            .timeout(cfg.timeout);
+                    if let Some(tls) = &cfg.tls {
+                        endpoint = endpoint
+                            .tls_config(tls.load()?.tonic())
+                            .map_err(|e| bad(&e))?;
+                    }
+                    let channel = endpoint.connect_lazy();
                     opentelemetry_otlp::SpanExporter::builder()
                         .with_tonic()
                         .with_channel(channel)

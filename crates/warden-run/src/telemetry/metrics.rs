@@ -399,15 +399,19 @@ impl Otlp {
         let bad = |e: &dyn std::fmt::Display| TelemetryError::Exporter(e.to_string());
         match cfg.protocol {
             Protocol::HttpProtobuf => {
-                let exporter = opentelemetry_otlp::MetricExporter::builder()
+                use opentelemetry_otlp::WithHttpConfig as _;
+                let b = opentelemetry_otlp::MetricExporter::builder()
                     .with_http()
                     // As for spans: the protocol the settings chose, not
                     // the environment's.
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                     .with_endpoint(&cfg.endpoint)
                     .with_timeout(cfg.timeout)
-                    .build()
-                    .map_err(|e| bad(&e))?;
+                    .with_http_client(super::http_client::Client::new(
+                        cfg.timeout,
+                        cfg.tls.as_ref(),
+                    )?);
+                let exporter = b.build().map_err(|e| bad(&e))?;
                 Ok(Self::with_exporter(exporter, cfg.interval, None))
             }
             Protocol::Grpc => {
@@ -427,10 +431,15 @@ impl Otlp {
                     tonic::transport::Endpoint::from_shared(cfg.endpoint.clone())
                         .map_err(|e| bad(&e))
                         .and_then(|endpoint| {
-                            let channel = endpoint
-                                .connect_timeout(cfg.timeout)
-                                .timeout(cfg.timeout)
-                                .connect_lazy();
+                            let endpoint =
+                                endpoint.connect_timeout(cfg.timeout).timeout(cfg.timeout);
+                            let endpoint = match &cfg.tls {
+                                Some(tls) => endpoint
+                                    .tls_config(tls.load()?.tonic())
+                                    .map_err(|e| bad(&e))?,
+                                None => endpoint,
+                            };
+                            let channel = endpoint.connect_lazy();
                             opentelemetry_otlp::MetricExporter::builder()
                                 .with_tonic()
                                 .with_channel(channel)

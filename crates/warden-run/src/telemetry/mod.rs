@@ -22,8 +22,10 @@
 
 mod config;
 mod export;
+mod http_client;
 pub mod metrics;
 pub(crate) mod spans;
+mod tls;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +39,7 @@ pub use config::{
 };
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub(crate) use spans::{RunSpans, SpanRecord};
+pub use tls::TlsFiles;
 
 /// What an agent's CLI is given to export its own spans.
 #[non_exhaustive]
@@ -44,6 +47,9 @@ pub(crate) use spans::{RunSpans, SpanRecord};
 pub struct AgentExport {
     /// Variables for its environment.
     pub env: Vec<(String, String)>,
+    /// Variables for its environment where the environment has none of
+    /// that name (the user's own value wins).
+    pub env_defaults: Vec<(String, String)>,
     /// Arguments added to its command line.
     pub args: Vec<String>,
 }
@@ -57,8 +63,25 @@ pub fn agent_export(
     config: &ExportConfig,
 ) -> Result<AgentExport, TelemetryError> {
     use warden_events::Agent;
+    // The TLS files, as the variables' suffix and Codex's key name them.
+    let tls: Vec<(&str, &str, String)> = config
+        .tls
+        .iter()
+        .flat_map(|t| {
+            [
+                ("CERTIFICATE", "ca-certificate", &t.ca),
+                (
+                    "CLIENT_CERTIFICATE",
+                    "client-certificate",
+                    &t.client_certificate,
+                ),
+                ("CLIENT_KEY", "client-private-key", &t.client_key),
+            ]
+        })
+        .filter_map(|(var, key, path)| Some((var, key, path.as_ref()?.display().to_string())))
+        .collect();
     let standard = || {
-        vec![
+        let mut env = vec![
             ("OTEL_TRACES_EXPORTER".to_string(), "otlp".to_string()),
             (
                 "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT".to_string(),
@@ -68,12 +91,16 @@ pub fn agent_export(
                 "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL".to_string(),
                 config.protocol.as_str().to_string(),
             ),
-        ]
+        ];
+        for (var, _, path) in &tls {
+            env.push((format!("OTEL_EXPORTER_OTLP_TRACES_{var}"), path.clone()));
+        }
+        env
     };
     match agent {
         Agent::Exec => Ok(AgentExport {
             env: standard(),
-            args: Vec::new(),
+            ..AgentExport::default()
         }),
         Agent::Claude => {
             let mut env = standard();
@@ -81,25 +108,44 @@ pub fn agent_export(
                 ("CLAUDE_CODE_ENABLE_TELEMETRY".into(), "1".into()),
                 ("CLAUDE_CODE_ENHANCED_TELEMETRY_BETA".into(), "1".into()),
             ]);
+            // Its OTLP/HTTP exporter reads no certificate variable; Node
+            // trusts this file besides its own roots (for every
+            // connection of the CLI: it only adds trust).
+            let env_defaults = config
+                .tls
+                .as_ref()
+                .and_then(|t| t.ca.as_ref())
+                .map(|ca| ("NODE_EXTRA_CA_CERTS".to_string(), ca.display().to_string()))
+                .into_iter()
+                .collect();
             Ok(AgentExport {
                 env,
+                env_defaults,
                 args: Vec::new(),
             })
         }
         Agent::Codex => {
-            let endpoint = config
-                .traces_endpoint
-                .replace('\\', "\\\\")
-                .replace('"', "\\\"");
+            let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+            let endpoint = quoted(&config.traces_endpoint);
+            // Its exporter's own TLS table (absolute paths, as Codex wants).
+            let tls = if tls.is_empty() {
+                String::new()
+            } else {
+                let keys: Vec<String> = tls
+                    .iter()
+                    .map(|(_, key, path)| format!("{key}={}", quoted(path)))
+                    .collect();
+                format!(",tls={{{}}}", keys.join(","))
+            };
             let exporter = match config.protocol {
                 Protocol::HttpProtobuf => {
-                    format!(r#"{{otlp-http={{endpoint="{endpoint}",protocol="binary"}}}}"#)
+                    format!(r#"{{otlp-http={{endpoint={endpoint},protocol="binary"{tls}}}}}"#)
                 }
-                Protocol::Grpc => format!(r#"{{otlp-grpc={{endpoint="{endpoint}"}}}}"#),
+                Protocol::Grpc => format!(r#"{{otlp-grpc={{endpoint={endpoint}{tls}}}}}"#),
             };
             Ok(AgentExport {
-                env: Vec::new(),
                 args: vec!["-c".into(), format!("otel.trace_exporter={exporter}")],
+                ..AgentExport::default()
             })
         }
         other => Err(TelemetryError::AgentExport(other.name())),
@@ -793,6 +839,48 @@ mod tests {
         for t in [t, node, local] {
             t.shutdown();
         }
+    }
+
+    #[test]
+    fn an_agent_is_given_the_collector_s_tls_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca \"quoted\".pem");
+        let cert = any_pem_certificate();
+        std::fs::write(&ca, &cert).unwrap();
+        let vars = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4318".to_string()),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.display().to_string()),
+        ];
+        let env = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        let config = ExportConfig::resolve(None, None, None, env)
+            .unwrap()
+            .unwrap();
+        let claude = agent_export(warden_events::Agent::Claude, &config).unwrap();
+        assert!(claude.env.contains(&(
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE".to_string(),
+            ca.display().to_string()
+        )));
+        assert_eq!(
+            claude.env_defaults,
+            [("NODE_EXTRA_CA_CERTS".to_string(), ca.display().to_string())]
+        );
+        // Codex's `-c` value is TOML, with its exporter's own TLS table.
+        let codex = agent_export(warden_events::Agent::Codex, &config).unwrap();
+        let value = codex.args[1].strip_prefix("otel.trace_exporter=").unwrap();
+        let parsed: toml::Table = toml::from_str(&format!("x = {value}")).unwrap();
+        let http = &parsed["x"]["otlp-http"];
+        assert_eq!(http["endpoint"].as_str(), Some("https://c:4318/v1/traces"));
+        assert_eq!(
+            http["tls"]["ca-certificate"].as_str(),
+            Some(ca.to_str().unwrap())
+        );
+        assert!(http["tls"].get("client-certificate").is_none());
+    }
+
+    /// A PEM certificate block: resolving checks that the file holds one
+    /// (its framing and base64), not what it certifies.
+    fn any_pem_certificate() -> String {
+        "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n".to_string()
     }
 
     #[test]

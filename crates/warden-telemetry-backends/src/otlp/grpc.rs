@@ -21,10 +21,19 @@ use tonic::metadata::{KeyAndValueRef, MetadataMap};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
-use super::Store;
+use super::{Store, Tls};
 
-pub(super) async fn serve(listener: tokio::net::TcpListener, store: Arc<Store>) {
-    let _ = tonic::transport::Server::builder()
+pub(super) async fn serve(listener: tokio::net::TcpListener, store: Arc<Store>, tls: Option<Tls>) {
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut config = ServerTlsConfig::new().identity(Identity::from_pem(tls.cert, tls.key));
+        if let Some(ca) = tls.client_ca {
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        server = server.tls_config(config).expect("the receiver's TLS");
+    }
+    let _ = server
         .add_service(TraceServiceServer::new(Service(store.clone())))
         .add_service(MetricsServiceServer::new(Service(store)))
         // As a real collector does: without it, a small answer waits for

@@ -19,18 +19,90 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::Message;
 
-use super::{Rejected, Store};
+use super::{Rejected, Store, Tls};
 
 const PROTOBUF: &str = "application/x-protobuf";
 
-pub(super) async fn serve(listener: tokio::net::TcpListener, store: Arc<Store>) {
+pub(super) async fn serve(listener: tokio::net::TcpListener, store: Arc<Store>, tls: Option<Tls>) {
     let app = Router::new()
         .fallback(export)
         // axum's default limit (2 MB) would answer a large batch 413
         // before it is recorded; a test should see every export.
         .layer(DefaultBodyLimit::max(256 << 20))
         .with_state(store);
-    let _ = axum::serve(listener, app).await;
+    let _ = match tls {
+        Some(tls) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config(tls)));
+            axum::serve(TlsListener { listener, acceptor }, app).await
+        }
+        None => axum::serve(listener, app).await,
+    };
+}
+
+/// The rustls side of [`Tls`], with the ring provider as warden's.
+fn server_config(tls: Tls) -> rustls::ServerConfig {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(tls.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("the server's certificate");
+    let key = PrivateKeyDer::from_pem_slice(tls.key.as_bytes()).expect("the server's key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    let builder = match tls.client_ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                roots
+                    .add(c.expect("the CA certificate"))
+                    .expect("a CA root");
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .expect("the client verifier");
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    builder
+        .with_single_cert(chain, key)
+        .expect("the server's certificate and key")
+}
+
+/// A listener whose connections are TLS: a handshake that fails (a
+/// client that does not trust the certificate, or has none to show) drops
+/// that connection and the next is taken.
+struct TlsListener {
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.listener.accept().await else {
+                continue;
+            };
+            // Bounded: a client that connects and says nothing must not
+            // stop the receiver taking the next one.
+            let handshake = self.acceptor.accept(tcp);
+            if let Ok(Ok(tls)) =
+                tokio::time::timeout(std::time::Duration::from_secs(5), handshake).await
+            {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
 }
 
 async fn export(

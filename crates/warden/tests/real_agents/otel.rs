@@ -6,11 +6,21 @@
 use std::time::Instant;
 
 use warden_fake_model::Turn;
-use warden_telemetry_backends::otlp::{Receiver, Span, SpanKind, SpanTree};
+use warden_telemetry_backends::otlp::{Receiver, Span, SpanKind, SpanTree, Transport};
+use warden_telemetry_backends::pki::TestPki;
 
 use crate::kit::Kit;
 
 fn run_with_export(agent: &'static str) -> Option<(Kit, Receiver, Vec<Span>)> {
+    run_with_export_to(agent, None)
+}
+
+/// As [`run_with_export`], to a collector over TLS when `pki` is given
+/// (trusted through `OTEL_EXPORTER_OTLP_CERTIFICATE`).
+fn run_with_export_to(
+    agent: &'static str,
+    pki: Option<&TestPki>,
+) -> Option<(Kit, Receiver, Vec<Span>)> {
     let kit = Kit::new(
         agent,
         vec![
@@ -18,13 +28,22 @@ fn run_with_export(agent: &'static str) -> Option<(Kit, Receiver, Vec<Span>)> {
             Turn::Text("all done".into()),
         ],
     )?;
-    let rx = Receiver::start_http();
+    let rx = match pki {
+        Some(pki) => Receiver::start_tls(Transport::Http, pki, false),
+        None => Receiver::start_http(),
+    };
     let endpoint = rx.endpoint();
     let mut cmd = kit.command(
         "say hello through the shell",
         &["--timeout", "120s", "--otel", &endpoint, "--otel-agent"],
     );
     crate::support::without_own_telemetry(&mut cmd);
+    if let Some(pki) = pki {
+        cmd.env("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.ca_file());
+        // A value of the user's own would win over the CA warden gives
+        // Claude Code (this machine's may set one).
+        cmd.env_remove("NODE_EXTRA_CA_CERTS");
+    }
     let start = Instant::now();
     let done = kit.case.finished(cmd.output().expect("run warden"), start);
     assert_eq!(done.code, 0, "{agent}: {}", done.stderr);
@@ -114,6 +133,29 @@ fn a_real_run_has_tool_and_model_spans_and_the_cli_s_own_under_it() {
         assert!(
             theirs.iter().any(|s| s.parent_span_id == run.span_id),
             "{agent}: the CLI's top span nests under the run's\n{tree}"
+        );
+    }
+}
+
+/// Over TLS, with the collector's CA given to warden: warden's spans and,
+/// with `--otel-agent`, the CLI's own reach it, the CLI's nested under
+/// the run's.
+#[test]
+fn a_real_run_exports_to_an_https_collector_and_so_does_the_cli() {
+    let pki = TestPki::new();
+    for agent in ["claude", "codex"] {
+        let Some((_kit, _rx, spans)) = run_with_export_to(agent, Some(&pki)) else {
+            continue;
+        };
+        let tree = spans.render();
+        let run = spans
+            .iter()
+            .find(|s| s.name == format!("invoke_agent {agent}"))
+            .unwrap_or_else(|| panic!("{agent}: warden's run span\n{tree}"));
+        assert!(
+            spans.iter().any(|s| s.parent_span_id == run.span_id
+                && s.resource.get("service.name").and_then(|v| v.as_str()) != Some("warden")),
+            "{agent}: the CLI's own spans over TLS, under the run's\n{tree}"
         );
     }
 }

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use warden_telemetry_backends::faults;
-use warden_telemetry_backends::otlp::{Receiver, SpanKind, SpanTree, StatusCode};
+use warden_telemetry_backends::otlp::{Receiver, SpanKind, SpanTree, StatusCode, Transport};
+use warden_telemetry_backends::pki::TestPki;
 
 use crate::support::{Case, Finished};
 
@@ -343,8 +344,8 @@ fn bad_telemetry_settings_are_refused_before_anything_runs() {
     let case = Case::new();
     for (args, needle) in [
         (
-            vec!["run", "--otel", "https://c:4318", "exec", "--", "true"],
-            "TLS is not supported",
+            vec!["run", "--otel", "ftp://c:4318", "exec", "--", "true"],
+            "not an http:// or https:// URL",
         ),
         (
             vec![
@@ -387,6 +388,153 @@ fn bad_telemetry_settings_are_refused_before_anything_runs() {
             "nothing ran: {args:?}"
         );
     }
+}
+
+/// `warden run exec -- true` exporting spans and metrics to `rx`, with
+/// `vars` in its environment.
+fn run_exporting_to(case: &Case, rx: &Receiver, vars: &[(&str, &std::path::Path)]) -> Finished {
+    let protocol = match rx.transport() {
+        Transport::Http => "http/protobuf",
+        Transport::Grpc => "grpc",
+    };
+    let mut cmd = case.command(&[
+        "run",
+        "--otel",
+        &rx.endpoint(),
+        "--otel-protocol",
+        protocol,
+        "--otel-flush",
+        "2s",
+        "exec",
+        "--",
+        "true",
+    ]);
+    crate::support::without_own_telemetry(&mut cmd);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let _ = std::fs::remove_dir_all(case.run_dir());
+    case.finished(cmd.output().unwrap(), Instant::now())
+}
+
+#[test]
+fn an_https_collector_gets_spans_and_metrics_when_its_ca_is_trusted() {
+    let pki = TestPki::new();
+    for transport in [Transport::Http, Transport::Grpc] {
+        let case = Case::new();
+        let rx = Receiver::start_tls(transport, &pki, false);
+        assert!(rx.endpoint().starts_with("https://"));
+        let ca = pki.ca_file();
+        let done = run_exporting_to(&case, &rx, &[("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca)]);
+        assert_eq!(done.code, 0, "{transport:?}: {}", done.stderr);
+        assert!(
+            !done.stderr.contains("warning"),
+            "{transport:?}: {}",
+            done.stderr
+        );
+        let spans = rx.wait_for_spans(1, WAIT);
+        assert_eq!(
+            spans.one("invoke_agent exec").str_attr("warden.verdict"),
+            Some("succeeded")
+        );
+        assert!(
+            !rx.wait_for_metric("warden.runs", WAIT).is_empty(),
+            "{transport:?}"
+        );
+
+        // Without the CA the server is not trusted: nothing goes out, and
+        // the run is the same.
+        let rx = Receiver::start_tls(transport, &pki, false);
+        let done = run_exporting_to(&case, &rx, &[]);
+        assert_eq!(done.code, 0, "{transport:?}: {}", done.stderr);
+        assert_eq!(done.report()["verdict"], "succeeded");
+        assert!(
+            done.stderr
+                .contains("warning: OpenTelemetry: 0 span(s) sent"),
+            "{transport:?}: {}",
+            done.stderr
+        );
+        assert!(rx.spans().is_empty() && rx.metrics().is_empty());
+    }
+}
+
+#[test]
+fn a_collector_that_asks_for_a_client_certificate_gets_one_when_it_is_set() {
+    let pki = TestPki::new();
+    let (cert, key) = pki.client_files();
+    let ca = pki.ca_file();
+    for transport in [Transport::Http, Transport::Grpc] {
+        let case = Case::new();
+        let rx = Receiver::start_tls(transport, &pki, true);
+        let done = run_exporting_to(
+            &case,
+            &rx,
+            &[
+                ("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca),
+                ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &cert),
+                ("OTEL_EXPORTER_OTLP_CLIENT_KEY", &key),
+            ],
+        );
+        assert_eq!(done.code, 0, "{transport:?}: {}", done.stderr);
+        assert!(
+            !done.stderr.contains("warning"),
+            "{transport:?}: {}",
+            done.stderr
+        );
+        assert_eq!(rx.wait_for_spans(1, WAIT).len(), 1, "{transport:?}");
+
+        // Without one, the collector refuses the connection.
+        let rx = Receiver::start_tls(transport, &pki, true);
+        let done = run_exporting_to(&case, &rx, &[("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca)]);
+        assert_eq!(done.code, 0, "{transport:?}: {}", done.stderr);
+        assert!(
+            done.stderr
+                .contains("warning: OpenTelemetry: 0 span(s) sent"),
+            "{transport:?}: {}",
+            done.stderr
+        );
+        assert!(rx.spans().is_empty());
+    }
+}
+
+#[test]
+fn bad_tls_files_are_refused_before_anything_runs_naming_the_file() {
+    let case = Case::new();
+    let pki = TestPki::new();
+    let (cert, key) = pki.client_files();
+    let missing = case.path().join("no-such-ca.pem");
+    let not_pem = case.path().join("not.pem");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let rx = Receiver::start_tls(Transport::Http, &pki, false);
+    for (vars, needle) in [
+        (
+            vec![("OTEL_EXPORTER_OTLP_CERTIFICATE", missing.as_path())],
+            format!("the CA certificate file {}", missing.display()),
+        ),
+        (
+            vec![("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", not_pem.as_path())],
+            format!("{} holds no PEM certificate", not_pem.display()),
+        ),
+        (
+            vec![("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", cert.as_path())],
+            "set both OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY"
+                .to_string(),
+        ),
+        (
+            vec![
+                ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", cert.as_path()),
+                ("OTEL_EXPORTER_OTLP_CLIENT_KEY", not_pem.as_path()),
+            ],
+            format!("the client key {}", not_pem.display()),
+        ),
+    ] {
+        let done = run_exporting_to(&case, &rx, &vars);
+        assert_eq!(done.code, 2, "{vars:?}: {}", done.stderr);
+        assert!(done.stderr.contains(&needle), "{vars:?}: {}", done.stderr);
+        assert!(!case.run_dir().exists(), "nothing ran: {vars:?}");
+    }
+    // The key is not the problem when it is right.
+    assert!(key.exists());
 }
 
 /// `--otel-protocol` beats `OTEL_EXPORTER_OTLP_PROTOCOL`, and a gRPC

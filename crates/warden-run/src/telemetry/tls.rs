@@ -1,0 +1,159 @@
+//! TLS to an `https://` collector: rustls with ring, the
+//! system's certificates and those of `OTEL_EXPORTER_OTLP_CERTIFICATE`,
+//! and the client's own certificate and key for mutual TLS
+//! (`OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`, `..._CLIENT_KEY`). The files
+//! are named in the configuration and read when an exporter is made, so
+//! a bad one stops warden before anything runs, and a node's warden (a
+//! cluster job) reads them again where it runs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig, TlsProvider};
+
+use super::TelemetryError;
+
+/// The files of an `https://` collector's TLS; all optional (the system's
+/// certificates are trusted in any case).
+#[non_exhaustive]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsFiles {
+    /// PEM certificates to trust besides the system's (a private CA).
+    pub ca: Option<PathBuf>,
+    /// The client's PEM certificate chain, for a collector that asks for
+    /// one (mutual TLS); with `client_key`.
+    pub client_certificate: Option<PathBuf>,
+    /// The client's PEM private key.
+    pub client_key: Option<PathBuf>,
+}
+
+/// Their contents, read and checked.
+pub(crate) struct Loaded {
+    ca: Vec<Certificate<'static>>,
+    ca_pem: Option<Vec<u8>>,
+    client: Option<Client>,
+}
+
+struct Client {
+    chain: Vec<Certificate<'static>>,
+    key: PrivateKey<'static>,
+    chain_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+}
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>, TelemetryError> {
+    // Certificates are small; a bound keeps a FIFO or a huge file from
+    // holding warden (it is read before anything runs).
+    crate::regular_file::read(path, 1 << 20)
+        .map_err(|e| TelemetryError::Tls(format!("{what} {}: {e}", path.display())))
+}
+
+fn certificates(
+    pem: &[u8],
+    path: &Path,
+    what: &str,
+) -> Result<Vec<Certificate<'static>>, TelemetryError> {
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(PemItem::Certificate(c)) => certs.push(c),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(TelemetryError::Tls(format!(
+                    "{what} {}: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(TelemetryError::Tls(format!(
+            "{what} {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        )));
+    }
+    Ok(certs)
+}
+
+impl TlsFiles {
+    /// Reads and checks the files.
+    pub(crate) fn load(&self) -> Result<Loaded, TelemetryError> {
+        let (ca, ca_pem) = match &self.ca {
+            Some(path) => {
+                let pem = read(path, "the CA certificate file")?;
+                (
+                    certificates(&pem, path, "the CA certificate file")?,
+                    Some(pem),
+                )
+            }
+            None => (Vec::new(), None),
+        };
+        let client = match (&self.client_certificate, &self.client_key) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => {
+                let chain_pem = read(cert, "the client certificate")?;
+                let chain = certificates(&chain_pem, cert, "the client certificate")?;
+                let key_pem = read(key, "the client key")?;
+                let parsed = PrivateKey::from_pem(&key_pem).map_err(|e| {
+                    TelemetryError::Tls(format!(
+                        "the client key {}: {e} (a PEM private key: PKCS#8, PKCS#1 or SEC1)",
+                        key.display()
+                    ))
+                })?;
+                Some(Client {
+                    chain,
+                    key: parsed,
+                    chain_pem,
+                    key_pem,
+                })
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(TelemetryError::Tls(
+                    "a client certificate needs its key and a key its certificate: set both OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY".into(),
+                ));
+            }
+        };
+        Ok(Loaded { ca, ca_pem, client })
+    }
+}
+
+impl Loaded {
+    /// The TLS of the HTTP exporter's client: rustls (ring), the system's
+    /// certificates and the CA file's.
+    pub(crate) fn ureq(self) -> Result<TlsConfig, TelemetryError> {
+        // A system store that cannot be read in part still gives the
+        // rest; none at all is said when nothing else is trusted either.
+        let mut roots: Vec<Certificate<'static>> = rustls_native_certs::load_native_certs()
+            .certs
+            .iter()
+            .map(|der| Certificate::from_der(der.as_ref()).to_owned())
+            .collect();
+        roots.extend(self.ca);
+        if roots.is_empty() {
+            return Err(TelemetryError::Tls(
+                "no certificate to trust: the system has none and OTEL_EXPORTER_OTLP_CERTIFICATE names no file".into(),
+            ));
+        }
+        Ok(TlsConfig::builder()
+            .provider(TlsProvider::Rustls)
+            .root_certs(RootCerts::Specific(Arc::new(roots)))
+            .client_cert(
+                self.client
+                    .map(|c| ClientCert::new_with_certs(&c.chain, c.key)),
+            )
+            .build())
+    }
+
+    /// The TLS of the gRPC exporter's channel.
+    pub(crate) fn tonic(self) -> tonic::transport::ClientTlsConfig {
+        let mut tls = tonic::transport::ClientTlsConfig::new().with_native_roots();
+        if let Some(pem) = self.ca_pem {
+            tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+        }
+        if let Some(c) = self.client {
+            tls = tls.identity(tonic::transport::Identity::from_pem(c.chain_pem, c.key_pem));
+        }
+        tls
+    }
+}
