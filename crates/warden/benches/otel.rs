@@ -6,7 +6,9 @@
 //! that refuse connections, accept them and never answer, or never
 //! complete them, each with the default flush bound (5 s), in turn in the
 //! same loop so the machine's drift hits every row alike; the live rows
-//! also with spans alone (`OTEL_METRICS_EXPORTER=none`). Prints the
+//! also with spans alone (`OTEL_METRICS_EXPORTER=none`) and over TLS (a
+//! receiver whose CA is given as `OTEL_EXPORTER_OTLP_CERTIFICATE`; each
+//! run makes its TLS connection anew). Prints the
 //! median wall time of each and its extra time over the reference, beside
 //! the bound. `WARDEN_BENCH_QUICK=1` for fewer repetitions (the hanging
 //! rows take up to the bound each).
@@ -15,11 +17,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use warden_telemetry_backends::faults;
-use warden_telemetry_backends::otlp::Receiver;
+use warden_telemetry_backends::otlp::{Receiver, Transport};
+use warden_telemetry_backends::pki::TestPki;
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
-fn run(dir: &std::path::Path, otel: Option<(&str, &str)>, spans_only: bool) -> Duration {
+fn run(
+    dir: &std::path::Path,
+    otel: Option<(&str, &str)>,
+    spans_only: bool,
+    ca: Option<&std::path::Path>,
+) -> Duration {
     let mut cmd = Command::new(WARDEN);
     cmd.arg("run");
     if let Some((endpoint, protocol)) = otel {
@@ -36,6 +44,9 @@ fn run(dir: &std::path::Path, otel: Option<(&str, &str)>, spans_only: bool) -> D
     cmd.env_remove("TRACEPARENT");
     if spans_only {
         cmd.env("OTEL_METRICS_EXPORTER", "none");
+    }
+    if let Some(ca) = ca {
+        cmd.env("OTEL_EXPORTER_OTLP_CERTIFICATE", ca);
     }
     let start = Instant::now();
     let status = cmd.status().expect("warden");
@@ -62,6 +73,9 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let http = Receiver::start_http();
     let grpc = Receiver::start_grpc();
+    let pki = TestPki::new();
+    let https = Receiver::start_tls(Transport::Http, &pki, false);
+    let grpcs = Receiver::start_tls(Transport::Grpc, &pki, false);
     let url = |a: std::net::SocketAddr| format!("http://{a}");
     let rows: Vec<Row> = vec![
         ("no export (reference)", None, fast_reps, false),
@@ -88,6 +102,18 @@ fn main() {
             Some((grpc.endpoint(), "grpc")),
             fast_reps,
             true,
+        ),
+        (
+            "live receiver, HTTPS",
+            Some((https.endpoint(), "http/protobuf")),
+            fast_reps,
+            false,
+        ),
+        (
+            "live receiver, gRPC over TLS",
+            Some((grpcs.endpoint(), "grpc")),
+            fast_reps,
+            false,
         ),
         (
             "refusing, HTTP",
@@ -132,7 +158,14 @@ fn main() {
         for (row, (_, otel, reps, spans_only)) in rows.iter().enumerate() {
             if i < *reps {
                 let otel = otel.as_ref().map(|(e, p)| (e.as_str(), *p));
-                times[row].push(run(tmp.path(), otel, *spans_only));
+                let ca = pki.ca_file();
+                let tls = otel.is_some_and(|(e, _)| e.starts_with("https://"));
+                times[row].push(run(
+                    tmp.path(),
+                    otel,
+                    *spans_only,
+                    tls.then_some(ca.as_path()),
+                ));
             }
         }
     }
@@ -149,8 +182,10 @@ fn main() {
         );
     }
     println!(
-        "\n{} spans received over HTTP, {} over gRPC",
+        "\n{} spans received over HTTP, {} over gRPC, {} over HTTPS, {} over gRPC with TLS",
         http.spans().len(),
-        grpc.spans().len()
+        grpc.spans().len(),
+        https.spans().len(),
+        grpcs.spans().len()
     );
 }

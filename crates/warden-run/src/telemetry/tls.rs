@@ -118,17 +118,26 @@ impl TlsFiles {
     }
 }
 
+/// The system's certificates, read once per process (the spans' and the
+/// metrics' clients both need them, and reading them takes milliseconds).
+/// A store that cannot be read in part still gives the rest; none at all
+/// is said when nothing else is trusted either.
+fn system_roots() -> &'static [Certificate<'static>] {
+    static ROOTS: std::sync::OnceLock<Vec<Certificate<'static>>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        rustls_native_certs::load_native_certs()
+            .certs
+            .iter()
+            .map(|der| Certificate::from_der(der.as_ref()).to_owned())
+            .collect()
+    })
+}
+
 impl Loaded {
     /// The TLS of the HTTP exporter's client: rustls (ring), the system's
     /// certificates and the CA file's.
     pub(crate) fn ureq(self) -> Result<TlsConfig, TelemetryError> {
-        // A system store that cannot be read in part still gives the
-        // rest; none at all is said when nothing else is trusted either.
-        let mut roots: Vec<Certificate<'static>> = rustls_native_certs::load_native_certs()
-            .certs
-            .iter()
-            .map(|der| Certificate::from_der(der.as_ref()).to_owned())
-            .collect();
+        let mut roots = system_roots().to_vec();
         roots.extend(self.ca);
         if roots.is_empty() {
             return Err(TelemetryError::Tls(
