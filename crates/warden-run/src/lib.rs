@@ -315,13 +315,17 @@ impl Run {
             if traces.agent_export {
                 let export = telemetry::agent_export(spec.agent, traces)?;
                 fixed.extend(export.env.into_iter().map(|(k, v)| (k.into(), v.into())));
-                fixed.extend(
-                    export
-                        .env_defaults
-                        .into_iter()
-                        .filter(|(k, _)| std::env::var_os(k).is_none())
-                        .map(|(k, v)| (k.into(), v.into())),
-                );
+                // The user's value, from warden's environment or the
+                // request's, wins.
+                let defaults: Vec<(OsString, OsString)> = export
+                    .env_defaults
+                    .into_iter()
+                    .filter(|(k, _)| {
+                        std::env::var_os(k).is_none() && !fixed.iter().any(|(f, _)| f == k.as_str())
+                    })
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect();
+                fixed.extend(defaults);
                 spec.command.extend(export.args.into_iter().map(Into::into));
             }
         }

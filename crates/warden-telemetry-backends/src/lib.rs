@@ -9,6 +9,7 @@
 //!   more than its flush bound;
 //! * [`pki::TestPki`]: a CA of the test's own, for a receiver over TLS
 //!   ([`otlp::Receiver::start_tls`]);
+//! * [`proxy::ConnectProxy`]: an HTTP proxy that tunnels to one address;
 //! * [`prometheus::Prometheus`]: Debian's Prometheus server, started in
 //!   the foreground by the test to scrape one target and answer queries.
 //!
@@ -25,3 +26,4 @@ pub mod faults;
 pub mod otlp;
 pub mod pki;
 pub mod prometheus;
+pub mod proxy;

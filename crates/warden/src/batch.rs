@@ -24,7 +24,7 @@
 //! Every run is checked before any starts; one run failing never stops the
 //! others; Ctrl-C cancels them all and still writes every report.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use warden_events::Agent;
@@ -32,7 +32,7 @@ use warden_run::batch::{Batch, entry_dir_name};
 use warden_run::executor::slurm::SlurmOptions;
 
 use crate::args::{BatchArgs, RunArgs};
-use crate::config_watch::ConfigWatch;
+use crate::config_watch::{ConfigWatch, Role};
 use crate::error::{CliError, Outcome, usage};
 use crate::render::Reporter;
 use crate::render::batch::{BatchView, print_table};
@@ -258,8 +258,17 @@ pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
             batch.to_run(),
             batch.len()
         );
-        let seen = Vec::new();
-        return drive(batch, shown, &args, signals, Some(note), dir, seen).await;
+        // The config files the runs' directories hold now: the runs to
+        // come may write them.
+        let named = std::env::var_os("WARDEN_CONFIG").map(PathBuf::from);
+        let configs = batch
+            .entries()
+            .map(|(_, r)| match &named {
+                Some(p) => ConfigWatch::now(&r.cwd.join(p), Role::Named),
+                None => ConfigWatch::now(&r.cwd.join("warden.toml"), Role::Found),
+            })
+            .collect();
+        return drive(batch, shown, &args, signals, Some(note), dir, configs).await;
     }
     let Some(file) = args.file.clone() else {
         return Err(usage("give a batch file, or --resume DIR"));
@@ -274,6 +283,8 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
         Ok(t) => t,
         Err(e) => return Err(err(file, format!("could not read it: {e}"))),
     };
+    // What the next batch of this file runs: the runs may write it.
+    let mut configs = vec![ConfigWatch::now(file, Role::BatchFile)];
     let doc: toml::Table = match text_of_file.parse() {
         Ok(d) => d,
         Err(e) => return Err(err(file, e)),
@@ -333,7 +344,6 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
 
     // Check every run before starting any.
     let mut shown: Vec<(String, Agent, Option<Duration>)> = Vec::new();
-    let mut configs: Vec<ConfigWatch> = Vec::new();
     for (i, run) in runs.iter().enumerate() {
         let Some(table) = run.as_table() else {
             return Err(err(file, format!("run {} is not a table", i + 1)));

@@ -5,7 +5,8 @@
 //! cannot refuse that write without touching the user's files (under
 //! `bwrap` the work tree is writable by design); it can say that it
 //! happened, once the run, session or batch has ended, before anything
-//! reads the file again.
+//! reads the file again. A batch file in the runs' reach is watched the
+//! same way: it says what the next batch of that file runs, and how.
 
 use std::path::{Path, PathBuf};
 
@@ -23,11 +24,21 @@ enum Seen {
     Unreadable,
 }
 
+/// What the file is to a later warden.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// `./warden.toml`, found in the directory.
+    Found,
+    /// Named with `--config` or `WARDEN_CONFIG`.
+    Named,
+    /// The file of `warden batch FILE`.
+    BatchFile,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct ConfigWatch {
     path: PathBuf,
-    /// Named with `--config` or `WARDEN_CONFIG` rather than found.
-    named: bool,
+    role: Role,
     before: Seen,
 }
 
@@ -36,23 +47,34 @@ impl ConfigWatch {
     pub(crate) fn new(path: &Path, named: bool, text: Option<&str>) -> Self {
         Self {
             path: path.to_path_buf(),
-            named,
+            role: if named { Role::Named } else { Role::Found },
             before: text.map_or(Seen::Absent, |t| Seen::Text(t.to_string())),
         }
     }
 
-    fn look(&self) -> Seen {
-        match regular_file::read_text(&self.path, warden_run::defaults::MAX_WORK_TREE_FILE) {
-            Ok(text) => Seen::Text(text),
-            Err(e) if e.is_not_found() => Seen::Absent,
-            Err(_) => Seen::Unreadable,
+    /// The file at `path` as it is now.
+    pub(crate) fn now(path: &Path, role: Role) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            role,
+            before: look(path),
         }
     }
+}
 
+fn look(path: &Path) -> Seen {
+    match regular_file::read_text(path, warden_run::defaults::MAX_WORK_TREE_FILE) {
+        Ok(text) => Seen::Text(text),
+        Err(e) if e.is_not_found() => Seen::Absent,
+        Err(_) => Seen::Unreadable,
+    }
+}
+
+impl ConfigWatch {
     /// How the file changed since the settings were read, in words;
     /// `None` when it did not.
     pub(crate) fn change(&self) -> Option<&'static str> {
-        let now = self.look();
+        let now = look(&self.path);
         if now == self.before {
             return None;
         }
@@ -68,13 +90,22 @@ impl ConfigWatch {
     /// Actions, as a warning annotation, when the file changed.
     pub(crate) fn warn_if_changed(&self) {
         let Some(change) = self.change() else { return };
-        let next = if self.named {
-            "a warden given the same config file reads it"
-        } else {
-            "a warden started in this directory reads it"
+        let (next, remedy) = match self.role {
+            Role::Found => (
+                "a warden started in this directory reads it",
+                "keep settings out of the agent's reach with --config FILE outside the work tree",
+            ),
+            Role::Named => (
+                "a warden given the same config file reads it",
+                "keep settings out of the agent's reach with --config FILE outside the work tree",
+            ),
+            Role::BatchFile => (
+                "a batch of this file runs what it says",
+                "keep batch files outside the runs' work trees",
+            ),
         };
         let msg = format!(
-            "{} was {change} while warden ran: {next}, so check what it sets before running again (keep settings out of the agent's reach with --config FILE outside the work tree)",
+            "{} was {change} while warden ran: {next}, so check it before running again ({remedy})",
             self.path.display()
         );
         console::important(&format!("warden: warning: {msg}"));

@@ -208,7 +208,7 @@ impl Exporter {
                             .timeout(cfg.timeout);
                     if let Some(tls) = &cfg.tls {
                         endpoint = endpoint
-                            .tls_config(tls.load()?.tonic())
+                            .tls_config(tls.load()?.tonic(cfg.timeout)?)
                             .map_err(|e| bad(&e))?;
                     }
                     let channel = endpoint.connect_lazy();

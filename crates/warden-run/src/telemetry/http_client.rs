@@ -27,9 +27,9 @@ impl Client {
             .timeout_global(Some(timeout))
             // The status is the exporter's to read (it retries on some).
             .http_status_as_error(false)
-            // As gRPC: straight to the collector, whatever HTTPS_PROXY says.
-            .proxy(None)
-            .user_agent(concat!("warden/", env!("CARGO_PKG_VERSION")));
+            // Through the proxy of HTTP_PROXY/HTTPS_PROXY/ALL_PROXY, but
+            // not for the hosts of NO_PROXY (ureq's default, said here).
+            .proxy(ureq::Proxy::try_from_env());
         if let Some(files) = tls {
             config = config.tls_config(files.load()?.ureq()?);
         }

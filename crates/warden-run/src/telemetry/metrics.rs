@@ -435,7 +435,7 @@ impl Otlp {
                                 endpoint.connect_timeout(cfg.timeout).timeout(cfg.timeout);
                             let endpoint = match &cfg.tls {
                                 Some(tls) => endpoint
-                                    .tls_config(tls.load()?.tonic())
+                                    .tls_config(tls.load()?.tonic(cfg.timeout)?)
                                     .map_err(|e| bad(&e))?,
                                 None => endpoint,
                             };

@@ -63,22 +63,15 @@ pub fn agent_export(
     config: &ExportConfig,
 ) -> Result<AgentExport, TelemetryError> {
     use warden_events::Agent;
-    // The TLS files, as the variables' suffix and Codex's key name them.
+    // The collector's CA, as the variables' suffix and Codex's key name
+    // it. Never warden's client certificate and key: the agent is not to
+    // be trusted with warden's identity (a collector that asks for one
+    // gets the agent's own export only if the user configures it).
     let tls: Vec<(&str, &str, String)> = config
         .tls
         .iter()
-        .flat_map(|t| {
-            [
-                ("CERTIFICATE", "ca-certificate", &t.ca),
-                (
-                    "CLIENT_CERTIFICATE",
-                    "client-certificate",
-                    &t.client_certificate,
-                ),
-                ("CLIENT_KEY", "client-private-key", &t.client_key),
-            ]
-        })
-        .filter_map(|(var, key, path)| Some((var, key, path.as_ref()?.display().to_string())))
+        .filter_map(|t| t.ca.as_ref())
+        .map(|ca| ("CERTIFICATE", "ca-certificate", ca.display().to_string()))
         .collect();
     let standard = || {
         let mut env = vec![
@@ -125,7 +118,7 @@ pub fn agent_export(
             })
         }
         Agent::Codex => {
-            let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+            let quoted = |v: &str| toml_string(v);
             let endpoint = quoted(&config.traces_endpoint);
             // Its exporter's own TLS table (absolute paths, as Codex wants).
             let tls = if tls.is_empty() {
@@ -150,6 +143,23 @@ pub fn agent_export(
         }
         other => Err(TelemetryError::AgentExport(other.name())),
     }
+}
+
+/// `v` as a TOML basic string: quotes, backslashes and every control
+/// character escaped.
+fn toml_string(v: &str) -> String {
+    let mut out = String::with_capacity(v.len() + 2);
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// A span's place in a trace: the trace, the span, and its parent. In
@@ -842,24 +852,47 @@ mod tests {
     }
 
     #[test]
-    fn an_agent_is_given_the_collector_s_tls_files() {
+    fn an_agent_is_given_the_collector_s_ca_and_never_warden_s_client_key() {
         let dir = tempfile::tempdir().unwrap();
-        let ca = dir.path().join("ca \"quoted\".pem");
-        let cert = any_pem_certificate();
-        std::fs::write(&ca, &cert).unwrap();
+        // A name TOML must escape: a quote and a tab.
+        let ca = dir.path().join("ca \"quoted\"\t.pem");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["warden".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let (client, client_key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&client, cert.pem()).unwrap();
+        std::fs::write(&client_key, key.serialize_pem()).unwrap();
         let vars = [
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4318".to_string()),
             ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.display().to_string()),
+            (
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+                client.display().to_string(),
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+                client_key.display().to_string(),
+            ),
         ];
         let env = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         let config = ExportConfig::resolve(None, None, None, env)
             .unwrap()
             .unwrap();
+        let tls = config.tls.as_ref().unwrap();
+        assert_eq!(tls.client_key.as_deref(), Some(client_key.as_path()));
         let claude = agent_export(warden_events::Agent::Claude, &config).unwrap();
         assert!(claude.env.contains(&(
             "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE".to_string(),
             ca.display().to_string()
         )));
+        assert!(
+            !claude.env.iter().any(|(k, _)| k.contains("CLIENT")),
+            "{:?}",
+            claude.env
+        );
         assert_eq!(
             claude.env_defaults,
             [("NODE_EXTRA_CA_CERTS".to_string(), ca.display().to_string())]
@@ -874,13 +907,8 @@ mod tests {
             http["tls"]["ca-certificate"].as_str(),
             Some(ca.to_str().unwrap())
         );
-        assert!(http["tls"].get("client-certificate").is_none());
-    }
-
-    /// A PEM certificate block: resolving checks that the file holds one
-    /// (its framing and base64), not what it certifies.
-    fn any_pem_certificate() -> String {
-        "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n".to_string()
+        assert!(http["tls"].get("client-private-key").is_none(), "{value}");
+        assert!(http["tls"].get("client-certificate").is_none(), "{value}");
     }
 
     #[test]

@@ -82,10 +82,19 @@ impl TlsFiles {
         let (ca, ca_pem) = match &self.ca {
             Some(path) => {
                 let pem = read(path, "the CA certificate file")?;
-                (
-                    certificates(&pem, path, "the CA certificate file")?,
-                    Some(pem),
-                )
+                let certs = certificates(&pem, path, "the CA certificate file")?;
+                // Each one as rustls will take it: a block whose contents
+                // are no certificate would be dropped without a word.
+                let (_, unusable) = rustls::RootCertStore::empty()
+                    .add_parsable_certificates(certs.iter().map(|c| der_of(c)));
+                if unusable > 0 {
+                    return Err(TelemetryError::Tls(format!(
+                        "the CA certificate file {}: {unusable} of its {} certificate(s) cannot be used (not X.509)",
+                        path.display(),
+                        certs.len()
+                    )));
+                }
+                (certs, Some(pem))
             }
             None => (Vec::new(), None),
         };
@@ -98,6 +107,16 @@ impl TlsFiles {
                 let parsed = PrivateKey::from_pem(&key_pem).map_err(|e| {
                     TelemetryError::Tls(format!(
                         "the client key {}: {e} (a PEM private key: PKCS#8, PKCS#1 or SEC1)",
+                        key.display()
+                    ))
+                })?;
+                // As a connection would use them: a key of a kind ring
+                // cannot use, or not the certificate's, is refused here,
+                // not found by the export thread.
+                check_pair(&chain_pem, &key_pem).map_err(|e| {
+                    TelemetryError::Tls(format!(
+                        "the client certificate {} and key {}: {e}",
+                        cert.display(),
                         key.display()
                     ))
                 })?;
@@ -116,6 +135,31 @@ impl TlsFiles {
         };
         Ok(Loaded { ca, ca_pem, client })
     }
+}
+
+fn der_of(c: &Certificate<'_>) -> rustls::pki_types::CertificateDer<'static> {
+    rustls::pki_types::CertificateDer::from(c.der().to_vec())
+}
+
+/// Whether rustls with ring takes `chain` and `key` as a client's
+/// identity: the key usable, and the certificate's.
+fn check_pair(chain_pem: &[u8], key_pem: &[u8]) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(chain_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| e.to_string())?;
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(chain, key)
+        .map(drop)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => "the key is not the certificate's".to_string(),
+            other => format!("{other} (ring takes RSA, ECDSA P-256/P-384 and Ed25519 keys)"),
+        })
 }
 
 /// The system's certificates, read once per process (the spans' and the
@@ -140,9 +184,7 @@ impl Loaded {
         let mut roots = system_roots().to_vec();
         roots.extend(self.ca);
         if roots.is_empty() {
-            return Err(TelemetryError::Tls(
-                "no certificate to trust: the system has none and OTEL_EXPORTER_OTLP_CERTIFICATE names no file".into(),
-            ));
+            return Err(no_roots());
         }
         Ok(TlsConfig::builder()
             .provider(TlsProvider::Rustls)
@@ -154,15 +196,32 @@ impl Loaded {
             .build())
     }
 
-    /// The TLS of the gRPC exporter's channel.
-    pub(crate) fn tonic(self) -> tonic::transport::ClientTlsConfig {
-        let mut tls = tonic::transport::ClientTlsConfig::new().with_native_roots();
+    /// The TLS of the gRPC exporter's channel, its handshake cut at
+    /// `timeout` (the channel's own timeouts bound the TCP connect and
+    /// the request, not the handshake between them).
+    pub(crate) fn tonic(
+        self,
+        timeout: std::time::Duration,
+    ) -> Result<tonic::transport::ClientTlsConfig, TelemetryError> {
+        let mut tls = tonic::transport::ClientTlsConfig::new().timeout(timeout);
+        // tonic refuses an empty system store even beside a CA file.
+        if !system_roots().is_empty() {
+            tls = tls.with_native_roots();
+        } else if self.ca_pem.is_none() {
+            return Err(no_roots());
+        }
         if let Some(pem) = self.ca_pem {
             tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
         }
         if let Some(c) = self.client {
             tls = tls.identity(tonic::transport::Identity::from_pem(c.chain_pem, c.key_pem));
         }
-        tls
+        Ok(tls)
     }
+}
+
+fn no_roots() -> TelemetryError {
+    TelemetryError::Tls(
+        "no certificate to trust: the system has none (install ca-certificates) and OTEL_EXPORTER_OTLP_CERTIFICATE names no file".into(),
+    )
 }

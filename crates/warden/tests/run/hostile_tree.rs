@@ -424,6 +424,39 @@ fn a_batch_says_once_that_a_run_wrote_the_warden_toml_of_its_directory() {
     );
 }
 
+#[test]
+fn a_batch_says_when_a_run_rewrote_its_batch_file_or_a_resumed_run_its_warden_toml() {
+    let case = Case::new();
+    let toml = "[defaults]\nagent = \"exec\"\n\n\
+                [[run]]\nname = \"edits\"\ncommand = [\"sh\", \"-c\", \"echo '# more' >> runs.toml\"]\n\n\
+                [[run]]\nname = \"later\"\ncommand = [\"sh\", \"-c\", \"if [ -e go ]; then echo 'timeout = \\\"0\\\"' > warden.toml; fi; exit 1\"]\n";
+    let file = crate::batch::write(&case, toml);
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", &file, "-j", "1", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(done.code, 1, "`later` failed: {}", done.stderr);
+    let warned = config_warnings(&done.stderr);
+    assert!(warned.is_empty(), "{}", done.stderr);
+    assert!(
+        done.stderr.contains(&format!(
+            "{file} was changed while warden ran: a batch of this file runs what it says"
+        )),
+        "{}",
+        done.stderr
+    );
+
+    // Resumed, the failed run runs again and this time plants warden.toml.
+    std::fs::write(case.path().join("go"), "").unwrap();
+    let again = case.run(&["batch", "--resume", dir.to_str().unwrap(), "--rerun-failed"]);
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    let warned = config_warnings(&again.stderr);
+    assert_eq!(warned.len(), 1, "{}", again.stderr);
+    assert!(
+        warned[0].contains("warden.toml was created"),
+        "{}",
+        warned[0]
+    );
+}
+
 fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();

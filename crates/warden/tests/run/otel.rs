@@ -183,7 +183,7 @@ fn under_an_inbound_traceparent_that_is_not_sampled_nothing_is_exported() {
         assert_eq!(otel["spans_dropped"], 0, "{report}: {otel}");
     }
     assert!(
-        !done.stderr.contains("telemetry"),
+        !done.stderr.contains("OpenTelemetry"),
         "no warning of spans lost: {}",
         done.stderr
     );
@@ -294,20 +294,26 @@ fn a_batch_is_one_trace_with_a_session_per_entry() {
 /// generous, the figure is in the benchmark).
 #[test]
 fn a_dead_hanging_or_unreachable_collector_costs_at_most_the_flush_bound() {
-    for (what, addr, protocol) in [
-        ("refusing", faults::refusing(), "http/protobuf"),
-        ("hanging", faults::hanging(), "http/protobuf"),
-        ("hanging", faults::hanging(), "grpc"),
-        ("never connecting", faults::never_connecting(), "grpc"),
+    for (what, addr, protocol, scheme) in [
+        ("refusing", faults::refusing(), "http/protobuf", "http"),
+        ("hanging", faults::hanging(), "http/protobuf", "http"),
+        ("hanging", faults::hanging(), "grpc", "http"),
+        (
+            "never connecting",
+            faults::never_connecting(),
+            "grpc",
+            "http",
+        ),
         (
             "never connecting",
             faults::never_connecting(),
             "http/protobuf",
+            "http",
         ),
     ] {
         let case = Case::new();
         let start = Instant::now();
-        let endpoint = format!("http://{addr}");
+        let endpoint = format!("{scheme}://{addr}");
         let done = warden(
             &case,
             &endpoint,
@@ -324,7 +330,7 @@ fn a_dead_hanging_or_unreachable_collector_costs_at_most_the_flush_bound() {
             ],
         );
         let took = start.elapsed();
-        assert_eq!(done.code, 0, "{what} {protocol}: {}", done.stderr);
+        assert_eq!(done.code, 0, "{what} {protocol} {scheme}: {}", done.stderr);
         assert_eq!(done.report()["verdict"], "succeeded");
         assert!(
             done.stderr
@@ -334,7 +340,110 @@ fn a_dead_hanging_or_unreachable_collector_costs_at_most_the_flush_bound() {
         );
         assert!(
             took < Duration::from_secs(4),
-            "{what} {protocol}: warden took {took:?} with a flush bound of 1s"
+            "{what} {protocol} {scheme}: warden took {took:?} with a flush bound of 1s"
+        );
+    }
+}
+
+/// Over HTTP, exports go through the proxy `HTTP_PROXY` names (a tunnel
+/// to the receiver), and straight to the collector for a host of
+/// `NO_PROXY`.
+#[test]
+fn http_exports_go_through_the_environment_s_proxy_unless_no_proxy_says() {
+    let rx = Receiver::start_http();
+    let proxy = warden_telemetry_backends::proxy::ConnectProxy::start(rx.addr());
+    // TEST-NET-1: nothing answers there; only the proxy can deliver.
+    let collector = "http://192.0.2.10:4318";
+    for no_proxy in [None, Some("192.0.2.10")] {
+        let case = Case::new();
+        let mut cmd = case.command(&[
+            "run",
+            "--otel",
+            collector,
+            "--otel-flush",
+            "1s",
+            "exec",
+            "--",
+            "true",
+        ]);
+        crate::support::without_own_telemetry(&mut cmd);
+        for v in [
+            "HTTP_PROXY",
+            "http_proxy",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "ALL_PROXY",
+            "all_proxy",
+            "NO_PROXY",
+            "no_proxy",
+        ] {
+            cmd.env_remove(v);
+        }
+        cmd.env("HTTP_PROXY", proxy.url());
+        if let Some(hosts) = no_proxy {
+            cmd.env("NO_PROXY", hosts);
+        }
+        let done = case.finished(cmd.output().unwrap(), Instant::now());
+        assert_eq!(done.code, 0, "{no_proxy:?}: {}", done.stderr);
+        match no_proxy {
+            None => {
+                let spans = rx.wait_for_spans(1, WAIT);
+                assert_eq!(spans.len(), 1, "{}", spans.render());
+                assert!(
+                    proxy.asked().iter().all(|t| t == "192.0.2.10:4318"),
+                    "{:?}",
+                    proxy.asked()
+                );
+            }
+            Some(_) => {
+                assert_eq!(rx.spans().len(), 1, "no second span through the proxy");
+                assert!(
+                    done.stderr
+                        .contains("warning: OpenTelemetry: 0 span(s) sent"),
+                    "{}",
+                    done.stderr
+                );
+            }
+        }
+    }
+}
+
+/// A collector that takes the connection and never answers the TLS
+/// handshake: each export is cut at its timeout (here 300 ms), well
+/// inside a long flush bound, so the export thread is free for the next
+/// spans (not stuck until the server hangs up).
+#[test]
+fn a_tls_handshake_that_never_completes_is_cut_at_the_export_timeout() {
+    for protocol in ["http/protobuf", "grpc"] {
+        let case = Case::new();
+        let endpoint = format!("https://{}", faults::hanging());
+        let mut cmd = case.command(&[
+            "run",
+            "--otel",
+            &endpoint,
+            "--otel-protocol",
+            protocol,
+            "--otel-flush",
+            "20s",
+            "exec",
+            "--",
+            "true",
+        ]);
+        crate::support::without_own_telemetry(&mut cmd);
+        cmd.env("OTEL_EXPORTER_OTLP_TIMEOUT", "300");
+        let start = Instant::now();
+        let done = case.finished(cmd.output().unwrap(), start);
+        let took = start.elapsed();
+        assert_eq!(done.code, 0, "{protocol}: {}", done.stderr);
+        assert!(
+            done.stderr
+                .contains("0 span(s) sent, 0 dropped (queue full), 1 in failed exports"),
+            "{protocol}: {}",
+            done.stderr
+        );
+        assert!(
+            took < Duration::from_secs(8),
+            "{protocol}: {took:?}: the handshake was not cut at the 300 ms timeout"
         );
     }
 }
@@ -505,6 +614,16 @@ fn bad_tls_files_are_refused_before_anything_runs_naming_the_file() {
     let missing = case.path().join("no-such-ca.pem");
     let not_pem = case.path().join("not.pem");
     std::fs::write(&not_pem, "hello").unwrap();
+    // PEM framing around what is no certificate.
+    let not_x509 = case.path().join("not-x509.pem");
+    std::fs::write(
+        &not_x509,
+        "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    // A key, but the server's, not the client certificate's.
+    let other_key = case.path().join("other-key.pem");
+    std::fs::write(&other_key, &pki.server_key).unwrap();
     let rx = Receiver::start_tls(Transport::Http, &pki, false);
     for (vars, needle) in [
         (
@@ -526,6 +645,24 @@ fn bad_tls_files_are_refused_before_anything_runs_naming_the_file() {
                 ("OTEL_EXPORTER_OTLP_CLIENT_KEY", not_pem.as_path()),
             ],
             format!("the client key {}", not_pem.display()),
+        ),
+        (
+            vec![("OTEL_EXPORTER_OTLP_CERTIFICATE", not_x509.as_path())],
+            format!(
+                "the CA certificate file {}: 1 of its 1 certificate(s) cannot be used",
+                not_x509.display()
+            ),
+        ),
+        (
+            vec![
+                ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", cert.as_path()),
+                ("OTEL_EXPORTER_OTLP_CLIENT_KEY", other_key.as_path()),
+            ],
+            format!(
+                "the client certificate {} and key {}: the key is not the certificate's",
+                cert.display(),
+                other_key.display()
+            ),
         ),
     ] {
         let done = run_exporting_to(&case, &rx, &vars);
