@@ -29,6 +29,8 @@ pub(super) struct Pipeline {
     config: ExportConfig,
     queue: Mutex<Option<SyncSender<SpanRecord>>>,
     pub(super) dropped: Count,
+    /// Spans the queue took.
+    queued: Count,
     exported: Count,
     failed: Count,
     done: Mutex<Option<mpsc::Receiver<()>>>,
@@ -71,6 +73,7 @@ impl Pipeline {
             config,
             queue: Mutex::new(Some(tx)),
             dropped: Arc::new(AtomicU64::new(0)),
+            queued: Arc::new(AtomicU64::new(0)),
             exported,
             failed,
             done: Mutex::new(Some(done)),
@@ -91,7 +94,9 @@ impl Pipeline {
             },
             None => false,
         };
-        if !sent {
+        if sent {
+            self.queued.fetch_add(1, Ordering::Relaxed);
+        } else {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         sent
@@ -103,16 +108,24 @@ impl Pipeline {
         // Closing the queue tells the thread to send the rest and stop.
         drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let timed_out = match done {
-            Some(rx) => !matches!(
-                rx.recv_timeout(deadline.saturating_duration_since(Instant::now())),
-                Ok(()) | Err(RecvTimeoutError::Disconnected)
-            ),
-            None => false,
+        let ended =
+            done.map(|rx| rx.recv_timeout(deadline.saturating_duration_since(Instant::now())));
+        // Read once the thread is done (or the bound ran out).
+        let exported = self.exported.load(Ordering::Relaxed);
+        let mut failed = self.failed.load(Ordering::Relaxed);
+        let timed_out = match ended {
+            Some(Ok(())) | None => false,
+            Some(Err(RecvTimeoutError::Timeout)) => true,
+            // The thread died (a panic in the exporter): what it had
+            // taken and not sent is lost, and said so.
+            Some(Err(RecvTimeoutError::Disconnected)) => {
+                failed = self.queued.load(Ordering::Relaxed).saturating_sub(exported);
+                false
+            }
         };
         Flushed {
-            exported: self.exported.load(Ordering::Relaxed),
-            failed: self.failed.load(Ordering::Relaxed),
+            exported,
+            failed,
             dropped: self.dropped.load(Ordering::Relaxed),
             timed_out,
             metrics: None,
