@@ -4,9 +4,12 @@
 //! Everything under the work tree is the agent's to change, and the agent
 //! is untrusted. A FIFO where warden expects a file blocks `open(2)` until
 //! someone writes it; a link to `/dev/zero` never ends. So the file is
-//! opened with `O_NONBLOCK` (which makes opening a FIFO return at once),
-//! its type is checked on the open descriptor (so it cannot be swapped
-//! between the check and the read), and at most `limit` bytes are read.
+//! first opened with `O_PATH`, which reaches the file without opening it
+//! (no driver's `open` runs: a link to `/dev/watchdog` arms nothing, a
+//! FIFO blocks nothing), its type is checked on that descriptor, and only
+//! a regular file is then opened for reading, through that same
+//! descriptor (`/proc/self/fd`), so it cannot be swapped between the
+//! check and the read; at most `limit` bytes are read.
 
 use std::fs::File;
 use std::io::Read;
@@ -53,19 +56,47 @@ pub fn kind_of(t: std::fs::FileType) -> &'static str {
     }
 }
 
-/// The bytes of the regular file at `path` (links are followed, but what
-/// they lead to must be a regular file), at most `limit` of them.
-pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
-    let file = File::options()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?;
-    let meta = file.metadata()?;
+/// The regular file at `path` (links are followed, but what they lead to
+/// must be a regular file), open for reading, and its metadata.
+fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), ReadError> {
+    use rustix::fs::{Mode, OFlags};
+    let probe = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map_err(std::io::Error::from)?;
+    let probe = File::from(probe);
+    let meta = probe.metadata()?;
     if !meta.file_type().is_file() {
         return Err(ReadError::NotRegular {
             kind: kind_of(meta.file_type()),
         });
     }
+    let through = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&probe));
+    let file = match File::options()
+        .read(true)
+        .custom_flags((OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
+        .open(&through)
+    {
+        Ok(f) => f,
+        // Without /proc, by its path again: the check below still holds
+        // for what was opened (O_NONBLOCK keeps a FIFO from blocking).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::options()
+            .read(true)
+            .custom_flags(OFlags::NONBLOCK.bits() as i32)
+            .open(path)?,
+        Err(e) => return Err(e.into()),
+    };
+    let opened = file.metadata()?;
+    if !opened.file_type().is_file() {
+        return Err(ReadError::NotRegular {
+            kind: kind_of(opened.file_type()),
+        });
+    }
+    Ok((file, opened))
+}
+
+/// The bytes of the regular file at `path` (links are followed, but what
+/// they lead to must be a regular file), at most `limit` of them.
+pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let (file, meta) = open_regular(path)?;
     if meta.len() > limit {
         return Err(ReadError::TooLarge {
             size: meta.len(),
@@ -89,16 +120,7 @@ pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
 /// summary shows of it, so its start is skipped rather than refused.
 pub fn read_tail(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     use std::io::{Seek, SeekFrom};
-    let mut file = File::options()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(ReadError::NotRegular {
-            kind: kind_of(meta.file_type()),
-        });
-    }
+    let (mut file, meta) = open_regular(path)?;
     file.seek(SeekFrom::Start(meta.len().saturating_sub(limit)))?;
     let mut bytes = Vec::new();
     // A file that grows while it is read still stops at the bound.
@@ -206,5 +228,49 @@ mod tests {
         );
         assert_eq!(not_regular(&fifo), Some("a FIFO (named pipe)"));
         assert_eq!(not_regular(&big), None);
+    }
+
+    /// What is not a regular file is never opened: a writer waiting on a
+    /// FIFO (its open blocks until a reader opens the other end) is still
+    /// waiting after the FIFO was refused, through a link too.
+    #[test]
+    fn what_is_refused_is_never_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let link = dir.path().join("warden.toml");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let (opened, writer_opened) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        let writer = std::thread::spawn(move || {
+            let f = std::fs::OpenOptions::new().write(true).open(&path);
+            let _ = opened.send(());
+            f
+        });
+        // The writer is in its open before anything is read (else the
+        // test would prove nothing); the kernel does not show where a
+        // thread waits to all, so this gives it time.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        for p in [&fifo, &link] {
+            assert!(matches!(read(p, 100), Err(ReadError::NotRegular { .. })));
+            assert!(matches!(
+                read_tail(p, 100),
+                Err(ReadError::NotRegular { .. })
+            ));
+        }
+        assert!(
+            writer_opened
+                .recv_timeout(std::time::Duration::from_millis(300))
+                .is_err(),
+            "the FIFO was opened for reading: its writer got through"
+        );
+        // Let the writer go.
+        let _reader = File::open(&fifo).unwrap();
+        writer.join().unwrap().unwrap();
     }
 }
