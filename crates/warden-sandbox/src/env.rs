@@ -205,15 +205,24 @@ fn names(text: &str, name: &str) -> bool {
 }
 
 /// A settings file's text: a regular file of at most [`MAX_CONFIG`]
-/// bytes, opened without blocking (a FIFO planted in its place, the
-/// agent's state directory being writable, must not hang warden).
+/// bytes. The agent's state directory is writable by the agent, so what
+/// is there is first reached with `O_PATH` (which opens nothing: a FIFO
+/// or a device planted in its place is never opened) and opened for
+/// reading, without blocking, only once it is known to be a regular file.
 fn read_small(path: &std::path::Path) -> Option<String> {
+    use rustix::fs::{Mode, OFlags};
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    let probe = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let probe = std::fs::File::from(probe);
+    if !probe.metadata().ok()?.is_file() {
+        return None;
+    }
+    let through = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&probe));
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
+        .custom_flags((OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
+        .open(through)
         .ok()?;
     if !file.metadata().ok()?.is_file() {
         return None;
