@@ -317,7 +317,7 @@ impl Supervisor {
         // The run's spans go to the exporter's queue (never waiting for
         // it) before the report is written, which says how many went.
         if let (Some(spans), Some(t)) = (self.spans.take(), &self.setup.telemetry) {
-            let (handed, dropped) = t.exporter.submit(spans.finish(&report));
+            let (handed, dropped) = t.exporter.submit(spans.finish(&report), t.ids.sampled());
             report.otel = Some(crate::telemetry::OtelReport::new(&t.ids, handed, dropped));
         }
         // Counted once the verdict and every count are final; the metrics

@@ -545,13 +545,14 @@ impl Telemetry {
     }
 
     /// Hands `spans` to the export thread without waiting: those that do
-    /// not fit in its queue are dropped. Gives (handed, dropped). Under
-    /// an inbound parent that is not sampled nothing is handed.
-    pub(crate) fn submit(&self, spans: Vec<SpanRecord>) -> (u64, u64) {
+    /// not fit in its queue are dropped. Gives (handed, dropped). Spans of
+    /// a trace that is not `sampled` (their ids say: an inbound parent
+    /// decided so) are not handed.
+    pub(crate) fn submit(&self, spans: Vec<SpanRecord>, sampled: bool) -> (u64, u64) {
         let Some(pipeline) = &self.inner.spans else {
             return (0, 0);
         };
-        if self.parent.is_some_and(|(p, _)| !p.sampled) {
+        if !sampled {
             return (0, 0);
         }
         let mut dropped = 0;
@@ -752,7 +753,7 @@ impl SessionSpans {
             events: Vec::new(),
             error: error(r.verdict, &format!("stopped by {stopped}")),
         });
-        let (handed, dropped) = self.exporter.submit(all);
+        let (handed, dropped) = self.exporter.submit(all, self.ids.sampled());
         Some(OtelReport::new(&self.ids, handed, dropped))
     }
 }
@@ -794,7 +795,7 @@ pub(crate) fn batch_span(
             )
         }),
     };
-    let (handed, dropped) = exporter.submit(vec![span]);
+    let (handed, dropped) = exporter.submit(vec![span], ids.sampled());
     OtelReport::new(ids, handed, dropped)
 }
 

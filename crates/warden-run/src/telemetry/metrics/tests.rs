@@ -435,19 +435,22 @@ fn spans_and_metrics_share_one_flush_bound_with_a_hanging_collector() {
     let t = Telemetry::start(config).unwrap().expect("on");
     t.record_run(&report("exec", Verdict::Succeeded));
     let ids = t.top_span();
-    let (handed, _) = t.submit(vec![crate::telemetry::SpanRecord {
-        trace_id: ids.trace(),
-        span_id: ids.span(),
-        parent_span_id: None,
-        parent_is_remote: false,
-        name: "run".into(),
-        kind: crate::telemetry::spans::Kind::Internal,
-        start: std::time::SystemTime::now(),
-        end: std::time::SystemTime::now(),
-        attributes: Vec::new(),
-        events: Vec::new(),
-        error: None,
-    }]);
+    let (handed, _) = t.submit(
+        vec![crate::telemetry::SpanRecord {
+            trace_id: ids.trace(),
+            span_id: ids.span(),
+            parent_span_id: None,
+            parent_is_remote: false,
+            name: "run".into(),
+            kind: crate::telemetry::spans::Kind::Internal,
+            start: std::time::SystemTime::now(),
+            end: std::time::SystemTime::now(),
+            attributes: Vec::new(),
+            events: Vec::new(),
+            error: None,
+        }],
+        ids.sampled(),
+    );
     assert_eq!(handed, 1);
     let t0 = Instant::now();
     let flushed = t.shutdown();
