@@ -185,16 +185,21 @@ pub(crate) fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_fifo_a_directory_a_device_and_a_big_file_are_refused_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
+    fn fifo_in(dir: &Path) -> std::path::PathBuf {
+        let fifo = dir.join("fifo");
         rustix::fs::mkfifoat(
             rustix::fs::CWD,
             &fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
         )
         .unwrap();
+        fifo
+    }
+
+    #[test]
+    fn a_fifo_a_directory_a_device_and_a_big_file_are_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = fifo_in(dir.path());
         let e = read(&fifo, 100).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");
         let link = dir.path().join("link");
@@ -236,13 +241,7 @@ mod tests {
     #[test]
     fn what_is_refused_is_never_opened() {
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
-        rustix::fs::mkfifoat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-        )
-        .unwrap();
+        let fifo = fifo_in(dir.path());
         let link = dir.path().join("warden.toml");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
         let (opened, writer_opened) = std::sync::mpsc::channel();
