@@ -331,32 +331,7 @@ mod tests {
     }
 
     fn report(verdict: Verdict, class: Option<ErrorClass>) -> Report {
-        const REPORT: &str = r#"{
-            "schema_version": 1, "run_id": "r", "agent": "claude", "command": [],
-            "cwd": "/", "run_dir": "/", "warden_version": "0",
-            "verdict": null, "reason": "", "exit_code": null, "signal": null,
-            "pid": null, "started_at": "", "ended_at": null, "duration_ms": 0,
-            "time_to_first_activity_ms": null, "last_activity_ms": null,
-            "longest_silence_ms": 0, "activity_lines": 0, "event_counts": {},
-            "stall_warnings": 0, "stall_watchdog_armed": false,
-            "completion_signal_seen_ms": null, "forced_completion": false,
-            "hanging": [], "output_truncated": null, "orphans": [],
-            "orphans_killed": 0, "containment": null, "sandbox": "host",
-            "agent_version": null, "model": null, "session_id": null, "turns": 0,
-            "tool_calls": 0,
-            "tokens": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0},
-            "cost_usd": null, "retries": 0, "final_text": null, "error_message": null,
-            "error_class": null, "terminal_event_ms": null, "stall_extensions": [],
-            "base_commit": null, "branch": null, "commits": [], "output": null,
-            "output_error": null, "stdout_bytes": 0, "stderr_bytes": 0,
-            "limits": {"timeout_ms": null, "stall_timeout_ms": null,
-                "startup_timeout_ms": null, "completion_timeout_ms": null,
-                "drain_grace_ms": 0, "kill_grace_ms": 0, "completion_signal": "",
-                "max_line": 0, "on_fatal_error": "end"},
-            "live_events_dropped": 0, "warden_peak_rss_kib": null,
-            "warden_cpu_ms": null, "error": null, "output_lost": null, "logs": null
-        }"#;
-        let mut r: Report = serde_json::from_str(REPORT).expect("a report");
+        let mut r = crate::report::sample();
         r.verdict = Some(verdict);
         r.error_class = class;
         r

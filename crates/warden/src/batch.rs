@@ -260,14 +260,15 @@ pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
         );
         // The config files the runs' directories hold now: the runs to
         // come may write them.
-        let named = std::env::var_os("WARDEN_CONFIG").map(PathBuf::from);
-        let configs = batch
-            .entries()
-            .map(|(_, r)| match &named {
-                Some(p) => ConfigWatch::now(&r.cwd.join(p), Role::Named),
-                None => ConfigWatch::now(&r.cwd.join("warden.toml"), Role::Found),
-            })
-            .collect();
+        let (name, role) = match std::env::var_os("WARDEN_CONFIG") {
+            Some(p) => (PathBuf::from(p), Role::Named),
+            None => (PathBuf::from("warden.toml"), Role::Found),
+        };
+        let mut paths: Vec<PathBuf> = batch.entries().map(|(_, r)| r.cwd.join(&name)).collect();
+        // Runs mostly share a directory: each file is read once.
+        paths.sort();
+        paths.dedup();
+        let configs = paths.iter().map(|p| ConfigWatch::now(p, role)).collect();
         return drive(batch, shown, &args, signals, Some(note), dir, configs).await;
     }
     let Some(file) = args.file.clone() else {

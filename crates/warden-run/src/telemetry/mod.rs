@@ -118,15 +118,14 @@ pub fn agent_export(
             })
         }
         Agent::Codex => {
-            let quoted = |v: &str| toml_string(v);
-            let endpoint = quoted(&config.traces_endpoint);
+            let endpoint = toml_string(&config.traces_endpoint);
             // Its exporter's own TLS table (absolute paths, as Codex wants).
             let tls = if tls.is_empty() {
                 String::new()
             } else {
                 let keys: Vec<String> = tls
                     .iter()
-                    .map(|(_, key, path)| format!("{key}={}", quoted(path)))
+                    .map(|(_, key, path)| format!("{key}={}", toml_string(path)))
                     .collect();
                 format!(",tls={{{}}}", keys.join(","))
             };
