@@ -28,6 +28,7 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
+use crate::batch_key::{BatchKey, ReportSigner};
 use crate::batch_plan as plan;
 use crate::batch_report::BatchReport;
 use crate::batch_report::BatchRun;
@@ -73,6 +74,10 @@ pub enum BatchError {
     },
     #[error("a batch needs at least one run and at least one job")]
     Empty,
+    #[error("-j: {0}")]
+    Jobs(String),
+    #[error("could not keep the batch's key: {0}")]
+    Key(String),
     #[error("could not write the batch's plan: {0}")]
     Plan(String),
     #[error("cannot resume the batch in {}: {why}", .dir.display())]
@@ -145,6 +150,10 @@ pub struct Batch {
     /// `attempts/`) spent: counted against its budget.
     earlier_spent: crate::budget::Spent,
     telemetry: Option<crate::telemetry::Telemetry>,
+    /// The batch's key: made by [`Batch::start`], or a resumed batch's.
+    key: Option<Arc<BatchKey>>,
+    /// What [`Batch::resume`] did not believe.
+    warnings: Vec<String>,
 }
 
 impl Batch {
@@ -164,6 +173,8 @@ impl Batch {
             budget: crate::budget::Budget::default(),
             earlier_spent: crate::budget::Spent::default(),
             telemetry: None,
+            key: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -262,7 +273,20 @@ impl Batch {
                 "another warden is running it (it holds the directory's lock)".into(),
             ));
         };
-        let plan = plan::Plan::read(dir).map_err(&bad)?;
+        // The key first (from the id `plan.json` names): nothing of the
+        // plan is believed before its MAC is checked.
+        let id = plan::Plan::batch_id(dir).map_err(&bad)?;
+        let key = Arc::new(BatchKey::load(&id).map_err(&bad)?);
+        let plan = plan::Plan::read(dir, &key).map_err(&bad)?;
+        if plan.batch_id != id {
+            return Err(bad(format!(
+                "{} names two batch ids",
+                dir.join(plan::PLAN_FILE).display()
+            )));
+        }
+        if let Some(j) = jobs {
+            plan::check_jobs(j).map_err(|e| bad(format!("-j: {e}")))?;
+        }
         let executor: Arc<dyn executor::Executor> = match plan.executor.as_str() {
             "local" => Arc::new(executor::Local),
             "slurm" => {
@@ -273,6 +297,14 @@ impl Batch {
                     .transpose()
                     .map_err(|e| bad(format!("its Slurm options: {e}")))?
                     .unwrap_or_default();
+                opts.check()
+                    .and_then(|()| opts.check_paths())
+                    .map_err(|e| {
+                        bad(format!(
+                            "{}: `executor_options`: {e}",
+                            dir.join(plan::PLAN_FILE).display()
+                        ))
+                    })?;
                 executor::slurm::wait_for_earlier(&opts, dir)
                     .await
                     .map_err(&bad)?;
@@ -280,19 +312,57 @@ impl Batch {
             }
             other => return Err(bad(format!("unknown executor `{other}`"))),
         };
-        let requests = plan::read_requests(dir, plan.entries.len()).map_err(&bad)?;
+        let requests = plan::read_requests(dir, plan.entries.len(), &key);
         let mut batch = Batch::new(dir, jobs.unwrap_or(plan.jobs)).executor(executor);
-        if let Some(b) = requests.iter().find_map(|r| r.batch_budget) {
+        if let Some(b) = requests
+            .iter()
+            .find_map(|r| r.as_ref().ok().and_then(|r| r.batch_budget))
+        {
             batch.budget = b.budget;
         }
         batch.id = plan.batch_id.clone();
         batch.source = plan.file.clone();
         batch.resumed = true;
         batch.held = Some((held, in_use));
-        for (name, request) in plan.entries.iter().zip(requests) {
-            let entry_dir = dir.join(entry_dir_name(name)?);
-            let kept = plan::ended(&entry_dir, name, request.agent)
-                .filter(|run| !rerun_failed || run.verdict == Some(Verdict::Succeeded));
+        let mut dir_names = Vec::new();
+        for (index, (name, request)) in plan.entries.iter().zip(requests).enumerate() {
+            let dir_name = entry_dir_name(name)?;
+            let entry_dir = dir.join(&dir_name);
+            dir_names.push(dir_name);
+            let mut request = match request {
+                Ok(r) => r,
+                Err(refused) => {
+                    // Never run: what is there is not what warden saved.
+                    let run = BatchRun::new(
+                        name,
+                        warden_events::Agent::Exec,
+                        Some(Verdict::InternalError),
+                        Some(format!("not run: {}", refused.why)),
+                    );
+                    batch.warnings.push(format!("run `{name}`: {}", refused.why));
+                    batch.entries.push(Entry {
+                        name: name.clone(),
+                        request: RunRequest::exec(Vec::<String>::new()),
+                        kept: Some(run),
+                    });
+                    continue;
+                }
+            };
+            // Where this batch directory is now (it may have moved), and
+            // never anywhere else.
+            request.dir = Some(entry_dir.clone());
+            request.session.name = Some(name.clone());
+            let kept = match plan::ended(&entry_dir, index, name, request.agent, &key) {
+                plan::Earlier::Ended(run) => Some(*run),
+                plan::Earlier::Again => None,
+                plan::Earlier::Refused(why) => {
+                    batch
+                        .warnings
+                        .push(format!("run `{name}`: {why}; it runs again"));
+                    None
+                }
+            }
+            .filter(|run| !rerun_failed || run.verdict == Some(Verdict::Succeeded));
             if kept.is_none() {
                 plan::move_aside(dir, &entry_dir).map_err(&bad)?;
             }
@@ -302,8 +372,17 @@ impl Batch {
                 kept,
             });
         }
-        batch.earlier_spent = plan::attempts_spent(dir);
+        let (spent, warnings) = plan::attempts_spent(dir, &dir_names, &key);
+        batch.earlier_spent = spent;
+        batch.warnings.extend(warnings);
+        batch.key = Some(key);
         Ok(batch)
+    }
+
+    /// What a resumed batch found that it did not believe (a report that
+    /// could not be authenticated, say), one line each.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Each entry's name and request, in order.
@@ -371,6 +450,26 @@ impl Batch {
         if self.entries.is_empty() || self.jobs == 0 {
             return Err(BatchError::Empty);
         }
+        plan::check_jobs(self.jobs).map_err(BatchError::Jobs)?;
+        // The key the batch's files are signed with (and its secrets
+        // sealed): a resumed batch's own, else a new one, kept outside the
+        // batch directory before anything is written there.
+        let key = match self.key.take() {
+            Some(k) => k,
+            None => {
+                let id = self.id.clone();
+                let made = tokio::task::spawn_blocking(move || BatchKey::create(&id))
+                    .await
+                    .map_err(|e| BatchError::Key(e.to_string()))?;
+                Arc::new(made.map_err(BatchError::Key)?.0)
+            }
+        };
+        for (index, e) in self.entries.iter_mut().enumerate() {
+            e.request.report_signer = Some(ReportSigner {
+                key: key.clone(),
+                index,
+            });
+        }
         // What the entries kept from before spent, and the earlier
         // attempts of those that run again, counts against the budget;
         // every request carries it (a cluster's nodes read it from there).
@@ -407,7 +506,8 @@ impl Batch {
                 .map(|e| (e.name.clone(), e.request.clone()))
                 .collect();
             let dir = self.dir.clone();
-            let written = tokio::task::spawn_blocking(move || plan.write(&dir, &named))
+            let plan_key = key.clone();
+            let written = tokio::task::spawn_blocking(move || plan.write(&dir, &named, &plan_key))
                 .await
                 .map_err(|e| std::io::Error::other(e.to_string()))
                 .and_then(|r| r);
@@ -466,6 +566,7 @@ impl Batch {
             tx,
         )
         .with_budget(budget)
+        .with_key(key)
         .with_telemetry(
             batch_span
                 .as_ref()

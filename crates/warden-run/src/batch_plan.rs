@@ -3,13 +3,13 @@
 //! entries' names), each entry's request in `requests/N.json`, and the
 //! earlier attempts of an entry that ran again under `attempts/`.
 
-use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use warden_events::{Agent, SchemaVersion};
 
 use crate::RunRequest;
+use crate::batch_key::{self, BatchKey, Role};
 use crate::batch_report::BatchRun;
 use crate::executor::Executor;
 use crate::session::{SessionReport, StopReason};
@@ -46,72 +46,164 @@ impl Plan {
         }
     }
 
-    /// Writes the plan and every request (owner only: a request can hold
-    /// `--env NAME=VALUE` secrets).
+    /// Writes the plan and every request, each with its MAC (`key`), the
+    /// requests' `--env NAME=VALUE` values sealed with it.
     pub(crate) fn write(
         mut self,
         dir: &Path,
         named: &[(String, RunRequest)],
+        key: &BatchKey,
     ) -> std::io::Result<()> {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(dir.join(REQUESTS_DIR))?;
         for (i, (_, request)) in named.iter().enumerate() {
-            let bytes = serde_json::to_vec_pretty(request).map_err(std::io::Error::from)?;
-            crate::regular_file::create_new(
+            let bytes = batch_key::seal_request(key, i, request).map_err(std::io::Error::other)?;
+            key.write_signed(
                 &dir.join(REQUESTS_DIR).join(format!("{i}.json")),
                 0o600,
-            )?
-            .write_all(&bytes)?;
+                Role::Request(i),
+                &bytes,
+            )?;
         }
         self.entries = named.iter().map(|(n, _)| n.clone()).collect();
         let bytes = serde_json::to_vec_pretty(&self).map_err(std::io::Error::from)?;
-        crate::regular_file::create_new(&dir.join(PLAN_FILE), 0o644)?.write_all(&bytes)
+        key.write_signed(&dir.join(PLAN_FILE), 0o644, Role::Plan, &bytes)
     }
 
-    pub(crate) fn read(dir: &Path) -> Result<Plan, String> {
+    /// The batch id `plan.json` names, read before its key is known (to
+    /// find the key); nothing else of it is believed until its MAC is
+    /// checked.
+    pub(crate) fn batch_id(dir: &Path) -> Result<String, String> {
+        #[derive(serde::Deserialize)]
+        struct Id {
+            batch_id: String,
+        }
         let path = dir.join(PLAN_FILE);
         let bytes = crate::regular_file::read(&path, MAX_READ)
             .map_err(|e| format!("could not read {}: {e}", path.display()))?;
-        serde_json::from_slice(&bytes).map_err(|e| {
+        serde_json::from_slice::<Id>(&bytes)
+            .map(|i| i.batch_id)
+            .map_err(|e| {
+                format!(
+                    "{} is not a batch plan this warden reads: {e}",
+                    path.display()
+                )
+            })
+    }
+
+    /// `plan.json`, only as warden wrote it (its MAC checked with `key`),
+    /// its values checked.
+    pub(crate) fn read(dir: &Path, key: &BatchKey) -> Result<Plan, String> {
+        let path = dir.join(PLAN_FILE);
+        let bytes = key
+            .read_signed(&path, Role::Plan, MAX_READ)
+            .map_err(|e| format!("{e}; nothing of the batch was run"))?;
+        let plan: Plan = serde_json::from_slice(&bytes).map_err(|e| {
             format!(
                 "{} is not a batch plan this warden reads: {e}",
                 path.display()
             )
-        })
+        })?;
+        plan.check(&path)?;
+        Ok(plan)
+    }
+
+    /// Values a plan must have, named with the file when wrong.
+    fn check(&self, path: &Path) -> Result<(), String> {
+        check_jobs(self.jobs).map_err(|e| format!("{}: `jobs`: {e}", path.display()))?;
+        if self.entries.is_empty() {
+            return Err(format!("{}: `entries` is empty", path.display()));
+        }
+        Ok(())
     }
 }
 
-/// The `n` requests of the plan, in order.
-pub(crate) fn read_requests(dir: &Path, n: usize) -> Result<Vec<RunRequest>, String> {
+/// The most entries of a batch that run at once.
+pub(crate) const MAX_JOBS: usize = 1024;
+
+/// `jobs` as a batch takes it: 1 to [`MAX_JOBS`].
+pub(crate) fn check_jobs(jobs: usize) -> Result<(), String> {
+    if (1..=MAX_JOBS).contains(&jobs) {
+        Ok(())
+    } else {
+        Err(format!("{jobs} is not a number of runs at once (1 to {MAX_JOBS})"))
+    }
+}
+
+/// Why a saved request is not run: it could not be authenticated or read.
+pub(crate) struct Refused {
+    pub why: String,
+}
+
+/// The `n` requests of the plan, in order: each only as warden wrote it
+/// (its MAC checked with `key`, its sealed values opened), else why not.
+pub(crate) fn read_requests(
+    dir: &Path,
+    n: usize,
+    key: &BatchKey,
+) -> Vec<Result<RunRequest, Refused>> {
     (0..n)
         .map(|i| {
             let path = dir.join(REQUESTS_DIR).join(format!("{i}.json"));
-            let bytes = crate::regular_file::read(&path, MAX_READ)
-                .map_err(|e| format!("could not read {}: {e}", path.display()))?;
-            serde_json::from_slice(&bytes)
-                .map_err(|e| format!("{} is not a request this warden reads: {e}", path.display()))
+            let bytes = key
+                .read_signed(&path, Role::Request(i), MAX_READ)
+                .map_err(|e| Refused { why: e.to_string() })?;
+            batch_key::open_request(Some(key), i, &bytes, &path).map_err(|why| Refused { why })
         })
         .collect()
 }
 
-/// The line of an entry whose session ended (its last `session.json`
-/// says so), or `None` when it must run again.
-pub(crate) fn ended(entry_dir: &Path, name: &str, agent: Agent) -> Option<BatchRun> {
-    let bytes = crate::regular_file::read(&entry_dir.join("session.json"), MAX_READ).ok()?;
-    let s: SessionReport = serde_json::from_slice(&bytes).ok()?;
+/// How an entry's earlier attempt stands, from its `session.json`.
+pub(crate) enum Earlier {
+    /// Its session ended: its line.
+    Ended(Box<BatchRun>),
+    /// It must run again (no report, or one of a session cut short).
+    Again,
+    /// Its report is there but not believed (it could not be
+    /// authenticated or read): it must run again, and this says why.
+    Refused(String),
+}
+
+/// How the entry `index` named `name` stands: its line if its session
+/// ended (its last `session.json`, authenticated with `key`, says so).
+pub(crate) fn ended(
+    entry_dir: &Path,
+    index: usize,
+    name: &str,
+    agent: Agent,
+    key: &BatchKey,
+) -> Earlier {
+    let bytes = match key.read_signed(
+        &entry_dir.join("session.json"),
+        Role::Session(index),
+        MAX_READ,
+    ) {
+        Ok(b) => b,
+        Err(e) if e.is_missing() => return Earlier::Again,
+        Err(e) => return Earlier::Refused(e.to_string()),
+    };
+    let s: SessionReport = match serde_json::from_slice(&bytes) {
+        Ok(s) => s,
+        Err(e) => {
+            return Earlier::Refused(format!(
+                "{} is not a session report this warden reads: {e}",
+                entry_dir.join("session.json").display()
+            ));
+        }
+    };
     // A session writes session.json after every run: one that stopped
     // early says why; one that ran all its iterations has them all.
     let finished = s.verdict.is_some()
         && (s.stopped_because != StopReason::IterationsExhausted
             || s.iterations_run >= s.iterations_requested);
     if !finished {
-        return None;
+        return Earlier::Again;
     }
     let mut run = BatchRun::new(name, agent, s.verdict, None);
     run.duration_ms = s.duration_ms;
     run.session = Some(s);
-    Some(run)
+    Earlier::Ended(Box::new(run))
 }
 
 /// What a run's `run.json` says it spent (only those fields are read).
@@ -127,9 +219,20 @@ struct RunSpending {
 /// each of their runs' `run.json` (not `session.json`, which lacks a run
 /// the session was cut short in). That money was spent: a batch budget
 /// counts it, else every `--resume --rerun-failed` would grant the whole
-/// budget again. A run with no readable `run.json` counts nothing.
-pub(crate) fn attempts_spent(dir: &Path) -> crate::budget::Spent {
+/// budget again. `entries` are the entries' directory names, by index.
+///
+/// Each is counted conservatively: what it says was spent, never less
+/// than nothing, so a changed file can take budget away, never give it
+/// back. One that cannot be authenticated with `key` (a run cut short
+/// before its session signed it, or a file changed since) is named in the
+/// warnings returned. A run with no readable `run.json` counts nothing.
+pub(crate) fn attempts_spent(
+    dir: &Path,
+    entries: &[String],
+    key: &BatchKey,
+) -> (crate::budget::Spent, Vec<String>) {
     let mut spent = crate::budget::Spent::default();
+    let mut warnings = Vec::new();
     let real_dirs = |p: &Path| -> Vec<PathBuf> {
         let Ok(rd) = std::fs::read_dir(p) else {
             return Vec::new();
@@ -141,21 +244,55 @@ pub(crate) fn attempts_spent(dir: &Path) -> crate::budget::Spent {
             .collect()
     };
     for attempt in real_dirs(&dir.join(ATTEMPTS_DIR)) {
+        // `<entry's directory>.<n>`: the entry it was an attempt of.
+        let index = attempt
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once('.'))
+            .and_then(|(base, _)| entries.iter().position(|e| e == base));
         for run_dir in real_dirs(&attempt) {
-            let Ok(bytes) = crate::regular_file::read(&run_dir.join("run.json"), MAX_READ) else {
-                continue;
+            let path = run_dir.join("run.json");
+            let run_name = run_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let authentic = index.map(|i| key.read_signed(&path, Role::Run(i, &run_name), MAX_READ));
+            let bytes = match authentic {
+                Some(Ok(bytes)) => bytes,
+                Some(Err(e)) if e.is_missing() => continue,
+                other => {
+                    let Ok(bytes) = crate::regular_file::read(&path, MAX_READ) else {
+                        continue;
+                    };
+                    let why = match other {
+                        Some(Err(e)) => e.to_string(),
+                        _ => format!("{} is under no entry's attempts", attempt.display()),
+                    };
+                    warnings.push(format!(
+                        "{why}: what it says its run spent is counted against the batch's budget only where it is more than nothing"
+                    ));
+                    bytes
+                }
             };
             let Ok(run) = serde_json::from_slice::<RunSpending>(&bytes) else {
                 continue;
             };
-            spent.add(&crate::budget::Spent {
-                cost_usd: run.cost_usd.unwrap_or(0.0),
+            let cost = run.cost_usd.unwrap_or(0.0);
+            // Never less than nothing, signed or not: money spent is
+            // never given back.
+            let counted = crate::budget::Spent {
+                cost_usd: if cost.is_finite() && cost > 0.0 {
+                    cost
+                } else {
+                    0.0
+                },
                 tokens: run.tokens.unwrap_or_default().total(),
                 turns: u64::from(run.turns),
-            });
+            };
+            spent.add(&counted);
         }
     }
-    spent
+    (spent, warnings)
 }
 
 /// Moves an earlier attempt's directory to `attempts/<dir>.<n>`, so the

@@ -45,6 +45,7 @@
 
 mod artifacts;
 pub mod batch;
+pub mod batch_key;
 mod batch_plan;
 pub mod batch_report;
 pub mod budget;

@@ -174,6 +174,12 @@ pub struct RunRequest {
     /// session instead.
     #[serde(default)]
     pub otel: Option<crate::telemetry::OtelRequest>,
+    /// A batch's entry: what its session signs `session.json` and each
+    /// run's `run.json` with, so that what it reports can be told from a
+    /// forgery when read back. Never shipped (a cluster's job gets the
+    /// key through its environment).
+    #[serde(skip)]
+    pub report_signer: Option<crate::batch_key::ReportSigner>,
 }
 
 /// What makes a request unusable, found before anything starts.
@@ -247,6 +253,7 @@ impl RunRequest {
             batch_budget: None,
             shim_exe: None,
             otel: None,
+            report_signer: None,
         }
     }
 
@@ -625,6 +632,7 @@ impl RunRequest {
             batch_budget: self.batch_budget,
             budget_pool: None,
             telemetry: None,
+            report_signer: self.report_signer.clone(),
         }
     }
 }

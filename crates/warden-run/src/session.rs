@@ -17,6 +17,7 @@ use std::time::{Instant, SystemTime};
 use serde::Serialize;
 use warden_events::Tokens;
 
+use crate::batch_key::{ReportSigner, Role};
 use crate::git::{self, Commit, Worktree};
 use crate::held_dir::HeldDir;
 use crate::retry::{RetryOn, RetryPolicy};
@@ -65,6 +66,8 @@ pub struct SessionOptions {
     /// OpenTelemetry export: a span for the session, one per iteration,
     /// and the runs' under them.
     pub telemetry: Option<crate::telemetry::Telemetry>,
+    /// A batch's entry: signs `session.json` and each run's `run.json`.
+    pub report_signer: Option<crate::batch_key::ReportSigner>,
 }
 
 /// What `make_run` is told about the run to build.
@@ -615,6 +618,9 @@ pub(crate) async fn run_session(
         }
         let run = handle.wait().await;
         control.set_current(None);
+        if let Some(signer) = &opts.report_signer {
+            sign_run_report(signer, &run);
+        }
         if let Some(s) = &mut spans {
             s.run_ended(&run);
         }
@@ -669,7 +675,7 @@ pub(crate) async fn run_session(
             signal: run.signal,
             ended_by_warden: run.ended_by_warden,
         });
-        write_json(&held, &mut report);
+        write_json(&held, &mut report, opts.report_signer.as_ref());
 
         match run.verdict {
             Some(Verdict::Cancelled) => {
@@ -730,7 +736,7 @@ pub(crate) async fn run_session(
                         last.retried_because = Some(failure);
                         last.retry_delay_ms = Some(delay.as_millis() as u64);
                     }
-                    write_json(&held, &mut report);
+                    write_json(&held, &mut report, opts.report_signer.as_ref());
                     attempt += 1;
                     let progressed = run.turns > 0 || run.tool_calls > 0;
                     retry_of = Some(RetryOf {
@@ -821,8 +827,26 @@ pub(crate) async fn run_session(
     if let Some(s) = &mut spans {
         report.otel = s.finish(&report);
     }
-    write_json(&held, &mut report);
+    write_json(&held, &mut report, opts.report_signer.as_ref());
     Ok(report)
+}
+
+/// Signs the final `run.json` of a batch entry's run, as the run wrote
+/// it (the same bytes, from the same report): `run.json.mac`, beside it.
+/// A report that could not be signed is counted, when read back, as one
+/// that was not (see `batch_plan::attempts_spent`).
+fn sign_run_report(signer: &ReportSigner, run: &crate::Report) {
+    use std::io::Write;
+    let Some(name) = run.run_dir.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let Ok(mut bytes) = serde_json::to_vec_pretty(run) else {
+        return;
+    };
+    bytes.push(b'\n');
+    let mac = signer.key.sign(Role::Run(signer.index, name), &bytes);
+    let path = run.run_dir.join("run.json.mac");
+    let _ = crate::regular_file::create_new(&path, 0o644).and_then(|mut f| f.write_all(mac.as_bytes()));
 }
 
 /// Waits `delay` before a retry; `false` when the session was cancelled
@@ -840,12 +864,20 @@ async fn backoff(control: &SessionControl, delay: std::time::Duration) -> bool {
 
 /// Writes `session.json` atomically through the session directory's
 /// handle; a failure is kept in the report (after any error before it).
-fn write_json(dir: &HeldDir, report: &mut SessionReport) {
+/// A batch's entry signs it too (`session.json.mac`).
+fn write_json(dir: &HeldDir, report: &mut SessionReport, signer: Option<&ReportSigner>) {
     let written = serde_json::to_vec_pretty(&*report)
         .map_err(std::io::Error::from)
         .and_then(|mut bytes| {
             bytes.push(b'\n');
-            dir.write_atomic("session.json", &bytes)
+            dir.write_atomic("session.json", &bytes)?;
+            match signer {
+                Some(s) => dir.write_atomic(
+                    "session.json.mac",
+                    s.key.sign(Role::Session(s.index), &bytes).as_bytes(),
+                ),
+                None => Ok(()),
+            }
         });
     report.written = written.is_ok();
     if let Err(e) = written {

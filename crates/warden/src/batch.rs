@@ -246,9 +246,13 @@ const DEFAULT_JOBS: usize = 4;
 pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
     crate::junit_file::check(args.junit.as_deref())?;
     if let Some(dir) = &args.resume {
+        let dir = &absolute_dir(dir)?;
         let batch = Batch::resume(dir, args.jobs, args.rerun_failed)
             .await
             .map_err(CliError::from)?;
+        for w in batch.warnings() {
+            eprintln!("warden: warning: {w}");
+        }
         let shown = batch
             .entries()
             .map(|(name, r)| (name.to_string(), r.agent, r.limits.armed_stall_timeout()))
@@ -275,6 +279,12 @@ pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
         return Err(usage("give a batch file, or --resume DIR"));
     };
     from_file(&file, &args, signals).await
+}
+
+/// `dir` from the current directory when relative.
+fn absolute_dir(dir: &Path) -> Result<PathBuf, CliError> {
+    std::path::absolute(dir)
+        .map_err(|e| usage(format_args!("{}: cannot make it absolute: {e}", dir.display())))
 }
 
 /// A batch read from its file.
@@ -324,15 +334,17 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
     };
     let executor =
         executor_of(args, executor_key.as_ref(), doc.get("slurm")).map_err(|e| err(file, e))?;
+    // Absolute: a cluster's job starts elsewhere, and Slurm resolves its
+    // paths inside the batch directory.
     let mut batch = match (&args.dir, &executor) {
-        (Some(dir), _) => Batch::new(dir.clone(), jobs),
+        (Some(dir), _) => Batch::new(absolute_dir(dir)?, jobs),
         (
             None,
             Chosen::Slurm {
                 shared_dir: Some(shared),
                 ..
             },
-        ) => Batch::under(shared, jobs),
+        ) => Batch::under(&absolute_dir(shared)?, jobs),
         (None, _) => Batch::in_default_dir(&cwd, jobs),
     }
     .source(file)

@@ -9,6 +9,29 @@ use crate::prompt_input::{prompt_source_is_stdin, read_stdin_prompt};
 use crate::render::console::{self, Priority, Stream};
 use crate::runner::{run_once, run_session_cli};
 use crate::settings::RawSettings;
+use warden_run::batch_key::{BatchKey, KEY_ENV, ReportSigner, Role};
+
+/// The batch key a cluster's job was given ([`KEY_ENV`]), taken out of
+/// warden's environment before anything else ran: nothing warden starts
+/// inherits it.
+static BATCH_KEY: std::sync::OnceLock<Result<BatchKey, String>> = std::sync::OnceLock::new();
+
+/// Takes [`KEY_ENV`] out of the environment (kept for `run-request`).
+///
+/// # Safety
+///
+/// No other thread may exist: called first thing in `main`.
+pub(crate) unsafe fn take_batch_key() {
+    let Some(value) = std::env::var_os(KEY_ENV) else {
+        return;
+    };
+    // SAFETY: the caller guarantees this is the only thread, so nothing
+    // reads the environment meanwhile.
+    unsafe { std::env::remove_var(KEY_ENV) };
+    let key =
+        BatchKey::from_hex(value.to_string_lossy().trim()).map_err(|e| format!("{KEY_ENV}: {e}"));
+    let _ = BATCH_KEY.set(key);
+}
 use crate::signals::Signals;
 
 /// Runs the command; its exit code, or the error that stopped it.
@@ -52,12 +75,35 @@ async fn run_request(file: &std::path::Path, signals: Signals) -> Outcome {
             file.display()
         ))
     })?;
-    let mut request: warden_run::RunRequest = serde_json::from_slice(&bytes).map_err(|e| {
-        usage(format_args!(
-            "{} is not a request this warden reads: {e}",
-            file.display()
-        ))
-    })?;
+    // From a batch, the job has the batch's key: the request runs only as
+    // the submitting warden signed it, and its sealed values open.
+    let key = match BATCH_KEY.get() {
+        Some(Ok(k)) => Some(std::sync::Arc::new(k.clone())),
+        Some(Err(e)) => return Err(usage(e)),
+        None => None,
+    };
+    let index = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse::<usize>().ok());
+    let bytes = match (&key, index) {
+        (Some(k), Some(i)) => k
+            .read_signed(file, Role::Request(i), MAX_REQUEST)
+            .map_err(|e| usage(format_args!("{e}; not run")))?,
+        (Some(_), None) => {
+            return Err(usage(format_args!(
+                "{}: a batch's request is named N.json, N its entry's index; not run",
+                file.display()
+            )));
+        }
+        (None, _) => bytes,
+    };
+    let mut request =
+        warden_run::batch_key::open_request(key.as_deref(), index.unwrap_or(0), &bytes, file)
+            .map_err(usage)?;
+    if let (Some(key), Some(index)) = (key, index) {
+        request.report_signer = Some(ReportSigner { key, index });
+    }
     request.shim_exe = crate::shim_exe::path();
     let settings = crate::settings::Resolved {
         limits: request.limits.clone(),

@@ -83,6 +83,11 @@ fn main() -> ExitCode {
     // same for itself; the agent is dumpable again after its exec).
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 
+    // A cluster's job gets its batch's key in its environment: out of it
+    // before any thread or process is started, so none inherits it.
+    // SAFETY: no other thread exists yet (the runtime is built below).
+    unsafe { cli::take_batch_key() };
+
     let cli = args::Cli::parse();
     // One thread: the supervisors and the view hand events to each other
     // without waking another thread for each (which cost more than the

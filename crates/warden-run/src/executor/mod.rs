@@ -61,6 +61,10 @@ pub struct Work {
     /// OpenTelemetry export, with the batch's span as the parent of the
     /// entries' sessions.
     pub telemetry: Option<crate::telemetry::Telemetry>,
+    /// The batch's key: what the files an executor writes for its entries
+    /// are signed with (and their secrets sealed), and what the reports
+    /// it reads back must be signed with.
+    pub key: Option<Arc<crate::batch_key::BatchKey>>,
     updates: mpsc::Sender<Update>,
 }
 
@@ -81,12 +85,18 @@ impl Work {
             control,
             budget: None,
             telemetry: None,
+            key: None,
             updates,
         }
     }
 
     pub(crate) fn with_telemetry(mut self, t: Option<crate::telemetry::Telemetry>) -> Self {
         self.telemetry = t;
+        self
+    }
+
+    pub(crate) fn with_key(mut self, key: Arc<crate::batch_key::BatchKey>) -> Self {
+        self.key = Some(key);
         self
     }
 

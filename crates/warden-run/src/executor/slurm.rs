@@ -27,6 +27,7 @@ use super::follow::{Follow, LOOKS_AT_THE_END};
 use super::{Entry, Executor, Work};
 use crate::Verdict;
 use crate::batch_report::{BatchRun, JobReport};
+use crate::batch_key::{BatchKey, KEY_ENV, Role};
 use crate::session::SessionReport;
 use crate::update::Update;
 
@@ -134,10 +135,38 @@ impl SlurmOptions {
                 ));
             }
         }
+        for (i, arg) in self.sbatch_args.iter().enumerate() {
+            let flag = arg.split('=').next().unwrap_or(arg);
+            let export = flag.len() > 4 && "--export".starts_with(flag);
+            if export && !arg.starts_with("--export=") {
+                return Err(format!(
+                    "`{arg}`{} in sbatch_args: write it `--export=VALUE` (warden adds {KEY_ENV} to what it exports)",
+                    self.sbatch_args
+                        .get(i + 1)
+                        .filter(|_| !arg.contains('='))
+                        .map(|v| format!(" `{v}`"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
         if self.poll.is_zero() || self.call_timeout.is_zero() {
             return Err("`poll` and `call_timeout` must be longer than zero".into());
         }
         Ok(())
+    }
+}
+
+impl SlurmOptions {
+    /// Paths the options name must be absolute (`warden`: the program
+    /// every job runs).
+    pub fn check_paths(&self) -> Result<(), String> {
+        match &self.warden {
+            Some(w) if !w.is_absolute() => Err(format!(
+                "`warden` = {}: the program the jobs run must be an absolute path",
+                w.display()
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -235,11 +264,16 @@ async fn follow(work: &Work, entry: &Entry, task: &mut Task) -> bool {
     new
 }
 
-async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
+async fn run_slurm(opts: SlurmOptions, mut work: Work) -> Vec<BatchRun> {
     let t0 = Instant::now();
-    let submitted = submit(&opts, &work).await;
-    let job_id = match submitted {
-        Ok(id) => id,
+    // Slurm resolves `--output` inside `--chdir`, and the job starts in
+    // the batch directory: a relative path would name another place there.
+    let submitted = match absolute_dirs(&mut work) {
+        Ok(()) => submit(&opts, &work).await,
+        Err(e) => Err(e),
+    };
+    let (job_id, submission) = match submitted {
+        Ok(x) => x,
         Err(e) => {
             return work
                 .entries
@@ -309,7 +343,7 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
                     let started = job.started;
                     task.job = Some(job);
                     if terminal {
-                        finish(&work, entry, task, t0).await;
+                        finish(&work, entry, task, &submission, true, t0).await;
                     } else if started {
                         follow(&work, entry, task).await;
                     }
@@ -318,7 +352,14 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
             Err(Scontrol::Gone) => {
                 // Finished jobs are forgotten after MinJobAge: what is
                 // left is read from the shared directory.
-                finish_rest(&work, &mut tasks, &job_id, "no longer known to Slurm", t0).await;
+                finish_rest(
+                    &work,
+                    &mut tasks,
+                    (&job_id, &submission),
+                    "no longer known to Slurm",
+                    t0,
+                )
+                .await;
             }
             // A call that failed or took too long: the next poll tries
             // again, for as long as `give_up_after`.
@@ -331,7 +372,7 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
                         humantime::format_duration(opts.give_up_after),
                         since.1
                     );
-                    finish_rest(&work, &mut tasks, &job_id, &why, t0).await;
+                    finish_rest(&work, &mut tasks, (&job_id, &submission), &why, t0).await;
                 }
             }
         }
@@ -342,7 +383,7 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
             finish_rest(
                 &work,
                 &mut tasks,
-                &job_id,
+                (&job_id, &submission),
                 "still there after the cancel",
                 t0,
             )
@@ -363,7 +404,7 @@ async fn run_slurm(opts: SlurmOptions, work: Work) -> Vec<BatchRun> {
 async fn finish_rest(
     work: &Work,
     tasks: &mut BTreeMap<usize, Task>,
-    job_id: &str,
+    (job_id, submission): (&str, &Path),
     why: &str,
     t0: Instant,
 ) {
@@ -376,14 +417,23 @@ async fn finish_rest(
                 JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
             });
             job.state = format!("{} ({why})", job.state);
-            finish(work, entry, task, t0).await;
+            finish(work, entry, task, submission, false, t0).await;
         }
     }
 }
 
-/// The entry's line, from its `session.json` or, without one, from what
-/// Slurm said; and the update that says so.
-async fn finish(work: &Work, entry: &Entry, task: &mut Task, t0: Instant) {
+/// The entry's line, from its `session.json` and what Slurm said; and
+/// the update that says so. `final_word`: Slurm said how the job ended
+/// (else it stopped answering, or forgot the job, and the report is all
+/// there is).
+async fn finish(
+    work: &Work,
+    entry: &Entry,
+    task: &mut Task,
+    submission: &Path,
+    final_word: bool,
+    t0: Instant,
+) {
     // What the runs wrote that was not read yet, to the end.
     for _ in 0..LOOKS_AT_THE_END {
         if !follow(work, entry, task).await {
@@ -392,36 +442,29 @@ async fn finish(work: &Work, entry: &Entry, task: &mut Task, t0: Instant) {
     }
     let job = task.job.clone();
     let path = entry.dir().join("session.json");
-    let session = tokio::task::spawn_blocking(move || read_session(&path))
-        .await
-        .ok()
-        .flatten();
-    let mut run = match session {
-        Some(s) => {
-            let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);
-            run.duration_ms = s.duration_ms;
-            if let Some(job) = &job
-                && !matches!(job.state.as_str(), "COMPLETED" | "FAILED")
-            {
-                run.error = Some(format!("Slurm says {}", job.state));
-            }
-            run.session = Some(s);
-            run
-        }
-        None => {
-            let (verdict, why) = match &job {
-                Some(job) => verdict_without_report(job),
-                None => (
-                    Some(Verdict::InternalError),
-                    "Slurm never reported the job".to_string(),
-                ),
-            };
-            let mut run =
-                BatchRun::new(entry.name.clone(), entry.request.agent, verdict, Some(why));
-            run.duration_ms = t0.elapsed().as_millis() as u64;
-            run
-        }
-    };
+    let request = submission
+        .join("requests")
+        .join(format!("{}.json", entry.index));
+    let key = work.key.clone();
+    let index = entry.index;
+    let (report, request_refused) = tokio::task::spawn_blocking(move || {
+        let report = read_session(&path, key.as_deref(), index);
+        // No report: was it because the job refused its request?
+        let refused = match (&report, &key) {
+            (Returned::Missing, Some(k)) => k
+                .read_signed(&request, Role::Request(index), MAX_SESSION_JSON)
+                .err()
+                .map(|e| e.to_string()),
+            _ => None,
+        };
+        (report, refused)
+    })
+    .await
+    .unwrap_or((Returned::Missing, None));
+    let mut run = combine(entry, job.as_ref(), final_word, report, request_refused);
+    if run.session.is_none() {
+        run.duration_ms = t0.elapsed().as_millis() as u64;
+    }
     run.job = job;
     work.send(Update::EntryFinished {
         entry: entry.index,
@@ -431,9 +474,130 @@ async fn finish(work: &Work, entry: &Entry, task: &mut Task, t0: Instant) {
     task.done = Some(run);
 }
 
-fn read_session(path: &Path) -> Option<SessionReport> {
-    let bytes = crate::regular_file::read(path, MAX_SESSION_JSON).ok()?;
-    serde_json::from_slice(&bytes).ok()
+/// What a job left as its entry's report.
+#[derive(Debug)]
+enum Returned {
+    /// No `session.json`.
+    Missing,
+    /// A `session.json` signed by warden in the job for this entry.
+    Good(Box<SessionReport>),
+    /// A `session.json` that could not be authenticated or read: why.
+    Bad(String),
+}
+
+/// The entry `index`'s `session.json` at `path`, believed only when
+/// signed with `key`.
+fn read_session(path: &Path, key: Option<&BatchKey>, index: usize) -> Returned {
+    let Some(key) = key else {
+        return Returned::Bad("the batch has no key to authenticate its reports with".into());
+    };
+    let bytes = match key.read_signed(path, Role::Session(index), MAX_SESSION_JSON) {
+        Ok(b) => b,
+        Err(e) if e.is_missing() => return Returned::Missing,
+        Err(e) => return Returned::Bad(e.to_string()),
+    };
+    match serde_json::from_slice(&bytes) {
+        Ok(s) => Returned::Good(Box::new(s)),
+        Err(e) => Returned::Bad(format!(
+            "{} is not a session report this warden reads: {e}",
+            path.display()
+        )),
+    }
+}
+
+/// The entry's line from what Slurm said of its job and the report the
+/// job left. Slurm's word wins over the report: a job that never ran, or
+/// that Slurm says failed, was cancelled, preempted, timed out or ran out
+/// of memory, is never `succeeded` because of a file in its directory (a
+/// report is written in the job, where the run's agent may reach).
+fn combine(
+    entry: &Entry,
+    job: Option<&JobReport>,
+    final_word: bool,
+    report: Returned,
+    request_refused: Option<String>,
+) -> BatchRun {
+    let new = |verdict: Option<Verdict>, error: String| {
+        BatchRun::new(entry.name.clone(), entry.request.agent, verdict, Some(error))
+    };
+    let state = job
+        .map(|j| j.state.split_whitespace().next().unwrap_or("").to_string())
+        .unwrap_or_default();
+    let without_report = || match job {
+        Some(job) => verdict_without_report(job),
+        None => (
+            Some(Verdict::InternalError),
+            "Slurm never reported the job".to_string(),
+        ),
+    };
+    // Slurm says the job never started: nothing in its directory is its.
+    if final_word && job.is_some_and(|j| !j.started) {
+        let (verdict, why) = without_report();
+        return match report {
+            Returned::Missing => new(verdict, why),
+            _ => new(
+                verdict,
+                format!("{why}; a session.json in its directory is not believed: the job never ran"),
+            ),
+        };
+    }
+    match report {
+        Returned::Good(s) => {
+            let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);
+            run.duration_ms = s.duration_ms;
+            if final_word && s.verdict == Some(Verdict::Succeeded) && state != "COMPLETED" {
+                // The job did not end as a run that succeeded ends.
+                let (verdict, why) = without_report();
+                let verdict = if state == "FAILED" {
+                    Some(Verdict::InternalError)
+                } else {
+                    verdict
+                };
+                let slurm = job.map_or_else(String::new, |j| {
+                    format!(
+                        "{}{}",
+                        j.state,
+                        j.exit_code
+                            .as_deref()
+                            .map(|c| format!(", exit {c}"))
+                            .unwrap_or_default()
+                    )
+                });
+                run.verdict = verdict;
+                run.error = Some(if state == "FAILED" {
+                    format!("Slurm says the job FAILED ({slurm}), yet its report says succeeded: not believed")
+                } else {
+                    format!("{why}; its report said succeeded, Slurm's word wins")
+                });
+            } else if let Some(job) = job
+                && !matches!(state.as_str(), "COMPLETED" | "FAILED")
+            {
+                run.error = Some(format!("Slurm says {}", job.state));
+            }
+            run.session = Some(*s);
+            run
+        }
+        Returned::Bad(why) => {
+            let (verdict, slurm) = without_report();
+            // Slurm's own verdict when it has one of its own (cancelled,
+            // timed out); else warden's report was needed: an error.
+            let verdict = match state.as_str() {
+                "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE" | "OUT_OF_MEMORY" => verdict,
+                _ => Some(Verdict::InternalError),
+            };
+            new(verdict, format!("{why}; not believed ({slurm})"))
+        }
+        Returned::Missing => {
+            let (verdict, why) = without_report();
+            match request_refused {
+                Some(refused) => new(
+                    Some(Verdict::InternalError),
+                    format!("not run: {refused}; warden in the job refused it ({why})"),
+                ),
+                None => new(verdict, why),
+            }
+        }
+    }
 }
 
 /// Whether Slurm is done with a job in `state`.
@@ -548,9 +712,30 @@ fn time_limit(opts: &SlurmOptions, entries: &mut [Entry]) -> Option<u64> {
     }
 }
 
-/// Writes the requests and the job script, and submits the array job.
-async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
+/// The batch directory and each entry's, made absolute (from the current
+/// directory).
+fn absolute_dirs(work: &mut Work) -> Result<(), String> {
+    let abs = |p: &Path| {
+        std::path::absolute(p)
+            .map_err(|e| format!("could not make {} an absolute path: {e}", p.display()))
+    };
+    work.dir = abs(&work.dir)?;
+    for e in &mut work.entries {
+        if let Some(d) = &e.request.dir {
+            e.request.dir = Some(abs(d)?);
+        }
+    }
+    Ok(())
+}
+
+/// Writes the requests and the job script, and submits the array job: its
+/// id, and the submission's directory.
+async fn submit(opts: &SlurmOptions, work: &Work) -> Result<(String, PathBuf), String> {
     opts.check()?;
+    let key = work
+        .key
+        .clone()
+        .ok_or("the batch has no key to sign its requests with")?;
     // One directory per submission (a resumed batch submits again).
     let top = work.dir.join(SLURM_DIR);
     let n = (1..)
@@ -567,13 +752,16 @@ async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
     let script = job_script(&warden, &dir);
     let written = {
         let dir = dir.clone();
-        tokio::task::spawn_blocking(move || write_job_files(&dir, &entries, &script))
+        let key = key.clone();
+        tokio::task::spawn_blocking(move || write_job_files(&dir, &entries, &script, &key))
             .await
             .map_err(|e| e.to_string())?
     };
     written.map_err(|e| format!("could not write {}: {e}", dir.display()))?;
     let args = sbatch_args(opts, work, &dir, limit);
-    let out = call(opts, "sbatch", &args).await?;
+    // The key reaches the job through sbatch's environment (named in
+    // `--export`), never on a command line nor in the shared directory.
+    let out = call_with(opts, "sbatch", &args, Some((KEY_ENV, key.to_hex()))).await?;
     // `--parsable`: `ID` or `ID;CLUSTER`.
     let id = out.trim().split(';').next().unwrap_or("").to_string();
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
@@ -581,10 +769,15 @@ async fn submit(opts: &SlurmOptions, work: &Work) -> Result<String, String> {
     }
     // For a resume: the jobs to wait for before anything runs again.
     let _ = std::fs::write(dir.join(JOB_FILE), format!("{id}\n"));
-    Ok(id)
+    Ok((id, dir))
 }
 
-fn write_job_files(dir: &Path, entries: &[Entry], script: &str) -> std::io::Result<()> {
+fn write_job_files(
+    dir: &Path,
+    entries: &[Entry],
+    script: &str,
+    key: &BatchKey,
+) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -598,18 +791,21 @@ fn write_job_files(dir: &Path, entries: &[Entry], script: &str) -> std::io::Resu
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(dir.join("out"))?;
-    // A request can hold secrets (`--env NAME=VALUE`): owner only, and
-    // never through a link planted in its place.
-    let create = |path: PathBuf, mode: u32| crate::regular_file::create_new(&path, mode);
+    // Each request signed, its `--env NAME=VALUE` values sealed: the job
+    // runs only what warden wrote; owner only, and never through a link
+    // planted in its place.
     for e in entries {
-        let bytes = serde_json::to_vec_pretty(&e.request).map_err(std::io::Error::from)?;
-        create(
-            dir.join("requests").join(format!("{}.json", e.index)),
+        let bytes = crate::batch_key::seal_request(key, e.index, &e.request)
+            .map_err(std::io::Error::other)?;
+        key.write_signed(
+            &dir.join("requests").join(format!("{}.json", e.index)),
             0o600,
-        )?
-        .write_all(&bytes)?;
+            Role::Request(e.index),
+            &bytes,
+        )?;
     }
-    create(dir.join("job.sh"), 0o700)?.write_all(script.as_bytes())?;
+    crate::regular_file::create_new(&dir.join("job.sh"), 0o700)?
+        .write_all(script.as_bytes())?;
     Ok(())
 }
 
@@ -718,14 +914,43 @@ fn sbatch_args(opts: &SlurmOptions, work: &Work, dir: &Path, limit: Option<u64>)
     if let Some(m) = limit {
         a.push(format!("--time={m}").into());
     }
-    a.extend(opts.sbatch_args.iter().map(Into::into));
+    // The job gets the batch's key through its environment: whatever the
+    // user's `--export` passes, and the key by name.
+    let mut export = None;
+    for arg in &opts.sbatch_args {
+        match arg.strip_prefix("--export=") {
+            Some(v) => export = Some(v.to_string()),
+            None => a.push(arg.into()),
+        }
+    }
+    a.push(
+        match export.as_deref() {
+            None => format!("--export=ALL,{KEY_ENV}"),
+            Some(v) if v.eq_ignore_ascii_case("NONE") => format!("--export={KEY_ENV}"),
+            Some(v) => format!("--export={v},{KEY_ENV}"),
+        }
+        .into(),
+    );
     a.push(dir.join("job.sh").into());
     a
 }
 
 /// Runs a Slurm command, bounded by `call_timeout`; its stdout, or why not.
 async fn call(opts: &SlurmOptions, program: &str, args: &[OsString]) -> Result<String, String> {
+    call_with(opts, program, args, None).await
+}
+
+/// [`call`], with one more variable in the command's environment.
+async fn call_with(
+    opts: &SlurmOptions,
+    program: &str,
+    args: &[OsString],
+    env: Option<(&str, String)>,
+) -> Result<String, String> {
     let mut cmd = Command::new(program);
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
     cmd.args(args)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
