@@ -137,9 +137,12 @@ pub fn keys_dir() -> Result<PathBuf, String> {
 
 /// The key file of the batch `id`.
 pub fn key_path(id: &str) -> Result<PathBuf, String> {
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+    let plain = id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if id.is_empty() || !plain || id.len() > 128 {
         return Err(format!(
-            "`{id}` is not a batch id warden makes (letters and digits only)"
+            "`{id}` is not a batch id warden makes (letters, digits, `-` and `_`)"
         ));
     }
     Ok(keys_dir()?.join(id))

@@ -325,12 +325,12 @@ pub(crate) fn move_aside(dir: &Path, entry_dir: &Path) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::session::SessionRun;
 
     /// A `session.json` with every field the report has now.
-    fn session_json() -> serde_json::Value {
+    pub(crate) fn session_json() -> serde_json::Value {
         let run = SessionRun {
             iteration: 1,
             output_retry: false,
@@ -400,16 +400,47 @@ mod tests {
             run.remove(key).expect(key);
         }
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("session.json"),
-            serde_json::to_vec(&old).unwrap(),
+        let key = BatchKey::generate().unwrap();
+        let bytes = serde_json::to_vec(&old).unwrap();
+        key.write_signed(
+            &dir.path().join("session.json"),
+            0o600,
+            Role::Session(2),
+            &bytes,
         )
         .unwrap();
-        let kept = ended(dir.path(), "a", Agent::Pi).expect("the entry ended");
+        let Earlier::Ended(kept) = ended(dir.path(), 2, "a", Agent::Pi, &key) else {
+            panic!("the entry ended");
+        };
         let s = kept.session.expect("its session");
         assert_eq!(s.verdict, Some(crate::Verdict::Succeeded));
         assert_eq!(s.runs[0].attempt, 1);
         assert!(!s.runs[0].resumed);
         assert_eq!(s.cost_usd, Some(0.25));
+        // The same report for another entry, or changed: not believed.
+        assert!(matches!(
+            ended(dir.path(), 3, "a", Agent::Pi, &key),
+            Earlier::Refused(why) if why.contains("session.json")
+        ));
+        std::fs::write(dir.path().join("session.json"), &bytes[1..]).unwrap();
+        assert!(matches!(
+            ended(dir.path(), 2, "a", Agent::Pi, &key),
+            Earlier::Refused(why) if why.contains("tampered")
+        ));
+    }
+
+    #[test]
+    fn a_plan_s_jobs_out_of_range_is_an_error_naming_the_file_and_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = BatchKey::generate().unwrap();
+        let mut plan = Plan::new("01ID", Path::new("b.toml"), &crate::executor::Local, 2);
+        plan.jobs = 4611686018427387904;
+        plan.write(dir.path(), &[("a".into(), RunRequest::exec(["true"]))], &key)
+            .unwrap();
+        let e = Plan::read(dir.path(), &key).unwrap_err();
+        assert!(
+            e.contains("plan.json") && e.contains("`jobs`") && e.contains("4611686018427387904"),
+            "{e}"
+        );
     }
 }

@@ -1115,6 +1115,88 @@ mod tests {
     }
 
     #[test]
+    fn slurm_s_word_wins_over_a_report_in_the_job_s_directory() {
+        let entry = Entry {
+            index: 0,
+            name: "x".into(),
+            request: crate::RunRequest::exec(["true"]),
+        };
+        let job = |state: &str, started: bool| {
+            let mut j = JobReport::new("slurm", "1_0", state);
+            j.started = started;
+            j.exit_code = Some("2:0".into());
+            j
+        };
+        let succeeded = || {
+            Returned::Good(Box::new(
+                serde_json::from_value(crate::batch_plan::tests::session_json()).unwrap(),
+            ))
+        };
+        let verdict_of = |state: &str, started: bool, final_word: bool, r: Returned| {
+            let run = combine(&entry, Some(&job(state, started)), final_word, r, None);
+            (run.verdict, run.error.unwrap_or_default())
+        };
+        assert_eq!(
+            verdict_of("COMPLETED", true, true, succeeded()).0,
+            Some(Verdict::Succeeded)
+        );
+        let (v, e) = verdict_of("FAILED", true, true, succeeded());
+        assert_eq!(v, Some(Verdict::InternalError));
+        assert!(e.contains("FAILED") && e.contains("not believed"), "{e}");
+        // Cancelled from outside in the instant the agent exited 0.
+        let (v, e) = verdict_of("CANCELLED", true, true, succeeded());
+        assert_eq!(v, Some(Verdict::Cancelled), "{e}");
+        // A job that never ran has no report, whatever its directory holds.
+        let (v, e) = verdict_of("CANCELLED", false, true, succeeded());
+        assert_eq!(v, Some(Verdict::Cancelled));
+        assert!(e.contains("never ran"), "{e}");
+        let (v, e) = verdict_of("FAILED", false, true, succeeded());
+        assert_eq!(v, Some(Verdict::InternalError));
+        assert!(e.contains("never ran"), "{e}");
+        // A report that could not be authenticated is named.
+        let (v, e) = verdict_of("COMPLETED", true, true, Returned::Bad("/d/session.json is bad".into()));
+        assert_eq!(v, Some(Verdict::InternalError));
+        assert!(e.contains("/d/session.json is bad"), "{e}");
+        // Slurm forgot the job: the signed report is all there is.
+        assert_eq!(
+            verdict_of("RUNNING (no longer known to Slurm)", true, false, succeeded()).0,
+            Some(Verdict::Succeeded)
+        );
+    }
+
+    #[test]
+    fn the_batch_key_is_exported_by_name_whatever_export_is_given() {
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        let work = Work::new(
+            "01B".into(),
+            "/b".into(),
+            1,
+            Vec::new(),
+            crate::batch::BatchControl::default(),
+            tx,
+        );
+        let export = |args: &[&str]| {
+            let mut o = SlurmOptions::default();
+            o.sbatch_args = args.iter().map(|a| a.to_string()).collect();
+            assert_eq!(o.check(), Ok(()));
+            sbatch_args(&o, &work, Path::new("/b/slurm/1"), None)
+                .into_iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .filter(|a| a.starts_with("--export"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(export(&[]), [format!("--export=ALL,{KEY_ENV}")]);
+        assert_eq!(export(&["--export=NONE"]), [format!("--export={KEY_ENV}")]);
+        assert_eq!(
+            export(&["--export=PATH,HOME"]),
+            [format!("--export=PATH,HOME,{KEY_ENV}")]
+        );
+        let mut o = SlurmOptions::default();
+        o.sbatch_args = vec!["--export".into(), "NONE".into()];
+        assert!(o.check().unwrap_err().contains("--export=VALUE"));
+    }
+
+    #[test]
     fn run_timeouts_sit_inside_the_job_limit() {
         let entry = |t: Option<u64>| {
             let mut r = crate::RunRequest::exec(["true"]);

@@ -11,6 +11,7 @@ mod support;
 mod action;
 mod agents;
 mod batch;
+mod batch_state;
 mod batch_ci;
 mod budgets;
 mod clocks;

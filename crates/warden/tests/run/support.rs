@@ -20,6 +20,9 @@ pub const CONTAINMENTS: &[&str] = &["auto", "subreaper"];
 pub struct Case {
     pub dir: tempfile::TempDir,
     pub mark: String,
+    /// The case's XDG_STATE_HOME (where warden keeps batch keys): its own,
+    /// outside its directory.
+    pub state: tempfile::TempDir,
 }
 
 pub struct Finished {
@@ -104,6 +107,7 @@ impl Case {
         Self {
             dir: tempfile::tempdir().expect("tempdir"),
             mark,
+            state: tempfile::tempdir().expect("tempdir"),
         }
     }
 
@@ -122,6 +126,7 @@ impl Case {
         cmd.current_dir(self.path())
             .env("WARDEN_TEST_MARK", &self.mark)
             .env("WARDEN_RUN_DIR", self.run_dir())
+            .env("XDG_STATE_HOME", self.state.path())
             .env_remove("GITHUB_ACTIONS")
             // A test that sets GITHUB_ACTIONS must not append to the CI
             // job's own outputs.
