@@ -45,6 +45,7 @@ mod shim_exe;
 mod signals;
 mod slurm_batch;
 mod slurm_cluster;
+mod slurm_state;
 mod startup;
 mod startup2;
 mod transient_retries;
