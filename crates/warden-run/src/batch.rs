@@ -339,7 +339,9 @@ impl Batch {
                         Some(Verdict::InternalError),
                         Some(format!("not run: {}", refused.why)),
                     );
-                    batch.warnings.push(format!("run `{name}`: {}", refused.why));
+                    batch
+                        .warnings
+                        .push(format!("run `{name}`: {}", refused.why));
                     batch.entries.push(Entry {
                         name: name.clone(),
                         request: RunRequest::exec(Vec::<String>::new()),

@@ -194,8 +194,7 @@ impl BatchKey {
             }
         })?;
         let text = String::from_utf8_lossy(&bytes);
-        Self::from_hex(text.trim())
-            .map_err(|e| format!("the batch's key {}: {e}", path.display()))
+        Self::from_hex(text.trim()).map_err(|e| format!("the batch's key {}: {e}", path.display()))
     }
 
     /// A key given as 64 hex digits.
@@ -325,7 +324,11 @@ impl BatchKey {
         let mut data = data.to_vec();
         let plain = self
             .aead_key()
-            .open_in_place(nonce, aead::Aad::from(Self::env_aad(index, name)), &mut data)
+            .open_in_place(
+                nonce,
+                aead::Aad::from(Self::env_aad(index, name)),
+                &mut data,
+            )
             .ok()?;
         String::from_utf8(plain.to_vec()).ok()
     }
@@ -361,11 +364,7 @@ impl PartialEq for ReportSigner {
 /// The request's JSON as warden saves it for entry `index`: each
 /// `--env NAME=VALUE` value sealed (`{"sealed": [NAME, HEX]}`), never in
 /// clear.
-pub fn seal_request(
-    key: &BatchKey,
-    index: usize,
-    request: &RunRequest,
-) -> Result<Vec<u8>, String> {
+pub fn seal_request(key: &BatchKey, index: usize, request: &RunRequest) -> Result<Vec<u8>, String> {
     let mut value = serde_json::to_value(request).map_err(|e| e.to_string())?;
     if let Some(env) = value.get_mut("env").and_then(|e| e.as_array_mut()) {
         for item in env.iter_mut() {
@@ -405,9 +404,19 @@ pub fn open_request(
             let (name, text) = match sealed.as_array().map(Vec::as_slice) {
                 Some([n, t]) => match (n.as_str(), t.as_str()) {
                     (Some(n), Some(t)) => (n.to_string(), t.to_string()),
-                    _ => return Err(format!("{}: a sealed `env` value is not [NAME, HEX]", what.display())),
+                    _ => {
+                        return Err(format!(
+                            "{}: a sealed `env` value is not [NAME, HEX]",
+                            what.display()
+                        ));
+                    }
                 },
-                _ => return Err(format!("{}: a sealed `env` value is not [NAME, HEX]", what.display())),
+                _ => {
+                    return Err(format!(
+                        "{}: a sealed `env` value is not [NAME, HEX]",
+                        what.display()
+                    ));
+                }
             };
             let Some(key) = key else {
                 return Err(format!(
@@ -464,10 +473,7 @@ mod tests {
         let other = BatchKey::generate().unwrap();
         assert!(!other.verify(Role::Request(1), b"{}", mac.as_bytes()));
         assert!(!key.verify(Role::Request(1), b"{}", b"hmac-sha256:zz"));
-        assert_eq!(
-            BatchKey::from_hex(&key.to_hex()).unwrap().bytes,
-            key.bytes
-        );
+        assert_eq!(BatchKey::from_hex(&key.to_hex()).unwrap().bytes, key.bytes);
         assert!(BatchKey::from_hex("abcd").is_err());
     }
 

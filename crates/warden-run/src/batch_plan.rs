@@ -127,7 +127,9 @@ pub(crate) fn check_jobs(jobs: usize) -> Result<(), String> {
     if (1..=MAX_JOBS).contains(&jobs) {
         Ok(())
     } else {
-        Err(format!("{jobs} is not a number of runs at once (1 to {MAX_JOBS})"))
+        Err(format!(
+            "{jobs} is not a number of runs at once (1 to {MAX_JOBS})"
+        ))
     }
 }
 
@@ -256,7 +258,8 @@ pub(crate) fn attempts_spent(
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let authentic = index.map(|i| key.read_signed(&path, Role::Run(i, &run_name), MAX_READ));
+            let authentic =
+                index.map(|i| key.read_signed(&path, Role::Run(i, &run_name), MAX_READ));
             let bytes = match authentic {
                 Some(Ok(bytes)) => bytes,
                 Some(Err(e)) if e.is_missing() => continue,
@@ -435,8 +438,12 @@ pub(crate) mod tests {
         let key = BatchKey::generate().unwrap();
         let mut plan = Plan::new("01ID", Path::new("b.toml"), &crate::executor::Local, 2);
         plan.jobs = 4611686018427387904;
-        plan.write(dir.path(), &[("a".into(), RunRequest::exec(["true"]))], &key)
-            .unwrap();
+        plan.write(
+            dir.path(),
+            &[("a".into(), RunRequest::exec(["true"]))],
+            &key,
+        )
+        .unwrap();
         let e = Plan::read(dir.path(), &key).unwrap_err();
         assert!(
             e.contains("plan.json") && e.contains("`jobs`") && e.contains("4611686018427387904"),

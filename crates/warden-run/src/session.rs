@@ -846,7 +846,8 @@ fn sign_run_report(signer: &ReportSigner, run: &crate::Report) {
     bytes.push(b'\n');
     let mac = signer.key.sign(Role::Run(signer.index, name), &bytes);
     let path = run.run_dir.join("run.json.mac");
-    let _ = crate::regular_file::create_new(&path, 0o644).and_then(|mut f| f.write_all(mac.as_bytes()));
+    let _ =
+        crate::regular_file::create_new(&path, 0o644).and_then(|mut f| f.write_all(mac.as_bytes()));
 }
 
 /// Waits `delay` before a retry; `false` when the session was cancelled

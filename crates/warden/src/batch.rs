@@ -283,8 +283,12 @@ pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
 
 /// `dir` from the current directory when relative.
 fn absolute_dir(dir: &Path) -> Result<PathBuf, CliError> {
-    std::path::absolute(dir)
-        .map_err(|e| usage(format_args!("{}: cannot make it absolute: {e}", dir.display())))
+    std::path::absolute(dir).map_err(|e| {
+        usage(format_args!(
+            "{}: cannot make it absolute: {e}",
+            dir.display()
+        ))
+    })
 }
 
 /// A batch read from its file.

@@ -26,8 +26,8 @@ use tokio::process::Command;
 use super::follow::{Follow, LOOKS_AT_THE_END};
 use super::{Entry, Executor, Work};
 use crate::Verdict;
-use crate::batch_report::{BatchRun, JobReport};
 use crate::batch_key::{BatchKey, KEY_ENV, Role};
+use crate::batch_report::{BatchRun, JobReport};
 use crate::session::SessionReport;
 use crate::update::Update;
 
@@ -518,7 +518,12 @@ fn combine(
     request_refused: Option<String>,
 ) -> BatchRun {
     let new = |verdict: Option<Verdict>, error: String| {
-        BatchRun::new(entry.name.clone(), entry.request.agent, verdict, Some(error))
+        BatchRun::new(
+            entry.name.clone(),
+            entry.request.agent,
+            verdict,
+            Some(error),
+        )
     };
     let state = job
         .map(|j| j.state.split_whitespace().next().unwrap_or("").to_string())
@@ -537,7 +542,9 @@ fn combine(
             Returned::Missing => new(verdict, why),
             _ => new(
                 verdict,
-                format!("{why}; a session.json in its directory is not believed: the job never ran"),
+                format!(
+                    "{why}; a session.json in its directory is not believed: the job never ran"
+                ),
             ),
         };
     }
@@ -565,7 +572,9 @@ fn combine(
                 });
                 run.verdict = verdict;
                 run.error = Some(if state == "FAILED" {
-                    format!("Slurm says the job FAILED ({slurm}), yet its report says succeeded: not believed")
+                    format!(
+                        "Slurm says the job FAILED ({slurm}), yet its report says succeeded: not believed"
+                    )
                 } else {
                     format!("{why}; its report said succeeded, Slurm's word wins")
                 });
@@ -804,8 +813,7 @@ fn write_job_files(
             &bytes,
         )?;
     }
-    crate::regular_file::create_new(&dir.join("job.sh"), 0o700)?
-        .write_all(script.as_bytes())?;
+    crate::regular_file::create_new(&dir.join("job.sh"), 0o700)?.write_all(script.as_bytes())?;
     Ok(())
 }
 
@@ -1154,12 +1162,23 @@ mod tests {
         assert_eq!(v, Some(Verdict::InternalError));
         assert!(e.contains("never ran"), "{e}");
         // A report that could not be authenticated is named.
-        let (v, e) = verdict_of("COMPLETED", true, true, Returned::Bad("/d/session.json is bad".into()));
+        let (v, e) = verdict_of(
+            "COMPLETED",
+            true,
+            true,
+            Returned::Bad("/d/session.json is bad".into()),
+        );
         assert_eq!(v, Some(Verdict::InternalError));
         assert!(e.contains("/d/session.json is bad"), "{e}");
         // Slurm forgot the job: the signed report is all there is.
         assert_eq!(
-            verdict_of("RUNNING (no longer known to Slurm)", true, false, succeeded()).0,
+            verdict_of(
+                "RUNNING (no longer known to Slurm)",
+                true,
+                false,
+                succeeded()
+            )
+            .0,
             Some(Verdict::Succeeded)
         );
     }
@@ -1176,8 +1195,10 @@ mod tests {
             tx,
         );
         let export = |args: &[&str]| {
-            let mut o = SlurmOptions::default();
-            o.sbatch_args = args.iter().map(|a| a.to_string()).collect();
+            let o = SlurmOptions {
+                sbatch_args: args.iter().map(|a| a.to_string()).collect(),
+                ..SlurmOptions::default()
+            };
             assert_eq!(o.check(), Ok(()));
             sbatch_args(&o, &work, Path::new("/b/slurm/1"), None)
                 .into_iter()
@@ -1191,8 +1212,10 @@ mod tests {
             export(&["--export=PATH,HOME"]),
             [format!("--export=PATH,HOME,{KEY_ENV}")]
         );
-        let mut o = SlurmOptions::default();
-        o.sbatch_args = vec!["--export".into(), "NONE".into()];
+        let o = SlurmOptions {
+            sbatch_args: vec!["--export".into(), "NONE".into()],
+            ..SlurmOptions::default()
+        };
         assert!(o.check().unwrap_err().contains("--export=VALUE"));
     }
 

@@ -91,13 +91,12 @@ fn a_rewritten_request_is_refused_on_resume_and_never_runs() {
         &dir.join("requests/1.json"),
         &format!("touch {}", marker.display()),
     );
-    let done = case.run(&[
-        "batch",
-        "--resume",
-        dir.to_str().unwrap(),
-        "--rerun-failed",
-    ]);
-    assert!(!marker.exists(), "the rewritten command ran: {}", done.stderr);
+    let done = case.run(&["batch", "--resume", dir.to_str().unwrap(), "--rerun-failed"]);
+    assert!(
+        !marker.exists(),
+        "the rewritten command ran: {}",
+        done.stderr
+    );
     assert_eq!(done.code, 1, "{}", done.stderr);
     let b = batch_json(&dir);
     let fails = run_of(&b, "fails");
@@ -181,12 +180,7 @@ fn another_entry_s_report_copied_into_a_failed_entry_does_not_keep_it() {
     for f in ["session.json", "session.json.mac"] {
         std::fs::copy(dir.join("ok").join(f), dir.join("fails").join(f)).unwrap();
     }
-    let done = case.run(&[
-        "batch",
-        "--resume",
-        dir.to_str().unwrap(),
-        "--rerun-failed",
-    ]);
+    let done = case.run(&["batch", "--resume", dir.to_str().unwrap(), "--rerun-failed"]);
     assert_eq!(done.code, 1, "{}", done.stderr);
     assert!(
         done.stderr.contains("fails/session.json") && done.stderr.contains("runs again"),
@@ -216,12 +210,7 @@ fn env_values_are_never_stored_in_clear_and_a_resume_in_a_new_process_still_has_
     assert_eq!(done.code, 1, "not yet: {}", done.stderr);
     assert_eq!(files_holding(&dir, "secretvalue123"), Vec::<PathBuf>::new());
     std::fs::write(&go, "").unwrap();
-    let done = case.run(&[
-        "batch",
-        "--resume",
-        dir.to_str().unwrap(),
-        "--rerun-failed",
-    ]);
+    let done = case.run(&["batch", "--resume", dir.to_str().unwrap(), "--rerun-failed"]);
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert_eq!(run_of(&batch_json(&dir), "needs")["verdict"], "succeeded");
     assert_eq!(files_holding(&dir, "secretvalue123"), Vec::<PathBuf>::new());

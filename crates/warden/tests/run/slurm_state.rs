@@ -14,7 +14,14 @@ use crate::support::Case;
 /// `warden batch b.toml --executor slurm -j JOBS --dir DIR` on the cluster.
 fn batch(case: &Case, env: &SlurmEnv, dir: &str, jobs: &str) -> std::process::Command {
     let mut cmd = case.command(&[
-        "batch", "b.toml", "--executor", "slurm", "-j", jobs, "--dir", dir,
+        "batch",
+        "b.toml",
+        "--executor",
+        "slurm",
+        "-j",
+        jobs,
+        "--dir",
+        dir,
     ]);
     cmd.env("SLURM_CONF", &env.conf);
     cmd
@@ -116,7 +123,9 @@ fn a_report_planted_in_an_entry_s_directory_is_not_believed() {
         ),
     )
     .unwrap();
-    let out = batch(&case, &env, dir.to_str().unwrap(), "1").output().unwrap();
+    let out = batch(&case, &env, dir.to_str().unwrap(), "1")
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let b = batch_json(&dir);
