@@ -290,10 +290,25 @@ fn collect_kind(
             items.push(item(Action::WouldRemove, why));
             continue;
         }
+        // A batch's key goes with its directory: the one its plan names,
+        // only if that is the directory's own name (as a batch under
+        // `.warden/batches/` is named), so no plan can point gc at another
+        // batch's key.
+        let key = (kind == ItemKind::Batch)
+            .then(|| read_json_at(&lock, crate::batch_plan::PLAN_FILE))
+            .flatten()
+            .and_then(|plan| plan.get("batch_id")?.as_str().map(str::to_string))
+            .filter(|id| e.name.to_str() == Some(id.as_str()))
+            .and_then(|id| crate::batch_key::key_path(&id).ok());
         // The lock is held while the directory goes, so nothing can take
         // it meanwhile.
         match remove_at(root.fd(), &e.name, 0) {
-            Ok(()) => items.push(item(Action::Removed, why)),
+            Ok(()) => {
+                if let Some(key) = key {
+                    let _ = std::fs::remove_file(key);
+                }
+                items.push(item(Action::Removed, why));
+            }
             // Another gc took it first (it had the lock before this one).
             Err(err) if is_gone(&err) => {}
             Err(err) => items.push(item(

@@ -190,6 +190,9 @@ fn another_entry_s_report_copied_into_a_failed_entry_does_not_keep_it() {
     let b = batch_json(&dir);
     assert_eq!(run_of(&b, "fails")["verdict"], "agent_failed", "{b}");
     assert!(dir.join("attempts/fails.1").is_dir());
+    // The earlier attempt's run.json was signed by its session: no
+    // warning about it.
+    assert!(!done.stderr.contains("run.json"), "{}", done.stderr);
 }
 
 #[test]
@@ -214,4 +217,28 @@ fn env_values_are_never_stored_in_clear_and_a_resume_in_a_new_process_still_has_
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert_eq!(run_of(&batch_json(&dir), "needs")["verdict"], "succeeded");
     assert_eq!(files_holding(&dir, "secretvalue123"), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn gc_removes_a_batch_s_key_with_its_directory() {
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[[run]]\nname = \"ok\"\nagent = \"exec\"\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let done = case.run(&["batch", "b.toml"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let batches = case.path().join(".warden/batches");
+    let dir = std::fs::read_dir(&batches)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let (_, key_file) = key_of(&case, &dir);
+    let done = case.run(&["gc", "--keep-runs", "0"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(!dir.exists(), "{}", done.stderr);
+    assert!(!key_file.exists(), "the key stayed: {}", done.stderr);
 }
