@@ -151,9 +151,36 @@ pub(crate) fn read_requests(
             let bytes = key
                 .read_signed(&path, Role::Request(i), MAX_READ)
                 .map_err(|e| Refused { why: e.to_string() })?;
-            batch_key::open_request(Some(key), i, &bytes, &path).map_err(|why| Refused { why })
+            let request = batch_key::open_request(Some(key), i, &bytes, &path)
+                .map_err(|why| Refused { why })?;
+            check_request(&request, &path).map_err(|why| Refused { why })?;
+            Ok(request)
         })
         .collect()
+}
+
+/// Values a saved request must have, named with the file when wrong.
+fn check_request(r: &RunRequest, path: &Path) -> Result<(), String> {
+    let bad = |field: &str, value: String, why: &str| {
+        Err(format!("{}: `{field}` = {value}: {why}", path.display()))
+    };
+    if !r.cwd.is_absolute() {
+        return bad("cwd", r.cwd.display().to_string(), "not an absolute path");
+    }
+    if r.session.iterations == 0 {
+        return bad("session.iterations", "0".into(), "at least 1 is run");
+    }
+    if let Some(b) = &r.batch_budget {
+        let c = b.spent.cost_usd;
+        if !c.is_finite() || c < 0.0 {
+            return bad(
+                "batch_budget.spent.cost_usd",
+                c.to_string(),
+                "what was spent is a finite sum of at least 0",
+            );
+        }
+    }
+    Ok(())
 }
 
 /// How an entry's earlier attempt stands, from its `session.json`.
@@ -430,6 +457,29 @@ pub(crate) mod tests {
             ended(dir.path(), 2, "a", Agent::Pi, &key),
             Earlier::Refused(why) if why.contains("tampered")
         ));
+    }
+
+    #[test]
+    fn a_saved_request_s_values_are_checked_by_name() {
+        let p = Path::new("/b/requests/0.json");
+        let mut r = RunRequest::exec(["true"]);
+        r.cwd = "/w".into();
+        assert_eq!(check_request(&r, p), Ok(()));
+        r.cwd = "w".into();
+        let e = check_request(&r, p).unwrap_err();
+        assert!(e.contains("0.json") && e.contains("`cwd` = w"), "{e}");
+        r.cwd = "/w".into();
+        r.batch_budget = Some(crate::budget::SharedBudget::new(
+            crate::budget::BudgetScope::Batch,
+            crate::budget::Budget::default(),
+            crate::budget::Spent {
+                cost_usd: f64::NAN,
+                tokens: 0,
+                turns: 0,
+            },
+        ));
+        let e = check_request(&r, p).unwrap_err();
+        assert!(e.contains("cost_usd") && e.contains("NaN"), "{e}");
     }
 
     #[test]
