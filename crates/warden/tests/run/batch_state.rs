@@ -242,3 +242,87 @@ fn gc_removes_a_batch_s_key_with_its_directory() {
     assert!(!dir.exists(), "{}", done.stderr);
     assert!(!key_file.exists(), "the key stayed: {}", done.stderr);
 }
+
+#[test]
+fn the_batch_key_in_warden_s_environment_never_reaches_the_agent() {
+    let key = "ab".repeat(32);
+    let mut sandboxes = vec!["host"];
+    if crate::support::bwrap_works() {
+        sandboxes.push("bwrap");
+    }
+    for sandbox in sandboxes {
+        let case = Case::new();
+        let out = case
+            .command(&[
+                "run",
+                "exec",
+                "--sandbox",
+                sandbox,
+                "--",
+                "sh",
+                "-c",
+                "test -z \"$WARDEN_BATCH_KEY\"",
+            ])
+            .env("WARDEN_BATCH_KEY", &key)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{sandbox}: {stderr}");
+    }
+}
+
+#[test]
+fn run_request_runs_only_a_request_signed_with_the_key_it_was_given() {
+    let case = Case::new();
+    let marker = case.path().join("marker");
+    std::fs::write(
+        case.path().join("b.toml"),
+        format!(
+            "[[run]]\nname = \"a\"\nagent = \"exec\"\nenv = [\"API_KEY=secretvalue123\"]\ncommand = [\"sh\", \"-c\", \"touch {}\"]\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", "b.toml", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    std::fs::remove_file(&marker).unwrap();
+    let (key, _) = key_of(&case, &dir);
+    let request = dir.join("requests/0.json");
+    // Without the key its sealed value cannot be opened: named.
+    let done = case.run(&["run-request", request.to_str().unwrap()]);
+    assert_eq!(done.code, 2, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("API_KEY") && done.stderr.contains("WARDEN_BATCH_KEY"),
+        "{}",
+        done.stderr
+    );
+    // Another batch's key: not run.
+    let out = case
+        .command(&["run-request", request.to_str().unwrap()])
+        .env("WARDEN_BATCH_KEY", "cd".repeat(32))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("0.json") && stderr.contains("not run"),
+        "{stderr}"
+    );
+    // Renamed as another entry's: not run either.
+    let other = dir.join("requests/1.json");
+    std::fs::copy(&request, &other).unwrap();
+    std::fs::copy(mac_path(&request), mac_path(&other)).unwrap();
+    let out = case
+        .command(&["run-request", other.to_str().unwrap()])
+        .env("WARDEN_BATCH_KEY", key.to_hex())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("1.json") && stderr.contains("tampered"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "a refused request ran");
+}
