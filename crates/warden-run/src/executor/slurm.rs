@@ -553,12 +553,12 @@ fn combine(
             let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);
             run.duration_ms = s.duration_ms;
             if final_word && s.verdict == Some(Verdict::Succeeded) && state != "COMPLETED" {
-                // The job did not end as a run that succeeded ends.
-                let (verdict, why) = without_report();
-                let verdict = if state == "FAILED" {
-                    Some(Verdict::InternalError)
-                } else {
-                    verdict
+                // The job did not end as a run that succeeded ends: Slurm's
+                // verdict (cancelled, timed out, ...), and a job that
+                // failed is warden's error.
+                let verdict = match state.as_str() {
+                    "FAILED" => Some(Verdict::InternalError),
+                    _ => without_report().0,
                 };
                 let slurm = job.map_or_else(String::new, |j| {
                     format!(
@@ -571,13 +571,9 @@ fn combine(
                     )
                 });
                 run.verdict = verdict;
-                run.error = Some(if state == "FAILED" {
-                    format!(
-                        "Slurm says the job FAILED ({slurm}), yet its report says succeeded: not believed"
-                    )
-                } else {
-                    format!("{why}; its report said succeeded, Slurm's word wins")
-                });
+                run.error = Some(format!(
+                    "Slurm says the job ended {slurm}, yet its report says succeeded: not believed, Slurm's word wins"
+                ));
             } else if let Some(job) = job
                 && !matches!(state.as_str(), "COMPLETED" | "FAILED")
             {

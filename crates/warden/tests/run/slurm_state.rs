@@ -176,3 +176,55 @@ fn env_secrets_reach_the_job_yet_never_the_shared_directory_in_clear() {
     );
     case.assert_nothing_left();
 }
+
+#[test]
+fn a_job_that_failed_is_not_succeeded_because_of_an_earlier_report() {
+    let Some(env) = slurm() else { return };
+    let case = Case::new();
+    let flag = case.path().join("flag");
+    // Its first iteration succeeds (session.json, signed, says so); the
+    // second is going when warden in the job is killed (the node's OOM
+    // killer, an admin): Slurm says FAILED.
+    std::fs::write(
+        case.path().join("b.toml"),
+        format!(
+            "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
+             [[run]]\nname = \"victim\"\niterations = 2\n\
+             command = [\"sh\", \"-c\", \"if [ -e {f} ]; then echo up; sleep 300; else touch {f}; fi\"]\n",
+            f = flag.display()
+        ),
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let child = batch(&case, &env, dir.to_str().unwrap(), "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second = dir.join("victim/iteration-2/stdout.log");
+    wait_until(
+        "the second iteration is not up",
+        Duration::from_secs(60),
+        || std::fs::read_to_string(&second).is_ok_and(|t| t.contains("up")),
+    );
+    let request = dir.join("slurm/1/requests/0.json");
+    let warden = crate::support::processes()
+        .into_iter()
+        .find(|p| {
+            p.cmdline
+                .ends_with(&format!("run-request {} ", request.display()))
+        })
+        .expect("warden in the job");
+    crate::support::kill(warden.pid as u32, "KILL");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let b = batch_json(&dir);
+    let victim = run_of(&b, "victim");
+    assert_eq!(victim["job"]["state"], "FAILED", "{victim}");
+    assert_eq!(victim["session"]["verdict"], "succeeded", "{victim}");
+    assert_eq!(victim["verdict"], "internal_error", "{victim}");
+    let error = victim["error"].as_str().unwrap();
+    assert!(error.contains("not believed"), "{error}");
+    case.assert_nothing_left();
+}
