@@ -247,6 +247,14 @@ impl Batch {
     /// batch still queued or running on a cluster are waited for first.
     /// The executor is the plan's (`local` or `slurm` with its options);
     /// `jobs` replaces the plan's when given.
+    ///
+    /// Nothing is believed unchecked (see [`crate::batch_key`]): the
+    /// batch's key is read from where [`Batch::start`] kept it (an error
+    /// naming the file when it is not there), `plan.json` must carry its
+    /// MAC (else an error), a request that does not is never run (its
+    /// entry ends `internal_error`, kept as such), and a `session.json` that
+    /// does not is not believed (the entry runs again); each is said in
+    /// [`Batch::warnings`].
     pub async fn resume(
         dir: &Path,
         jobs: Option<usize>,
@@ -447,7 +455,8 @@ impl Batch {
     }
 
     /// Makes the batch directory and starts the entries on the current
-    /// tokio runtime.
+    /// tokio runtime. A new batch's key is made first and kept outside its
+    /// directory ([`crate::batch_key::key_path`]).
     pub async fn start(mut self) -> Result<BatchHandle, BatchError> {
         if self.entries.is_empty() || self.jobs == 0 {
             return Err(BatchError::Empty);
