@@ -23,9 +23,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::cut::Cut;
-use crate::figure::Figure;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
+use crate::figure::Figure;
 use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
@@ -163,7 +163,10 @@ impl Usage {
         Tokens {
             input: out.count("usage.input_tokens", self.input_tokens),
             output: out.count("usage.output_tokens", self.output_tokens),
-            cache_read: out.count("usage.cache_read_input_tokens", self.cache_read_input_tokens),
+            cache_read: out.count(
+                "usage.cache_read_input_tokens",
+                self.cache_read_input_tokens,
+            ),
             cache_write: out.count(
                 "usage.cache_creation_input_tokens",
                 self.cache_creation_input_tokens,

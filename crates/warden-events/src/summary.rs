@@ -635,15 +635,16 @@ mod tests {
     fn a_negative_cost_is_not_counted_and_its_line_is_named() {
         let honest = pi_call(r#"{"input":10,"output":5,"cost":{"total":1.0}}"#);
         let forged = pi_call(r#"{"input":10,"output":5,"cost":{"total":-100}}"#);
-        let (s, events) = decode(
-            Agent::Pi,
-            &[r#"{"type":"agent_start"}"#, &honest, &forged],
-        );
+        let (s, events) = decode(Agent::Pi, &[r#"{"type":"agent_start"}"#, &honest, &forged]);
         assert_eq!(s.cost_usd, Some(1.0), "the forged line paid nothing back");
         assert_eq!(s.tokens.input, 20, "the line's honest counts still count");
         assert_eq!(
             ignored(&events),
-            vec![(3, "message.usage.cost.total".into(), FigureProblem::Negative)]
+            vec![(
+                3,
+                "message.usage.cost.total".into(),
+                FigureProblem::Negative
+            )]
         );
         let value = events.iter().find_map(|e| match e {
             Event::UsageIgnored { value, .. } => Some(value.clone()),
@@ -657,12 +658,19 @@ mod tests {
         let (s, events) = decode(
             Agent::Pi,
             &[
-                &pi_call(r#"{"input":-5,"output":1e999,"cacheRead":"NaN","cacheWrite":7,"cost":{"total":1e999}}"#),
+                &pi_call(
+                    r#"{"input":-5,"output":1e999,"cacheRead":"NaN","cacheWrite":7,"cost":{"total":1e999}}"#,
+                ),
                 &pi_call(r#"{"input":3,"output":4,"cost":{"total":"0.5"}}"#),
             ],
         );
         assert_eq!(
-            (s.tokens.input, s.tokens.output, s.tokens.cache_read, s.tokens.cache_write),
+            (
+                s.tokens.input,
+                s.tokens.output,
+                s.tokens.cache_read,
+                s.tokens.cache_write
+            ),
             (3, 4, 0, 7)
         );
         assert_eq!(s.cost_usd, None);
@@ -672,9 +680,21 @@ mod tests {
             vec![
                 (1, "message.usage.input".into(), FigureProblem::Negative),
                 (1, "message.usage.output".into(), FigureProblem::Infinite),
-                (1, "message.usage.cacheRead".into(), FigureProblem::NotANumber),
-                (1, "message.usage.cost.total".into(), FigureProblem::Infinite),
-                (2, "message.usage.cost.total".into(), FigureProblem::NotANumber),
+                (
+                    1,
+                    "message.usage.cacheRead".into(),
+                    FigureProblem::NotANumber
+                ),
+                (
+                    1,
+                    "message.usage.cost.total".into(),
+                    FigureProblem::Infinite
+                ),
+                (
+                    2,
+                    "message.usage.cost.total".into(),
+                    FigureProblem::NotANumber
+                ),
             ]
         );
     }
@@ -693,14 +713,18 @@ mod tests {
 
         let (s, events) = decode(
             Agent::Gemini,
-            &[r#"{"type":"result","status":"success","stats":{"input_tokens":-1,"output_tokens":5,"total_tokens":1e999}}"#],
+            &[
+                r#"{"type":"result","status":"success","stats":{"input_tokens":-1,"output_tokens":5,"total_tokens":1e999}}"#,
+            ],
         );
         assert_eq!((s.tokens.input, s.tokens.output), (0, 5));
         assert_eq!(ignored(&events).len(), 2, "{events:?}");
 
         let (s, events) = decode(
             Agent::Claude,
-            &[r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":-3,"usage":{"input_tokens":10,"output_tokens":-1}}"#],
+            &[
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":-3,"usage":{"input_tokens":10,"output_tokens":-1}}"#,
+            ],
         );
         assert_eq!((s.cost_usd, s.tokens.input, s.tokens.output), (None, 10, 0));
         assert_eq!(
@@ -735,7 +759,11 @@ mod tests {
                 _ => None,
             })
             .collect::<Vec<_>>();
-        assert_eq!(usage, vec![1000, 1000, 1500], "the usage events say what counts");
+        assert_eq!(
+            usage,
+            vec![1000, 1000, 1500],
+            "the usage events say what counts"
+        );
 
         let result = |cost: f64| {
             format!(
@@ -766,8 +794,11 @@ mod tests {
         d.push(stream.as_bytes(), |_, events| seen.append(events));
         assert_eq!(
             ignored(&seen),
-            vec![(3, "message.usage.cost.total".into(), FigureProblem::Negative)]
+            vec![(
+                3,
+                "message.usage.cost.total".into(),
+                FigureProblem::Negative
+            )]
         );
     }
-
 }

@@ -840,7 +840,10 @@ mod tests {
         assert_eq!(w.check(&spent(f64::NAN, 0, 0)).exceeded, None);
         // Read from a file: refused, naming the value.
         let e = serde_json::from_str::<Spent>(r#"{"cost_usd":-1000}"#).unwrap_err();
-        assert!(e.to_string().contains("-1000 is not an amount spent"), "{e}");
+        assert!(
+            e.to_string().contains("-1000 is not an amount spent"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -852,5 +855,4 @@ mod tests {
         assert!(close(total.cost_usd, 0.6) && total.turns == 1, "{total:?}");
         assert!(pool.shared().lines()[0].reached >= 0.6);
     }
-
 }

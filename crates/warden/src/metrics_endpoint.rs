@@ -195,11 +195,9 @@ async fn serve(
         let telemetry = telemetry.clone();
         let flag = answering.clone();
         let task = tokio::spawn(async move {
-            let _ = tokio::time::timeout(
-                HEAD_TIMEOUT + IO_TIMEOUT,
-                answer(stream, &telemetry, &flag),
-            )
-            .await;
+            let _ =
+                tokio::time::timeout(HEAD_TIMEOUT + IO_TIMEOUT, answer(stream, &telemetry, &flag))
+                    .await;
         });
         places.taken.push_back(Place {
             task: task.abort_handle(),
@@ -555,7 +553,8 @@ mod tests {
             MetricsEndpoint::start(bind("127.0.0.1:0".parse().unwrap()).unwrap(), telemetry())
                 .unwrap();
         let mut s = std::net::TcpStream::connect(endpoint.addr()).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
         let t0 = std::time::Instant::now();
         // A byte every 100 ms: each read is quick, the head never whole.
         let closed = loop {
@@ -564,7 +563,11 @@ mod tests {
             match s.read(&mut b) {
                 Ok(0) => break t0.elapsed(),
                 Ok(n) => panic!("an answer to no request: {:?}", &b[..n]),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => break t0.elapsed(),
             }
             assert!(
@@ -573,7 +576,10 @@ mod tests {
                 t0.elapsed()
             );
         };
-        assert!(closed >= HEAD_TIMEOUT - Duration::from_millis(200), "{closed:?}");
+        assert!(
+            closed >= HEAD_TIMEOUT - Duration::from_millis(200),
+            "{closed:?}"
+        );
         endpoint.stop();
     }
 
@@ -609,7 +615,9 @@ mod tests {
             .expect("answered at once")
             .unwrap()
             .expect("an answer, not a reset");
-        assert!(out.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{out}");
+        assert!(
+            out.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{out}"
+        );
     }
-
 }

@@ -416,8 +416,10 @@ fn pi_with_usages(case: &Case, name: &str, usages: &[&str]) -> String {
     bin.to_string_lossy().into_owned()
 }
 
-const HONEST_DOLLAR: &str = r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":1.0}}"#;
-const FORGED_REFUND: &str = r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":-100}}"#;
+const HONEST_DOLLAR: &str =
+    r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":1.0}}"#;
+const FORGED_REFUND: &str =
+    r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":-100}}"#;
 
 /// The `usage_ignored` events of a run's events.jsonl.
 fn ignored_usage(run_dir: &std::path::Path) -> Vec<Value> {
@@ -452,7 +454,10 @@ fn a_negative_cost_gives_no_spending_back_and_the_run_ends_over_budget() {
     let ignored = ignored_usage(&case.run_dir());
     assert_eq!(ignored.len(), 1, "{ignored:?}");
     assert_eq!(ignored[0]["line"], 3, "{ignored:?}");
-    assert_eq!(ignored[0]["field"], "message.usage.cost.total", "{ignored:?}");
+    assert_eq!(
+        ignored[0]["field"], "message.usage.cost.total",
+        "{ignored:?}"
+    );
     assert_eq!(ignored[0]["value"], "-100", "{ignored:?}");
     assert_eq!(ignored[0]["problem"], "negative", "{ignored:?}");
     assert!(
@@ -466,7 +471,8 @@ fn a_negative_cost_gives_no_spending_back_and_the_run_ends_over_budget() {
 #[test]
 fn a_negative_cost_gives_a_batch_budget_nothing_back() {
     let case = Case::new();
-    let honest_half = r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.5}}"#;
+    let honest_half =
+        r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.5}}"#;
     let bin = pi_with_usages(&case, "fake-pi-batch", &[honest_half, FORGED_REFUND]);
     let file = crate::batch::write(
         &case,
@@ -479,7 +485,10 @@ fn a_negative_cost_gives_a_batch_budget_nothing_back() {
     let dir = case.path().join("batch");
     let done = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
     let text = std::fs::read_to_string(dir.join("batch.json")).unwrap_or_default();
-    let why = format!("exit {}\n{}\n--- batch.json:\n{text}", done.code, done.stderr);
+    let why = format!(
+        "exit {}\n{}\n--- batch.json:\n{text}",
+        done.code, done.stderr
+    );
     assert_eq!(done.code, 0, "{why}");
     let b: Value = serde_json::from_str(&text).expect("batch.json");
     assert_eq!(b["budgets"][0]["reached"], 1.0, "{why}");
@@ -513,7 +522,15 @@ fn counts_that_are_infinite_or_no_number_are_ignored_with_a_warning() {
             r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.1}}"#,
         ],
     );
-    let done = case.run(&["run", "pi", "do it", "--agent-bin", &bin, "--max-tokens", "100"]);
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--max-tokens",
+        "100",
+    ]);
     let text = std::fs::read_to_string(case.run_dir().join("run.json")).unwrap_or_default();
     let why = format!("exit {}\n{}\n--- run.json:\n{text}", done.code, done.stderr);
     assert_eq!(done.code, 0, "{why}");
