@@ -66,7 +66,7 @@ pub enum FigureProblem {
     NotANumber,
     /// Beyond any float (`1e999`).
     Infinite,
-    /// A running total below what was already counted.
+    /// A running total below the agent's previous one.
     WentDown,
 }
 
@@ -376,7 +376,7 @@ pub enum Event {
     },
     /// A figure of the agent's usage that was not counted: a token count
     /// or cost that is negative, infinite or no number, or a running
-    /// total below what was already counted. `line` is the line of
+    /// total below the agent's previous one. `line` is the line of
     /// `stdout.log` it is on (1 for the first), `field` where in that
     /// line, `value` what it said.
     UsageIgnored {

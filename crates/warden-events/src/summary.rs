@@ -96,6 +96,10 @@ pub struct Summary {
     /// first), for the events that name it.
     #[serde(skip)]
     pub(crate) line: u64,
+    /// The agent's last running total, as counted: the next one is not
+    /// believed below it.
+    #[serde(skip)]
+    last_total: Option<(Tokens, Option<f64>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -338,33 +342,39 @@ impl Out<'_> {
     }
 
     /// The agent's own running total: it replaces what was added up. A
-    /// count or cost below what was already counted is not believed
-    /// (spending is never paid back): it stays where it was, with a
-    /// `usage_ignored` event.
+    /// count or cost below the same one of its previous running total is
+    /// not believed (spending is never paid back): it stays where it was,
+    /// with a `usage_ignored` event. (Only running totals are compared: a
+    /// CLI's total may honestly differ from the sum of its steps.)
     pub fn usage_total(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
         let given = tokens.beyond(&self.summary.usage_baseline);
-        let had = self.summary.tokens;
-        let counts = [
-            ("tokens.input", given.input, had.input),
-            ("tokens.output", given.output, had.output),
-            ("tokens.cache_read", given.cache_read, had.cache_read),
-            ("tokens.cache_write", given.cache_write, had.cache_write),
-            ("tokens.reasoning", given.reasoning, had.reasoning),
-        ];
-        for (field, now, before) in counts {
-            if now < before {
-                self.ignored(field, now.to_string(), FigureProblem::WentDown);
-            }
-        }
-        let tokens = given.max(&had);
-        self.summary.tokens = tokens;
         let mut cost_usd = cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
-        if let (Some(now), Some(before)) = (cost_usd, self.summary.cost_usd)
-            && now < before
-        {
-            self.ignored("cost_usd", now.to_string(), FigureProblem::WentDown);
-            cost_usd = Some(before);
+        let mut tokens = given;
+        let mut kept_cost = cost_usd;
+        if let Some((had, had_cost)) = self.summary.last_total {
+            let counts = [
+                ("tokens.input", given.input, had.input),
+                ("tokens.output", given.output, had.output),
+                ("tokens.cache_read", given.cache_read, had.cache_read),
+                ("tokens.cache_write", given.cache_write, had.cache_write),
+                ("tokens.reasoning", given.reasoning, had.reasoning),
+            ];
+            for (field, now, before) in counts {
+                if now < before {
+                    self.ignored(field, now.to_string(), FigureProblem::WentDown);
+                }
+            }
+            tokens = given.max(&had);
+            if let (Some(now), Some(before)) = (cost_usd, had_cost)
+                && now < before
+            {
+                self.ignored("cost_usd", now.to_string(), FigureProblem::WentDown);
+                cost_usd = Some(before);
+            }
+            kept_cost = cost_usd.or(had_cost);
         }
+        self.summary.last_total = Some((tokens, kept_cost));
+        self.summary.tokens = tokens;
         if cost_usd.is_some() {
             self.summary.cost_usd = cost_usd;
         }
@@ -776,6 +786,21 @@ mod tests {
             ignored(&events),
             vec![(2, "cost_usd".into(), FigureProblem::WentDown)]
         );
+    }
+
+    #[test]
+    fn a_first_running_total_replaces_the_steps_without_a_warning() {
+        // Claude's `result` totals may differ from its messages' usage
+        // summed: only one running total is compared with the next.
+        let (s, events) = decode(
+            Agent::Claude,
+            &[
+                r#"{"type":"assistant","message":{"id":"m1","model":"c","content":[],"usage":{"input_tokens":500,"output_tokens":50}}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"usage":{"input_tokens":400,"output_tokens":60}}"#,
+            ],
+        );
+        assert_eq!((s.tokens.input, s.tokens.output), (400, 60));
+        assert!(ignored(&events).is_empty(), "{events:?}");
     }
 
     #[test]
