@@ -203,6 +203,10 @@ async fn serve(
             task: task.abort_handle(),
             answering,
         });
+        // The new connection's head, when it came with it (a scraper's
+        // does), is read before the next connection is taken: a flood of
+        // connections does not push it out before it was looked at.
+        tokio::task::yield_now().await;
     }
 }
 
