@@ -194,6 +194,12 @@ impl Spent {
         self.turns = self.turns.saturating_add(other.turns);
     }
 
+    /// The same with a cost that is no amount (negative, infinite, not a
+    /// number) as none: what a library caller or a request may carry.
+    fn checked(&self) -> Spent {
+        Spent::default().at_least(self)
+    }
+
     /// The larger of each amount: what was spent never goes down.
     fn at_least(&self, other: &Spent) -> Spent {
         Spent {
@@ -230,7 +236,7 @@ impl SharedBudget {
         Self {
             scope,
             budget,
-            spent: Spent::default().at_least(&spent),
+            spent: spent.checked(),
         }
     }
 
@@ -551,7 +557,7 @@ impl BudgetPool {
         std::sync::Arc::new(Self {
             budget,
             state: std::sync::Mutex::new(PoolState {
-                base: Spent::default().at_least(&base),
+                base: base.checked(),
                 runs: std::collections::HashMap::new(),
                 warned: Vec::new(),
             }),
