@@ -25,6 +25,7 @@ use serde_json::value::RawValue;
 use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
+use crate::figure::Figure;
 use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
@@ -72,7 +73,7 @@ struct Line<'a> {
     #[serde(default)]
     errors: Option<Vec<serde_json::Value>>,
     #[serde(default)]
-    total_cost_usd: Option<f64>,
+    total_cost_usd: Option<Figure>,
     #[serde(default)]
     usage: Option<Usage>,
     #[serde(default)]
@@ -124,38 +125,52 @@ struct Message<'a> {
 #[derive(Deserialize, Default, Clone, Copy)]
 struct Usage {
     #[serde(default)]
-    input_tokens: Option<f64>,
+    input_tokens: Option<Figure>,
     #[serde(default)]
-    output_tokens: Option<f64>,
+    output_tokens: Option<Figure>,
     #[serde(default)]
-    cache_read_input_tokens: Option<f64>,
+    cache_read_input_tokens: Option<Figure>,
     #[serde(default)]
-    cache_creation_input_tokens: Option<f64>,
+    cache_creation_input_tokens: Option<Figure>,
 }
 
 impl Usage {
-    /// `earlier` with the counts this usage gives replaced.
-    fn over(self, earlier: Tokens) -> Tokens {
-        use crate::json::as_u64;
-        let or = |v: Option<f64>, e: u64| v.map_or(e, |v| as_u64(Some(v)));
+    /// `earlier` with the counts this usage gives replaced (a count not
+    /// believed is 0, as in [`Usage::tokens`]).
+    fn over(self, earlier: Tokens, out: &mut Out<'_>) -> Tokens {
+        let given = self.tokens(out);
+        let or = |v: Option<Figure>, now: u64, e: u64| if v.is_some() { now } else { e };
         Tokens {
-            input: or(self.input_tokens, earlier.input),
-            output: or(self.output_tokens, earlier.output),
-            cache_read: or(self.cache_read_input_tokens, earlier.cache_read),
-            cache_write: or(self.cache_creation_input_tokens, earlier.cache_write),
+            input: or(self.input_tokens, given.input, earlier.input),
+            output: or(self.output_tokens, given.output, earlier.output),
+            cache_read: or(
+                self.cache_read_input_tokens,
+                given.cache_read,
+                earlier.cache_read,
+            ),
+            cache_write: or(
+                self.cache_creation_input_tokens,
+                given.cache_write,
+                earlier.cache_write,
+            ),
             reasoning: 0,
         }
     }
 
     /// Anthropic's terms are warden's: `input_tokens` leaves out the
     /// cached parts, and thinking is output.
-    fn tokens(self) -> Tokens {
-        use crate::json::as_u64;
+    fn tokens(self, out: &mut Out<'_>) -> Tokens {
         Tokens {
-            input: as_u64(self.input_tokens),
-            output: as_u64(self.output_tokens),
-            cache_read: as_u64(self.cache_read_input_tokens),
-            cache_write: as_u64(self.cache_creation_input_tokens),
+            input: out.count("usage.input_tokens", self.input_tokens),
+            output: out.count("usage.output_tokens", self.output_tokens),
+            cache_read: out.count(
+                "usage.cache_read_input_tokens",
+                self.cache_read_input_tokens,
+            ),
+            cache_write: out.count(
+                "usage.cache_creation_input_tokens",
+                self.cache_creation_input_tokens,
+            ),
             reasoning: 0,
         }
     }
@@ -280,7 +295,9 @@ impl Decode for Claude {
             ),
             ("result", _) => {
                 if let Some(u) = l.usage {
-                    out.usage_total(u.tokens(), l.total_cost_usd);
+                    let tokens = u.tokens(out);
+                    let cost = out.cost("total_cost_usd", l.total_cost_usd);
+                    out.usage_total(tokens, cost);
                 }
                 // `num_turns` is left alone: `turns` counts model calls the
                 // same way for every agent, and Claude's count of its own
@@ -407,7 +424,7 @@ impl Claude {
         }
         match self.counted.iter_mut().find(|(c, _)| c == id) {
             Some((_, counted)) => {
-                let now = u.over(*counted).max(counted);
+                let now = u.over(*counted, out).max(counted);
                 let more = now.beyond(counted);
                 *counted = now;
                 if !more.is_zero() {
@@ -418,7 +435,7 @@ impl Claude {
                 if self.counted.len() == COUNTED_IDS {
                     self.counted.pop_front();
                 }
-                let tokens = u.tokens();
+                let tokens = u.tokens(out);
                 self.counted.push_back((id.to_string(), tokens));
                 out.usage_step(tokens, None);
                 if top_level {

@@ -21,7 +21,8 @@ use serde_json::value::RawValue;
 use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse};
+use crate::figure::Figure;
+use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
 use crate::summary::ToolOutput;
@@ -60,15 +61,15 @@ struct ErrorBody {
 #[derive(Deserialize)]
 struct Usage {
     #[serde(default)]
-    input_tokens: Option<f64>,
+    input_tokens: Option<Figure>,
     #[serde(default)]
-    cached_input_tokens: Option<f64>,
+    cached_input_tokens: Option<Figure>,
     #[serde(default)]
-    cache_write_input_tokens: Option<f64>,
+    cache_write_input_tokens: Option<Figure>,
     #[serde(default)]
-    output_tokens: Option<f64>,
+    output_tokens: Option<Figure>,
     #[serde(default)]
-    reasoning_output_tokens: Option<f64>,
+    reasoning_output_tokens: Option<Figure>,
 }
 
 #[derive(Deserialize)]
@@ -171,13 +172,17 @@ impl Decode for Codex {
             }
             "turn.completed" => {
                 if let Some(u) = l.usage {
-                    let cached = as_u64(u.cached_input_tokens);
+                    let cached = out.count("usage.cached_input_tokens", u.cached_input_tokens);
                     let tokens = Tokens {
-                        input: as_u64(u.input_tokens).saturating_sub(cached),
-                        output: as_u64(u.output_tokens),
+                        input: out
+                            .count("usage.input_tokens", u.input_tokens)
+                            .saturating_sub(cached),
+                        output: out.count("usage.output_tokens", u.output_tokens),
                         cache_read: cached,
-                        cache_write: as_u64(u.cache_write_input_tokens),
-                        reasoning: as_u64(u.reasoning_output_tokens),
+                        cache_write: out
+                            .count("usage.cache_write_input_tokens", u.cache_write_input_tokens),
+                        reasoning: out
+                            .count("usage.reasoning_output_tokens", u.reasoning_output_tokens),
                     };
                     out.usage_total(tokens, None);
                 }

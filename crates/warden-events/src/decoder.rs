@@ -60,6 +60,7 @@ impl AgentDecoder {
 
     /// Decodes one complete line; see [`Decode::line`].
     pub fn line(&mut self, line: &[u8], events: &mut Vec<Event>) -> bool {
+        self.summary.line += 1;
         let mut out = Out {
             summary: &mut self.summary,
             events,
@@ -90,6 +91,12 @@ impl AgentDecoder {
 
     pub fn summary(&self) -> &Summary {
         &self.summary
+    }
+
+    /// A line that was not decoded (longer than the limit): it still
+    /// counts, so that events name lines as the log numbers them.
+    pub fn skip_line(&mut self) {
+        self.summary.line += 1;
     }
 
     /// See [`Summary::usage_baseline`].
@@ -189,6 +196,9 @@ fn decode(decoder: &mut AgentDecoder, line: Line<'_>, events: &mut Vec<Event>) -
                 LineKind::Malformed
             }
         }
-        Line::Oversized { len } => LineKind::Oversized { len },
+        Line::Oversized { len } => {
+            decoder.skip_line();
+            LineKind::Oversized { len }
+        }
     }
 }

@@ -54,6 +54,34 @@ pub enum BudgetScope {
     Batch,
 }
 
+/// Why a figure of the agent's usage was not counted.
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FigureProblem {
+    /// Below zero: spending is never paid back.
+    Negative,
+    /// A string, `true`, an object: no number.
+    NotANumber,
+    /// Beyond any float (`1e999`).
+    Infinite,
+    /// A running total below the agent's previous one.
+    WentDown,
+}
+
+impl FigureProblem {
+    /// `is negative`, `went down`.
+    pub fn as_words(self) -> &'static str {
+        match self {
+            FigureProblem::Negative => "is negative",
+            FigureProblem::NotANumber => "is not a number",
+            FigureProblem::Infinite => "is infinite",
+            FigureProblem::WentDown => "went down",
+        }
+    }
+}
+
 /// Token counts, one meaning for every agent (each decoder converts its
 /// CLI's own terms to these). Absent counts are zero.
 ///
@@ -346,6 +374,17 @@ pub enum Event {
         cost_usd: Option<f64>,
         cumulative: bool,
     },
+    /// A figure of the agent's usage that was not counted: a token count
+    /// or cost that is negative, infinite or no number, or a running
+    /// total below the agent's previous one. `line` is the line of
+    /// `stdout.log` it is on (1 for the first), `field` where in that
+    /// line, `value` what it said.
+    UsageIgnored {
+        line: u64,
+        field: String,
+        value: String,
+        problem: FigureProblem,
+    },
     /// The agent is retrying an API call.
     Retry {
         attempt: Option<u32>,
@@ -479,6 +518,7 @@ impl Event {
             Event::ToolProgress { .. } => "tool_progress",
             Event::ToolFinished { .. } => "tool_finished",
             Event::Usage { .. } => "usage",
+            Event::UsageIgnored { .. } => "usage_ignored",
             Event::Retry { .. } => "retry",
             Event::Error { .. } => "error",
             Event::Result { .. } => "result",
@@ -588,6 +628,7 @@ impl Event {
                 }
             }
             Event::Usage { .. }
+            | Event::UsageIgnored { .. }
             | Event::OversizedLine { .. }
             | Event::Lines { .. }
             | Event::StallWarning { .. }

@@ -20,7 +20,8 @@ use serde_json::value::RawValue;
 use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse};
+use crate::figure::Figure;
+use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
 use crate::summary::ToolOutput;
@@ -76,31 +77,35 @@ struct ErrorBody {
 #[derive(Deserialize)]
 struct Stats {
     #[serde(default)]
-    input_tokens: Option<f64>,
+    input_tokens: Option<Figure>,
     #[serde(default)]
-    output_tokens: Option<f64>,
+    output_tokens: Option<Figure>,
     #[serde(default)]
-    cached: Option<f64>,
+    cached: Option<Figure>,
     #[serde(default)]
-    input: Option<f64>,
+    input: Option<Figure>,
     #[serde(default)]
-    total_tokens: Option<f64>,
+    total_tokens: Option<Figure>,
 }
 
 impl Stats {
-    fn tokens(&self) -> Tokens {
-        let prompt = as_u64(self.input_tokens);
-        let cached = as_u64(self.cached);
-        let candidates = as_u64(self.output_tokens);
+    fn tokens(&self, out: &mut Out<'_>) -> Tokens {
+        let prompt = out.count("stats.input_tokens", self.input_tokens);
+        let cached = out.count("stats.cached", self.cached);
+        let candidates = out.count("stats.output_tokens", self.output_tokens);
         // The thoughts are what the total has beyond prompt and answer.
         let thoughts = self
             .total_tokens
-            .map(|t| as_u64(Some(t)).saturating_sub(prompt.saturating_add(candidates)))
+            .map(|t| {
+                out.count("stats.total_tokens", Some(t))
+                    .saturating_sub(prompt.saturating_add(candidates))
+            })
             .unwrap_or(0);
         Tokens {
-            input: self
-                .input
-                .map_or(prompt.saturating_sub(cached), |i| as_u64(Some(i))),
+            input: match self.input {
+                Some(i) => out.count("stats.input", Some(i)),
+                None => prompt.saturating_sub(cached),
+            },
             output: candidates.saturating_add(thoughts),
             cache_read: cached,
             cache_write: 0,
@@ -170,7 +175,8 @@ impl Decode for Gemini {
             }
             "result" => {
                 if let Some(s) = l.stats {
-                    out.usage_total(s.tokens(), None);
+                    let tokens = s.tokens(out);
+                    out.usage_total(tokens, None);
                 }
                 if l.status.as_deref() == Some("success") {
                     let text = (!self.turn_text.is_empty()).then(|| self.turn_text.clone());

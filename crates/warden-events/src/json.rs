@@ -252,17 +252,6 @@ pub(crate) fn input_view(raw: Option<&RawValue>) -> Option<String> {
     Some(raw.get().to_string())
 }
 
-/// A number field that some CLIs write as a float and others as an integer.
-pub(crate) fn as_u64(v: Option<f64>) -> u64 {
-    v.map_or(0, |f| {
-        if f.is_finite() && f > 0.0 {
-            f as u64
-        } else {
-            0
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

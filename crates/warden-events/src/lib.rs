@@ -21,6 +21,7 @@ mod cut;
 pub mod decoder;
 pub mod event;
 pub mod exec;
+pub mod figure;
 pub mod gemini;
 mod json;
 pub mod lines;
@@ -35,7 +36,9 @@ pub mod summary;
 
 pub use agent::{Agent, CostReporting, UnknownAgent};
 pub use decoder::{AgentDecoder, Decode, LineKind, StreamDecoder};
-pub use event::{BudgetKind, BudgetScope, ErrorClass, Event, Holder, OpenCall, Stream, Tokens};
+pub use event::{
+    BudgetKind, BudgetScope, ErrorClass, Event, FigureProblem, Holder, OpenCall, Stream, Tokens,
+};
 pub use lines::{Line, LineSplitter};
 pub use redact::Redactor;
 pub use schema_version::{SCHEMA_VERSION, SchemaVersion};

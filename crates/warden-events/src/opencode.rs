@@ -21,7 +21,8 @@ use serde_json::value::RawValue;
 use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse};
+use crate::figure::Figure;
+use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
 use crate::summary::ToolOutput;
@@ -60,7 +61,7 @@ struct Part<'a> {
     #[serde(default)]
     reason: Option<String>,
     #[serde(default)]
-    cost: Option<f64>,
+    cost: Option<Figure>,
     #[serde(default)]
     tokens: Option<PartTokens>,
 }
@@ -98,11 +99,11 @@ impl Span {
 #[derive(Deserialize)]
 struct PartTokens {
     #[serde(default)]
-    input: Option<f64>,
+    input: Option<Figure>,
     #[serde(default)]
-    output: Option<f64>,
+    output: Option<Figure>,
     #[serde(default)]
-    reasoning: Option<f64>,
+    reasoning: Option<Figure>,
     #[serde(default)]
     cache: Option<Cache>,
 }
@@ -110,9 +111,9 @@ struct PartTokens {
 #[derive(Deserialize)]
 struct Cache {
     #[serde(default)]
-    read: Option<f64>,
+    read: Option<Figure>,
     #[serde(default)]
-    write: Option<f64>,
+    write: Option<Figure>,
 }
 
 #[derive(Deserialize)]
@@ -187,15 +188,18 @@ impl Decode for OpenCode {
                     });
                     // OpenCode's `output` leaves the reasoning out; warden's
                     // counts it.
-                    let reasoning = as_u64(t.reasoning);
+                    let reasoning = out.count("part.tokens.reasoning", t.reasoning);
                     let tokens = Tokens {
-                        input: as_u64(t.input),
-                        output: as_u64(t.output).saturating_add(reasoning),
-                        cache_read: as_u64(cache.read),
-                        cache_write: as_u64(cache.write),
+                        input: out.count("part.tokens.input", t.input),
+                        output: out
+                            .count("part.tokens.output", t.output)
+                            .saturating_add(reasoning),
+                        cache_read: out.count("part.tokens.cache.read", cache.read),
+                        cache_write: out.count("part.tokens.cache.write", cache.write),
                         reasoning,
                     };
-                    out.usage_step(tokens, p.cost);
+                    let cost = out.cost("part.cost", p.cost);
+                    out.usage_step(tokens, cost);
                 }
                 if p.reason.as_deref() == Some("stop") {
                     self.finish(out);

@@ -17,7 +17,8 @@ use serde_json::value::RawValue;
 use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::json::{as_u64, input_view, parse};
+use crate::figure::Figure;
+use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
 
@@ -97,13 +98,13 @@ struct ToolResult<'a> {
 #[derive(Deserialize)]
 struct Usage {
     #[serde(default)]
-    input: Option<f64>,
+    input: Option<Figure>,
     #[serde(default)]
-    output: Option<f64>,
+    output: Option<Figure>,
     #[serde(default, rename = "cacheRead")]
-    cache_read: Option<f64>,
+    cache_read: Option<Figure>,
     #[serde(default, rename = "cacheWrite")]
-    cache_write: Option<f64>,
+    cache_write: Option<Figure>,
     #[serde(default)]
     cost: Option<Cost>,
 }
@@ -111,7 +112,7 @@ struct Usage {
 #[derive(Deserialize)]
 struct Cost {
     #[serde(default)]
-    total: Option<f64>,
+    total: Option<Figure>,
 }
 
 #[derive(Deserialize)]
@@ -242,13 +243,14 @@ impl Pi {
             // pi's terms are warden's: `input` leaves out the cached
             // tokens, and reasoning is part of `output`.
             let tokens = Tokens {
-                input: as_u64(u.input),
-                output: as_u64(u.output),
-                cache_read: as_u64(u.cache_read),
-                cache_write: as_u64(u.cache_write),
+                input: out.count("message.usage.input", u.input),
+                output: out.count("message.usage.output", u.output),
+                cache_read: out.count("message.usage.cacheRead", u.cache_read),
+                cache_write: out.count("message.usage.cacheWrite", u.cache_write),
                 reasoning: 0,
             };
-            out.usage_step(tokens, u.cost.and_then(|c| c.total));
+            let cost = out.cost("message.usage.cost.total", u.cost.and_then(|c| c.total));
+            out.usage_step(tokens, cost);
         }
         // A model call that answered; pi starts a new turn for each retry
         // of a failed one, so its turns are not counted.

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::event::{ErrorClass, Event, Tokens};
+use crate::event::{ErrorClass, Event, FigureProblem, Tokens};
+use crate::figure::Figure;
 
 /// How much of a tool's output or input an event carries; the whole of it
 /// stays in `stdout.log`.
@@ -91,6 +92,14 @@ pub struct Summary {
     /// so that the run counts only its own tokens.
     #[serde(skip)]
     pub usage_baseline: Tokens,
+    /// The line being decoded: its number in the stream (1 for the
+    /// first), for the events that name it.
+    #[serde(skip)]
+    pub(crate) line: u64,
+    /// The agent's last running total, as counted: the next one is not
+    /// believed below it.
+    #[serde(skip)]
+    last_total: Option<(Tokens, Option<f64>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -279,11 +288,51 @@ impl Out<'_> {
         self.summary.turns += 1;
     }
 
-    /// Usage for one step or message, added to the total.
+    /// A token count from the agent's output at `field` of the line: what
+    /// counts, or 0 and a `usage_ignored` event when it is negative,
+    /// infinite or no number. A count past `u64::MAX` stops there.
+    pub fn count(&mut self, field: &str, figure: Option<Figure>) -> u64 {
+        self.believed(field, figure).map_or(0, |f| f as u64)
+    }
+
+    /// A cost in USD from the agent's output at `field` of the line: `None`
+    /// when none is given, or when it is negative, infinite or no number
+    /// (then with a `usage_ignored` event).
+    pub fn cost(&mut self, field: &str, figure: Option<Figure>) -> Option<f64> {
+        self.believed(field, figure)
+    }
+
+    fn believed(&mut self, field: &str, figure: Option<Figure>) -> Option<f64> {
+        let figure = figure?;
+        match figure.check() {
+            Ok(f) => Some(f),
+            Err(problem) => {
+                self.ignored(field, figure.shown(), problem);
+                None
+            }
+        }
+    }
+
+    fn ignored(&mut self, field: &str, value: String, problem: FigureProblem) {
+        self.events.push(Event::UsageIgnored {
+            line: self.summary.line,
+            field: field.to_string(),
+            value,
+            problem,
+        });
+    }
+
+    /// Usage for one step or message, added to the total. The figures are
+    /// believed already ([`Out::count`], [`Out::cost`]); a cost that is
+    /// not is left out all the same, so that no sum is ever paid back.
     pub fn usage_step(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
+        let cost_usd = cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
         self.summary.tokens.add(&tokens);
         if let Some(c) = cost_usd {
-            *self.summary.cost_usd.get_or_insert(0.0) += c;
+            let sum = self.summary.cost_usd.get_or_insert(0.0);
+            // A float sum of finite costs can still overflow: it stops at
+            // the largest, and a report never says `null` for it.
+            *sum = (*sum + c).min(f64::MAX);
         }
         self.events.push(Event::Usage {
             tokens,
@@ -292,9 +341,39 @@ impl Out<'_> {
         });
     }
 
-    /// The agent's own running total: it replaces what was added up.
+    /// The agent's own running total: it replaces what was added up. A
+    /// count or cost below the same one of its previous running total is
+    /// not believed (spending is never paid back): it stays where it was,
+    /// with a `usage_ignored` event. (Only running totals are compared: a
+    /// CLI's total may honestly differ from the sum of its steps.)
     pub fn usage_total(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
-        let tokens = tokens.beyond(&self.summary.usage_baseline);
+        let given = tokens.beyond(&self.summary.usage_baseline);
+        let mut cost_usd = cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
+        let mut tokens = given;
+        let mut kept_cost = cost_usd;
+        if let Some((had, had_cost)) = self.summary.last_total {
+            let counts = [
+                ("tokens.input", given.input, had.input),
+                ("tokens.output", given.output, had.output),
+                ("tokens.cache_read", given.cache_read, had.cache_read),
+                ("tokens.cache_write", given.cache_write, had.cache_write),
+                ("tokens.reasoning", given.reasoning, had.reasoning),
+            ];
+            for (field, now, before) in counts {
+                if now < before {
+                    self.ignored(field, now.to_string(), FigureProblem::WentDown);
+                }
+            }
+            tokens = given.max(&had);
+            if let (Some(now), Some(before)) = (cost_usd, had_cost)
+                && now < before
+            {
+                self.ignored("cost_usd", now.to_string(), FigureProblem::WentDown);
+                cost_usd = Some(before);
+            }
+            kept_cost = cost_usd.or(had_cost);
+        }
+        self.summary.last_total = Some((tokens, kept_cost));
         self.summary.tokens = tokens;
         if cost_usd.is_some() {
             self.summary.cost_usd = cost_usd;
@@ -538,5 +617,213 @@ mod tests {
             ],
         );
         assert_eq!(s.fatal_pending, None);
+    }
+
+    /// The `usage_ignored` events of `events`, as `(line, field, problem)`.
+    fn ignored(events: &[Event]) -> Vec<(u64, String, FigureProblem)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::UsageIgnored {
+                    line,
+                    field,
+                    problem,
+                    ..
+                } => Some((*line, field.clone(), *problem)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pi_call(usage: &str) -> String {
+        format!(
+            r#"{{"type":"message_end","message":{{"role":"assistant","content":[{{"type":"text","text":"ok"}}],"stopReason":"stop","usage":{usage}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_negative_cost_is_not_counted_and_its_line_is_named() {
+        let honest = pi_call(r#"{"input":10,"output":5,"cost":{"total":1.0}}"#);
+        let forged = pi_call(r#"{"input":10,"output":5,"cost":{"total":-100}}"#);
+        let (s, events) = decode(Agent::Pi, &[r#"{"type":"agent_start"}"#, &honest, &forged]);
+        assert_eq!(s.cost_usd, Some(1.0), "the forged line paid nothing back");
+        assert_eq!(s.tokens.input, 20, "the line's honest counts still count");
+        assert_eq!(
+            ignored(&events),
+            vec![(
+                3,
+                "message.usage.cost.total".into(),
+                FigureProblem::Negative
+            )]
+        );
+        let value = events.iter().find_map(|e| match e {
+            Event::UsageIgnored { value, .. } => Some(value.clone()),
+            _ => None,
+        });
+        assert_eq!(value.as_deref(), Some("-100"));
+    }
+
+    #[test]
+    fn counts_that_are_negative_infinite_or_no_number_are_not_counted() {
+        let (s, events) = decode(
+            Agent::Pi,
+            &[
+                &pi_call(
+                    r#"{"input":-5,"output":1e999,"cacheRead":"NaN","cacheWrite":7,"cost":{"total":1e999}}"#,
+                ),
+                &pi_call(r#"{"input":3,"output":4,"cost":{"total":"0.5"}}"#),
+            ],
+        );
+        assert_eq!(
+            (
+                s.tokens.input,
+                s.tokens.output,
+                s.tokens.cache_read,
+                s.tokens.cache_write
+            ),
+            (3, 4, 0, 7)
+        );
+        assert_eq!(s.cost_usd, None);
+        assert_eq!(s.turns, 2, "the lines were decoded, not dropped");
+        assert_eq!(
+            ignored(&events),
+            vec![
+                (1, "message.usage.input".into(), FigureProblem::Negative),
+                (1, "message.usage.output".into(), FigureProblem::Infinite),
+                (
+                    1,
+                    "message.usage.cacheRead".into(),
+                    FigureProblem::NotANumber
+                ),
+                (
+                    1,
+                    "message.usage.cost.total".into(),
+                    FigureProblem::Infinite
+                ),
+                (
+                    2,
+                    "message.usage.cost.total".into(),
+                    FigureProblem::NotANumber
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_agent_checks_its_figures() {
+        let (s, events) = decode(
+            Agent::OpenCode,
+            &[
+                r#"{"type":"step_finish","part":{"reason":"tool-calls","cost":0.25,"tokens":{"input":10,"output":5,"reasoning":0,"cache":{"read":0,"write":0}}}}"#,
+                r#"{"type":"step_finish","part":{"reason":"tool-calls","cost":-0.25,"tokens":{"input":-10,"output":5,"reasoning":0,"cache":{"read":0,"write":0}}}}"#,
+            ],
+        );
+        assert_eq!((s.cost_usd, s.tokens.input), (Some(0.25), 10));
+        assert_eq!(ignored(&events).len(), 2, "{events:?}");
+
+        let (s, events) = decode(
+            Agent::Gemini,
+            &[
+                r#"{"type":"result","status":"success","stats":{"input_tokens":-1,"output_tokens":5,"total_tokens":1e999}}"#,
+            ],
+        );
+        assert_eq!((s.tokens.input, s.tokens.output), (0, 5));
+        assert_eq!(ignored(&events).len(), 2, "{events:?}");
+
+        let (s, events) = decode(
+            Agent::Claude,
+            &[
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":-3,"usage":{"input_tokens":10,"output_tokens":-1}}"#,
+            ],
+        );
+        assert_eq!((s.cost_usd, s.tokens.input, s.tokens.output), (None, 10, 0));
+        assert_eq!(
+            ignored(&events),
+            vec![
+                (1, "usage.output_tokens".into(), FigureProblem::Negative),
+                (1, "total_cost_usd".into(), FigureProblem::Negative),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_running_total_that_goes_down_is_not_believed() {
+        let turn = |input: u64, output: u64| {
+            format!(
+                r#"{{"type":"turn.completed","usage":{{"input_tokens":{input},"cached_input_tokens":0,"output_tokens":{output}}}}}"#
+            )
+        };
+        let (s, events) = decode(
+            Agent::Codex,
+            &[&turn(1000, 100), &turn(10, 200), &turn(1500, 250)],
+        );
+        assert_eq!((s.tokens.input, s.tokens.output), (1500, 250));
+        assert_eq!(
+            ignored(&events),
+            vec![(2, "tokens.input".into(), FigureProblem::WentDown)]
+        );
+        let usage = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Usage { tokens, .. } => Some(tokens.input),
+                _ => None,
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(
+            usage,
+            vec![1000, 1000, 1500],
+            "the usage events say what counts"
+        );
+
+        let result = |cost: f64| {
+            format!(
+                r#"{{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":{cost},"usage":{{"input_tokens":10,"output_tokens":1}}}}"#
+            )
+        };
+        let (s, events) = decode(Agent::Claude, &[&result(2.0), &result(0.5)]);
+        assert_eq!(s.cost_usd, Some(2.0));
+        assert_eq!(
+            ignored(&events),
+            vec![(2, "cost_usd".into(), FigureProblem::WentDown)]
+        );
+    }
+
+    #[test]
+    fn a_first_running_total_replaces_the_steps_without_a_warning() {
+        // Claude's `result` totals may differ from its messages' usage
+        // summed: only one running total is compared with the next.
+        let (s, events) = decode(
+            Agent::Claude,
+            &[
+                r#"{"type":"assistant","message":{"id":"m1","model":"c","content":[],"usage":{"input_tokens":500,"output_tokens":50}}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"usage":{"input_tokens":400,"output_tokens":60}}"#,
+            ],
+        );
+        assert_eq!((s.tokens.input, s.tokens.output), (400, 60));
+        assert!(ignored(&events).is_empty(), "{events:?}");
+    }
+
+    #[test]
+    fn a_sum_of_costs_too_large_for_a_float_stops_at_the_largest() {
+        let huge = pi_call(r#"{"input":1,"output":1,"cost":{"total":1.7e308}}"#);
+        let (s, _) = decode(Agent::Pi, &[&huge, &huge]);
+        assert_eq!(s.cost_usd, Some(f64::MAX));
+    }
+
+    #[test]
+    fn lines_are_numbered_as_the_log_has_them_oversized_and_blank_ones_too() {
+        let forged = pi_call(r#"{"input":1,"output":1,"cost":{"total":-1}}"#);
+        let stream = format!("{}\n\n{forged}\n", "x".repeat(1000));
+        let mut d = crate::StreamDecoder::new(Agent::Pi, 400);
+        let mut seen = Vec::new();
+        d.push(stream.as_bytes(), |_, events| seen.append(events));
+        assert_eq!(
+            ignored(&seen),
+            vec![(
+                3,
+                "message.usage.cost.total".into(),
+                FigureProblem::Negative
+            )]
+        );
     }
 }

@@ -117,49 +117,96 @@ impl Budget {
     }
 }
 
-/// What was spent: by a run, or by the runs of a session or batch.
+/// A sum of amounts spent (dollars, tokens, turns): `a + b`, where a value
+/// that is no amount (negative, infinite, not a number: what a forged
+/// report or stream says) adds nothing, and a sum too large for a float
+/// stops at the largest. Never below `a` when `a` is an amount, never
+/// `NaN`, so a report never writes `null` for it.
+pub fn add_spent(a: f64, b: f64) -> f64 {
+    (spent_or_zero(a) + spent_or_zero(b)).min(f64::MAX)
+}
+
+/// `amount` if it is an amount spent (finite, at least 0), else 0.
+fn spent_or_zero(amount: f64) -> f64 {
+    if amount.is_finite() && amount >= 0.0 {
+        amount
+    } else {
+        0.0
+    }
+}
+
+/// What was spent: by a run, or by the runs of a session or batch. Its
+/// amounts are never negative: every way of making one drops what is not
+/// an amount spent ([`add_spent`]), and one read from a file is checked.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Spent {
+    #[serde(deserialize_with = "spent_dollars")]
     pub cost_usd: f64,
     /// `tokens.total`.
     pub tokens: u64,
     pub turns: u64,
 }
 
+/// `Spent::cost_usd` as read from a file: an amount of dollars spent.
+fn spent_dollars<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let dollars = f64::deserialize(d)?;
+    if dollars.is_finite() && dollars >= 0.0 {
+        Ok(dollars)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "`cost_usd` {dollars} is not an amount spent: it must be a finite number of dollars of at least 0"
+        )))
+    }
+}
+
 impl Spent {
     /// What a run's report says it spent.
     pub fn of_report(r: &crate::Report) -> Spent {
-        Spent {
-            cost_usd: r.cost_usd.unwrap_or(0.0),
-            tokens: r.tokens.total(),
-            turns: u64::from(r.turns),
-        }
+        Spent::new(r.cost_usd, r.tokens.total(), u64::from(r.turns))
     }
 
     /// What a session's runs spent, as its report sums them.
     pub fn of_session(s: &crate::session::SessionReport) -> Spent {
-        Spent {
-            cost_usd: s.cost_usd.unwrap_or(0.0),
-            tokens: s.tokens.total(),
-            turns: s.turns,
-        }
+        Spent::new(s.cost_usd, s.tokens.total(), s.turns)
     }
 
     /// What a decoder has counted so far.
     pub(crate) fn of_summary(s: &warden_events::Summary) -> Spent {
+        Spent::new(s.cost_usd, s.tokens.total(), u64::from(s.turns))
+    }
+
+    /// A cost that is not an amount spent (negative, infinite, not a
+    /// number) counts as none.
+    fn new(cost_usd: Option<f64>, tokens: u64, turns: u64) -> Spent {
         Spent {
-            cost_usd: s.cost_usd.unwrap_or(0.0),
-            tokens: s.tokens.total(),
-            turns: u64::from(s.turns),
+            cost_usd: spent_or_zero(cost_usd.unwrap_or(0.0)),
+            tokens,
+            turns,
         }
     }
 
+    /// Adds `other`; see [`add_spent`] for a cost that is not an amount.
     pub fn add(&mut self, other: &Spent) {
-        self.cost_usd += other.cost_usd;
+        self.cost_usd = add_spent(self.cost_usd, other.cost_usd);
         self.tokens = self.tokens.saturating_add(other.tokens);
         self.turns = self.turns.saturating_add(other.turns);
+    }
+
+    /// The same with a cost that is no amount (negative, infinite, not a
+    /// number) as none: what a library caller or a request may carry.
+    fn checked(&self) -> Spent {
+        Spent::default().at_least(self)
+    }
+
+    /// The larger of each amount: what was spent never goes down.
+    fn at_least(&self, other: &Spent) -> Spent {
+        Spent {
+            cost_usd: spent_or_zero(self.cost_usd).max(spent_or_zero(other.cost_usd)),
+            tokens: self.tokens.max(other.tokens),
+            turns: self.turns.max(other.turns),
+        }
     }
 
     /// The amount `kind` counts.
@@ -189,7 +236,7 @@ impl SharedBudget {
         Self {
             scope,
             budget,
-            spent,
+            spent: spent.checked(),
         }
     }
 
@@ -375,6 +422,10 @@ pub(crate) struct Check {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Watch {
     caps: Vec<Cap>,
+    /// The most the run was seen to have spent: what it has spent never
+    /// goes down, whatever a later look says (a running total the agent
+    /// lowers gives nothing back).
+    highest: Spent,
 }
 
 impl Watch {
@@ -396,8 +447,8 @@ impl Watch {
                 scope: BudgetScope::Run,
                 kind,
                 limit,
-                before: own_before.of(kind),
-                warned: reaches(kind, own_before.of(kind), WARN_AT * limit),
+                before: spent_or_zero(own_before.of(kind)),
+                warned: reaches(kind, spent_or_zero(own_before.of(kind)), WARN_AT * limit),
                 pooled: false,
             })
             .collect();
@@ -409,7 +460,9 @@ impl Watch {
             .chain(pooled.iter().map(|s| (s, true)))
         {
             caps.extend(s.budget.limits().map(|(kind, limit)| {
-                let before = s.spent.of(kind);
+                // Never below zero, whatever the request that carried it
+                // said.
+                let before = spent_or_zero(s.spent.of(kind));
                 Cap {
                     scope: s.scope,
                     kind,
@@ -420,13 +473,17 @@ impl Watch {
                 }
             }));
         }
-        Watch { caps }
+        Watch {
+            caps,
+            highest: Spent::default(),
+        }
     }
 
-    /// What the other runs of a pooled batch budget have spent by now.
+    /// What the other runs of a pooled batch budget have spent by now
+    /// (never less than they were seen to have spent before).
     pub(crate) fn others_spent(&mut self, others: &Spent) {
         for cap in self.caps.iter_mut().filter(|c| c.pooled) {
-            cap.before = others.of(cap.kind);
+            cap.before = cap.before.max(spent_or_zero(others.of(cap.kind)));
         }
     }
 
@@ -440,15 +497,17 @@ impl Watch {
             budget: cap.kind,
             limit: cap.limit,
             spent_before: cap.before,
-            reached: cap.before + run.of(cap.kind),
+            reached: add_spent(cap.before, run.of(cap.kind)),
         }
     }
 
     /// Looks at what the run has spent so far.
     pub(crate) fn check(&mut self, run: &Spent) -> Check {
+        self.highest = self.highest.at_least(run);
+        let run = self.highest;
         let mut found = Check::default();
         for cap in &mut self.caps {
-            let line = Self::line(cap, run);
+            let line = Self::line(cap, &run);
             if !cap.warned && reaches(cap.kind, line.reached, WARN_AT * cap.limit) {
                 cap.warned = true;
                 // Crossed in one step: the end says it, not a warning.
@@ -465,7 +524,8 @@ impl Watch {
 
     /// Every limit with what was reached, for the report.
     pub(crate) fn lines(&self, run: &Spent) -> Vec<BudgetLine> {
-        self.caps.iter().map(|c| Self::line(c, run)).collect()
+        let run = self.highest.at_least(run);
+        self.caps.iter().map(|c| Self::line(c, &run)).collect()
     }
 }
 
@@ -497,7 +557,7 @@ impl BudgetPool {
         std::sync::Arc::new(Self {
             budget,
             state: std::sync::Mutex::new(PoolState {
-                base,
+                base: base.checked(),
                 runs: std::collections::HashMap::new(),
                 warned: Vec::new(),
             }),
@@ -547,11 +607,13 @@ impl BudgetPool {
         SharedBudget::new(BudgetScope::Batch, self.budget, self.total())
     }
 
-    /// Records what `run` has spent by now; the other runs are woken when
-    /// it changed.
+    /// Records what `run` has spent by now (never less than it published
+    /// before); the other runs are woken when it changed.
     pub(crate) fn publish(&self, run: &str, spent: Spent) {
         let mut s = self.state.lock().expect("lock");
-        let old = s.runs.insert(run.to_string(), spent);
+        let old = s.runs.get(run).copied();
+        let spent = old.unwrap_or_default().at_least(&spent);
+        s.runs.insert(run.to_string(), spent);
         drop(s);
         if old != Some(spent) {
             self.changed.send_modify(|n| *n = n.wrapping_add(1));
@@ -744,5 +806,59 @@ mod tests {
             spent(0.0, 0, 5),
         );
         assert_eq!(s.used_up(), None);
+    }
+
+    #[test]
+    fn what_a_run_spent_never_goes_down_whatever_a_later_look_says() {
+        let mut w = Watch::new(&budget(Some(0.5), None, None), Spent::default(), &[], None);
+        assert_eq!(w.check(&spent(0.4, 0, 0)).exceeded, None);
+        // A later look says less (a forged running total): still $0.40.
+        assert_eq!(w.check(&spent(-99.0, 0, 0)).exceeded, None);
+        assert!(close(w.lines(&spent(0.0, 0, 0))[0].reached, 0.4));
+        let hit = w.check(&spent(0.2, 0, 0)).exceeded;
+        assert_eq!(hit, None, "0.2 is below 0.4: no new spending");
+        let hit = w.check(&spent(0.6, 0, 0)).exceeded.expect("0.6 of 0.5");
+        assert!(close(hit.reached, 0.6), "{hit:?}");
+    }
+
+    #[test]
+    fn an_amount_that_is_no_amount_adds_nothing_and_reached_is_always_a_number() {
+        let mut total = spent(1.0, 5, 1);
+        for bad in [-100.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            total.add(&spent(bad, 0, 0));
+            assert_eq!(total.cost_usd, 1.0, "{bad}");
+        }
+        let mut huge = spent(f64::MAX, 0, 0);
+        huge.add(&spent(f64::MAX, 0, 0));
+        assert_eq!(huge.cost_usd, f64::MAX, "stops at the largest");
+        // Carried in a request: a negative amount spent before is none.
+        let s = SharedBudget::new(
+            BudgetScope::Batch,
+            budget(Some(1.0), None, None),
+            spent(-97.8, 0, 0),
+        );
+        assert_eq!(s.lines()[0].reached, 0.0);
+        let mut w = Watch::new(&Budget::default(), Spent::default(), &[s], None);
+        let line = &w.lines(&spent(f64::MAX, 0, 0))[0];
+        assert!(line.reached.is_finite() && line.reached >= 0.0, "{line:?}");
+        let text = serde_json::to_string(&w.lines(&spent(f64::MAX, 0, 0))).unwrap();
+        assert!(!text.contains("null"), "{text}");
+        assert_eq!(w.check(&spent(f64::NAN, 0, 0)).exceeded, None);
+        // Read from a file: refused, naming the value.
+        let e = serde_json::from_str::<Spent>(r#"{"cost_usd":-1000}"#).unwrap_err();
+        assert!(
+            e.to_string().contains("-1000 is not an amount spent"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_pooled_run_that_publishes_less_keeps_what_it_published() {
+        let pool = BudgetPool::new(budget(Some(1.0), None, None), spent(-5.0, 0, 0));
+        pool.publish("a", spent(0.6, 0, 1));
+        pool.publish("a", spent(-97.8, 0, 0));
+        let total = pool.total();
+        assert!(close(total.cost_usd, 0.6) && total.turns == 1, "{total:?}");
+        assert!(pool.shared().lines()[0].reached >= 0.6);
     }
 }

@@ -638,7 +638,8 @@ pub(crate) async fn run_session(
         }
         report.tokens.add(&run.tokens);
         if let Some(c) = run.cost_usd {
-            *report.cost_usd.get_or_insert(0.0) += c;
+            let sum = report.cost_usd.get_or_insert(0.0);
+            *sum = crate::budget::add_spent(*sum, c);
         }
         report.turns += u64::from(run.turns);
         spent.add(&crate::budget::Spent::of_report(&run));

@@ -9,12 +9,18 @@
 //! scraper reads.
 //!
 //! Each connection gets one answer and is closed. Its request head may be
-//! at most [`MAX_HEAD`] bytes and must arrive within [`IO_TIMEOUT`]; the
-//! answer must be taken within the same time; past [`MAX_CONNECTIONS`] at
-//! once, a new connection is closed at once.
+//! at most [`MAX_HEAD`] bytes and must arrive, whole, within
+//! [`HEAD_TIMEOUT`] of the connection (however it is split); the answer
+//! must be taken within [`IO_TIMEOUT`]. At most [`MAX_CONNECTIONS`] are
+//! served at once, and no idle or slow client can keep a scraper out: a
+//! connection over the cap takes the place of the oldest one still
+//! sending its head, and when every place is busy answering it is told
+//! `503` at once and closed.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,7 +30,10 @@ use crate::error::{CliError, Kind};
 
 /// The most bytes of a request head read.
 const MAX_HEAD: usize = 8 * 1024;
-/// The most a request may take to arrive, and its answer to be taken.
+/// The most a whole request head may take to arrive: a scraper sends its
+/// few hundred bytes at once.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+/// The most an answer may take to be taken.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections served at once.
 const MAX_CONNECTIONS: usize = 16;
@@ -167,7 +176,7 @@ async fn serve(
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
-    let places = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut places = Places::default();
     loop {
         let conn = tokio::select! {
             _ = &mut stopped => return,
@@ -178,21 +187,99 @@ async fn serve(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let Ok(place) = places.clone().try_acquire_owned() else {
-            drop(stream);
+        if !places.make_room() {
+            busy(stream);
             continue;
-        };
+        }
+        let answering = Arc::new(AtomicBool::new(false));
         let telemetry = telemetry.clone();
-        tokio::spawn(async move {
-            let _place = place;
-            let _ = tokio::time::timeout(IO_TIMEOUT * 2, answer(stream, &telemetry)).await;
+        let flag = answering.clone();
+        let task = tokio::spawn(async move {
+            let _ =
+                tokio::time::timeout(HEAD_TIMEOUT + IO_TIMEOUT, answer(stream, &telemetry, &flag))
+                    .await;
         });
+        places.taken.push_back(Place {
+            task: task.abort_handle(),
+            answering,
+        });
+        // The new connection's head, when it came with it (a scraper's
+        // does), is read before the next connection is taken: a flood of
+        // connections does not push it out before it was looked at.
+        tokio::task::yield_now().await;
     }
 }
 
-/// Reads one request head and answers it.
-async fn answer(mut stream: tokio::net::TcpStream, telemetry: &Telemetry) -> std::io::Result<()> {
-    let head = match tokio::time::timeout(IO_TIMEOUT, read_head(&mut stream)).await {
+/// The connections being served, oldest first.
+#[derive(Default)]
+struct Places {
+    taken: VecDeque<Place>,
+}
+
+struct Place {
+    task: tokio::task::AbortHandle,
+    /// Its head has come: it is being answered.
+    answering: Arc<AtomicBool>,
+}
+
+impl Places {
+    /// Whether a new connection may be served: under the cap, or once the
+    /// oldest connection still sending its head (idle, slow, or hostile:
+    /// a scraper's head comes in one piece) is dropped for it.
+    fn make_room(&mut self) -> bool {
+        self.taken.retain(|p| !p.task.is_finished());
+        if self.taken.len() < MAX_CONNECTIONS {
+            return true;
+        }
+        match self
+            .taken
+            .iter()
+            .position(|p| !p.answering.load(Ordering::Acquire))
+        {
+            Some(oldest) => {
+                if let Some(p) = self.taken.remove(oldest) {
+                    p.task.abort();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Tells a connection over the cap that every place is taken, without
+/// waiting for it (what fits in its socket's buffer, which a fresh one
+/// has room for), and closes it.
+fn busy(stream: tokio::net::TcpStream) {
+    let r = Response::text(
+        503,
+        "Service Unavailable",
+        "too many connections; try again\n",
+    );
+    let _ = stream.try_write(&head_and_body(&r, true));
+    // What the client sent already is taken, so that closing sends it a
+    // FIN after the answer, not a reset that could discard the answer.
+    // At most a head's worth: a client that keeps sending is not waited on.
+    let mut sink = [0u8; 1024];
+    for _ in 0..MAX_HEAD / sink.len() {
+        if !matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
+}
+
+/// Reads one request head and answers it; `answering` is set once the
+/// head has come.
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    telemetry: &Telemetry,
+    answering: &AtomicBool,
+) -> std::io::Result<()> {
+    // One bound for the whole head, however many reads it takes: a client
+    // that sends a byte now and then holds its place no longer.
+    let head = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await;
+    answering.store(true, Ordering::Release);
+    let head = match head {
         Ok(Ok(Some(head))) => head,
         Ok(Ok(None)) => {
             let r = Response::text(
@@ -285,11 +372,9 @@ fn respond(head: &[u8], telemetry: &Telemetry) -> (Response, bool) {
     (r, body)
 }
 
-async fn write(
-    stream: &mut tokio::net::TcpStream,
-    r: Response,
-    with_body: bool,
-) -> std::io::Result<()> {
+/// The bytes of an answer: its head, and its body unless `with_body` is
+/// false (a HEAD request).
+fn head_and_body(r: &Response, with_body: bool) -> Vec<u8> {
     let mut out = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n",
         r.status,
@@ -302,6 +387,15 @@ async fn write(
     if with_body {
         out.extend_from_slice(r.body.as_bytes());
     }
+    out
+}
+
+async fn write(
+    stream: &mut tokio::net::TcpStream,
+    r: Response,
+    with_body: bool,
+) -> std::io::Result<()> {
+    let out = head_and_body(&r, with_body);
     match tokio::time::timeout(IO_TIMEOUT, async {
         stream.write_all(&out).await?;
         stream.shutdown().await
@@ -437,5 +531,97 @@ mod tests {
         );
         drop(stuck);
         endpoint.stop();
+    }
+
+    #[test]
+    fn idle_connections_over_the_cap_make_way_for_a_scraper() {
+        let endpoint =
+            MetricsEndpoint::start(bind("127.0.0.1:0".parse().unwrap()).unwrap(), telemetry())
+                .unwrap();
+        let addr = endpoint.addr();
+        let idle: Vec<_> = (0..MAX_CONNECTIONS * 2)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let t0 = std::time::Instant::now();
+        let ok = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok:?}");
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        drop(idle);
+        endpoint.stop();
+    }
+
+    #[test]
+    fn a_head_that_trickles_in_is_dropped_at_the_head_timeout() {
+        use std::io::{Read, Write};
+        let endpoint =
+            MetricsEndpoint::start(bind("127.0.0.1:0".parse().unwrap()).unwrap(), telemetry())
+                .unwrap();
+        let mut s = std::net::TcpStream::connect(endpoint.addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        // A byte every 100 ms: each read is quick, the head never whole.
+        let closed = loop {
+            let _ = s.write_all(b"G");
+            let mut b = [0u8; 64];
+            match s.read(&mut b) {
+                Ok(0) => break t0.elapsed(),
+                Ok(n) => panic!("an answer to no request: {:?}", &b[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break t0.elapsed(),
+            }
+            assert!(
+                t0.elapsed() < HEAD_TIMEOUT + Duration::from_secs(2),
+                "still open after {:?}",
+                t0.elapsed()
+            );
+        };
+        assert!(
+            closed >= HEAD_TIMEOUT - Duration::from_millis(200),
+            "{closed:?}"
+        );
+        endpoint.stop();
+    }
+
+    #[tokio::test]
+    async fn when_every_place_is_answering_a_newcomer_is_told_503_at_once() {
+        let mut places = Places::default();
+        for _ in 0..MAX_CONNECTIONS {
+            let task = tokio::spawn(std::future::pending::<()>());
+            places.taken.push_back(Place {
+                task: task.abort_handle(),
+                answering: Arc::new(AtomicBool::new(true)),
+            });
+        }
+        assert!(!places.make_room(), "every place is answering");
+        places.taken[3].answering.store(false, Ordering::Release);
+        assert!(places.make_room(), "one still sending its head makes way");
+        assert_eq!(places.taken.len(), MAX_CONNECTIONS - 1);
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.map(|_| out)
+        });
+        let (stream, _) = listener.accept().await.unwrap();
+        // Its request is there before the answer, as from a real scraper.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        busy(stream);
+        let out = tokio::time::timeout(Duration::from_secs(2), client)
+            .await
+            .expect("answered at once")
+            .unwrap()
+            .expect("an answer, not a reset");
+        assert!(
+            out.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{out}"
+        );
     }
 }

@@ -172,6 +172,18 @@ pub(crate) fn event_lines(
                 "the agent says it failed"
             },
         ),
+        Event::UsageIgnored {
+            line,
+            field,
+            value,
+            problem,
+        } => emit(
+            Kind::Warn,
+            &format!(
+                "not counted: `{field}` {value} on line {line} of stdout.log {}",
+                problem.as_words()
+            ),
+        ),
         Event::OversizedLine { stream, bytes } => emit(
             Kind::Warn,
             &format!(

@@ -394,3 +394,173 @@ fn runs_holding_a_batch_budget_together_warn_of_its_80_percent_once() {
         .count();
     assert_eq!(warnings, 1, "{}", done.stderr);
 }
+
+/// A stand-in pi that writes `calls` (each the `usage` of one model call)
+/// and its end in one write, so that warden reads them at once.
+fn pi_with_usages(case: &Case, name: &str, usages: &[&str]) -> String {
+    let bin = case.path().join(name);
+    let mut lines = vec![r#"{"type":"agent_start"}"#.to_string()];
+    for u in usages {
+        lines.push(format!(
+            r#"{{"type":"message_end","message":{{"role":"assistant","content":[{{"type":"text","text":"done"}}],"stopReason":"stop","usage":{u}}}}}"#
+        ));
+    }
+    lines.push(r#"{"type":"agent_end","messages":[]}"#.to_string());
+    let text = lines.join("\n") + "\n";
+    let file = case.path().join(format!("{name}.jsonl"));
+    std::fs::write(&file, text).unwrap();
+    crate::support::write_script(
+        &bin,
+        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", file.display()),
+    );
+    bin.to_string_lossy().into_owned()
+}
+
+const HONEST_DOLLAR: &str =
+    r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":1.0}}"#;
+const FORGED_REFUND: &str =
+    r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":-100}}"#;
+
+/// The `usage_ignored` events of a run's events.jsonl.
+fn ignored_usage(run_dir: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "usage_ignored")
+        .collect()
+}
+
+#[test]
+fn a_negative_cost_gives_no_spending_back_and_the_run_ends_over_budget() {
+    let case = Case::new();
+    let bin = pi_with_usages(&case, "fake-pi-refund", &[HONEST_DOLLAR, FORGED_REFUND]);
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--max-cost",
+        "0.50",
+    ]);
+    let text = std::fs::read_to_string(case.run_dir().join("run.json")).unwrap_or_default();
+    let why = format!("exit {}\n{}\n--- run.json:\n{text}", done.code, done.stderr);
+    assert_eq!(done.code, 7, "{why}");
+    let r: Value = serde_json::from_str(&text).expect("run.json");
+    assert_eq!(r["verdict"], "budget_exceeded", "{why}");
+    assert_eq!(r["cost_usd"], 1.0, "{why}");
+    assert_eq!(r["budget_exceeded"]["reached"], 1.0, "{why}");
+    let ignored = ignored_usage(&case.run_dir());
+    assert_eq!(ignored.len(), 1, "{ignored:?}");
+    assert_eq!(ignored[0]["line"], 3, "{ignored:?}");
+    assert_eq!(
+        ignored[0]["field"], "message.usage.cost.total",
+        "{ignored:?}"
+    );
+    assert_eq!(ignored[0]["value"], "-100", "{ignored:?}");
+    assert_eq!(ignored[0]["problem"], "negative", "{ignored:?}");
+    assert!(
+        done.stderr.contains(
+            "warden: warning: not counted: `message.usage.cost.total` -100 on line 3 of stdout.log is negative"
+        ),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_negative_cost_gives_a_batch_budget_nothing_back() {
+    let case = Case::new();
+    let honest_half =
+        r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.5}}"#;
+    let bin = pi_with_usages(&case, "fake-pi-batch", &[honest_half, FORGED_REFUND]);
+    let file = crate::batch::write(
+        &case,
+        &format!(
+            "[budget]\nmax_cost = 2.5\n\n\
+             [[run]]\nname = \"a\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {bin:?}\n\n\
+             [[run]]\nname = \"b\"\nagent = \"pi\"\nprompt = \"x\"\nagent_bin = {bin:?}\n"
+        ),
+    );
+    let dir = case.path().join("batch");
+    let done = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
+    let text = std::fs::read_to_string(dir.join("batch.json")).unwrap_or_default();
+    let why = format!(
+        "exit {}\n{}\n--- batch.json:\n{text}",
+        done.code, done.stderr
+    );
+    assert_eq!(done.code, 0, "{why}");
+    let b: Value = serde_json::from_str(&text).expect("batch.json");
+    assert_eq!(b["budgets"][0]["reached"], 1.0, "{why}");
+    for run in b["runs"].as_array().unwrap() {
+        assert_eq!(run["session"]["cost_usd"], 0.5, "{why}");
+        let run_json: Value = serde_json::from_str(
+            &std::fs::read_to_string(format!(
+                "{}/run.json",
+                run["session"]["runs"][0]["run_dir"].as_str().unwrap()
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        for line in run_json["budgets"].as_array().unwrap() {
+            assert!(
+                line["reached"].as_f64().is_some_and(|r| r >= 0.5),
+                "{run_json}"
+            );
+        }
+    }
+}
+
+#[test]
+fn counts_that_are_infinite_or_no_number_are_ignored_with_a_warning() {
+    let case = Case::new();
+    let bin = pi_with_usages(
+        &case,
+        "fake-pi-nan",
+        &[
+            r#"{"input":1e999,"output":"NaN","cacheRead":-7,"cacheWrite":0,"cost":{"total":0.1}}"#,
+            r#"{"input":10,"output":5,"cacheRead":0,"cacheWrite":0,"cost":{"total":0.1}}"#,
+        ],
+    );
+    let done = case.run(&[
+        "run",
+        "pi",
+        "do it",
+        "--agent-bin",
+        &bin,
+        "--max-tokens",
+        "100",
+    ]);
+    let text = std::fs::read_to_string(case.run_dir().join("run.json")).unwrap_or_default();
+    let why = format!("exit {}\n{}\n--- run.json:\n{text}", done.code, done.stderr);
+    assert_eq!(done.code, 0, "{why}");
+    let r: Value = serde_json::from_str(&text).expect("run.json");
+    assert_eq!(r["verdict"], "succeeded", "{why}");
+    assert_eq!(r["tokens"]["total"], 15, "{why}");
+    assert_eq!(r["turns"], 2, "both lines decoded: {why}");
+    let problems: Vec<(String, String)> = ignored_usage(&case.run_dir())
+        .iter()
+        .map(|e| {
+            (
+                e["field"].as_str().unwrap().to_string(),
+                e["problem"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            ("message.usage.input", "infinite"),
+            ("message.usage.output", "not_a_number"),
+            ("message.usage.cacheRead", "negative"),
+        ]
+        .map(|(f, p)| (f.to_string(), p.to_string())),
+        "{why}"
+    );
+    for warning in [
+        "warden: warning: not counted: `message.usage.input` inf on line 2 of stdout.log is infinite",
+        "warden: warning: not counted: `message.usage.output` not a number on line 2 of stdout.log is not a number",
+    ] {
+        assert!(done.stderr.contains(warning), "{warning}\n{why}");
+    }
+}

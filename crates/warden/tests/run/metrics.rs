@@ -372,6 +372,59 @@ fn prometheus_scrapes_the_batch_and_answers_queries_with_its_counts() {
 }
 
 #[test]
+fn idle_connections_never_keep_a_scraper_from_the_batch_endpoint() {
+    let case = Case::new();
+    let gate = case.path().join("gate");
+    let file = super::batch::write(
+        &case,
+        &format!(
+            "[[run]]\nname = \"waits\"\nagent = \"exec\"\ntimeout = \"60s\"\n\
+             command = [\"sh\", \"-c\", \"while [ ! -e '{}' ]; do sleep 0.05; done\"]\n",
+            gate.display()
+        ),
+    );
+    let dir = case.path().join("batch");
+    let (child, stderr, addr) = spawn_batch(&case, &file, &dir, &["--metrics-addr", "127.0.0.1:0"]);
+    let addr = addr
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("no metrics URL on stderr: {:?}", stderr.lock().unwrap()));
+    // More connections than the endpoint serves at once, each sending
+    // nothing (or half a head), held open for the whole test.
+    let idle: Vec<TcpStream> = (0..40)
+        .map(|i| {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            if i % 2 == 1 {
+                s.write_all(b"GET /metr").unwrap();
+            }
+            s
+        })
+        .collect();
+    for round in 0..3 {
+        let t0 = Instant::now();
+        let (status, body) = get(addr, "/metrics");
+        assert_eq!(
+            status, "HTTP/1.1 200 OK",
+            "round {round}, 40 idle connections open: {body}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "answered after {:?}",
+            t0.elapsed()
+        );
+    }
+    drop(idle);
+    std::fs::write(&gate, "").unwrap();
+    let out = child.wait_with_output().expect("warden ends");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        stderr.lock().unwrap().join("\n")
+    );
+    case.assert_nothing_left();
+}
+
+#[test]
 fn a_metrics_address_that_cannot_be_served_stops_the_batch_before_it_starts() {
     let case = Case::new();
     let ran = case.path().join("ran");

@@ -261,3 +261,126 @@ fn both_ways_fail_alike_for_a_missing_or_unexecutable_program() {
         );
     }
 }
+
+/// A cgroup v2 made for a test under the test's own, removed when dropped
+/// (its processes gone by then). Not named `warden-*`: warden's sweep of
+/// cgroups it left behind must not take it.
+struct TestCgroup(std::path::PathBuf);
+
+impl TestCgroup {
+    fn new(name: &str) -> Option<TestCgroup> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mounts
+            .lines()
+            .find(|l| l.contains(" - cgroup2 "))?
+            .split_whitespace()
+            .nth(4)?
+            .to_string();
+        let dir = Path::new(&mount)
+            .join(rel.trim_start_matches('/'))
+            .join(format!("{name}.{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        Some(TestCgroup(dir))
+    }
+
+    /// Has `cmd` start inside this cgroup.
+    fn start_inside(&self, cmd: &mut Command) {
+        use std::os::unix::ffi::OsStrExt;
+        let procs = std::ffi::CString::new(self.0.join("cgroup.procs").as_os_str().as_bytes())
+            .expect("a path without NUL");
+        // SAFETY: open, write and close with a path made before the fork;
+        // nothing allocates between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                libc::close(fd);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_cgroup_kill_written_earlier_on_wardens_cgroup_does_not_kill_the_agent() {
+    if !is_root() {
+        return skip("not root: no cgroup of warden's own");
+    }
+    let Some(cgroup) = TestCgroup::new("killed-once") else {
+        return skip("no writable cgroup v2 here");
+    };
+    if !cgroup.0.join("cgroup.kill").exists() {
+        return skip("cgroup.kill is missing (Linux 5.14 or later)");
+    }
+    // Killed while empty: nothing dies, but the kernel counts the kill.
+    std::fs::write(cgroup.0.join("cgroup.kill"), "1").expect("write cgroup.kill");
+    let trace = strace_works();
+    for attempt in 1..=3 {
+        let case = Case::new();
+        let log = case.path().join("strace.txt");
+        let args = ["run", "exec", "--containment", "cgroup", "--", "sh", "-c"];
+        let mut cmd = if trace {
+            let mut cmd = Command::new("strace");
+            cmd.args(["-f", "-qq", "-e", "trace=clone3,openat", "-o"])
+                .arg(&log)
+                .arg(WARDEN)
+                .args(args);
+            for (k, v) in case.command(&[]).get_envs() {
+                match v {
+                    Some(v) => cmd.env(k, v),
+                    None => cmd.env_remove(k),
+                };
+            }
+            cmd.current_dir(case.path());
+            cmd
+        } else {
+            case.command(&args)
+        };
+        cmd.arg("exec cat /proc/self/cgroup");
+        cgroup.start_inside(&mut cmd);
+        let start = Instant::now();
+        let out = cmd
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run warden");
+        let run = case.finished(out, start);
+        assert_eq!(
+            run.report()["verdict"],
+            "succeeded",
+            "attempt {attempt}: {}",
+            run.stderr
+        );
+        let agent_cgroup = agent_cgroup(&run);
+        assert_run_cgroup(&case, &run, &agent_cgroup);
+        let parent = cgroup.0.file_name().unwrap().to_str().unwrap();
+        assert!(
+            agent_cgroup.contains(&format!("/{parent}/warden-")),
+            "the agent ran in {agent_cgroup}, not a run cgroup under warden's"
+        );
+        if trace {
+            let traced = std::fs::read_to_string(&log).unwrap_or_default();
+            // Cloned into the cgroup and killed at birth, then started
+            // the other way: into the run's cgroup for the fork, and out.
+            assert!(
+                !clone3_into_cgroup(&traced).is_empty(),
+                "clone3 into the cgroup was not tried: {traced}"
+            );
+            assert_eq!(migrations(&traced).len(), 2, "{traced}");
+        }
+    }
+}

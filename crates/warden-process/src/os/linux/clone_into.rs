@@ -11,6 +11,19 @@
 //! filter that answers `ENOSYS` as container runtimes do, no permission
 //! on the cgroup), [`spawn_into`] says so with [`CloneError::Unavailable`]
 //! and the caller takes the migrating way.
+//!
+//! The same holds where the kernel kills the child before it runs. Since
+//! Linux 6.14 a fork notes the `kill_seq` (how many times `cgroup.kill`
+//! was written) of the *parent's* cgroup, then compares it with that of
+//! the cgroup the child lands in, and SIGKILLs the child when they differ
+//! (`cgroup_css_set_fork` reads `kargs->cgrp` before `CLONE_INTO_CGROUP`
+//! has set it). So once anyone has written `cgroup.kill` on the cgroup
+//! warden runs in, even while it was empty, every child cloned into a
+//! fresh run cgroup dies at birth, and would be taken for an agent killed
+//! by a signal warden never sent. The child therefore says it is alive
+//! (one byte on the pipe) before anything else: a child that never said so
+//! was killed before it ran, and the caller takes the migrating way, where
+//! the fork happens inside the run's cgroup and the two counts agree.
 
 use std::ffi::{CString, OsStr, OsString, c_char};
 use std::io;
@@ -138,6 +151,10 @@ pub fn spawn_into(
         return Err(CloneError::Unavailable(io::Error::last_os_error()));
     }
     if pid == 0 {
+        // SAFETY: write(2) is async-signal-safe; ALIVE is a static.
+        unsafe {
+            libc::write(write.as_raw_fd(), ALIVE.as_ptr().cast(), ALIVE.len());
+        }
         let errno = child(exec, setup);
         let bytes = errno.to_ne_bytes();
         // SAFETY: write(2) and _exit(2) are async-signal-safe; `bytes`
@@ -149,7 +166,8 @@ pub fn spawn_into(
     }
     drop(write);
     let pid = pid as i32;
-    let mut buf = [0u8; 4];
+    // ALIVE, then the errno of a failed set-up or exec, if any.
+    let mut buf = [0u8; 5];
     let mut got = 0;
     while got < buf.len() {
         match rustix::io::read(&read, &mut buf[got..]) {
@@ -159,24 +177,37 @@ pub fn spawn_into(
             Err(_) => break,
         }
     }
-    if got == 0 {
-        // End of file without a word: the exec closed the pipe.
+    if got == ALIVE.len() {
+        // Alive, then end of file without a word: the exec closed the pipe.
         return Ok(pid);
     }
-    // The child failed and exits: reap it, so that the one to say how the
-    // program ended is never this child.
+    // The child failed or was killed, and is gone: reap it, so that the
+    // one to say how the program ended is never this child.
     let mut status = 0;
     // SAFETY: waitpid on our own child, writing into a local.
     while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
         && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
     {}
-    let errno = i32::from_ne_bytes(buf);
+    if got == 0 {
+        return Err(CloneError::Unavailable(io::Error::other(format!(
+            "the child cloned into the cgroup was killed before it ran ({}):              a `cgroup.kill` written earlier on this process's cgroup makes the kernel kill              every child cloned into another one",
+            if libc::WIFSIGNALED(status) {
+                format!("signal {}", libc::WTERMSIG(status))
+            } else {
+                format!("wait status {status}")
+            }
+        ))));
+    }
+    let errno = i32::from_ne_bytes([buf[1], buf[2], buf[3], buf[4]]);
     Err(CloneError::Spawn(if got == buf.len() && errno > 0 {
         io::Error::from_raw_os_error(errno)
     } else {
         io::Error::other("the program's set-up failed before its exec")
     }))
 }
+
+/// What the child writes first: that it runs.
+const ALIVE: [u8; 1] = [1];
 
 /// In the child: the set-up, then the exec. Returns the errno that stopped
 /// it (0 when the set-up failed without one).
