@@ -469,15 +469,15 @@ pub(crate) mod tests {
         let e = check_request(&r, p).unwrap_err();
         assert!(e.contains("0.json") && e.contains("`cwd` = w"), "{e}");
         r.cwd = "/w".into();
-        r.batch_budget = Some(crate::budget::SharedBudget::new(
+        // `SharedBudget::new` and reading one from JSON both refuse such a
+        // sum; a library caller can still set the field itself.
+        let mut shared = crate::budget::SharedBudget::new(
             crate::budget::BudgetScope::Batch,
             crate::budget::Budget::default(),
-            crate::budget::Spent {
-                cost_usd: f64::NAN,
-                tokens: 0,
-                turns: 0,
-            },
-        ));
+            crate::budget::Spent::default(),
+        );
+        shared.spent.cost_usd = f64::NAN;
+        r.batch_budget = Some(shared);
         let e = check_request(&r, p).unwrap_err();
         assert!(e.contains("cost_usd") && e.contains("NaN"), "{e}");
     }
