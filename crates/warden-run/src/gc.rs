@@ -390,6 +390,21 @@ fn list(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
     Ok(names)
 }
 
+/// Removes the directory tree at `path` without following a link below
+/// its parent (a session's own repository, which the agent wrote).
+pub(crate) fn remove_tree(path: &Path) -> std::io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("no parent directory"));
+    };
+    let parent = openat(
+        rustix::fs::CWD,
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    remove_at(&parent, name, 0)
+}
+
 /// Removes the entry `name` in `parent` and, for a directory, everything
 /// in it, without following a link anywhere. An entry below that is gone
 /// meanwhile is no error: another gc removing the same tree.

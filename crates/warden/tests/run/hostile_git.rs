@@ -1,0 +1,221 @@
+//! The agent can write the configuration of the repository it works in:
+//! hooks, filters, a file-system monitor, diff drivers. None of it may
+//! run on the host through warden's own git (worktrees made and removed,
+//! commits and state read at the end of a run and of a session, `warden
+//! gc`). And a git question that cannot be answered leaves the commits
+//! unknown (`null`), saying why, never "no commits".
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Case, git, repo, write_script};
+
+/// What the agent's own git runs with in these tests, so that only warden's
+/// git could set off a marker.
+const AGENT_GIT: &str = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false \
+    -c filter.evil.clean= -c filter.evil.smudge= -c filter.evil.required=false";
+
+/// Plants, in the repository at `dir`, every kind of program its
+/// configuration can name; each writes a file in `markers` named for what
+/// ran it. `data.txt` is committed with the attributes that select the
+/// filter and the diff driver.
+fn plant(dir: &Path, markers: &Path) {
+    std::fs::write(dir.join(".gitattributes"), "*.txt filter=evil diff=evil\n").unwrap();
+    std::fs::write(dir.join("data.txt"), "data\n").unwrap();
+    git(dir, &["add", ".gitattributes", "data.txt"]);
+    git(dir, &["commit", "-qm", "attributes"]);
+    let program = |name: &str, tail: &str| {
+        let path = markers.join(format!("{name}.sh"));
+        write_script(
+            &path,
+            &format!(
+                "#!/bin/sh\ntouch '{}'\n{tail}\n",
+                markers.join(name).display()
+            ),
+        );
+        path.display().to_string()
+    };
+    for hook in [
+        "post-checkout",
+        "reference-transaction",
+        "pre-auto-gc",
+        "post-index-change",
+    ] {
+        let script = program(hook, "exit 0");
+        std::fs::copy(&script, dir.join(".git/hooks").join(hook)).unwrap();
+    }
+    let config = [
+        ("filter.evil.clean", program("clean", "exec cat")),
+        ("filter.evil.smudge", program("smudge", "exec cat")),
+        ("filter.evil.required", "true".into()),
+        ("diff.evil.textconv", program("textconv", "exec cat \"$1\"")),
+        ("core.fsmonitor", program("fsmonitor", "exit 1")),
+        ("gpg.program", program("gpg", "exit 1")),
+        ("log.showSignature", "true".into()),
+    ];
+    for (key, value) in config {
+        git(dir, &["config", key, &value]);
+    }
+}
+
+/// The markers set off so far (the scripts themselves excluded).
+fn set_off(markers: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(markers)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".sh"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn programs_planted_in_the_repository_never_run_through_warden() {
+    let case = Case::new();
+    repo(&case);
+    let markers = tempfile::tempdir().unwrap();
+    plant(case.path(), markers.path());
+    assert!(set_off(markers.path()).is_empty());
+
+    // A session in a new worktree (made, read, and kept) whose agent
+    // commits.
+    let script = format!(
+        "echo work > work.txt && {AGENT_GIT} add work.txt && {AGENT_GIT} commit -qm 'agent work'"
+    );
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--worktree",
+        "--keep-worktree",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        session["commits"].as_array().map(Vec::len),
+        Some(1),
+        "{session}"
+    );
+    assert_eq!(session["worktree"]["dirty"], false, "{session}");
+    let worktree = session["worktree"]["path"].as_str().unwrap().to_string();
+    assert_eq!(
+        set_off(markers.path()),
+        Vec::<String>::new(),
+        "the session's git ran what the repository names"
+    );
+
+    // A run in the repository itself, which commits.
+    let script = format!("echo more >> README && {AGENT_GIT} commit -qam more");
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--run-dir",
+        "run-2",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(case.path().join("run-2/run.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        report["commits"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    assert_eq!(
+        set_off(markers.path()),
+        Vec::<String>::new(),
+        "the run's git"
+    );
+
+    // gc of the worktree once its session is gone: its state read, then
+    // removed. A file touched since the checkout makes git compare
+    // contents, through the clean filter if it ran one.
+    std::fs::remove_dir_all(case.run_dir()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let data = Path::new(&worktree).join("data.txt");
+    std::fs::write(&data, std::fs::read(&data).unwrap()).unwrap();
+    let gc = case.run(&["gc", "--keep-runs", "0"]);
+    assert_eq!(gc.code, 0, "{}{}", gc.stdout, gc.stderr);
+    assert!(gc.stdout.contains("removed worktree"), "{}", gc.stdout);
+    assert!(!Path::new(&worktree).exists());
+    assert_eq!(set_off(markers.path()), Vec::<String>::new(), "gc's git");
+
+    // The same planted programs do run under a plain git: the test can
+    // fail.
+    let control = case.path().join("control");
+    git(
+        case.path(),
+        &["worktree", "add", "-q", control.to_str().unwrap()],
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(control.join("data.txt"), "other\n").unwrap();
+    git(&control, &["status", "--porcelain"]);
+    git(&control, &["log", "-p", "-1", "--", "data.txt"]);
+    let ran = set_off(markers.path());
+    for m in ["clean", "fsmonitor", "post-checkout", "smudge", "textconv"] {
+        assert!(
+            ran.iter().any(|r| r == m),
+            "{m} never ran under plain git: {ran:?}"
+        );
+    }
+}
+
+#[test]
+fn a_fifo_at_the_branch_ref_leaves_the_commits_unknown_at_once() {
+    let case = Case::new();
+    repo(&case);
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "rm .git/refs/heads/main && mkfifo .git/refs/heads/main",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        done.elapsed < Duration::from_secs(8),
+        "took {:?}",
+        done.elapsed
+    );
+    let report = done.report();
+    assert!(report["commits"].is_null(), "unknown, not none: {report}");
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("could not collect commits") && error.contains("refs/heads/main is a FIFO"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_git_question_that_times_out_leaves_the_commits_unknown_and_says_so() {
+    let case = Case::new();
+    repo(&case);
+    // HEAD moves (so git is asked for the commits), then git blocks
+    // reading the objects.
+    let script = format!(
+        "{AGENT_GIT} commit -q --allow-empty -m one && mkfifo .git/objects/info/alternates"
+    );
+    let done = case.run(&["run", "exec", "--", "sh", "-c", &script]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let report = done.report();
+    assert!(report["commits"].is_null(), "unknown, not none: {report}");
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("could not collect commits") && error.contains("did not finish within 10s"),
+        "{report}"
+    );
+    case.assert_nothing_left();
+}
