@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Case, git, repo, write_script};
+use crate::support::{Case, bwrap_works, git, repo, write_script};
 
 /// What the agent's own git runs with in these tests, so that only warden's
 /// git could set off a marker.
@@ -160,7 +160,8 @@ fn programs_planted_in_the_repository_never_run_through_warden() {
         &["worktree", "add", "-q", control.to_str().unwrap()],
     );
     std::thread::sleep(Duration::from_millis(20));
-    std::fs::write(control.join("data.txt"), "other\n").unwrap();
+    // Same size, other bytes: git must compare the contents.
+    std::fs::write(control.join("data.txt"), "DATA\n").unwrap();
     git(&control, &["status", "--porcelain"]);
     git(&control, &["log", "-p", "-1", "--", "data.txt"]);
     let ran = set_off(markers.path());
@@ -218,4 +219,90 @@ fn a_git_question_that_times_out_leaves_the_commits_unknown_and_says_so() {
         "{report}"
     );
     case.assert_nothing_left();
+}
+
+#[test]
+fn a_sandboxed_session_commits_in_a_repository_of_its_own_and_the_commits_come_home() {
+    if !bwrap_works() {
+        eprintln!("skipped: bwrap cannot make a PID namespace here");
+        return;
+    }
+    let case = Case::new();
+    // The user's repository outside /tmp, which the sandbox replaces with
+    // a private one: the agent sees it through the read-only root.
+    let user = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = user.path();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "Test Agent"]);
+    git(dir, &["config", "user.email", "agent@example.com"]);
+    std::fs::write(dir.join("README"), "hello\n").unwrap();
+    git(dir, &["add", "README"]);
+    git(dir, &["commit", "-qm", "initial"]);
+    let base = git(dir, &["rev-parse", "HEAD"]);
+    let config_before = std::fs::read(dir.join(".git/config")).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let host_git = dir.join(".git");
+    // The agent commits with its own git, then tries the user's
+    // repository: its configuration, its hooks, another branch.
+    let script = format!(
+        "echo x > f && git add f && git commit -qm m && \
+         (echo '[core] hooksPath = /tmp' >> {g}/config || echo config-refused) && \
+         (echo evil > {g}/hooks/post-checkout || echo hooks-refused) && \
+         (git --git-dir={g} branch evil 2>/dev/null || echo branch-refused)",
+        g = host_git.display()
+    );
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--kill-grace",
+        "500ms",
+        "--worktree",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.current_dir(dir).env("HOME", home.path());
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let out = String::from_utf8_lossy(&done_log(&case, "iteration-1/stdout.log")).into_owned();
+    for refused in ["config-refused", "hooks-refused", "branch-refused"] {
+        assert!(out.contains(refused), "{refused}: {out}");
+    }
+    assert_eq!(
+        std::fs::read(dir.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!host_git.join("hooks/post-checkout").exists());
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    let commits = session["commits"].as_array().expect("commits known");
+    assert_eq!(commits.len(), 1, "{session}");
+    assert_eq!(commits[0]["subject"], "m");
+    let run: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("iteration-1/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(run["commits"][0]["subject"], "m", "{run}");
+    let branch = session["worktree"]["branch"].as_str().unwrap();
+    assert_eq!(
+        git(dir, &["log", "-1", "--format=%s", branch]),
+        "m",
+        "the commit reached the user's branch"
+    );
+    assert_eq!(git(dir, &["rev-parse", &format!("{branch}~1")]), base);
+    assert_eq!(session["worktree"]["removed"], true, "{session}");
+    assert!(!Path::new(session["worktree"]["path"].as_str().unwrap()).exists());
+    assert!(
+        !git(dir, &["branch", "--list", "evil"]).contains("evil"),
+        "no other branch was made"
+    );
+}
+
+fn done_log(case: &Case, name: &str) -> Vec<u8> {
+    std::fs::read(case.run_dir().join(name)).unwrap_or_default()
 }
