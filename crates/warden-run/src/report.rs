@@ -184,6 +184,7 @@ pub struct Report {
     /// on every path: success, failure, stall, forced completion, cancel.
     /// `null` when they are unknown: git could not say (it failed or was
     /// killed at its time limit; `error` says why). Empty outside git.
+    #[serde(deserialize_with = "crate::git::required_commits")]
     pub commits: Option<Vec<crate::git::Commit>>,
     /// The structured output (`--output-tag`), when one was asked for and
     /// found: JSON with `--output-schema`, else the text.

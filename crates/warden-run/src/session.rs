@@ -131,6 +131,7 @@ pub struct SessionRun {
     #[serde(default)]
     pub turns: u32,
     /// The run's commits; `null` when they are unknown (see `run.json`).
+    #[serde(deserialize_with = "git::required_commits")]
     pub commits: Option<Vec<Commit>>,
     /// The command's own exit code and the signal that killed it, as the
     /// run's `run.json` has them (for `--preserve-status`).
@@ -243,6 +244,7 @@ pub struct SessionReport {
     pub budget_exceeded: Option<crate::budget::BudgetLine>,
     /// The session's commits, from its base; `null` when they are unknown
     /// (git failed or was killed at its time limit; `error` says why).
+    #[serde(deserialize_with = "git::required_commits")]
     pub commits: Option<Vec<Commit>>,
     /// The session's span when OpenTelemetry export is on (see
     /// `run.json`'s `otel`): its spans are the session's and its

@@ -50,6 +50,9 @@ fn neutral(section: &str, name: &str) -> Option<&'static str> {
         ("pager", _) => "false",
         ("core", "sshcommand" | "gitproxy" | "askpass" | "alternaterefscommand") => "",
         ("gpg", "program") => "",
+        // What a fetch from a path named as a remote would run there.
+        ("remote", "uploadpack") => "git-upload-pack",
+        ("remote", "receivepack") => "git-receive-pack",
         _ => return None,
     })
 }
@@ -124,7 +127,8 @@ mod tests {
         let listed = b"local\0user.name\0local\0filter.Evil.clean\0local\0filter.a.b.smudge\0\
 local\0FILTER.x.process\0worktree\0diff.t.textconv\0local\0credential.https://h.helper\0\
 local\0core.sshCommand\0local\0protocol.ext.allow\0local\0core.fsmonitor\0\
-local\0alias.st\0local\0filter.y.required\0global\0filter.lfs.process\0";
+local\0alias.st\0local\0filter.y.required\0global\0filter.lfs.process\0\
+local\0remote./x.uploadpack\0";
         let o = overrides(listed);
         let get = |k: &str| {
             o.iter()
@@ -145,6 +149,7 @@ local\0alias.st\0local\0filter.y.required\0global\0filter.lfs.process\0";
         assert_eq!(get("user.name"), None);
         assert_eq!(get("alias.st"), None);
         assert_eq!(get("filter.lfs.process"), None, "the user's own file");
+        assert_eq!(get("remote./x.uploadpack"), Some("git-upload-pack"));
     }
 
     #[test]

@@ -493,6 +493,16 @@ pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>
 
 pub use own_repository::objects_dir;
 
+/// Reads a `commits` field that must be there, as a list or `null`
+/// (unknown): a report that lost the field is not taken for one whose
+/// commits are unknown.
+pub(crate) fn required_commits<'de, D>(d: D) -> Result<Option<Vec<Commit>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <Option<Vec<Commit>> as serde::Deserialize>::deserialize(d)
+}
+
 /// How many commits were made, as warden shows it: `?` when they are
 /// unknown (git could not say).
 pub fn count_shown(commits: Option<&[Commit]>) -> String {

@@ -228,17 +228,8 @@ fn a_sandboxed_session_commits_in_a_repository_of_its_own_and_the_commits_come_h
         return;
     }
     let case = Case::new();
-    // The user's repository outside /tmp, which the sandbox replaces with
-    // a private one: the agent sees it through the read-only root.
-    let user = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (user, base) = user_repo();
     let dir = user.path();
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["config", "user.name", "Test Agent"]);
-    git(dir, &["config", "user.email", "agent@example.com"]);
-    std::fs::write(dir.join("README"), "hello\n").unwrap();
-    git(dir, &["add", "README"]);
-    git(dir, &["commit", "-qm", "initial"]);
-    let base = git(dir, &["rev-parse", "HEAD"]);
     let config_before = std::fs::read(dir.join(".git/config")).unwrap();
     let home = tempfile::tempdir().unwrap();
     let host_git = dir.join(".git");
@@ -303,6 +294,74 @@ fn a_sandboxed_session_commits_in_a_repository_of_its_own_and_the_commits_come_h
     );
 }
 
+/// A repository with one commit outside /tmp (which the sandbox replaces
+/// with a private one: the agent sees this one through the read-only
+/// root); its HEAD.
+fn user_repo() -> (tempfile::TempDir, String) {
+    let user = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = user.path();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "Test Agent"]);
+    git(dir, &["config", "user.email", "agent@example.com"]);
+    std::fs::write(dir.join("README"), "hello\n").unwrap();
+    git(dir, &["add", "README"]);
+    git(dir, &["commit", "-qm", "initial"]);
+    let base = git(dir, &["rev-parse", "HEAD"]);
+    (user, base)
+}
+
 fn done_log(case: &Case, name: &str) -> Vec<u8> {
     std::fs::read(case.run_dir().join(name)).unwrap_or_default()
+}
+
+#[test]
+fn gc_removes_a_sandboxed_sessions_own_repository_once_its_commits_are_home() {
+    if !bwrap_works() {
+        eprintln!("skipped: bwrap cannot make a PID namespace here");
+        return;
+    }
+    let case = Case::new();
+    let (user, _) = user_repo();
+    let dir = user.path();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--worktree",
+        "--keep-worktree",
+        "--",
+        "sh",
+        "-c",
+        "echo x > f && git add f && git commit -qm m",
+    ]);
+    cmd.current_dir(dir).env("HOME", home.path());
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    let own = std::path::PathBuf::from(session["worktree"]["path"].as_str().unwrap());
+    let branch = session["worktree"]["branch"].as_str().unwrap().to_string();
+    assert!(own.join(".git").is_dir(), "{session}");
+    std::fs::remove_dir_all(case.run_dir()).unwrap();
+    // A commit made after the session fetched its branch.
+    git(&own, &["commit", "-q", "--allow-empty", "-m", "later"]);
+    let gc = |what: &str| {
+        let mut cmd = case.command(&["gc", "--keep-runs", "0"]);
+        cmd.current_dir(dir);
+        let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+        assert_eq!(done.code, 0, "{what}: {}{}", done.stdout, done.stderr);
+        done.stdout
+    };
+    let out = gc("with a commit not home");
+    assert!(own.is_dir(), "removed with a commit not home: {out}");
+    assert!(out.contains("not in the repository's"), "{out}");
+    git(&own, &["reset", "-q", "--hard", "HEAD~1"]);
+    let out = gc("all home");
+    assert!(!own.exists(), "{out}");
+    assert!(out.contains("removed worktree"), "{out}");
+    assert_eq!(git(dir, &["log", "-1", "--format=%s", &branch]), "m");
 }
