@@ -365,3 +365,87 @@ fn gc_removes_a_sandboxed_sessions_own_repository_once_its_commits_are_home() {
     assert!(out.contains("removed worktree"), "{out}");
     assert_eq!(git(dir, &["log", "-1", "--format=%s", &branch]), "m");
 }
+
+#[test]
+fn programs_a_sandboxed_agent_plants_in_its_own_repository_never_run_on_the_host() {
+    if !bwrap_works() {
+        eprintln!("skipped: bwrap cannot make a PID namespace here");
+        return;
+    }
+    let case = Case::new();
+    let (user, _) = user_repo();
+    let dir = user.path();
+    // Read-only inside the sandbox: a marker there was written on the host.
+    let markers = tempfile::tempdir_in("/var/tmp").unwrap();
+    let m = markers.path().display();
+    let home = tempfile::tempdir().unwrap();
+    // Inside, the agent makes every hook and every program key of its own
+    // repository (the one warden reads and fetches from at the end) a
+    // script that leaves a marker, with attributes that select them.
+    let script = format!(
+        r#"set -e
+g=$(git rev-parse --absolute-git-dir)
+printf '#!/bin/sh\ntouch {m}/"$1"\ncat\n' > "$g/evil.sh"
+chmod +x "$g/evil.sh"
+mkdir -p "$g/hooks"
+for h in post-checkout reference-transaction pre-auto-gc post-index-change \
+         pre-receive update post-update post-merge pre-push; do
+  printf '#!/bin/sh\ntouch {m}/hook-%s\n' "$h" > "$g/hooks/$h"
+  chmod +x "$g/hooks/$h"
+done
+for kv in "core.fsmonitor fsmonitor" "filter.evil.clean clean" "filter.evil.smudge smudge" \
+          "diff.evil.textconv textconv" "uploadpack.packObjectsHook pack" \
+          "core.alternateRefsCommand alternates" "gpg.program gpg"; do
+  set -- $kv
+  git config "$1" "$g/evil.sh $2"
+done
+git config filter.evil.required true
+git config log.showSignature true
+echo '* filter=evil diff=evil' > .gitattributes
+echo x > f
+{AGENT_GIT} add .gitattributes f
+{AGENT_GIT} commit -qm planted
+touch f
+"#
+    );
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--worktree",
+        "--keep-worktree",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.current_dir(dir).env("HOME", home.path());
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(session["commits"][0]["subject"], "planted", "{session}");
+    let branch = session["worktree"]["branch"].as_str().unwrap();
+    assert_eq!(git(dir, &["log", "-1", "--format=%s", branch]), "planted");
+    assert_eq!(
+        set_off(markers.path()),
+        Vec::<String>::new(),
+        "a program the agent named ran on the host"
+    );
+    // The same repository under a plain git on the host does run them:
+    // the test can fail.
+    let own = Path::new(session["worktree"]["path"].as_str().unwrap());
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(own.join("f"), "y\n").unwrap();
+    git(own, &["status", "--porcelain"]);
+    let ran = set_off(markers.path());
+    for m in ["clean", "fsmonitor"] {
+        assert!(
+            ran.iter().any(|r| r == m),
+            "{m} never ran under plain git: {ran:?}"
+        );
+    }
+}
