@@ -538,6 +538,8 @@ async fn collect_worktrees(
                 "--porcelain",
                 "--untracked-files=all",
                 "--ignored=matching",
+                // Another repository, whose configuration was not read.
+                "--ignore-submodules=all",
             ],
         )
         .await
@@ -561,6 +563,13 @@ async fn collect_worktrees(
                 ));
                 continue;
             }
+        }
+        if own && has_submodules(&path) {
+            report.items.push(item(
+                Action::Kept,
+                format!("{why}, but it holds submodules, whose commits live only there; remove it yourself"),
+            ));
+            continue;
         }
         if own && let Err(left) = branches_home(project, &path).await {
             report
@@ -668,6 +677,12 @@ fn worktrees_named(project: &Path, report: &GcReport, dry_run: bool) -> Vec<Path
             Some(PathBuf::from(v.get("worktree")?.get("path")?.as_str()?))
         })
         .collect()
+}
+
+/// Whether a session's own repository holds submodules' repositories
+/// (`.git/modules`): their commits are nowhere else.
+pub(crate) fn has_submodules(own: &Path) -> bool {
+    std::fs::read_dir(own.join(".git/modules")).is_ok_and(|mut d| d.next().is_some())
 }
 
 /// That every branch of a session's own repository at `own` is in the

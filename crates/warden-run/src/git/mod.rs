@@ -676,7 +676,9 @@ impl Worktree {
     /// whether it was removed; a dirty worktree is always kept, and so is
     /// an own repository whose commits are not home (`brought_home`).
     pub async fn finish(&self, keep: bool, brought_home: bool) -> bool {
-        if keep || (self.home.is_some() && !brought_home) {
+        // An own repository's submodules have their commits nowhere else.
+        if keep || (self.home.is_some() && (!brought_home || crate::gc::has_submodules(&self.path)))
+        {
             return false;
         }
         // Removed only when known to be clean: a git that fails or is
