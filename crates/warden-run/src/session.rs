@@ -167,6 +167,11 @@ pub struct WorktreeReport {
     /// Removed at the end (clean and not kept) or still there.
     pub removed: bool,
     pub dirty: bool,
+    /// A repository of the session's own (a sandboxed session), whose
+    /// branch was fetched into the repository at the end, rather than a
+    /// worktree of it.
+    #[serde(default)]
+    pub own_repository: bool,
 }
 
 /// Why a session stopped.
@@ -812,6 +817,7 @@ pub(crate) async fn run_session(
                 base: wt.base.clone(),
                 removed,
                 dirty,
+                own_repository: wt.home.is_some(),
             });
         }
         (commits, head, worktree_report, not_home)
@@ -849,6 +855,7 @@ pub(crate) async fn run_session(
                 base: wt.base.clone(),
                 removed: false,
                 dirty: false,
+                own_repository: wt.home.is_some(),
             });
         }
     }

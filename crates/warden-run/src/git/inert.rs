@@ -9,6 +9,14 @@
 //! overrides, on the command line's level which wins over every file,
 //! each such key the repository's own files set, plus the ones that are
 //! off whatever the files say (hooks, which live in the repository).
+//!
+//! Why the user's git and not a library reading the repository in
+//! warden's own process: every file of a repository the agent wrote may
+//! be a FIFO or a device, and a read that blocks on one cannot be cut
+//! short in a thread, while a git in a process group of its own is
+//! killed at its time limit or on a signal (see `bounded`); a library
+//! would also map packs the agent wrote into warden's memory, and apply
+//! the same filters unless told not to.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;

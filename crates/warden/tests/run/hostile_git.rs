@@ -287,6 +287,7 @@ fn a_sandboxed_session_commits_in_a_repository_of_its_own_and_the_commits_come_h
     );
     assert_eq!(git(dir, &["rev-parse", &format!("{branch}~1")]), base);
     assert_eq!(session["worktree"]["removed"], true, "{session}");
+    assert_eq!(session["worktree"]["own_repository"], true, "{session}");
     assert!(!Path::new(session["worktree"]["path"].as_str().unwrap()).exists());
     assert!(
         !git(dir, &["branch", "--list", "evil"]).contains("evil"),
