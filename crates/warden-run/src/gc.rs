@@ -588,7 +588,9 @@ async fn collect_worktrees(
                 .map(|()| String::new())
                 .map_err(|e| e.to_string())
         } else {
-            git_out(project, &["worktree", "remove", &path.to_string_lossy()]).await
+            // From inside it: the configuration git reads there (a
+            // `config.worktree` of its own too) is what gets overridden.
+            git_out(&path, &["worktree", "remove", &path.to_string_lossy()]).await
         };
         if removed.is_ok() {
             let _ = unlinkat(dir.fd(), owner.as_str(), AtFlags::empty());

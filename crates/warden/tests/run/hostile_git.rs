@@ -143,6 +143,35 @@ fn programs_planted_in_the_repository_never_run_through_warden() {
     // removed. A file touched since the checkout makes git compare
     // contents, through the clean filter if it ran one.
     std::fs::remove_dir_all(case.run_dir()).unwrap();
+    // A filter only the worktree's own configuration names, selected by
+    // attributes in the repository's git directory (neither makes the
+    // worktree dirty).
+    git(
+        case.path(),
+        &["config", "extensions.worktreeConfig", "true"],
+    );
+    let wt_clean = markers.path().join("wt-clean.sh");
+    write_script(
+        &wt_clean,
+        &format!(
+            "#!/bin/sh\ntouch '{}'\nexec cat\n",
+            markers.path().join("wt-clean").display()
+        ),
+    );
+    git(
+        Path::new(&worktree),
+        &[
+            "config",
+            "--worktree",
+            "filter.wt.clean",
+            wt_clean.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(
+        case.path().join(".git/info/attributes"),
+        "*.txt filter=wt\n",
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let data = Path::new(&worktree).join("data.txt");
     std::fs::write(&data, std::fs::read(&data).unwrap()).unwrap();
@@ -154,6 +183,7 @@ fn programs_planted_in_the_repository_never_run_through_warden() {
 
     // The same planted programs do run under a plain git: the test can
     // fail.
+    std::fs::remove_file(case.path().join(".git/info/attributes")).unwrap();
     let control = case.path().join("control");
     git(
         case.path(),
