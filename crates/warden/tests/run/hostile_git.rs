@@ -480,3 +480,52 @@ touch f
         );
     }
 }
+
+#[test]
+fn an_unprivileged_bwrap_session_commits_in_its_own_repository_too() {
+    if !bwrap_works() || !crate::support::is_root() || !Path::new("/usr/bin/setpriv").is_file() {
+        eprintln!("skipped: needs bwrap, and root with setpriv to become nobody");
+        return;
+    }
+    let case = Case::new();
+    let (user, _) = user_repo();
+    let dir = user.path();
+    let home = tempfile::tempdir().unwrap();
+    for path in [dir, case.path(), home.path()] {
+        let ok = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "chown {}", path.display());
+    }
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(crate::support::WARDEN)
+        .args(["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"])
+        .args(["--worktree", "--", "sh", "-c"])
+        .arg("echo x > f && git add f && git commit -qm m")
+        .current_dir(dir)
+        .env("HOME", home.path())
+        .env("WARDEN_RUN_DIR", case.run_dir())
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let done = case.finished(out, std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(session["commits"][0]["subject"], "m", "{session}");
+    let branch = session["worktree"]["branch"].as_str().unwrap();
+    let log = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(dir)
+        .args(["log", "-1", "--format=%s", branch])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "m");
+}
