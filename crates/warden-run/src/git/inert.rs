@@ -105,6 +105,19 @@ pub(super) fn overrides(listed: &[u8]) -> Vec<(OsString, OsString)> {
     out
 }
 
+/// Whether the listed configuration holds [`ALWAYS`]'s hooks setting at
+/// the command line's level: a git older than 2.31 ignores
+/// `GIT_CONFIG_COUNT`, and would run every program the repository names.
+pub(super) fn honoured(listed: &[u8]) -> bool {
+    let mut fields = listed.split(|b| *b == 0);
+    while let (Some(scope), Some(key)) = (fields.next(), fields.next()) {
+        if scope == b"command" && key.eq_ignore_ascii_case(b"core.hooksPath") {
+            return true;
+        }
+    }
+    false
+}
+
 /// The environment that gives git `overrides` on the command line's level
 /// (`GIT_CONFIG_COUNT`, `GIT_CONFIG_KEY_<n>`, `GIT_CONFIG_VALUE_<n>`:
 /// unlike `-c`, a key holding `=` cannot be misread), after any such
@@ -158,6 +171,13 @@ local\0remote./x.uploadpack\0";
         assert_eq!(get("alias.st"), None);
         assert_eq!(get("filter.lfs.process"), None, "the user's own file");
         assert_eq!(get("remote./x.uploadpack"), Some("git-upload-pack"));
+    }
+
+    #[test]
+    fn overrides_that_git_ignored_are_seen() {
+        assert!(honoured(b"global\0user.name\0command\0core.hookspath\0"));
+        assert!(!honoured(b"local\0core.hookspath\0"));
+        assert!(!honoured(b""));
     }
 
     #[test]

@@ -99,6 +99,12 @@ where
         args: shown.clone(),
         message: format!("could not read the repository's configuration: {message}"),
     })?;
+    if !inert::honoured(&listed) {
+        return Err(GitError {
+            args: shown,
+            message: "this git ignores GIT_CONFIG_COUNT (it is older than 2.31), so warden cannot keep the programs the repository names (hooks, filters) from running: install git 2.31 or later".into(),
+        });
+    }
     let mut overrides = inert::overrides(&listed);
     overrides.extend(extra.iter().map(|(k, v)| (k.into(), v.into())));
     let env = inert::environment(&overrides);
