@@ -77,8 +77,18 @@ pub(super) async fn create(
 /// upload-pack`, which runs no hook and honours no program its
 /// configuration names (`uploadpack.packObjectsHook` only from the
 /// user's own files); every object it sends is hashed again on the way
-/// in, so a forged one cannot pass for another.
+/// in, so a forged one cannot pass for another. Before, the repository is
+/// checked to hold nothing that would make `upload-pack`, with the
+/// user's rights, read what the sandbox hides (see `make_plain`).
 pub(super) async fn bring_home(root: &Path, path: &Path, branch: &str) -> Result<(), GitError> {
+    let dot_git = path.join(".git");
+    let objects = objects_dir(root).await?;
+    tokio::task::spawn_blocking(move || make_plain(&dot_git, &objects))
+        .await
+        .map_err(|e| GitError {
+            args: "fetch".into(),
+            message: e.to_string(),
+        })??;
     let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
     git_with(
         root,
@@ -97,6 +107,66 @@ pub(super) async fn bring_home(root: &Path, path: &Path, branch: &str) -> Result
         defaults::GIT_WORKTREE_TIMEOUT,
     )
     .await?;
+    Ok(())
+}
+
+/// The most entries of an own repository's `.git` that are looked at
+/// before fetching from it; a larger one is left alone.
+const MAX_ENTRIES: usize = 2_000_000;
+
+/// Makes sure `git upload-pack`, which runs on the host with the user's
+/// rights, reads nothing of the host through the agent's repository: its
+/// `.git` is a directory holding only directories and regular files (a
+/// symbolic link there, to a ref or a pack of a repository the sandbox
+/// hides, would be followed), with no `commondir` (which would make it
+/// another repository's), and its alternates are again only the user's
+/// repository's objects, whatever the agent wrote there.
+fn make_plain(dot_git: &Path, objects: &Path) -> Result<(), GitError> {
+    let refuse = |what: String| GitError {
+        args: "fetch".into(),
+        message: format!("{what}: nothing is fetched from a repository that holds one"),
+    };
+    let io = |p: &Path, e: std::io::Error| refuse(format!("{}: {e}", p.display()));
+    let mut seen = 0usize;
+    let mut dirs = vec![dot_git.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let meta = std::fs::symlink_metadata(&dir).map_err(|e| io(&dir, e))?;
+        if !meta.is_dir() {
+            return Err(refuse(format!("{} is not a directory", dir.display())));
+        }
+        for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+            let entry = entry.map_err(|e| io(&dir, e))?;
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return Err(refuse(format!(
+                    "{} holds more than {MAX_ENTRIES} entries",
+                    dot_git.display()
+                )));
+            }
+            let p = entry.path();
+            let kind = entry.file_type().map_err(|e| io(&p, e))?;
+            if kind.is_dir() {
+                dirs.push(p);
+            } else if !kind.is_file() {
+                return Err(refuse(format!(
+                    "{} is a symbolic link or a special file",
+                    p.display()
+                )));
+            }
+        }
+    }
+    let commondir = dot_git.join("commondir");
+    if std::fs::symlink_metadata(&commondir).is_ok() {
+        return Err(refuse(format!("{} exists", commondir.display())));
+    }
+    let alternates = dot_git.join("objects/info/alternates");
+    let mut line = objects.as_os_str().as_encoded_bytes().to_vec();
+    line.push(b'\n');
+    // Replaced, not written through: the file is the agent's.
+    let fresh = dot_git.join("objects/info/.alternates.warden");
+    std::fs::write(&fresh, line)
+        .and_then(|()| std::fs::rename(&fresh, &alternates))
+        .map_err(|e| io(&alternates, e))?;
     Ok(())
 }
 

@@ -529,3 +529,70 @@ fn an_unprivileged_bwrap_session_commits_in_its_own_repository_too() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "m");
 }
+
+#[test]
+fn a_sandboxed_agent_cannot_have_warden_fetch_a_repository_the_sandbox_hides() {
+    if !bwrap_works() {
+        eprintln!("skipped: bwrap cannot make a PID namespace here");
+        return;
+    }
+    let case = Case::new();
+    let (user, base) = user_repo();
+    let dir = user.path();
+    // Under HOME, which the sandbox hides: the agent cannot read it, but
+    // warden's git on the host could, through a link the agent plants.
+    let home = tempfile::tempdir().unwrap();
+    let private = home.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    git(&private, &["init", "-q", "-b", "main"]);
+    git(
+        &private,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@p",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "private subject",
+        ],
+    );
+    let script = format!(
+        "g=$(git rev-parse --absolute-git-dir) && b=$(git symbolic-ref HEAD) && \
+         echo {p}/.git/objects >> $g/objects/info/alternates && \
+         rm $g/$b && ln -s {p}/.git/refs/heads/main $g/$b && echo planted",
+        p = private.display()
+    );
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--worktree",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.current_dir(dir).env("HOME", home.path());
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    let branch = session["worktree"]["branch"].as_str().unwrap();
+    assert_eq!(
+        git(dir, &["rev-parse", branch]),
+        base,
+        "the hidden repository's history reached the user's branch: {session}"
+    );
+    let error = session["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("not fetched") && error.contains("symbolic link"),
+        "{session}"
+    );
+    assert_eq!(session["worktree"]["removed"], false, "kept: {session}");
+}
