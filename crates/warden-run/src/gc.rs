@@ -405,6 +405,21 @@ fn list(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
     Ok(names)
 }
 
+/// Removes the directory tree at `path` without following a link below
+/// its parent (a session's own repository, which the agent wrote).
+pub(crate) fn remove_tree(path: &Path) -> std::io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("no parent directory"));
+    };
+    let parent = openat(
+        rustix::fs::CWD,
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    remove_at(&parent, name, 0)
+}
+
 /// Removes the entry `name` in `parent` and, for a directory, everything
 /// in it, without following a link anywhere. An entry below that is gone
 /// meanwhile is no error: another gc removing the same tree.
@@ -517,9 +532,12 @@ async fn collect_worktrees(
         let why = "no session left names it".to_string();
         // A worktree has a `.git` file; without one, git would answer for
         // the repository around it instead.
-        let is_worktree = statat(&lock, ".git", AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
-        if !is_worktree {
+        // A sandboxed session's own repository has a `.git` directory.
+        let dot_git = statat(&lock, ".git", AtFlags::SYMLINK_NOFOLLOW)
+            .map(|st| FileType::from_raw_mode(st.st_mode))
+            .ok();
+        let own = dot_git == Some(FileType::Directory);
+        if !own && dot_git != Some(FileType::RegularFile) {
             report.items.push(item(
                 Action::Kept,
                 format!("{why}, but it is not a git worktree (no .git file); remove it yourself"),
@@ -535,6 +553,8 @@ async fn collect_worktrees(
                 "--porcelain",
                 "--untracked-files=all",
                 "--ignored=matching",
+                // Another repository, whose configuration was not read.
+                "--ignore-submodules=all",
             ],
         )
         .await
@@ -559,11 +579,34 @@ async fn collect_worktrees(
                 continue;
             }
         }
+        if own && has_submodules(&path) {
+            report.items.push(item(
+                Action::Kept,
+                format!("{why}, but it holds submodules, whose commits live only there; remove it yourself"),
+            ));
+            continue;
+        }
+        if own && let Err(left) = branches_home(project, &path).await {
+            report
+                .items
+                .push(item(Action::Kept, format!("{why}, but {left}")));
+            continue;
+        }
         if options.dry_run {
             report.items.push(item(Action::WouldRemove, why));
             continue;
         }
-        let removed = git_out(project, &["worktree", "remove", &path.to_string_lossy()]).await;
+        let removed = if own {
+            // Not a worktree of the project: a directory, removed without
+            // following a link.
+            remove_tree(&path)
+                .map(|()| String::new())
+                .map_err(|e| e.to_string())
+        } else {
+            // From inside it: the configuration git reads there (a
+            // `config.worktree` of its own too) is what gets overridden.
+            git_out(&path, &["worktree", "remove", &path.to_string_lossy()]).await
+        };
         if removed.is_ok() {
             let _ = unlinkat(dir.fd(), owner.as_str(), AtFlags::empty());
         }
@@ -573,6 +616,7 @@ async fn collect_worktrees(
                 Action::Removed,
                 format!("{why}; clean (its branch keeps the commits)"),
             ),
+            Err(err) if own => item(Action::Failed, format!("{why}; could not remove it: {err}")),
             Err(err) => item(
                 Action::Failed,
                 format!("{why}; git worktree remove failed: {err}"),
@@ -650,6 +694,43 @@ fn worktrees_named(project: &Path, report: &GcReport, dry_run: bool) -> Vec<Path
             Some(PathBuf::from(v.get("worktree")?.get("path")?.as_str()?))
         })
         .collect()
+}
+
+/// Whether a session's own repository holds submodules' repositories
+/// (`.git/modules`): their commits are nowhere else.
+pub(crate) fn has_submodules(own: &Path) -> bool {
+    std::fs::read_dir(own.join(".git/modules")).is_ok_and(|mut d| d.next().is_some())
+}
+
+/// That every branch of a session's own repository at `own` is in the
+/// same branch of the project: else removing it would lose commits
+/// (its session ended before it could fetch them, or the agent made
+/// more). What is missing otherwise, as a sentence.
+async fn branches_home(project: &Path, own: &Path) -> Result<(), String> {
+    let listed = git_out(
+        own,
+        &[
+            "for-each-ref",
+            "--format=%(objectname) %(refname)",
+            "refs/heads/",
+        ],
+    )
+    .await
+    .map_err(|e| format!("git cannot list its branches ({e}); remove it yourself"))?;
+    for line in listed.lines() {
+        let Some((tip, name)) = line.split_once(' ') else {
+            continue;
+        };
+        let home = git_out(project, &["merge-base", "--is-ancestor", tip, name]).await;
+        if home.is_err() {
+            return Err(format!(
+                "its branch {} has commits that are not in the repository's: fetch them (git fetch {} {name}:{name}) or remove it yourself",
+                name.trim_start_matches("refs/heads/"),
+                own.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Runs git, bounded as every git warden runs (a repository the agent

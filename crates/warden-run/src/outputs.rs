@@ -27,6 +27,11 @@ fn path_text(p: Option<&Path>) -> String {
     p.map(|p| p.display().to_string()).unwrap_or_default()
 }
 
+/// How many commits were made; empty when they are unknown.
+fn count(commits: Option<&[crate::git::Commit]>) -> String {
+    commits.map(|c| c.len().to_string()).unwrap_or_default()
+}
+
 fn cost_text(c: Option<f64>) -> String {
     c.map(|c| c.to_string()).unwrap_or_default()
 }
@@ -41,7 +46,7 @@ impl Outputs {
             ("run_dir", r.run_dir.display().to_string()),
             // A single run has no worktree of its own.
             ("branch", String::new()),
-            ("commits", r.commits.len().to_string()),
+            ("commits", count(r.commits.as_deref())),
             ("cost_usd", cost_text(r.cost_usd)),
             ("tokens", r.tokens.total().to_string()),
             ("final_text_file", path_text(final_text_file)),
@@ -62,7 +67,7 @@ impl Outputs {
                     .map(|w| w.branch.clone())
                     .unwrap_or_default(),
             ),
-            ("commits", s.commits.len().to_string()),
+            ("commits", count(s.commits.as_deref())),
             ("cost_usd", cost_text(s.cost_usd)),
             ("tokens", s.tokens.total().to_string()),
             ("final_text_file", path_text(final_text_file)),

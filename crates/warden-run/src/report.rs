@@ -182,7 +182,10 @@ pub struct Report {
     pub branch: Option<String>,
     /// Commits made during the run (base..HEAD), oldest first, collected
     /// on every path: success, failure, stall, forced completion, cancel.
-    pub commits: Vec<crate::git::Commit>,
+    /// `null` when they are unknown: git could not say (it failed or was
+    /// killed at its time limit; `error` says why). Empty outside git.
+    #[serde(deserialize_with = "crate::git::required_commits")]
+    pub commits: Option<Vec<crate::git::Commit>>,
     /// The structured output (`--output-tag`), when one was asked for and
     /// found: JSON with `--output-schema`, else the text.
     pub output: Option<serde_json::Value>,

@@ -624,6 +624,7 @@ impl RunRequest {
             iterations: self.session.iterations,
             cwd: self.cwd.clone(),
             worktree: self.session.worktree.clone(),
+            sandboxed: self.sandbox.sandbox != Sandbox::Host,
             session_dir: self.dir.clone(),
             output_retries: self.output.as_ref().map_or(0, |o| o.retries),
             can_resume: profile(self.agent).can_resume,

@@ -44,6 +44,10 @@ pub struct SessionOptions {
     /// The directory to work in (or to make the worktree from).
     pub cwd: PathBuf,
     pub worktree: Option<WorktreeRequest>,
+    /// Whether the agent runs in a sandbox: its worktree is then a
+    /// repository of its own (see `git::Worktree::create`), whose objects
+    /// the sandbox shows read-only.
+    pub sandboxed: bool,
     /// Where the session's directory goes; `<cwd>/.warden/sessions/<id>`
     /// if `None`.
     pub session_dir: Option<PathBuf>,
@@ -129,7 +133,9 @@ pub struct SessionRun {
     pub cost_usd: Option<f64>,
     #[serde(default)]
     pub turns: u32,
-    pub commits: Vec<Commit>,
+    /// The run's commits; `null` when they are unknown (see `run.json`).
+    #[serde(deserialize_with = "git::required_commits")]
+    pub commits: Option<Vec<Commit>>,
     /// The command's own exit code and the signal that killed it, as the
     /// run's `run.json` has them (for `--preserve-status`).
     #[serde(default)]
@@ -164,6 +170,11 @@ pub struct WorktreeReport {
     /// Removed at the end (clean and not kept) or still there.
     pub removed: bool,
     pub dirty: bool,
+    /// A repository of the session's own (a sandboxed session), whose
+    /// branch was fetched into the repository at the end, rather than a
+    /// worktree of it.
+    #[serde(default)]
+    pub own_repository: bool,
 }
 
 /// Why a session stopped.
@@ -239,7 +250,10 @@ pub struct SessionReport {
     /// with nothing left for another (verdict `budget_exceeded`).
     #[serde(default)]
     pub budget_exceeded: Option<crate::budget::BudgetLine>,
-    pub commits: Vec<Commit>,
+    /// The session's commits, from its base; `null` when they are unknown
+    /// (git failed or was killed at its time limit; `error` says why).
+    #[serde(deserialize_with = "git::required_commits")]
+    pub commits: Option<Vec<Commit>>,
     /// The session's span when OpenTelemetry export is on (see
     /// `run.json`'s `otel`): its spans are the session's and its
     /// iterations'.
@@ -386,14 +400,19 @@ pub(crate) async fn run_session(
                     session_id.to_ascii_lowercase()
                 )
             });
-            let (wt, lock) =
-                Worktree::create(&opts.cwd, &branch, req.base.as_deref(), Some(&session_dir))
-                    .await
-                    .map_err(|e| {
-                        // Nothing was started: the (still empty) directory goes too.
-                        let _ = std::fs::remove_dir(&session_dir);
-                        SetupError::Git(e)
-                    })?;
+            let (wt, lock) = Worktree::create(
+                &opts.cwd,
+                &branch,
+                req.base.as_deref(),
+                Some(&session_dir),
+                opts.sandboxed,
+            )
+            .await
+            .map_err(|e| {
+                // Nothing was started: the (still empty) directory goes too.
+                let _ = std::fs::remove_dir(&session_dir);
+                SetupError::Git(e)
+            })?;
             out.send(Update::Worktree {
                 entry,
                 worktree: wt.clone(),
@@ -409,6 +428,12 @@ pub(crate) async fn run_session(
     let workdir = worktree
         .as_ref()
         .map_or_else(|| opts.cwd.clone(), |w| w.path.clone());
+    // What an own repository borrows, shown read-only to the agent (a
+    // container sees nothing of the host but what it is given).
+    let borrowed = match worktree.as_ref().and_then(|w| w.home.as_deref()) {
+        Some(root) => git::objects_dir(root).await.ok(),
+        None => None,
+    };
     let branch = match &worktree {
         Some(w) => Some(w.branch.clone()),
         None => git::branch(&workdir).await,
@@ -437,7 +462,7 @@ pub(crate) async fn run_session(
         turns: 0,
         budgets: Vec::new(),
         budget_exceeded: None,
-        commits: Vec::new(),
+        commits: Some(Vec::new()),
         otel: None,
         output: None,
         error: None,
@@ -561,6 +586,11 @@ pub(crate) async fn run_session(
         };
         spec.cwd = workdir.clone();
         spec.run_dir = Some(run_dir.clone());
+        if let Some(objects) = &borrowed
+            && !spec.sandbox.ro.contains(objects)
+        {
+            spec.sandbox.ro.push(objects.clone());
+        }
         spec.budgets = budgets
             .into_iter()
             .filter(|b| opts.budget_pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)
@@ -775,36 +805,53 @@ pub(crate) async fn run_session(
         let commits = git::commits_since(&workdir, base.as_deref()).await;
         let head = git::head(&workdir).await;
         let mut worktree_report = None;
+        let mut not_home = None;
         if let Some(wt) = &worktree {
             let keep = opts.worktree.as_ref().is_some_and(|w| w.keep);
+            let home = wt.bring_home().await;
             let dirty = git::is_dirty(&wt.path).await;
-            let removed = wt.finish(keep).await;
+            let removed = wt.finish(keep, home.is_ok()).await;
+            not_home = home.err().map(|e| {
+                format!(
+                    "the session's commits were not fetched into branch {} (the repository {} is kept): {e}",
+                    wt.branch,
+                    wt.path.display()
+                )
+            });
             worktree_report = Some(WorktreeReport {
                 path: wt.path.clone(),
                 branch: wt.branch.clone(),
                 base: wt.base.clone(),
                 removed,
                 dirty,
+                own_repository: wt.home.is_some(),
             });
         }
-        (commits, head, worktree_report)
+        (commits, head, worktree_report, not_home)
     };
-    let mut end_error = None;
+    let mut end_error;
     tokio::select! {
         // Work that has finished wins over a cancel in the same instant.
         biased;
-        (commits, head, worktree_report) = end => {
+        (commits, head, worktree_report, not_home) = end => {
+            end_error = not_home;
             match commits {
-                Ok(c) if base.is_some() || head.is_some() => report.commits = c,
+                Ok(c) if base.is_some() || head.is_some() => report.commits = Some(c),
                 Ok(_) => {}
                 Err(e) if git::in_work_tree(&workdir) => {
-                    end_error = Some(format!("could not collect the session's commits: {e}"));
+                    report.commits = None;
+                    let e = format!("could not collect the session's commits: {e}");
+                    end_error = Some(match end_error.take() {
+                        Some(first) => format!("{first}; {e}"),
+                        None => e,
+                    });
                 }
                 Err(_) => {}
             }
             report.worktree = worktree_report;
         }
         () = control.cancelled_after(seen) => {
+            report.commits = None;
             end_error = Some(
                 "cancelled while git was reading the session's commits; the worktree, if any, is kept"
                     .into(),
@@ -815,6 +862,7 @@ pub(crate) async fn run_session(
                 base: wt.base.clone(),
                 removed: false,
                 dirty: false,
+                own_repository: wt.home.is_some(),
             });
         }
     }

@@ -484,7 +484,7 @@ fn print_session(s: &SessionReport) {
         ms(s.duration_ms),
         tokens_text(&s.tokens),
         cost_text(s.cost_usd),
-        s.commits.len()
+        warden_run::git::count_shown(s.commits.as_deref())
     );
     if let Some(wt) = &s.worktree {
         println!("  worktree {} on branch {}", wt.path.display(), wt.branch);
@@ -582,9 +582,12 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
     for m in t.marks.iter().filter(|m| m.kind != "info") {
         println!("  {} at {}: {}", m.kind, ms(m.at), m.text);
     }
-    if !r.commits.is_empty() {
-        println!("  {} commit(s):", r.commits.len());
-        for c in &r.commits {
+    if r.commits.is_none() {
+        println!("  commits unknown: git could not say (see the error)");
+    }
+    if let Some(commits) = r.commits.as_ref().filter(|c| !c.is_empty()) {
+        println!("  {} commit(s):", commits.len());
+        for c in commits {
             println!("    {} {}", short_sha(c), c.subject);
         }
     }
@@ -654,7 +657,10 @@ fn cost_text(c: Option<f64>) -> String {
 }
 
 /// Commits as HTML list items (escaped), or a sentence when there are none.
-fn commits_html(commits: &[Commit]) -> String {
+fn commits_html(commits: Option<&[Commit]>) -> String {
+    let Some(commits) = commits else {
+        return "unknown: git could not say (see the error)".into();
+    };
     if commits.is_empty() {
         return "none".into();
     }
@@ -716,7 +722,7 @@ fn session_summary(out: &mut String, s: &SessionReport, runs: &[(Report, Timelin
     row(out, "tool calls", &tool_calls.to_string());
     row(out, "tokens", &esc(&tokens_text(&s.tokens)));
     row(out, "cost", &esc(&cost_text(s.cost_usd)));
-    row(out, "commits", &commits_html(&s.commits));
+    row(out, "commits", &commits_html(s.commits.as_deref()));
     if let Some(wt) = &s.worktree {
         row(
             out,
@@ -779,7 +785,7 @@ fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &Log
     for (k, v) in rows {
         row(out, k, &esc(&v));
     }
-    row(out, "commits", &commits_html(&r.commits));
+    row(out, "commits", &commits_html(r.commits.as_deref()));
     out.push_str("</table>\n");
 
     let width = VIEW_WIDTH;

@@ -242,7 +242,7 @@ pub(crate) async fn run_session_cli(
         report.iterations_run,
         report.iterations_requested,
         report.stopped_because.as_str().replace('_', " "),
-        report.commits.len(),
+        warden_run::git::count_shown(report.commits.as_deref()),
         report.tokens.input,
         report.tokens.output,
         report

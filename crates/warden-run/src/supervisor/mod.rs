@@ -154,7 +154,7 @@ pub(crate) struct Supervisor {
     terminal_events: u32,
     stall_extensions: Vec<StallExtension>,
     sandbox_kill_started: bool,
-    commits: Vec<crate::git::Commit>,
+    commits: Option<Vec<crate::git::Commit>>,
     branch: Option<String>,
     output: Option<serde_json::Value>,
     /// The last text of an `exec` run, for `--output-tag` (bounded).
@@ -267,7 +267,7 @@ impl Supervisor {
             terminal_events: 0,
             stall_extensions: Vec::new(),
             sandbox_kill_started: false,
-            commits: Vec::new(),
+            commits: Some(Vec::new()),
             branch: None,
             output: None,
             recent_text: String::new(),

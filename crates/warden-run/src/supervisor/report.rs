@@ -241,13 +241,19 @@ impl Supervisor {
         };
         match found {
             Some((Ok(commits), branch)) => {
-                self.commits = commits;
+                self.commits = Some(commits);
                 self.branch = branch;
             }
-            Some((Err(e), _)) => self.note_error(format!("could not collect commits: {e}")),
-            None => self.note_error(
-                "could not collect commits: cancelled while git was reading them".into(),
-            ),
+            Some((Err(e), _)) => {
+                self.commits = None;
+                self.note_error(format!("could not collect commits: {e}"));
+            }
+            None => {
+                self.commits = None;
+                self.note_error(
+                    "could not collect commits: cancelled while git was reading them".into(),
+                );
+            }
         }
     }
 

@@ -729,7 +729,10 @@ impl SessionSpans {
             ("warden.stopped_because", stopped.into()),
             ("warden.iterations_requested", r.iterations_requested.into()),
             ("warden.iterations_run", r.iterations_run.into()),
-            ("warden.commits", (r.commits.len() as u64).into()),
+            (
+                "warden.commits",
+                (r.commits.as_ref().map_or(0, Vec::len) as u64).into(),
+            ),
             ("gen_ai.usage.input_tokens", r.tokens.input.into()),
             ("gen_ai.usage.output_tokens", r.tokens.output.into()),
         ];

@@ -487,7 +487,9 @@ pub(crate) fn print_table(r: &BatchReport) {
                 }),
                 s.and_then(|s| s.cost_usd)
                     .map_or("-".into(), |c| format!("${c:.4}")),
-                s.map_or("-".into(), |s| s.commits.len().to_string()),
+                s.map_or("-".into(), |s| {
+                    warden_run::git::count_shown(s.commits.as_deref())
+                }),
             ]
         })
         .collect();

@@ -314,10 +314,13 @@ pub(crate) fn summary_markdown(r: &Report) -> String {
     if r.orphans_killed > 0 {
         row_md("orphans killed", r.orphans_killed.to_string());
     }
-    if !r.commits.is_empty() {
+    if r.commits.is_none() {
+        row_md("commits", "unknown (see the error)".into());
+    }
+    if let Some(commits) = r.commits.as_ref().filter(|c| !c.is_empty()) {
         row_md(
             "commits",
-            r.commits
+            commits
                 .iter()
                 .map(|c| {
                     format!(
@@ -405,7 +408,9 @@ pub(crate) fn batch_summary_markdown(
                     format!("{} in, {} out", s.tokens.input, s.tokens.output)
                 }),
                 cost_cell(s.and_then(|s| s.cost_usd)),
-                s.map_or("-".into(), |s| s.commits.len().to_string()),
+                s.map_or("-".into(), |s| {
+                    warden_run::git::count_shown(s.commits.as_deref())
+                }),
                 path_cell(&s.map_or_else(|| batch_dir.join(&run.name), |s| s.session_dir.clone())),
             ]
         })
@@ -453,7 +458,10 @@ pub(crate) fn session_summary_markdown(s: &warden_run::session::SessionReport) -
             format!("{} in, {} out", s.tokens.input, s.tokens.output),
         ],
         vec!["cost".into(), cost_cell(s.cost_usd)],
-        vec!["commits".into(), s.commits.len().to_string()],
+        vec![
+            "commits".into(),
+            warden_run::git::count_shown(s.commits.as_deref()),
+        ],
     ];
     if let Some(wt) = &s.worktree {
         facts.push(vec![
@@ -476,7 +484,7 @@ pub(crate) fn session_summary_markdown(s: &warden_run::session::SessionReport) -
                 super::ms(r.duration_ms),
                 format!("{} in, {} out", r.tokens.input, r.tokens.output),
                 cost_cell(r.cost_usd),
-                r.commits.len().to_string(),
+                warden_run::git::count_shown(r.commits.as_deref()),
             ]
         })
         .collect();

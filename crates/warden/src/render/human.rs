@@ -309,8 +309,13 @@ impl<S: Surface> Reporter for Human<S> {
     fn update(&mut self, update: &Update) {
         match update {
             Update::Worktree { worktree: wt, .. } => {
+                let what = if wt.home.is_some() {
+                    "repository of its own (fetched back into the branch at the end)"
+                } else {
+                    "worktree"
+                };
                 let msg = format!(
-                    "working in a new worktree {} on branch {}",
+                    "working in a new {what} {} on branch {}",
                     wt.path.display(),
                     wt.branch
                 );

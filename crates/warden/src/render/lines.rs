@@ -297,8 +297,10 @@ pub(crate) fn summary_line(report: &Report, agent: Agent) -> String {
     if report.orphans_killed > 0 {
         line.push_str(&format!("; {} orphan(s) killed", report.orphans_killed));
     }
-    if !report.commits.is_empty() {
-        line.push_str(&format!("; {} commit(s)", report.commits.len()));
+    match report.commits.as_deref() {
+        None => line.push_str("; commits unknown"),
+        Some([]) => {}
+        Some(c) => line.push_str(&format!("; {} commit(s)", c.len())),
     }
     line
 }

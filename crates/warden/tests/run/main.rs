@@ -19,6 +19,7 @@ mod endtoend;
 mod gh_outputs;
 mod hostile_console;
 mod hostile_files;
+mod hostile_git;
 mod hostile_procs;
 mod hostile_sandbox;
 mod hostile_tree;

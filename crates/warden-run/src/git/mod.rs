@@ -1,6 +1,11 @@
 //! The run's git side: the base commit, worktrees, and the commits an
-//! agent made. warden shells out to the user's own `git`, so config,
-//! hooks and repository layouts behave exactly as they do for the agent.
+//! agent made. warden shells out to the user's own `git`, so repository
+//! layouts read as they do for the agent; but never runs a program the
+//! repository's configuration names (hooks, filters, ...: see [`inert`]),
+//! since the agent may have written that configuration.
+
+mod inert;
+mod own_repository;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -43,7 +48,26 @@ where
 /// future is dropped (a cancelled run): a git that blocks on something
 /// the agent planted (a FIFO at `.git/index`, a hook that never ends)
 /// never holds warden, and never blocks the thread that drives the clocks.
+///
+/// git runs nothing the repository's configuration names (see
+/// [`inert`]): its configuration is listed first (within the same
+/// `limit`), and every key that names a program is overridden.
 pub async fn git_within<I, S>(dir: &Path, args: I, limit: Duration) -> Result<String, GitError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    git_with(dir, args, &[], limit).await
+}
+
+/// [`git_within`] with `extra` settings given after the overrides (what
+/// one command needs, such as the one transport a fetch uses).
+async fn git_with<I, S>(
+    dir: &Path,
+    args: I,
+    extra: &[(&str, &str)],
+    limit: Duration,
+) -> Result<String, GitError>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
@@ -54,47 +78,88 @@ where
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
-    let fail = |message: String| GitError {
+    let deadline = tokio::time::Instant::now() + limit;
+    let listed = bounded(
+        dir,
+        [
+            "config",
+            "--list",
+            "--includes",
+            "--show-scope",
+            "--name-only",
+            "-z",
+        ]
+        .map(std::ffi::OsString::from),
+        &inert::environment(&inert::overrides(b"")),
+        deadline,
+        limit,
+    )
+    .await
+    .map_err(|message| GitError {
         args: shown.clone(),
-        message,
-    };
+        message: format!("could not read the repository's configuration: {message}"),
+    })?;
+    if !inert::honoured(&listed) {
+        return Err(GitError {
+            args: shown,
+            message: "this git ignores GIT_CONFIG_COUNT (it is older than 2.31), so warden cannot keep the programs the repository names (hooks, filters) from running: install git 2.31 or later".into(),
+        });
+    }
+    let mut overrides = inert::overrides(&listed);
+    overrides.extend(extra.iter().map(|(k, v)| (k.into(), v.into())));
+    let env = inert::environment(&overrides);
+    let out = bounded(dir, args, &env, deadline, limit)
+        .await
+        .map_err(|message| GitError {
+            args: shown.clone(),
+            message,
+        })?;
+    Ok(String::from_utf8_lossy(&out).trim_end().to_string())
+}
+
+/// Runs git with `args` and `env` in `dir` until `deadline`: its stdout,
+/// or what went wrong. `limit`: the whole time allowed, for the message.
+async fn bounded(
+    dir: &Path,
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    deadline: tokio::time::Instant,
+    limit: Duration,
+) -> Result<Vec<u8>, String> {
     let child = tokio::process::Command::new("git")
         .arg("-C")
         .arg(dir)
-        // A file-system monitor is a program the repository's config
-        // names: warden's own questions never start one.
-        .args(["-c", "core.fsmonitor=false"])
-        .args(&args)
+        .arg("--no-pager")
+        .args(args)
         .env("LC_ALL", "C")
         // Never a prompt, never a lock another git would wait on.
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| fail(format!("could not run git: {e}")))?;
+        .map_err(|e| format!("could not run git: {e}"))?;
     let mut group = GroupKiller(child.id());
-    let out = match tokio::time::timeout(limit, child.wait_with_output()).await {
+    let out = match tokio::time::timeout_at(deadline, child.wait_with_output()).await {
         Ok(Ok(out)) => out,
-        Ok(Err(e)) => return Err(fail(format!("could not run git: {e}"))),
+        Ok(Err(e)) => return Err(format!("could not run git: {e}")),
         Err(_) => {
-            return Err(fail(format!(
+            return Err(format!(
                 "git did not finish within {} and was killed (is a file in the repository a FIFO or a device?)",
                 humantime::format_duration(limit)
-            )));
+            ));
         }
     };
     // git is reaped: its group id may be reused from now on.
     group.0 = None;
     if !out.status.success() {
-        return Err(fail(
-            String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        ));
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+    Ok(out.stdout)
 }
 
 /// Kills a git's process group (git and whatever it started) unless git
@@ -127,17 +192,27 @@ pub async fn repo_root(dir: &Path) -> Option<PathBuf> {
 /// The commit HEAD points at (`None` in a repository with no commit yet,
 /// or one whose HEAD cannot be read).
 pub async fn head(dir: &Path) -> Option<String> {
-    check_repo_files(dir).ok()?;
+    head_checked(dir).await.ok().flatten()
+}
+
+/// The commit HEAD points at: `None` outside a repository and in one with
+/// no commit yet; an error when git could not say (it failed, or was
+/// killed at its time limit), which is not the same as no commit.
+pub async fn head_checked(dir: &Path) -> Result<Option<String>, GitError> {
+    check_repo_files(dir)?;
     if outside_any_repo(dir) {
-        return None;
+        return Ok(None);
     }
     if let Some(sha) = head_from_files(dir) {
-        return Some(sha);
+        return Ok(Some(sha));
     }
-    git(dir, ["rev-parse", "--verify", "--quiet", "HEAD"])
-        .await
-        .ok()
-        .filter(|s| !s.is_empty())
+    // `--verify --quiet` fails with no message for an unborn branch; any
+    // other failure says something.
+    match git(dir, ["rev-parse", "--verify", "--quiet", "HEAD"]).await {
+        Ok(s) => Ok(Some(s).filter(|s| !s.is_empty())),
+        Err(e) if e.message.is_empty() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The commit HEAD points at, read from the repository's files with no
@@ -327,10 +402,16 @@ pub fn check_repo_files(dir: &Path) -> Result<(), GitError> {
         .ok()
         .map(|c| git_dir.join(c.trim()));
     let mut files = vec![git_dir.join("HEAD"), git_dir.join("index")];
-    if let Some(c) = common {
-        files.push(c.join("config"));
-    } else {
-        files.push(git_dir.join("config"));
+    let common_dir = common.unwrap_or_else(|| git_dir.clone());
+    files.push(common_dir.join("config"));
+    // The loose ref of HEAD's branch, if HEAD names one: git opens it
+    // for every question about HEAD.
+    if let Ok(head) = regular_file::read_text(&git_dir.join("HEAD"), HEAD_FILE_LIMIT)
+        && let Some(name) = head.trim().strip_prefix("ref: ")
+        && name.starts_with("refs/")
+        && !name.split('/').any(|c| c == "..")
+    {
+        files.push(common_dir.join(name));
     }
     for file in files {
         if let Some(kind) = regular_file::not_regular(&file) {
@@ -354,7 +435,10 @@ pub async fn is_dirty(dir: &Path) -> bool {
 /// `git status --porcelain`, refused at once where git would block.
 async fn status(dir: &Path) -> Result<String, GitError> {
     check_repo_files(dir)?;
-    git(dir, ["status", "--porcelain"]).await
+    // Submodules are other repositories, whose configuration warden did
+    // not read: not entered (a worktree with one is never removed: `git
+    // worktree remove` refuses it).
+    git(dir, ["status", "--porcelain", "--ignore-submodules=all"]).await
 }
 
 /// Commits reachable from HEAD and not from `base` (all of HEAD's
@@ -364,7 +448,7 @@ pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>
     if outside_any_repo(dir) {
         return Ok(Vec::new());
     }
-    let Some(head) = head(dir).await else {
+    let Some(head) = head_checked(dir).await? else {
         return Ok(Vec::new());
     };
     // HEAD still at the base: `base..HEAD` is empty, no need to ask git.
@@ -384,6 +468,9 @@ pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>
             // A signature check runs the program the repository's config
             // names (`gpg.program`), which the agent may have set.
             "--no-show-signature",
+            // Nothing of a diff driver either (`--name-only` needs none).
+            "--no-ext-diff",
+            "--no-textconv",
             "--format=%x1e%H%x1f%s%x1f%an <%ae>",
             "--name-only",
             range.as_str(),
@@ -408,6 +495,24 @@ pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>
             })
         })
         .collect())
+}
+
+pub use own_repository::objects_dir;
+
+/// Reads a `commits` field that must be there, as a list or `null`
+/// (unknown): a report that lost the field is not taken for one whose
+/// commits are unknown.
+pub(crate) fn required_commits<'de, D>(d: D) -> Result<Option<Vec<Commit>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <Option<Vec<Commit>> as serde::Deserialize>::deserialize(d)
+}
+
+/// How many commits were made, as warden shows it: `?` when they are
+/// unknown (git could not say).
+pub fn count_shown(commits: Option<&[Commit]>) -> String {
+    commits.map_or_else(|| "?".into(), |c| c.len().to_string())
 }
 
 /// A branch name made safe as a directory name.
@@ -437,6 +542,11 @@ pub struct Worktree {
     pub branch: String,
     /// The commit it started from.
     pub base: Option<String>,
+    /// The user's repository, when this is a repository of the session's
+    /// own (a sandboxed session; see [`own_repository`]) rather than a
+    /// worktree of it.
+    #[serde(skip)]
+    pub home: Option<PathBuf>,
 }
 
 impl Worktree {
@@ -455,11 +565,17 @@ impl Worktree {
     /// that session lives (a batch started in a subdirectory keeps it
     /// under `<subdirectory>/.warden/batches`, which a gc run from the top
     /// of the repository does not look in).
+    ///
+    /// `own`: a repository of the session's own instead of a worktree
+    /// (for a sandboxed agent: see [`own_repository`]); `branch` is made
+    /// at the base in the user's repository too, and gets the session's
+    /// commits at the end ([`Worktree::finish`]).
     pub async fn create(
         repo: &Path,
         branch: &str,
         base: Option<&str>,
         owner: Option<&Path>,
+        own: bool,
     ) -> Result<(Self, std::os::fd::OwnedFd), GitError> {
         check_repo_files(repo)?;
         let root = repo_root(repo).await.ok_or_else(|| GitError {
@@ -489,21 +605,32 @@ impl Worktree {
             message: format!("could not lock {}: {e}", dir.display()),
         })?;
         let path = dir.join(dir_name(branch));
-        git_within(
-            &root,
-            [
-                OsStr::new("-c"),
-                OsStr::new("branch.autoSetupMerge=false"),
-                OsStr::new("worktree"),
-                OsStr::new("add"),
-                OsStr::new("-b"),
-                OsStr::new(branch),
-                path.as_os_str(),
-                OsStr::new(&base_sha),
-            ],
-            defaults::GIT_WORKTREE_TIMEOUT,
-        )
-        .await?;
+        if own {
+            // The branch first: a name another session holds is refused
+            // before anything is made.
+            git(&root, ["branch", "--no-track", branch, &base_sha]).await?;
+            if let Err(e) = own_repository::create(&root, &path, branch, &base_sha).await {
+                let _ = crate::gc::remove_tree(&path);
+                let _ = git(&root, ["branch", "-D", branch]).await;
+                return Err(e);
+            }
+        } else {
+            git_within(
+                &root,
+                [
+                    OsStr::new("-c"),
+                    OsStr::new("branch.autoSetupMerge=false"),
+                    OsStr::new("worktree"),
+                    OsStr::new("add"),
+                    OsStr::new("-b"),
+                    OsStr::new(branch),
+                    path.as_os_str(),
+                    OsStr::new(&base_sha),
+                ],
+                defaults::GIT_WORKTREE_TIMEOUT,
+            )
+            .await?;
+        }
         let locked = crate::held_dir::try_lock_at(held.fd(), OsStr::new(&dir_name(branch)));
         let lock = match locked {
             Ok(Some(lock)) => lock,
@@ -534,16 +661,30 @@ impl Worktree {
                 path,
                 branch: branch.to_string(),
                 base: Some(base_sha),
+                home: own.then_some(root),
             },
             lock,
         ))
     }
 
+    /// For a repository of the session's own, fetches its branch into the
+    /// user's repository (an error says why the commits stayed behind).
+    /// Nothing to do for a worktree, whose branch is the user's already.
+    pub async fn bring_home(&self) -> Result<(), GitError> {
+        match &self.home {
+            Some(root) => own_repository::bring_home(root, &self.path, &self.branch).await,
+            None => Ok(()),
+        }
+    }
+
     /// Removes the worktree if it is clean (its branch stays, with its
     /// commits; a branch with no new commit is deleted too). Returns
-    /// whether it was removed; a dirty worktree is always kept.
-    pub async fn finish(&self, keep: bool) -> bool {
-        if keep {
+    /// whether it was removed; a dirty worktree is always kept, and so is
+    /// an own repository whose commits are not home (`brought_home`).
+    pub async fn finish(&self, keep: bool, brought_home: bool) -> bool {
+        // An own repository's submodules have their commits nowhere else.
+        if keep || (self.home.is_some() && (!brought_home || crate::gc::has_submodules(&self.path)))
+        {
             return false;
         }
         // Removed only when known to be clean: a git that fails or is
@@ -552,20 +693,29 @@ impl Worktree {
             Ok(s) if s.is_empty() => {}
             _ => return false,
         }
-        let made_commits = commits_since(&self.path, self.base.as_deref())
+        let made_commits = match &self.home {
+            Some(root) => own_repository::tip(root, &self.branch)
+                .await
+                .is_ok_and(|tip| tip.is_some() && tip != self.base),
+            None => commits_since(&self.path, self.base.as_deref())
+                .await
+                .is_ok_and(|c| !c.is_empty()),
+        };
+        let removed = match &self.home {
+            // A plain directory to git: removed without following a link.
+            Some(_) => crate::gc::remove_tree(&self.path).is_ok(),
+            None => git_within(
+                &self.path,
+                [
+                    OsStr::new("worktree"),
+                    OsStr::new("remove"),
+                    self.path.as_os_str(),
+                ],
+                defaults::GIT_WORKTREE_TIMEOUT,
+            )
             .await
-            .is_ok_and(|c| !c.is_empty());
-        let removed = git_within(
-            &self.path,
-            [
-                OsStr::new("worktree"),
-                OsStr::new("remove"),
-                self.path.as_os_str(),
-            ],
-            defaults::GIT_WORKTREE_TIMEOUT,
-        )
-        .await
-        .is_ok();
+            .is_ok(),
+        };
         if removed
             && let (Some(parent), Some(name)) = (self.path.parent(), self.path.file_name())
             && let Ok(Some(dir)) = crate::held_dir::HeldDir::open_existing(parent)
@@ -615,7 +765,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         run(t.path(), &["init", "-q"]);
         run(t.path(), &["commit", "-q", "--allow-empty", "-m", "one"]);
-        let (wt, lock) = Worktree::create(t.path(), "warden/t/x", None, None)
+        let (wt, lock) = Worktree::create(t.path(), "warden/t/x", None, None, false)
             .await
             .unwrap();
         // What gc does: try the worktree's lock. It is taken.
