@@ -106,6 +106,15 @@ pub struct SandboxOptions {
     pub rw: Vec<PathBuf>,
     /// The container image (docker, podman).
     pub image: Option<String>,
+    /// `--allow-socket`: host unix sockets the agent may connect to; every
+    /// other path-bound socket of the host is hidden.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_sockets: Vec<PathBuf>,
+    /// warden's records around the run (its session's and batch's
+    /// directories, a Slurm shared directory): hidden from the agent
+    /// unless `ro` or `rw` names one of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<PathBuf>,
 }
 
 /// What an agent's CLI needs from a sandbox; its profile
@@ -193,6 +202,14 @@ pub enum SandboxError {
     MissingPath { flag: &'static str, path: PathBuf },
     #[error("could not prepare {path}: {message}")]
     Prepare { path: PathBuf, message: String },
+    #[error(
+        "--allow-socket {path}: not a unix socket ({found}); name the socket a daemon listens on, e.g. --allow-socket /run/munge/munge.socket.2"
+    )]
+    NotASocket { path: PathBuf, found: String },
+    #[error(
+        "--sandbox {sandbox} cannot mount {path}: a path with `:` or `,` cannot be given to the container engine; move it or run with --sandbox bwrap"
+    )]
+    EnginePath { sandbox: Sandbox, path: PathBuf },
 }
 
 /// Wraps `target` for `options.sandbox`.
@@ -205,6 +222,11 @@ pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, San
             });
         }
     }
+    if options.sandbox != Sandbox::Host {
+        for p in &options.allow_sockets {
+            check_socket(p)?;
+        }
+    }
     match options.sandbox {
         Sandbox::Host => Ok(Wrapped {
             program: target.program,
@@ -215,6 +237,28 @@ pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, San
         Sandbox::Bwrap => bwrap::wrap(options, target),
         Sandbox::Docker | Sandbox::Podman => container::wrap(options, target),
     }
+}
+
+/// That `path` is a unix socket (after symlinks), for `--allow-socket`.
+fn check_socket(path: &std::path::Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::FileTypeExt;
+    let found = match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_socket() => return Ok(()),
+        Ok(m) if m.is_dir() => "a directory".to_string(),
+        Ok(m) if m.is_file() => "a regular file".to_string(),
+        Ok(_) => "not a socket".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Err(SandboxError::NotASocket {
+        path: path.to_path_buf(),
+        found,
+    })
+}
+
+/// The path as the kernel sees it, when it exists: symlinks resolved, so
+/// that a mount lands on the directory the name leads to.
+pub(crate) fn real(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The needs of `agent`'s CLI, from its profile, for tests.
