@@ -145,6 +145,8 @@ pub struct Batch {
     /// `attempts/`) spent: counted against its budget.
     earlier_spent: crate::budget::Spent,
     telemetry: Option<crate::telemetry::Telemetry>,
+    /// The directory the batch's own was made in ([`Batch::under`]).
+    made_under: Option<PathBuf>,
 }
 
 impl Batch {
@@ -164,6 +166,7 @@ impl Batch {
             budget: crate::budget::Budget::default(),
             earlier_spent: crate::budget::Spent::default(),
             telemetry: None,
+            made_under: None,
         }
     }
 
@@ -195,6 +198,7 @@ impl Batch {
     pub fn under(parent: &Path, jobs: usize) -> Self {
         let mut b = Self::new(PathBuf::new(), jobs);
         b.dir = parent.join(&b.id);
+        b.made_under = Some(parent.to_path_buf());
         b
     }
 
@@ -387,7 +391,21 @@ impl Batch {
         // The batch's span: the parent of every entry's session, here or
         // (through the request) on a cluster's node.
         let batch_span = self.telemetry.as_ref().map(|t| (t.clone(), t.top_span()));
+        // The batch's directory (every entry's request, report and logs)
+        // and the directory it was made in (a cluster's shared directory,
+        // with other batches) are warden's: hidden from every sandboxed
+        // agent, wherever they lie. Carried by each request, so an entry
+        // run on a cluster's node hides them too.
+        let records: Vec<PathBuf> = std::iter::once(&self.dir)
+            .chain(&self.made_under)
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+            .collect();
         for e in &mut self.entries {
+            for r in &records {
+                if !e.request.sandbox.records.contains(r) {
+                    e.request.sandbox.records.push(r.clone());
+                }
+            }
             e.request.batch_budget = budget;
             e.request.otel = batch_span
                 .as_ref()

@@ -256,7 +256,7 @@ const EFFECTS: &[Effect] = &[
         took: |_, d| {
             d.code == 2
                 && d.stderr
-                    .contains("--no-network, --ro and --rw need a sandbox")
+                    .contains("--no-network, --ro, --rw and --allow-socket need a sandbox")
         },
     },
     Effect {
