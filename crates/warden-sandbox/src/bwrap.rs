@@ -218,7 +218,12 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     // warden's records: out of the agent's sight and reach, so it cannot
     // rewrite its own logs, read and alter other runs', or rewrite what a
     // batch will run next.
-    for dir in records(&t, options) {
+    // Outermost first: one inside a record already covered is out of
+    // sight with it (covering it again would leave its name behind, as
+    // the mount point bwrap makes for it).
+    let mut records = records(&t, options);
+    records.sort_by_key(|d| d.components().count());
+    for dir in records {
         if dir != t.workdir && shows_host(&mounts, &dir) {
             mounts.push(Mount::new(Kind::SealedTmpfs, dir));
         }

@@ -19,6 +19,7 @@ mod gh_outputs;
 mod hostile_console;
 mod hostile_files;
 mod hostile_procs;
+mod hostile_records;
 mod hostile_sandbox;
 mod hostile_tree;
 mod json_out;
