@@ -702,12 +702,16 @@ mod tests {
         };
         let sealed = at("--tmpfs", &warden);
         assert!(sealed < at("--bind", &work), "the work dir is bound back");
-        assert!(at("--tmpfs", &run_dir) > sealed);
-        at("--tmpfs", &work.join(".warden"));
-        let last_mount = at("--bind", &work).max(at("--tmpfs", &run_dir));
-        for dir in [&warden, &run_dir, &work.join(".warden")] {
-            assert!(at("--remount-ro", dir) > last_mount, "{a:?}");
+        let inner = at("--tmpfs", &work.join(".warden"));
+        assert!(inner > at("--bind", &work));
+        for dir in [&warden, &work.join(".warden")] {
+            assert!(at("--remount-ro", dir) > inner, "{a:?}");
         }
+        assert!(
+            !a.iter().any(|x| *x == s(&run_dir)),
+            "the run dir is out of sight with the `.warden` it is in; covering it \
+             again would leave its name there as a mount point: {a:?}"
+        );
         assert!(
             !a.windows(2).any(|x| x[0] == "--tmpfs" && x[1] == s(&work)),
             "the work dir itself is never hidden: {a:?}"
