@@ -273,3 +273,48 @@ fn a_bwrap_agent_with_the_network_on_cannot_submit_a_slurm_job() {
         allowed.stderr
     );
 }
+
+#[test]
+fn a_bwrap_agent_on_slurm_cannot_read_or_write_the_shared_directory() {
+    let Some(slurm) = crate::slurm_cluster::slurm() else {
+        return;
+    };
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    // The cluster's shared directory inside the work tree: every batch
+    // made there, this one's requests included, is in the agent's view
+    // unless hidden.
+    let shared = case.path().join("shared");
+    std::fs::create_dir_all(shared.join("an-older-batch")).unwrap();
+    std::fs::write(shared.join("an-older-batch/plan.json"), "{}").unwrap();
+    let secret = "sekrit-Value-9876543210";
+    let toml = format!(
+        "[defaults]\nagent = \"exec\"\nsandbox = \"bwrap\"\nkill_grace = \"500ms\"\ntimeout = \"2m\"\n\n\
+         [slurm]\nshared_dir = {shared:?}\n\n\
+         [[run]]\nname = \"victim\"\ncommand = [\"sh\", \"-c\", \"sleep 1\"]\nenv = [\"API_KEY={secret}\"]\n\n\
+         [[run]]\nname = \"spy\"\ncommand = [\"sh\", \"-c\", {script:?}]\n",
+        shared = shared.display().to_string(),
+        script = spy("shared")
+    );
+    std::fs::write(case.path().join("b.toml"), toml).unwrap();
+    let mut cmd = case.command(&["batch", "b.toml", "--executor", "slurm", "-j", "2"]);
+    cmd.env("HOME", &home)
+        .env("SLURM_CONF", &slurm.conf)
+        .env_remove("WARDEN_RUN_DIR");
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 0, "{}\n{}", done.stdout, done.stderr);
+    let batch = std::fs::read_dir(&shared)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| !p.ends_with("an-older-batch"))
+        .expect("the batch's directory in the shared one");
+    let text = run_logs(&batch.join("spy")).join("\n");
+    assert_saw_nothing(&text);
+    assert!(!text.contains(secret), "another entry's secret:\n{text}");
+    assert!(!shared.join("planted").exists());
+    assert_eq!(
+        std::fs::read_to_string(shared.join("an-older-batch/plan.json")).unwrap(),
+        "{}"
+    );
+}
