@@ -777,7 +777,12 @@ mod tests {
         let other = work.path().join("other.sock");
         let _l1 = std::os::unix::net::UnixListener::bind(&allowed).unwrap();
         let _l2 = std::os::unix::net::UnixListener::bind(&other).unwrap();
-        let real = |p: &Path| std::fs::canonicalize(p).unwrap().to_string_lossy().into_owned();
+        let real = |p: &Path| {
+            std::fs::canonicalize(p)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        };
         let args = |no_network| {
             let options = SandboxOptions {
                 no_network,
@@ -834,7 +839,8 @@ mod tests {
         let a = strs(&w.args);
         let s = real(&sock);
         assert!(
-            a.windows(3).any(|x| x[0] == "--ro-bind" && x[1] == s && x[2] == s),
+            a.windows(3)
+                .any(|x| x[0] == "--ro-bind" && x[1] == s && x[2] == s),
             "{a:?}"
         );
     }
@@ -868,7 +874,10 @@ mod tests {
             )
             .unwrap_err();
             let m = e.to_string();
-            assert!(m.contains(&path.display().to_string()) && m.contains(says), "{m}");
+            assert!(
+                m.contains(&path.display().to_string()) && m.contains(says),
+                "{m}"
+            );
         }
     }
 
@@ -914,7 +923,10 @@ mod tests {
         };
         let a = args(vec![]);
         let real_batch = std::fs::canonicalize(&batch).unwrap();
-        assert!(sealed(&a, &real_batch), "the directory a symlink leads to: {a:?}");
+        assert!(
+            sealed(&a, &real_batch),
+            "the directory a symlink leads to: {a:?}"
+        );
         assert!(sealed(&a, &shared), "{a:?}");
         assert!(!a.iter().any(|x| *x == missing.to_string_lossy()), "{a:?}");
         let a = args(vec![shared.clone()]);

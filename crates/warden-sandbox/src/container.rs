@@ -318,7 +318,8 @@ mod tests {
             assert!(has("--tmpfs", format!("{}:ro", dir.display())), "{a:?}");
         }
         assert!(
-            !a.iter().any(|x| x.contains(&*outside.path().to_string_lossy())),
+            !a.iter()
+                .any(|x| x.contains(&*outside.path().to_string_lossy())),
             "a record outside every mount is not in the container at all: {a:?}"
         );
         assert!(
@@ -330,7 +331,8 @@ mod tests {
             "{a:?}"
         );
         assert!(
-            !a.iter().any(|x| x == &format!("/dev/null:{}:ro", allowed.display())),
+            !a.iter()
+                .any(|x| x == &format!("/dev/null:{}:ro", allowed.display())),
             "{a:?}"
         );
         // A record the engine could not be told about is refused by name.

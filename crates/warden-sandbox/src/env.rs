@@ -700,7 +700,8 @@ mod tests {
         let d = dropped(&needs, true, &host, &extra, None);
         assert!(
             d.iter()
-                .any(|l| l.starts_with("SSH_AUTH_SOCK: given with --env") && l.contains("--allow-socket")),
+                .any(|l| l.starts_with("SSH_AUTH_SOCK: given with --env")
+                    && l.contains("--allow-socket")),
             "{d:?}"
         );
     }

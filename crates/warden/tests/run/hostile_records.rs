@@ -41,7 +41,10 @@ fn spy(dir: &str) -> String {
 
 fn assert_saw_nothing(text: &str) {
     assert!(text.contains("finished"), "{text}");
-    assert!(text.contains("LISTED[]"), "the agent listed warden's records:\n{text}");
+    assert!(
+        text.contains("LISTED[]"),
+        "the agent listed warden's records:\n{text}"
+    );
     for tell in ["FOUND ", "READ ", "WROTE"] {
         assert!(!text.contains(tell), "{tell}:\n{text}");
     }
@@ -175,8 +178,8 @@ fn session_and_run_dirs_elsewhere_are_hidden(unprivileged: bool) {
         .args(["--", "sh", "-c", &spy(&single_arg)]);
     let done = case.finished(cmd.output().unwrap(), Instant::now());
     assert_eq!(done.code, 0, "{}", done.stderr);
-    let text = String::from_utf8_lossy(&std::fs::read(single.join("stdout.log")).unwrap())
-        .into_owned();
+    let text =
+        String::from_utf8_lossy(&std::fs::read(single.join("stdout.log")).unwrap()).into_owned();
     assert_saw_nothing(&text);
 }
 
@@ -209,7 +212,13 @@ fn a_directory_the_user_binds_by_name_stays_visible() {
     cmd.args(["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"])
         .args(["--iterations", "2", "--run-dir", &session_arg])
         .args(["--ro", &session_arg])
-        .args(["--", "sh", "-c", "ls -A \"$0\" | sed 's/^/SAW /'", &session_arg]);
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "ls -A \"$0\" | sed 's/^/SAW /'",
+            &session_arg,
+        ]);
     let done = case.finished(cmd.output().unwrap(), Instant::now());
     assert_eq!(done.code, 0, "{}", done.stderr);
     let logs = run_logs(&session);

@@ -261,12 +261,27 @@ fn daemon_variables_do_not_reach_a_sandboxed_agent_and_doctor_names_the_sockets(
                   XDG_RUNTIME_DIR DBUS_SYSTEM_BUS_ADDRESS; do \
                   eval \"[ -n \\\"\\${$v+x}\\\" ] && echo PASSED-$v\"; done; echo done";
     let mut cmd = case.command(&[
-        "run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms", "--", "sh", "-c", script,
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--kill-grace",
+        "500ms",
+        "--",
+        "sh",
+        "-c",
+        script,
     ]);
     cmd.env("HOME", &home)
         .env("SSH_AUTH_SOCK", &socket)
-        .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}", socket.display()))
-        .env("DBUS_SYSTEM_BUS_ADDRESS", format!("unix:path={}", socket.display()))
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", socket.display()),
+        )
+        .env(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            format!("unix:path={}", socket.display()),
+        )
         .env("DOCKER_HOST", format!("unix://{}", socket.display()))
         .env("CONTAINER_HOST", format!("unix://{}", socket.display()))
         .env("XDG_RUNTIME_DIR", case.path());
