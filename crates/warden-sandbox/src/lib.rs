@@ -3,9 +3,10 @@
 //! A sandbox turns the agent's command line into the command line that
 //! starts it inside the sandbox: `host` leaves it as it is; `bwrap` wraps
 //! it in bubblewrap (read-only root, writable work dir and agent state,
-//! private /tmp, the rest of HOME and warden's records hidden, its own
-//! user and PID namespaces without capabilities);
-//! `docker` and `podman` run it in a container. Inside any sandbox the
+//! private /tmp, the rest of HOME, warden's records and the host's unix
+//! sockets hidden, its own user and PID namespaces without capabilities);
+//! `docker` and `podman` run it in a container, with the records and
+//! sockets inside its mounts covered. Inside any sandbox the
 //! agent gets an allowlisted environment ([`mod@env`]), never the whole host
 //! environment. This crate builds command lines and environments; it starts
 //! nothing but the short probes in [`probe`].
