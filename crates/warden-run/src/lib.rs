@@ -392,19 +392,36 @@ impl Run {
         .unwrap_or(Ok(()))?;
         let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
         let container_name = format!("warden-{run_id}");
-        let mut wrapped = warden_sandbox::wrap(
-            &spec.sandbox,
-            Target {
-                needs,
-                program: spec.command[0].clone(),
-                args: spec.command[1..].to_vec(),
-                workdir: &spec.cwd,
-                home: &home,
-                env: &agent_env.vars,
-                name: &container_name,
-                run_dir: Some(&run_dir),
-            },
-        )?;
+        // Building the sandbox reads the file system (every listening
+        // socket in /proc, the records to hide): off the clocks' thread.
+        let mut wrapped = {
+            let options = spec.sandbox.clone();
+            let (program, args) = (spec.command[0].clone(), spec.command[1..].to_vec());
+            let (workdir, env) = (spec.cwd.clone(), agent_env.vars.clone());
+            let (name, run_dir) = (container_name, run_dir.clone());
+            tokio::task::spawn_blocking(move || {
+                warden_sandbox::wrap(
+                    &options,
+                    Target {
+                        needs,
+                        program,
+                        args,
+                        workdir: &workdir,
+                        home: &home,
+                        env: &env,
+                        name: &name,
+                        run_dir: Some(&run_dir),
+                    },
+                )
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(SandboxError::Prepare {
+                    path: spec.cwd.clone(),
+                    message: format!("the task building the sandbox failed: {e}"),
+                })
+            })?
+        };
         if matches!(sandbox, Sandbox::Docker | Sandbox::Podman) {
             warden_sandbox::container::add_limits(
                 &mut wrapped,
