@@ -247,7 +247,11 @@ fn check_socket(path: &std::path::Path) -> Result<(), SandboxError> {
         Ok(m) if m.file_type().is_socket() => return Ok(()),
         Ok(m) if m.is_dir() => "a directory".to_string(),
         Ok(m) if m.is_file() => "a regular file".to_string(),
-        Ok(_) => "not a socket".to_string(),
+        Ok(m) if m.file_type().is_fifo() => "a FIFO".to_string(),
+        Ok(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
+            "a device".to_string()
+        }
+        Ok(_) => "another kind of file".to_string(),
         Err(e) => e.to_string(),
     };
     Err(SandboxError::NotASocket {
