@@ -145,8 +145,10 @@ pub struct Batch {
     /// `attempts/`) spent: counted against its budget.
     earlier_spent: crate::budget::Spent,
     telemetry: Option<crate::telemetry::Telemetry>,
-    /// The directory the batch's own was made in ([`Batch::under`]).
-    made_under: Option<PathBuf>,
+    /// Directories of warden's besides the batch's own, hidden from every
+    /// sandboxed agent of it: the one it was made in ([`Batch::under`]),
+    /// a cluster's shared directory ([`Batch::hide`]).
+    hidden: Vec<PathBuf>,
 }
 
 impl Batch {
@@ -166,7 +168,7 @@ impl Batch {
             budget: crate::budget::Budget::default(),
             earlier_spent: crate::budget::Spent::default(),
             telemetry: None,
-            made_under: None,
+            hidden: Vec::new(),
         }
     }
 
@@ -198,8 +200,18 @@ impl Batch {
     pub fn under(parent: &Path, jobs: usize) -> Self {
         let mut b = Self::new(PathBuf::new(), jobs);
         b.dir = parent.join(&b.id);
-        b.made_under = Some(parent.to_path_buf());
+        b.hidden.push(parent.to_path_buf());
         b
+    }
+
+    /// Hides `dir` too from every sandboxed agent of the batch (a
+    /// cluster's shared directory, with other batches in it), as its own
+    /// directory is.
+    pub fn hide(mut self, dir: PathBuf) -> Self {
+        if !self.hidden.contains(&dir) {
+            self.hidden.push(dir);
+        }
+        self
     }
 
     /// The batch's id (`batch.json`'s `batch_id`).
@@ -397,7 +409,7 @@ impl Batch {
         // agent, wherever they lie. Carried by each request, so an entry
         // run on a cluster's node hides them too.
         let records: Vec<PathBuf> = std::iter::once(&self.dir)
-            .chain(&self.made_under)
+            .chain(&self.hidden)
             .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
             .collect();
         for e in &mut self.entries {

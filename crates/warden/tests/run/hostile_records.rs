@@ -288,7 +288,16 @@ fn a_bwrap_agent_on_slurm_cannot_read_or_write_the_shared_directory() {
     let Some(slurm) = crate::slurm_cluster::slurm() else {
         return;
     };
+    // The batch in the shared directory, then elsewhere (`--dir`) with the
+    // shared directory still holding other batches.
+    for elsewhere in [false, true] {
+        shared_directory_is_hidden(&slurm, elsewhere);
+    }
+}
+
+fn shared_directory_is_hidden(slurm: &crate::slurm_cluster::SlurmEnv, elsewhere: bool) {
     let case = Case::new();
+    let dir = elsewhere.then(|| case.path().join("bd"));
     let home = home_with_ssh_key(&case);
     // The cluster's shared directory inside the work tree: every batch
     // made there, this one's requests included, is in the agent's view
@@ -306,18 +315,25 @@ fn a_bwrap_agent_on_slurm_cannot_read_or_write_the_shared_directory() {
         script = spy("shared")
     );
     std::fs::write(case.path().join("b.toml"), toml).unwrap();
-    let mut cmd = case.command(&["batch", "b.toml", "--executor", "slurm", "-j", "2"]);
+    let mut args = vec!["batch", "b.toml", "--executor", "slurm", "-j", "2"];
+    if let Some(d) = &dir {
+        args.extend(["--dir", d.to_str().unwrap()]);
+    }
+    let mut cmd = case.command(&args);
     cmd.env("HOME", &home)
         .env("SLURM_CONF", &slurm.conf)
         .env_remove("WARDEN_RUN_DIR");
     let done = case.finished(cmd.output().unwrap(), Instant::now());
-    assert_eq!(done.code, 0, "{}\n{}", done.stdout, done.stderr);
-    let batch = std::fs::read_dir(&shared)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| !p.ends_with("an-older-batch"))
-        .expect("the batch's directory in the shared one");
+    assert_eq!(done.code, 0, "{dir:?}: {}\n{}", done.stdout, done.stderr);
+    let batch = match dir {
+        Some(d) => d,
+        None => std::fs::read_dir(&shared)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| !p.ends_with("an-older-batch"))
+            .expect("the batch's directory in the shared one"),
+    };
     let text = run_logs(&batch.join("spy")).join("\n");
     assert_saw_nothing(&text);
     assert!(!text.contains(secret), "another entry's secret:\n{text}");
