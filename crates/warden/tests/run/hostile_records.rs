@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::support::{Case, Finished, WARDEN, home_with_ssh_key, is_root};
+use crate::support::{Case, WARDEN, home_with_ssh_key, is_root};
 
 /// The stdout.log of each run of a session or batch entry, by its
 /// session.json.
@@ -237,49 +237,55 @@ fn a_bwrap_agent_with_the_network_on_cannot_submit_a_slurm_job() {
         eprintln!("skipped: no munge socket at {MUNGE}");
         return;
     }
+    sbatch_from_bwrap(&slurm, false);
+    if is_root() && Path::new("/usr/bin/setpriv").is_file() {
+        sbatch_from_bwrap(&slurm, true);
+    } else {
+        eprintln!("skipped as nobody: needs root and setpriv");
+    }
+}
+
+/// `sbatch` from inside bwrap, with munge's socket hidden and then
+/// allowed, warden run by root or (`unprivileged`) by nobody.
+fn sbatch_from_bwrap(slurm: &crate::slurm_cluster::SlurmEnv, unprivileged: bool) {
     let case = Case::new();
     let home = home_with_ssh_key(&case);
     let conf = slurm.conf.display().to_string();
     let conf_dir = slurm.conf.parent().unwrap().display().to_string();
     // The job does nothing; the submission is what counts.
     let script = "sbatch --wrap true -o /dev/null -J warden-sandbox-test 2>&1 | sed 's/^/SBATCH /'; echo finished";
-    let submit = |extra: &[&str]| -> Finished {
-        let _ = std::fs::remove_dir_all(case.run_dir());
-        let mut args = vec![
-            "run",
-            "exec",
-            "--sandbox",
-            "bwrap",
-            "--kill-grace",
-            "500ms",
-            "--ro",
-            &conf_dir,
-        ];
-        args.extend(extra);
-        args.extend(["--", "sh", "-c", script]);
-        let mut cmd = case.command(&args);
-        // SLURM_CONF passes into the sandbox only when asked for.
-        cmd.env("HOME", &home).env("SLURM_CONF", &conf);
-        case.finished(cmd.output().unwrap(), Instant::now())
+    let submit = |run: &str, extra: &[&str]| -> String {
+        let run_dir = case.path().join(run);
+        let mut cmd = warden_as(&case, &home, unprivileged, &[]);
+        cmd.args(["run", "exec", "--sandbox", "bwrap", "--kill-grace", "500ms"])
+            .args(["--ro", &conf_dir, "--env", "SLURM_CONF"])
+            .arg("--run-dir")
+            .arg(&run_dir)
+            .args(extra)
+            .args(["--", "sh", "-c", script])
+            // SLURM_CONF passes into the sandbox only when asked for.
+            .env("SLURM_CONF", &conf);
+        let done = case.finished(cmd.output().unwrap(), Instant::now());
+        assert_eq!(done.code, 0, "{}", done.stderr);
+        String::from_utf8_lossy(&std::fs::read(run_dir.join("stdout.log")).unwrap()).into_owned()
     };
-    let text = |d: &Finished| String::from_utf8_lossy(&d.log("stdout.log")).into_owned();
-    let hidden = submit(&["--env", "SLURM_CONF"]);
-    assert_eq!(hidden.code, 0, "{}", hidden.stderr);
-    let said = text(&hidden);
-    assert!(said.contains("finished"), "{said}");
+    let who = if unprivileged { "nobody" } else { "root" };
+    let said = submit("hidden", &[]);
+    assert!(said.contains("finished"), "{who}: {said}");
     assert!(
         !said.contains("Submitted batch job"),
-        "a job was submitted from inside the sandbox:\n{said}"
+        "{who}: a job was submitted from inside the sandbox:\n{said}"
     );
-    assert!(said.contains("SBATCH "), "sbatch said nothing:\n{said}");
+    assert!(
+        said.contains("SBATCH "),
+        "{who}: sbatch said nothing:\n{said}"
+    );
     // The same with munge's socket allowed does submit: what stopped it
     // above was the hidden socket, not the set-up.
-    let allowed = submit(&["--env", "SLURM_CONF", "--allow-socket", MUNGE]);
-    let said = text(&allowed);
+    let said = submit("allowed", &["--allow-socket", MUNGE]);
     assert!(
         said.contains("Submitted batch job"),
-        "with --allow-socket {MUNGE} the submission works:\n{said}\n{}",
-        allowed.stderr
+        "{who}: with --allow-socket {MUNGE} the submission works:\n{said}"
     );
 }
 
