@@ -266,8 +266,11 @@ fn sbatch_from_bwrap(slurm: &crate::slurm_cluster::SlurmEnv, unprivileged: bool)
             // SLURM_CONF passes into the sandbox only when asked for.
             .env("SLURM_CONF", &conf);
         let done = case.finished(cmd.output().unwrap(), Instant::now());
-        assert_eq!(done.code, 0, "{}", done.stderr);
-        String::from_utf8_lossy(&std::fs::read(run_dir.join("stdout.log")).unwrap()).into_owned()
+        let log =
+            String::from_utf8_lossy(&std::fs::read(run_dir.join("stdout.log")).unwrap_or_default())
+                .into_owned();
+        assert_eq!(done.code, 0, "{run}: {}\n{log}", done.stderr);
+        log
     };
     let who = if unprivileged { "nobody" } else { "root" };
     let said = submit("hidden", &[]);
