@@ -341,8 +341,8 @@ pub(crate) fn records(t: &Target<'_>, options: &SandboxOptions) -> Vec<PathBuf> 
         }
     }
     // Only those that exist: a mount point that is not there cannot be
-    // made in the read-only root. Both names of one reached through a
-    // symlink are covered, whichever the agent would use.
+    // made in the read-only root. One named through a symlink is covered
+    // where the link leads, which hides it under either name.
     for dir in &options.records {
         if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
             add(dir.clone());
