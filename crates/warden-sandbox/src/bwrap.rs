@@ -112,6 +112,44 @@ impl Mount {
     }
 }
 
+/// Directories never hidden for the sockets in them: the system's own,
+/// whose other files programs read (`/run/systemd/resolve` holds the
+/// resolver's configuration); their sockets are covered one by one.
+const KEPT_DIRS: &[&str] = &[
+    "/",
+    "/bin",
+    "/boot",
+    "/etc",
+    "/home",
+    "/lib",
+    "/lib64",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/root",
+    "/run",
+    "/run/systemd",
+    "/run/systemd/resolve",
+    "/sbin",
+    "/srv",
+    "/usr",
+    "/var",
+    "/var/lib",
+    "/var/run",
+    "/var/spool",
+    "/var/tmp",
+];
+
+/// Whether `path` is seen inside the sandbox only through the read-only
+/// root: no mount of the sandbox's own lies over it.
+fn only_through_root(mounts: &[Mount], path: &Path) -> bool {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.path))
+        .max_by_key(|m| m.path.components().count())
+        .is_some_and(|m| m.kind == Kind::RoBind && m.path == Path::new("/"))
+}
+
 /// Whether the host's `path` can be seen inside the sandbox at the same
 /// path: the mount on top of it (the deepest one that contains it) shows
 /// the host's files.
@@ -243,10 +281,29 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         .iter()
         .map(|p| crate::real(p))
         .collect();
+    let mut covers: Vec<PathBuf> = Vec::new();
     for socket in crate::sockets::host_unix_sockets() {
-        if !allowed.contains(&socket) && shows_host(&mounts, &socket) {
-            mounts.push(Mount::new(Kind::Cover, socket));
+        if allowed.contains(&socket) || !shows_host(&mounts, &socket) {
+            continue;
         }
+        // bwrap cannot bind over a socket that is gone by the time it
+        // starts (it would have to create the file in the read-only
+        // root, and gives up), and daemons' sockets come and go (each
+        // Slurm job step has one in slurmd's spool directory). So a
+        // socket seen only through the read-only root is hidden with its
+        // whole directory when nothing of the agent's lies there and it
+        // is no system directory; one elsewhere is covered by itself.
+        let dir = socket.parent().filter(|d| {
+            only_through_root(&mounts, d)
+                && !KEPT_DIRS.iter().any(|k| Path::new(k) == *d)
+                && !mounts.iter().any(|m| m.path.starts_with(d))
+        });
+        let mount = match dir {
+            Some(dir) => Mount::new(Kind::SealedTmpfs, dir),
+            None => Mount::new(Kind::Cover, socket),
+        };
+        covers.push(mount.path.clone());
+        mounts.push(mount);
     }
     for socket in allowed {
         if !shows_host(&mounts, &socket) {
@@ -288,6 +345,7 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         args,
         containment: Some("pid_namespace"),
         on_kill: None,
+        covers,
     })
 }
 
@@ -843,6 +901,40 @@ mod tests {
                 .any(|x| x[0] == "--ro-bind" && x[1] == s && x[2] == s),
             "{a:?}"
         );
+    }
+
+    #[test]
+    fn a_socket_seen_through_the_root_is_hidden_with_its_directory_which_is_rechecked() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let spool = tempfile::tempdir_in("/var/tmp").unwrap();
+        let spool_dir = std::fs::canonicalize(spool.path()).unwrap();
+        let _l = std::os::unix::net::UnixListener::bind(spool_dir.join("node_1.0")).unwrap();
+        let w = wrap(
+            &SandboxOptions::default(),
+            Target {
+                needs: crate::needs(Agent::Exec),
+                program: "true".into(),
+                args: vec![],
+                workdir: work.path(),
+                home: home.path(),
+                env: &[],
+                name: "r",
+                run_dir: None,
+            },
+        )
+        .unwrap();
+        let a = strs(&w.args);
+        let d = spool_dir.to_string_lossy().into_owned();
+        assert!(
+            a.windows(2).any(|x| x[0] == "--tmpfs" && x[1] == d)
+                && a.windows(2).any(|x| x[0] == "--remount-ro" && x[1] == d),
+            "{a:?}"
+        );
+        assert!(w.covers.contains(&spool_dir), "{:?}", w.covers);
+        assert!(!w.vanished());
+        drop(spool);
+        assert!(w.vanished(), "the directory is gone: build it again");
     }
 
     #[test]

@@ -96,8 +96,10 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
             }
         }
     }
+    let mut socket_covers: Vec<std::path::PathBuf> = Vec::new();
     for socket in crate::sockets::host_unix_sockets() {
         if !allowed.contains(&socket) && inside_a_bind(&socket) {
+            socket_covers.push(socket.clone());
             engine_path(options, &socket)?;
             a.push("-v".into());
             let mut spec = OsString::from("/dev/null:");
@@ -124,6 +126,7 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         args: a,
         containment: Some("container"),
         on_kill: Some(vec![engine.into(), "rm".into(), "-f".into(), t.name.into()]),
+        covers: socket_covers,
     })
 }
 

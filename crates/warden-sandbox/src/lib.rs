@@ -182,6 +182,20 @@ pub struct Wrapped {
     /// A command that removes what the sandbox left behind (a container),
     /// run when warden ends the run and at its end.
     pub on_kill: Option<Vec<OsString>>,
+    /// Host paths the sandbox mounts over that come and go (daemons'
+    /// sockets and their directories): one gone by the time the sandbox
+    /// starts makes it fail, so the caller builds the command line again
+    /// when [`Wrapped::vanished`] says so, just before starting it.
+    pub covers: Vec<PathBuf>,
+}
+
+impl Wrapped {
+    /// Whether something this command line mounts over is no longer there.
+    pub fn vanished(&self) -> bool {
+        self.covers
+            .iter()
+            .any(|p| std::fs::symlink_metadata(p).is_err())
+    }
 }
 
 #[non_exhaustive]
@@ -234,6 +248,7 @@ pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, San
             args: target.args,
             containment: None,
             on_kill: None,
+            covers: Vec::new(),
         }),
         Sandbox::Bwrap => bwrap::wrap(options, target),
         Sandbox::Docker | Sandbox::Podman => container::wrap(options, target),
