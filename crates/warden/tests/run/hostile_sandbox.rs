@@ -162,6 +162,12 @@ fn bwrap_hides_host_unix_sockets_with_the_network_on_unless_allowed() {
     let id = std::process::id();
     let daemon_dir = PathBuf::from(format!("/run/user/warden-test-{id}"));
     let var_tmp = PathBuf::from(format!("/var/tmp/warden-test-{id}"));
+    // Removed however the test ends, also when an assertion fails.
+    let _cleanup = Removed(vec![
+        daemon_dir.clone(),
+        var_tmp.clone(),
+        PathBuf::from(format!("/run/warden-test-{id}.sock")),
+    ]);
     if is_root() {
         sockets.push(PathBuf::from(format!("/run/warden-test-{id}.sock")));
         std::fs::create_dir_all(&daemon_dir).unwrap();
@@ -244,11 +250,17 @@ fn bwrap_hides_host_unix_sockets_with_the_network_on_unless_allowed() {
         "{}",
         refused.stderr
     );
-    for s in &sockets {
-        let _ = std::fs::remove_file(s);
+}
+
+/// Paths outside the case's directory a test made: removed when dropped.
+struct Removed(Vec<PathBuf>);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
     }
-    let _ = std::fs::remove_dir_all(&daemon_dir);
-    let _ = std::fs::remove_dir_all(&var_tmp);
 }
 
 #[test]
