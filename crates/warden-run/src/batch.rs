@@ -154,6 +154,10 @@ pub struct Batch {
     key: Option<Arc<BatchKey>>,
     /// What [`Batch::resume`] did not believe.
     warnings: Vec<String>,
+    /// Directories of warden's besides the batch's own, hidden from every
+    /// sandboxed agent of it: the one it was made in ([`Batch::under`]),
+    /// a cluster's shared directory ([`Batch::hide`]).
+    hidden: Vec<PathBuf>,
 }
 
 impl Batch {
@@ -175,6 +179,7 @@ impl Batch {
             telemetry: None,
             key: None,
             warnings: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 
@@ -206,7 +211,18 @@ impl Batch {
     pub fn under(parent: &Path, jobs: usize) -> Self {
         let mut b = Self::new(PathBuf::new(), jobs);
         b.dir = parent.join(&b.id);
+        b.hidden.push(parent.to_path_buf());
         b
+    }
+
+    /// Hides `dir` too from every sandboxed agent of the batch (a
+    /// cluster's shared directory, with other batches in it), as its own
+    /// directory is.
+    pub fn hide(mut self, dir: PathBuf) -> Self {
+        if !self.hidden.contains(&dir) {
+            self.hidden.push(dir);
+        }
+        self
     }
 
     /// The batch's id (`batch.json`'s `batch_id`).
@@ -497,7 +513,21 @@ impl Batch {
         // The batch's span: the parent of every entry's session, here or
         // (through the request) on a cluster's node.
         let batch_span = self.telemetry.as_ref().map(|t| (t.clone(), t.top_span()));
+        // The batch's directory (every entry's request, report and logs)
+        // and the directory it was made in (a cluster's shared directory,
+        // with other batches) are warden's: hidden from every sandboxed
+        // agent, wherever they lie. Carried by each request, so an entry
+        // run on a cluster's node hides them too.
+        let records: Vec<PathBuf> = std::iter::once(&self.dir)
+            .chain(&self.hidden)
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+            .collect();
         for e in &mut self.entries {
+            for r in &records {
+                if !e.request.sandbox.records.contains(r) {
+                    e.request.sandbox.records.push(r.clone());
+                }
+            }
             e.request.batch_budget = budget;
             e.request.otel = batch_span
                 .as_ref()

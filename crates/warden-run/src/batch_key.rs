@@ -135,6 +135,18 @@ pub fn keys_dir() -> Result<PathBuf, String> {
     }
 }
 
+/// The keys' directory when it lies outside HOME (an `XDG_STATE_HOME`
+/// elsewhere), where a sandbox's read-only root would show it; `None`
+/// when HOME holds it, as every sandbox replaces HOME.
+pub(crate) fn keys_dir_outside_home() -> Option<PathBuf> {
+    let keys = keys_dir().ok()?;
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    match home {
+        Some(home) if keys.starts_with(&home) => None,
+        _ => Some(keys),
+    }
+}
+
 /// The key file of the batch `id`.
 pub fn key_path(id: &str) -> Result<PathBuf, String> {
     let plain = id

@@ -393,25 +393,20 @@ impl Run {
         .unwrap_or(Ok(()))?;
         let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
         let container_name = format!("warden-{run_id}");
-        let mut wrapped = warden_sandbox::wrap(
-            &spec.sandbox,
-            Target {
-                needs,
-                program: spec.command[0].clone(),
-                args: spec.command[1..].to_vec(),
-                workdir: &spec.cwd,
-                home: &home,
-                env: &agent_env.vars,
-                name: &container_name,
-                run_dir: Some(&run_dir),
-            },
-        )?;
-        if matches!(sandbox, Sandbox::Docker | Sandbox::Podman) {
-            warden_sandbox::container::add_limits(
-                &mut wrapped,
-                &resources::for_container(&spec.limits.resources),
-            );
-        }
+        let target = SandboxTarget {
+            options: spec.sandbox.clone(),
+            needs,
+            program: spec.command[0].clone(),
+            args: spec.command[1..].to_vec(),
+            workdir: spec.cwd.clone(),
+            home,
+            env: agent_env.vars.clone(),
+            name: container_name,
+            run_dir: run_dir.clone(),
+            limits: matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
+                .then(|| resources::for_container(&spec.limits.resources)),
+        };
+        let mut wrapped = target.clone().wrap().await?;
 
         let output = match &spec.output_tag {
             Some(tag) => Some(supervisor::OutputSpec {
@@ -470,6 +465,13 @@ impl Run {
         let supervisor = Supervisor::new(setup, Some(event_tx));
         let fallback = supervisor.report(None, "starting".into());
 
+        // A daemon's socket covered by the command line may have gone
+        // since it was built (the run directory, git, the supervisor came
+        // in between): built again from what is there now, just before it
+        // starts, as the sandbox would fail on it.
+        if wrapped.vanished() {
+            wrapped = target.wrap().await?;
+        }
         let process = warden_process::SpawnSpec {
             program: wrapped.program,
             args: wrapped.args,
@@ -497,6 +499,66 @@ impl Run {
             task,
             fallback,
             dir: dir_handle,
+        })
+    }
+}
+
+/// What the agent's sandbox is built from, owned, so that the command
+/// line can be built off the clocks' thread and built again.
+#[derive(Clone)]
+struct SandboxTarget {
+    options: SandboxOptions,
+    needs: warden_sandbox::AgentNeeds,
+    program: OsString,
+    args: Vec<OsString>,
+    workdir: PathBuf,
+    home: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    name: String,
+    run_dir: PathBuf,
+    /// A container's resource limits, for its engine.
+    limits: Option<warden_sandbox::container::ContainerLimits>,
+}
+
+impl SandboxTarget {
+    /// The command line that starts the agent in its sandbox. Building it
+    /// reads the file system (every listening socket in /proc, the
+    /// records to hide): on a blocking thread, never on the clocks'.
+    async fn wrap(mut self) -> Result<warden_sandbox::Wrapped, SandboxError> {
+        let workdir = self.workdir.clone();
+        // The batches' keys, where HOME (which every sandbox replaces) does
+        // not already hide them: an agent that read one could sign a
+        // request of its own for a batch to run.
+        if let Some(keys) = crate::batch_key::keys_dir_outside_home()
+            && !self.options.records.contains(&keys)
+        {
+            self.options.records.push(keys);
+        }
+        tokio::task::spawn_blocking(move || {
+            let mut wrapped = warden_sandbox::wrap(
+                &self.options,
+                Target {
+                    needs: self.needs,
+                    program: self.program,
+                    args: self.args,
+                    workdir: &self.workdir,
+                    home: &self.home,
+                    env: &self.env,
+                    name: &self.name,
+                    run_dir: Some(&self.run_dir),
+                },
+            )?;
+            if let Some(limits) = &self.limits {
+                warden_sandbox::container::add_limits(&mut wrapped, limits);
+            }
+            Ok(wrapped)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(SandboxError::Prepare {
+                path: workdir,
+                message: format!("the task building the sandbox failed: {e}"),
+            })
         })
     }
 }

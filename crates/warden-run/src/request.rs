@@ -283,10 +283,11 @@ impl RunRequest {
         if self.sandbox.sandbox == Sandbox::Host
             && (self.sandbox.no_network
                 || !self.sandbox.ro.is_empty()
-                || !self.sandbox.rw.is_empty())
+                || !self.sandbox.rw.is_empty()
+                || !self.sandbox.allow_sockets.is_empty())
         {
             return Err(invalid(
-                "--no-network, --ro and --rw need a sandbox: add --sandbox bwrap (or docker, podman)",
+                "--no-network, --ro, --rw and --allow-socket need a sandbox: add --sandbox bwrap (or docker, podman)",
             ));
         }
         // Limits this machine cannot enforce, refused up front.

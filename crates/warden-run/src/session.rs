@@ -591,6 +591,13 @@ pub(crate) async fn run_session(
         {
             spec.sandbox.ro.push(objects.clone());
         }
+        // The session's directory (its report, every run's logs, maybe
+        // its worktree) is warden's: hidden from a sandboxed agent
+        // wherever `--dir` put it.
+        let record = std::path::absolute(&session_dir).unwrap_or_else(|_| session_dir.clone());
+        if !spec.sandbox.records.contains(&record) {
+            spec.sandbox.records.push(record);
+        }
         spec.budgets = budgets
             .into_iter()
             .filter(|b| opts.budget_pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)

@@ -18,10 +18,17 @@
 //! - the run directory and every `.warden` directory around the work dir
 //!   (other runs' logs, batches, sessions, other worktrees) covered by an
 //!   empty read-only tmpfs, the work dir itself bound back on top;
-//! - with `--no-network`, besides a new network namespace: /run (and a real
-//!   /var/run) replaced by an empty tmpfs, and every unix socket bound on
-//!   the host that would be visible inside covered, so none can be
-//!   connected to.
+//! - the directories the caller names as warden's records (a session's, a
+//!   batch's, a Slurm shared directory) covered the same way, wherever
+//!   they lie;
+//! - the host's daemons out of reach, network or not: the directories
+//!   where they keep their sockets (`/run/user`, `/run/dbus`,
+//!   `/run/munge`, ...) emptied, and every other unix socket bound on the
+//!   host that would be visible inside covered with `/dev/null`, so none
+//!   can be connected to, except those allowed with `--allow-socket`;
+//! - with `--no-network`, a new network namespace (TCP/IP and abstract
+//!   unix sockets) and /run (and a real /var/run) replaced by an empty
+//!   tmpfs.
 //!
 //! Mount order matters: later mounts go on top of earlier ones, so mounts
 //! are made parents first. HOME is replaced by an empty tmpfs, and the
@@ -103,6 +110,44 @@ impl Mount {
             path: path.into(),
         }
     }
+}
+
+/// Directories never hidden for the sockets in them: the system's own,
+/// whose other files programs read (`/run/systemd/resolve` holds the
+/// resolver's configuration); their sockets are covered one by one.
+const KEPT_DIRS: &[&str] = &[
+    "/",
+    "/bin",
+    "/boot",
+    "/etc",
+    "/home",
+    "/lib",
+    "/lib64",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/root",
+    "/run",
+    "/run/systemd",
+    "/run/systemd/resolve",
+    "/sbin",
+    "/srv",
+    "/usr",
+    "/var",
+    "/var/lib",
+    "/var/run",
+    "/var/spool",
+    "/var/tmp",
+];
+
+/// Whether `path` is seen inside the sandbox only through the read-only
+/// root: no mount of the sandbox's own lies over it.
+fn only_through_root(mounts: &[Mount], path: &Path) -> bool {
+    mounts
+        .iter()
+        .filter(|m| path.starts_with(&m.path))
+        .max_by_key(|m| m.path.components().count())
+        .is_some_and(|m| m.kind == Kind::RoBind && m.path == Path::new("/"))
 }
 
 /// Whether the host's `path` can be seen inside the sandbox at the same
@@ -209,17 +254,60 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     mounts.extend(options.rw.iter().map(|p| Mount::new(Kind::Bind, p)));
 
     // warden's records: out of the agent's sight and reach, so it cannot
-    // rewrite its own logs or read and alter other runs'.
-    for dir in records(&t) {
+    // rewrite its own logs, read and alter other runs', or rewrite what a
+    // batch will run next.
+    // Outermost first: one inside a record already covered is out of
+    // sight with it (covering it again would leave its name behind, as
+    // the mount point bwrap makes for it).
+    let mut records = records(&t, options);
+    records.sort_by_key(|d| d.components().count());
+    for dir in records {
         if dir != t.workdir && shows_host(&mounts, &dir) {
             mounts.push(Mount::new(Kind::SealedTmpfs, dir));
         }
     }
-    if options.no_network {
-        for socket in crate::sockets::host_unix_sockets() {
-            if shows_host(&mounts, &socket) {
-                mounts.push(Mount::new(Kind::Cover, socket));
-            }
+    // The host's daemons: a unix socket bound to a path is reached through
+    // the file system, whatever the network namespace, so the directories
+    // where daemons keep theirs are emptied and every other listening
+    // socket the agent could see is covered; those the user allows are
+    // bound back.
+    for dir in daemon_dirs() {
+        if shows_host(&mounts, &dir) {
+            mounts.push(Mount::new(Kind::SealedTmpfs, dir));
+        }
+    }
+    let allowed: Vec<PathBuf> = options
+        .allow_sockets
+        .iter()
+        .map(|p| crate::real(p))
+        .collect();
+    let mut covers: Vec<PathBuf> = Vec::new();
+    for socket in crate::sockets::host_unix_sockets() {
+        if allowed.contains(&socket) || !shows_host(&mounts, &socket) {
+            continue;
+        }
+        // bwrap cannot bind over a socket that is gone by the time it
+        // starts (it would have to create the file in the read-only
+        // root, and gives up), and daemons' sockets come and go (each
+        // Slurm job step has one in slurmd's spool directory). So a
+        // socket seen only through the read-only root is hidden with its
+        // whole directory when nothing of the agent's lies there and it
+        // is no system directory; one elsewhere is covered by itself.
+        let dir = socket.parent().filter(|d| {
+            only_through_root(&mounts, d)
+                && !KEPT_DIRS.iter().any(|k| Path::new(k) == *d)
+                && !mounts.iter().any(|m| m.path.starts_with(d))
+        });
+        let mount = match dir {
+            Some(dir) => Mount::new(Kind::SealedTmpfs, dir),
+            None => Mount::new(Kind::Cover, socket),
+        };
+        covers.push(mount.path.clone());
+        mounts.push(mount);
+    }
+    for socket in allowed {
+        if !shows_host(&mounts, &socket) {
+            mounts.push(Mount::new(Kind::RoBind, socket));
         }
     }
 
@@ -257,6 +345,7 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         args,
         containment: Some("pid_namespace"),
         on_kill: None,
+        covers,
     })
 }
 
@@ -282,13 +371,22 @@ fn push_mounts(a: &mut Vec<OsString>, mounts: &[Mount]) {
     }
 }
 
-/// warden's records around this run: its run directory, and every
-/// `.warden` directory that holds the work dir or lies in it or in one of
-/// its parents (other runs' logs, batches, sessions, worktrees).
-fn records(t: &Target<'_>) -> Vec<PathBuf> {
+/// warden's records around this run: its run directory, the directories
+/// the caller names (a session's, a batch's, a Slurm shared directory),
+/// and every `.warden` directory that holds the work dir or lies in it or
+/// in one of its parents (other runs' logs, batches, sessions,
+/// worktrees). A directory that `--ro` or `--rw` names itself is the
+/// user's choice and stays visible.
+pub(crate) fn records(t: &Target<'_>, options: &SandboxOptions) -> Vec<PathBuf> {
+    let named: Vec<PathBuf> = options
+        .ro
+        .iter()
+        .chain(&options.rw)
+        .map(|p| crate::real(p))
+        .collect();
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut add = |d: PathBuf| {
-        if !dirs.contains(&d) {
+        if !dirs.contains(&d) && !named.contains(&crate::real(&d)) {
             dirs.push(d);
         }
     };
@@ -298,6 +396,18 @@ fn records(t: &Target<'_>) -> Vec<PathBuf> {
             if a.file_name().is_some_and(|n| n == ".warden") {
                 add(a.to_path_buf());
             }
+        }
+    }
+    // Only those that exist: a mount point that is not there cannot be
+    // made in the read-only root. One named through a symlink is covered
+    // where the link leads, which hides it under either name.
+    for dir in &options.records {
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            add(dir.clone());
+        }
+        let real = crate::real(dir);
+        if real.is_dir() {
+            add(real);
         }
     }
     for a in t.workdir.ancestors() {
@@ -310,6 +420,25 @@ fn records(t: &Target<'_>) -> Vec<PathBuf> {
         }
     }
     dirs
+}
+
+/// Where the host's daemons keep their sockets (D-Bus, the users' runtime
+/// directories with their session buses, ssh and gpg agents, podman and
+/// systemd's user instance; munge, docker, containerd): emptied whole, so
+/// that a daemon that binds its socket after the run started is out of
+/// reach too. `/run/systemd` itself stays (its `resolve` directory holds
+/// the resolver's configuration); its sockets are covered one by one.
+pub fn daemon_dirs() -> Vec<PathBuf> {
+    const NAMES: &[&str] = &["user", "dbus", "munge", "podman", "docker", "containerd"];
+    let mut roots = vec![Path::new("/run")];
+    if std::fs::symlink_metadata("/var/run").is_ok_and(|m| m.is_dir()) {
+        roots.push(Path::new("/var/run"));
+    }
+    roots
+        .into_iter()
+        .flat_map(|r| NAMES.iter().map(move |n| r.join(n)))
+        .filter(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+        .collect()
 }
 
 /// Whether `pid` is bubblewrap's own init in a sandbox one PID namespace
@@ -631,12 +760,16 @@ mod tests {
         };
         let sealed = at("--tmpfs", &warden);
         assert!(sealed < at("--bind", &work), "the work dir is bound back");
-        assert!(at("--tmpfs", &run_dir) > sealed);
-        at("--tmpfs", &work.join(".warden"));
-        let last_mount = at("--bind", &work).max(at("--tmpfs", &run_dir));
-        for dir in [&warden, &run_dir, &work.join(".warden")] {
-            assert!(at("--remount-ro", dir) > last_mount, "{a:?}");
+        let inner = at("--tmpfs", &work.join(".warden"));
+        assert!(inner > at("--bind", &work));
+        for dir in [&warden, &work.join(".warden")] {
+            assert!(at("--remount-ro", dir) > inner, "{a:?}");
         }
+        assert!(
+            !a.iter().any(|x| *x == s(&run_dir)),
+            "the run dir is out of sight with the `.warden` it is in; covering it \
+             again would leave its name there as a mount point: {a:?}"
+        );
         assert!(
             !a.windows(2).any(|x| x[0] == "--tmpfs" && x[1] == s(&work)),
             "the work dir itself is never hidden: {a:?}"
@@ -687,6 +820,209 @@ mod tests {
         assert!(!covered(&cut, &hidden), "under the hidden HOME: {cut:?}");
         assert!(cut.windows(2).any(|x| x == ["--tmpfs", "/run"]), "{cut:?}");
         let open = target(false);
-        assert!(!covered(&open, &visible), "{open:?}");
+        assert!(covered(&open, &visible), "network or not: {open:?}");
+        assert!(
+            !open.windows(2).any(|x| x == ["--tmpfs", "/run"]),
+            "/run stays (the resolver's files) with the network on: {open:?}"
+        );
+    }
+
+    #[test]
+    fn an_allowed_socket_is_not_covered_and_one_under_a_hidden_dir_is_bound_back() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let allowed = work.path().join("allowed.sock");
+        let other = work.path().join("other.sock");
+        let _l1 = std::os::unix::net::UnixListener::bind(&allowed).unwrap();
+        let _l2 = std::os::unix::net::UnixListener::bind(&other).unwrap();
+        let real = |p: &Path| {
+            std::fs::canonicalize(p)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        };
+        let args = |no_network| {
+            let options = SandboxOptions {
+                no_network,
+                allow_sockets: vec![allowed.clone()],
+                ..SandboxOptions::default()
+            };
+            strs(
+                &wrap(
+                    &options,
+                    Target {
+                        needs: crate::needs(Agent::Exec),
+                        program: "true".into(),
+                        args: vec![],
+                        workdir: work.path(),
+                        home: home.path(),
+                        env: &[],
+                        name: "r",
+                        run_dir: None,
+                    },
+                )
+                .unwrap()
+                .args,
+            )
+        };
+        let a = args(false);
+        let cover = |a: &[String], p: &str| {
+            a.windows(3)
+                .any(|x| x[0] == "--ro-bind" && x[1] == "/dev/null" && x[2] == p)
+        };
+        assert!(!cover(&a, &real(&allowed)), "{a:?}");
+        assert!(cover(&a, &real(&other)), "{a:?}");
+        // A socket the sandbox would hide (here: inside the hidden HOME's
+        // place, /tmp is private) is bound back when allowed.
+        let hidden_home = tempfile::tempdir().unwrap();
+        let sock = hidden_home.path().join("agent.sock");
+        let _l3 = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let w = wrap(
+            &SandboxOptions {
+                allow_sockets: vec![sock.clone()],
+                ..SandboxOptions::default()
+            },
+            Target {
+                needs: crate::needs(Agent::Exec),
+                program: "true".into(),
+                args: vec![],
+                workdir: work.path(),
+                home: home.path(),
+                env: &[],
+                name: "r",
+                run_dir: None,
+            },
+        )
+        .unwrap();
+        let a = strs(&w.args);
+        let s = real(&sock);
+        assert!(
+            a.windows(3)
+                .any(|x| x[0] == "--ro-bind" && x[1] == s && x[2] == s),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn a_socket_seen_through_the_root_is_hidden_with_its_directory_which_is_rechecked() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let spool = tempfile::tempdir_in("/var/tmp").unwrap();
+        let spool_dir = std::fs::canonicalize(spool.path()).unwrap();
+        let _l = std::os::unix::net::UnixListener::bind(spool_dir.join("node_1.0")).unwrap();
+        let w = wrap(
+            &SandboxOptions::default(),
+            Target {
+                needs: crate::needs(Agent::Exec),
+                program: "true".into(),
+                args: vec![],
+                workdir: work.path(),
+                home: home.path(),
+                env: &[],
+                name: "r",
+                run_dir: None,
+            },
+        )
+        .unwrap();
+        let a = strs(&w.args);
+        let d = spool_dir.to_string_lossy().into_owned();
+        assert!(
+            a.windows(2).any(|x| x[0] == "--tmpfs" && x[1] == d)
+                && a.windows(2).any(|x| x[0] == "--remount-ro" && x[1] == d),
+            "{a:?}"
+        );
+        assert!(w.covers.contains(&spool_dir), "{:?}", w.covers);
+        assert!(!w.vanished());
+        drop(spool);
+        assert!(w.vanished(), "the directory is gone: build it again");
+    }
+
+    #[test]
+    fn a_path_that_is_not_a_socket_is_refused_by_name() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let file = work.path().join("plain");
+        std::fs::write(&file, "").unwrap();
+        for (path, says) in [
+            (file.clone(), "a regular file"),
+            (work.path().join("none"), "No such file"),
+        ] {
+            let e = crate::wrap(
+                &SandboxOptions {
+                    sandbox: crate::Sandbox::Bwrap,
+                    allow_sockets: vec![path.clone()],
+                    ..SandboxOptions::default()
+                },
+                Target {
+                    needs: crate::needs(Agent::Exec),
+                    program: "true".into(),
+                    args: vec![],
+                    workdir: work.path(),
+                    home: home.path(),
+                    env: &[],
+                    name: "r",
+                    run_dir: None,
+                },
+            )
+            .unwrap_err();
+            let m = e.to_string();
+            assert!(
+                m.contains(&path.display().to_string()) && m.contains(says),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn named_records_are_sealed_wherever_they_lie_unless_bound_by_name() {
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let batch = work.path().join("bd");
+        let shared = work.path().join("shared");
+        let missing = work.path().join("not-made");
+        std::fs::create_dir_all(batch.join("requests")).unwrap();
+        std::fs::create_dir_all(&shared).unwrap();
+        let link = work.path().join("link-to-bd");
+        std::os::unix::fs::symlink(&batch, &link).unwrap();
+        let args = |ro: Vec<PathBuf>| {
+            let options = SandboxOptions {
+                ro,
+                records: vec![link.clone(), shared.clone(), missing.clone()],
+                ..SandboxOptions::default()
+            };
+            strs(
+                &wrap(
+                    &options,
+                    Target {
+                        needs: crate::needs(Agent::Exec),
+                        program: "true".into(),
+                        args: vec![],
+                        workdir: work.path(),
+                        home: home.path(),
+                        env: &[],
+                        name: "r",
+                        run_dir: None,
+                    },
+                )
+                .unwrap()
+                .args,
+            )
+        };
+        let sealed = |a: &[String], p: &Path| {
+            let p = p.to_string_lossy();
+            a.windows(2).any(|x| x[0] == "--tmpfs" && x[1] == p)
+                && a.windows(2).any(|x| x[0] == "--remount-ro" && x[1] == p)
+        };
+        let a = args(vec![]);
+        let real_batch = std::fs::canonicalize(&batch).unwrap();
+        assert!(
+            sealed(&a, &real_batch),
+            "the directory a symlink leads to: {a:?}"
+        );
+        assert!(sealed(&a, &shared), "{a:?}");
+        assert!(!a.iter().any(|x| *x == missing.to_string_lossy()), "{a:?}");
+        let a = args(vec![shared.clone()]);
+        assert!(!sealed(&a, &shared), "--ro names it: {a:?}");
+        assert!(sealed(&a, &real_batch), "{a:?}");
     }
 }

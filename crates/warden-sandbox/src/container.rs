@@ -1,6 +1,12 @@
 //! Docker and Podman: `run --rm -i --init`, the work directory mounted at
 //! the same path, the image from `--image`, killed with `rm -f`.
 //!
+//! The container sees only what is mounted into it. warden's records
+//! (the run's, session's and batch's directories, `.warden`) and the
+//! host's unix sockets that lie inside a mount are covered: an empty
+//! read-only tmpfs over a directory, `/dev/null` over a socket. A socket
+//! allowed with `--allow-socket` is mounted at its path.
+//!
 //! Secrets never appear on the container's command line: each variable is
 //! passed as `-e NAME` (no value), which makes the client read the value
 //! from its own environment, where warden put it.
@@ -39,18 +45,12 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         }
         m
     };
-    a.push("-v".into());
-    a.push(mount(t.workdir, false));
-    for p in &options.ro {
-        a.push("-v".into());
-        a.push(mount(p, true));
-    }
-    for p in &options.rw {
-        a.push("-v".into());
-        a.push(mount(p, false));
-    }
-    // A credentials file the provider set-up names (a service account
-    // key), read-only at the same path, so the variable still points at it.
+    // What is mounted from the host: the work dir, `--ro`, `--rw`, and a
+    // credentials file the provider set-up names (a service account key),
+    // read-only at the same path, so the variable still points at it.
+    let mut binds: Vec<(std::path::PathBuf, bool)> = vec![(t.workdir.to_path_buf(), false)];
+    binds.extend(options.ro.iter().map(|p| (p.clone(), true)));
+    binds.extend(options.rw.iter().map(|p| (p.clone(), false)));
     for var in t.needs.file_vars {
         let file = t
             .env
@@ -60,8 +60,52 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
             .map(|(_, v)| std::path::PathBuf::from(v))
             .filter(|p| p.is_absolute() && p.is_file());
         if let Some(file) = file {
+            binds.push((file, true));
+        }
+    }
+    let allowed: Vec<std::path::PathBuf> = options
+        .allow_sockets
+        .iter()
+        .map(|p| crate::real(p))
+        .collect();
+    binds.extend(allowed.iter().map(|p| (p.clone(), false)));
+    for (p, ro) in &binds {
+        a.push("-v".into());
+        a.push(mount(p, *ro));
+    }
+    // Nothing else of the host is in the container, but a mount may hold
+    // warden's records (a batch directory inside the work dir) or a
+    // daemon's socket: covered, the engine mounting the deeper path on
+    // top of the bind.
+    let inside_a_bind = |p: &std::path::Path| {
+        binds
+            .iter()
+            .any(|(b, _)| p.starts_with(b) || p.starts_with(crate::real(b)))
+    };
+    let mut covered: Vec<std::path::PathBuf> = Vec::new();
+    for dir in crate::bwrap::records(&t, options) {
+        let real = crate::real(&dir);
+        for d in [dir, real] {
+            if d != t.workdir && inside_a_bind(&d) && !covered.contains(&d) {
+                engine_path(options, &d)?;
+                a.push("--tmpfs".into());
+                let mut spec = OsString::from(&d);
+                spec.push(":ro");
+                a.push(spec);
+                covered.push(d);
+            }
+        }
+    }
+    let mut socket_covers: Vec<std::path::PathBuf> = Vec::new();
+    for socket in crate::sockets::host_unix_sockets() {
+        if !allowed.contains(&socket) && inside_a_bind(&socket) {
+            socket_covers.push(socket.clone());
+            engine_path(options, &socket)?;
             a.push("-v".into());
-            a.push(mount(&file, true));
+            let mut spec = OsString::from("/dev/null:");
+            spec.push(&socket);
+            spec.push(":ro");
+            a.push(spec);
         }
     }
     a.push("-w".into());
@@ -82,7 +126,21 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         args: a,
         containment: Some("container"),
         on_kill: Some(vec![engine.into(), "rm".into(), "-f".into(), t.name.into()]),
+        covers: socket_covers,
     })
+}
+
+/// That `path` can be written in a `-v` or `--tmpfs` argument, whose
+/// fields are separated by `:` (and, in some engines' option lists, `,`).
+fn engine_path(options: &SandboxOptions, path: &std::path::Path) -> Result<(), SandboxError> {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if bytes.contains(&b':') || bytes.contains(&b',') {
+        return Err(SandboxError::EnginePath {
+            sandbox: options.sandbox,
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 /// The resource limits of a run, for the container engine to enforce:
@@ -227,6 +285,73 @@ mod tests {
         let before = w.clone();
         add_limits(&mut w, &ContainerLimits::default());
         assert_eq!(w, before, "no limits, no flags");
+    }
+
+    #[test]
+    fn records_and_sockets_inside_a_mount_are_covered_and_an_allowed_socket_is_mounted() {
+        let work = tempfile::tempdir().unwrap();
+        let work = std::fs::canonicalize(work.path()).unwrap();
+        let batch = work.join("bd");
+        let run_dir = work.join(".warden/runs/r1");
+        std::fs::create_dir_all(batch.join("requests")).unwrap();
+        std::fs::create_dir_all(&run_dir).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let daemon = work.join("daemon.sock");
+        let allowed = work.join("allowed.sock");
+        let _l1 = std::os::unix::net::UnixListener::bind(&daemon).unwrap();
+        let _l2 = std::os::unix::net::UnixListener::bind(&allowed).unwrap();
+        let options = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            image: Some("img".into()),
+            records: vec![batch.clone(), outside.path().to_path_buf()],
+            allow_sockets: vec![allowed.clone()],
+            ..SandboxOptions::default()
+        };
+        let mut t = target(&[]);
+        t.workdir = &work;
+        t.run_dir = Some(&run_dir);
+        let w = crate::wrap(&options, t).unwrap();
+        let a: Vec<String> = w
+            .args
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let has = |flag: &str, v: String| a.windows(2).any(|x| x[0] == flag && x[1] == v);
+        for dir in [&batch, &run_dir, &work.join(".warden")] {
+            assert!(has("--tmpfs", format!("{}:ro", dir.display())), "{a:?}");
+        }
+        assert!(
+            !a.iter()
+                .any(|x| x.contains(&*outside.path().to_string_lossy())),
+            "a record outside every mount is not in the container at all: {a:?}"
+        );
+        assert!(
+            has("-v", format!("/dev/null:{}:ro", daemon.display())),
+            "{a:?}"
+        );
+        assert!(
+            has("-v", format!("{}:{}", allowed.display(), allowed.display())),
+            "{a:?}"
+        );
+        assert!(
+            !a.iter()
+                .any(|x| x == &format!("/dev/null:{}:ro", allowed.display())),
+            "{a:?}"
+        );
+        // A record the engine could not be told about is refused by name.
+        let odd = work.join("a:b");
+        std::fs::create_dir_all(&odd).unwrap();
+        let mut t = target(&[]);
+        t.workdir = &work;
+        let e = crate::wrap(
+            &SandboxOptions {
+                records: vec![odd.clone()],
+                ..options.clone()
+            },
+            t,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(&*odd.to_string_lossy()), "{e}");
     }
 
     #[test]

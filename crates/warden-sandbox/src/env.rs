@@ -36,6 +36,23 @@ const BASE: &[&str] = &[
     "WARDEN_RUN_ID",
 ];
 
+/// Variables that lead to a host daemon (its socket, or the bus, agent or
+/// engine address it listens on): never passed into a sandbox unless
+/// given with `--env`, whatever prefix an agent's profile lets through,
+/// since a daemon on the host acts outside the sandbox for whoever
+/// reaches it.
+pub const DAEMON_VARS: &[&str] = &[
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "XDG_RUNTIME_DIR",
+    "SLURM_CONF",
+];
+
 /// Whether a switch-like variable's value turns it on: set, and not `0`
 /// or `false` (`CLAUDE_CODE_USE_BEDROCK=0` is off).
 pub fn on(value: &str) -> bool {
@@ -80,7 +97,7 @@ fn held(needs: &AgentNeeds, host: &[(String, String)], name: &str) -> Option<Hel
 /// asked; `host` is warden's environment, where the provider set-ups'
 /// switches are read.
 pub fn allowed(needs: &AgentNeeds, host: &[(String, String)], name: &str) -> bool {
-    if held(needs, host, name).is_some() {
+    if DAEMON_VARS.contains(&name) || held(needs, host, name).is_some() {
         return false;
     }
     BASE.contains(&name)
@@ -127,6 +144,14 @@ pub fn dropped(
     }
     if !sandboxed {
         return out;
+    }
+    for e in extra {
+        if DAEMON_VARS.contains(&e.name()) {
+            out.push(format!(
+                "{}: given with --env, but the host socket it leads to stays hidden in the sandbox unless --allow-socket names it",
+                e.name()
+            ));
+        }
     }
     let given = |name: &str| extra.iter().any(|e| e.name() == name);
     let passes = |name: &str| allowed(needs, host, name) || given(name);
@@ -644,6 +669,39 @@ mod tests {
         assert!(!d[0].contains("private_key"), "{d:?}");
         assert!(
             d[0].contains(&format!("({} characters)", key.len())),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn daemon_addresses_never_pass_unless_given_and_then_the_socket_is_named() {
+        let host: Vec<(String, String)> = DAEMON_VARS
+            .iter()
+            .map(|k| (k.to_string(), "/run/user/0/bus".to_string()))
+            .collect();
+        for agent in [Agent::Claude, Agent::Codex, Agent::Pi, Agent::Exec] {
+            let needs = crate::needs(agent);
+            for name in DAEMON_VARS {
+                assert!(!allowed(&needs, &host, name), "{agent:?} {name}");
+            }
+            let env = agent_env(&needs, true, &host, &[], &[]);
+            assert!(
+                !env.vars
+                    .iter()
+                    .any(|(k, _)| DAEMON_VARS.iter().any(|d| k == d)),
+                "{:?}",
+                env.vars
+            );
+        }
+        let extra = [EnvArg::parse("SSH_AUTH_SOCK").unwrap()];
+        let needs = crate::needs(Agent::Exec);
+        let env = agent_env(&needs, true, &host, &[], &extra);
+        assert!(env.vars.iter().any(|(k, _)| k == "SSH_AUTH_SOCK"));
+        let d = dropped(&needs, true, &host, &extra, None);
+        assert!(
+            d.iter()
+                .any(|l| l.starts_with("SSH_AUTH_SOCK: given with --env")
+                    && l.contains("--allow-socket")),
             "{d:?}"
         );
     }

@@ -3,9 +3,10 @@
 //! A sandbox turns the agent's command line into the command line that
 //! starts it inside the sandbox: `host` leaves it as it is; `bwrap` wraps
 //! it in bubblewrap (read-only root, writable work dir and agent state,
-//! private /tmp, the rest of HOME and warden's records hidden, its own
-//! user and PID namespaces without capabilities);
-//! `docker` and `podman` run it in a container. Inside any sandbox the
+//! private /tmp, the rest of HOME, warden's records and the host's unix
+//! sockets hidden, its own user and PID namespaces without capabilities);
+//! `docker` and `podman` run it in a container, with the records and
+//! sockets inside its mounts covered. Inside any sandbox the
 //! agent gets an allowlisted environment ([`mod@env`]), never the whole host
 //! environment. This crate builds command lines and environments; it starts
 //! nothing but the short probes in [`probe`].
@@ -106,6 +107,15 @@ pub struct SandboxOptions {
     pub rw: Vec<PathBuf>,
     /// The container image (docker, podman).
     pub image: Option<String>,
+    /// `--allow-socket`: host unix sockets the agent may connect to; every
+    /// other path-bound socket of the host is hidden.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_sockets: Vec<PathBuf>,
+    /// warden's records around the run (its session's and batch's
+    /// directories, a Slurm shared directory): hidden from the agent
+    /// unless `ro` or `rw` names one of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<PathBuf>,
 }
 
 /// What an agent's CLI needs from a sandbox; its profile
@@ -172,6 +182,20 @@ pub struct Wrapped {
     /// A command that removes what the sandbox left behind (a container),
     /// run when warden ends the run and at its end.
     pub on_kill: Option<Vec<OsString>>,
+    /// Host paths the sandbox mounts over that come and go (daemons'
+    /// sockets and their directories): one gone by the time the sandbox
+    /// starts makes it fail, so the caller builds the command line again
+    /// when [`Wrapped::vanished`] says so, just before starting it.
+    pub covers: Vec<PathBuf>,
+}
+
+impl Wrapped {
+    /// Whether something this command line mounts over is no longer there.
+    pub fn vanished(&self) -> bool {
+        self.covers
+            .iter()
+            .any(|p| std::fs::symlink_metadata(p).is_err())
+    }
 }
 
 #[non_exhaustive]
@@ -193,6 +217,14 @@ pub enum SandboxError {
     MissingPath { flag: &'static str, path: PathBuf },
     #[error("could not prepare {path}: {message}")]
     Prepare { path: PathBuf, message: String },
+    #[error(
+        "--allow-socket {path}: not a unix socket ({found}); name the socket a daemon listens on, e.g. --allow-socket /run/munge/munge.socket.2"
+    )]
+    NotASocket { path: PathBuf, found: String },
+    #[error(
+        "--sandbox {sandbox} cannot mount {path}: a path with `:` or `,` cannot be given to the container engine; move it or run with --sandbox bwrap"
+    )]
+    EnginePath { sandbox: Sandbox, path: PathBuf },
 }
 
 /// Wraps `target` for `options.sandbox`.
@@ -205,16 +237,48 @@ pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, San
             });
         }
     }
+    if options.sandbox != Sandbox::Host {
+        for p in &options.allow_sockets {
+            check_socket(p)?;
+        }
+    }
     match options.sandbox {
         Sandbox::Host => Ok(Wrapped {
             program: target.program,
             args: target.args,
             containment: None,
             on_kill: None,
+            covers: Vec::new(),
         }),
         Sandbox::Bwrap => bwrap::wrap(options, target),
         Sandbox::Docker | Sandbox::Podman => container::wrap(options, target),
     }
+}
+
+/// That `path` is a unix socket (after symlinks), for `--allow-socket`.
+fn check_socket(path: &std::path::Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::FileTypeExt;
+    let found = match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_socket() => return Ok(()),
+        Ok(m) if m.is_dir() => "a directory".to_string(),
+        Ok(m) if m.is_file() => "a regular file".to_string(),
+        Ok(m) if m.file_type().is_fifo() => "a FIFO".to_string(),
+        Ok(m) if m.file_type().is_char_device() || m.file_type().is_block_device() => {
+            "a device".to_string()
+        }
+        Ok(_) => "another kind of file".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Err(SandboxError::NotASocket {
+        path: path.to_path_buf(),
+        found,
+    })
+}
+
+/// The path as the kernel sees it, when it exists: symlinks resolved, so
+/// that a mount lands on the directory the name leads to.
+pub(crate) fn real(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The needs of `agent`'s CLI, from its profile, for tests.

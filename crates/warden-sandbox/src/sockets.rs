@@ -1,5 +1,6 @@
-//! The host's listening unix sockets, so that `--no-network` can cover
-//! them.
+//! The host's listening unix sockets, so that every sandbox can cover
+//! them (a daemon reached through one acts outside the sandbox), and
+//! `warden doctor` can list them.
 //!
 //! A new network namespace cuts TCP/IP and abstract unix sockets (those
 //! are per namespace), but a unix socket bound to a path is found through

@@ -353,6 +353,15 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
     }
     .source(file)
     .budget(budget);
+    // A cluster's shared directory holds other batches: hidden from every
+    // sandboxed agent also when `--dir` puts this batch elsewhere.
+    if let Chosen::Slurm {
+        shared_dir: Some(shared),
+        ..
+    } = &executor
+    {
+        batch = batch.hide(shared.clone());
+    }
     if let Chosen::Slurm { options, .. } = executor {
         batch = batch.executor(std::sync::Arc::new(
             warden_run::executor::slurm::Slurm::new(*options),

@@ -45,6 +45,11 @@ struct Findings {
     auto_sandbox: &'static str,
     /// Whether one supervised `true` succeeded, through the shim.
     supervised_run_works: bool,
+    /// What a sandbox hides of the host's daemons: the directories it
+    /// empties and every other unix socket bound on this host, which it
+    /// covers (unless `--allow-socket` names one).
+    daemon_dirs: Vec<std::path::PathBuf>,
+    host_sockets: Vec<std::path::PathBuf>,
     /// By controller (`memory`, `pids`, `cpu`): where `--memory`,
     /// `--pids` and `--cpus` would be enforced here, or why they cannot.
     limits: Vec<(&'static str, Check)>,
@@ -72,6 +77,10 @@ pub(crate) async fn doctor(args: &DoctorArgs) -> Outcome {
             "auto": { "containment": f.auto_containment, "sandbox": f.auto_sandbox },
             "supervised_run_works": f.supervised_run_works,
             "limits": serde_json::Map::new(),
+            "sandbox_hides": {
+                "daemon_dirs": f.daemon_dirs,
+                "sockets": f.host_sockets,
+            },
         });
         for (name, check) in &f.agents {
             doc["agents"][*name] = serde_json::json!(check);
@@ -126,6 +135,16 @@ pub(crate) async fn doctor(args: &DoctorArgs) -> Outcome {
     println!("limits (on the host and under bwrap; a container's engine enforces its own):");
     for (name, check) in &f.limits {
         row(name, &check.detail);
+    }
+    println!("a sandbox hides these host daemons' sockets (--allow-socket PATH lets one through):");
+    for dir in &f.daemon_dirs {
+        row("emptied", &dir.display().to_string());
+    }
+    for socket in &f.host_sockets {
+        row("socket", &socket.display().to_string());
+    }
+    if f.daemon_dirs.is_empty() && f.host_sockets.is_empty() {
+        row("none", "no unix socket is bound to a path here");
     }
     println!("auto picks:");
     row("containment", f.auto_containment);
@@ -204,6 +223,11 @@ async fn find() -> Findings {
     };
     let _ = std::fs::remove_dir_all(&dir);
 
+    let daemon_dirs = warden_sandbox::bwrap::daemon_dirs();
+    let host_sockets: Vec<std::path::PathBuf> = warden_sandbox::sockets::host_unix_sockets()
+        .into_iter()
+        .collect();
+
     Findings {
         schema_version: 1,
         version: env!("CARGO_PKG_VERSION"),
@@ -222,6 +246,8 @@ async fn find() -> Findings {
         podman,
         supervised_run_works: works,
         limits,
+        daemon_dirs,
+        host_sockets,
     }
 }
 

@@ -110,6 +110,12 @@ pub(crate) fn build(
         ro: args.ro.iter().map(|p| absolute(cwd, p)).collect(),
         rw: args.rw.iter().map(|p| absolute(cwd, p)).collect(),
         image: resolved.image.clone(),
+        allow_sockets: resolved
+            .allow_sockets
+            .iter()
+            .map(|p| absolute(cwd, p))
+            .collect(),
+        records: Vec::new(),
     };
     request.env = env;
     request.output = output;

@@ -124,6 +124,8 @@ pub(crate) struct Resolved {
     pub containment: ContainmentChoice,
     pub sandbox: SandboxChoice,
     pub no_network: bool,
+    /// `--allow-socket`: host unix sockets a sandboxed agent may reach.
+    pub allow_sockets: Vec<PathBuf>,
     pub image: Option<String>,
     pub run_dir: Option<PathBuf>,
     pub json: bool,
@@ -328,6 +330,7 @@ mod tests {
             Kind::Path(_) => "some/dir",
             Kind::Switch(_) => "true",
             Kind::Bytes(_) => "4KiB",
+            Kind::Paths(_) => "/run/a.sock,/run/b.sock",
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",

@@ -62,6 +62,10 @@ fn arg(setting: &Setting) -> Arg {
     };
     if setting.kind.is_switch() {
         arg.action(ArgAction::SetTrue)
+    } else if setting.kind.is_list() {
+        arg.action(ArgAction::Append)
+            .value_name(setting.value_name)
+            .value_parser(clap::value_parser!(String))
     } else {
         arg.action(ArgAction::Set)
             .value_name(setting.value_name)
@@ -96,6 +100,10 @@ impl clap::FromArgMatches for SettingFlags {
             if s.kind.is_switch() {
                 if m.get_flag(s.name) {
                     flags.set(s, "true");
+                }
+            } else if s.kind.is_list() {
+                if let Some(vs) = m.get_many::<String>(s.name) {
+                    flags.set(s, vs.map(String::as_str).collect::<Vec<_>>().join(","));
                 }
             } else if let Some(v) = m.get_one::<String>(s.name) {
                 flags.set(s, v.clone());

@@ -28,6 +28,8 @@ pub(crate) enum Kind {
     Containment(fn(&mut Resolved, ContainmentChoice)),
     Sandbox(fn(&mut Resolved, SandboxChoice)),
     Path(fn(&mut Resolved, PathBuf)),
+    /// Paths separated by commas (a repeated flag, a TOML list).
+    Paths(fn(&mut Resolved, Vec<PathBuf>)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
     /// A whole number, 0 or more.
@@ -64,6 +66,9 @@ impl Kind {
             Kind::Containment(_) => "one of `auto`, `cgroup`, `subreaper`",
             Kind::Sandbox(_) => "one of `auto`, `host`, `bwrap`, `docker`, `podman`",
             Kind::Path(_) => "a directory path such as `.warden/runs/my-run`",
+            Kind::Paths(_) => {
+                "paths separated by commas, such as `/run/munge/munge.socket.2` (the flag may be repeated)"
+            }
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
             Kind::Count(_) => "a whole number such as `0` or `3`",
             Kind::RetryOn(_) => {
@@ -86,6 +91,12 @@ impl Kind {
     /// A flag without a value.
     pub(crate) fn is_switch(self) -> bool {
         matches!(self, Kind::Switch(_))
+    }
+
+    /// A flag that may be given more than once, its values joined by
+    /// commas as in the other sources.
+    pub(crate) fn is_list(self) -> bool {
+        matches!(self, Kind::Paths(_))
     }
 
     /// Checks the text; only looks at it, never at the machine (whether a
@@ -112,6 +123,14 @@ impl Kind {
             Kind::Path(set) => {
                 let path = PathBuf::from(non_empty(s)?);
                 Box::new(move |r| set(r, path))
+            }
+            Kind::Paths(set) => {
+                let paths: Vec<PathBuf> = s
+                    .split(',')
+                    .map(str::trim)
+                    .map(|p| non_empty(p).map(PathBuf::from))
+                    .collect::<Result<_, _>>()?;
+                Box::new(move |r| set(r, paths))
             }
             Kind::Switch(set) => {
                 let on = match t.to_ascii_lowercase().as_str() {

@@ -271,6 +271,68 @@ fn the_batch_key_in_warden_s_environment_never_reaches_the_agent() {
     }
 }
 
+/// With `XDG_STATE_HOME` outside HOME and outside `/tmp` (which every
+/// sandbox replaces), the keys' directory is visible through a sandbox's
+/// read-only root unless warden hides it: an agent that read a batch's key
+/// could sign a request of its own for the batch to run on `--resume`.
+#[test]
+fn a_sandboxed_agent_cannot_read_a_batch_s_key_kept_outside_home() {
+    if !crate::support::bwrap_works() {
+        eprintln!("skipped: bwrap does not work here");
+        return;
+    }
+    let case = Case::new();
+    let state = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[defaults]\nagent = \"exec\"\n[[run]]\nname = \"ok\"\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let done = case
+        .command(&["batch", "b.toml", "--dir", dir.to_str().unwrap()])
+        .env("XDG_STATE_HOME", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let plan: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
+    let key_file = state
+        .path()
+        .join("warden/keys")
+        .join(plan["batch_id"].as_str().unwrap());
+    // The file is there for the host's eyes: the test reads what it should.
+    let key_text = std::fs::read_to_string(&key_file).expect("the batch's key file");
+    let script = format!("cat '{}'", key_file.display());
+    let out = case
+        .command(&[
+            "run",
+            "exec",
+            "--sandbox",
+            "bwrap",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .env("XDG_STATE_HOME", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the agent read the key: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout_log = std::fs::read_to_string(case.run_dir().join("stdout.log")).unwrap();
+    assert!(!stdout_log.contains(key_text.trim()), "{stdout_log}");
+}
+
 #[test]
 fn run_request_runs_only_a_request_signed_with_the_key_it_was_given() {
     let case = Case::new();

@@ -1,6 +1,7 @@
 //! bubblewrap against a hostile agent: no capabilities even when warden
-//! runs as root, no host unix socket with `--no-network`, no access to
-//! warden's own records, and no false orphans from bwrap's own processes.
+//! runs as root, no host unix socket (network or not) unless allowed, no
+//! access to warden's own records, and no false orphans from bwrap's own
+//! processes.
 
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -144,7 +145,7 @@ fn perl() -> Option<&'static str> {
 }
 
 #[test]
-fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
+fn bwrap_hides_host_unix_sockets_with_the_network_on_unless_allowed() {
     let Some(perl) = perl() else {
         eprintln!("skipped: no perl in /usr/bin to connect to unix sockets with");
         return;
@@ -154,13 +155,25 @@ fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
     let shared = case.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();
     // A daemon's socket in a directory given with --ro, one in the work dir
-    // made before the run, and (as root) one under /run.
+    // made before the run, and (as root) one under /run, one in a daemon's
+    // directory there (as munge's is) and one under /var/tmp, seen through
+    // the read-only root.
     let mut sockets = vec![shared.join("daemon.sock"), case.path().join("dev.sock")];
+    let id = std::process::id();
+    let daemon_dir = PathBuf::from(format!("/run/user/warden-test-{id}"));
+    let var_tmp = PathBuf::from(format!("/var/tmp/warden-test-{id}"));
+    // Removed however the test ends, also when an assertion fails.
+    let _cleanup = Removed(vec![
+        daemon_dir.clone(),
+        var_tmp.clone(),
+        PathBuf::from(format!("/run/warden-test-{id}.sock")),
+    ]);
     if is_root() {
-        sockets.push(PathBuf::from(format!(
-            "/run/warden-test-{}.sock",
-            std::process::id()
-        )));
+        sockets.push(PathBuf::from(format!("/run/warden-test-{id}.sock")));
+        std::fs::create_dir_all(&daemon_dir).unwrap();
+        sockets.push(daemon_dir.join("bus"));
+        std::fs::create_dir_all(&var_tmp).unwrap();
+        sockets.push(var_tmp.join("agent.sock"));
     }
     for s in &sockets {
         let _ = std::fs::remove_file(s);
@@ -183,35 +196,130 @@ fn bwrap_no_network_makes_host_unix_sockets_unreachable() {
          IO::Socket::UNIX->new(Peer => \"own.sock\") or die $!; unlink \"own.sock\"; print \"own socket works\\n\"'"
     ));
     let shared_arg = shared.display().to_string();
-    let open = run_in_bwrap(&case, &home, &["--ro", &shared_arg], &script);
-    let text = out(&open);
+    let mut allow: Vec<String> = Vec::new();
     for s in &sockets {
-        assert!(
-            text.contains(&format!("reached {}", s.display())),
-            "without --no-network the socket is reachable:\n{text}\n{}",
-            open.stderr
-        );
+        allow.push("--allow-socket".into());
+        allow.push(s.display().to_string());
     }
-    std::fs::remove_dir_all(case.run_dir()).unwrap();
-    let cut = run_in_bwrap(
+    for (extra, reach) in [
+        (vec![], false),
+        (vec!["--no-network"], false),
+        (allow.iter().map(String::as_str).collect::<Vec<_>>(), true),
+        (
+            allow
+                .iter()
+                .map(String::as_str)
+                .chain(["--no-network"])
+                .collect(),
+            true,
+        ),
+    ] {
+        let _ = std::fs::remove_dir_all(case.run_dir());
+        let mut args = vec!["--ro", shared_arg.as_str()];
+        args.extend(&extra);
+        let done = run_in_bwrap(&case, &home, &args, &script);
+        assert_eq!(done.code, 0, "{args:?}: {}", done.stderr);
+        let text = out(&done);
+        for s in &sockets {
+            let want = if reach { "reached" } else { "unreachable" };
+            assert!(
+                text.contains(&format!("{want} {}", s.display())),
+                "{args:?}: {} should be {want}:\n{text}\n{}",
+                s.display(),
+                done.stderr
+            );
+        }
+        assert!(text.contains("own socket works"), "{text}\n{}", done.stderr);
+    }
+    // A path that is not a socket is refused by name, before anything runs.
+    let _ = std::fs::remove_dir_all(case.run_dir());
+    let not_socket = case.path().join("plain-file");
+    std::fs::write(&not_socket, "").unwrap();
+    let refused = run_in_bwrap(
         &case,
         &home,
-        &["--ro", &shared_arg, "--no-network"],
-        &script,
+        &["--allow-socket", &not_socket.display().to_string()],
+        "echo RAN",
     );
-    let text = out(&cut);
-    for s in &sockets {
-        assert!(
-            text.contains(&format!("unreachable {}", s.display())),
-            "with --no-network the host's socket {} was reached:\n{text}\n{}",
-            s.display(),
-            cut.stderr
-        );
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains(&format!(
+            "--allow-socket {}: not a unix socket",
+            not_socket.display()
+        )),
+        "{}",
+        refused.stderr
+    );
+}
+
+/// Paths outside the case's directory a test made: removed when dropped.
+struct Removed(Vec<PathBuf>);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
     }
-    assert!(text.contains("own socket works"), "{text}\n{}", cut.stderr);
-    for s in &sockets {
-        let _ = std::fs::remove_file(s);
-    }
+}
+
+#[test]
+fn daemon_variables_do_not_reach_a_sandboxed_agent_and_doctor_names_the_sockets() {
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    let socket = case.path().join("listening.sock");
+    let _listener = UnixListener::bind(&socket).unwrap();
+    let script = "for v in SSH_AUTH_SOCK DBUS_SESSION_BUS_ADDRESS DOCKER_HOST CONTAINER_HOST \
+                  XDG_RUNTIME_DIR DBUS_SYSTEM_BUS_ADDRESS; do \
+                  eval \"[ -n \\\"\\${$v+x}\\\" ] && echo PASSED-$v\"; done; echo done";
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--kill-grace",
+        "500ms",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    cmd.env("HOME", &home)
+        .env("SSH_AUTH_SOCK", &socket)
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", socket.display()),
+        )
+        .env(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            format!("unix:path={}", socket.display()),
+        )
+        .env("DOCKER_HOST", format!("unix://{}", socket.display()))
+        .env("CONTAINER_HOST", format!("unix://{}", socket.display()))
+        .env("XDG_RUNTIME_DIR", case.path());
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let text = out(&done);
+    assert!(text.contains("done"), "{text}");
+    assert!(!text.contains("PASSED-"), "{text}");
+
+    let doctor = case.run(&["doctor", "--json"]);
+    let doc: serde_json::Value = serde_json::from_str(&doctor.stdout).unwrap();
+    let real = std::fs::canonicalize(&socket).unwrap();
+    assert!(
+        doc["sandbox_hides"]["sockets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s.as_str() == real.to_str()),
+        "{}",
+        doc["sandbox_hides"]
+    );
+    let text = case.run(&["doctor"]).stdout;
+    assert!(
+        text.contains(&format!("socket           {}", real.display())),
+        "{text}"
+    );
 }
 
 #[test]

@@ -21,6 +21,7 @@ mod hostile_console;
 mod hostile_files;
 mod hostile_git;
 mod hostile_procs;
+mod hostile_records;
 mod hostile_sandbox;
 mod hostile_tree;
 mod json_out;

@@ -247,6 +247,46 @@ fn docker_passes_secrets_by_name_and_removes_the_container_when_killed() {
     assert_eq!(done.report()["sandbox"], "docker");
 }
 
+/// The container engine is given no record and no host socket: a batch
+/// directory inside the work dir (the one mounted) gets an empty
+/// read-only tmpfs over it, a listening socket there `/dev/null`, and one
+/// `--allow-socket` names is mounted. Through the stand-in client: what
+/// the engine does with these arguments is not run here.
+#[test]
+fn docker_covers_a_batch_directory_and_a_socket_inside_the_work_dir() {
+    let case = Case::new();
+    let bin = fake_docker(&case);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let work = std::fs::canonicalize(case.path()).unwrap();
+    let daemon = work.join("daemon.sock");
+    let allowed = work.join("allowed.sock");
+    let _l1 = std::os::unix::net::UnixListener::bind(&daemon).unwrap();
+    let _l2 = std::os::unix::net::UnixListener::bind(&allowed).unwrap();
+    let toml = format!(
+        "[defaults]\nagent = \"exec\"\nsandbox = \"docker\"\nimage = \"test-image\"\n\
+         allow_socket = [{allowed:?}]\n\n[[run]]\nname = \"one\"\ncommand = [\"true\"]\n",
+        allowed = allowed.display().to_string()
+    );
+    std::fs::write(work.join("b.toml"), toml).unwrap();
+    let bd = work.join("bd");
+    let mut cmd = case.command(&["batch", "b.toml", "--dir", bd.to_str().unwrap()]);
+    cmd.env("PATH", &path).env_remove("WARDEN_RUN_DIR");
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let args = std::fs::read_to_string(work.join("docker.args")).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    let has = |flag: &str, v: String| args.windows(2).any(|w| w[0] == flag && w[1] == v);
+    assert!(has("--tmpfs", format!("{}:ro", bd.display())), "{args:?}");
+    assert!(
+        has("-v", format!("/dev/null:{}:ro", daemon.display())),
+        "{args:?}"
+    );
+    assert!(
+        has("-v", format!("{}:{}", allowed.display(), allowed.display())),
+        "{args:?}"
+    );
+}
+
 #[test]
 fn sandbox_auto_picks_bwrap_here() {
     let case = Case::new();

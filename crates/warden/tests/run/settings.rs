@@ -256,7 +256,20 @@ const EFFECTS: &[Effect] = &[
         took: |_, d| {
             d.code == 2
                 && d.stderr
-                    .contains("--no-network, --ro and --rw need a sandbox")
+                    .contains("--no-network, --ro, --rw and --allow-socket need a sandbox")
+        },
+    },
+    // A path that is no socket is refused by name, which it is only when
+    // the setting is on (what an allowed socket does is in `sandbox`).
+    Effect {
+        key: "allow_socket",
+        value: "/dev/null",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |_, d| {
+            d.code != 0
+                && d.stderr
+                    .contains("--allow-socket /dev/null: not a unix socket")
         },
     },
     Effect {
