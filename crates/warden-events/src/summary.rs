@@ -96,10 +96,6 @@ pub struct Summary {
     /// first), for the events that name it.
     #[serde(skip)]
     pub(crate) line: u64,
-    /// The agent's last running total, as counted: the next one is not
-    /// believed below it.
-    #[serde(skip)]
-    last_total: Option<(Tokens, Option<f64>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -341,39 +337,37 @@ impl Out<'_> {
         });
     }
 
-    /// The agent's own running total: it replaces what was added up. A
-    /// count or cost below the same one of its previous running total is
-    /// not believed (spending is never paid back): it stays where it was,
-    /// with a `usage_ignored` event. (Only running totals are compared: a
-    /// CLI's total may honestly differ from the sum of its steps.)
+    /// The agent's own running total: it replaces what was added up, but
+    /// never with less. A count or cost below what was counted so far (the
+    /// agent's previous running total, or the steps added up since) is not
+    /// believed: spending is never paid back, so a forged total of zero
+    /// cannot wipe out the honest steps before it. The count stays where
+    /// it was, with a `usage_ignored` event.
     pub fn usage_total(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
         let given = tokens.beyond(&self.summary.usage_baseline);
         let mut cost_usd = cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
-        let mut tokens = given;
-        let mut kept_cost = cost_usd;
-        if let Some((had, had_cost)) = self.summary.last_total {
-            let counts = [
-                ("tokens.input", given.input, had.input),
-                ("tokens.output", given.output, had.output),
-                ("tokens.cache_read", given.cache_read, had.cache_read),
-                ("tokens.cache_write", given.cache_write, had.cache_write),
-                ("tokens.reasoning", given.reasoning, had.reasoning),
-            ];
-            for (field, now, before) in counts {
-                if now < before {
-                    self.ignored(field, now.to_string(), FigureProblem::WentDown);
-                }
+        // What was counted so far: the last total and every step since.
+        let had = self.summary.tokens;
+        let had_cost = self.summary.cost_usd;
+        let counts = [
+            ("tokens.input", given.input, had.input),
+            ("tokens.output", given.output, had.output),
+            ("tokens.cache_read", given.cache_read, had.cache_read),
+            ("tokens.cache_write", given.cache_write, had.cache_write),
+            ("tokens.reasoning", given.reasoning, had.reasoning),
+        ];
+        for (field, now, before) in counts {
+            if now < before {
+                self.ignored(field, now.to_string(), FigureProblem::WentDown);
             }
-            tokens = given.max(&had);
-            if let (Some(now), Some(before)) = (cost_usd, had_cost)
-                && now < before
-            {
-                self.ignored("cost_usd", now.to_string(), FigureProblem::WentDown);
-                cost_usd = Some(before);
-            }
-            kept_cost = cost_usd.or(had_cost);
         }
-        self.summary.last_total = Some((tokens, kept_cost));
+        let tokens = given.max(&had);
+        if let (Some(now), Some(before)) = (cost_usd, had_cost)
+            && now < before
+        {
+            self.ignored("cost_usd", now.to_string(), FigureProblem::WentDown);
+            cost_usd = Some(before);
+        }
         self.summary.tokens = tokens;
         if cost_usd.is_some() {
             self.summary.cost_usd = cost_usd;
@@ -789,9 +783,9 @@ mod tests {
     }
 
     #[test]
-    fn a_first_running_total_replaces_the_steps_without_a_warning() {
-        // Claude's `result` totals may differ from its messages' usage
-        // summed: only one running total is compared with the next.
+    fn a_running_total_never_takes_back_the_steps_counted_before_it() {
+        // A forged `result` of zero after honest messages: what the
+        // messages spent stays counted, and each lower figure is named.
         let (s, events) = decode(
             Agent::Claude,
             &[
@@ -799,7 +793,34 @@ mod tests {
                 r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"usage":{"input_tokens":400,"output_tokens":60}}"#,
             ],
         );
-        assert_eq!((s.tokens.input, s.tokens.output), (400, 60));
+        assert_eq!((s.tokens.input, s.tokens.output), (500, 60));
+        assert_eq!(
+            ignored(&events),
+            vec![(2, "tokens.input".into(), FigureProblem::WentDown)]
+        );
+        let (s, _) = decode(
+            Agent::Claude,
+            &[
+                r#"{"type":"assistant","message":{"id":"m1","model":"c","content":[],"usage":{"input_tokens":500000,"output_tokens":500000}}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#,
+                r#"{"type":"assistant","message":{"id":"m2","model":"c","content":[],"usage":{"input_tokens":500000,"output_tokens":500000}}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#,
+            ],
+        );
+        assert_eq!(s.tokens.total(), 2_000_000);
+    }
+
+    #[test]
+    fn an_honest_total_equal_to_its_steps_is_taken_without_a_warning() {
+        let (s, events) = decode(
+            Agent::Claude,
+            &[
+                r#"{"type":"assistant","message":{"id":"m1","model":"c","content":[],"usage":{"input_tokens":500,"output_tokens":50}}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"usage":{"input_tokens":500,"output_tokens":60}}"#,
+            ],
+        );
+        assert_eq!((s.tokens.input, s.tokens.output), (500, 60));
+        assert_eq!(s.cost_usd, Some(0.1));
         assert!(ignored(&events).is_empty(), "{events:?}");
     }
 

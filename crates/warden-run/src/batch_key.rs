@@ -16,10 +16,12 @@
 //! The key (32 random bytes) is made when the batch starts and kept where
 //! no run's agent looks: `$XDG_STATE_HOME/warden/keys/<batch id>` (by
 //! default `~/.local/state/warden/keys/`), the file owner-only in an
-//! owner-only directory, never in the batch directory. A cluster's job gets
-//! it through its environment ([`KEY_ENV`], named in `sbatch --export`, its
-//! value never on a command line), and warden in the job takes it out of
-//! its own environment before it starts anything.
+//! owner-only directory, never in the batch directory. A cluster's job
+//! reads it from that file ([`KEY_FILE_ENV`] in its script names it: the
+//! key file must be on storage the nodes share, as HOME usually is), never
+//! from its environment, which the engine keeps on disk with the job, and
+//! warden in the job takes the variable out of its own environment before
+//! it starts anything.
 //!
 //! `--env NAME=VALUE` values are sealed with the key (ChaCha20-Poly1305, a
 //! fresh nonce for each value, bound to the entry and the name) in every
@@ -36,8 +38,15 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::RunRequest;
 
-/// The variable a cluster's job gets the batch's key in (hex).
+/// The variable a program that runs a saved request (`warden
+/// run-request`) may be given the batch's key in (hex).
 pub const KEY_ENV: &str = "WARDEN_BATCH_KEY";
+
+/// The variable a cluster's job script sets to the batch's key file: the
+/// job, the batch's user on a node that shares the file, reads the key
+/// there, so the key itself is never in the job's environment (which the
+/// engine keeps on disk with the job).
+pub const KEY_FILE_ENV: &str = "WARDEN_BATCH_KEY_FILE";
 
 /// The suffix of a file's MAC sidecar.
 pub const MAC_SUFFIX: &str = ".mac";
@@ -194,8 +203,12 @@ impl BatchKey {
 
     /// The key of the batch `id`, from its key file.
     pub fn load(id: &str) -> Result<Self, String> {
-        let path = key_path(id)?;
-        let bytes = crate::regular_file::read(&path, MAX_SMALL).map_err(|e| {
+        Self::load_file(&key_path(id)?)
+    }
+
+    /// A batch's key, from the key file at `path`.
+    pub fn load_file(path: &Path) -> Result<Self, String> {
+        let bytes = crate::regular_file::read(path, MAX_SMALL).map_err(|e| {
             if e.is_not_found() {
                 format!(
                     "its key {} is not there: warden keeps it on the machine that started the batch, to check that the batch's files are the ones it wrote and to read their secrets. Resume on that machine (as the same user, with the same XDG_STATE_HOME or HOME), or copy the key file there (mode 600); a batch started by a warden before keys were kept cannot be resumed: start it again",

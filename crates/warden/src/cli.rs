@@ -9,27 +9,40 @@ use crate::prompt_input::{prompt_source_is_stdin, read_stdin_prompt};
 use crate::render::console::{self, Priority, Stream};
 use crate::runner::{run_once, run_session_cli};
 use crate::settings::RawSettings;
-use warden_run::batch_key::{BatchKey, KEY_ENV, ReportSigner, Role};
+use warden_run::batch_key::{BatchKey, KEY_ENV, KEY_FILE_ENV, ReportSigner, Role};
 
 /// The batch key a cluster's job was given ([`KEY_ENV`]), taken out of
 /// warden's environment before anything else ran: nothing warden starts
 /// inherits it.
 static BATCH_KEY: std::sync::OnceLock<Result<BatchKey, String>> = std::sync::OnceLock::new();
 
-/// Takes [`KEY_ENV`] out of the environment (kept for `run-request`).
+/// Takes [`KEY_ENV`] and [`KEY_FILE_ENV`] out of the environment (the key
+/// they give is kept for `run-request`).
 ///
 /// # Safety
 ///
 /// No other thread may exist: called first thing in `main`.
 pub(crate) unsafe fn take_batch_key() {
-    let Some(value) = std::env::var_os(KEY_ENV) else {
-        return;
-    };
+    let value = std::env::var_os(KEY_ENV);
+    let file = std::env::var_os(KEY_FILE_ENV);
     // SAFETY: the caller guarantees this is the only thread, so nothing
     // reads the environment meanwhile.
-    unsafe { std::env::remove_var(KEY_ENV) };
-    let key =
-        BatchKey::from_hex(value.to_string_lossy().trim()).map_err(|e| format!("{KEY_ENV}: {e}"));
+    unsafe {
+        std::env::remove_var(KEY_ENV);
+        std::env::remove_var(KEY_FILE_ENV);
+    }
+    let key = match (value, file) {
+        (Some(value), _) => BatchKey::from_hex(value.to_string_lossy().trim())
+            .map_err(|e| format!("{KEY_ENV}: {e}")),
+        // A cluster's job: the key file its script names.
+        (None, Some(file)) => BatchKey::load_file(std::path::Path::new(&file))
+            .map_err(|e| {
+                format!(
+                    "{KEY_FILE_ENV}: {e}. A cluster's job reads its batch's key from the key file of the user who started the batch, at the same path: keep XDG_STATE_HOME (or HOME) on storage the nodes share"
+                )
+            }),
+        (None, None) => return,
+    };
     let _ = BATCH_KEY.set(key);
 }
 use crate::signals::Signals;

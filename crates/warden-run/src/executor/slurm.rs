@@ -26,7 +26,7 @@ use tokio::process::Command;
 use super::follow::{Follow, LOOKS_AT_THE_END};
 use super::{Entry, Executor, Work};
 use crate::Verdict;
-use crate::batch_key::{BatchKey, KEY_ENV, Role};
+use crate::batch_key::{BatchKey, KEY_FILE_ENV, Role};
 use crate::batch_report::{BatchRun, JobReport};
 use crate::session::SessionReport;
 use crate::update::Update;
@@ -132,20 +132,6 @@ impl SlurmOptions {
             if matches!(short, Some('a' | 'o' | 'D' | 'J')) {
                 return Err(format!(
                     "`{arg}` in sbatch_args: warden sets --array, --output, --chdir and --job-name itself; remove it"
-                ));
-            }
-        }
-        for (i, arg) in self.sbatch_args.iter().enumerate() {
-            let flag = arg.split('=').next().unwrap_or(arg);
-            let export = flag.len() > 4 && "--export".starts_with(flag);
-            if export && !arg.starts_with("--export=") {
-                return Err(format!(
-                    "`{arg}`{} in sbatch_args: write it `--export=VALUE` (warden adds {KEY_ENV} to what it exports)",
-                    self.sbatch_args
-                        .get(i + 1)
-                        .filter(|_| !arg.contains('='))
-                        .map(|v| format!(" `{v}`"))
-                        .unwrap_or_default()
                 ));
             }
         }
@@ -754,7 +740,26 @@ async fn submit(opts: &SlurmOptions, work: &Work) -> Result<(String, PathBuf), S
         None => std::env::current_exe()
             .map_err(|e| format!("could not find warden's own executable: {e}"))?,
     };
-    let script = job_script(&warden, &dir);
+    // The job reads the key from the batch's key file (the same user, the
+    // same path on the node): never through sbatch's environment, which
+    // slurmctld keeps on disk with the job, nor on a command line, nor in
+    // the shared directory.
+    let key_file = crate::batch_key::key_path(&work.batch_id)?;
+    match BatchKey::load_file(&key_file) {
+        Ok(k) if k.to_hex() == key.to_hex() => {}
+        Ok(_) => {
+            return Err(format!(
+                "{} holds another key than the batch's: the jobs could not check its requests",
+                key_file.display()
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "the jobs read the batch's key from its key file: {e}"
+            ));
+        }
+    }
+    let script = job_script(&warden, &dir, &key_file);
     let written = {
         let dir = dir.clone();
         let key = key.clone();
@@ -764,9 +769,7 @@ async fn submit(opts: &SlurmOptions, work: &Work) -> Result<(String, PathBuf), S
     };
     written.map_err(|e| format!("could not write {}: {e}", dir.display()))?;
     let args = sbatch_args(opts, work, &dir, limit);
-    // The key reaches the job through sbatch's environment (named in
-    // `--export`), never on a command line nor in the shared directory.
-    let out = call_with(opts, "sbatch", &args, Some((KEY_ENV, key.to_hex()))).await?;
+    let out = call(opts, "sbatch", &args).await?;
     // `--parsable`: `ID` or `ID;CLUSTER`.
     let id = out.trim().split(';').next().unwrap_or("").to_string();
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
@@ -880,9 +883,10 @@ fn quoted(text: &Path) -> String {
     format!("'{}'", text.to_string_lossy().replace('\'', r"'\''"))
 }
 
-fn job_script(warden: &Path, dir: &Path) -> String {
+fn job_script(warden: &Path, dir: &Path, key_file: &Path) -> String {
     format!(
-        "#!/bin/sh\n# One entry of a warden batch: warden supervises the run inside the job.\nexec {} run-request {}/\"$SLURM_ARRAY_TASK_ID.json\"\n",
+        "#!/bin/sh\n# One entry of a warden batch: warden supervises the run inside the job.\n{KEY_FILE_ENV}={}\nexport {KEY_FILE_ENV}\nexec {} run-request {}/\"$SLURM_ARRAY_TASK_ID.json\"\n",
+        quoted(key_file),
         quoted(warden),
         quoted(&dir.join("requests"))
     )
@@ -918,43 +922,14 @@ fn sbatch_args(opts: &SlurmOptions, work: &Work, dir: &Path, limit: Option<u64>)
     if let Some(m) = limit {
         a.push(format!("--time={m}").into());
     }
-    // The job gets the batch's key through its environment: whatever the
-    // user's `--export` passes, and the key by name.
-    let mut export = None;
-    for arg in &opts.sbatch_args {
-        match arg.strip_prefix("--export=") {
-            Some(v) => export = Some(v.to_string()),
-            None => a.push(arg.into()),
-        }
-    }
-    a.push(
-        match export.as_deref() {
-            None => format!("--export=ALL,{KEY_ENV}"),
-            Some(v) if v.eq_ignore_ascii_case("NONE") => format!("--export={KEY_ENV}"),
-            Some(v) => format!("--export={v},{KEY_ENV}"),
-        }
-        .into(),
-    );
+    a.extend(opts.sbatch_args.iter().map(OsString::from));
     a.push(dir.join("job.sh").into());
     a
 }
 
 /// Runs a Slurm command, bounded by `call_timeout`; its stdout, or why not.
 async fn call(opts: &SlurmOptions, program: &str, args: &[OsString]) -> Result<String, String> {
-    call_with(opts, program, args, None).await
-}
-
-/// [`call`], with one more variable in the command's environment.
-async fn call_with(
-    opts: &SlurmOptions,
-    program: &str,
-    args: &[OsString],
-    env: Option<(&str, String)>,
-) -> Result<String, String> {
     let mut cmd = Command::new(program);
-    if let Some((k, v)) = env {
-        cmd.env(k, v);
-    }
     cmd.args(args)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
@@ -1180,7 +1155,7 @@ mod tests {
     }
 
     #[test]
-    fn the_batch_key_is_exported_by_name_whatever_export_is_given() {
+    fn the_batch_key_is_never_in_sbatch_s_arguments() {
         let (tx, _rx) = tokio::sync::mpsc::channel(1);
         let work = Work::new(
             "01B".into(),
@@ -1190,29 +1165,21 @@ mod tests {
             crate::batch::BatchControl::default(),
             tx,
         );
-        let export = |args: &[&str]| {
-            let o = SlurmOptions {
-                sbatch_args: args.iter().map(|a| a.to_string()).collect(),
-                ..SlurmOptions::default()
-            };
-            assert_eq!(o.check(), Ok(()));
-            sbatch_args(&o, &work, Path::new("/b/slurm/1"), None)
-                .into_iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .filter(|a| a.starts_with("--export"))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(export(&[]), [format!("--export=ALL,{KEY_ENV}")]);
-        assert_eq!(export(&["--export=NONE"]), [format!("--export={KEY_ENV}")]);
-        assert_eq!(
-            export(&["--export=PATH,HOME"]),
-            [format!("--export=PATH,HOME,{KEY_ENV}")]
-        );
         let o = SlurmOptions {
             sbatch_args: vec!["--export".into(), "NONE".into()],
             ..SlurmOptions::default()
         };
-        assert!(o.check().unwrap_err().contains("--export=VALUE"));
+        assert_eq!(o.check(), Ok(()));
+        let args: Vec<String> = sbatch_args(&o, &work, Path::new("/b/slurm/1"), None)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        // The user's options pass as given; nothing of the key is added.
+        assert!(
+            args.windows(2).any(|w| w == ["--export", "NONE"]),
+            "{args:?}"
+        );
+        assert!(!args.iter().any(|a| a.contains("KEY")), "{args:?}");
     }
 
     #[test]
@@ -1296,6 +1263,11 @@ mod tests {
         let s = job_script(
             Path::new("/opt/it's/warden"),
             Path::new("/shared/b 1/slurm"),
+            Path::new("/home/a b/.local/state/warden/keys/01B"),
+        );
+        assert!(
+            s.contains("WARDEN_BATCH_KEY_FILE='/home/a b/.local/state/warden/keys/01B'\nexport WARDEN_BATCH_KEY_FILE\n"),
+            "{s}"
         );
         assert!(s.contains(r"exec '/opt/it'\''s/warden' run-request"), "{s}");
         assert!(

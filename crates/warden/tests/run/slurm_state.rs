@@ -228,3 +228,63 @@ fn a_job_that_failed_is_not_succeeded_because_of_an_earlier_report() {
     assert!(error.contains("not believed"), "{error}");
     case.assert_nothing_left();
 }
+
+/// `slurmctld` keeps each job's environment on disk (its
+/// `StateSaveLocation`, read here as its owner, root): an agent that runs
+/// as root in a sandbox that shows that directory read it there. The key
+/// must never be in the job's environment: the job reads it from the key
+/// file its script names.
+#[test]
+fn the_batch_key_is_never_in_the_environment_slurm_keeps_for_the_job() {
+    let Some(env) = slurm() else { return };
+    if !crate::support::is_root() {
+        eprintln!("skipped: reading slurmctld's state needs its owner (root here)");
+        return;
+    }
+    let conf = std::fs::read_to_string(&env.conf).unwrap();
+    let state = conf
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("StateSaveLocation="))
+        .expect("StateSaveLocation in slurm.conf")
+        .to_string();
+    let case = Case::new();
+    let seen = case.path().join("seen");
+    let dir = case.path().join("batch");
+    // The job's own command copies what slurmctld keeps of its job's
+    // environment (the job whose script names this batch) while it runs.
+    std::fs::write(
+        case.path().join("b.toml"),
+        format!(
+            "[defaults]\nagent = \"exec\"\ntimeout = \"2m\"\n\
+             [[run]]\nname = \"looks\"\n\
+             command = [\"sh\", \"-c\", \"for d in {state}/hash.*/job.*; do grep -qF {dir} $d/script && cat $d/environment; done > {seen}; true\"]\n",
+            dir = dir.display(),
+            seen = seen.display()
+        ),
+    )
+    .unwrap();
+    let out = batch(&case, &env, dir.to_str().unwrap(), "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
+    let key = std::fs::read_to_string(
+        case.state
+            .path()
+            .join("warden/keys")
+            .join(plan["batch_id"].as_str().unwrap()),
+    )
+    .unwrap();
+    let seen = std::fs::read(&seen).unwrap();
+    let seen = String::from_utf8_lossy(&seen);
+    // It did read the job's environment: what the test asserts on is there.
+    assert!(seen.contains("SLURM_CONF="), "{seen}");
+    assert!(
+        !seen.contains(key.trim()),
+        "the batch's key is in slurmctld's state"
+    );
+    assert!(!seen.contains("WARDEN_BATCH_KEY="), "{seen}");
+    case.assert_nothing_left();
+}
