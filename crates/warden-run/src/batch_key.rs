@@ -190,6 +190,21 @@ impl BatchKey {
             .recursive(true)
             .create(dir)
             .map_err(|e| format!("could not make {}: {e}", dir.display()))?;
+        // Never through a symbolic link: where HOME or XDG_STATE_HOME lies
+        // in an agent's work tree, it could have linked the directory to a
+        // place of its own, and the key would be written there.
+        let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        match std::fs::canonicalize(dir) {
+            Ok(real) if real == absolute => {}
+            Ok(real) => {
+                return Err(format!(
+                    "the keys' directory {} leads through a symbolic link to {}: warden keeps batch keys only in a directory reached without one; remove the link, or set XDG_STATE_HOME to a directory outside every agent's work tree",
+                    dir.display(),
+                    real.display()
+                ));
+            }
+            Err(e) => return Err(format!("could not resolve {}: {e}", dir.display())),
+        }
         // Made earlier with a looser mode (by hand, say): owner only now.
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         crate::regular_file::create_new(&path, 0o600)

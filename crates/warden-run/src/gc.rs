@@ -724,9 +724,11 @@ async fn branches_home(project: &Path, own: &Path) -> Result<(), String> {
         let home = git_out(project, &["merge-base", "--is-ancestor", tip, name]).await;
         if home.is_err() {
             return Err(format!(
-                "its branch {} has commits that are not in the repository's: fetch them (git fetch {} {name}:{name}) or remove it yourself",
+                // No command to paste: the branch's name is the agent's
+                // text, and a plain fetch from its repository is what
+                // warden would not do.
+                "its branch {:?} has commits that are not in the repository's: look at them there (the repository is the agent's: its configuration and hooks may run programs in a git you start there), or remove it yourself",
                 name.trim_start_matches("refs/heads/"),
-                own.display()
             ));
         }
     }

@@ -259,8 +259,17 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     // Outermost first: one inside a record already covered is out of
     // sight with it (covering it again would leave its name behind, as
     // the mount point bwrap makes for it).
-    let mut records = records(&t, options);
+    let writable_roots: Vec<PathBuf> = mounts
+        .iter()
+        .filter(|m| m.kind == Kind::Bind)
+        .map(|m| m.path.clone())
+        .collect();
+    let mut records: Vec<PathBuf> = records(&t, options)
+        .into_iter()
+        .map(|d| cover_for(d, &writable_roots, t.workdir))
+        .collect();
     records.sort_by_key(|d| d.components().count());
+    records.dedup();
     for dir in records {
         if dir != t.workdir && shows_host(&mounts, &dir) {
             mounts.push(Mount::new(Kind::SealedTmpfs, dir));
@@ -368,6 +377,34 @@ fn push_mounts(a: &mut Vec<OsString>, mounts: &[Mount]) {
     for m in mounts.iter().filter(|m| m.kind == Kind::SealedTmpfs) {
         a.push("--remount-ro".into());
         a.push(m.path.clone().into());
+    }
+}
+
+/// What covers the record `dir`. One that lies deeper than the top of a
+/// directory the agent can write (its work directory, a `--rw` bind)
+/// could be moved away by the agent, cover and all, by renaming a parent,
+/// and a directory of its own put in its place; so the cover goes on the
+/// parent just under that writable root instead, which the agent cannot
+/// rename (a mount point). Not when that parent holds the work directory
+/// itself.
+fn cover_for(dir: PathBuf, writable_roots: &[PathBuf], workdir: &Path) -> PathBuf {
+    let root = writable_roots
+        .iter()
+        .filter(|r| dir.starts_with(r) && dir != **r)
+        .max_by_key(|r| r.components().count());
+    let Some(root) = root else {
+        return dir;
+    };
+    let Ok(rest) = dir.strip_prefix(root) else {
+        return dir;
+    };
+    let mut parts = rest.components();
+    match (parts.next(), parts.next()) {
+        (Some(first), Some(_)) => {
+            let top = root.join(first);
+            if workdir.starts_with(&top) { dir } else { top }
+        }
+        _ => dir,
     }
 }
 
@@ -971,6 +1008,38 @@ mod tests {
                 "{m}"
             );
         }
+    }
+
+    #[test]
+    fn a_record_deep_in_a_writable_tree_is_covered_at_its_top_there() {
+        let roots = [PathBuf::from("/w"), PathBuf::from("/w/rw")];
+        let w = Path::new("/w");
+        // Deep inside the work directory: its top-level parent there.
+        assert_eq!(
+            cover_for("/w/runs/b1".into(), &roots, w),
+            Path::new("/w/runs")
+        );
+        // Right under a writable root: itself (a mount point, not movable).
+        assert_eq!(
+            cover_for("/w/.warden".into(), &roots, w),
+            Path::new("/w/.warden")
+        );
+        // The deepest writable root counts.
+        assert_eq!(
+            cover_for("/w/rw/a/b".into(), &roots, w),
+            Path::new("/w/rw/a")
+        );
+        // Outside every writable root: itself.
+        assert_eq!(
+            cover_for("/var/tmp/b/c".into(), &roots, w),
+            Path::new("/var/tmp/b/c")
+        );
+        // Never a parent of the work directory.
+        let inner = Path::new("/w/sub/work");
+        assert_eq!(
+            cover_for("/w/sub/runs".into(), &[PathBuf::from("/w")], inner),
+            Path::new("/w/sub/runs")
+        );
     }
 
     #[test]

@@ -258,6 +258,21 @@ pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, San
 /// That `path` is a unix socket (after symlinks), for `--allow-socket`.
 fn check_socket(path: &std::path::Path) -> Result<(), SandboxError> {
     use std::os::unix::fs::FileTypeExt;
+    // Never through a symbolic link: a name in the agent's reach (its work
+    // tree) could be swapped for a link to another daemon's socket between
+    // one run and the next, and that socket would then be let through.
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Ok(resolved) = std::fs::canonicalize(path)
+        && resolved != absolute
+    {
+        return Err(SandboxError::NotASocket {
+            path: path.to_path_buf(),
+            found: format!(
+                "a name that passes through a symbolic link, to {}; give the socket's own path",
+                resolved.display()
+            ),
+        });
+    }
     let found = match std::fs::metadata(path) {
         Ok(m) if m.file_type().is_socket() => return Ok(()),
         Ok(m) if m.is_dir() => "a directory".to_string(),

@@ -90,6 +90,30 @@ pub(super) async fn bring_home(root: &Path, path: &Path, branch: &str) -> Result
             message: e.to_string(),
         })??;
     let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+    // Read from its `.git` alone (no discovery, which could take the work
+    // tree's root for a bare repository of the agent's making).
+    let want = match git(
+        path,
+        [
+            "--git-dir=.git",
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}^{{commit}}"),
+        ],
+    )
+    .await
+    {
+        Ok(s) => Some(s),
+        Err(e) if e.message.is_empty() => None,
+        Err(e) => return Err(e),
+    };
+    // From the `.git` that was checked, and only from it: `--strict`
+    // keeps upload-pack from taking the work tree's root as a bare
+    // repository when that `.git` is not a valid one (the agent's own
+    // `HEAD`, `refs` and `objects` there could be links into what the
+    // sandbox hides).
+    let dot_git = path.join(".git");
     git_with(
         root,
         [
@@ -99,14 +123,29 @@ pub(super) async fn bring_home(root: &Path, path: &Path, branch: &str) -> Result
             "--no-write-fetch-head".as_ref(),
             "--no-recurse-submodules".as_ref(),
             "--no-auto-maintenance".as_ref(),
-            "--upload-pack=git-upload-pack".as_ref(),
-            path.as_os_str(),
+            "--upload-pack=git-upload-pack --strict".as_ref(),
+            dot_git.as_os_str(),
             refspec.as_ref(),
         ] as [&std::ffi::OsStr; 9],
         &[("protocol.file.allow", "always")],
         defaults::GIT_WORKTREE_TIMEOUT,
     )
     .await?;
+    // The branch is home only if it now points where the agent's did (a
+    // `shallow` file, say, can make a fetch end quietly without it): the
+    // caller keeps the agent's repository otherwise.
+    let got = tip(root, branch).await?;
+    if want.is_none() || got != want {
+        return Err(GitError {
+            args: "fetch".into(),
+            message: format!(
+                "refs/heads/{branch} did not come home from {} (it points at {}, the fetch left {})",
+                path.display(),
+                want.as_deref().unwrap_or("nothing"),
+                got.as_deref().unwrap_or("nothing")
+            ),
+        });
+    }
     Ok(())
 }
 

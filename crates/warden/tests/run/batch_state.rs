@@ -388,3 +388,35 @@ fn run_request_runs_only_a_request_signed_with_the_key_it_was_given() {
     );
     assert!(!marker.exists(), "a refused request ran");
 }
+
+/// With XDG_STATE_HOME in a tree an agent could write, the agent could
+/// link the keys' directory to a place of its own: warden refuses to keep
+/// a key through a link.
+#[test]
+fn a_batch_key_is_never_written_through_a_linked_keys_directory() {
+    let case = Case::new();
+    let state = case.path().join("state");
+    let mine = case.path().join("mine");
+    std::fs::create_dir_all(state.join("warden")).unwrap();
+    std::fs::create_dir(&mine).unwrap();
+    std::os::unix::fs::symlink(&mine, state.join("warden/keys")).unwrap();
+    std::fs::write(
+        case.path().join("b.toml"),
+        "[defaults]\nagent = \"exec\"\n[[run]]\nname = \"ok\"\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let dir = case.path().join("batch");
+    let out = case
+        .command(&["batch", "b.toml", "--dir", dir.to_str().unwrap()])
+        .env("XDG_STATE_HOME", &state)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(&mine).unwrap().count(),
+        0,
+        "a key was written through the link"
+    );
+}

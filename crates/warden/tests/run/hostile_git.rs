@@ -596,3 +596,138 @@ fn a_sandboxed_agent_cannot_have_warden_fetch_a_repository_the_sandbox_hides() {
     );
     assert_eq!(session["worktree"]["removed"], false, "kept: {session}");
 }
+
+/// The agent breaks its `.git` and makes its work tree's root a bare
+/// repository of links into one the sandbox hides: upload-pack, asked for
+/// the checked `.git` strictly, never takes the root instead.
+#[test]
+fn a_bare_repository_of_links_at_the_work_tree_root_is_never_fetched() {
+    if !bwrap_works() {
+        eprintln!("skipped: bwrap cannot make a PID namespace here");
+        return;
+    }
+    let case = Case::new();
+    let (user, _) = user_repo();
+    let dir = user.path();
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    let private = home.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    git(&private, &["init", "-q", "-b", "main"]);
+    git(
+        &private,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@p",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "private subject",
+        ],
+    );
+    let secret = git(&private, &["rev-parse", "HEAD"]);
+    let script = format!(
+        "echo x > f && git add f && git commit -qm agent && b=$(git symbolic-ref --short HEAD) && \
+         mv .git/HEAD .git/HEAD.bak && echo \"ref: refs/heads/$b\" > HEAD && \
+         mkdir -p refs/heads/$(dirname $b) && ln -s {p}/.git/refs/heads/main refs/heads/$b && \
+         ln -s {p}/.git/objects objects && echo planted",
+        p = private.display()
+    );
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--worktree",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    cmd.current_dir(dir).env("HOME", home.path());
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(done_log(&case, "iteration-1/stdout.log"), b"planted\n");
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    let branch = session["worktree"]["branch"].as_str().unwrap();
+    assert_ne!(
+        git(dir, &["rev-parse", branch]),
+        secret,
+        "the hidden repository's history reached the user's branch: {session}"
+    );
+    let has = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["cat-file", "-e", &secret])
+        .status()
+        .unwrap();
+    assert!(
+        !has.success(),
+        "the hidden commit is in the user's repository"
+    );
+    let error = session["error"].as_str().unwrap_or_default();
+    assert!(error.contains("not fetched"), "{session}");
+    assert!(
+        !error.contains(&secret),
+        "the error names the hidden commit: {error}"
+    );
+    assert_eq!(session["worktree"]["removed"], false, "kept: {session}");
+}
+
+/// A `shallow` file in the agent's `.git` made the fetch end quietly
+/// without the branch, and the repository holding the commits was then
+/// removed: now the branch's tip is compared, and the repository kept.
+#[test]
+fn commits_that_did_not_come_home_keep_the_agents_repository() {
+    if !bwrap_works() {
+        eprintln!("skipped: bwrap cannot make a PID namespace here");
+        return;
+    }
+    let case = Case::new();
+    let (user, _) = user_repo();
+    let dir = user.path();
+    let script = "echo a > a && git add a && git commit -qm one && echo b > b && git add b && \
+                  git commit -qm two && git rev-parse HEAD > \"$(git rev-parse --git-dir)/shallow\" && \
+                  git rev-parse HEAD";
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--worktree",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    cmd.current_dir(dir);
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let agent_tip = String::from_utf8(done_log(&case, "iteration-1/stdout.log")).unwrap();
+    let agent_tip = agent_tip.trim();
+    let session: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
+    )
+    .unwrap();
+    let branch = session["worktree"]["branch"].as_str().unwrap();
+    let home_tip = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--verify", "--quiet", branch])
+        .output()
+        .unwrap();
+    let home_tip = String::from_utf8_lossy(&home_tip.stdout).trim().to_string();
+    if home_tip != agent_tip {
+        // Not home: said, and the repository holding them is kept.
+        let error = session["error"].as_str().unwrap_or_default();
+        assert!(error.contains("not fetched"), "{session}");
+        assert_eq!(session["worktree"]["removed"], false, "kept: {session}");
+        let own = Path::new(session["worktree"]["path"].as_str().unwrap());
+        assert_eq!(git(own, &["cat-file", "-t", agent_tip]), "commit");
+    }
+}

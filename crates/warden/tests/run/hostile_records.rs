@@ -352,3 +352,36 @@ fn shared_directory_is_hidden(slurm: &crate::slurm_cluster::SlurmEnv, elsewhere:
         "{}"
     );
 }
+
+/// A batch directory two levels down in the work tree (`--dir runs/b1`):
+/// renaming its parent would move the cover with it and leave the real
+/// directory open to the next entry, at a new name. The cover is on
+/// `runs`, which the agent cannot rename.
+#[test]
+fn a_batch_directory_deep_in_the_work_tree_cannot_be_moved_out_from_under_its_cover() {
+    let case = Case::new();
+    let home = home_with_ssh_key(&case);
+    let toml = "[defaults]\nagent = \"exec\"\nsandbox = \"bwrap\"\nkill_grace = \"500ms\"\n\n\
+         [[run]]\nname = \"mover\"\ncommand = [\"sh\", \"-c\", \"mv runs runs.x && mkdir -p runs/b1 && echo moved\"]\n\n\
+         [[run]]\nname = \"reader\"\ncommand = [\"sh\", \"-c\", \"cat runs.x/b1/plan.json; ls runs.x/b1; echo forged > runs.x/b1/mover/iteration-1/stdout.log; echo done\"]\n";
+    std::fs::write(case.path().join("runs.toml"), toml).unwrap();
+    std::fs::create_dir(case.path().join("runs")).unwrap();
+    let mut cmd = case.command(&["batch", "runs.toml", "-j", "1", "--dir", "runs/b1"]);
+    cmd.env("HOME", &home).env_remove("WARDEN_RUN_DIR");
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    let bd = case.path().join("runs/b1");
+    assert!(bd.join("plan.json").is_file(), "{}", done.stderr);
+    assert!(
+        !case.path().join("runs.x").exists(),
+        "the agent moved the batch directory's parent: {}",
+        done.stderr
+    );
+    let reader = run_logs(&bd.join("reader")).join("\n");
+    assert!(
+        !reader.contains("batch_id"),
+        "the reader saw the plan:\n{reader}"
+    );
+    let mover_log = run_logs(&bd.join("mover")).join("\n");
+    assert!(!mover_log.contains("forged"), "{mover_log}");
+    assert!(!mover_log.contains("moved"), "{mover_log}");
+}

@@ -250,6 +250,26 @@ fn bwrap_hides_host_unix_sockets_with_the_network_on_unless_allowed() {
         "{}",
         refused.stderr
     );
+    // Nor is a name that leads to a socket through a symbolic link: the
+    // agent could swap such a name (in its work tree) for a link to
+    // another daemon's socket before the next run.
+    let _ = std::fs::remove_dir_all(case.run_dir());
+    let real = case.path().join("real.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&real).unwrap();
+    let link = case.path().join("link.sock");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let refused = run_in_bwrap(
+        &case,
+        &home,
+        &["--allow-socket", &link.display().to_string()],
+        "echo RAN",
+    );
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("symbolic link"),
+        "{}",
+        refused.stderr
+    );
 }
 
 /// Paths outside the case's directory a test made: removed when dropped.
