@@ -901,9 +901,15 @@ fn sign_run_report(signer: &ReportSigner, run: &crate::Report) {
     };
     bytes.push(b'\n');
     let mac = signer.key.sign(Role::Run(signer.index, name), &bytes);
-    let path = run.run_dir.join("run.json.mac");
-    let _ =
-        crate::regular_file::create_new(&path, 0o644).and_then(|mut f| f.write_all(mac.as_bytes()));
+    // Through the run directory reached without following a link on the
+    // way (as every write of warden's): a directory swapped for a link
+    // must not take the sidecar elsewhere.
+    let Ok(Some(dir)) = HeldDir::open_existing(&run.run_dir) else {
+        return;
+    };
+    let _ = dir
+        .create_file("run.json.mac")
+        .and_then(|mut f| f.write_all(mac.as_bytes()));
 }
 
 /// Waits `delay` before a retry; `false` when the session was cancelled
