@@ -19,6 +19,11 @@
 //! The ids of a run's span are chosen before the agent starts, and the
 //! agent gets them as `TRACEPARENT` (W3C trace context), so an agent that
 //! exports its own spans nests them under warden's run span.
+//!
+//! The exporters are warden-run's `telemetry` feature. Without it this
+//! module keeps its configuration and trace ids, and [`Telemetry::start`]
+//! refuses a configuration that asks for anything
+//! ([`TelemetryError::NotBuilt`]).
 
 mod config;
 // The exporters are the `telemetry` feature; without it, `off` stands in
@@ -28,6 +33,7 @@ mod export;
 #[cfg(feature = "telemetry")]
 mod http_client;
 #[cfg(feature = "telemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "telemetry")))]
 pub mod metrics;
 #[cfg(not(feature = "telemetry"))]
 mod off;
@@ -51,6 +57,7 @@ pub use config::{
     TelemetryConfig, TelemetryError, TlsFiles,
 };
 #[cfg(feature = "telemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "telemetry")))]
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub(crate) use spans::{RunSpans, SpanRecord};
 
