@@ -1,8 +1,8 @@
 //! The run's git side: the base commit, worktrees, and the commits an
 //! agent made. warden shells out to the user's own `git`, so repository
 //! layouts read as they do for the agent; but never runs a program the
-//! repository's configuration names (hooks, filters, ...: see [`inert`]),
-//! since the agent may have written that configuration.
+//! repository's configuration names (hooks, filters, ...: see the
+//! private `inert` module), since the agent may have written that configuration.
 
 mod inert;
 mod own_repository;
@@ -49,8 +49,8 @@ where
 /// the agent planted (a FIFO at `.git/index`, a hook that never ends)
 /// never holds warden, and never blocks the thread that drives the clocks.
 ///
-/// git runs nothing the repository's configuration names (see
-/// [`inert`]): its configuration is listed first (within the same
+/// git runs nothing the repository's configuration names (see the
+/// private `inert` module): its configuration is listed first (within the same
 /// `limit`), and every key that names a program is overridden.
 pub async fn git_within<I, S>(dir: &Path, args: I, limit: Duration) -> Result<String, GitError>
 where
@@ -543,7 +543,7 @@ pub struct Worktree {
     /// The commit it started from.
     pub base: Option<String>,
     /// The user's repository, when this is a repository of the session's
-    /// own (a sandboxed session; see [`own_repository`]) rather than a
+    /// own (a sandboxed session; see the private `own_repository` module) rather than a
     /// worktree of it.
     #[serde(skip)]
     pub home: Option<PathBuf>,
@@ -567,7 +567,7 @@ impl Worktree {
     /// of the repository does not look in).
     ///
     /// `own`: a repository of the session's own instead of a worktree
-    /// (for a sandboxed agent: see [`own_repository`]); `branch` is made
+    /// (for a sandboxed agent: see the private `own_repository` module); `branch` is made
     /// at the base in the user's repository too, and gets the session's
     /// commits at the end ([`Worktree::finish`]).
     pub async fn create(
