@@ -1,7 +1,7 @@
 //! OpenTelemetry over OTLP: traces (a span per batch, session, iteration
 //! and run, with a child per tool call and per model request) and metrics
 //! (runs by verdict, durations, tokens, cost, orphans, stall warnings: see
-//! [`metrics`]), so a fleet of runs shows up in the backends a user
+//! the `metrics` module), so a fleet of runs shows up in the backends a user
 //! already has. The same metrics can be kept for a Prometheus endpoint
 //! (`warden batch --metrics-addr`), with or without OTLP.
 //!
@@ -585,7 +585,7 @@ impl Telemetry {
     }
 
     /// Counts a finished run in the metrics, from its final report: never
-    /// waits (see [`metrics`]).
+    /// waits (see the `metrics` module).
     pub(crate) fn record_run(&self, report: &crate::Report) {
         if let Some(m) = &self.inner.metrics {
             m.record(report);
@@ -600,7 +600,7 @@ impl Telemetry {
     }
 
     /// The metrics so far in the Prometheus text format (version 0.0.4,
-    /// [`PROMETHEUS_CONTENT_TYPE`]); `None` when they are not kept for
+    /// `PROMETHEUS_CONTENT_TYPE`); `None` when they are not kept for
     /// it.
     pub fn prometheus_text(&self) -> Option<String> {
         self.inner
