@@ -40,8 +40,27 @@
 //! in `main`: each run's process tree is held by a small shim, which is
 //! the program itself started again (see `warden_process::shim`). It
 //! never prints to a terminal.
+//!
+//! # Features
+//!
+//! None is on by default: a program that supervises runs, sessions or
+//! batches and reads their reports builds only that (53 crates, where
+//! all of them take 190).
+//!
+//! - `telemetry`: OpenTelemetry export over OTLP (HTTP/protobuf or gRPC,
+//!   with TLS) of spans and metrics, and the metrics as Prometheus text
+//!   ([`telemetry::Telemetry`]). Without it the [`telemetry`] module keeps
+//!   only its configuration and trace ids, and
+//!   [`telemetry::Telemetry::start`] refuses a configuration that asks for
+//!   an export, naming the feature.
+//! - `junit`: a batch's report as a JUnit XML file (the `junit` module).
+//! - `output-schema`: structured output checked against a JSON Schema
+//!   ([`OutputRequest::schema`]). Without it, a run whose request has a
+//!   schema fails to start with an error naming the feature.
+//! - `full`: all of the above (what the `warden` CLI turns on).
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod artifacts;
 pub mod batch;
@@ -55,6 +74,8 @@ pub mod executor;
 pub mod gc;
 pub mod git;
 mod held_dir;
+#[cfg(feature = "junit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "junit")))]
 pub mod junit;
 pub mod limits;
 mod live;

@@ -14,6 +14,10 @@ pub enum OutputError {
     Schema { tag: String, errors: String },
     #[error("the output schema {path} is not usable: {message}")]
     BadSchema { path: String, message: String },
+    #[error(
+        "the output schema {path} cannot be checked: this program was built without warden-run's `output-schema` feature (turn it on in its Cargo.toml)"
+    )]
+    SchemaNotBuilt { path: String },
 }
 
 /// The text of the last `<tag>…</tag>`, trimmed.
@@ -42,12 +46,27 @@ pub fn parse_json(raw: &str, tag: &str) -> Result<Value, OutputError> {
     })
 }
 
-/// A compiled JSON Schema.
+/// A compiled JSON Schema (the `output-schema` feature; without it,
+/// [`Schema::compile`] refuses every schema, naming the feature).
 pub struct Schema {
+    #[cfg(feature = "output-schema")]
     validator: jsonschema::Validator,
+    #[cfg(not(feature = "output-schema"))]
+    validator: std::convert::Infallible,
 }
 
 impl Schema {
+    #[cfg(not(feature = "output-schema"))]
+    pub fn compile(_schema: &Value, path: &str) -> Result<Self, OutputError> {
+        Err(OutputError::SchemaNotBuilt { path: path.into() })
+    }
+
+    #[cfg(not(feature = "output-schema"))]
+    pub fn check(&self, _value: &Value, _tag: &str) -> Result<(), OutputError> {
+        match self.validator {}
+    }
+
+    #[cfg(feature = "output-schema")]
     pub fn compile(schema: &Value, path: &str) -> Result<Self, OutputError> {
         jsonschema::validator_for(schema)
             .map(|validator| Self { validator })
@@ -57,6 +76,7 @@ impl Schema {
             })
     }
 
+    #[cfg(feature = "output-schema")]
     pub fn check(&self, value: &Value, tag: &str) -> Result<(), OutputError> {
         let errors: Vec<String> = self
             .validator
@@ -97,6 +117,20 @@ mod tests {
         );
     }
 
+    #[cfg(not(feature = "output-schema"))]
+    #[test]
+    fn without_the_feature_a_schema_is_refused_naming_it() {
+        let e = Schema::compile(&json!({"type": "object"}), "s.json")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("s.json") && e.contains("`output-schema` feature"),
+            "{e}"
+        );
+    }
+
+    #[cfg(feature = "output-schema")]
     #[test]
     fn schema_errors_say_where_and_what() {
         let schema = Schema::compile(&json!({"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boolean"}}}), "s.json").unwrap();

@@ -57,6 +57,8 @@ pub enum Prompt {
 pub struct OutputRequest {
     pub tag: String,
     /// The JSON Schema, and the file it came from (named in messages).
+    /// Checking against it is the `output-schema` feature: without it a
+    /// run with a schema does not start (`OutputError::SchemaNotBuilt`).
     #[serde(default)]
     pub schema: Option<(PathBuf, serde_json::Value)>,
     /// How many times a run whose output was wrong is resumed with a

@@ -3,11 +3,10 @@
 //! standard `OTEL_*` variables, per signal (traces, metrics), before
 //! anything starts, so a bad value stops warden with its name.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-use super::tls::TlsFiles;
 
 /// How long the end of a process may wait for its spans to go out, when
 /// nothing says (`--otel-flush`).
@@ -383,6 +382,20 @@ fn check_url(url: &str) -> Result<bool, TelemetryError> {
     Ok(tls)
 }
 
+/// The files of an `https://` collector's TLS; all optional (the system's
+/// certificates are trusted in any case).
+#[non_exhaustive]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsFiles {
+    /// PEM certificates to trust besides the system's (a private CA).
+    pub ca: Option<PathBuf>,
+    /// The client's PEM certificate chain, for a collector that asks for
+    /// one (mutual TLS); with `client_key`.
+    pub client_certificate: Option<PathBuf>,
+    /// The client's PEM private key.
+    pub client_key: Option<PathBuf>,
+}
+
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
@@ -406,6 +419,10 @@ pub enum TelemetryError {
     Interval(String),
     #[error("the OTLP exporter could not be made: {0}")]
     Exporter(String),
+    #[error(
+        "telemetry was asked for ({0}), but this program was built without warden-run's `telemetry` feature: turn it on in the program's Cargo.toml (warden-run = {{ version = \"...\", features = [\"telemetry\"] }})"
+    )]
+    NotBuilt(&'static str),
     #[error(
         "--otel-agent: {0} has no trace export warden can switch on (Claude Code and Codex do, and `exec` gets the OTEL_* variables); its runs still get TRACEPARENT"
     )]

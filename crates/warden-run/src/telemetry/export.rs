@@ -28,7 +28,7 @@ const GATHER: Duration = Duration::from_millis(200);
 pub(super) struct Pipeline {
     config: ExportConfig,
     queue: Mutex<Option<SyncSender<SpanRecord>>>,
-    pub(super) dropped: Count,
+    dropped: Count,
     /// Spans the queue took.
     queued: Count,
     exported: Count,
@@ -78,6 +78,11 @@ impl Pipeline {
             failed,
             done: Mutex::new(Some(done)),
         })
+    }
+
+    /// Every span dropped so far.
+    pub(super) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     pub(super) fn config(&self) -> &ExportConfig {

@@ -6,7 +6,7 @@
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 
 use super::TelemetryError;
-use super::tls::TlsFiles;
+use super::TlsFiles;
 
 /// The most of a collector's answer that is read (an export's answer is
 /// a few bytes; a partial-success message a few more).

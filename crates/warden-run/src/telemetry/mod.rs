@@ -1,7 +1,7 @@
 //! OpenTelemetry over OTLP: traces (a span per batch, session, iteration
 //! and run, with a child per tool call and per model request) and metrics
 //! (runs by verdict, durations, tokens, cost, orphans, stall warnings: see
-//! [`metrics`]), so a fleet of runs shows up in the backends a user
+//! the `metrics` module), so a fleet of runs shows up in the backends a user
 //! already has. The same metrics can be kept for a Prometheus endpoint
 //! (`warden batch --metrics-addr`), with or without OTLP.
 //!
@@ -19,27 +19,47 @@
 //! The ids of a run's span are chosen before the agent starts, and the
 //! agent gets them as `TRACEPARENT` (W3C trace context), so an agent that
 //! exports its own spans nests them under warden's run span.
+//!
+//! The exporters are warden-run's `telemetry` feature. Without it this
+//! module keeps its configuration and trace ids, and [`Telemetry::start`]
+//! refuses a configuration that asks for anything
+//! ([`TelemetryError::NotBuilt`]).
 
 mod config;
+// The exporters are the `telemetry` feature; without it, `off` stands in
+// for them (it cannot be started, so nothing else needs a `cfg`).
+#[cfg(feature = "telemetry")]
 mod export;
+#[cfg(feature = "telemetry")]
 mod http_client;
+#[cfg(feature = "telemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "telemetry")))]
 pub mod metrics;
+#[cfg(not(feature = "telemetry"))]
+mod off;
+// Without the exporters, nothing reads the spans' contents.
+#[cfg_attr(not(feature = "telemetry"), allow(dead_code))]
 pub(crate) mod spans;
+#[cfg(feature = "telemetry")]
 mod tls;
+#[cfg(not(feature = "telemetry"))]
+use off as export;
+#[cfg(not(feature = "telemetry"))]
+use off as metrics;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 pub use config::{
     DEFAULT_FLUSH, DEFAULT_METRICS_INTERVAL, ENV_VARS, ExportConfig, MetricsConfig, Protocol,
-    TelemetryConfig, TelemetryError,
+    TelemetryConfig, TelemetryError, TlsFiles,
 };
+#[cfg(feature = "telemetry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "telemetry")))]
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
 pub(crate) use spans::{RunSpans, SpanRecord};
-pub use tls::TlsFiles;
 
 /// What an agent's CLI is given to export its own spans.
 #[non_exhaustive]
@@ -565,7 +585,7 @@ impl Telemetry {
     }
 
     /// Counts a finished run in the metrics, from its final report: never
-    /// waits (see [`metrics`]).
+    /// waits (see the `metrics` module).
     pub(crate) fn record_run(&self, report: &crate::Report) {
         if let Some(m) = &self.inner.metrics {
             m.record(report);
@@ -580,7 +600,7 @@ impl Telemetry {
     }
 
     /// The metrics so far in the Prometheus text format (version 0.0.4,
-    /// [`PROMETHEUS_CONTENT_TYPE`]); `None` when they are not kept for
+    /// `PROMETHEUS_CONTENT_TYPE`); `None` when they are not kept for
     /// it.
     pub fn prometheus_text(&self) -> Option<String> {
         self.inner
@@ -591,10 +611,7 @@ impl Telemetry {
 
     /// Every span dropped so far, in this process.
     pub fn dropped(&self) -> u64 {
-        self.inner
-            .spans
-            .as_ref()
-            .map_or(0, |p| p.dropped.load(Ordering::Relaxed))
+        self.inner.spans.as_ref().map_or(0, |p| p.dropped())
     }
 
     /// Sends what is left, for at most the flush bound in all: the spans'
@@ -802,12 +819,14 @@ pub(crate) fn batch_span(
 }
 
 /// A counter shared with the export thread.
-pub(crate) type Count = Arc<AtomicU64>;
+#[cfg(feature = "telemetry")]
+pub(crate) type Count = Arc<std::sync::atomic::AtomicU64>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[cfg(feature = "telemetry")]
     #[test]
     fn a_request_ships_the_metrics_with_the_spans_and_an_older_one_still_reads() {
         // Nothing listens at port 9: whatever is exported is refused at once.
@@ -854,6 +873,42 @@ mod tests {
         }
     }
 
+    #[cfg(not(feature = "telemetry"))]
+    #[test]
+    fn without_the_feature_an_export_is_refused_naming_it() {
+        let config =
+            TelemetryConfig::resolve(Some("http://127.0.0.1:9"), None, None, |_| None).unwrap();
+        let e = Telemetry::start(config).expect_err("refused").to_string();
+        assert!(
+            e.contains("OTLP traces") && e.contains("`telemetry` feature"),
+            "{e}"
+        );
+        let nothing = TelemetryConfig::resolve(None, None, None, |_| None).unwrap();
+        let e = Telemetry::start(nothing.clone().with_prometheus())
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("Prometheus") && e.contains("`telemetry` feature"),
+            "{e}"
+        );
+        // Asking for nothing needs nothing.
+        assert!(Telemetry::start(nothing).unwrap().is_none());
+        // TLS files are refused when the configuration is read.
+        let env = |k: &str| match k {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("https://c:4318".to_string()),
+            "OTEL_EXPORTER_OTLP_CERTIFICATE" => Some("/nonexistent/ca.pem".to_string()),
+            _ => None,
+        };
+        let e = ExportConfig::resolve(None, None, None, env)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("TLS") && e.contains("`telemetry` feature"),
+            "{e}"
+        );
+    }
+
+    #[cfg(feature = "telemetry")]
     #[test]
     fn an_agent_is_given_the_collector_s_ca_and_never_warden_s_client_key() {
         let dir = tempfile::tempdir().unwrap();

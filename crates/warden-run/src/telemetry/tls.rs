@@ -6,27 +6,12 @@
 //! a bad one stops warden before anything runs, and a node's warden (a
 //! cluster job) reads them again where it runs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use ureq::tls::{Certificate, ClientCert, PemItem, PrivateKey, RootCerts, TlsConfig, TlsProvider};
 
-use super::TelemetryError;
-
-/// The files of an `https://` collector's TLS; all optional (the system's
-/// certificates are trusted in any case).
-#[non_exhaustive]
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TlsFiles {
-    /// PEM certificates to trust besides the system's (a private CA).
-    pub ca: Option<PathBuf>,
-    /// The client's PEM certificate chain, for a collector that asks for
-    /// one (mutual TLS); with `client_key`.
-    pub client_certificate: Option<PathBuf>,
-    /// The client's PEM private key.
-    pub client_key: Option<PathBuf>,
-}
+use super::{TelemetryError, TlsFiles};
 
 /// Their contents, read and checked.
 pub(crate) struct Loaded {
