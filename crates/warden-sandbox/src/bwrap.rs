@@ -571,6 +571,27 @@ mod tests {
     use super::*;
     use warden_events::Agent;
 
+    /// The bwrap arguments for `exec true` in `workdir` with `home`.
+    fn exec_args(options: &SandboxOptions, workdir: &Path, home: &Path) -> Vec<String> {
+        strs(
+            &wrap(
+                options,
+                Target {
+                    needs: crate::needs(Agent::Exec),
+                    program: "true".into(),
+                    args: vec![],
+                    workdir,
+                    home,
+                    env: &[],
+                    name: "r",
+                    run_dir: None,
+                },
+            )
+            .unwrap()
+            .args,
+        )
+    }
+
     fn strs(v: &[OsString]) -> Vec<String> {
         v.iter().map(|s| s.to_string_lossy().into_owned()).collect()
     }
@@ -826,23 +847,7 @@ mod tests {
                 no_network: net,
                 ..SandboxOptions::default()
             };
-            strs(
-                &wrap(
-                    &options,
-                    Target {
-                        needs: crate::needs(Agent::Exec),
-                        program: "true".into(),
-                        args: vec![],
-                        workdir: work.path(),
-                        home: home.path(),
-                        env: &[],
-                        name: "r",
-                        run_dir: None,
-                    },
-                )
-                .unwrap()
-                .args,
-            )
+            exec_args(&options, work.path(), home.path())
         };
         let covered = |a: &[String], p: &std::path::Path| {
             let p = std::fs::canonicalize(p)
@@ -884,23 +889,7 @@ mod tests {
                 allow_sockets: vec![allowed.clone()],
                 ..SandboxOptions::default()
             };
-            strs(
-                &wrap(
-                    &options,
-                    Target {
-                        needs: crate::needs(Agent::Exec),
-                        program: "true".into(),
-                        args: vec![],
-                        workdir: work.path(),
-                        home: home.path(),
-                        env: &[],
-                        name: "r",
-                        run_dir: None,
-                    },
-                )
-                .unwrap()
-                .args,
-            )
+            exec_args(&options, work.path(), home.path())
         };
         let a = args(false);
         let cover = |a: &[String], p: &str| {
@@ -1059,23 +1048,7 @@ mod tests {
                 records: vec![link.clone(), shared.clone(), missing.clone()],
                 ..SandboxOptions::default()
             };
-            strs(
-                &wrap(
-                    &options,
-                    Target {
-                        needs: crate::needs(Agent::Exec),
-                        program: "true".into(),
-                        args: vec![],
-                        workdir: work.path(),
-                        home: home.path(),
-                        env: &[],
-                        name: "r",
-                        run_dir: None,
-                    },
-                )
-                .unwrap()
-                .args,
-            )
+            exec_args(&options, work.path(), home.path())
         };
         let sealed = |a: &[String], p: &Path| {
             let p = p.to_string_lossy();

@@ -92,22 +92,7 @@ pub(super) async fn bring_home(root: &Path, path: &Path, branch: &str) -> Result
     let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
     // Read from its `.git` alone (no discovery, which could take the work
     // tree's root for a bare repository of the agent's making).
-    let want = match git(
-        path,
-        [
-            "--git-dir=.git",
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{branch}^{{commit}}"),
-        ],
-    )
-    .await
-    {
-        Ok(s) => Some(s),
-        Err(e) if e.message.is_empty() => None,
-        Err(e) => return Err(e),
-    };
+    let want = tip_in(path, Some(".git"), branch).await?;
     // From the `.git` that was checked, and only from it: `--strict`
     // keeps upload-pack from taking the work tree's root as a bare
     // repository when that `.git` is not a valid one (the agent's own
@@ -211,17 +196,23 @@ fn make_plain(dot_git: &Path, objects: &Path) -> Result<(), GitError> {
 
 /// The commit `branch` points at in the repository `dir`, if it exists.
 pub(super) async fn tip(dir: &Path, branch: &str) -> Result<Option<String>, GitError> {
-    match git(
-        dir,
-        [
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("refs/heads/{branch}^{{commit}}"),
-        ],
-    )
-    .await
-    {
+    tip_in(dir, None, branch).await
+}
+
+/// [`tip`], in the git directory `git_dir` (relative to `dir`) when
+/// given rather than the one git would discover.
+async fn tip_in(
+    dir: &Path,
+    git_dir: Option<&str>,
+    branch: &str,
+) -> Result<Option<String>, GitError> {
+    let git_dir = git_dir.map(|d| format!("--git-dir={d}"));
+    let rev = format!("refs/heads/{branch}^{{commit}}");
+    let args = git_dir
+        .iter()
+        .map(String::as_str)
+        .chain(["rev-parse", "--verify", "--quiet", &rev]);
+    match git(dir, args).await {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.message.is_empty() => Ok(None),
         Err(e) => Err(e),

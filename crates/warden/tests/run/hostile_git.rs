@@ -341,6 +341,68 @@ fn user_repo() -> (tempfile::TempDir, String) {
     (user, base)
 }
 
+/// A repository with one commit ("private subject") at `under/private`:
+/// under a HOME the sandbox hides, where only warden's git on the host
+/// could read it.
+fn private_repo(under: &Path) -> std::path::PathBuf {
+    let private = under.join("private");
+    std::fs::create_dir(&private).unwrap();
+    git(&private, &["init", "-q", "-b", "main"]);
+    git(
+        &private,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@p",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "private subject",
+        ],
+    );
+    private
+}
+
+/// `warden run exec --sandbox bwrap --worktree -- sh -c SCRIPT` in the
+/// repository `dir` (with `home` as HOME if given), which must end 0; its
+/// `session.json`.
+fn bwrap_worktree_session(case: &Case, dir: &Path, script: &str, home: Option<&Path>) -> Value {
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "bwrap",
+        "--worktree",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    cmd.current_dir(dir);
+    if let Some(home) = home {
+        cmd.env("HOME", home);
+    }
+    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    serde_json::from_str(&std::fs::read_to_string(case.run_dir().join("session.json")).unwrap())
+        .unwrap()
+}
+
+/// git's stdout, or `None` when it fails (the helper above asserts success).
+fn try_git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 fn done_log(case: &Case, name: &str) -> Vec<u8> {
     std::fs::read(case.run_dir().join(name)).unwrap_or_default()
 }
@@ -542,47 +604,14 @@ fn a_sandboxed_agent_cannot_have_warden_fetch_a_repository_the_sandbox_hides() {
     // Under HOME, which the sandbox hides: the agent cannot read it, but
     // warden's git on the host could, through a link the agent plants.
     let home = tempfile::tempdir().unwrap();
-    let private = home.path().join("private");
-    std::fs::create_dir(&private).unwrap();
-    git(&private, &["init", "-q", "-b", "main"]);
-    git(
-        &private,
-        &[
-            "-c",
-            "user.name=p",
-            "-c",
-            "user.email=p@p",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "private subject",
-        ],
-    );
+    let private = private_repo(home.path());
     let script = format!(
         "g=$(git rev-parse --absolute-git-dir) && b=$(git symbolic-ref HEAD) && \
          echo {p}/.git/objects >> $g/objects/info/alternates && \
          rm $g/$b && ln -s {p}/.git/refs/heads/main $g/$b && echo planted",
         p = private.display()
     );
-    let mut cmd = case.command(&[
-        "run",
-        "exec",
-        "--sandbox",
-        "bwrap",
-        "--worktree",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    cmd.current_dir(dir).env("HOME", home.path());
-    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
-    assert_eq!(done.code, 0, "{}", done.stderr);
-    let session: Value = serde_json::from_str(
-        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
-    )
-    .unwrap();
+    let session = bwrap_worktree_session(&case, dir, &script, Some(home.path()));
     let branch = session["worktree"]["branch"].as_str().unwrap();
     assert_eq!(
         git(dir, &["rev-parse", branch]),
@@ -610,23 +639,7 @@ fn a_bare_repository_of_links_at_the_work_tree_root_is_never_fetched() {
     let (user, _) = user_repo();
     let dir = user.path();
     let home = tempfile::tempdir_in("/var/tmp").unwrap();
-    let private = home.path().join("private");
-    std::fs::create_dir(&private).unwrap();
-    git(&private, &["init", "-q", "-b", "main"]);
-    git(
-        &private,
-        &[
-            "-c",
-            "user.name=p",
-            "-c",
-            "user.email=p@p",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "private subject",
-        ],
-    );
+    let private = private_repo(home.path());
     let secret = git(&private, &["rev-parse", "HEAD"]);
     let script = format!(
         "echo x > f && git add f && git commit -qm agent && b=$(git symbolic-ref --short HEAD) && \
@@ -635,39 +648,17 @@ fn a_bare_repository_of_links_at_the_work_tree_root_is_never_fetched() {
          ln -s {p}/.git/objects objects && echo planted",
         p = private.display()
     );
-    let mut cmd = case.command(&[
-        "run",
-        "exec",
-        "--sandbox",
-        "bwrap",
-        "--worktree",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    cmd.current_dir(dir).env("HOME", home.path());
-    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
-    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session = bwrap_worktree_session(&case, dir, &script, Some(home.path()));
     assert_eq!(done_log(&case, "iteration-1/stdout.log"), b"planted\n");
-    let session: Value = serde_json::from_str(
-        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
-    )
-    .unwrap();
     let branch = session["worktree"]["branch"].as_str().unwrap();
     assert_ne!(
         git(dir, &["rev-parse", branch]),
         secret,
         "the hidden repository's history reached the user's branch: {session}"
     );
-    let has = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["cat-file", "-e", &secret])
-        .status()
-        .unwrap();
-    assert!(
-        !has.success(),
+    assert_eq!(
+        try_git(dir, &["cat-file", "-e", &secret]),
+        None,
         "the hidden commit is in the user's repository"
     );
     let error = session["error"].as_str().unwrap_or_default();
@@ -694,34 +685,11 @@ fn commits_that_did_not_come_home_keep_the_agents_repository() {
     let script = "echo a > a && git add a && git commit -qm one && echo b > b && git add b && \
                   git commit -qm two && git rev-parse HEAD > \"$(git rev-parse --git-dir)/shallow\" && \
                   git rev-parse HEAD";
-    let mut cmd = case.command(&[
-        "run",
-        "exec",
-        "--sandbox",
-        "bwrap",
-        "--worktree",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ]);
-    cmd.current_dir(dir);
-    let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
-    assert_eq!(done.code, 0, "{}", done.stderr);
+    let session = bwrap_worktree_session(&case, dir, script, None);
     let agent_tip = String::from_utf8(done_log(&case, "iteration-1/stdout.log")).unwrap();
     let agent_tip = agent_tip.trim();
-    let session: Value = serde_json::from_str(
-        &std::fs::read_to_string(case.run_dir().join("session.json")).unwrap(),
-    )
-    .unwrap();
     let branch = session["worktree"]["branch"].as_str().unwrap();
-    let home_tip = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", "--verify", "--quiet", branch])
-        .output()
-        .unwrap();
-    let home_tip = String::from_utf8_lossy(&home_tip.stdout).trim().to_string();
+    let home_tip = try_git(dir, &["rev-parse", "--verify", "--quiet", branch]).unwrap_or_default();
     if home_tip != agent_tip {
         // Not home: said, and the repository holding them is kept.
         let error = session["error"].as_str().unwrap_or_default();
