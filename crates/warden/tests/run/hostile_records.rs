@@ -250,8 +250,17 @@ fn a_bwrap_agent_with_the_network_on_cannot_submit_a_slurm_job() {
 fn sbatch_from_bwrap(slurm: &crate::slurm_cluster::SlurmEnv, unprivileged: bool) {
     let case = Case::new();
     let home = home_with_ssh_key(&case);
-    let conf = slurm.conf.display().to_string();
-    let conf_dir = slurm.conf.parent().unwrap().display().to_string();
+    // A readable copy of the cluster's configuration (its paths are
+    // absolute): the cluster's own directory may be closed to nobody, as
+    // `mktemp -d` makes it.
+    let conf_place = VarTmp::new("slurm-conf");
+    let conf_path = conf_place.0.join("slurm.conf");
+    std::fs::copy(&slurm.conf, &conf_path).unwrap();
+    for (path, mode) in [(&conf_place.0, 0o755), (&conf_path, 0o644)] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
+    let conf = conf_path.display().to_string();
+    let conf_dir = conf_place.0.display().to_string();
     // The job does nothing; the submission is what counts.
     let script = "sbatch --wrap true -o /dev/null -J warden-sandbox-test 2>&1 | sed 's/^/SBATCH /'; echo finished";
     let submit = |run: &str, extra: &[&str]| -> String {
