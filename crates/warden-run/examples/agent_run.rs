@@ -8,11 +8,12 @@
 
 use std::time::Duration;
 
-use warden_run::{Agent, Event, Run, RunRequest};
+use warden_run::{Agent, Event, Run, RunRequest, Update};
 
 fn main() {
     // Each run's process tree is held by a shim: this program, started
-    // again. It must become the shim before anything else happens.
+    // again. It must become the shim before anything else happens (before
+    // a runtime starts its threads).
     warden_run::run_if_shim();
 
     let mut args = std::env::args().skip(1);
@@ -27,39 +28,31 @@ fn main() {
         RunRequest::agent(agent, rest.join(" "))
     };
     request.limits.stall_timeout = Some(Duration::from_secs(120));
-    // Everything that can be checked before the run starts: a missing CLI
-    // says how to install it.
-    if let Err(e) = request.check() {
-        fail(e);
-    }
 
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let code = runtime.block_on(async move {
-        let spec = request
-            .spec(&request.iteration_context().await)
-            .unwrap_or_else(|e| fail(e));
-        let mut run = Run::new(spec).spawn().await.unwrap_or_else(|e| fail(e));
+        // Checked before anything starts: a missing CLI says how to
+        // install it.
+        let mut run = Run::new(request).start().await.unwrap_or_else(|e| fail(e));
         println!("run {} in {}", run.run_id(), run.run_dir().display());
-        while let Some(ev) = run.next_event().await {
-            match &ev.event {
-                Event::Text { text } => println!("{:>6} ms  text: {text}", ev.t_ms),
+        while let Some(Update::Event { event, .. }) = run.next_update().await {
+            match &event.event {
+                Event::Text { text } => println!("{:>6} ms  text: {text}", event.t_ms),
                 Event::ToolStarted { name, input, .. } => println!(
                     "{:>6} ms  tool {name}: {}",
-                    ev.t_ms,
+                    event.t_ms,
                     input.as_deref().unwrap_or("")
                 ),
-                other => println!("{:>6} ms  {}", ev.t_ms, other.kind()),
+                other => println!("{:>6} ms  {}", event.t_ms, other.kind()),
             }
         }
         // Always returns, with a verdict; run.json is written.
-        let report = run.wait().await;
+        let outcome = run.wait().await;
         println!(
             "{} in {} ms: {}",
-            report.verdict.map_or("unknown", |v| v.as_str()),
-            report.duration_ms,
-            report.reason
+            outcome.verdict, outcome.report.duration_ms, outcome.report.reason
         );
-        report.warden_exit_code()
+        outcome.report.warden_exit_code()
     });
     std::process::exit(i32::from(code));
 }

@@ -6,9 +6,7 @@
 //! cargo run -p warden-run --example batch -- 6 2
 //! ```
 
-use warden_run::RunRequest;
-use warden_run::batch::Batch;
-use warden_run::update::Update;
+use warden_run::{Batch, RunRequest, Update};
 
 fn main() {
     warden_run::run_if_shim();
@@ -35,10 +33,10 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let code = runtime.block_on(async move {
         let mut running = batch.start().await.unwrap_or_else(|e| fail(e));
-        let control = running.control();
+        let canceller = running.canceller();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                control.cancel();
+                canceller.cancel();
             }
         });
         while let Some(update) = running.next_update().await {
@@ -62,8 +60,8 @@ fn main() {
         let done = running.wait().await;
         let r = &done.report;
         println!(
-            "batch {}: {} succeeded, {} failed, {} cancelled",
-            r.batch_id, r.succeeded, r.failed, r.cancelled
+            "batch {}: {}, {} succeeded, {} failed, {} cancelled",
+            r.batch_id, done.verdict, r.succeeded, r.failed, r.cancelled
         );
         match &done.written {
             Ok(path) => println!("report: {}", path.display()),

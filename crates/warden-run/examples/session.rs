@@ -6,9 +6,7 @@
 //! cargo run -p warden-run --example session -- 3 sh -c 'echo "step $WARDEN_RUN_ID"'
 //! ```
 
-use warden_run::session::Session;
-use warden_run::update::Update;
-use warden_run::{Event, RunRequest};
+use warden_run::{Event, RunRequest, Session, Update};
 
 fn main() {
     warden_run::run_if_shim();
@@ -20,13 +18,14 @@ fn main() {
     };
     let mut request = RunRequest::exec(args);
     request.session.iterations = iterations;
-    if let Err(e) = request.check() {
-        fail(e);
-    }
 
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let code = runtime.block_on(async move {
-        let mut session = Session::new(request).start();
+        // Checked before anything starts.
+        let mut session = Session::new(request)
+            .start()
+            .await
+            .unwrap_or_else(|e| fail(e));
         // One stream for the whole session: its runs' events and the steps
         // around them.
         while let Some(update) = session.next_update().await {
@@ -47,10 +46,12 @@ fn main() {
                 _ => {}
             }
         }
-        let report = session.wait().await.unwrap_or_else(|e| fail(e));
+        let outcome = session.wait().await.unwrap_or_else(|e| fail(e));
+        let report = &outcome.report;
         println!(
-            "session {}: {} run(s), stopped by {}; report in {}",
+            "session {}: {}, {} run(s), stopped by {}; report in {}",
             report.session_id,
+            outcome.verdict,
             report.iterations_run,
             report.stopped_because,
             report.session_dir.join("session.json").display()

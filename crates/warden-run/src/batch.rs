@@ -165,7 +165,7 @@ impl Batch {
     /// empty), running at most `jobs` entries at a time.
     pub fn new(dir: impl Into<PathBuf>, jobs: usize) -> Self {
         Self {
-            id: crate::new_run_id(SystemTime::now()),
+            id: crate::run::new_run_id(SystemTime::now()),
             executor: Arc::new(executor::Local),
             dir: dir.into(),
             jobs,
@@ -282,7 +282,7 @@ impl Batch {
         };
         // The lock first: a batch still going is neither read half-written
         // nor has its entries moved aside under it.
-        let held = match crate::off_clock(dir, HeldDir::open_existing).await? {
+        let held = match crate::run::off_clock(dir, HeldDir::open_existing).await? {
             Some(held) => held,
             None => return Err(bad("no such directory".into())),
         };
@@ -536,7 +536,7 @@ impl Batch {
         let (held, in_use) = if let Some(held) = self.held.take() {
             held
         } else {
-            let held = crate::off_clock(&self.dir, HeldDir::create_empty).await?;
+            let held = crate::run::off_clock(&self.dir, HeldDir::create_empty).await?;
             // Locked before the plan is written: until then `warden gc`
             // could take the new directory for an old one.
             let in_use = held.claim()?;
@@ -670,7 +670,7 @@ impl Batch {
                 })
                 .map(|()| path);
             drop(in_use);
-            BatchOutcome { report, written }
+            BatchOutcome::new(report, written)
         });
         Ok(BatchHandle {
             updates: Some(rx),
@@ -810,19 +810,45 @@ impl BatchStatus {
     }
 }
 
-/// How a batch ended: its report, and where `batch.json` was written (or
-/// why it could not be).
+/// How a batch ended: its final verdict, its report, and where
+/// `batch.json` was written (or why it could not be).
 #[non_exhaustive]
 #[derive(Debug)]
 pub struct BatchOutcome {
+    /// The batch's verdict, from its entries': `cancelled` if any was
+    /// cancelled, else `budget_exceeded` if any crossed a budget, else
+    /// `agent_failed` if any did not succeed (or never ran), else
+    /// `succeeded`.
+    pub verdict: Verdict,
     pub report: BatchReport,
     pub written: std::io::Result<PathBuf>,
 }
 
 impl BatchOutcome {
+    fn new(report: BatchReport, written: std::io::Result<PathBuf>) -> Self {
+        let verdict = if report.cancelled > 0 {
+            Verdict::Cancelled
+        } else if report
+            .runs
+            .iter()
+            .any(|r| r.verdict == Some(Verdict::BudgetExceeded))
+        {
+            Verdict::BudgetExceeded
+        } else if report.failed > 0 {
+            Verdict::AgentFailed
+        } else {
+            Verdict::Succeeded
+        };
+        Self {
+            verdict,
+            report,
+            written,
+        }
+    }
+
     /// warden's exit code for the batch: output lost (a report that could
-    /// not be written) first, then 130 if any run was cancelled, 7 if any
-    /// exceeded a budget, 1 if any failed, else 0.
+    /// not be written) first, then its verdict's: 130 if any run was
+    /// cancelled, 7 if any exceeded a budget, 1 if any failed, else 0.
     pub fn exit_code(&self) -> u8 {
         let lost = self
             .report
@@ -831,19 +857,8 @@ impl BatchOutcome {
             .any(|r| r.session.as_ref().is_some_and(|s| s.output_lost.is_some()));
         if lost || self.written.is_err() {
             crate::report::OUTPUT_LOST_EXIT
-        } else if self.report.cancelled > 0 {
-            130
-        } else if self
-            .report
-            .runs
-            .iter()
-            .any(|r| r.verdict == Some(Verdict::BudgetExceeded))
-        {
-            u8::try_from(Verdict::BudgetExceeded.exit_code()).unwrap_or(1)
-        } else if self.report.failed > 0 {
-            1
         } else {
-            0
+            u8::try_from(self.verdict.exit_code()).unwrap_or(1)
         }
     }
 }
@@ -865,8 +880,11 @@ impl BatchHandle {
         &self.status
     }
 
-    pub fn control(&self) -> BatchControl {
-        self.control.clone()
+    /// Cancels every entry from elsewhere (a signal handler, say): no
+    /// queued entry starts, the running ones are cancelled; a second
+    /// cancel kills them.
+    pub fn canceller(&self) -> crate::Canceller {
+        crate::Canceller(crate::run::CancelTarget::Batch(self.control.clone()))
     }
 
     /// Waits for every entry and writes `batch.json`. The updates need

@@ -14,8 +14,8 @@
 //! }
 //! let json = serde_json::to_string(&request)?; // ship it, read it back
 //! let request: RunRequest = serde_json::from_str(&json)?;
-//! let spec = request.spec(&request.first_iteration())?;
-//! # let _ = spec; Ok(()) }
+//! let run = warden_run::Run::new(request).start().await?;
+//! # let _ = run; Ok(()) }
 //! ```
 
 use std::collections::BTreeMap;
@@ -29,9 +29,48 @@ use warden_sandbox::env::EnvArg;
 use warden_sandbox::{AgentNeeds, Sandbox, SandboxOptions};
 
 use crate::limits::Limits;
-use crate::retry::RetryPolicy;
-use crate::session::{IterationContext, RetryOf, SessionOptions, WorktreeRequest};
-use crate::{RunSpec, template};
+use crate::retry::{RetryOn, RetryPolicy};
+use crate::template;
+
+/// `--worktree`: where the session works.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorktreeRequest {
+    /// The branch to create; `warden/<name>/<stamp>-<random>` if `None`.
+    pub branch: Option<String>,
+    /// The commit or ref to start from; HEAD if `None`.
+    pub base: Option<String>,
+    /// Keep a clean worktree at the end (a dirty one is always kept).
+    pub keep: bool,
+}
+
+/// Where and as what one run of a request runs: its iteration, its
+/// directories, and for a retry what it retries.
+#[derive(Debug, Clone)]
+pub struct IterationContext {
+    pub iteration: u32,
+    pub iterations: u32,
+    pub workdir: PathBuf,
+    pub run_dir: PathBuf,
+    pub branch: Option<String>,
+    pub base: Option<String>,
+    /// For an output retry: the agent's session to resume and the
+    /// correction to send instead of the task's prompt.
+    pub correction: Option<(String, String)>,
+    /// For a retry of a transient failure: the failure, and the agent's
+    /// session to resume, if any.
+    pub retry_of: Option<RetryOf>,
+}
+
+/// What a retry of a transient failure is told about the attempt before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryOf {
+    pub failure: RetryOn,
+    /// The agent's session to resume: the CLI can, and the failed attempt
+    /// got at least one answer from the model (else there is nothing to
+    /// resume, and the run starts afresh).
+    pub resume: Option<String>,
+}
 
 /// What the agent is asked.
 #[non_exhaustive]
@@ -197,13 +236,16 @@ pub enum RequestError {
 }
 
 impl RequestError {
+    /// Whether the machine, not the request, is at fault: the agent's CLI
+    /// is not installed here.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, RequestError::Agent(AgentError::NotInstalled { .. }))
+    }
+
     /// warden's exit code: 6 when the agent's CLI is not installed, 2 for
     /// a bad request.
     pub fn exit_code(&self) -> u8 {
-        match self {
-            RequestError::Agent(AgentError::NotInstalled { .. }) => 6,
-            _ => 2,
-        }
+        if self.is_unavailable() { 6 } else { 2 }
     }
 }
 
@@ -551,7 +593,7 @@ impl RunRequest {
     }
 
     /// The agent's command line for `prompt`.
-    fn invocation(
+    pub(crate) fn invocation(
         &self,
         prompt: String,
         resume: Option<&str>,
@@ -569,75 +611,6 @@ impl RunRequest {
             &req,
             std::env::var_os("PATH").as_ref(),
         )?)
-    }
-
-    /// The spec of one run.
-    pub fn spec(&self, ctx: &IterationContext) -> Result<RunSpec, RequestError> {
-        let mut spec = if self.agent == Agent::Exec {
-            RunSpec::exec(&self.command)
-        } else {
-            // A retry of a transient failure, or an output retry, resumes
-            // the agent's own session.
-            let resume = ctx
-                .retry_of
-                .as_ref()
-                .and_then(|r| r.resume.as_deref())
-                .or(ctx.correction.as_ref().map(|(session, _)| session.as_str()));
-            let mut inv = self.invocation(self.prompt_for(ctx)?, resume)?;
-            let mut command = vec![std::mem::take(&mut inv.program)];
-            command.append(&mut inv.args);
-            let mut spec = RunSpec::exec(command);
-            spec.agent = self.agent;
-            spec.env = inv.env;
-            spec.stdin = inv.stdin;
-            spec
-        };
-        spec.cwd = ctx.workdir.clone();
-        if !self.is_session() {
-            spec.run_dir = self.dir.clone();
-        }
-        spec.limits = self.limits.clone();
-        spec.containment = self.containment;
-        spec.sandbox = self.sandbox.clone();
-        spec.env_args = self.env.clone();
-        spec.output_tag = self.output.as_ref().map(|o| o.tag.clone());
-        spec.output_schema = self.output.as_ref().and_then(|o| o.schema.clone());
-        spec.shim_exe = self.shim_exe.clone();
-        // As the first run of its session would have them; a session puts
-        // in what its runs spent before each run.
-        if !self.session.budget.is_empty() {
-            spec.budgets.push(crate::budget::SharedBudget::new(
-                crate::budget::BudgetScope::Session,
-                self.session.budget,
-                crate::budget::Spent::default(),
-            ));
-        }
-        spec.budgets.extend(self.batch_budget);
-        Ok(spec)
-    }
-
-    /// The options of the session around the runs.
-    pub fn session_options(&self) -> SessionOptions {
-        SessionOptions {
-            name: self
-                .session
-                .name
-                .clone()
-                .unwrap_or_else(|| self.agent.name().to_string()),
-            iterations: self.session.iterations,
-            cwd: self.cwd.clone(),
-            worktree: self.session.worktree.clone(),
-            sandboxed: self.sandbox.sandbox != Sandbox::Host,
-            session_dir: self.dir.clone(),
-            output_retries: self.output.as_ref().map_or(0, |o| o.retries),
-            can_resume: profile(self.agent).can_resume,
-            retry: self.retry.clone(),
-            budget: self.session.budget,
-            batch_budget: self.batch_budget,
-            budget_pool: None,
-            telemetry: None,
-            report_signer: self.report_signer.clone(),
-        }
     }
 }
 
@@ -701,12 +674,12 @@ mod tests {
         let back: RunRequest = serde_json::from_str(&json).unwrap();
         assert_eq!(back, r);
         let ctx = back.first_iteration();
-        let (a, b) = (r.spec(&ctx).unwrap(), back.spec(&ctx).unwrap());
+        let (a, b) = (r.plan(&ctx).unwrap(), back.plan(&ctx).unwrap());
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         assert_eq!(a.command, ["sh", "-c", "echo hi"]);
         assert_eq!(a.output_tag.as_deref(), Some("out"));
-        assert_eq!(a.budgets.len(), 2, "the session's and the batch's");
-        assert_eq!(a.budgets[1].spent.cost_usd, 1.25);
+        assert_eq!(a.shared.budgets.len(), 2, "the session's and the batch's");
+        assert_eq!(a.shared.budgets[1].spent.cost_usd, 1.25);
     }
 
     #[test]
@@ -812,7 +785,7 @@ mod tests {
         r.agent_bin = Some("/bin/true".into());
         let mut ctx = r.first_iteration();
         ctx.correction = Some(("sess-1".into(), "no <output> tag".into()));
-        let spec = r.spec(&ctx).unwrap();
+        let spec = r.plan(&ctx).unwrap();
         let args: Vec<String> = spec
             .command
             .iter()

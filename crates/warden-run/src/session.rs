@@ -20,86 +20,12 @@ use warden_events::Tokens;
 use crate::batch_key::{ReportSigner, Role};
 use crate::git::{self, Commit, Worktree};
 use crate::held_dir::HeldDir;
-use crate::retry::{RetryOn, RetryPolicy};
+use crate::outcome::Outcome;
+use crate::request::{IterationContext, RetryOf};
+use crate::retry::RetryOn;
+use crate::run::{CancelTarget, off_clock};
 use crate::update::{Outbox, Update};
-use crate::{Canceller, Run, RunRequest, RunSpec, SetupError, Verdict};
-
-/// `--worktree`: where the session works.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct WorktreeRequest {
-    /// The branch to create; `warden/<name>/<stamp>-<random>` if `None`.
-    pub branch: Option<String>,
-    /// The commit or ref to start from; HEAD if `None`.
-    pub base: Option<String>,
-    /// Keep a clean worktree at the end (a dirty one is always kept).
-    pub keep: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct SessionOptions {
-    /// Used in branch names and the session id.
-    pub name: String,
-    pub iterations: u32,
-    /// The directory to work in (or to make the worktree from).
-    pub cwd: PathBuf,
-    pub worktree: Option<WorktreeRequest>,
-    /// Whether the agent runs in a sandbox: its worktree is then a
-    /// repository of its own (see `git::Worktree::create`), whose objects
-    /// the sandbox shows read-only.
-    pub sandboxed: bool,
-    /// Where the session's directory goes; `<cwd>/.warden/sessions/<id>`
-    /// if `None`.
-    pub session_dir: Option<PathBuf>,
-    /// `--output-retries`: how many times a run whose structured output
-    /// was wrong is resumed with a correction.
-    pub output_retries: u32,
-    /// Whether the agent can resume a session (for output retries and
-    /// retries of transient failures).
-    pub can_resume: bool,
-    /// `--retries`, `--retry-on`, `--retry-backoff`: how a run that ended
-    /// by a transient failure is tried again.
-    pub retry: RetryPolicy,
-    /// The most the session's runs may spend together.
-    pub budget: crate::budget::Budget,
-    /// The batch's budget, with what its entries before this one spent.
-    pub batch_budget: Option<crate::budget::SharedBudget>,
-    /// The batch's budget held live with the entries running beside this
-    /// one (on this machine): it replaces `batch_budget`.
-    pub budget_pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
-    /// OpenTelemetry export: a span for the session, one per iteration,
-    /// and the runs' under them.
-    pub telemetry: Option<crate::telemetry::Telemetry>,
-    /// A batch's entry: signs `session.json` and each run's `run.json`.
-    pub report_signer: Option<crate::batch_key::ReportSigner>,
-}
-
-/// What `make_run` is told about the run to build.
-#[derive(Debug, Clone)]
-pub struct IterationContext {
-    pub iteration: u32,
-    pub iterations: u32,
-    pub workdir: PathBuf,
-    pub run_dir: PathBuf,
-    pub branch: Option<String>,
-    pub base: Option<String>,
-    /// For an output retry: the agent's session to resume and the
-    /// correction to send instead of the task's prompt.
-    pub correction: Option<(String, String)>,
-    /// For a retry of a transient failure: the failure, and the agent's
-    /// session to resume, if any.
-    pub retry_of: Option<RetryOf>,
-}
-
-/// What a retry of a transient failure is told about the attempt before.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RetryOf {
-    pub failure: RetryOn,
-    /// The agent's session to resume: the CLI can, and the failed attempt
-    /// got at least one answer from the model (else there is nothing to
-    /// resume, and the run starts afresh).
-    pub resume: Option<String>,
-}
+use crate::{Canceller, RunRequest, SetupError, Verdict};
 
 /// One run of the session, as `session.json` lists it.
 #[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
@@ -362,50 +288,59 @@ impl SessionControl {
 /// Runs the session to its end, saying what happens through `out`.
 /// Errors only when nothing could start.
 pub(crate) async fn run_session(
-    opts: SessionOptions,
+    request: &RunRequest,
+    pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
+    telemetry: Option<crate::telemetry::Telemetry>,
     control: SessionControl,
-    mut make_run: impl FnMut(&IterationContext) -> Result<RunSpec, String>,
     out: &mut Outbox,
 ) -> Result<SessionReport, SetupError> {
+    let name = request
+        .session
+        .name
+        .clone()
+        .unwrap_or_else(|| request.agent.name().to_string());
+    let iterations = request.session.iterations;
+    let output_retries = request.output.as_ref().map_or(0, |o| o.retries);
+    let can_resume = warden_agents::profile(request.agent).can_resume;
     let entry = out.entry();
     let started = Instant::now();
     let started_at = SystemTime::now();
-    let session_id = crate::new_run_id(started_at);
+    let session_id = crate::run::new_run_id(started_at);
     // Before anything else is made: a session directory that cannot be
     // used (not empty, a planted link) leaves nothing behind. The top of
     // the repository is asked for only when it names the directory (a
     // batch names every run's).
-    let session_dir = match opts.session_dir.clone() {
+    let session_dir = match request.dir.clone() {
         Some(dir) => dir,
-        None => git::repo_root(&opts.cwd)
+        None => git::repo_root(&request.cwd)
             .await
-            .unwrap_or_else(|| opts.cwd.clone())
+            .unwrap_or_else(|| request.cwd.clone())
             .join(".warden/sessions")
             .join(&session_id),
     };
     // File system work (slow on a busy disk), kept off the thread that
     // drives the clocks of the runs already going.
-    let held = crate::off_clock(&session_dir, HeldDir::create_empty).await?;
+    let held = off_clock(&session_dir, HeldDir::create_empty).await?;
     // Held for the session's lifetime: `warden gc` never removes a
     // directory (or a worktree) whose lock it cannot take.
     let _session_in_use = held.claim().map_err(SetupError::RunDir)?;
 
     let mut _worktree_in_use = None;
-    let worktree = match &opts.worktree {
+    let worktree = match &request.session.worktree {
         Some(req) => {
             let branch = req.branch.clone().unwrap_or_else(|| {
                 format!(
                     "warden/{}/{}",
-                    git::dir_name(&opts.name),
+                    git::dir_name(&name),
                     session_id.to_ascii_lowercase()
                 )
             });
             let (wt, lock) = Worktree::create(
-                &opts.cwd,
+                &request.cwd,
                 &branch,
                 req.base.as_deref(),
                 Some(&session_dir),
-                opts.sandboxed,
+                request.sandbox.sandbox != crate::Sandbox::Host,
             )
             .await
             .map_err(|e| {
@@ -427,7 +362,7 @@ pub(crate) async fn run_session(
     };
     let workdir = worktree
         .as_ref()
-        .map_or_else(|| opts.cwd.clone(), |w| w.path.clone());
+        .map_or_else(|| request.cwd.clone(), |w| w.path.clone());
     // What an own repository borrows, shown read-only to the agent (a
     // container sees nothing of the host but what it is given).
     let borrowed = match worktree.as_ref().and_then(|w| w.home.as_deref()) {
@@ -446,13 +381,13 @@ pub(crate) async fn run_session(
     let mut report = SessionReport {
         schema_version: warden_events::SchemaVersion,
         session_id: session_id.clone(),
-        name: opts.name.clone(),
+        name: name.clone(),
         session_dir: session_dir.clone(),
         workdir: workdir.clone(),
         worktree: None,
         started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         duration_ms: 0,
-        iterations_requested: opts.iterations,
+        iterations_requested: iterations,
         iterations_run: 0,
         stopped_because: StopReason::IterationsExhausted,
         verdict: None,
@@ -470,13 +405,12 @@ pub(crate) async fn run_session(
         written: false,
     };
 
-    let mut spans = opts
-        .telemetry
+    let mut spans = telemetry
         .as_ref()
         .map(|t| crate::telemetry::SessionSpans::new(t, started_at));
     let mut iteration = 0;
     let mut correction: Option<(String, String)> = None;
-    let mut retries_left = opts.output_retries;
+    let mut retries_left = output_retries;
     // The output retry this step is (`iteration-N-retry-M`), if it is one.
     let mut output_retry: Option<u32> = None;
     // The attempt at this step: one more for each transient failure.
@@ -501,14 +435,14 @@ pub(crate) async fn run_session(
     };
     let shared = |spent: &crate::budget::Spent| {
         let mut all = Vec::new();
-        if !opts.budget.is_empty() {
+        if !request.session.budget.is_empty() {
             all.push(crate::budget::SharedBudget::new(
                 crate::budget::BudgetScope::Session,
-                opts.budget,
+                request.session.budget,
                 *spent,
             ));
         }
-        match (&opts.budget_pool, opts.batch_budget) {
+        match (&pool, request.batch_budget) {
             // Its lines; the runs hold it live, not from this.
             (Some(pool), _) => all.push(pool.shared()),
             (None, Some(b)) => {
@@ -532,7 +466,7 @@ pub(crate) async fn run_session(
             break;
         }
         let next_step = correction.is_none() && retry_of.is_none();
-        if next_step && iteration >= opts.iterations {
+        if next_step && iteration >= iterations {
             break;
         }
         // A run with nothing left of a budget would exceed it at its first
@@ -567,7 +501,7 @@ pub(crate) async fn run_session(
             .or_else(|| correction.as_ref().map(|(s, _)| s.clone()));
         let ctx = IterationContext {
             iteration,
-            iterations: opts.iterations,
+            iterations,
             workdir: workdir.clone(),
             run_dir: run_dir.clone(),
             branch: branch.clone(),
@@ -576,10 +510,10 @@ pub(crate) async fn run_session(
             correction: correction.clone(),
             retry_of: retry_of.take(),
         };
-        let mut spec = match make_run(&ctx) {
+        let mut spec = match request.plan(&ctx) {
             Ok(s) => s,
             Err(e) => {
-                report.error = Some(e);
+                report.error = Some(e.to_string());
                 report.stopped_because = StopReason::SetupFailed;
                 break;
             }
@@ -598,25 +532,25 @@ pub(crate) async fn run_session(
         if !spec.sandbox.records.contains(&record) {
             spec.sandbox.records.push(record);
         }
-        spec.budgets = budgets
+        spec.shared.budgets = budgets
             .into_iter()
-            .filter(|b| opts.budget_pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)
+            .filter(|b| pool.is_none() || b.scope != crate::budget::BudgetScope::Batch)
             .collect();
-        spec.budget_pool.clone_from(&opts.budget_pool);
-        spec.run_spent_before = step_spent;
+        spec.shared.pool.clone_from(&pool);
+        spec.shared.spent_before = step_spent;
         let thread_wide = spec.agent == warden_events::Agent::Codex;
         if thread_wide && let Some(total) = resuming.as_ref().and_then(|s| thread_totals.get(s)) {
-            spec.usage_baseline = *total;
+            spec.shared.usage_baseline = *total;
         }
-        let baseline = spec.usage_baseline;
+        let baseline = spec.shared.usage_baseline;
         run_budget = spec.limits.budget;
         if let Some(s) = &mut spans {
-            spec.telemetry = Some(s.run(iteration));
+            spec.shared.telemetry = Some(s.run(iteration));
         }
-        let mut handle = match Run::new(spec).spawn().await {
+        let mut handle = match crate::run::start(spec).await {
             Ok(h) => h,
             Err(e) => {
-                if e.exit_code() == crate::report::OUTPUT_LOST_EXIT {
+                if e.is_storage() {
                     report.output_lost.get_or_insert_with(|| e.to_string());
                 }
                 report.error = Some(e.to_string());
@@ -653,9 +587,9 @@ pub(crate) async fn run_session(
             }
             out.send(Update::Event { entry, event }).await;
         }
-        let run = handle.wait().await;
+        let run = handle.report().await;
         control.set_current(None);
-        if let Some(signer) = &opts.report_signer {
+        if let Some(signer) = &request.report_signer {
             sign_run_report(signer, &run);
         }
         if let Some(s) = &mut spans {
@@ -713,7 +647,7 @@ pub(crate) async fn run_session(
             signal: run.signal,
             ended_by_warden: run.ended_by_warden,
         });
-        write_json(&held, &mut report, opts.report_signer.as_ref());
+        write_json(&held, &mut report, request.report_signer.as_ref());
 
         match run.verdict {
             Some(Verdict::Cancelled) => {
@@ -733,7 +667,7 @@ pub(crate) async fn run_session(
                 }
             }
             _ => {
-                if let Some(failure) = opts.retry.should_retry(&run, attempt - 1) {
+                if let Some(failure) = request.retry.should_retry(&run, attempt - 1) {
                     // Nothing left of a budget: no retry would start, so
                     // none is announced or waited for (the wait can be
                     // minutes).
@@ -752,12 +686,12 @@ pub(crate) async fn run_session(
                     .into_iter()
                     .flatten()
                     .max();
-                    let delay = opts.retry.delay(attempt, crate::retry::jitter(), hint);
+                    let delay = request.retry.delay(attempt, crate::retry::jitter(), hint);
                     out.send(Update::RetryWaiting {
                         entry,
                         iteration,
                         attempt: attempt + 1,
-                        attempts: opts.retry.retries + 1,
+                        attempts: request.retry.retries + 1,
                         delay,
                         because: failure,
                     })
@@ -774,25 +708,22 @@ pub(crate) async fn run_session(
                         last.retried_because = Some(failure);
                         last.retry_delay_ms = Some(delay.as_millis() as u64);
                     }
-                    write_json(&held, &mut report, opts.report_signer.as_ref());
+                    write_json(&held, &mut report, request.report_signer.as_ref());
                     attempt += 1;
                     let progressed = run.turns > 0 || run.tool_calls > 0;
                     retry_of = Some(RetryOf {
                         failure,
-                        resume: run
-                            .session_id
-                            .clone()
-                            .filter(|_| opts.can_resume && progressed),
+                        resume: run.session_id.clone().filter(|_| can_resume && progressed),
                     });
                     continue;
                 }
                 if run.output_error.is_some()
                     && retries_left > 0
-                    && opts.can_resume
+                    && can_resume
                     && let Some(session) = run.session_id.clone()
                 {
                     retries_left -= 1;
-                    output_retry = Some(opts.output_retries - retries_left);
+                    output_retry = Some(output_retries - retries_left);
                     attempt = 1;
                     correction = Some((session, run.reason.clone()));
                     continue;
@@ -814,7 +745,7 @@ pub(crate) async fn run_session(
         let mut worktree_report = None;
         let mut not_home = None;
         if let Some(wt) = &worktree {
-            let keep = opts.worktree.as_ref().is_some_and(|w| w.keep);
+            let keep = request.session.worktree.as_ref().is_some_and(|w| w.keep);
             let home = wt.bring_home().await;
             let dirty = git::is_dirty(&wt.path).await;
             let removed = wt.finish(keep, home.is_ok()).await;
@@ -883,7 +814,7 @@ pub(crate) async fn run_session(
     if let Some(s) = &mut spans {
         report.otel = s.finish(&report);
     }
-    write_json(&held, &mut report, opts.report_signer.as_ref());
+    write_json(&held, &mut report, request.report_signer.as_ref());
     Ok(report)
 }
 
@@ -963,17 +894,18 @@ fn write_json(dir: &HeldDir, report: &mut SessionReport, signer: Option<&ReportS
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), warden_run::SetupError> {
-/// use warden_run::{RunRequest, session::Session, update::Update};
+/// use warden_run::{RunRequest, Session, Update};
 /// let mut request = RunRequest::exec(["sh", "-c", "echo step $WARDEN_RUN_ID"]);
 /// request.session.iterations = 3;
-/// let mut session = Session::new(request).start();
+/// let mut session = Session::new(request).start().await?;
 /// while let Some(update) = session.next_update().await {
 ///     if let Update::IterationFinished { iteration, report, .. } = update {
 ///         println!("{iteration}: {:?}", report.verdict);
 ///     }
 /// }
-/// let report = session.wait().await?;
-/// println!("{} run(s), stopped by {}", report.iterations_run, report.stopped_because);
+/// let outcome = session.wait().await?;
+/// let report = &outcome.report;
+/// println!("{}: {} run(s), stopped by {}", outcome.verdict, report.iterations_run, report.stopped_because);
 /// # Ok(()) }
 /// ```
 pub struct Session {
@@ -997,13 +929,12 @@ impl Session {
         self
     }
 
-    /// Stops the session from elsewhere (a signal handler, say).
-    pub fn control(&self) -> SessionControl {
-        self.control.clone()
-    }
-
-    /// Starts the session on the current tokio runtime.
-    pub fn start(self) -> SessionHandle {
+    /// Starts the session on the current tokio runtime. A request that
+    /// cannot run is an error here (checked as [`RunRequest::check`]
+    /// does); what stops the session once started (a worktree that cannot
+    /// be made) comes from [`SessionHandle::wait`].
+    pub async fn start(self) -> Result<SessionHandle, SetupError> {
+        self.request.check()?;
         let (tx, rx) = tokio::sync::mpsc::channel(crate::update::UPDATES_QUEUED);
         let control = self.control.clone();
         let task = tokio::spawn(run_request_pooled(
@@ -1013,11 +944,11 @@ impl Session {
             None,
             self.telemetry,
         ));
-        SessionHandle {
+        Ok(SessionHandle {
             updates: Some(rx),
             task,
             control,
-        }
+        })
     }
 }
 
@@ -1030,16 +961,7 @@ pub(crate) async fn run_request_pooled(
     pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
     telemetry: Option<crate::telemetry::Telemetry>,
 ) -> Result<SessionReport, SetupError> {
-    let mut opts = request.session_options();
-    opts.budget_pool = pool;
-    opts.telemetry = telemetry;
-    run_session(
-        opts,
-        control,
-        |ctx| request.spec(ctx).map_err(|e| e.to_string()),
-        &mut out,
-    )
-    .await
+    run_session(&request, pool, telemetry, control, &mut out).await
 }
 
 /// A running session.
@@ -1055,16 +977,20 @@ impl SessionHandle {
         self.updates.as_mut()?.recv().await
     }
 
-    pub fn control(&self) -> SessionControl {
-        self.control.clone()
+    /// Stops the session from elsewhere (a signal handler, say): the
+    /// current run is cancelled and no further one starts; a second
+    /// cancel kills the run.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(CancelTarget::Session(self.control.clone()))
     }
 
     /// Waits for the end of the session. The updates need not be read
-    /// first: those not yet read are dropped.
-    pub async fn wait(mut self) -> Result<SessionReport, SetupError> {
+    /// first: those not yet read are dropped. Errors only when nothing
+    /// could start (the session's directory, its worktree).
+    pub async fn wait(mut self) -> Result<Outcome<SessionReport>, SetupError> {
         self.updates = None;
         match self.task.await {
-            Ok(r) => r,
+            Ok(r) => r.map(Outcome::of_session),
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
     }

@@ -30,6 +30,13 @@ pub enum Verdict {
     BudgetExceeded,
 }
 
+impl std::fmt::Display for Verdict {
+    /// As run.json spells it: `succeeded`, `stalled`, ...
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Verdict {
     /// The process exit code of `warden run` for this verdict.
     pub fn exit_code(self) -> i32 {

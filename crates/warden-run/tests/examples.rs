@@ -117,6 +117,25 @@ fn agent_run_drives_a_real_agent_cli() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("text: the files are listed"), "{stdout}");
     assert!(stdout.contains("succeeded in"), "{stdout}");
+
+    // The README's program, against a fake model of its own.
+    let server = FakeModel::start(vec![Turn::Text("the test passes now".into())]);
+    let env: Vec<(String, String)> = env
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "ANTHROPIC_BASE_URL" => (k, server.url()),
+            _ => (k, v),
+        })
+        .collect();
+    let out = run("one_run", &[], &work, &env);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains(" ms  text"), "{stdout}");
+    assert!(stdout.contains("succeeded: "), "{stdout}");
+    let runs: Vec<_> = std::fs::read_dir(work.join(".warden/runs"))
+        .unwrap()
+        .collect();
+    assert_eq!(runs.len(), 2, "agent_run's and one_run's");
 }
 
 #[test]
@@ -166,4 +185,22 @@ fn batch_runs_every_entry_and_writes_batch_json() {
     assert_eq!(report["succeeded"], 2);
     assert_eq!(report["runs"][1]["verdict"], "succeeded");
     assert_eq!(report["runs"][0]["verdict"], "agent_failed");
+}
+
+/// The README's programs are these examples, word for word: what a reader
+/// copies is what CI compiles.
+#[test]
+fn the_readme_shows_the_examples_as_they_are() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
+    for name in ["one_run", "one_session", "one_batch"] {
+        let file = std::fs::read_to_string(root.join(format!("examples/{name}.rs"))).unwrap();
+        let block = format!("```rust\n{file}```\n");
+        assert!(
+            readme.contains(&block),
+            "README.md does not show examples/{name}.rs as it is"
+        );
+    }
+    let one_run = std::fs::read_to_string(root.join("examples/one_run.rs")).unwrap();
+    assert!(one_run.lines().count() <= 15, "{one_run}");
 }

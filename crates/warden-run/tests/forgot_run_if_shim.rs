@@ -10,7 +10,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use warden_run::{ContainmentChoice, Run, RunSpec};
+use warden_run::{ContainmentChoice, Run, RunRequest};
 
 const ROLE: &str = "FORGOT_SHIM_ROLE";
 const MARK: &str = "FORGOT_SHIM_MARK";
@@ -32,17 +32,17 @@ fn program() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut spec = RunSpec::exec(["sh", "-c", "echo hello"]);
-        spec.cwd = dir.clone().into();
-        spec.run_dir = Some(std::path::Path::new(&dir).join("run"));
-        spec.containment = ContainmentChoice::Subreaper;
-        match Run::new(spec).spawn().await {
+        let mut request = RunRequest::exec(["sh", "-c", "echo hello"]);
+        request.cwd = dir.clone().into();
+        request.dir = Some(std::path::Path::new(&dir).join("run"));
+        request.containment = ContainmentChoice::Subreaper;
+        match Run::new(request).start().await {
             Err(e) => {
                 eprintln!("refused: {e}");
                 std::process::exit(3);
             }
             Ok(run) => {
-                let report = run.wait().await;
+                let report = run.wait().await.report;
                 println!(
                     "verdict={:?} error={}",
                     report.verdict,

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use warden_run::{ContainmentChoice, Run, RunSpec, Verdict};
+use warden_run::{ContainmentChoice, Run, RunRequest, Verdict};
 
 /// The run below ends in tens of milliseconds; a `wait()` that gives an
 /// unread feed time to drain took 2 s more.
@@ -23,13 +23,13 @@ fn main() {
     runtime.block_on(async {
         // More lines than the live feed holds, so that events other than
         // lines wait for room in it when nobody reads them.
-        let mut spec = RunSpec::exec(["sh", "-c", "seq 1 20000"]);
-        spec.cwd = dir.path().to_path_buf();
-        spec.run_dir = Some(dir.path().join("run"));
-        spec.containment = ContainmentChoice::Subreaper;
-        let run = Run::new(spec).spawn().await.expect("the run starts");
+        let mut request = RunRequest::exec(["sh", "-c", "seq 1 20000"]);
+        request.cwd = dir.path().to_path_buf();
+        request.dir = Some(dir.path().join("run"));
+        request.containment = ContainmentChoice::Subreaper;
+        let run = Run::new(request).start().await.expect("the run starts");
         let started = Instant::now();
-        let report = run.wait().await;
+        let report = run.wait().await.report;
         let took = started.elapsed();
         println!("wait() without reading the events took {took:?}");
         assert_eq!(report.verdict, Some(Verdict::Succeeded), "{report:?}");

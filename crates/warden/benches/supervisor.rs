@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use warden_run::{Limits, Run, RunSpec};
+use warden_run::{Limits, Run, RunRequest};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
@@ -276,11 +276,11 @@ async fn clock_lateness(tmp: &Path, reps: usize) {
     for (n, case) in cases.iter().enumerate() {
         let mut samples = Vec::new();
         for i in 0..reps {
-            let mut spec = RunSpec::exec(["sh", "-c", case.script]);
-            spec.limits = case.limits.clone();
-            spec.run_dir = Some(tmp.join(format!("r-clock-{n}-{i}")));
+            let mut request = RunRequest::exec(["sh", "-c", case.script]);
+            request.limits = case.limits.clone();
+            request.dir = Some(tmp.join(format!("r-clock-{n}-{i}")));
             let t0 = Instant::now();
-            let mut run = Run::new(spec).spawn().await.unwrap();
+            let mut run = Run::new(request).start().await.unwrap();
             let mut from = case.from.is_none().then_some(t0);
             let mut fired = None;
             while let Some(ev) = run.next_event().await {

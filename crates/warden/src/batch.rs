@@ -521,7 +521,7 @@ async fn drive(
     }
     // SIGINT, SIGTERM and SIGHUP (the terminal closed) cancel every run;
     // one that came while the runs were being checked does too.
-    let control = running.control();
+    let canceller = running.canceller();
     let mut wake = Wakeups::new(signals);
     let on_wake = |view: &mut BatchView, w: Wake| match w {
         Wake::Tick => view.tick(),
@@ -531,7 +531,7 @@ async fn drive(
             } else {
                 format!("{name}: cancelling every run (send it again to kill at once)")
             });
-            control.cancel();
+            canceller.cancel();
         }
     };
     loop {

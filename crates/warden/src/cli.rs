@@ -248,10 +248,9 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
         let t = telemetry.as_ref();
         run_session_cli(request, resolved, signals, &mut ended, junit.as_deref(), t).await
     } else {
-        let spec = request.spec(&request.iteration_context().await)?;
         cancelled_before_start(&signals)?;
         let t = telemetry.as_ref();
-        run_once(spec, &resolved, signals, &mut ended, junit.as_deref(), t).await
+        run_once(request, &resolved, signals, &mut ended, junit.as_deref(), t).await
     };
     crate::runner::end_telemetry(telemetry);
     crate::config_watch::warn_changed(config.as_slice());

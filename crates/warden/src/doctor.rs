@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 use warden_events::Agent;
 use warden_process::os::cgroup::Cgroup;
-use warden_run::{Run, RunSpec, Verdict};
+use warden_run::{Run, RunRequest, Verdict};
 use warden_sandbox::probe;
 
 use crate::args::DoctorArgs;
@@ -210,15 +210,11 @@ async fn find() -> Findings {
 
     // The real thing: one supervised `true`, through the shim.
     let dir = std::env::temp_dir().join(format!("warden-doctor-{}", std::process::id()));
-    let mut spec = RunSpec::exec(["true"]);
-    spec.run_dir = Some(dir.clone());
-    spec.shim_exe = crate::shim_exe::path();
-    let works = match Run::new(spec).spawn().await {
-        Ok(mut run) => {
-            while run.next_event().await.is_some() {}
-            let report = run.wait().await;
-            report.verdict == Some(Verdict::Succeeded)
-        }
+    let mut request = RunRequest::exec(["true"]);
+    request.dir = Some(dir.clone());
+    request.shim_exe = crate::shim_exe::path();
+    let works = match Run::new(request).start().await {
+        Ok(run) => run.wait().await.verdict == Verdict::Succeeded,
         Err(_) => false,
     };
     let _ = std::fs::remove_dir_all(&dir);

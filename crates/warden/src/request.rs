@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use warden_events::Agent;
-use warden_run::session::WorktreeRequest;
+use warden_run::WorktreeRequest;
 use warden_run::{
     EnvArg, OutputRequest, Prompt, RunRequest, Sandbox, SandboxChoice, SandboxOptions,
 };

@@ -4,7 +4,7 @@
 use warden_run::session::Session;
 use warden_run::telemetry::{MetricsFlushed, Telemetry, TelemetryConfig};
 use warden_run::update::Update;
-use warden_run::{Run, RunRequest, RunSpec};
+use warden_run::{Run, RunRequest};
 
 use crate::error::Outcome;
 use crate::render::{Reporter, Reporters};
@@ -105,19 +105,19 @@ pub(crate) fn end_telemetry(telemetry: Option<Telemetry>) {
 
 /// `ended`: gets the run's directory, which the gc after it must spare.
 pub(crate) async fn run_once(
-    mut spec: RunSpec,
+    request: RunRequest,
     resolved: &crate::settings::Resolved,
     signals: Signals,
     ended: &mut Vec<std::path::PathBuf>,
     junit: Option<&std::path::Path>,
     telemetry: Option<&Telemetry>,
 ) -> Outcome {
-    let agent = spec.agent;
-    spec.telemetry = telemetry.map(|t| warden_run::RunTelemetry {
-        exporter: t.clone(),
-        ids: t.top_span(),
-    });
-    let mut handle = Run::new(spec).spawn().await?;
+    let agent = request.agent;
+    let mut run = Run::new(request);
+    if let Some(t) = telemetry {
+        run = run.telemetry(t.clone());
+    }
+    let mut handle = run.start().await?;
     let mut view = Reporters::for_runs(resolved, agent, None);
     view.update(&Update::IterationStarted {
         entry: None,
@@ -152,7 +152,8 @@ pub(crate) async fn run_once(
     // written): a signal meanwhile still kills it.
     let report = wake
         .while_waiting(handle.wait(), |w| on_wake(&mut view, w))
-        .await;
+        .await
+        .report;
     let code = if resolved.preserve_status {
         report.exit_code_preserving_status()
     } else {
@@ -202,15 +203,15 @@ pub(crate) async fn run_session_cli(
     if let Some(t) = telemetry {
         session = session.telemetry(t.clone());
     }
-    let mut session = session.start();
-    let control = session.control();
+    let mut session = session.start().await?;
+    let canceller = session.canceller();
     let mut wake = Wakeups::new(signals);
     let mut final_text: Option<String> = None;
     let on_wake = |view: &mut Reporters, w: Wake| match w {
         Wake::Tick => view.tick(),
         Wake::Signal { nth, name } => {
             view.notice(&signal_notice(nth, name));
-            control.cancel();
+            canceller.cancel();
         }
     };
     loop {
@@ -232,7 +233,8 @@ pub(crate) async fn run_session_cli(
     // meanwhile stops that at once).
     let report = wake
         .while_waiting(session.wait(), |w| on_wake(&mut view, w))
-        .await?;
+        .await?
+        .report;
     ended.push(report.session_dir.clone());
     ended.extend(report.runs.iter().map(|r| r.run_dir.clone()));
     let verdict = report.verdict.map_or("none", |v| v.as_str());

@@ -90,14 +90,14 @@ pub(crate) struct Setup {
     /// The budgets the run shares with the runs before it (its session's,
     /// its batch's), with what those spent.
     pub budgets: Vec<crate::budget::SharedBudget>,
-    /// What the earlier attempts at this step spent (`RunSpec`'s).
+    /// What the earlier attempts at this step spent (the plan's).
     pub run_spent_before: crate::budget::Spent,
-    /// The resumed session's running total of tokens (`RunSpec`'s).
+    /// The resumed session's running total of tokens (the plan's).
     pub usage_baseline: warden_events::Tokens,
     /// A batch's budget held with the runs running beside this one.
     pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
     /// OpenTelemetry export: the exporter and the run span's ids.
-    pub telemetry: Option<crate::RunTelemetry>,
+    pub telemetry: Option<crate::telemetry::RunTelemetry>,
 }
 
 /// Where a run's commits are collected from.

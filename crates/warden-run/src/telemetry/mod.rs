@@ -181,6 +181,25 @@ fn toml_string(v: &str) -> String {
     out
 }
 
+/// OpenTelemetry export for one run: the process's telemetry (its spans,
+/// its metrics) and the ids of the run's span (chosen before the agent
+/// starts, which gets them as `TRACEPARENT` when spans are exported).
+#[derive(Debug, Clone)]
+pub(crate) struct RunTelemetry {
+    pub(crate) exporter: Telemetry,
+    pub(crate) ids: TraceIds,
+}
+
+impl RunTelemetry {
+    /// The process's top span as the run's: a run on its own.
+    pub(crate) fn top(exporter: Telemetry) -> Self {
+        Self {
+            ids: exporter.top_span(),
+            exporter,
+        }
+    }
+}
+
 /// A span's place in a trace: the trace, the span, and its parent. In
 /// reports as lower-case hex, as a `TRACEPARENT` writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -670,7 +689,7 @@ impl SessionSpans {
     }
 
     /// The telemetry of the next run of `iteration`, which starts now.
-    pub(crate) fn run(&mut self, iteration: u32) -> crate::RunTelemetry {
+    pub(crate) fn run(&mut self, iteration: u32) -> RunTelemetry {
         let now = std::time::SystemTime::now();
         if self
             .iterations
@@ -689,7 +708,7 @@ impl SessionSpans {
         }
         let it = self.iterations.last_mut().expect("just pushed");
         it.runs += 1;
-        crate::RunTelemetry {
+        RunTelemetry {
             exporter: self.exporter.clone(),
             ids: it.ids.child(),
         }

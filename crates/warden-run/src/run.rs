@@ -1,0 +1,628 @@
+//! One supervised run: [`Run`] starts it from a [`RunRequest`], its
+//! [`RunHandle`] gives what happens and, at the end, the report.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use warden_events::event::Stamped;
+use warden_sandbox::env::agent_env;
+use warden_sandbox::{Sandbox, SandboxError, SandboxOptions, Target};
+
+use crate::artifacts::{self, RunDir};
+use crate::held_dir::{self, HeldDir};
+use crate::outcome::Outcome;
+use crate::plan::RunPlan;
+use crate::report::{self, Report};
+use crate::request::{RequestError, RunRequest};
+use crate::supervisor::{self, Control, Setup, Supervisor};
+use crate::telemetry::RunTelemetry;
+use crate::update::Update;
+use crate::verdict::Verdict;
+use crate::{defaults, git, live, output, resources, telemetry};
+
+/// What stops a run (or a session, or a batch's entry) before it starts:
+/// the request cannot run, or warden cannot keep its promise of writing
+/// everything down.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The request itself (a missing CLI, a bad template, a setting that
+    /// does not fit the agent).
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error("the command is empty: name a program to run")]
+    EmptyCommand,
+    #[error("could not use the run directory: {0}")]
+    RunDir(#[from] held_dir::DirError),
+    #[error("could not find warden's own executable to use as the run's shim: {0}")]
+    ShimExe(std::io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Output(#[from] output::OutputError),
+    #[error("could not make the worktree: {0}")]
+    Git(git::GitError),
+    #[error(transparent)]
+    StartedAsShim(warden_process::SpawnError),
+    /// A resource limit (`limits.resources`) that nothing on this machine
+    /// can enforce.
+    #[error(transparent)]
+    Resources(#[from] warden_process::os::limits::LimitError),
+    /// Telemetry asked of an agent whose CLI warden cannot make export.
+    #[error(transparent)]
+    Telemetry(#[from] telemetry::TelemetryError),
+}
+
+impl SetupError {
+    /// Whether the machine, not the request, is at fault: the sandbox
+    /// cannot run here, or the agent's CLI is not installed.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            SetupError::Sandbox(SandboxError::BwrapUnavailable(_) | SandboxError::NoEngine { .. })
+        ) || matches!(self, SetupError::Request(e) if e.is_unavailable())
+    }
+
+    /// Whether the file system cannot keep the run's records (full,
+    /// read-only, failing): nothing of the run could be written down.
+    pub fn is_storage(&self) -> bool {
+        use rustix::io::Errno;
+        let storage = [Errno::NOSPC, Errno::DQUOT, Errno::IO, Errno::ROFS];
+        matches!(self, SetupError::RunDir(e) if e
+            .io()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|code| storage.iter().any(|s| s.raw_os_error() == code)))
+    }
+
+    /// warden's exit code for this error: 6 when the machine cannot run
+    /// the sandbox or the agent, [`report::OUTPUT_LOST_EXIT`] when the
+    /// file system cannot keep the run's output, 2 for a bad request.
+    pub fn exit_code(&self) -> u8 {
+        if self.is_unavailable() {
+            6
+        } else if self.is_storage() {
+            report::OUTPUT_LOST_EXIT
+        } else {
+            2
+        }
+    }
+}
+
+/// One run, not started yet: a [`RunRequest`] and how to export it.
+///
+/// The request is run as one run, whatever its session settings say
+/// (iterations, retries, a worktree): a [`crate::session::Session`] runs
+/// those.
+pub struct Run {
+    request: RunRequest,
+    telemetry: Option<telemetry::Telemetry>,
+}
+
+impl Run {
+    pub fn new(request: RunRequest) -> Self {
+        Self {
+            request,
+            telemetry: None,
+        }
+    }
+
+    /// Exports the run's span and metrics through `telemetry`.
+    pub fn telemetry(mut self, telemetry: telemetry::Telemetry) -> Self {
+        self.telemetry = Some(telemetry);
+        self
+    }
+
+    /// Starts the run under its supervisor. Must be called inside a tokio
+    /// runtime. A request that cannot run is an error here (checked as
+    /// [`RunRequest::check`] does); an agent that fails to start is not:
+    /// the run ends at once with the verdict `spawn_failed`.
+    ///
+    /// Async because starting asks git for the base commit and may probe
+    /// bubblewrap: both are bounded and run off the runtime's threads, so
+    /// the clocks of other runs in the same process keep time meanwhile.
+    pub async fn start(self) -> Result<RunHandle, SetupError> {
+        self.request.check()?;
+        let ctx = self.request.iteration_context().await;
+        let mut plan = self.request.plan(&ctx)?;
+        plan.shared.telemetry = self.telemetry.map(RunTelemetry::top);
+        start(plan).await
+    }
+}
+
+/// Starts the run `plan` describes.
+pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
+    // Before anything is created: in a process started as a shim, a run
+    // would start this program again, and again.
+    if warden_process::started_as_shim() {
+        return Err(SetupError::StartedAsShim(
+            warden_process::SpawnError::StartedAsShim,
+        ));
+    }
+    if plan.command.is_empty() {
+        return Err(SetupError::EmptyCommand);
+    }
+    let shim_exe = match plan.shim_exe.clone() {
+        Some(p) => p,
+        None => std::env::current_exe().map_err(SetupError::ShimExe)?,
+    };
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let run_id = new_run_id(started_at);
+    let run_dir = plan
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| plan.cwd.join(defaults::RUNS_DIR).join(&run_id));
+    let run_dir = absolute(&plan.cwd, &run_dir);
+    let fixed = warden_env(&mut plan, &run_id, started_at)?;
+
+    // The agent's environment (an allowlist inside a sandbox) and the
+    // command line that starts it there. Checked before anything is
+    // created, so a bad request leaves nothing behind.
+    let sandbox = plan.sandbox.sandbox;
+    let host_env: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let needs = crate::request::sandbox_needs(plan.agent);
+    let home_dir = std::env::var_os("HOME").map(PathBuf::from);
+    let env_dropped = warden_sandbox::env::dropped(
+        &needs,
+        sandbox != Sandbox::Host,
+        &host_env,
+        &plan.env_args,
+        home_dir.as_deref(),
+    );
+    let agent_env = agent_env(
+        &needs,
+        sandbox != Sandbox::Host,
+        &host_env,
+        &fixed,
+        &plan.env_args,
+    );
+    sandbox_available(sandbox).await?;
+    // Limits nothing here can enforce are refused before anything is
+    // made (they are never silently dropped).
+    let (limits, containment) = (plan.limits.resources, plan.containment);
+    tokio::task::spawn_blocking(move || resources::check(&limits, sandbox, containment))
+        .await
+        .unwrap_or(Ok(()))?;
+    let target = SandboxTarget {
+        options: plan.sandbox.clone(),
+        needs,
+        program: plan.command[0].clone(),
+        args: plan.command[1..].to_vec(),
+        workdir: plan.cwd.clone(),
+        home: home_dir.unwrap_or_else(|| PathBuf::from("/")),
+        env: agent_env.vars.clone(),
+        name: format!("warden-{run_id}"),
+        run_dir: run_dir.clone(),
+        limits: matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
+            .then(|| resources::for_container(&plan.limits.resources)),
+    };
+    let mut wrapped = target.clone().wrap().await?;
+    let output = output_spec(&plan)?;
+    let git = if git::in_work_tree(&plan.cwd) {
+        Some(supervisor::GitStart {
+            dir: plan.cwd.clone(),
+            base: git::head(&plan.cwd).await,
+        })
+    } else {
+        None
+    };
+
+    // File system work (slow on a busy disk), kept off the thread that
+    // drives the clocks of the runs already going.
+    let dir = off_clock(&run_dir, RunDir::create).await?;
+    let dir_handle = dir.handle();
+    let shared = plan.shared;
+    let setup = Setup {
+        run_id: run_id.clone(),
+        agent: plan.agent,
+        command: plan
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: plan.cwd.clone(),
+        limits: plan.limits.clone(),
+        dir,
+        started,
+        started_at,
+        redactor: warden_events::Redactor::new(agent_env.secrets.clone()),
+        sandbox,
+        containment_extra: wrapped.containment,
+        on_kill: wrapped.on_kill.clone(),
+        git,
+        output,
+        env_dropped,
+        budgets: shared.budgets,
+        run_spent_before: shared.spent_before,
+        usage_baseline: shared.usage_baseline,
+        pool: shared.pool,
+        telemetry: shared.telemetry,
+    };
+    let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let supervisor = Supervisor::new(setup, Some(event_tx));
+    let fallback = supervisor.report(None, "starting".into());
+
+    // A daemon's socket covered by the command line may have gone since
+    // it was built (the run directory, git, the supervisor came in
+    // between): built again from what is there now, just before it
+    // starts, as the sandbox would fail on it.
+    if wrapped.vanished() {
+        wrapped = target.wrap().await?;
+    }
+    let process = warden_process::SpawnSpec {
+        program: wrapped.program,
+        args: wrapped.args,
+        cwd: Some(plan.cwd.clone()),
+        env: agent_env.vars,
+        env_clear: agent_env.clear,
+        stdin: plan.stdin.clone(),
+        containment: plan.containment,
+        shim_exe,
+        run_name: format!("warden-{run_id}"),
+        timeout: plan.limits.timeout,
+        resources: resources::for_cgroups(&plan.limits.resources, sandbox),
+    };
+    let task = tokio::spawn(async move {
+        match warden_process::spawn(process).await {
+            Ok(tree) => supervisor.run(tree, control_rx).await,
+            Err(e) => supervisor.spawn_failed(e).await,
+        }
+    });
+    Ok(RunHandle {
+        run_id,
+        run_dir,
+        events: event_rx,
+        control: control_tx,
+        task,
+        fallback,
+        dir: dir_handle,
+    })
+}
+
+/// What warden itself tells the agent through its environment, on top of
+/// what the agent's CLI needs: the run's id, its deadline, the span to
+/// nest under and how to export to it (which may add arguments too).
+fn warden_env(
+    plan: &mut RunPlan,
+    run_id: &str,
+    started_at: SystemTime,
+) -> Result<Vec<(OsString, OsString)>, SetupError> {
+    let mut fixed = plan.env.clone();
+    if let Some(deadline) = plan.limits.timeout.and_then(|t| {
+        started_at
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .checked_add(t)
+    }) {
+        fixed.push((
+            "WARDEN_DEADLINE".into(),
+            deadline.as_secs().to_string().into(),
+        ));
+    }
+    fixed.push(("WARDEN_RUN_ID".into(), run_id.into()));
+    // The run's span as the agent's parent: an agent that exports its own
+    // spans nests them under it. Without spans exported there is no span
+    // to nest under.
+    let Some((t, traces)) = plan
+        .shared
+        .telemetry
+        .as_ref()
+        .and_then(|t| Some((t, t.exporter.traces_config()?)))
+    else {
+        return Ok(fixed);
+    };
+    fixed.push(("TRACEPARENT".into(), t.ids.traceparent().into()));
+    if traces.agent_export {
+        let export = telemetry::agent_export(plan.agent, traces)?;
+        fixed.extend(export.env.into_iter().map(|(k, v)| (k.into(), v.into())));
+        // The user's value, from warden's environment or the request's,
+        // wins.
+        let defaults: Vec<(OsString, OsString)> = export
+            .env_defaults
+            .into_iter()
+            .filter(|(k, _)| {
+                std::env::var_os(k).is_none() && !fixed.iter().any(|(f, _)| f == k.as_str())
+            })
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        fixed.extend(defaults);
+        plan.command.extend(export.args.into_iter().map(Into::into));
+    }
+    Ok(fixed)
+}
+
+/// Refuses a sandbox this machine cannot run, before anything is made.
+async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
+    match sandbox {
+        Sandbox::Bwrap => {
+            // The probe starts bwrap and waits for it: on a blocking
+            // thread, never on one that drives clocks.
+            tokio::task::spawn_blocking(warden_sandbox::probe::bwrap)
+                .await
+                .unwrap_or_else(|e| Err(format!("the bubblewrap probe failed: {e}")))
+                .map(drop)
+                .map_err(SandboxError::BwrapUnavailable)
+        }
+        Sandbox::Docker | Sandbox::Podman => {
+            let engine = if sandbox == Sandbox::Docker {
+                "docker"
+            } else {
+                "podman"
+            };
+            let on_path = std::env::var_os("PATH")
+                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(engine).is_file()));
+            if on_path {
+                Ok(())
+            } else {
+                Err(SandboxError::NoEngine { engine })
+            }
+        }
+        Sandbox::Host => Ok(()),
+    }
+}
+
+/// The structured output the run must give, its schema compiled.
+fn output_spec(plan: &RunPlan) -> Result<Option<supervisor::OutputSpec>, SetupError> {
+    let Some(tag) = &plan.output_tag else {
+        return Ok(None);
+    };
+    let schema = match &plan.output_schema {
+        Some((path, schema)) => Some(output::Schema::compile(
+            schema,
+            &path.display().to_string(),
+        )?),
+        None => None,
+    };
+    Ok(Some(supervisor::OutputSpec {
+        tag: tag.clone(),
+        schema,
+    }))
+}
+
+/// What the agent's sandbox is built from, owned, so that the command
+/// line can be built off the clocks' thread and built again.
+#[derive(Clone)]
+struct SandboxTarget {
+    options: SandboxOptions,
+    needs: warden_sandbox::AgentNeeds,
+    program: OsString,
+    args: Vec<OsString>,
+    workdir: PathBuf,
+    home: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    name: String,
+    run_dir: PathBuf,
+    /// A container's resource limits, for its engine.
+    limits: Option<warden_sandbox::container::ContainerLimits>,
+}
+
+impl SandboxTarget {
+    /// The command line that starts the agent in its sandbox. Building it
+    /// reads the file system (every listening socket in /proc, the
+    /// records to hide): on a blocking thread, never on the clocks'.
+    async fn wrap(mut self) -> Result<warden_sandbox::Wrapped, SandboxError> {
+        let workdir = self.workdir.clone();
+        // The batches' keys, where HOME (which every sandbox replaces) does
+        // not already hide them: an agent that read one could sign a
+        // request of its own for a batch to run.
+        if let Some(keys) = crate::batch_key::keys_dir_outside_home()
+            && !self.options.records.contains(&keys)
+        {
+            self.options.records.push(keys);
+        }
+        tokio::task::spawn_blocking(move || {
+            let mut wrapped = warden_sandbox::wrap(
+                &self.options,
+                Target {
+                    needs: self.needs,
+                    program: self.program,
+                    args: self.args,
+                    workdir: &self.workdir,
+                    home: &self.home,
+                    env: &self.env,
+                    name: &self.name,
+                    run_dir: Some(&self.run_dir),
+                },
+            )?;
+            if let Some(limits) = &self.limits {
+                warden_sandbox::container::add_limits(&mut wrapped, limits);
+            }
+            Ok(wrapped)
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(SandboxError::Prepare {
+                path: workdir,
+                message: format!("the task building the sandbox failed: {e}"),
+            })
+        })
+    }
+}
+
+/// A run in progress: its events, a way to stop it, and its report.
+///
+/// The live events ([`next_update`](Self::next_update)) are a bounded
+/// feed that the run never waits on: when the caller falls behind, as
+/// under a burst of output, line events (`text`, `stderr`, `thinking`,
+/// `oversized_line`) are left out of it and counted in the report's
+/// `live_events_dropped`. `events.jsonl` in the run directory has them
+/// all. Reading the updates is optional: [`wait`](Self::wait) returns as
+/// soon as the run has ended, whether or not they were read.
+pub struct RunHandle {
+    run_id: String,
+    run_dir: PathBuf,
+    events: mpsc::Receiver<Stamped>,
+    control: mpsc::UnboundedSender<Control>,
+    task: JoinHandle<Report>,
+    fallback: Report,
+    dir: HeldDir,
+}
+
+/// A cloneable way to stop a run, a session or a batch, for signal
+/// handlers and other tasks.
+#[derive(Clone)]
+pub struct Canceller(pub(crate) CancelTarget);
+
+#[derive(Clone)]
+pub(crate) enum CancelTarget {
+    Run(mpsc::UnboundedSender<Control>),
+    Session(crate::session::SessionControl),
+    Batch(crate::batch::BatchControl),
+}
+
+impl std::fmt::Debug for Canceller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let of = match self.0 {
+            CancelTarget::Run(_) => "run",
+            CancelTarget::Session(_) => "session",
+            CancelTarget::Batch(_) => "batch",
+        };
+        write!(f, "Canceller({of})")
+    }
+}
+
+impl Canceller {
+    /// Ends it gracefully: SIGTERM to the running agents, the kill grace,
+    /// SIGKILL; a session or batch starts no more runs.
+    pub fn cancel(&self) {
+        match &self.0 {
+            CancelTarget::Run(c) => {
+                let _ = c.send(Control::Cancel);
+            }
+            CancelTarget::Session(c) => c.cancel(),
+            CancelTarget::Batch(c) => c.cancel(),
+        }
+    }
+
+    /// Ends it now: SIGKILL to every process of its runs.
+    pub fn kill(&self) {
+        match &self.0 {
+            CancelTarget::Run(c) => {
+                let _ = c.send(Control::Kill);
+            }
+            CancelTarget::Session(c) => {
+                c.cancel();
+                c.cancel();
+            }
+            CancelTarget::Batch(c) => {
+                c.cancel();
+                c.cancel();
+            }
+        }
+    }
+}
+
+impl RunHandle {
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// The next event, as an update of a run on its own; `None` once the
+    /// run has finished and every event was taken. Line events may be
+    /// missing from this feed when the caller falls behind (see
+    /// [`RunHandle`]); `events.jsonl` has them all.
+    pub async fn next_update(&mut self) -> Option<Update> {
+        let event = self.next_event().await?;
+        Some(Update::Event { entry: None, event })
+    }
+
+    /// The next event itself (see [`next_update`](Self::next_update)).
+    pub async fn next_event(&mut self) -> Option<Stamped> {
+        self.events.recv().await
+    }
+
+    pub fn canceller(&self) -> Canceller {
+        Canceller(CancelTarget::Run(self.control.clone()))
+    }
+
+    /// Waits for the end of the run. Always returns, with a verdict;
+    /// `run.json` has the report when its `written` is true (a full disk
+    /// can prevent that: then `output_lost` says why).
+    ///
+    /// The events need not be read first: the events not taken yet are
+    /// given up here, so the run's end never waits on a reader that is
+    /// no longer there.
+    pub async fn wait(self) -> Outcome<Report> {
+        Outcome::of_run(self.report().await)
+    }
+
+    /// [`wait`](Self::wait)'s report.
+    pub(crate) async fn report(self) -> Report {
+        let Self {
+            events,
+            task,
+            fallback,
+            dir,
+            ..
+        } = self;
+        // Closing the feed tells the supervisor nobody reads it any more:
+        // otherwise, with events still waiting for room, it would give this
+        // very caller time to take them before it returns the report.
+        drop(events);
+        match task.await {
+            Ok(report) => report,
+            Err(e) => {
+                let mut report = fallback;
+                report.verdict = Some(Verdict::InternalError);
+                report.reason = "warden's supervisor failed".into();
+                report.error = Some(format!("the supervisor task failed: {e}"));
+                report.written = artifacts::write_report(&dir, &report).is_ok();
+                report
+            }
+        }
+    }
+}
+
+/// Makes the directory `path` with `make` on a blocking thread: creating
+/// a run's files can take milliseconds on a busy disk, and a batch starts
+/// hundreds at once while the clocks of the runs already going must keep
+/// time on the runtime's thread.
+pub(crate) async fn off_clock<T: Send + 'static>(
+    path: &Path,
+    make: fn(&Path) -> Result<T, held_dir::DirError>,
+) -> Result<T, held_dir::DirError> {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || make(&owned))
+        .await
+        .unwrap_or_else(|e| {
+            Err(held_dir::DirError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!("the task making it failed: {e}")),
+            })
+        })
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+/// `20261129T193152Z-1a2b3c4d5e6f7a8b`: sortable by start time, and 64
+/// random bits from the kernel, so ids never collide, across processes
+/// and machines, and cannot be guessed before the run starts.
+pub fn new_run_id(at: SystemTime) -> String {
+    let stamp: String = humantime::format_rfc3339_seconds(at)
+        .to_string()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    format!("{stamp}-{:016x}", held_dir::random_u64())
+}
