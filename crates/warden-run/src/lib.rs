@@ -465,7 +465,6 @@ impl Run {
                 .collect(),
             cwd: spec.cwd.clone(),
             limits: spec.limits.clone(),
-            dir,
             started,
             started_at,
             redactor: warden_events::Redactor::new(agent_env.secrets.clone()),
@@ -483,7 +482,7 @@ impl Run {
         };
         let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
         let (control_tx, control_rx) = mpsc::unbounded_channel();
-        let supervisor = Supervisor::new(setup, Some(event_tx));
+        let supervisor = Supervisor::new(setup, dir, Some(event_tx));
         let fallback = supervisor.report(None, "starting".into());
 
         // A daemon's socket covered by the command line may have gone
