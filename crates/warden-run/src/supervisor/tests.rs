@@ -373,27 +373,31 @@ fn secs_of(report: &Report) -> f64 {
 
 #[tokio::test(start_paused = true)]
 async fn an_exit_in_the_same_instant_as_the_run_deadline_wins() {
-    let l = Limits {
-        timeout: Some(Duration::from_secs(10)),
-        ..limits()
-    };
-    let mut run = Run::start(Agent::Exec, l, &[]);
-    // The shim's report is there when the run clock fires.
-    run.at(10.0, Happening::Exit(0));
-    run.says(1.0, &["working"]).await;
-    let (report, events) = run.end().await;
-    assert_eq!(
-        report.verdict,
-        Some(Verdict::Succeeded),
-        "{}",
-        report.reason
-    );
-    assert_eq!(report.reason, "exited with code 0");
-    assert!(!report.ended_by_warden);
-    assert_eq!(secs_of(&report), 10.0);
-    let kinds = kinds(&events);
-    assert!(!kinds.contains(&"terminating"), "{kinds:?}");
-    assert_eq!(kinds.last(), Some(&"finished"), "{kinds:?}");
+    // The loop polls its inputs in a random order: run it often enough
+    // that the deadline is picked first in some of the runs.
+    for _ in 0..16 {
+        let l = Limits {
+            timeout: Some(Duration::from_secs(10)),
+            ..limits()
+        };
+        let mut run = Run::start(Agent::Exec, l, &[]);
+        // The shim's report is there when the run clock fires.
+        run.at(10.0, Happening::Exit(0));
+        run.says(1.0, &["working"]).await;
+        let (report, events) = run.end().await;
+        assert_eq!(
+            report.verdict,
+            Some(Verdict::Succeeded),
+            "{}",
+            report.reason
+        );
+        assert_eq!(report.reason, "exited with code 0");
+        assert!(!report.ended_by_warden);
+        assert_eq!(secs_of(&report), 10.0);
+        let kinds = kinds(&events);
+        assert!(!kinds.contains(&"terminating"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"finished"), "{kinds:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -553,4 +557,50 @@ async fn a_fatal_error_during_a_tool_ends_the_run_after_its_grace() {
         1,
         "{kinds:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stall_is_warned_of_then_ended_with_sigterm_and_sigkill_after_the_grace() {
+    let mut run = Run::start(Agent::Exec, limits(), &[]);
+    run.deaf_to_sigterm(AGENT);
+    run.says(1.0, &["working"]).await;
+    let (report, events) = run.end().await;
+    assert_eq!(report.verdict, Some(Verdict::Stalled), "{}", report.reason);
+    assert_eq!(report.stall_warnings, 1);
+    // Silent from 1 s: the stall clock (60 s) fires at 61 s, SIGKILL
+    // follows the kill grace (3 s).
+    assert_eq!(
+        run.signals(),
+        vec![(Signal::Term, vec![AGENT]), (Signal::Kill, vec![AGENT])]
+    );
+    assert_eq!(secs_of(&report), 64.0);
+    assert_eq!(report.signal, Some(9));
+    let kinds = kinds(&events);
+    let milestones: Vec<&str> = kinds
+        .into_iter()
+        .filter(|k| ["stall_warning", "terminating", "exited"].contains(k))
+        .collect();
+    assert_eq!(milestones, ["stall_warning", "terminating", "exited"]);
+}
+
+const CLAUDE_RESULT: &str =
+    r#"{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"s1"}"#;
+
+#[tokio::test(start_paused = true)]
+async fn an_agent_that_said_it_is_done_and_hangs_is_ended_with_the_verdict_it_earned() {
+    let mut run = Run::start(Agent::Claude, limits(), &[]);
+    run.says(1.0, &[CLAUDE_INIT, CLAUDE_RESULT]).await;
+    let (report, _) = run.end().await;
+    assert_eq!(
+        report.verdict,
+        Some(Verdict::Succeeded),
+        "{}",
+        report.reason
+    );
+    assert!(report.forced_completion);
+    assert!(report.ended_by_warden);
+    // The completion window (10 s) runs from the last line.
+    assert_eq!(secs_of(&report), 11.0);
+    assert_eq!(report.hanging.len(), 1, "{:?}", report.hanging);
+    assert_eq!(report.hanging[0].pid, AGENT);
 }
