@@ -400,3 +400,60 @@ impl BudgetWatch {
         Some(now.unwrap_or(hit))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamped(t_ms: u64, event: Event) -> Stamped {
+        Stamped {
+            schema_version: warden_events::SchemaVersion,
+            t_ms,
+            event,
+        }
+    }
+
+    #[test]
+    fn plain_lines_that_follow_each_other_are_one_lines_event_counted_as_text() {
+        let tmp = tempfile::tempdir().expect("a temporary directory");
+        let mut files = RunFiles::new(RunDir::create(&tmp.path().join("run")).expect("a run dir"));
+        assert!(files.add_lines(Stream::Stdout, 0..6, 1, 1).lost.is_none());
+        assert!(files.add_lines(Stream::Stdout, 6..7, 0, 2).lost.is_none());
+        assert!(files.add_lines(Stream::Stdout, 7..13, 1, 3).lost.is_none());
+        // Another stream breaks the range; an event written comes after it.
+        assert!(files.add_lines(Stream::Stderr, 0..4, 1, 4).lost.is_none());
+        let ask = files.event(&stamped(5, Event::CompletionSignal));
+        assert!(ask.lost.is_none() && ask.say.is_empty());
+        assert!(files.flush().lost.is_none());
+        let counts = files.counts();
+        assert_eq!(counts.get("text"), Some(&2));
+        assert_eq!(counts.get("stderr"), Some(&1));
+        assert_eq!(counts.get("completion_signal"), Some(&1));
+        let text =
+            std::fs::read_to_string(files.dir.path().join("events.jsonl")).expect("events.jsonl");
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("an event"))
+            .collect();
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(
+            (
+                &events[0]["kind"],
+                &events[0]["offset"],
+                &events[0]["bytes"]
+            ),
+            (&"lines".into(), &0.into(), &13.into())
+        );
+        assert_eq!(events[0]["lines"], 2);
+        assert_eq!(events[1]["stream"], "stderr");
+        assert_eq!(events[2]["kind"], "completion_signal");
+    }
+
+    #[test]
+    fn the_first_failure_to_keep_the_output_is_the_one_asked_about() {
+        let ask = Ask::default()
+            .and(Ask::lost("first".into()))
+            .and(Ask::lost("second".into()));
+        assert_eq!(ask.lost.as_deref(), Some("first"));
+    }
+}
