@@ -4,13 +4,45 @@
 //! the single earliest deadline and sleeps until exactly then (or until the
 //! next input, which may move the deadline). Each clock is a value derived
 //! from timestamps, so re-arming the stall clock on activity is just a new
-//! `last_activity`. Which clocks run at all is the run's
-//! [`Phase`]: each phase's own deadlines (the kill grace, the drain window,
-//! the wait after SIGKILL) are computed from the time it began.
+//! `last_activity`. Which clocks run at all is said by the run's phase as
+//! a [`Waits`]: each phase's own deadlines (the kill grace, the drain
+//! window, the wait after SIGKILL) are computed from the time it began.
+//!
+//! This module knows nothing of the supervisor: the phase describes
+//! itself in its terms (`Phase::waits`), so imports point one way.
 
 use std::time::{Duration, Instant};
 
-use crate::supervisor::phase::{Ending, Phase};
+/// The time as the run's clocks read it: tokio's, so that a test that
+/// pauses tokio's time moves every clock of a run (and the deadlines it
+/// sleeps until) together. Unpaused, it is the monotonic clock.
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// What a phase of the run waits on, and since when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waits {
+    /// Before the agent's exit, with no end begun: the run clock, and the
+    /// startup clock (`starting`, no line yet), the completion window
+    /// (`completing`: since its last line) or the silence clocks.
+    Limits {
+        starting: bool,
+        completing: Option<Instant>,
+    },
+    /// SIGTERM went out at this instant: SIGKILL after the kill grace.
+    KillGrace { sigterm_at: Instant },
+    /// The agent exited at `exit_at`: the drain window, and the SIGKILL
+    /// still due if warden was ending the run (`sigterm_at`).
+    Drain {
+        exit_at: Instant,
+        sigterm_at: Option<Instant>,
+    },
+    /// SIGKILL went out at `since`: the bounded wait for confirmation.
+    FinalKill { since: Instant },
+    /// Nothing: the run is over.
+    Nothing,
+}
 
 /// The clocks a run can be waiting on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,35 +100,42 @@ impl ClockState {
             .map(|s| self.stall_floor.map_or(s, |f| s.max(f)))
     }
 
-    /// The earliest deadline that is still to fire in `phase`.
-    pub(crate) fn next(&self, phase: &Phase) -> Option<(Instant, Clock)> {
+    /// The earliest deadline that is still to fire while the run waits
+    /// on `waits`.
+    pub(crate) fn next(&self, waits: Waits) -> Option<(Instant, Clock)> {
         let started = self.started?;
         let mut candidates: Vec<(Instant, Clock)> = Vec::with_capacity(4);
-        match *phase {
-            Phase::Finalized { .. } => {}
-            Phase::Killing { since, .. } => {
+        match waits {
+            Waits::Nothing => {}
+            Waits::FinalKill { since } => {
                 return after(since, self.final_kill_wait).map(|at| (at, Clock::FinalKill));
             }
-            Phase::Terminating(ending) => {
-                candidates.extend(self.kill_grace_over(ending));
+            Waits::KillGrace { sigterm_at } => {
+                candidates.extend(self.kill_grace_over(sigterm_at));
             }
-            Phase::Draining { exit, ending } => {
-                candidates.extend(after(exit.at, self.drain_grace).map(|at| (at, Clock::Drain)));
-                candidates.extend(ending.and_then(|e| self.kill_grace_over(e)));
+            Waits::Drain {
+                exit_at,
+                sigterm_at,
+            } => {
+                candidates.extend(after(exit_at, self.drain_grace).map(|at| (at, Clock::Drain)));
+                candidates.extend(sigterm_at.and_then(|t| self.kill_grace_over(t)));
             }
-            Phase::Starting | Phase::Running | Phase::Completing { .. } => {
+            Waits::Limits {
+                starting,
+                completing,
+            } => {
                 if let Some(t) = self.timeout {
                     candidates.extend(after(started, t).map(|at| (at, Clock::Run)));
                 }
-                match (phase, self.completion_timeout, self.startup_timeout) {
+                match (completing, self.completion_timeout, self.startup_timeout) {
                     // The completion window, stretched while a tool that
                     // declared a limit is open; with no window, the stall
                     // clock goes on.
-                    (Phase::Completing { since_line, .. }, Some(c), _) => {
+                    (Some(since_line), Some(c), _) => {
                         let c = self.stall_floor.map_or(c, |f| c.max(f));
-                        candidates.extend(after(*since_line, c).map(|at| (at, Clock::Completion)));
+                        candidates.extend(after(since_line, c).map(|at| (at, Clock::Completion)));
                     }
-                    (Phase::Starting, _, Some(s)) => {
+                    (None, _, Some(s)) if starting => {
                         candidates.extend(after(started, s).map(|at| (at, Clock::Startup)));
                     }
                     // With the startup clock off, the stall clock runs from
@@ -109,8 +148,8 @@ impl ClockState {
     }
 
     /// SIGKILL after SIGTERM and the kill grace.
-    fn kill_grace_over(&self, ending: Ending) -> Option<(Instant, Clock)> {
-        after(ending.sigterm_at, self.kill_grace).map(|at| (at, Clock::KillGrace))
+    fn kill_grace_over(&self, sigterm_at: Instant) -> Option<(Instant, Clock)> {
+        after(sigterm_at, self.kill_grace).map(|at| (at, Clock::KillGrace))
     }
 
     /// The stall clock (with its warning) and the fatal error's grace.
@@ -141,7 +180,22 @@ fn after(at: Instant, d: Duration) -> Option<Instant> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::supervisor::phase::Exit;
+
+    const STARTING: Waits = Waits::Limits {
+        starting: true,
+        completing: None,
+    };
+    const RUNNING: Waits = Waits::Limits {
+        starting: false,
+        completing: None,
+    };
+
+    fn completing(since_line: Instant) -> Waits {
+        Waits::Limits {
+            starting: false,
+            completing: Some(since_line),
+        }
+    }
 
     fn base() -> (Instant, ClockState) {
         let t0 = Instant::now();
@@ -159,30 +213,22 @@ mod tests {
         (t0, s)
     }
 
-    fn exit_at(at: Instant) -> Exit {
-        Exit {
-            code: Some(0),
-            signal: None,
-            at,
-        }
-    }
-
     #[test]
     fn startup_clock_until_first_activity_then_stall_warning_then_stall() {
         let (t0, mut s) = base();
         assert_eq!(
-            s.next(&Phase::Starting),
+            s.next(STARTING),
             Some((t0 + Duration::from_secs(10), Clock::Startup))
         );
         let act = t0 + Duration::from_secs(1);
         s.last_activity = Some(act);
         assert_eq!(
-            s.next(&Phase::Running),
+            s.next(RUNNING),
             Some((act + Duration::from_secs(10), Clock::StallWarning))
         );
         s.warned = true;
         assert_eq!(
-            s.next(&Phase::Running),
+            s.next(RUNNING),
             Some((act + Duration::from_secs(20), Clock::Stall))
         );
     }
@@ -192,7 +238,7 @@ mod tests {
         let (t0, mut s) = base();
         s.startup_timeout = None;
         assert_eq!(
-            s.next(&Phase::Starting),
+            s.next(STARTING),
             Some((t0 + Duration::from_secs(10), Clock::StallWarning))
         );
     }
@@ -204,12 +250,12 @@ mod tests {
         s.warned = true;
         s.stall_floor = Some(Duration::from_secs(90));
         assert_eq!(
-            s.next(&Phase::Running),
+            s.next(RUNNING),
             Some((t0 + Duration::from_secs(90), Clock::Stall))
         );
         s.stall_floor = Some(Duration::from_secs(5));
         assert_eq!(
-            s.next(&Phase::Running),
+            s.next(RUNNING),
             Some((t0 + Duration::from_secs(20), Clock::Stall)),
             "never shorter"
         );
@@ -220,14 +266,14 @@ mod tests {
         let (t0, mut s) = base();
         s.timeout = Some(Duration::from_secs(5));
         assert_eq!(
-            s.next(&Phase::Starting),
+            s.next(STARTING),
             Some((t0 + Duration::from_secs(5), Clock::Run))
         );
         s.timeout = None;
         s.startup_timeout = None;
         s.stall_timeout = None;
         assert_eq!(
-            s.next(&Phase::Starting),
+            s.next(STARTING),
             None,
             "every clock disabled: nothing to wait for"
         );
@@ -238,12 +284,8 @@ mod tests {
         let (t0, mut s) = base();
         s.last_activity = Some(t0);
         let line = t0 + Duration::from_secs(3);
-        let completing = Phase::Completing {
-            since_line: line,
-            signal: false,
-        };
         assert_eq!(
-            s.next(&completing),
+            s.next(completing(line)),
             Some((line + Duration::from_secs(5), Clock::Completion))
         );
     }
@@ -254,18 +296,15 @@ mod tests {
         s.last_activity = Some(t0);
         s.warned = true;
         s.completion_timeout = None;
-        let completing = Phase::Completing {
-            since_line: t0,
-            signal: true,
-        };
+        let completing = completing(t0);
         assert_eq!(
-            s.next(&completing),
+            s.next(completing),
             Some((t0 + Duration::from_secs(20), Clock::Stall))
         );
         s.completion_timeout = Some(Duration::from_secs(5));
         s.stall_floor = Some(Duration::from_secs(90));
         assert_eq!(
-            s.next(&completing),
+            s.next(completing),
             Some((t0 + Duration::from_secs(90), Clock::Completion)),
             "an open tool stretches the window"
         );
@@ -278,19 +317,19 @@ mod tests {
         s.fatal_error_grace = Some(Duration::from_secs(2));
         s.fatal_error_at = Some(t0);
         assert_eq!(
-            s.next(&Phase::Running),
+            s.next(RUNNING),
             Some((t0 + Duration::from_secs(2), Clock::FatalError))
         );
         s.stall_timeout = Some(Duration::from_secs(1));
         assert_eq!(
-            s.next(&Phase::Running),
+            s.next(RUNNING),
             Some((t0 + Duration::from_secs(1), Clock::Stall)),
             "a stall that comes first still ends the run, unannounced"
         );
         s.stall_timeout = Some(Duration::from_secs(20));
         s.fatal_error_grace = None;
         assert_eq!(
-            s.next(&Phase::Running),
+            s.next(RUNNING),
             Some((t0 + Duration::from_secs(10), Clock::StallWarning)),
             "--on-fatal-error wait: the stall clock as usual"
         );
@@ -301,65 +340,52 @@ mod tests {
         let (_, mut s) = base();
         s.timeout = Some(Duration::MAX);
         s.startup_timeout = Some(Duration::MAX);
-        assert_eq!(s.next(&Phase::Starting), None);
+        assert_eq!(s.next(STARTING), None);
     }
 
     #[test]
     fn after_exit_only_the_drain_and_kill_clocks_remain() {
         let (t0, s) = base();
         let exit = t0 + Duration::from_secs(1);
-        let draining = Phase::Draining {
-            exit: exit_at(exit),
-            ending: None,
+        let draining = Waits::Drain {
+            exit_at: exit,
+            sigterm_at: None,
         };
         assert_eq!(
-            s.next(&draining),
+            s.next(draining),
             Some((exit + Duration::from_secs(2), Clock::Drain))
         );
-        let killing = Phase::Killing {
-            since: exit,
-            cause: None,
-            exit: Some(exit_at(exit)),
-        };
         assert_eq!(
-            s.next(&killing),
+            s.next(Waits::FinalKill { since: exit }),
             Some((exit + Duration::from_secs(1), Clock::FinalKill))
         );
-        let finalized = Phase::Finalized {
-            cause: None,
-            exit: Some(exit_at(exit)),
-        };
-        assert_eq!(s.next(&finalized), None);
+        assert_eq!(s.next(Waits::Nothing), None);
     }
 
     #[test]
     fn terminating_waits_for_kill_grace_only() {
         let (t0, s) = base();
-        let ending = Ending {
-            cause: crate::verdict::Cause::Stalled,
-            sigterm_at: t0,
-        };
         assert_eq!(
-            s.next(&Phase::Terminating(ending)),
+            s.next(Waits::KillGrace { sigterm_at: t0 }),
             Some((t0 + Duration::from_secs(3), Clock::KillGrace))
         );
         // The agent exits within the kill grace: SIGKILL is still due, and
         // the drain window runs beside it.
         let late = t0 + Duration::from_secs(2);
-        let draining = Phase::Draining {
-            exit: exit_at(late),
-            ending: Some(ending),
+        let draining = Waits::Drain {
+            exit_at: late,
+            sigterm_at: Some(t0),
         };
         assert_eq!(
-            s.next(&draining),
+            s.next(draining),
             Some((t0 + Duration::from_secs(3), Clock::KillGrace))
         );
-        let early = Phase::Draining {
-            exit: exit_at(t0),
-            ending: Some(ending),
+        let early = Waits::Drain {
+            exit_at: t0,
+            sigterm_at: Some(t0),
         };
         assert_eq!(
-            s.next(&early),
+            s.next(early),
             Some((t0 + Duration::from_secs(2), Clock::Drain))
         );
     }

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -149,7 +149,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         None => std::env::current_exe().map_err(SetupError::ShimExe)?,
     };
     let started_at = SystemTime::now();
-    let started = Instant::now();
+    let started = crate::clocks::now();
     let run_id = new_run_id(started_at);
     let run_dir = plan
         .run_dir
@@ -232,7 +232,6 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
             .collect(),
         cwd: plan.cwd.clone(),
         limits: plan.limits.clone(),
-        dir,
         started,
         started_at,
         redactor: warden_events::Redactor::new(agent_env.secrets.clone()),
@@ -250,7 +249,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     };
     let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
     let (control_tx, control_rx) = mpsc::unbounded_channel();
-    let supervisor = Supervisor::new(setup, Some(event_tx));
+    let supervisor = Supervisor::new(setup, dir, Some(event_tx));
     let fallback = supervisor.report(None, "starting".into());
 
     // A daemon's socket covered by the command line may have gone since

@@ -20,6 +20,13 @@
 //! the open tool call goes into the event stream as `status` snapshots
 //! (`status`), so that no view has to re-derive it.
 //!
+//! The loop owns only the phase, the clocks, the pipes and the process
+//! tree. Every stamped event goes to the sinks of [`sinks`] (the events
+//! file, the live feed, the spans, the status snapshot, the budget watch),
+//! which ask the loop for what they need through what they return. The
+//! process tree is a [`tree::Tree`], so the loop runs as well on a tree a
+//! test makes up.
+//!
 //! Invariants:
 //! - every byte read is written to the tee before it is decoded;
 //! - the run finalizes only when the agent's exit is known (or it was
@@ -27,30 +34,35 @@
 //!   abandoned, and no process of the run is left (or all were SIGKILLed);
 //! - every path ends in `Supervisor::finish`, which writes `run.json`.
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::ops::Range;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc::{Sender, UnboundedReceiver};
 use warden_events::event::Stamped;
-use warden_events::{Agent, Event, Holder, LineKind, SignalMatcher, Stream, Summary};
-use warden_process::{RunTree, ShimMessage, Signal};
+use warden_events::{Agent, Event, Holder, SignalMatcher, Stream, Summary};
+use warden_process::{ShimMessage, Signal};
 
 use crate::artifacts::RunDir;
 
+mod lines;
 pub(crate) mod phase;
+mod procs;
 mod report;
+mod sinks;
 mod status;
-use crate::clocks::{Clock, ClockState};
+#[cfg(test)]
+mod tests;
+pub(crate) mod tree;
+use crate::clocks::{Clock, ClockState, now};
 use crate::defaults;
 use crate::limits::Limits;
 use crate::live::LiveFeed;
-use crate::pipe::{Line, Pipe, Reader, read};
+use crate::pipe::{Pipe, read};
 use crate::report::{Orphan, Report, StallExtension, Truncation};
 use crate::verdict::Cause;
-use phase::{Action, Exit, Graces, Input, Phase};
+use phase::{Action, Graces, Input, Phase};
+use sinks::{Ask, BudgetWatch, RunFiles, Sinks};
+use tree::Tree;
 
 /// A request to the running supervisor.
 #[non_exhaustive]
@@ -69,7 +81,6 @@ pub(crate) struct Setup {
     pub command: Vec<String>,
     pub cwd: PathBuf,
     pub limits: Limits,
-    pub dir: RunDir,
     pub started: Instant,
     pub started_at: SystemTime,
     /// Secret values to hide in events, the report and the terminal.
@@ -115,50 +126,57 @@ pub(crate) struct OutputSpec {
 
 pub(crate) struct Supervisor {
     setup: Setup,
-    live: LiveFeed,
+    /// Where the stamped events go.
+    sinks: Sinks,
     clocks: ClockState,
-    signal: SignalMatcher,
-    event_counts: BTreeMap<&'static str, u64>,
-    first_activity: Option<Instant>,
-    longest_silence: Duration,
-    activity_lines: u64,
-    stall_warnings: u32,
     /// Where the run is, with the data only that phase has (the exit
     /// status and the cause among them, once known).
     phase: Phase,
+    activity: Activity,
+    streams: Streams,
+    procs: Procs,
+    errors: Errors,
+    outcome: Outcome,
+}
+
+/// What the agent's activity was, for the report and the snapshots.
+#[derive(Default)]
+struct Activity {
+    first: Option<Instant>,
+    longest_silence: Duration,
+    lines: u64,
+    stall_warnings: u32,
     /// When the completion signal came (for the report: the phase moves on).
     completion_seen: Option<Instant>,
+    /// When the last terminal event came.
+    terminal_seen: Option<Instant>,
+    /// How many terminal events the supervisor has acted on.
+    terminal_events: u32,
+    stall_extensions: Vec<StallExtension>,
+}
+
+/// The agent's output as it was read.
+struct Streams {
+    /// Finds the completion signal.
+    signal: SignalMatcher,
+    stdout_bytes: u64,
+    stderr_bytes: u64,
+    /// The last text of an `exec` run, for `--output-tag` (bounded).
+    recent_text: String,
+    /// The output cut when the drain window ran out.
+    truncated: Option<Truncation>,
+}
+
+/// The run's processes, as the supervisor has found them.
+struct Procs {
+    pid: Option<i32>,
+    containment: Option<String>,
     /// The shim said no process of the run is left.
     empty: bool,
     /// The shim's channel is open (its reports can still come).
     shim_open: bool,
     orphans: Vec<Orphan>,
     hanging: Vec<Holder>,
-    truncated: Option<Truncation>,
-    pid: Option<i32>,
-    containment: Option<String>,
-    errors: Vec<String>,
-    /// The first failure to keep the output (see `Report::output_lost`).
-    output_lost: Option<String>,
-    spawn_error: Option<String>,
-    stdout_bytes: u64,
-    stderr_bytes: u64,
-    /// What the agent's decoder learned (kept current for the report),
-    /// with the retries its stderr announced added.
-    summary: Summary,
-    /// Retries the agent announced on stderr.
-    stderr_retries: u32,
-    /// When the last terminal event came.
-    terminal_seen: Option<Instant>,
-    /// How many terminal events the supervisor has acted on.
-    terminal_events: u32,
-    stall_extensions: Vec<StallExtension>,
-    sandbox_kill_started: bool,
-    commits: Option<Vec<crate::git::Commit>>,
-    branch: Option<String>,
-    output: Option<serde_json::Value>,
-    /// The last text of an `exec` run, for `--output-tag` (bounded).
-    recent_text: String,
     /// Processes the sandbox runs next to the agent (bwrap's init), as
     /// seen so far: never the agent's orphans, also once they are gone.
     sandbox_helpers: Vec<i32>,
@@ -167,38 +185,63 @@ pub(crate) struct Supervisor {
     escaped: Vec<String>,
     /// The processes still there when the wait after SIGKILL ran out.
     final_left: Vec<(i32, String)>,
-    /// The snapshots of what the supervisor decided (see `status`).
-    status: status::StatusFeed,
-    /// Plain lines not yet written to `events.jsonl` (see `emit_plain`).
-    pending_lines: Option<PendingLines>,
-    /// Whether a write to `stdout.log` / `stderr.log` failed: from then on
-    /// that stream's lines are copied into `events.jsonl` again, since
-    /// the log no longer holds them.
-    tee_failed: [bool; 2],
+    sandbox_kill_started: bool,
     /// The resource limits in force and, at the end, what happened at
     /// them (see [`crate::resources`]).
     resources: Option<crate::report::ResourcesReport>,
-    /// The budgets the run enforces (its own and those it shares).
-    budget: crate::budget::Watch,
-    /// The first budget exceeded, as it stood then.
-    budget_hit: Option<crate::budget::BudgetLine>,
-    /// What the run had spent at the last look at its budgets.
-    budget_seen: Option<crate::budget::Spent>,
-    /// The run's spans as its events make them (OpenTelemetry export on).
-    spans: Option<crate::telemetry::RunSpans>,
 }
 
-/// Consecutive plain lines of one stream, to be written as one `lines`
-/// event that points at their bytes in the log.
-struct PendingLines {
-    stream: Stream,
-    t_ms: u64,
-    at: Range<u64>,
-    lines: u64,
+/// What went wrong on warden's side.
+#[derive(Default)]
+struct Errors {
+    list: Vec<String>,
+    /// The first failure to keep the output (see `Report::output_lost`).
+    output_lost: Option<String>,
+    spawn: Option<String>,
 }
 
-/// How much of an `exec` run's last output is kept for `--output-tag`.
-const RECENT_TEXT: usize = 1 << 20;
+/// What the run leaves behind, known at its end.
+struct Outcome {
+    /// What the agent's decoder learned, with the retries its stderr
+    /// announced added: read from the decoder while the output is read,
+    /// taken from it once, at the end.
+    summary: Summary,
+    commits: Option<Vec<crate::git::Commit>>,
+    branch: Option<String>,
+    output: Option<serde_json::Value>,
+}
+
+/// The agent's two pipes, read by the loop.
+struct Pipes {
+    out: Pipe,
+    err: Pipe,
+}
+
+impl Pipes {
+    fn open(&self) -> bool {
+        self.out.open() || self.err.open()
+    }
+
+    fn get(&mut self, stream: Stream) -> &mut Pipe {
+        match stream {
+            Stream::Stdout => &mut self.out,
+            Stream::Stderr => &mut self.err,
+        }
+    }
+
+    /// The retries announced on both streams.
+    fn retries(&self) -> u32 {
+        self.out.summary().retries + self.err.summary().retries
+    }
+
+    /// The decoders' summary, with the retries stderr announced: what the
+    /// report keeps (made once, at the end).
+    fn summary(&self) -> Summary {
+        let mut summary = self.out.summary().clone();
+        summary.retries = self.retries();
+        summary
+    }
+}
 
 /// A command with no stdin and its output discarded.
 fn quiet(cmd: &[std::ffi::OsString]) -> tokio::process::Command {
@@ -211,7 +254,7 @@ fn quiet(cmd: &[std::ffi::OsString]) -> tokio::process::Command {
 }
 
 impl Supervisor {
-    pub(crate) fn new(setup: Setup, events: Option<Sender<Stamped>>) -> Self {
+    pub(crate) fn new(setup: Setup, dir: RunDir, events: Option<Sender<Stamped>>) -> Self {
         let l = &setup.limits;
         let clocks = ClockState {
             started: Some(setup.started),
@@ -225,63 +268,59 @@ impl Supervisor {
             final_kill_wait: defaults::FINAL_KILL_WAIT,
             ..ClockState::default()
         };
-        let signal = SignalMatcher::new(&l.completion_signal);
         let pooled = setup
             .pool
             .as_ref()
             .map(|p| (p.budget(), p.others(&setup.run_id)));
-        let budget =
+        let watch =
             crate::budget::Watch::new(&l.budget, setup.run_spent_before, &setup.budgets, pooled);
-        let spans = setup
-            .telemetry
-            .as_ref()
-            .filter(|t| t.exporter.traces())
-            .map(|t| crate::telemetry::RunSpans::new(t.ids, setup.agent, setup.started_at));
-        Self {
-            setup,
+        let sinks = Sinks {
+            files: RunFiles::new(dir),
+            spans: setup
+                .telemetry
+                .as_ref()
+                .filter(|t| t.exporter.traces())
+                .map(|t| crate::telemetry::RunSpans::new(t.ids, setup.agent, setup.started_at)),
+            status: status::StatusFeed::default(),
+            budget: BudgetWatch::new(watch, setup.pool.clone(), setup.run_id.clone()),
             live: LiveFeed::new(events),
-            clocks,
-            signal,
-            event_counts: BTreeMap::new(),
-            first_activity: None,
-            longest_silence: Duration::ZERO,
-            activity_lines: 0,
-            stall_warnings: 0,
-            phase: Phase::Starting,
-            completion_seen: None,
+        };
+        let streams = Streams {
+            signal: SignalMatcher::new(&l.completion_signal),
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            recent_text: String::new(),
+            truncated: None,
+        };
+        let procs = Procs {
+            pid: None,
+            containment: None,
             empty: false,
             shim_open: true,
             orphans: Vec::new(),
             hanging: Vec::new(),
-            truncated: None,
-            pid: None,
-            containment: None,
-            errors: Vec::new(),
-            output_lost: None,
-            spawn_error: None,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            summary: Summary::default(),
-            stderr_retries: 0,
-            terminal_seen: None,
-            terminal_events: 0,
-            stall_extensions: Vec::new(),
-            sandbox_kill_started: false,
-            commits: Some(Vec::new()),
-            branch: None,
-            output: None,
-            recent_text: String::new(),
             sandbox_helpers: Vec::new(),
             escaped: Vec::new(),
             final_left: Vec::new(),
-            status: status::StatusFeed::default(),
-            pending_lines: None,
-            tee_failed: [false; 2],
+            sandbox_kill_started: false,
             resources: None,
-            budget,
-            budget_hit: None,
-            budget_seen: None,
-            spans,
+        };
+        let outcome = Outcome {
+            summary: Summary::default(),
+            commits: Some(Vec::new()),
+            branch: None,
+            output: None,
+        };
+        Self {
+            setup,
+            sinks,
+            clocks,
+            phase: Phase::Starting,
+            activity: Activity::default(),
+            streams,
+            procs,
+            errors: Errors::default(),
+            outcome,
         }
     }
 
@@ -298,175 +337,28 @@ impl Supervisor {
         }
         // A line can be megabytes; the event carries its start, the log all.
         event.cap_text(defaults::EVENT_TEXT);
-        *self.event_counts.entry(event.kind()).or_default() += 1;
         let stamped = Stamped {
             schema_version: warden_events::SchemaVersion,
-            t_ms: self.ms(Instant::now()),
+            t_ms: self.ms(now()),
             event,
         };
-        self.write_pending_lines();
-        self.write_event(&stamped);
-        if let Some(s) = &mut self.spans {
-            s.observe(&stamped);
-        }
-        self.live.deliver(stamped);
+        let ask = self.sinks.deliver(stamped);
+        self.answer(ask);
     }
 
-    fn write_event(&mut self, stamped: &Stamped) {
-        if let Err(e) = self.setup.dir.event(stamped) {
-            self.note_lost(format!("could not write events.jsonl: {e}"));
+    /// Does what a sink asked for.
+    fn answer(&mut self, ask: Ask) {
+        if let Some(e) = ask.lost {
+            self.note_lost(e);
         }
-    }
-
-    /// A plain output line of an `exec` run (non-blank; `raw` is its
-    /// bytes, at `at` in the log): the live feed gets its `text` or
-    /// `stderr` event as any other line, but `events.jsonl` only the place
-    /// of its bytes in the log, which already holds them. The text is made
-    /// only when something needs it: the live feed has room for it (a full
-    /// feed drops line events anyway), `--output-tag` reads it, or it must
-    /// be checked. A line the redactor would change is not plain (its
-    /// masked text is written as an event), and neither is any line once
-    /// its log could not be written.
-    fn on_plain_line(&mut self, stream: Stream, raw: &[u8], at: Range<u64>, now: Instant) {
-        let room = self.live.line_has_room();
-        let recent = stream == Stream::Stdout && self.setup.output.is_some();
-        let tee_failed = self.tee_failed[stream as usize];
-        if !room && !recent && !tee_failed && self.setup.redactor.is_empty() {
-            self.extend_pending_lines(stream, at, 1, now);
-            return;
-        }
-        let text = warden_events::exec::text(raw);
-        if recent {
-            self.keep_recent_text(&text);
-        }
-        let mut event = match stream {
-            Stream::Stdout => Event::Text { text },
-            Stream::Stderr => Event::Stderr { text },
-        };
-        let mut masked = false;
-        if !self.setup.redactor.is_empty() {
-            let r = &self.setup.redactor;
-            event.for_each_string(&mut |s| {
-                if let std::borrow::Cow::Owned(m) = r.redact(s) {
-                    *s = m;
-                    masked = true;
-                }
-            });
-        }
-        event.cap_text(defaults::EVENT_TEXT);
-        let t_ms = self.ms(now);
-        if masked || tee_failed {
-            *self.event_counts.entry(event.kind()).or_default() += 1;
-            self.write_pending_lines();
-            self.write_event(&Stamped {
-                schema_version: warden_events::SchemaVersion,
-                t_ms,
-                event: event.clone(),
-            });
-        } else {
-            self.extend_pending_lines(stream, at, 1, now);
-        }
-        if room {
-            self.live.deliver(Stamped {
-                schema_version: warden_events::SchemaVersion,
-                t_ms,
-                event,
-            });
-        }
-    }
-
-    /// Whether an `exec` run's lines on `stream` need no text until the
-    /// next turn of the loop: the live feed takes none now, and neither
-    /// the redactor, `--output-tag` nor a failed log needs to see them.
-    /// Then a read's lines are taken as one run (`on_plain_run`).
-    fn wants_no_line_text(&mut self, stream: Stream) -> bool {
-        self.setup.agent == Agent::Exec
-            && self.setup.redactor.is_empty()
-            && !self.tee_failed[stream as usize]
-            && !(stream == Stream::Stdout && self.setup.output.is_some())
-            && self.live.takes_no_lines()
-    }
-
-    /// `lines` non-blank plain lines (and blank ones) at `at`, read at
-    /// `now`, none of whose text is needed: what `on_line` and
-    /// `on_plain_line` do for each, done once.
-    fn on_plain_run(&mut self, stream: Stream, at: Range<u64>, lines: u64, now: Instant) {
-        self.advance_quietly(
-            Input::Line {
-                activity: lines > 0,
-            },
-            now,
-        );
-        if lines > 0 {
-            self.on_activity(now);
-            self.activity_lines += lines - 1;
-            self.live.skip_lines(lines);
-        }
-        self.extend_pending_lines(stream, at, lines, now);
-    }
-
-    /// Keeps the end of an `exec` run's text for `--output-tag`.
-    fn keep_recent_text(&mut self, text: &str) {
-        self.recent_text.push_str(text);
-        self.recent_text.push('\n');
-        let excess = self.recent_text.len().saturating_sub(RECENT_TEXT);
-        if excess > 0 {
-            let cut = (excess..self.recent_text.len())
-                .find(|i| self.recent_text.is_char_boundary(*i))
-                .unwrap_or(self.recent_text.len());
-            self.recent_text.drain(..cut);
-        }
-    }
-
-    /// Adds `lines` plain lines at `at` to the pending `lines` event, or
-    /// starts a new one where they do not follow it. A blank line adds
-    /// none but keeps the range whole.
-    fn extend_pending_lines(&mut self, stream: Stream, at: Range<u64>, lines: u64, now: Instant) {
-        if let Some(p) = &mut self.pending_lines
-            && p.stream == stream
-            && p.at.end == at.start
-        {
-            p.at.end = at.end;
-            p.lines += lines;
-            return;
-        }
-        if lines == 0 {
-            return;
-        }
-        self.write_pending_lines();
-        self.pending_lines = Some(PendingLines {
-            stream,
-            t_ms: self.ms(now),
-            at,
-            lines,
-        });
-    }
-
-    /// Writes the pending `lines` event, if any, and counts its lines as
-    /// the `text` or `stderr` events they stand for.
-    fn write_pending_lines(&mut self) {
-        if let Some(p) = self.pending_lines.take() {
-            let kind = match p.stream {
-                Stream::Stdout => "text",
-                Stream::Stderr => "stderr",
-            };
-            *self.event_counts.entry(kind).or_default() += p.lines;
-            self.write_event(&Stamped {
-                schema_version: warden_events::SchemaVersion,
-                t_ms: p.t_ms,
-                event: Event::Lines {
-                    stream: p.stream,
-                    offset: p.at.start,
-                    bytes: p.at.end - p.at.start,
-                    lines: p.lines,
-                },
-            });
+        for event in ask.say {
+            self.emit(event);
         }
     }
 
     fn note_error(&mut self, e: String) {
-        if !self.errors.contains(&e) {
-            self.errors.push(e);
+        if !self.errors.list.contains(&e) {
+            self.errors.list.push(e);
         }
     }
 
@@ -480,14 +372,14 @@ impl Supervisor {
 
     /// Moves the run to its next phase for `input` and performs what the
     /// transition asks for.
-    fn step(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, input: Input) {
-        let now = Instant::now();
+    fn step(&mut self, tree: &impl Tree, pipes: &mut Pipes, input: Input) {
+        let now = now();
         let (phase, actions) = self.phase.on(input, now, self.graces());
         self.phase = phase;
         for action in actions {
             match action {
                 Action::Announce(cause) => {
-                    let reason = match (cause, &self.budget_hit) {
+                    let reason = match (cause, self.sinks.budget.hit()) {
                         (Cause::BudgetExceeded, Some(hit)) => hit.exceeded(),
                         _ => cause_reason(cause).into(),
                     };
@@ -502,8 +394,8 @@ impl Supervisor {
                 Action::ShimLost => {
                     self.note_error("the run's shim exited before the agent did".into());
                 }
-                Action::CutOutput => self.cut_output(tree, out, err, now),
-                Action::GiveUp => self.give_up(tree, out, err, now),
+                Action::CutOutput => self.cut_output(tree, pipes, now),
+                Action::GiveUp => self.give_up(tree, pipes, now),
             }
         }
     }
@@ -519,66 +411,27 @@ impl Supervisor {
     /// Supervises `tree` to the end and returns the final report.
     pub(crate) async fn run(
         mut self,
-        tree: RunTree,
+        mut tree: impl Tree,
         mut control: UnboundedReceiver<Control>,
     ) -> Report {
-        let mut tree = tree;
-        self.pid = Some(tree.agent_pid());
-        let containment = match self.setup.containment_extra {
-            Some(extra) => format!("{}+{extra}", tree.containment().as_str()),
-            None => tree.containment().as_str().to_string(),
-        };
-        self.containment = Some(containment.clone());
-        self.resources = crate::resources::report(
-            &self.setup.limits.resources,
-            self.setup.sandbox,
-            tree.limits_applied(),
-        );
-        self.emit(Event::Spawned {
-            pid: tree.agent_pid(),
-            command: self.setup.command.clone(),
-            containment,
-            limits: crate::resources::described(self.resources.as_ref()),
-        });
-        let initial = self.report(None, "running".into());
-        if let Err(e) = self.setup.dir.write_report(&initial) {
-            self.note_lost(format!("could not write run.json: {e}"));
-        }
-        self.flush_events();
-
-        let max_line = self.setup.limits.max_line;
-        let agent = self.setup.agent;
-        let mut out = Pipe::new(
-            Stream::Stdout,
-            agent,
-            tree.stdout.take().map(|r| Box::pin(r) as Reader),
-            max_line,
-        );
-        out.decoder.set_usage_baseline(self.setup.usage_baseline);
-        let mut err = Pipe::new(
-            Stream::Stderr,
-            agent,
-            tree.stderr.take().map(|r| Box::pin(r) as Reader),
-            max_line,
-        );
+        let mut pipes = self.start(&mut tree);
         let mut control_open = true;
         // Woken when a run beside this one spends against the batch's
         // budget.
-        let mut pool = self.setup.pool.as_ref().map(|p| p.subscribe());
-
+        let mut pool = self.sinks.budget.subscribe();
         loop {
             let left = Input::Left {
-                output_open: out.open() || err.open(),
-                tree_empty: self.empty,
-                shim_open: self.shim_open,
+                output_open: pipes.open(),
+                tree_empty: self.procs.empty,
+                shim_open: self.procs.shim_open,
             };
-            self.advance_quietly(left, Instant::now());
+            self.advance_quietly(left, now());
             if self.phase.is_finalized() {
                 break;
             }
-            let next = self.clocks.next(&self.phase);
+            let next = self.clocks.next(self.phase.waits());
             // A status snapshot may be due before the next clock.
-            let wake = match (next.map(|(at, _)| at), self.status.due(Instant::now())) {
+            let wake = match (next.map(|(at, _)| at), self.sinks.status.due(now())) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -590,338 +443,138 @@ impl Supervisor {
             };
             // Not biased: a flooding agent must not starve the clocks or a
             // cancel. The race the other way (a deadline winning over an
-            // exit already reported) is settled in `on_clock`.
+            // exit already reported) is settled in `on_deadline`.
             tokio::select! {
-                r = read(&mut out.reader, &mut out.buf) => self.on_read(&mut out, r),
-                r = read(&mut err.reader, &mut err.buf) => self.on_read(&mut err, r),
-                m = tree.next_message(), if self.shim_open => {
-                    self.on_message(&tree, &mut out, &mut err, m);
+                r = read(&mut pipes.out.reader, &mut pipes.out.buf) => {
+                    self.on_read(&mut pipes, Stream::Stdout, r);
+                }
+                r = read(&mut pipes.err.reader, &mut pipes.err.buf) => {
+                    self.on_read(&mut pipes, Stream::Stderr, r);
+                }
+                m = tree.next_message(), if self.procs.shim_open => {
+                    self.on_message(&tree, &mut pipes, m);
                 }
                 c = control.recv(), if control_open => match c {
-                    Some(c) => self.on_control(&tree, &mut out, &mut err, c),
+                    Some(c) => self.on_control(&tree, &mut pipes, c),
                     None => control_open = false,
                 },
                 changed = pool_changed(&mut pool) => match changed {
                     // Another run's spending ends only a run still at
                     // work: one that is done has spent what it spent.
-                    true if matches!(self.phase, Phase::Starting | Phase::Running) => {
-                        self.check_budget();
+                    true if self.phase.at_work() => {
+                        let ask = self.sinks.learned(pipes.out.summary(), true);
+                        self.answer(ask);
                     }
                     true => {}
                     false => pool = None,
                 },
                 () = sleep => {
-                    if let Some((_, clock)) = next.filter(|(at, _)| *at <= Instant::now()) {
-                        // An exit reported in the same instant wins: the
-                        // agent ended by itself before the clock could act.
-                        if self.shim_open && self.phase.exit().is_none() {
-                            let ready = {
-                                let mut message = std::pin::pin!(tree.next_message());
-                                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-                                match message.as_mut().poll(&mut cx) {
-                                    std::task::Poll::Ready(m) => Some(m),
-                                    std::task::Poll::Pending => None,
-                                }
-                            };
-                            if let Some(m) = ready {
-                                self.on_message(&tree, &mut out, &mut err, m);
-                            }
-                        }
-                        self.on_clock(&tree, &mut out, &mut err, clock);
+                    if let Some((_, clock)) = next.filter(|(at, _)| *at <= now()) {
+                        self.on_deadline(&mut tree, &mut pipes, clock);
                     }
                 }
             }
             // A budget exceeded ends the run once it is working (again:
             // an agent that said it was done and went on).
-            if self.budget_hit.is_some() && matches!(self.phase, Phase::Starting | Phase::Running) {
-                self.step(&tree, &mut out, &mut err, Input::BudgetExceeded);
+            if self.sinks.budget.hit().is_some() && self.phase.at_work() {
+                self.step(&tree, &mut pipes, Input::BudgetExceeded);
             }
-            self.status_tick(Instant::now(), false);
+            self.status_tick(now(), false, pipes.out.summary(), pipes.retries());
             self.flush_events();
-            self.live.flush();
+            self.sinks.live.flush();
         }
-        self.status_tick(Instant::now(), true);
+        self.outcome.summary = pipes.summary();
+        self.end(tree, pipes, control).await
+    }
+
+    /// Before the loop: what the tree says of the spawn, the first report,
+    /// and the pipes.
+    fn start(&mut self, tree: &mut impl Tree) -> Pipes {
+        self.procs.pid = Some(tree.agent_pid());
+        let containment = match self.setup.containment_extra {
+            Some(extra) => format!("{}+{extra}", tree.containment().as_str()),
+            None => tree.containment().as_str().to_string(),
+        };
+        self.procs.containment = Some(containment.clone());
+        self.procs.resources = crate::resources::report(
+            &self.setup.limits.resources,
+            self.setup.sandbox,
+            tree.limits_applied(),
+        );
+        self.emit(Event::Spawned {
+            pid: tree.agent_pid(),
+            command: self.setup.command.clone(),
+            containment,
+            limits: crate::resources::described(self.procs.resources.as_ref()),
+        });
+        let initial = self.report(None, "running".into());
+        if let Err(e) = self.sinks.files.dir.write_report(&initial) {
+            self.note_lost(format!("could not write run.json: {e}"));
+        }
+        self.flush_events();
+
+        let max_line = self.setup.limits.max_line;
+        let agent = self.setup.agent;
+        let (stdout, stderr) = tree.take_output();
+        let mut out = Pipe::new(Stream::Stdout, agent, stdout, max_line);
+        out.decoder.set_usage_baseline(self.setup.usage_baseline);
+        let err = Pipe::new(Stream::Stderr, agent, stderr, max_line);
+        Pipes { out, err }
+    }
+
+    /// After the loop: the last snapshot, what is left killed, the tree
+    /// closed, the commits, and the report. The pipes are held to the end,
+    /// as the tree is: what still writes to one is being killed, not
+    /// stopped by a closed pipe.
+    async fn end(
+        mut self,
+        mut tree: impl Tree,
+        pipes: Pipes,
+        mut control: UnboundedReceiver<Control>,
+    ) -> Report {
+        let summary = std::mem::take(&mut self.outcome.summary);
+        self.status_tick(now(), true, &summary, summary.retries);
+        self.outcome.summary = summary;
         // Whatever is still alive (a process that ignores SIGTERM and left
         // the pipes alone, say) is killed now; the shim makes sure of it.
-        if !self.empty {
+        if !self.procs.empty {
             self.kill_rest(&tree);
         }
         self.remove_sandbox_leftovers().await;
         let swept = tree.close().await;
-        crate::resources::count(&mut self.resources, tree.resource_events());
+        crate::resources::count(&mut self.procs.resources, tree.resource_events());
         self.after_close(swept);
         self.collect_commits(&mut control).await;
-        self.finish().await
+        let report = self.finish().await;
+        drop(pipes);
+        report
     }
 
-    fn on_read(&mut self, pipe: &mut Pipe, r: std::io::Result<usize>) {
-        let n = match r {
-            Ok(n) => n,
-            Err(e) => {
-                self.note_error(format!("reading the agent's {}: {e}", pipe.stream.as_str()));
-                0
-            }
-        };
-        let now = Instant::now();
-        if n == 0 {
-            pipe.close(|line| self.on_line(line, now));
-            self.after_lines(pipe, now);
-            return;
-        }
-        pipe.bytes += n as u64;
-        let chunk = &pipe.buf[..n];
-        let tee = match pipe.stream {
-            Stream::Stdout => {
-                self.stdout_bytes += n as u64;
-                &mut self.setup.dir.stdout
-            }
-            Stream::Stderr => {
-                self.stderr_bytes += n as u64;
-                &mut self.setup.dir.stderr
-            }
-        };
-        if let Err(e) = std::io::Write::write_all(tee, chunk) {
-            self.tee_failed[pipe.stream as usize] = true;
-            let name = format!("{}.log", pipe.stream.as_str());
-            self.note_lost(format!("could not write {name}: {e}"));
-        }
-        // For `exec` the signal is matched on the raw stream (so it is found
-        // even without a newline); for agents, on their decoded text.
-        if pipe.stream == Stream::Stdout && !self.setup.agent.is_json() && self.signal.push(chunk) {
-            self.on_completion_signal(now);
-        }
-        if self.wants_no_line_text(pipe.stream) {
-            if let Some((at, lines)) = pipe.decode_counting(n, |line| self.on_line(line, now)) {
-                self.on_plain_run(pipe.stream, at, lines, now);
-            }
-        } else {
-            pipe.decode(n, |line| self.on_line(line, now));
-        }
-        pipe.after_read(n);
-        self.after_lines(pipe, now);
-    }
-
-    fn on_line(&mut self, line: Line<'_>, now: Instant) {
-        let Line {
-            stream,
-            kind,
-            at,
-            events,
-            plain,
-        } = line;
-        if kind != LineKind::EndOfStream {
-            let activity = matches!(kind, LineKind::WellFormed | LineKind::Oversized { .. });
-            self.advance_quietly(Input::Line { activity }, now);
-        }
-        match kind {
-            LineKind::WellFormed => self.on_activity(now),
-            LineKind::Oversized { len } => {
-                self.on_activity(now);
-                self.emit(Event::OversizedLine { stream, bytes: len });
-            }
-            LineKind::Malformed | LineKind::EndOfStream => {}
-        }
-        // `exec` writes plain lines (see `Pipe`): a blank one (no event)
-        // between two others is still part of their range in the log.
-        if let Some(raw) = plain {
-            self.on_plain_line(stream, raw, at, now);
-            return;
-        }
-        if self.setup.agent == Agent::Exec && kind == LineKind::Malformed {
-            self.extend_pending_lines(stream, at, 0, now);
-            return;
-        }
-        for event in events.drain(..) {
-            let event = match (stream, event) {
-                (Stream::Stderr, Event::Text { text }) => Event::Stderr { text },
-                (Stream::Stdout, Event::Text { text }) if !self.setup.agent.is_json() => {
-                    if self.setup.output.is_some() {
-                        self.keep_recent_text(&text);
-                    }
-                    Event::Text { text }
+    /// A deadline is due. An exit the shim reported in the same instant
+    /// wins: the agent ended by itself before the clock could act.
+    fn on_deadline(&mut self, tree: &mut impl Tree, pipes: &mut Pipes, clock: Clock) {
+        if self.procs.shim_open && self.phase.exit().is_none() {
+            let ready = {
+                let mut message = std::pin::pin!(tree.next_message());
+                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                match message.as_mut().poll(&mut cx) {
+                    std::task::Poll::Ready(m) => Some(m),
+                    std::task::Poll::Pending => None,
                 }
-                (Stream::Stdout, Event::Text { text }) if self.setup.agent.is_json() => {
-                    if self.signal.push(text.as_bytes()) {
-                        self.on_completion_signal(now);
-                    }
-                    Event::Text { text }
-                }
-                (
-                    _,
-                    Event::ToolStarted {
-                        id,
-                        name,
-                        input,
-                        timeout_ms,
-                    },
-                ) => {
-                    self.status.calls.push((
-                        id.clone(),
-                        warden_events::OpenCall {
-                            name: name.clone(),
-                            input: input.clone(),
-                            since_ms: self.ms(now),
-                        },
-                    ));
-                    if let (Some(t), Some(stall)) = (timeout_ms, self.clocks.stall_timeout)
-                        && Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN > stall
-                    {
-                        self.stall_extensions.push(StallExtension {
-                            at_ms: self.ms(now),
-                            tool_id: id.clone(),
-                            tool: name.clone(),
-                            timeout_ms: t,
-                        });
-                    }
-                    Event::ToolStarted {
-                        id,
-                        name,
-                        input,
-                        timeout_ms,
-                    }
-                }
-                (_, e) => e,
             };
-            self.emit(event);
-        }
-    }
-
-    /// After a chunk of stdout: what the decoder learned, the terminal
-    /// event, and open tool calls' declared limits. After a chunk of
-    /// stderr: the retries announced there.
-    fn after_lines(&mut self, pipe: &Pipe, now: Instant) {
-        if pipe.stream != Stream::Stdout {
-            let before = self.stderr_retries;
-            self.stderr_retries = pipe.summary().retries;
-            self.summary.retries += self.stderr_retries - before;
-            return;
-        }
-        self.summary.clone_from(pipe.summary());
-        self.summary.retries += self.stderr_retries;
-        self.check_budget();
-        self.clocks.stall_floor = self
-            .summary
-            .open_tool_timeout_ms()
-            .map(|t| Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN);
-        let s = &self.summary;
-        // The last terminal event decides, and only while the agent has not
-        // gone on working after it.
-        let terminal_in_force = s.terminal_in_force().is_some();
-        if s.terminal_events != self.terminal_events {
-            self.terminal_events = s.terminal_events;
-            self.terminal_seen = Some(now);
-        }
-        let working_again = s.working_after_terminal;
-        // A fatal error that is still the agent's last word: it has the
-        // fatal-error grace to end by itself. A terminal event takes over.
-        self.clocks.fatal_error_at = match s.fatal_pending {
-            Some(_) if !terminal_in_force => Some(self.clocks.fatal_error_at.unwrap_or(now)),
-            _ => None,
-        };
-        if terminal_in_force {
-            // Done by its own word: from now on silence means it will not
-            // exit, not that it is thinking.
-            self.advance_quietly(Input::TerminalEvent, now);
-        } else if working_again {
-            // It reported an end, then went on (pi retries by itself after
-            // an `agent_end` with an error): silence is the stall clock's
-            // again, until the next terminal event. A completion signal is
-            // never taken back.
-            self.advance_quietly(Input::WorkingAgain, now);
-        }
-    }
-
-    /// Looks at what the run has spent: a warning for each budget 80%
-    /// spent, and the first one exceeded is kept (the loop ends the run).
-    fn check_budget(&mut self) {
-        if self.budget.is_empty() {
-            return;
-        }
-        let mine = crate::budget::Spent::of_summary(&self.summary);
-        let mine_changed = self.budget_seen.replace(mine) != Some(mine);
-        if let Some(pool) = &self.setup.pool {
-            pool.publish(&self.setup.run_id, mine);
-            // Another run's spending ends only a run still at work (as
-            // when it wakes this one): a line from a run that is done
-            // (the agent's last words while it exits) must not turn it
-            // `budget_exceeded` for what the others spent. Its own new
-            // spending is judged against everything, whatever the phase.
-            if mine_changed || matches!(self.phase, Phase::Starting | Phase::Running) {
-                self.budget.others_spent(&pool.others(&self.setup.run_id));
+            if let Some(m) = ready {
+                self.on_message(tree, pipes, m);
             }
         }
-        let found = self.budget.check(&mine);
-        for w in found.warnings {
-            // A batch's budget held with the runs beside this one: one of
-            // them may have warned of it already.
-            if w.scope == crate::budget::BudgetScope::Batch
-                && let Some(pool) = &self.setup.pool
-                && !pool.first_warning(w.budget)
-            {
-                continue;
-            }
-            self.emit(Event::BudgetWarning {
-                scope: w.scope,
-                budget: w.budget,
-                limit: w.limit,
-                reached: w.reached,
-            });
-        }
-        if self.budget_hit.is_none() {
-            self.budget_hit = found.exceeded;
-        }
+        self.on_clock(tree, pipes, clock);
     }
 
-    fn on_activity(&mut self, now: Instant) {
-        if self.phase.cause().is_some() {
-            // warden is ending the run: what the agent prints while it is
-            // being stopped is not work, and must not move the last
-            // activity that explains why it was stopped (a snapshot still
-            // says a line came).
-            self.status.on_activity(Duration::ZERO);
-            self.activity_lines += 1;
-            return;
-        }
-        if self.clocks.last_activity == Some(now) {
-            // Another line of the same read: no silence ended.
-            self.status.on_activity(Duration::ZERO);
-            self.clocks.warned = false;
-            self.activity_lines += 1;
-            return;
-        }
-        let since = self.clocks.last_activity.unwrap_or(self.setup.started);
-        self.longest_silence = self
-            .longest_silence
-            .max(now.saturating_duration_since(since));
-        self.status
-            .on_activity(now.saturating_duration_since(since));
-        self.first_activity.get_or_insert(now);
-        self.clocks.last_activity = Some(now);
-        self.clocks.warned = false;
-        self.activity_lines += 1;
-    }
-
-    fn on_completion_signal(&mut self, now: Instant) {
-        if self.completion_seen.is_some() {
-            return;
-        }
-        self.completion_seen = Some(now);
-        self.advance_quietly(Input::CompletionSignal, now);
-        self.emit(Event::CompletionSignal);
-    }
-
-    fn on_message(
-        &mut self,
-        tree: &RunTree,
-        out: &mut Pipe,
-        err: &mut Pipe,
-        m: Option<ShimMessage>,
-    ) {
+    fn on_message(&mut self, tree: &impl Tree, pipes: &mut Pipes, m: Option<ShimMessage>) {
         match m {
             Some(ShimMessage::Exited { code, signal }) => {
-                self.step(tree, out, err, Input::Exited { code, signal });
+                self.step(tree, pipes, Input::Exited { code, signal });
             }
-            Some(ShimMessage::Empty) => self.empty = true,
+            Some(ShimMessage::Empty) => self.procs.empty = true,
             Some(ShimMessage::Killed {
                 pid,
                 escaped,
@@ -934,58 +587,28 @@ impl Supervisor {
                 | ShimMessage::Resources { .. },
             ) => {}
             None => {
-                self.shim_open = false;
-                self.step(tree, out, err, Input::ShimGone);
+                self.procs.shim_open = false;
+                self.step(tree, pipes, Input::ShimGone);
             }
         }
     }
 
-    /// The agent was reaped: everything still alive now is an orphan. Name
-    /// it, then send it `signal` at once while the pipes are still read.
-    /// The sandbox's own helpers are not the agent's.
-    fn on_reaped(&mut self, tree: &RunTree, exit: Exit, signal: Option<Signal>) {
-        self.emit(Event::Exited {
-            exit_code: exit.code,
-            signal: exit.signal,
-        });
-        let found = self.agents_processes(tree);
-        self.note_escapes(tree, &found);
-        for p in found {
-            let held_pipe = tree.holds_output(p.pid);
-            self.emit(Event::Orphan {
-                pid: p.pid,
-                cmdline: p.cmdline.clone(),
-                held_pipe,
-            });
-            self.orphans.push(Orphan {
-                pid: p.pid,
-                cmdline: p.cmdline,
-                held_pipe,
-            });
-        }
-        if let Some(signal) = signal
-            && !self.orphans.is_empty()
-        {
-            self.signal_all(tree, signal);
-        }
-    }
-
-    fn on_control(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, c: Control) {
+    fn on_control(&mut self, tree: &impl Tree, pipes: &mut Pipes, c: Control) {
         let input = match c {
             Control::Cancel => Input::Cancel,
             Control::Kill => Input::Kill,
         };
-        self.step(tree, out, err, input);
+        self.step(tree, pipes, input);
     }
 
-    fn on_clock(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, clock: Clock) {
+    fn on_clock(&mut self, tree: &impl Tree, pipes: &mut Pipes, clock: Clock) {
         match clock {
             Clock::StallWarning => {
                 self.clocks.warned = true;
-                self.stall_warnings += 1;
+                self.activity.stall_warnings += 1;
                 let since = self.clocks.last_activity.unwrap_or(self.setup.started);
                 self.emit(Event::StallWarning {
-                    silent_ms: Instant::now().saturating_duration_since(since).as_millis() as u64,
+                    silent_ms: now().saturating_duration_since(since).as_millis() as u64,
                     stall_timeout_ms: self
                         .clocks
                         .stall_timeout
@@ -993,7 +616,7 @@ impl Supervisor {
                 });
             }
             Clock::Completion => {
-                self.hanging = tree
+                self.procs.hanging = tree
                     .processes()
                     .into_iter()
                     .map(|p| Holder {
@@ -1001,7 +624,7 @@ impl Supervisor {
                         cmdline: p.cmdline,
                     })
                     .collect();
-                self.step(tree, out, err, Input::Deadline(clock));
+                self.step(tree, pipes, Input::Deadline(clock));
             }
             Clock::Run
             | Clock::Startup
@@ -1009,226 +632,8 @@ impl Supervisor {
             | Clock::FatalError
             | Clock::KillGrace
             | Clock::Drain
-            | Clock::FinalKill => self.step(tree, out, err, Input::Deadline(clock)),
+            | Clock::FinalKill => self.step(tree, pipes, Input::Deadline(clock)),
         }
-    }
-
-    /// The drain window ran out with output still open: keep what was
-    /// read, name who holds the pipes, and stop reading.
-    fn cut_output(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, now: Instant) {
-        if !(out.open() || err.open()) {
-            return;
-        }
-        let holders = tree
-            .pipe_holders()
-            .into_iter()
-            .map(|p| Holder {
-                pid: p.pid,
-                cmdline: p.cmdline,
-            })
-            .collect::<Vec<_>>();
-        let bytes = out.bytes + err.bytes;
-        for pipe in [&mut *out, &mut *err] {
-            // Keep a last line that had no newline.
-            pipe.close(|line| self.on_line(line, now));
-            self.after_lines(pipe, now);
-        }
-        self.emit(Event::OutputTruncated {
-            bytes,
-            holders: holders.clone(),
-        });
-        self.truncated = Some(Truncation { bytes, holders });
-    }
-
-    /// The wait after SIGKILL ran out: what is left is named, and the
-    /// shim, the tree and the output are no longer waited for.
-    fn give_up(&mut self, tree: &RunTree, out: &mut Pipe, err: &mut Pipe, now: Instant) {
-        if !self.empty {
-            // Judged after the shim's last sweep (in `after_close`): most
-            // of these are a chain still being stopped.
-            self.final_left = tree
-                .processes()
-                .into_iter()
-                .map(|p| (p.pid, p.cmdline))
-                .collect();
-        }
-        self.shim_open = false;
-        self.empty = true;
-        if self.phase.exit().is_none() {
-            self.note_error("the agent's exit status was never reported".into());
-        }
-        for pipe in [&mut *out, &mut *err] {
-            pipe.close(|line| self.on_line(line, now));
-            self.after_lines(pipe, now);
-        }
-    }
-
-    /// Starts the sandbox's own kill (`docker rm -f`) without waiting.
-    fn start_sandbox_kill(&mut self) {
-        if let Some(cmd) = &self.setup.on_kill
-            && !self.sandbox_kill_started
-        {
-            self.sandbox_kill_started = true;
-            if let Err(e) = quiet(cmd).spawn() {
-                self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy()));
-            }
-        }
-    }
-
-    /// At the end of every run: make sure the sandbox left nothing (a
-    /// container that outlived its client), waiting at most 10 s.
-    async fn remove_sandbox_leftovers(&mut self) {
-        let Some(cmd) = self.setup.on_kill.clone() else {
-            return;
-        };
-        match quiet(&cmd).spawn() {
-            Ok(mut child) => {
-                if tokio::time::timeout(Duration::from_secs(10), child.wait())
-                    .await
-                    .is_err()
-                {
-                    let _ = child.start_kill();
-                    self.note_error(format!(
-                        "`{}` did not finish within 10s",
-                        cmd[0].to_string_lossy()
-                    ));
-                }
-            }
-            Err(e) => self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy())),
-        }
-    }
-
-    /// SIGKILLs every process of the run (the final, bounded wait for the
-    /// kernel to confirm is the `Killing` phase's).
-    fn kill_rest(&mut self, tree: &RunTree) {
-        self.start_sandbox_kill();
-        // Processes that appeared after the exit (forked by orphans) are
-        // orphans too.
-        let found = self.agents_processes(tree);
-        self.note_escapes(tree, &found);
-        let note_orphans = |this: &mut Self, found: Vec<warden_process::ProcessInfo>| {
-            if this.phase.exit().is_some() {
-                for p in found {
-                    if !this.orphans.iter().any(|o| o.pid == p.pid)
-                        && !this.sandbox_helpers.contains(&p.pid)
-                    {
-                        let held_pipe = tree.holds_output(p.pid);
-                        this.orphans.push(Orphan {
-                            pid: p.pid,
-                            cmdline: p.cmdline,
-                            held_pipe,
-                        });
-                    }
-                }
-            }
-        };
-        note_orphans(self, found);
-        // The kill's own scan can see what the one above missed (a chain
-        // moves on between scans).
-        let signalled = self.signal_all(tree, Signal::Kill);
-        note_orphans(self, signalled);
-    }
-
-    /// Names the processes that moved themselves out of the run's cgroup:
-    /// `cgroup.kill` misses them, the shim's sweep does not.
-    fn note_escapes(&mut self, tree: &RunTree, found: &[warden_process::ProcessInfo]) {
-        for p in found {
-            if let Some(dir) = tree.outside_cgroup(p.pid) {
-                let line = format!("{} `{}` (moved to {})", p.pid, p.cmdline, dir.display());
-                if !self.escaped.contains(&line) && self.escaped.len() < 16 {
-                    self.escaped.push(line);
-                }
-            }
-        }
-    }
-
-    /// The processes of the run but the sandbox's own helpers. The helpers
-    /// are picked out before the listing: one that exits in between (its
-    /// status gone, not yet reaped) is then never mistaken for the agent's.
-    /// Every helper seen is remembered, so that a list made later (of what
-    /// a kill found) can leave it out by pid.
-    fn agents_processes(&mut self, tree: &RunTree) -> Vec<warden_process::ProcessInfo> {
-        let sandbox = self.setup.sandbox;
-        for pid in tree.pids() {
-            if !self.sandbox_helpers.contains(&pid) && sandbox.is_own_helper(pid) {
-                self.sandbox_helpers.push(pid);
-            }
-        }
-        tree.processes()
-            .into_iter()
-            .filter(|p| !self.sandbox_helpers.contains(&p.pid))
-            .collect()
-    }
-
-    /// A process the shim's sweep killed after the agent had exited: an
-    /// orphan, perhaps one that forked too fast for warden's scans.
-    fn on_swept(&mut self, pid: i32, cmdline: String, escaped: bool) {
-        if escaped {
-            let line = format!("{pid} `{cmdline}`");
-            if !self.escaped.contains(&line) && self.escaped.len() < 16 {
-                self.escaped.push(line);
-            }
-        }
-        if self.orphans.iter().any(|o| o.pid == pid) || self.sandbox_helpers.contains(&pid) {
-            return;
-        }
-        self.emit(Event::Orphan {
-            pid,
-            cmdline: cmdline.clone(),
-            held_pipe: false,
-        });
-        self.orphans.push(Orphan {
-            pid,
-            cmdline,
-            held_pipe: false,
-        });
-    }
-
-    /// After the shim's last sweep: the orphans it reported, what left the
-    /// cgroup, and what (if anything) truly survived SIGKILL.
-    fn after_close(&mut self, swept: Vec<(warden_process::ProcessInfo, bool)>) {
-        for (p, escaped) in swept {
-            self.on_swept(p.pid, p.cmdline, escaped);
-        }
-        if !self.escaped.is_empty() {
-            self.note_error(format!(
-                "processes moved themselves out of the run's cgroup, out of reach of \
-                 cgroup.kill; they were stopped and killed as descendants of the run's shim: {}",
-                self.escaped.join(", ")
-            ));
-        }
-        let alive: Vec<String> = self
-            .final_left
-            .iter()
-            .filter_map(|(pid, cmdline)| {
-                let e = warden_process::os::procfs::entry(*pid)?;
-                (!e.is_dead()).then(|| {
-                    let why = match e.state {
-                        b'D' => "in uninterruptible sleep in the kernel (state D)".to_string(),
-                        s => format!("state {}", s as char),
-                    };
-                    format!("{pid} `{cmdline}` ({why})")
-                })
-            })
-            .collect();
-        if !alive.is_empty() {
-            self.note_error(format!(
-                "processes survived SIGKILL and the shim's stop-and-kill sweep: {}",
-                alive.join(", ")
-            ));
-        }
-    }
-
-    fn signal_all(&mut self, tree: &RunTree, signal: Signal) -> Vec<warden_process::ProcessInfo> {
-        let signalled = tree.signal_all(signal);
-        let pids: Vec<i32> = signalled.iter().map(|p| p.pid).collect();
-        if !pids.is_empty() {
-            self.emit(Event::Signalled {
-                signal: signal.name().into(),
-                pids,
-            });
-        }
-        signalled
     }
 }
 

@@ -23,15 +23,16 @@
 //! [`Phase::on`] is pure: it takes the phase, an [`Input`] and the time, and
 //! returns the next phase with the [`Action`]s the supervisor must perform
 //! (signal the tree, say why the run ends, cut the output). The deadlines
-//! that come with each phase are computed from it by
-//! [`crate::clocks::ClockState::next`]. Neither touches a process, so both
+//! that come with each phase are computed by
+//! [`crate::clocks::ClockState::next`] from what the phase says it waits
+//! on ([`Phase::waits`]). Neither touches a process, so both
 //! are tested here with inputs that stand for what a process tree does.
 
 use std::time::{Duration, Instant};
 
 use warden_process::Signal;
 
-use crate::clocks::Clock;
+use crate::clocks::{Clock, Waits};
 use crate::verdict::Cause;
 
 /// How the agent's own process ended, and when the shim reaped it.
@@ -179,102 +180,136 @@ impl Phase {
         matches!(self, Phase::Finalized { .. })
     }
 
+    /// Whether the agent is at work: it has not said it is done, has not
+    /// exited, and warden is not ending the run.
+    pub(crate) fn at_work(&self) -> bool {
+        matches!(self, Phase::Starting | Phase::Running)
+    }
+
+    /// The deadlines this phase waits on, and since when.
+    pub(crate) fn waits(&self) -> Waits {
+        match *self {
+            Phase::Starting => Waits::Limits {
+                starting: true,
+                completing: None,
+            },
+            Phase::Running => Waits::Limits {
+                starting: false,
+                completing: None,
+            },
+            Phase::Completing { since_line, .. } => Waits::Limits {
+                starting: false,
+                completing: Some(since_line),
+            },
+            Phase::Terminating(e) => Waits::KillGrace {
+                sigterm_at: e.sigterm_at,
+            },
+            Phase::Draining { exit, ending } => Waits::Drain {
+                exit_at: exit.at,
+                sigterm_at: ending.map(|e| e.sigterm_at),
+            },
+            Phase::Killing { since, .. } => Waits::FinalKill { since },
+            Phase::Finalized { .. } => Waits::Nothing,
+        }
+    }
+
     /// The next phase after `input` at `now`, and what to do for it.
     pub(crate) fn on(self, input: Input, now: Instant, graces: Graces) -> (Phase, Vec<Action>) {
+        // Nothing moves a finalized run.
+        if self.is_finalized() {
+            return (self, Vec::new());
+        }
+        match input {
+            Input::Line { .. }
+            | Input::TerminalEvent
+            | Input::WorkingAgain
+            | Input::CompletionSignal => (self.on_word(input, now), Vec::new()),
+            Input::Exited { code, signal } => self.on_exit(
+                Exit {
+                    code,
+                    signal,
+                    at: now,
+                },
+                graces,
+            ),
+            Input::ShimGone | Input::Cancel | Input::Kill | Input::BudgetExceeded => {
+                self.on_stop(input, now, graces)
+            }
+            Input::Deadline(clock) => self.on_deadline(clock, now, graces),
+            Input::Left {
+                output_open,
+                tree_empty,
+                shim_open,
+            } => (self.on_left(output_open, tree_empty, shim_open), Vec::new()),
+        }
+    }
+
+    /// What the agent's output says: a line, that it is done, that it
+    /// works again.
+    fn on_word(self, input: Input, now: Instant) -> Phase {
         use Phase::*;
-        let none = Vec::new();
         match (self, input) {
-            // Nothing moves a finalized run.
-            (Finalized { .. }, _) => (self, none),
+            (Starting, Input::Line { activity: true }) => Running,
+            (Completing { signal, .. }, Input::Line { .. }) => Completing {
+                since_line: now,
+                signal,
+            },
+            (Starting | Running, Input::TerminalEvent) => Completing {
+                since_line: now,
+                signal: false,
+            },
+            (Completing { signal: false, .. }, Input::WorkingAgain) => Running,
+            (Starting | Running | Completing { .. }, Input::CompletionSignal) => Completing {
+                since_line: now,
+                signal: true,
+            },
+            _ => self,
+        }
+    }
 
-            (Starting, Input::Line { activity: true }) => (Running, none),
-            (Completing { signal, .. }, Input::Line { .. }) => (
-                Completing {
-                    since_line: now,
-                    signal,
-                },
-                none,
+    /// The shim reaped the agent.
+    fn on_exit(self, exit: Exit, graces: Graces) -> (Phase, Vec<Action>) {
+        use Phase::*;
+        let reaped = |orphans| vec![Action::Reaped { exit, orphans }];
+        match self {
+            Starting | Running | Completing { .. } => (
+                Draining { exit, ending: None },
+                reaped(Some(orphan_signal(graces))),
             ),
-            (Starting | Running, Input::TerminalEvent) => (
-                Completing {
-                    since_line: now,
-                    signal: false,
+            Terminating(ending) => (
+                Draining {
+                    exit,
+                    ending: Some(ending),
                 },
-                none,
+                reaped(Some(orphan_signal(graces))),
             ),
-            (Completing { signal: false, .. }, Input::WorkingAgain) => (Running, none),
-            (Starting | Running | Completing { .. }, Input::CompletionSignal) => (
-                Completing {
-                    since_line: now,
-                    signal: true,
-                },
-                none,
-            ),
-
-            (Starting | Running | Completing { .. }, Input::Exited { code, signal }) => {
-                let exit = Exit {
-                    code,
-                    signal,
-                    at: now,
-                };
-                (
-                    Draining { exit, ending: None },
-                    vec![Action::Reaped {
-                        exit,
-                        orphans: Some(orphan_signal(graces)),
-                    }],
-                )
-            }
-            (Terminating(ending), Input::Exited { code, signal }) => {
-                let exit = Exit {
-                    code,
-                    signal,
-                    at: now,
-                };
-                (
-                    Draining {
-                        exit,
-                        ending: Some(ending),
-                    },
-                    vec![Action::Reaped {
-                        exit,
-                        orphans: Some(orphan_signal(graces)),
-                    }],
-                )
-            }
-            (
+            Killing {
+                since,
+                cause,
+                exit: None,
+            } => (
                 Killing {
                     since,
                     cause,
-                    exit: None,
+                    exit: Some(exit),
                 },
-                Input::Exited { code, signal },
-            ) => {
-                let exit = Exit {
-                    code,
-                    signal,
-                    at: now,
-                };
-                (
-                    Killing {
-                        since,
-                        cause,
-                        exit: Some(exit),
-                    },
-                    vec![Action::Reaped {
-                        exit,
-                        orphans: None,
-                    }],
-                )
-            }
+                reaped(None),
+            ),
+            Draining { .. } | Killing { .. } | Finalized { .. } => (self, Vec::new()),
+        }
+    }
 
+    /// The shim went away, or someone asks the run to end (a cancel, a
+    /// kill, a budget exceeded).
+    fn on_stop(self, input: Input, now: Instant, graces: Graces) -> (Phase, Vec<Action>) {
+        use Phase::*;
+        match (self, input) {
             // Without its shim the run cannot be watched to its end (nor
             // its exit status learned): kill what is left now.
             (Starting | Running | Completing { .. } | Terminating(_), Input::ShimGone)
             | (Killing { exit: None, .. }, Input::ShimGone) => {
                 (self.killing(now), vec![Action::ShimLost, Action::KillAll])
             }
-
             (Starting | Running | Completing { .. }, Input::Cancel) => {
                 begin_ending(Cause::Cancelled, now, graces)
             }
@@ -291,53 +326,53 @@ impl Phase {
             (Terminating(_) | Draining { .. } | Killing { .. }, Input::Cancel | Input::Kill) => {
                 (self.killing(now), vec![Action::KillAll])
             }
-
             (Starting | Running, Input::BudgetExceeded) => {
                 begin_ending(Cause::BudgetExceeded, now, graces)
             }
+            _ => (self, Vec::new()),
+        }
+    }
 
-            (Starting | Running | Completing { .. }, Input::Deadline(clock)) => {
-                match limit_cause(clock) {
-                    Some(cause) => begin_ending(cause, now, graces),
-                    None => (self, none),
-                }
-            }
+    /// A deadline of the clocks fired.
+    fn on_deadline(self, clock: Clock, now: Instant, graces: Graces) -> (Phase, Vec<Action>) {
+        use Phase::*;
+        match (self, clock) {
+            (Starting | Running | Completing { .. }, clock) => match limit_cause(clock) {
+                Some(cause) => begin_ending(cause, now, graces),
+                None => (self, Vec::new()),
+            },
             (
                 Terminating(_)
                 | Draining {
                     ending: Some(_), ..
                 },
-                Input::Deadline(Clock::KillGrace),
+                Clock::KillGrace,
             ) => (self.killing(now), vec![Action::KillAll]),
-            (Draining { .. }, Input::Deadline(Clock::Drain)) => {
+            (Draining { .. }, Clock::Drain) => {
                 (self.killing(now), vec![Action::CutOutput, Action::KillAll])
             }
-            (Killing { cause, exit, .. }, Input::Deadline(Clock::FinalKill)) => {
+            (Killing { cause, exit, .. }, Clock::FinalKill) => {
                 (Finalized { cause, exit }, vec![Action::GiveUp])
             }
+            _ => (self, Vec::new()),
+        }
+    }
 
-            (
-                Killing { cause, exit, .. },
-                Input::Left {
-                    shim_open: false, ..
-                },
-            ) => (Finalized { cause, exit }, none),
-            (
-                Draining { .. } | Killing { exit: Some(_), .. },
-                Input::Left {
-                    output_open: false,
-                    tree_empty,
-                    shim_open,
-                },
-            ) if tree_empty || !shim_open => (
+    /// What is left of the run, looked at before every wait: the run is
+    /// over once nothing is left to wait for.
+    fn on_left(self, output_open: bool, tree_empty: bool, shim_open: bool) -> Phase {
+        use Phase::*;
+        match self {
+            Killing { cause, exit, .. } if !shim_open => Finalized { cause, exit },
+            Draining { .. } | Killing { exit: Some(_), .. }
+                if !output_open && (tree_empty || !shim_open) =>
+            {
                 Finalized {
                     cause: self.cause(),
                     exit: self.exit(),
-                },
-                none,
-            ),
-
-            _ => (self, none),
+                }
+            }
+            _ => self,
         }
     }
 
@@ -481,7 +516,7 @@ mod tests {
         fn wait(&mut self) -> Clock {
             let (at, clock) = self
                 .clocks
-                .next(&self.phase)
+                .next(self.phase.waits())
                 .unwrap_or_else(|| panic!("nothing to wait for in {:?}", self.phase));
             assert!(at >= self.now, "{clock:?} is due in the past");
             self.now = at;
@@ -894,6 +929,6 @@ mod tests {
             assert!(run.feed(input).is_empty(), "{input:?}");
             assert_eq!(run.phase, done, "{input:?}");
         }
-        assert_eq!(run.clocks.next(&run.phase), None);
+        assert_eq!(run.clocks.next(run.phase.waits()), None);
     }
 }

@@ -2,7 +2,7 @@
 //! the report written as `run.json`.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 use warden_events::Event;
@@ -45,8 +45,8 @@ impl Supervisor {
     /// Records a failure to keep the output: an error, and the first one
     /// stays `output_lost`.
     pub(super) fn note_lost(&mut self, e: String) {
-        if self.output_lost.is_none() {
-            self.output_lost = Some(e.clone());
+        if self.errors.output_lost.is_none() {
+            self.errors.output_lost = Some(e.clone());
         }
         self.note_error(e);
     }
@@ -54,9 +54,10 @@ impl Supervisor {
     /// Brings `error` and `output_lost` of `report` up to date, masked.
     fn refresh_errors(&self, report: &mut Report) {
         let red = &self.setup.redactor;
-        report.error =
-            (!self.errors.is_empty()).then(|| red.redact(&self.errors.join("; ")).into_owned());
+        report.error = (!self.errors.list.is_empty())
+            .then(|| red.redact(&self.errors.list.join("; ")).into_owned());
         report.output_lost = self
+            .errors
             .output_lost
             .as_ref()
             .map(|e| red.redact(e).into_owned());
@@ -64,18 +65,16 @@ impl Supervisor {
 
     /// Writes what is buffered to `events.jsonl`.
     pub(super) fn flush_events(&mut self) {
-        self.write_pending_lines();
-        if let Err(e) = self.setup.dir.flush_events() {
-            self.note_lost(format!("could not write events.jsonl: {e}"));
-        }
+        let ask = self.sinks.files.flush();
+        self.answer(ask);
     }
 
     fn raw_report(&self, verdict: Option<Verdict>, reason: String) -> Report {
         let l = &self.setup.limits;
         let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
-        let now = Instant::now();
+        let now = crate::clocks::now();
         let ended = verdict.is_some();
-        let mut longest = self.longest_silence;
+        let mut longest = self.activity.longest_silence;
         if ended {
             let since = self.clocks.last_activity.unwrap_or(self.setup.started);
             longest = longest.max(now.saturating_duration_since(since));
@@ -86,59 +85,60 @@ impl Supervisor {
             agent: self.setup.agent.name().to_string(),
             command: self.setup.command.clone(),
             cwd: self.setup.cwd.clone(),
-            run_dir: self.setup.dir.path().to_path_buf(),
+            run_dir: self.sinks.files.dir.path().to_path_buf(),
             warden_version: env!("CARGO_PKG_VERSION").to_string(),
             verdict,
             reason,
             exit_code: self.phase.exit().and_then(|e| e.code),
             signal: self.phase.exit().and_then(|e| e.signal),
-            pid: self.pid,
+            pid: self.procs.pid,
             started_at: humantime::format_rfc3339_millis(self.setup.started_at).to_string(),
             ended_at: ended
                 .then(|| humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
             duration_ms: self.ms(now),
-            time_to_first_activity_ms: self.first_activity.map(|t| self.ms(t)),
+            time_to_first_activity_ms: self.activity.first.map(|t| self.ms(t)),
             last_activity_ms: self.clocks.last_activity.map(|t| self.ms(t)),
             longest_silence_ms: longest.as_millis() as u64,
-            activity_lines: self.activity_lines,
+            activity_lines: self.activity.lines,
             event_counts: self.counts(),
-            stall_warnings: self.stall_warnings,
+            stall_warnings: self.activity.stall_warnings,
             stall_watchdog_armed: self.clocks.stall_timeout.is_some(),
-            completion_signal_seen_ms: self.completion_seen.map(|t| self.ms(t)),
+            completion_signal_seen_ms: self.activity.completion_seen.map(|t| self.ms(t)),
             forced_completion: self.phase.cause() == Some(Cause::ForcedCompletion),
             // A cause is set only by `begin_ending`, which sends SIGTERM
             // or SIGKILL to the run's processes.
             ended_by_warden: self.phase.cause().is_some(),
-            hanging: self.hanging.clone(),
-            output_truncated: self.truncated.clone(),
-            orphans: self.orphans.clone(),
+            hanging: self.procs.hanging.clone(),
+            output_truncated: self.streams.truncated.clone(),
+            orphans: self.procs.orphans.clone(),
             orphans_killed: self.orphans_killed(),
-            containment: self.containment.clone(),
+            containment: self.procs.containment.clone(),
             sandbox: self.setup.sandbox.name().to_string(),
-            agent_version: self.summary.agent_version.clone(),
+            agent_version: self.outcome.summary.agent_version.clone(),
             model: self
+                .outcome
                 .summary
                 .model
                 .clone()
                 .or_else(|| crate::report::model_in_command(&self.setup.command)),
-            session_id: self.summary.session_id.clone(),
-            turns: self.summary.turns,
-            tool_calls: self.summary.tool_calls,
-            tokens: self.summary.tokens,
-            cost_usd: self.summary.cost_usd,
-            retries: self.summary.retries,
-            final_text: self.summary.final_text.clone(),
-            error_message: self.summary.error.clone(),
-            error_class: self.summary.error_class,
-            terminal_event_ms: self.terminal_seen.map(|t| self.ms(t)),
-            stall_extensions: self.stall_extensions.clone(),
+            session_id: self.outcome.summary.session_id.clone(),
+            turns: self.outcome.summary.turns,
+            tool_calls: self.outcome.summary.tool_calls,
+            tokens: self.outcome.summary.tokens,
+            cost_usd: self.outcome.summary.cost_usd,
+            retries: self.outcome.summary.retries,
+            final_text: self.outcome.summary.final_text.clone(),
+            error_message: self.outcome.summary.error.clone(),
+            error_class: self.outcome.summary.error_class,
+            terminal_event_ms: self.activity.terminal_seen.map(|t| self.ms(t)),
+            stall_extensions: self.activity.stall_extensions.clone(),
             base_commit: self.setup.git.as_ref().and_then(|g| g.base.clone()),
-            branch: self.branch.clone(),
-            commits: self.commits.clone(),
-            output: self.output.clone(),
+            branch: self.outcome.branch.clone(),
+            commits: self.outcome.commits.clone(),
+            output: self.outcome.output.clone(),
             output_error: None,
-            stdout_bytes: self.stdout_bytes,
-            stderr_bytes: self.stderr_bytes,
+            stdout_bytes: self.streams.stdout_bytes,
+            stderr_bytes: self.streams.stderr_bytes,
             budgets: self.budget_lines(),
             budget_exceeded: self.budget_exceeded(),
             limits: LimitsReport {
@@ -153,14 +153,19 @@ impl Supervisor {
                 on_fatal_error: l.on_fatal_error,
             },
             warden_peak_rss_kib: warden_process::os::peak_rss_kib(),
-            live_events_dropped: self.live.dropped(),
+            live_events_dropped: self.sinks.live.dropped(),
             warden_cpu_ms: warden_process::os::cpu_time().map(|d| d.as_millis() as u64),
-            error: (!self.errors.is_empty()).then(|| self.errors.join("; ")),
-            output_lost: self.output_lost.clone(),
+            error: (!self.errors.list.is_empty()).then(|| self.errors.list.join("; ")),
+            output_lost: self.errors.output_lost.clone(),
             logs: None,
-            resources: self.resources.clone(),
-            oom_killed: self.resources.as_ref().is_some_and(|r| r.oom_kills > 0),
+            resources: self.procs.resources.clone(),
+            oom_killed: self
+                .procs
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.oom_kills > 0),
             pids_limit_hit: self
+                .procs
                 .resources
                 .as_ref()
                 .is_some_and(|r| r.pids_limit_hits > 0),
@@ -172,42 +177,28 @@ impl Supervisor {
 
     /// What the run has spent so far, as its budgets count it.
     fn spent(&self) -> crate::budget::Spent {
-        crate::budget::Spent::of_summary(&self.summary)
+        crate::budget::Spent::of_summary(&self.outcome.summary)
     }
 
     /// Every budget with what was reached by now: for a batch's budget
     /// held with the runs beside this one, where they have got to too.
     fn budget_lines(&self) -> Vec<crate::budget::BudgetLine> {
-        match &self.setup.pool {
-            Some(pool) => {
-                let mut watch = self.budget.clone();
-                watch.others_spent(&pool.others(&self.setup.run_id));
-                watch.lines(&self.spent())
-            }
-            None => self.budget.lines(&self.spent()),
-        }
+        self.sinks.budget.lines(&self.spent())
     }
 
     /// The budget exceeded, with what was reached by the end of the run
     /// (the agent may report more while it is being stopped).
     fn budget_exceeded(&self) -> Option<crate::budget::BudgetLine> {
-        let hit = self.budget_hit?;
-        let now = self
-            .budget_lines()
-            .into_iter()
-            .find(|l| l.scope == hit.scope && l.budget == hit.budget);
-        Some(now.unwrap_or(hit))
+        self.sinks.budget.exceeded(&self.spent())
     }
 
     fn counts(&self) -> BTreeMap<String, u64> {
-        self.event_counts
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect()
+        self.sinks.files.counts()
     }
 
     fn orphans_killed(&self) -> u32 {
-        self.orphans
+        self.procs
+            .orphans
             .iter()
             .filter(|o| !warden_process::os::procfs::is_alive(o.pid))
             .count() as u32
@@ -241,15 +232,15 @@ impl Supervisor {
         };
         match found {
             Some((Ok(commits), branch)) => {
-                self.commits = Some(commits);
-                self.branch = branch;
+                self.outcome.commits = Some(commits);
+                self.outcome.branch = branch;
             }
             Some((Err(e), _)) => {
-                self.commits = None;
+                self.outcome.commits = None;
                 self.note_error(format!("could not collect commits: {e}"));
             }
             None => {
-                self.commits = None;
+                self.outcome.commits = None;
                 self.note_error(
                     "could not collect commits: cancelled while git was reading them".into(),
                 );
@@ -263,9 +254,9 @@ impl Supervisor {
         let Some(spec) = &self.setup.output else {
             return Ok(());
         };
-        let text = match &self.summary.final_text {
+        let text = match &self.outcome.summary.final_text {
             Some(t) => t.clone(),
-            None => self.recent_text.clone(),
+            None => self.streams.recent_text.clone(),
         };
         let raw = crate::output::extract(&text, &spec.tag).map_err(|e| e.to_string())?;
         let value = match &spec.schema {
@@ -276,13 +267,13 @@ impl Supervisor {
             }
             None => serde_json::Value::String(raw),
         };
-        self.output = Some(value);
+        self.outcome.output = Some(value);
         Ok(())
     }
 
     /// Ends a run whose agent could not be started.
     pub(crate) async fn spawn_failed(mut self, error: warden_process::SpawnError) -> Report {
-        self.spawn_error = Some(error.to_string());
+        self.errors.spawn = Some(error.to_string());
         self.note_error(error.to_string());
         self.finish().await
     }
@@ -290,7 +281,7 @@ impl Supervisor {
     /// Decides the verdict, records `finished`, writes `run.json`.
     pub(super) async fn finish(mut self) -> Report {
         let (mut verdict, mut reason) = self.verdict();
-        reason = crate::resources::explain(verdict, reason, self.resources.as_ref());
+        reason = crate::resources::explain(verdict, reason, self.procs.resources.as_ref());
         let mut output_error = None;
         if verdict == Verdict::Succeeded
             && let Err(e) = self.take_output()
@@ -315,14 +306,14 @@ impl Supervisor {
         });
         self.flush_events();
         report.event_counts = self.counts();
-        if let Some(problem) = self.setup.dir.check_reserved() {
+        if let Some(problem) = self.sinks.files.dir.check_reserved() {
             self.note_error(problem);
         }
         // Errors met since the report was made (the last events' flush).
         self.refresh_errors(&mut report);
         // The run's spans go to the exporter's queue (never waiting for
         // it) before the report is written, which says how many went.
-        if let (Some(spans), Some(t)) = (self.spans.take(), &self.setup.telemetry) {
+        if let (Some(spans), Some(t)) = (self.sinks.spans.take(), &self.setup.telemetry) {
             let (handed, dropped) = t.exporter.submit(spans.finish(&report), t.ids.sampled());
             report.otel = Some(crate::telemetry::OtelReport::new(&t.ids, handed, dropped));
         }
@@ -331,8 +322,8 @@ impl Supervisor {
         if let Some(t) = &self.setup.telemetry {
             t.exporter.record_run(&report);
         }
-        report.logs = Some(self.setup.dir.digests());
-        match self.setup.dir.write_final_report(&report) {
+        report.logs = Some(self.sinks.files.dir.digests());
+        match self.sinks.files.dir.write_final_report(&report) {
             Ok(()) => report.written = true,
             Err(e) => {
                 // Said after the errors before it, never instead of them.
@@ -342,7 +333,7 @@ impl Supervisor {
         }
         // The run's last events (its verdict among them) still waiting for
         // a slow reader get a short while to go out.
-        let live = std::mem::replace(&mut self.live, crate::live::LiveFeed::new(None));
+        let live = std::mem::replace(&mut self.sinks.live, crate::live::LiveFeed::new(None));
         live.drain(Duration::from_secs(2)).await;
         report
     }
@@ -353,14 +344,14 @@ impl Supervisor {
             |d: Option<Duration>| humantime::format_duration(d.unwrap_or_default()).to_string();
         decide(&Facts {
             json_agent: self.setup.agent.is_json(),
-            spawn_error: self.spawn_error.clone(),
+            spawn_error: self.errors.spawn.clone(),
             cause: self.phase.cause(),
             exit: self.phase.exit().map(|e| (e.code, e.signal)),
-            terminal: self.summary.terminal_in_force(),
-            agent_error: self.summary.error.clone(),
-            authentication_error: self.summary.error_class
+            terminal: self.outcome.summary.terminal_in_force(),
+            agent_error: self.outcome.summary.error.clone(),
+            authentication_error: self.outcome.summary.error_class
                 == Some(warden_events::ErrorClass::Authentication),
-            completion_signal_seen: self.completion_seen.is_some(),
+            completion_signal_seen: self.activity.completion_seen.is_some(),
             budget_exceeded: self.budget_exceeded().map(|b| b.exceeded()),
             stall_timeout: fmt(self.clocks.effective_stall()),
             startup_timeout: fmt(l.startup_timeout),

@@ -13,10 +13,9 @@
 
 use std::time::{Duration, Instant};
 
-use warden_events::{Event, OpenCall};
+use warden_events::{Event, OpenCall, Summary};
 
 use super::Supervisor;
-use super::phase::Phase;
 
 /// The most often a snapshot is written while the agent is busy.
 pub(super) const STATUS_EVERY: Duration = Duration::from_secs(1);
@@ -63,26 +62,33 @@ impl StatusFeed {
 }
 
 impl Supervisor {
-    /// Writes the pending snapshot if it is due (or `now_anyway`).
-    pub(super) fn status_tick(&mut self, now: Instant, now_anyway: bool) {
-        let due = match self.status.due(now) {
+    /// Writes the pending snapshot if it is due (or `now_anyway`), from
+    /// what the decoder learned (`summary`, borrowed) and the `retries`
+    /// announced on both streams.
+    pub(super) fn status_tick(
+        &mut self,
+        now: Instant,
+        now_anyway: bool,
+        summary: &Summary,
+        retries: u32,
+    ) {
+        let due = match self.sinks.status.due(now) {
             Some(at) => now_anyway || at <= now,
             None => false,
         };
         if !due {
             return;
         }
-        self.status.pending = false;
-        self.status.urgent = false;
-        self.status.sent = Some(now);
-        let open: Vec<&str> = self.summary.open_tools().map(|(id, _)| id).collect();
-        self.status
-            .calls
-            .retain(|(id, _)| open.contains(&id.as_str()));
+        let status = &mut self.sinks.status;
+        status.pending = false;
+        status.urgent = false;
+        status.sent = Some(now);
+        let open: Vec<&str> = summary.open_tools().map(|(id, _)| id).collect();
+        status.calls.retain(|(id, _)| open.contains(&id.as_str()));
         // Only while the stall clock is what ends a silence: not in the
         // completion window, nor once the agent exited or warden is ending
         // the run.
-        let stall_clock_runs = matches!(self.phase, Phase::Starting | Phase::Running);
+        let stall_clock_runs = self.phase.at_work();
         let stall_deadline_ms = if !stall_clock_runs {
             None
         } else {
@@ -93,17 +99,17 @@ impl Supervisor {
         };
         let event = Event::Status {
             last_activity_ms: self.clocks.last_activity.map(|t| self.ms(t)),
-            activity_lines: self.activity_lines,
-            silence_before_ms: self.status.silence_before.as_millis() as u64,
-            longest_silence_ms: self.longest_silence.as_millis() as u64,
+            activity_lines: self.activity.lines,
+            silence_before_ms: self.sinks.status.silence_before.as_millis() as u64,
+            longest_silence_ms: self.activity.longest_silence.as_millis() as u64,
             stall_deadline_ms,
-            tokens: self.summary.tokens,
-            cost_usd: self.summary.cost_usd,
-            tool_calls: self.summary.tool_calls,
-            retries: self.summary.retries,
-            tool: self.status.calls.last().map(|(_, c)| c.clone()),
+            tokens: summary.tokens,
+            cost_usd: summary.cost_usd,
+            tool_calls: summary.tool_calls,
+            retries,
+            tool: self.sinks.status.calls.last().map(|(_, c)| c.clone()),
         };
-        self.status.silence_before = Duration::ZERO;
+        self.sinks.status.silence_before = Duration::ZERO;
         self.emit(event);
     }
 }

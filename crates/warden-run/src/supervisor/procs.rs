@@ -1,0 +1,271 @@
+//! The run's processes as the loop handles them: the orphans the agent
+//! leaves, what escaped the cgroup, the signals, the output cut when the
+//! drain window runs out, and the sandbox's own kill.
+
+use std::time::{Duration, Instant};
+
+use warden_events::{Event, Holder};
+use warden_process::{ProcessInfo, Signal};
+
+use super::phase::Exit;
+use super::tree::Tree;
+use super::{Pipes, Supervisor, quiet};
+use crate::report::{Orphan, Truncation};
+
+impl Supervisor {
+    /// The agent was reaped: everything still alive now is an orphan. Name
+    /// it, then send it `signal` at once while the pipes are still read.
+    /// The sandbox's own helpers are not the agent's.
+    pub(super) fn on_reaped(&mut self, tree: &impl Tree, exit: Exit, signal: Option<Signal>) {
+        self.emit(Event::Exited {
+            exit_code: exit.code,
+            signal: exit.signal,
+        });
+        let found = self.agents_processes(tree);
+        self.note_escapes(tree, &found);
+        for p in found {
+            let held_pipe = tree.holds_output(p.pid);
+            self.emit(Event::Orphan {
+                pid: p.pid,
+                cmdline: p.cmdline.clone(),
+                held_pipe,
+            });
+            self.procs.orphans.push(Orphan {
+                pid: p.pid,
+                cmdline: p.cmdline,
+                held_pipe,
+            });
+        }
+        if let Some(signal) = signal
+            && !self.procs.orphans.is_empty()
+        {
+            self.signal_all(tree, signal);
+        }
+    }
+
+    /// The drain window ran out with output still open: keep what was
+    /// read, name who holds the pipes, and stop reading.
+    pub(super) fn cut_output(&mut self, tree: &impl Tree, pipes: &mut Pipes, now: Instant) {
+        if !pipes.open() {
+            return;
+        }
+        let holders = tree
+            .pipe_holders()
+            .into_iter()
+            .map(|p| Holder {
+                pid: p.pid,
+                cmdline: p.cmdline,
+            })
+            .collect::<Vec<_>>();
+        let bytes = pipes.out.bytes + pipes.err.bytes;
+        self.close_pipes(pipes, now);
+        self.emit(Event::OutputTruncated {
+            bytes,
+            holders: holders.clone(),
+        });
+        self.streams.truncated = Some(Truncation { bytes, holders });
+    }
+
+    /// Stops reading both pipes, keeping a last line that had no newline.
+    fn close_pipes(&mut self, pipes: &mut Pipes, now: Instant) {
+        for stream in [warden_events::Stream::Stdout, warden_events::Stream::Stderr] {
+            pipes.get(stream).close(|line| self.on_line(line, now));
+            self.after_lines(pipes, stream, now);
+        }
+    }
+
+    /// The wait after SIGKILL ran out: what is left is named, and the
+    /// shim, the tree and the output are no longer waited for.
+    pub(super) fn give_up(&mut self, tree: &impl Tree, pipes: &mut Pipes, now: Instant) {
+        if !self.procs.empty {
+            // Judged after the shim's last sweep (in `after_close`): most
+            // of these are a chain still being stopped.
+            self.procs.final_left = tree
+                .processes()
+                .into_iter()
+                .map(|p| (p.pid, p.cmdline))
+                .collect();
+        }
+        self.procs.shim_open = false;
+        self.procs.empty = true;
+        if self.phase.exit().is_none() {
+            self.note_error("the agent's exit status was never reported".into());
+        }
+        self.close_pipes(pipes, now);
+    }
+
+    /// Starts the sandbox's own kill (`docker rm -f`) without waiting.
+    pub(super) fn start_sandbox_kill(&mut self) {
+        if let Some(cmd) = &self.setup.on_kill
+            && !self.procs.sandbox_kill_started
+        {
+            self.procs.sandbox_kill_started = true;
+            if let Err(e) = quiet(cmd).spawn() {
+                self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy()));
+            }
+        }
+    }
+
+    /// At the end of every run: make sure the sandbox left nothing (a
+    /// container that outlived its client), waiting at most 10 s.
+    pub(super) async fn remove_sandbox_leftovers(&mut self) {
+        let Some(cmd) = self.setup.on_kill.clone() else {
+            return;
+        };
+        match quiet(&cmd).spawn() {
+            Ok(mut child) => {
+                if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.start_kill();
+                    self.note_error(format!(
+                        "`{}` did not finish within 10s",
+                        cmd[0].to_string_lossy()
+                    ));
+                }
+            }
+            Err(e) => self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy())),
+        }
+    }
+
+    /// SIGKILLs every process of the run (the final, bounded wait for the
+    /// kernel to confirm is the `Killing` phase's).
+    pub(super) fn kill_rest(&mut self, tree: &impl Tree) {
+        self.start_sandbox_kill();
+        // Processes that appeared after the exit (forked by orphans) are
+        // orphans too.
+        let found = self.agents_processes(tree);
+        self.note_escapes(tree, &found);
+        self.note_late_orphans(tree, found);
+        // The kill's own scan can see what the one above missed (a chain
+        // moves on between scans).
+        let signalled = self.signal_all(tree, Signal::Kill);
+        self.note_late_orphans(tree, signalled);
+    }
+
+    /// After the agent's exit, processes not seen before are orphans too.
+    fn note_late_orphans(&mut self, tree: &impl Tree, found: Vec<ProcessInfo>) {
+        if self.phase.exit().is_none() {
+            return;
+        }
+        for p in found {
+            if !self.procs.orphans.iter().any(|o| o.pid == p.pid)
+                && !self.procs.sandbox_helpers.contains(&p.pid)
+            {
+                let held_pipe = tree.holds_output(p.pid);
+                self.procs.orphans.push(Orphan {
+                    pid: p.pid,
+                    cmdline: p.cmdline,
+                    held_pipe,
+                });
+            }
+        }
+    }
+
+    /// Names the processes that moved themselves out of the run's cgroup:
+    /// `cgroup.kill` misses them, the shim's sweep does not.
+    fn note_escapes(&mut self, tree: &impl Tree, found: &[ProcessInfo]) {
+        for p in found {
+            if let Some(dir) = tree.outside_cgroup(p.pid) {
+                let line = format!("{} `{}` (moved to {})", p.pid, p.cmdline, dir.display());
+                self.note_escaped(line);
+            }
+        }
+    }
+
+    fn note_escaped(&mut self, line: String) {
+        if !self.procs.escaped.contains(&line) && self.procs.escaped.len() < 16 {
+            self.procs.escaped.push(line);
+        }
+    }
+
+    /// The processes of the run but the sandbox's own helpers. The helpers
+    /// are picked out before the listing: one that exits in between (its
+    /// status gone, not yet reaped) is then never mistaken for the agent's.
+    /// Every helper seen is remembered, so that a list made later (of what
+    /// a kill found) can leave it out by pid.
+    fn agents_processes(&mut self, tree: &impl Tree) -> Vec<ProcessInfo> {
+        let sandbox = self.setup.sandbox;
+        for pid in tree.pids() {
+            if !self.procs.sandbox_helpers.contains(&pid) && sandbox.is_own_helper(pid) {
+                self.procs.sandbox_helpers.push(pid);
+            }
+        }
+        tree.processes()
+            .into_iter()
+            .filter(|p| !self.procs.sandbox_helpers.contains(&p.pid))
+            .collect()
+    }
+
+    /// A process the shim's sweep killed after the agent had exited: an
+    /// orphan, perhaps one that forked too fast for warden's scans.
+    pub(super) fn on_swept(&mut self, pid: i32, cmdline: String, escaped: bool) {
+        if escaped {
+            self.note_escaped(format!("{pid} `{cmdline}`"));
+        }
+        if self.procs.orphans.iter().any(|o| o.pid == pid)
+            || self.procs.sandbox_helpers.contains(&pid)
+        {
+            return;
+        }
+        self.emit(Event::Orphan {
+            pid,
+            cmdline: cmdline.clone(),
+            held_pipe: false,
+        });
+        self.procs.orphans.push(Orphan {
+            pid,
+            cmdline,
+            held_pipe: false,
+        });
+    }
+
+    /// After the shim's last sweep: the orphans it reported, what left the
+    /// cgroup, and what (if anything) truly survived SIGKILL.
+    pub(super) fn after_close(&mut self, swept: Vec<(ProcessInfo, bool)>) {
+        for (p, escaped) in swept {
+            self.on_swept(p.pid, p.cmdline, escaped);
+        }
+        if !self.procs.escaped.is_empty() {
+            self.note_error(format!(
+                "processes moved themselves out of the run's cgroup, out of reach of \
+                 cgroup.kill; they were stopped and killed as descendants of the run's shim: {}",
+                self.procs.escaped.join(", ")
+            ));
+        }
+        let alive: Vec<String> = self
+            .procs
+            .final_left
+            .iter()
+            .filter_map(|(pid, cmdline)| {
+                let e = warden_process::os::procfs::entry(*pid)?;
+                (!e.is_dead()).then(|| {
+                    let why = match e.state {
+                        b'D' => "in uninterruptible sleep in the kernel (state D)".to_string(),
+                        s => format!("state {}", s as char),
+                    };
+                    format!("{pid} `{cmdline}` ({why})")
+                })
+            })
+            .collect();
+        if !alive.is_empty() {
+            self.note_error(format!(
+                "processes survived SIGKILL and the shim's stop-and-kill sweep: {}",
+                alive.join(", ")
+            ));
+        }
+    }
+
+    pub(super) fn signal_all(&mut self, tree: &impl Tree, signal: Signal) -> Vec<ProcessInfo> {
+        let signalled = tree.signal_all(signal);
+        let pids: Vec<i32> = signalled.iter().map(|p| p.pid).collect();
+        if !pids.is_empty() {
+            self.emit(Event::Signalled {
+                signal: signal.name().into(),
+                pids,
+            });
+        }
+        signalled
+    }
+}
