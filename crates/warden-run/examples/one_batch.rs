@@ -14,7 +14,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         let outcome = running.wait().await;
-        println!("{}: {} succeeded", outcome.verdict, outcome.report.succeeded);
+        println!(
+            "{}: {} succeeded",
+            outcome.verdict, outcome.report.succeeded
+        );
         Ok(())
     })
 }

@@ -7,12 +7,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::runtime::Runtime::new()?.block_on(async {
         let mut session = Session::new(request).start().await?;
         while let Some(update) = session.next_update().await {
-            if let Update::IterationFinished { iteration, report, .. } = update {
+            if let Update::IterationFinished {
+                iteration, report, ..
+            } = update
+            {
                 println!("iteration {iteration}: {}", report.reason);
             }
         }
         let outcome = session.wait().await?;
-        println!("{}: stopped by {}", outcome.verdict, outcome.report.stopped_because);
+        println!(
+            "{}: stopped by {}",
+            outcome.verdict, outcome.report.stopped_because
+        );
         Ok(())
     })
 }

@@ -87,18 +87,18 @@ pub enum BatchError {
 }
 
 impl BatchError {
-    /// warden's exit code: [`crate::report::OUTPUT_LOST_EXIT`] when the
-    /// file system cannot hold the batch directory (full), else 2.
-    pub fn exit_code(&self) -> u8 {
+    /// [`ErrorKind::Storage`] when the file system cannot hold the batch
+    /// directory (full); the rest is the batch's to fix.
+    pub fn kind(&self) -> crate::ErrorKind {
         match self {
             BatchError::Dir(e)
                 if e.io()
                     .and_then(std::io::Error::raw_os_error)
                     .is_some_and(|c| c == rustix::io::Errno::NOSPC.raw_os_error()) =>
             {
-                crate::report::OUTPUT_LOST_EXIT
+                crate::ErrorKind::Storage
             }
-            _ => 2,
+            _ => crate::ErrorKind::Invalid,
         }
     }
 }

@@ -108,8 +108,8 @@ pub use limits::Limits;
 pub use outcome::Outcome;
 pub use report::Report;
 pub use request::{
-    IterationContext, OutputRequest, Prompt, RequestError, RunRequest, SessionRequest,
-    WorktreeRequest,
+    ErrorKind, Finding, IterationContext, OutputRequest, Prompt, RequestError, RunRequest,
+    SessionRequest, WorktreeRequest,
 };
 pub use run::{Canceller, Run, RunHandle, SetupError, new_run_id};
 pub use session::{Session, SessionHandle, SessionReport};

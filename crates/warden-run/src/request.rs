@@ -223,34 +223,121 @@ pub struct RunRequest {
     pub report_signer: Option<crate::batch_key::ReportSigner>,
 }
 
+/// What is wrong with a request, or worth a warning, in the request's own
+/// words: the fields it is about (`session.iterations`,
+/// `limits.budget.max_cost_usd`), and a message that names the `N`th of
+/// them where it says `{N}`, so that a front end can name them its own way
+/// ([`Finding::render`]; the CLI names its flags). Shown as it is, the
+/// fields are named by their paths in the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    fields: Vec<&'static str>,
+    message: String,
+}
+
+impl Finding {
+    pub(crate) fn new(message: impl Into<String>, fields: &[&'static str]) -> Self {
+        Self {
+            fields: fields.to_vec(),
+            message: message.into(),
+        }
+    }
+
+    /// A finding about no field in particular.
+    pub(crate) fn plain(message: impl Into<String>) -> Self {
+        Self::new(message, &[])
+    }
+
+    /// The fields it is about, as paths in the request.
+    pub fn fields(&self) -> &[&'static str] {
+        &self.fields
+    }
+
+    /// The message with each field named by `name`.
+    pub fn render(&self, name: impl Fn(&str) -> String) -> String {
+        let mut text = self.message.clone();
+        for (i, field) in self.fields.iter().enumerate() {
+            text = text.replace(&format!("{{{i}}}"), &name(field));
+        }
+        text
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.render(str::to_string))
+    }
+}
+
+/// What kind of failure an error of the library's is: what a front end
+/// needs to decide what to do (the CLI: which exit code).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request (or a file it names) is wrong: fixing it fixes this.
+    Invalid,
+    /// This machine cannot do what the request asks: an agent's CLI not
+    /// installed, a sandbox that cannot run here.
+    Unavailable,
+    /// The file system cannot keep the records (full, read-only, failing).
+    Storage,
+    /// warden itself failed.
+    Internal,
+}
+
 /// What makes a request unusable, found before anything starts.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
     #[error("{0}")]
-    Invalid(String),
+    Invalid(Finding),
     #[error(transparent)]
-    Template(#[from] template::TemplateError),
+    Template(template::TemplateError),
     #[error(transparent)]
     Agent(#[from] AgentError),
 }
 
-impl RequestError {
-    /// Whether the machine, not the request, is at fault: the agent's CLI
-    /// is not installed here.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(self, RequestError::Agent(AgentError::NotInstalled { .. }))
-    }
-
-    /// warden's exit code: 6 when the agent's CLI is not installed, 2 for
-    /// a bad request.
-    pub fn exit_code(&self) -> u8 {
-        if self.is_unavailable() { 6 } else { 2 }
+impl From<template::TemplateError> for RequestError {
+    fn from(e: template::TemplateError) -> Self {
+        match e {
+            // The value is the request's to give: named as a field.
+            template::TemplateError::Missing { name } => RequestError::Invalid(Finding::new(
+                format!(
+                    "the prompt uses {{{{{name}}}}} but no value was given: add {{0}} {name}=VALUE"
+                ),
+                &["prompt.args"],
+            )),
+            e => RequestError::Template(e),
+        }
     }
 }
 
-fn invalid(msg: impl Into<String>) -> RequestError {
-    RequestError::Invalid(msg.into())
+impl RequestError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RequestError::Agent(AgentError::NotInstalled { .. }) => ErrorKind::Unavailable,
+            _ => ErrorKind::Invalid,
+        }
+    }
+
+    /// Whether the machine, not the request, is at fault: the agent's CLI
+    /// is not installed here.
+    pub fn is_unavailable(&self) -> bool {
+        self.kind() == ErrorKind::Unavailable
+    }
+
+    /// The message with each field of the request named by `name` (see
+    /// [`Finding::render`]).
+    pub fn render(&self, name: impl Fn(&str) -> String) -> String {
+        match self {
+            RequestError::Invalid(f) => f.render(name),
+            e => e.to_string(),
+        }
+    }
+}
+
+fn invalid(message: impl Into<String>, fields: &[&'static str]) -> RequestError {
+    RequestError::Invalid(Finding::new(message, fields))
 }
 
 impl RunRequest {
@@ -319,10 +406,10 @@ impl RunRequest {
     /// including that the agent's CLI is installed; returns the warnings
     /// (a template value no placeholder uses, a secret that will not be
     /// masked).
-    pub fn check(&self) -> Result<Vec<String>, RequestError> {
+    pub fn check(&self) -> Result<Vec<Finding>, RequestError> {
         let mut warnings = Vec::new();
         if self.session.iterations == 0 {
-            return Err(invalid("--iterations must be at least 1"));
+            return Err(invalid("{0} must be at least 1", &["session.iterations"]));
         }
         if self.sandbox.sandbox == Sandbox::Host
             && (self.sandbox.no_network
@@ -331,7 +418,14 @@ impl RunRequest {
                 || !self.sandbox.allow_sockets.is_empty())
         {
             return Err(invalid(
-                "--no-network, --ro, --rw and --allow-socket need a sandbox: add --sandbox bwrap (or docker, podman)",
+                "{0}, {1}, {2} and {3} need a sandbox: set {4} to bwrap (or docker, podman)",
+                &[
+                    "sandbox.no_network",
+                    "sandbox.ro",
+                    "sandbox.rw",
+                    "sandbox.allow_sockets",
+                    "sandbox.sandbox",
+                ],
             ));
         }
         // Limits this machine cannot enforce, refused up front.
@@ -340,7 +434,7 @@ impl RunRequest {
             self.sandbox.sandbox,
             self.containment,
         )
-        .map_err(|e| invalid(e.to_string()))?;
+        .map_err(|e| invalid(e.to_string(), &["limits.resources"]))?;
         warnings.extend(self.check_budgets()?);
         let retries = self.output.as_ref().map_or(0, |o| o.retries);
         if retries > 0 && !profile(self.agent).can_resume {
@@ -349,34 +443,40 @@ impl RunRequest {
                 .filter(|p| p.can_resume)
                 .map(|p| p.agent.name())
                 .collect();
-            return Err(invalid(format!(
-                "--output-retries resumes the agent's session, which warden does for {}, not {}",
-                list(&can),
-                self.agent
-            )));
+            return Err(invalid(
+                format!(
+                    "{{0}} resumes the agent's session, which warden does for {}, not {}",
+                    list(&can),
+                    self.agent
+                ),
+                &["output.retries"],
+            ));
         }
         if self.agent == Agent::Exec {
             if self.prompt.is_some() {
                 return Err(invalid(
-                    "`exec` runs a command, not a prompt: put the command after `--`, e.g. warden run exec -- make test",
+                    "`exec` runs a command, not a prompt: give {0} instead of {1}",
+                    &["command", "prompt"],
                 ));
             }
-            for (flag, given) in [
-                ("--model", self.model.is_some()),
-                ("--effort", self.effort.is_some()),
-                ("--resume", self.resume.is_some()),
-                ("--agent-bin", self.agent_bin.is_some()),
-                ("--preamble", self.preamble),
+            for (field, given) in [
+                ("model", self.model.is_some()),
+                ("effort", self.effort.is_some()),
+                ("resume", self.resume.is_some()),
+                ("agent_bin", self.agent_bin.is_some()),
+                ("preamble", self.preamble),
             ] {
                 if given {
-                    return Err(invalid(format!(
-                        "{flag} is for agents; `exec` runs the command after `--` as it is"
-                    )));
+                    return Err(invalid(
+                        "{0} is for agents; `exec` runs {1} as it is",
+                        &[field, "command"],
+                    ));
                 }
             }
             if self.command.is_empty() {
                 return Err(invalid(
-                    "no command given for `exec`\n  put it after `--`, e.g.: warden run exec -- sh -c 'echo hello'",
+                    "no command given for `exec`: {0} is empty",
+                    &["command"],
                 ));
             }
         }
@@ -385,13 +485,17 @@ impl RunRequest {
         if let Some(Prompt::Template { text, args }) = &self.prompt {
             let names = template::placeholders(text)?;
             for unused in args.keys().filter(|k| !names.contains(k)) {
-                warnings.push(format!("--arg {unused} is not used by the prompt"));
+                warnings.push(Finding::new(
+                    format!("{{0}} {unused} is not used by the prompt"),
+                    &["prompt.args"],
+                ));
             }
         }
         warnings.extend(
             self.env
                 .iter()
-                .filter_map(|e| e.unmasked_warning(|n| std::env::var(n).ok())),
+                .filter_map(|e| e.unmasked_warning(|n| std::env::var(n).ok()))
+                .map(|w| Finding::new(format!("{{0}} {w}"), &["env"])),
         );
         // What the agent's set-up refers to that will not reach it: said
         // before the run (and kept in its report, `env_dropped`).
@@ -404,13 +508,17 @@ impl RunRequest {
             })
             .collect();
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        warnings.extend(warden_sandbox::env::dropped(
-            &sandbox_needs(self.agent),
-            self.sandbox.sandbox != Sandbox::Host,
-            &host,
-            &self.env,
-            home.as_deref(),
-        ));
+        warnings.extend(
+            warden_sandbox::env::dropped(
+                &sandbox_needs(self.agent),
+                self.sandbox.sandbox != Sandbox::Host,
+                &host,
+                &self.env,
+                home.as_deref(),
+            )
+            .into_iter()
+            .map(Finding::plain),
+        );
         let probe = IterationContext {
             iteration: 1,
             iterations: self.session.iterations,
@@ -432,76 +540,94 @@ impl RunRequest {
     /// cost budget for a CLI that reports no cost; any budget for `exec`,
     /// whose plain lines say nothing of tokens or turns); warns where a
     /// cost budget can only be judged at the end of a run.
-    fn check_budgets(&self) -> Result<Vec<String>, RequestError> {
+    fn check_budgets(&self) -> Result<Vec<Finding>, RequestError> {
         use crate::budget::BudgetKind;
-        let mut set: Vec<(BudgetKind, &str)> = Vec::new();
         let b = &self.limits.budget;
         let s = &self.session.budget;
         let batch = self.batch_budget.map(|b| b.budget).unwrap_or_default();
-        for (given, kind, name) in [
-            (b.max_cost_usd.is_some(), BudgetKind::Cost, "--max-cost"),
-            (b.max_tokens.is_some(), BudgetKind::Tokens, "--max-tokens"),
-            (b.max_turns.is_some(), BudgetKind::Turns, "--max-turns"),
+        let set: Vec<(BudgetKind, &'static str)> = [
+            (
+                b.max_cost_usd.is_some(),
+                BudgetKind::Cost,
+                "limits.budget.max_cost_usd",
+            ),
+            (
+                b.max_tokens.is_some(),
+                BudgetKind::Tokens,
+                "limits.budget.max_tokens",
+            ),
+            (
+                b.max_turns.is_some(),
+                BudgetKind::Turns,
+                "limits.budget.max_turns",
+            ),
             (
                 s.max_cost_usd.is_some(),
                 BudgetKind::Cost,
-                "--session-max-cost",
+                "session.budget.max_cost_usd",
             ),
             (
                 s.max_tokens.is_some(),
                 BudgetKind::Tokens,
-                "--session-max-tokens",
+                "session.budget.max_tokens",
             ),
             (
                 s.max_turns.is_some(),
                 BudgetKind::Turns,
-                "--session-max-turns",
+                "session.budget.max_turns",
             ),
             (
                 batch.max_cost_usd.is_some(),
                 BudgetKind::Cost,
-                "the batch's `max_cost`",
+                "batch_budget.max_cost_usd",
             ),
             (
                 batch.max_tokens.is_some(),
                 BudgetKind::Tokens,
-                "the batch's `max_tokens`",
+                "batch_budget.max_tokens",
             ),
             (
                 batch.max_turns.is_some(),
                 BudgetKind::Turns,
-                "the batch's `max_turns`",
+                "batch_budget.max_turns",
             ),
-        ] {
-            if given {
-                set.push((kind, name));
-            }
-        }
+        ]
+        .into_iter()
+        .filter_map(|(given, kind, field)| given.then_some((kind, field)))
+        .collect();
+        let (tokens, turns) = ("limits.budget.max_tokens", "limits.budget.max_turns");
         if self.agent == Agent::Exec {
-            if let Some((_, name)) = set.first() {
-                return Err(invalid(format!(
-                    "{name}: `exec` runs a command whose output warden reads as plain lines, \
+            if let Some((_, field)) = set.first() {
+                return Err(invalid(
+                    "{0}: `exec` runs a command whose output warden reads as plain lines, \
                      with no cost, tokens or turns in them, so a budget could never fire; \
-                     bound it with --timeout instead"
-                )));
+                     bound it with {1} instead",
+                    &[field, "limits.timeout"],
+                ));
             }
             return Ok(Vec::new());
         }
         let mut warnings = Vec::new();
-        if let Some((_, name)) = set.iter().find(|(k, _)| *k == BudgetKind::Cost) {
+        if let Some((_, field)) = set.iter().find(|(k, _)| *k == BudgetKind::Cost) {
             match self.agent.cost_reporting() {
                 warden_events::CostReporting::None => {
-                    return Err(invalid(format!(
-                        "{name}: `{}` reports no cost in its output, so a cost budget could \
-                         never fire; use --max-tokens (tokens.total) or --max-turns instead",
-                        self.agent
-                    )));
+                    return Err(invalid(
+                        format!(
+                            "{{0}}: `{}` reports no cost in its output, so a cost budget could \
+                             never fire; use {{1}} (tokens.total) or {{2}} instead",
+                            self.agent
+                        ),
+                        &[field, tokens, turns],
+                    ));
                 }
-                warden_events::CostReporting::AtEnd => warnings.push(format!(
-                    "{name}: `{}` reports its cost only in its last line, so a cost budget \
-                     cannot end one of its runs mid-way: a run over it ends budget_exceeded \
-                     (and a session or batch stops there); --max-tokens can end a run mid-way",
-                    self.agent
+                warden_events::CostReporting::AtEnd => warnings.push(Finding::new(
+                    format!(
+                        "{{0}}: `{}` reports its cost only in its last line, so a cost budget \
+                         cannot end one of its runs mid-way: a run over it ends budget_exceeded \
+                         (and a session or batch stops there); {{1}} can end a run mid-way",
+                        self.agent
+                    ),
+                    &[field, tokens],
                 )),
                 warden_events::CostReporting::PerStep => {}
             }
@@ -699,11 +825,14 @@ mod tests {
         assert!(r.check().unwrap_err().to_string().contains("no command"));
         r.command = vec!["true".into()];
         r.model = Some("m".into());
-        assert!(
-            r.check()
-                .unwrap_err()
-                .to_string()
-                .starts_with("--model is for agents")
+        let e = r.check().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "model is for agents; `exec` runs command as it is"
+        );
+        assert_eq!(
+            e.render(|f| format!("--{f}")),
+            "--model is for agents; `exec` runs --command as it is"
         );
 
         let mut r = RunRequest::agent(Agent::Gemini, "x");
@@ -730,7 +859,17 @@ mod tests {
             args: BTreeMap::from([("ISSUE".into(), "7".into()), ("X".into(), "1".into())]),
         });
         r.agent_bin = Some("/bin/true".into());
-        assert_eq!(r.check().unwrap(), ["--arg X is not used by the prompt"]);
+        let warnings = r.check().unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].fields(), ["prompt.args"]);
+        assert_eq!(
+            warnings[0].to_string(),
+            "prompt.args X is not used by the prompt"
+        );
+        assert_eq!(
+            warnings[0].render(|_| "--arg".into()),
+            "--arg X is not used by the prompt"
+        );
         let mut ctx = r.first_iteration();
         ctx.branch = Some("main".into());
         assert_eq!(r.prompt_for(&ctx).unwrap(), "fix 7 on main");
@@ -743,12 +882,11 @@ mod tests {
         r.agent_bin = Some("/bin/true".into());
         r.limits.budget.max_cost_usd = cost;
         let e = r.check().unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.kind(), ErrorKind::Invalid);
         let e = e.to_string();
         assert!(
-            e.contains("--max-cost")
-                && e.contains("`codex` reports no cost")
-                && e.contains("--max-tokens"),
+            e.starts_with("limits.budget.max_cost_usd: `codex` reports no cost")
+                && e.contains("limits.budget.max_tokens"),
             "{e}"
         );
         r.limits.budget.max_cost_usd = None;
@@ -759,24 +897,25 @@ mod tests {
         r.agent_bin = Some("/bin/true".into());
         r.session.budget.max_cost_usd = cost;
         let w = r.check().unwrap();
-        assert!(w[0].contains("only in its last line"), "{w:?}");
+        assert!(w[0].to_string().contains("only in its last line"), "{w:?}");
+        assert_eq!(w[0].fields()[0], "session.budget.max_cost_usd");
 
         let mut r = RunRequest::exec(["true"]);
         r.limits.budget.max_turns = Some(3);
         let e = r.check().unwrap_err().to_string();
-        assert!(e.contains("--max-turns: `exec`"), "{e}");
+        assert!(e.contains("limits.budget.max_turns: `exec`"), "{e}");
     }
 
     #[test]
-    fn a_missing_cli_is_exit_6_and_names_its_package() {
+    fn a_missing_cli_is_unavailable_and_names_its_package() {
         let e = RequestError::from(AgentError::NotInstalled {
             agent_name: "pi",
             program: "pi".into(),
             install: profile(Agent::Pi).install(),
         });
-        assert_eq!(e.exit_code(), 6);
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
         assert!(e.to_string().contains("@mariozechner/pi-coding-agent"));
-        assert_eq!(invalid("x").exit_code(), 2);
+        assert_eq!(invalid("x", &[]).kind(), ErrorKind::Invalid);
     }
 
     #[test]

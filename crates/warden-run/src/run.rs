@@ -15,8 +15,8 @@ use crate::artifacts::{self, RunDir};
 use crate::held_dir::{self, HeldDir};
 use crate::outcome::Outcome;
 use crate::plan::RunPlan;
-use crate::report::{self, Report};
-use crate::request::{RequestError, RunRequest};
+use crate::report::Report;
+use crate::request::{ErrorKind, RequestError, RunRequest};
 use crate::supervisor::{self, Control, Setup, Supervisor};
 use crate::telemetry::RunTelemetry;
 use crate::update::Update;
@@ -57,37 +57,29 @@ pub enum SetupError {
 }
 
 impl SetupError {
-    /// Whether the machine, not the request, is at fault: the sandbox
-    /// cannot run here, or the agent's CLI is not installed.
-    pub fn is_unavailable(&self) -> bool {
-        matches!(
-            self,
-            SetupError::Sandbox(SandboxError::BwrapUnavailable(_) | SandboxError::NoEngine { .. })
-        ) || matches!(self, SetupError::Request(e) if e.is_unavailable())
+    pub fn kind(&self) -> ErrorKind {
+        use rustix::io::Errno;
+        let storage = [Errno::NOSPC, Errno::DQUOT, Errno::IO, Errno::ROFS];
+        match self {
+            SetupError::Request(e) => e.kind(),
+            SetupError::Sandbox(
+                SandboxError::BwrapUnavailable(_) | SandboxError::NoEngine { .. },
+            ) => ErrorKind::Unavailable,
+            SetupError::RunDir(e)
+                if e.io()
+                    .and_then(std::io::Error::raw_os_error)
+                    .is_some_and(|code| storage.iter().any(|s| s.raw_os_error() == code)) =>
+            {
+                ErrorKind::Storage
+            }
+            _ => ErrorKind::Invalid,
+        }
     }
 
     /// Whether the file system cannot keep the run's records (full,
     /// read-only, failing): nothing of the run could be written down.
     pub fn is_storage(&self) -> bool {
-        use rustix::io::Errno;
-        let storage = [Errno::NOSPC, Errno::DQUOT, Errno::IO, Errno::ROFS];
-        matches!(self, SetupError::RunDir(e) if e
-            .io()
-            .and_then(std::io::Error::raw_os_error)
-            .is_some_and(|code| storage.iter().any(|s| s.raw_os_error() == code)))
-    }
-
-    /// warden's exit code for this error: 6 when the machine cannot run
-    /// the sandbox or the agent, [`report::OUTPUT_LOST_EXIT`] when the
-    /// file system cannot keep the run's output, 2 for a bad request.
-    pub fn exit_code(&self) -> u8 {
-        if self.is_unavailable() {
-            6
-        } else if self.is_storage() {
-            report::OUTPUT_LOST_EXIT
-        } else {
-            2
-        }
+        self.kind() == ErrorKind::Storage
     }
 }
 

@@ -293,8 +293,8 @@ impl EnvArg {
     }
 
     /// A warning when this looks like a secret (by its name) whose value
-    /// is too short to be masked in reports; `host` gives a variable's
-    /// value for `--env NAME`.
+    /// is too short to be masked in reports, starting with the variable's
+    /// name; `host` gives a variable's value for `--env NAME`.
     pub fn unmasked_warning(&self, host: impl Fn(&str) -> Option<String>) -> Option<String> {
         let value = match self {
             EnvArg::Pair(_, v) => v.clone(),
@@ -303,7 +303,7 @@ impl EnvArg {
         let short = !value.is_empty() && value.chars().count() < MIN_SECRET_LEN;
         (short && looks_secret(self.name())).then(|| {
             format!(
-                "--env {}: its value has fewer than {MIN_SECRET_LEN} characters, too few to be masked in reports",
+                "{}: its value has fewer than {MIN_SECRET_LEN} characters, too few to be masked in reports",
                 self.name()
             )
         })

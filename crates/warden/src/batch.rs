@@ -437,6 +437,7 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
         // Code's cost only in its last line, for a `max_cost`, say).
         if !args.quiet {
             for w in warnings {
+                let w = w.render(crate::request::flag_of);
                 eprintln!("warden: warning: run `{name}`: {w}");
             }
         }

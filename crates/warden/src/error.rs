@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use warden_run::RequestError;
 use warden_run::batch::BatchError;
+use warden_run::{ErrorKind, RequestError};
 
 /// What kind of failure, and so which exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,31 +82,36 @@ pub(crate) fn usage(msg: impl fmt::Display) -> CliError {
     CliError::new(Kind::Usage, msg)
 }
 
-/// The kind an exit code of the library's errors stands for.
-fn kind_of(code: u8) -> Kind {
-    match code {
-        6 => Kind::Unavailable,
-        c if c == warden_run::report::OUTPUT_LOST_EXIT => Kind::OutputLost,
-        70 => Kind::Internal,
+/// The CLI's kind, and so its exit code, for a kind of the library's
+/// errors.
+fn kind_of(kind: ErrorKind) -> Kind {
+    match kind {
+        ErrorKind::Unavailable => Kind::Unavailable,
+        ErrorKind::Storage => Kind::OutputLost,
+        ErrorKind::Internal => Kind::Internal,
         _ => Kind::Usage,
     }
 }
 
+/// The library names a request's fields; the CLI says them by its flags.
 impl From<RequestError> for CliError {
     fn from(e: RequestError) -> Self {
-        Self::new(kind_of(e.exit_code()), e)
+        Self::new(kind_of(e.kind()), e.render(crate::request::flag_of))
     }
 }
 
 impl From<warden_run::SetupError> for CliError {
     fn from(e: warden_run::SetupError) -> Self {
-        Self::new(kind_of(e.exit_code()), e)
+        match e {
+            warden_run::SetupError::Request(e) => e.into(),
+            e => Self::new(kind_of(e.kind()), e),
+        }
     }
 }
 
 impl From<BatchError> for CliError {
     fn from(e: BatchError) -> Self {
-        Self::new(kind_of(e.exit_code()), e)
+        Self::new(kind_of(e.kind()), e)
     }
 }
 
@@ -129,14 +134,14 @@ mod tests {
         ] {
             assert_eq!(CliError::new(kind, "x").exit_code(), code, "{kind:?}");
         }
-        // The library's errors say their code; the kind follows from it.
-        for kind in [
-            Kind::Usage,
-            Kind::Unavailable,
-            Kind::OutputLost,
-            Kind::Internal,
+        // Each kind of the library's errors has the code its kind says.
+        for (kind, code) in [
+            (ErrorKind::Invalid, 2),
+            (ErrorKind::Unavailable, 6),
+            (ErrorKind::Storage, warden_run::report::OUTPUT_LOST_EXIT),
+            (ErrorKind::Internal, 70),
         ] {
-            assert_eq!(kind_of(CliError::new(kind, "x").exit_code()), kind);
+            assert_eq!(CliError::new(kind_of(kind), "x").exit_code(), code);
         }
     }
 }

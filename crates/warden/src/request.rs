@@ -133,7 +133,7 @@ pub(crate) fn build(
         Ok(warnings) => {
             if !resolved.quiet {
                 for w in warnings {
-                    eprintln!("warden: warning: {w}");
+                    eprintln!("warden: warning: {}", w.render(flag_of));
                 }
             }
             Ok(request)
@@ -181,5 +181,66 @@ pub(crate) fn absolute(cwd: &Path, p: &Path) -> PathBuf {
         p.to_path_buf()
     } else {
         cwd.join(p)
+    }
+}
+
+/// What the CLI calls a field of a [`warden_run::RunRequest`], for the
+/// library's messages ([`warden_run::Finding`]): a setting's flag, from
+/// the settings table; the flags and words of `warden run` for the rest.
+pub(crate) fn flag_of(field: &str) -> String {
+    let setting = match field {
+        "session.iterations" => return "--iterations".into(),
+        "output.retries" => return "--output-retries".into(),
+        "prompt.args" => return "--arg".into(),
+        "command" => return "the command after `--`".into(),
+        "prompt" => return "a prompt".into(),
+        "agent_bin" => return "--agent-bin".into(),
+        "model" | "effort" | "resume" | "preamble" | "env" => {
+            return format!("--{field}");
+        }
+        "sandbox.ro" => return "--ro".into(),
+        "sandbox.rw" => return "--rw".into(),
+        "sandbox.allow_sockets" => "allow_socket",
+        "limits.budget.max_cost_usd" => "max_cost",
+        "session.budget.max_cost_usd" => "session_max_cost",
+        "limits.budget.max_tokens" => "max_tokens",
+        "limits.budget.max_turns" => "max_turns",
+        "session.budget.max_tokens" => "session_max_tokens",
+        "session.budget.max_turns" => "session_max_turns",
+        "batch_budget.max_cost_usd" => return "the batch's `max_cost`".into(),
+        "batch_budget.max_tokens" => return "the batch's `max_tokens`".into(),
+        "batch_budget.max_turns" => return "the batch's `max_turns`".into(),
+        // `limits.timeout`, `sandbox.no_network`, `sandbox.sandbox`, ...:
+        // the setting of the field's own name.
+        other => other.rsplit('.').next().unwrap_or(other),
+    };
+    match crate::settings::table::find(setting) {
+        Some(s) => format!("--{}", s.flag()),
+        None => format!("`{field}`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every field the library names in a message has a flag or words of
+    /// the CLI's (a new one falls back to its path in backticks, which
+    /// this names).
+    #[test]
+    fn every_field_the_library_names_reads_as_the_cli_says_it() {
+        for (field, said) in [
+            ("session.iterations", "--iterations"),
+            ("sandbox.no_network", "--no-network"),
+            ("sandbox.sandbox", "--sandbox"),
+            ("sandbox.allow_sockets", "--allow-socket"),
+            ("limits.timeout", "--timeout"),
+            ("limits.budget.max_cost_usd", "--max-cost"),
+            ("session.budget.max_turns", "--session-max-turns"),
+            ("batch_budget.max_tokens", "the batch's `max_tokens`"),
+            ("agent_bin", "--agent-bin"),
+            ("env", "--env"),
+            ("limits.resources", "`limits.resources`"),
+        ] {
+            assert_eq!(super::flag_of(field), said, "{field}");
+        }
     }
 }

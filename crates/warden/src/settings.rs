@@ -27,7 +27,7 @@ use warden_run::{ContainmentChoice, Limits, SandboxChoice};
 
 mod flags;
 mod kind;
-mod table;
+pub(crate) mod table;
 
 pub(crate) use flags::SettingFlags;
 use kind::Bad;

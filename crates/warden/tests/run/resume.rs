@@ -25,6 +25,21 @@ fn verdicts(b: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether the entry in `dir` has ended and its last `session.json` is
+/// sealed: the file has a verdict and its MAC was written after it (the
+/// file is written while the session runs, and a kill between the two
+/// writes leaves a MAC of the version before, which a resume rightly
+/// takes for a forgery).
+fn ended(dir: &std::path::Path) -> bool {
+    let json = dir.join("session.json");
+    let done = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|s| !s["verdict"].is_null());
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    done && modified(&dir.join("session.json.mac")) >= modified(&json)
+}
+
 #[test]
 fn a_killed_batch_resumes_running_only_what_did_not_end() {
     let case = Case::new();
@@ -44,10 +59,7 @@ fn a_killed_batch_resumes_running_only_what_did_not_end() {
     let child = case.spawn(&["batch", "b.toml", "-j", "3", "--dir", dir.to_str().unwrap()]);
     // The long run is up, the others ended: warden is killed outright.
     let until = std::time::Instant::now() + Duration::from_secs(20);
-    while !(marker.exists()
-        && dir.join("quick/session.json").exists()
-        && dir.join("fails/session.json").exists())
-    {
+    while !(marker.exists() && ended(&dir.join("quick")) && ended(&dir.join("fails"))) {
         assert!(
             std::time::Instant::now() < until,
             "the batch did not get going"
