@@ -83,6 +83,7 @@ pub mod logged_lines;
 pub mod output;
 pub mod outputs;
 mod pipe;
+pub mod readback;
 /// Reading a file of the work tree without following a link or blocking
 /// on a FIFO; for the warden CLI, not part of the library's API.
 #[doc(hidden)]
@@ -95,6 +96,7 @@ pub mod session;
 mod supervisor;
 pub mod telemetry;
 pub mod template;
+pub mod timeline;
 pub mod update;
 pub mod verdict;
 

@@ -306,6 +306,7 @@ impl Supervisor {
         };
         self.write_pending_lines();
         self.write_event(&stamped);
+        self.status.observe(&stamped);
         if let Some(s) = &mut self.spans {
             s.observe(&stamped);
         }
@@ -755,14 +756,6 @@ impl Supervisor {
                         timeout_ms,
                     },
                 ) => {
-                    self.status.calls.push((
-                        id.clone(),
-                        warden_events::OpenCall {
-                            name: name.clone(),
-                            input: input.clone(),
-                            since_ms: self.ms(now),
-                        },
-                    ));
                     if let (Some(t), Some(stall)) = (timeout_ms, self.clocks.stall_timeout)
                         && Duration::from_millis(t) + defaults::TOOL_TIMEOUT_MARGIN > stall
                     {

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use warden_events::{Event, OpenCall};
 
+use crate::Stamped;
+use crate::timeline::Fold;
+
 use super::Supervisor;
 use super::phase::Phase;
 
@@ -33,11 +36,25 @@ pub(super) struct StatusFeed {
     urgent: bool,
     /// The longest silence ended since the last snapshot.
     pub(super) silence_before: Duration,
-    /// Tool calls started and not yet known to be finished, oldest first.
-    pub(super) calls: Vec<(String, OpenCall)>,
+    /// The run's events folded: the tool calls still open.
+    timeline: Fold,
 }
 
 impl StatusFeed {
+    /// Takes in an event as it is written.
+    pub(super) fn observe(&mut self, e: &Stamped) {
+        self.timeline.push(e, |_| {});
+    }
+
+    /// The call started last of those still open.
+    fn open_call(&self) -> Option<OpenCall> {
+        self.timeline.open_tools().last().map(|o| OpenCall {
+            name: o.name.clone(),
+            input: o.input.clone(),
+            since_ms: o.since_ms,
+        })
+    }
+
     /// Activity came after `silence`.
     pub(super) fn on_activity(&mut self, silence: Duration) {
         self.pending = true;
@@ -75,10 +92,6 @@ impl Supervisor {
         self.status.pending = false;
         self.status.urgent = false;
         self.status.sent = Some(now);
-        let open: Vec<&str> = self.summary.open_tools().map(|(id, _)| id).collect();
-        self.status
-            .calls
-            .retain(|(id, _)| open.contains(&id.as_str()));
         // Only while the stall clock is what ends a silence: not in the
         // completion window, nor once the agent exited or warden is ending
         // the run.
@@ -101,7 +114,7 @@ impl Supervisor {
             cost_usd: self.summary.cost_usd,
             tool_calls: self.summary.tool_calls,
             retries: self.summary.retries,
-            tool: self.status.calls.last().map(|(_, c)| c.clone()),
+            tool: self.status.open_call(),
         };
         self.status.silence_before = Duration::ZERO;
         self.emit(event);
