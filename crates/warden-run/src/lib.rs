@@ -531,7 +531,7 @@ impl Run {
 #[derive(Clone)]
 struct SandboxTarget {
     options: SandboxOptions,
-    needs: warden_sandbox::AgentNeeds,
+    needs: warden_sandbox::SandboxNeeds,
     program: OsString,
     args: Vec<OsString>,
     workdir: PathBuf,
