@@ -251,7 +251,8 @@ fn print_session(s: &SessionReport) {
 
 /// The model a report names, or what to say when it names none.
 fn model_text(r: &Report) -> &str {
-    r.model
+    r.reported
+        .model
         .as_deref()
         .filter(|m| !m.is_empty())
         .unwrap_or("not reported")
@@ -337,8 +338,8 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
         println!(
             "  model {}; tokens {}; cost {}",
             model_text(r),
-            tokens_text(&r.tokens),
-            cost_text(r.cost_usd)
+            tokens_text(&r.reported.tokens),
+            cost_text(r.reported.cost_usd)
         );
     }
     for m in t.marks.iter().filter(|m| m.level != Level::Info) {
@@ -480,7 +481,10 @@ fn session_summary(out: &mut String, s: &SessionReport, runs: &[(Report, Timelin
     }
     each.push_str("</ol>");
     row(out, "each iteration", &each);
-    let tool_calls: u64 = runs.iter().map(|(r, _, _)| u64::from(r.tool_calls)).sum();
+    let tool_calls: u64 = runs
+        .iter()
+        .map(|(r, _, _)| u64::from(r.reported.tool_calls))
+        .sum();
     row(out, "tool calls", &tool_calls.to_string());
     row(out, "tokens", &esc(&tokens_text(&s.tokens)));
     row(out, "cost", &esc(&cost_text(s.cost_usd)));
@@ -541,8 +545,8 @@ fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &Log
         ("duration", ms(t.duration)),
         ("longest silence", ms(t.longest_silence)),
         ("tool calls", t.tools.len().to_string()),
-        ("tokens", tokens_text(&r.tokens)),
-        ("cost", cost_text(r.cost_usd)),
+        ("tokens", tokens_text(&r.reported.tokens)),
+        ("cost", cost_text(r.reported.cost_usd)),
     ];
     for (k, v) in rows {
         row(out, k, &esc(&v));

@@ -785,12 +785,12 @@ impl Supervisor {
     fn after_lines(&mut self, pipe: &Pipe, now: Instant) {
         if pipe.stream != Stream::Stdout {
             let before = self.stderr_retries;
-            self.stderr_retries = pipe.summary().retries;
-            self.summary.retries += self.stderr_retries - before;
+            self.stderr_retries = pipe.summary().reported.retries;
+            self.summary.reported.retries += self.stderr_retries - before;
             return;
         }
         self.summary.clone_from(pipe.summary());
-        self.summary.retries += self.stderr_retries;
+        self.summary.reported.retries += self.stderr_retries;
         self.check_budget();
         self.clocks.stall_floor = self
             .summary

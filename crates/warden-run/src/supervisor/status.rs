@@ -110,10 +110,10 @@ impl Supervisor {
             silence_before_ms: self.status.silence_before.as_millis() as u64,
             longest_silence_ms: self.longest_silence.as_millis() as u64,
             stall_deadline_ms,
-            tokens: self.summary.tokens,
-            cost_usd: self.summary.cost_usd,
-            tool_calls: self.summary.tool_calls,
-            retries: self.summary.retries,
+            tokens: self.summary.reported.tokens,
+            cost_usd: self.summary.reported.cost_usd,
+            tool_calls: self.summary.reported.tool_calls,
+            retries: self.summary.reported.retries,
             tool: self.status.open_call(),
         };
         self.status.silence_before = Duration::ZERO;

@@ -321,27 +321,30 @@ impl RunSpans {
             ("warden.orphans_killed", r.orphans_killed.into()),
             ("warden.stall_warnings", r.stall_warnings.into()),
             ("warden.forced_completion", r.forced_completion.into()),
-            ("warden.tool_calls", r.tool_calls.into()),
-            ("warden.turns", r.turns.into()),
-            ("gen_ai.usage.input_tokens", r.tokens.input.into()),
-            ("gen_ai.usage.output_tokens", r.tokens.output.into()),
+            ("warden.tool_calls", r.reported.tool_calls.into()),
+            ("warden.turns", r.reported.turns.into()),
+            ("gen_ai.usage.input_tokens", r.reported.tokens.input.into()),
+            (
+                "gen_ai.usage.output_tokens",
+                r.reported.tokens.output.into(),
+            ),
             (
                 "gen_ai.usage.cache_read.input_tokens",
-                r.tokens.cache_read.into(),
+                r.reported.tokens.cache_read.into(),
             ),
             (
                 "gen_ai.usage.cache_creation.input_tokens",
-                r.tokens.cache_write.into(),
+                r.reported.tokens.cache_write.into(),
             ),
             ("warden.run_dir", r.run_dir.display().to_string().into()),
         ];
-        if let Some(m) = r.model.as_ref().or(self.model.as_ref()) {
+        if let Some(m) = r.reported.model.as_ref().or(self.model.as_ref()) {
             attributes.push(("gen_ai.request.model", cap(m, NAME_CHARS).into()));
         }
-        if let Some(id) = &r.session_id {
+        if let Some(id) = &r.reported.session_id {
             attributes.push(("gen_ai.conversation.id", cap(id, NAME_CHARS).into()));
         }
-        if let Some(c) = r.cost_usd {
+        if let Some(c) = r.reported.cost_usd {
             attributes.push(("warden.cost_usd", c.into()));
         }
         if let Some(code) = r.exit_code {
