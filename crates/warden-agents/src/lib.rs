@@ -167,25 +167,46 @@ pub struct Profile {
     pub trailing: &'static [&'static str],
     /// Set for every run, on top of `CI=true`.
     pub env: &'static [(&'static str, &'static str)],
-    /// Prefixes of the variables it reads: these pass into a sandbox.
+    /// What it needs from a sandbox.
+    pub sandbox: SandboxNeeds,
+}
+
+/// What an agent's CLI needs from a sandbox: the sandbox (`warden-sandbox`)
+/// lets in what this names, and nothing else of the host.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SandboxNeeds {
+    /// Prefixes of the host variables it reads: these pass into a sandbox.
     pub env_prefixes: &'static [&'static str],
     /// Directories (relative to HOME) where it keeps config and state,
-    /// bound writable in a sandbox so logins and sessions persist.
+    /// bound writable so logins, sessions and settings persist.
     pub state_dirs: &'static [&'static str],
-    /// Variables that move its state directory elsewhere.
+    /// Variables that move its state directory elsewhere (bound writable
+    /// too, when set).
     pub state_dir_vars: &'static [&'static str],
-    /// Programs it runs on, kept visible in a sandbox.
+    /// Programs it runs on (`node`): found on PATH and kept visible.
     pub runtimes: &'static [&'static str],
     /// What its documented provider set-ups (Bedrock, Vertex AI, Azure,
     /// telemetry, ...) need from a sandbox beyond `env_prefixes`.
-    pub provider_env: ProviderEnv,
+    pub provider: ProviderEnv,
+}
+
+impl SandboxNeeds {
+    /// Nothing: what a plain command gets.
+    pub const NONE: SandboxNeeds = SandboxNeeds {
+        env_prefixes: &[],
+        state_dirs: &[],
+        state_dir_vars: &[],
+        runtimes: &[],
+        provider: ProviderEnv::NONE,
+    };
 }
 
 /// What a CLI's documented provider set-ups need inside a sandbox: the
 /// variables they read, the files and directories those name, and what
 /// to warn about when something the user set up does not get in.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProviderEnv {
     /// Variables passed by exact name (those not under a prefix of
     /// `env_prefixes`: `AWS_REGION`, `CLOUD_ML_REGION`, ...).
@@ -295,70 +316,72 @@ static PROFILES: [Profile; 6] = [
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
             ("DISABLE_AUTOUPDATER", "1"),
         ],
-        env_prefixes: &[
-            "ANTHROPIC_",
-            "CLAUDE_",
-            "DISABLE_",
-            "IS_SANDBOX",
-            "API_TIMEOUT_MS",
-            "BASH_DEFAULT_TIMEOUT_MS",
-            "BASH_MAX_TIMEOUT_MS",
-            "MAX_THINKING_TOKENS",
-        ],
-        state_dirs: &[".claude"],
-        state_dir_vars: &["CLAUDE_CONFIG_DIR", "CLAUDE_CODE_TMPDIR"],
-        runtimes: &["node"],
-        // Each provider set-up's variables pass only with its switch on.
-        provider_env: ProviderEnv {
-            names: &[],
-            file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
-            home_dirs: &[
-                ("AWS_PROFILE", ".aws"),
-                ("CLAUDE_CODE_USE_BEDROCK", ".aws"),
-                (
-                    "CLAUDE_CODE_USE_VERTEX",
-                    ".config/gcloud/application_default_credentials.json",
-                ),
+        sandbox: SandboxNeeds {
+            env_prefixes: &[
+                "ANTHROPIC_",
+                "CLAUDE_",
+                "DISABLE_",
+                "IS_SANDBOX",
+                "API_TIMEOUT_MS",
+                "BASH_DEFAULT_TIMEOUT_MS",
+                "BASH_MAX_TIMEOUT_MS",
+                "MAX_THINKING_TOKENS",
             ],
-            gated: &[
-                // Amazon Bedrock: the region, a profile, access keys with a
-                // session token, or a Bedrock API key
-                // (ANTHROPIC_BEDROCK_BASE_URL is under ANTHROPIC_).
-                (
-                    "CLAUDE_CODE_USE_BEDROCK",
-                    &[
-                        "AWS_REGION",
-                        "AWS_PROFILE",
-                        "AWS_ACCESS_KEY_ID",
-                        "AWS_SECRET_ACCESS_KEY",
-                        "AWS_SESSION_TOKEN",
-                        "AWS_BEARER_TOKEN_BEDROCK",
-                    ],
-                ),
-                // Vertex AI (ANTHROPIC_VERTEX_PROJECT_ID is under ANTHROPIC_),
-                // with a region per model.
-                (
-                    "CLAUDE_CODE_USE_VERTEX",
-                    &[
-                        "CLOUD_ML_REGION",
-                        "VERTEX_REGION_",
-                        "GOOGLE_APPLICATION_CREDENTIALS",
-                        "GOOGLE_CLOUD_PROJECT",
-                        "GCLOUD_PROJECT",
-                    ],
-                ),
-                // Its own telemetry reads the standard OpenTelemetry
-                // variables (OTEL_EXPORTER_OTLP_HEADERS carries the
-                // collector's credentials).
-                ("CLAUDE_CODE_ENABLE_TELEMETRY", &["OTEL_"]),
-            ],
-            asked: &[],
-            families: &[
-                ("CLAUDE_CODE_USE_BEDROCK", "AWS_"),
-                ("CLAUDE_CODE_USE_VERTEX", "GOOGLE_"),
-                ("CLAUDE_CODE_USE_VERTEX", "CLOUD_ML_"),
-            ],
-            config_files: &[".claude/settings.json"],
+            state_dirs: &[".claude"],
+            state_dir_vars: &["CLAUDE_CONFIG_DIR", "CLAUDE_CODE_TMPDIR"],
+            runtimes: &["node"],
+            // Each provider set-up's variables pass only with its switch on.
+            provider: ProviderEnv {
+                names: &[],
+                file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
+                home_dirs: &[
+                    ("AWS_PROFILE", ".aws"),
+                    ("CLAUDE_CODE_USE_BEDROCK", ".aws"),
+                    (
+                        "CLAUDE_CODE_USE_VERTEX",
+                        ".config/gcloud/application_default_credentials.json",
+                    ),
+                ],
+                gated: &[
+                    // Amazon Bedrock: the region, a profile, access keys with a
+                    // session token, or a Bedrock API key
+                    // (ANTHROPIC_BEDROCK_BASE_URL is under ANTHROPIC_).
+                    (
+                        "CLAUDE_CODE_USE_BEDROCK",
+                        &[
+                            "AWS_REGION",
+                            "AWS_PROFILE",
+                            "AWS_ACCESS_KEY_ID",
+                            "AWS_SECRET_ACCESS_KEY",
+                            "AWS_SESSION_TOKEN",
+                            "AWS_BEARER_TOKEN_BEDROCK",
+                        ],
+                    ),
+                    // Vertex AI (ANTHROPIC_VERTEX_PROJECT_ID is under ANTHROPIC_),
+                    // with a region per model.
+                    (
+                        "CLAUDE_CODE_USE_VERTEX",
+                        &[
+                            "CLOUD_ML_REGION",
+                            "VERTEX_REGION_",
+                            "GOOGLE_APPLICATION_CREDENTIALS",
+                            "GOOGLE_CLOUD_PROJECT",
+                            "GCLOUD_PROJECT",
+                        ],
+                    ),
+                    // Its own telemetry reads the standard OpenTelemetry
+                    // variables (OTEL_EXPORTER_OTLP_HEADERS carries the
+                    // collector's credentials).
+                    ("CLAUDE_CODE_ENABLE_TELEMETRY", &["OTEL_"]),
+                ],
+                asked: &[],
+                families: &[
+                    ("CLAUDE_CODE_USE_BEDROCK", "AWS_"),
+                    ("CLAUDE_CODE_USE_VERTEX", "GOOGLE_"),
+                    ("CLAUDE_CODE_USE_VERTEX", "CLOUD_ML_"),
+                ],
+                config_files: &[".claude/settings.json"],
+            },
         },
     },
     Profile {
@@ -377,15 +400,17 @@ static PROFILES: [Profile; 6] = [
         can_resume: true,
         trailing: &["-"],
         env: &[],
-        env_prefixes: &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
-        state_dirs: &[".codex"],
-        state_dir_vars: &["CODEX_HOME"],
-        runtimes: &["node"],
-        // A custom provider names its key's variable in config.toml
-        // (`env_key`): warned about when it does not pass.
-        provider_env: ProviderEnv {
-            config_files: &[".codex/config.toml"],
-            ..ProviderEnv::NONE
+        sandbox: SandboxNeeds {
+            env_prefixes: &["OPENAI_", "CODEX_", "AZURE_OPENAI_"],
+            state_dirs: &[".codex"],
+            state_dir_vars: &["CODEX_HOME"],
+            runtimes: &["node"],
+            // A custom provider names its key's variable in config.toml
+            // (`env_key`): warned about when it does not pass.
+            provider: ProviderEnv {
+                config_files: &[".codex/config.toml"],
+                ..ProviderEnv::NONE
+            },
         },
     },
     Profile {
@@ -412,42 +437,44 @@ static PROFILES: [Profile; 6] = [
         can_resume: false,
         trailing: &[],
         env: &[],
-        env_prefixes: &OPENCODE_PREFIXES,
-        state_dirs: &[
-            ".config/opencode",
-            ".local/share/opencode",
-            ".cache/opencode",
-            ".local/state/opencode",
-        ],
-        state_dir_vars: &[],
-        runtimes: &["node"],
-        // Its providers page: Amazon Bedrock (keys, a profile, a bearer
-        // token, EKS web identity), Google Vertex AI (GOOGLE_CLOUD_PROJECT
-        // is under GOOGLE_; VERTEX_LOCATION), Azure (AZURE_RESOURCE_NAME).
-        // Every name here is read by the pinned OpenCode binary (its
-        // strings hold each one), AWS_SESSION_TOKEN for temporary
-        // credentials included. It has no switch that says a cloud
-        // set-up is meant for it, so the cloud credentials (and the
-        // files and directories they name) pass only when asked for.
-        provider_env: ProviderEnv {
-            names: &[
-                "AWS_REGION",
-                "AWS_BEARER_TOKEN_BEDROCK",
-                "VERTEX_LOCATION",
-                "AZURE_RESOURCE_NAME",
+        sandbox: SandboxNeeds {
+            env_prefixes: &OPENCODE_PREFIXES,
+            state_dirs: &[
+                ".config/opencode",
+                ".local/share/opencode",
+                ".cache/opencode",
+                ".local/state/opencode",
             ],
-            file_vars: &[
-                "GOOGLE_APPLICATION_CREDENTIALS",
-                "AWS_WEB_IDENTITY_TOKEN_FILE",
-            ],
-            home_dirs: &[("AWS_PROFILE", ".aws")],
-            gated: &[],
-            asked: &CLOUD_CREDENTIALS,
-            families: &[],
-            config_files: &[
-                ".config/opencode/opencode.json",
-                ".config/opencode/opencode.jsonc",
-            ],
+            state_dir_vars: &[],
+            runtimes: &["node"],
+            // Its providers page: Amazon Bedrock (keys, a profile, a bearer
+            // token, EKS web identity), Google Vertex AI (GOOGLE_CLOUD_PROJECT
+            // is under GOOGLE_; VERTEX_LOCATION), Azure (AZURE_RESOURCE_NAME).
+            // Every name here is read by the pinned OpenCode binary (its
+            // strings hold each one), AWS_SESSION_TOKEN for temporary
+            // credentials included. It has no switch that says a cloud
+            // set-up is meant for it, so the cloud credentials (and the
+            // files and directories they name) pass only when asked for.
+            provider: ProviderEnv {
+                names: &[
+                    "AWS_REGION",
+                    "AWS_BEARER_TOKEN_BEDROCK",
+                    "VERTEX_LOCATION",
+                    "AZURE_RESOURCE_NAME",
+                ],
+                file_vars: &[
+                    "GOOGLE_APPLICATION_CREDENTIALS",
+                    "AWS_WEB_IDENTITY_TOKEN_FILE",
+                ],
+                home_dirs: &[("AWS_PROFILE", ".aws")],
+                gated: &[],
+                asked: &CLOUD_CREDENTIALS,
+                families: &[],
+                config_files: &[
+                    ".config/opencode/opencode.json",
+                    ".config/opencode/opencode.jsonc",
+                ],
+            },
         },
     },
     Profile {
@@ -461,54 +488,56 @@ static PROFILES: [Profile; 6] = [
         can_resume: true,
         trailing: &[],
         env: &[("PI_OFFLINE", "1")],
-        env_prefixes: &PI_PREFIXES,
-        state_dirs: &[".pi"],
-        state_dir_vars: &["PI_CODING_AGENT_DIR"],
-        runtimes: &["node"],
-        // Its docs/providers.md: the API-key table, Amazon Bedrock (a
-        // profile, keys, a bearer token, a proxy; its ECS and IRSA
-        // credentials need AWS_CONTAINER_CREDENTIALS_* and AWS_ROLE_ARN,
-        // which are not passed), Azure OpenAI, Cloudflare, Vertex AI
-        // (GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are under
-        // GOOGLE_). It has no switch that says a cloud set-up is meant for
-        // it, so the cloud credentials (and the files and directories they
-        // name) pass only when asked for; its Bedrock goes through the AWS
-        // SDK's credential chain, which reads them.
-        provider_env: ProviderEnv {
-            names: &[
-                "AWS_BEARER_TOKEN_BEDROCK",
-                "AWS_REGION",
-                "AWS_BEDROCK_FORCE_CACHE",
-                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
-                "AWS_BEDROCK_SKIP_AUTH",
-                "AWS_BEDROCK_FORCE_HTTP1",
-                "AZURE_OPENAI_API_KEY",
-                "AZURE_OPENAI_BASE_URL",
-                "AZURE_OPENAI_RESOURCE_NAME",
-                "AZURE_OPENAI_API_VERSION",
-                "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
-                "CEREBRAS_API_KEY",
-                "CLOUDFLARE_API_KEY",
-                "CLOUDFLARE_ACCOUNT_ID",
-                "CLOUDFLARE_GATEWAY_ID",
-                "AI_GATEWAY_API_KEY",
-                "ZAI_API_KEY",
-                "OPENCODE_API_KEY",
-                "HF_TOKEN",
-                "FIREWORKS_API_KEY",
-                "KIMI_API_KEY",
-                "MINIMAX_API_KEY",
-                "MINIMAX_CN_API_KEY",
-            ],
-            file_vars: &[
-                "GOOGLE_APPLICATION_CREDENTIALS",
-                "AWS_WEB_IDENTITY_TOKEN_FILE",
-            ],
-            home_dirs: &[("AWS_PROFILE", ".aws")],
-            gated: &[],
-            asked: &CLOUD_CREDENTIALS,
-            families: &[],
-            config_files: &[".pi/agent/models.json", ".pi/agent/settings.json"],
+        sandbox: SandboxNeeds {
+            env_prefixes: &PI_PREFIXES,
+            state_dirs: &[".pi"],
+            state_dir_vars: &["PI_CODING_AGENT_DIR"],
+            runtimes: &["node"],
+            // Its docs/providers.md: the API-key table, Amazon Bedrock (a
+            // profile, keys, a bearer token, a proxy; its ECS and IRSA
+            // credentials need AWS_CONTAINER_CREDENTIALS_* and AWS_ROLE_ARN,
+            // which are not passed), Azure OpenAI, Cloudflare, Vertex AI
+            // (GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are under
+            // GOOGLE_). It has no switch that says a cloud set-up is meant for
+            // it, so the cloud credentials (and the files and directories they
+            // name) pass only when asked for; its Bedrock goes through the AWS
+            // SDK's credential chain, which reads them.
+            provider: ProviderEnv {
+                names: &[
+                    "AWS_BEARER_TOKEN_BEDROCK",
+                    "AWS_REGION",
+                    "AWS_BEDROCK_FORCE_CACHE",
+                    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+                    "AWS_BEDROCK_SKIP_AUTH",
+                    "AWS_BEDROCK_FORCE_HTTP1",
+                    "AZURE_OPENAI_API_KEY",
+                    "AZURE_OPENAI_BASE_URL",
+                    "AZURE_OPENAI_RESOURCE_NAME",
+                    "AZURE_OPENAI_API_VERSION",
+                    "AZURE_OPENAI_DEPLOYMENT_NAME_MAP",
+                    "CEREBRAS_API_KEY",
+                    "CLOUDFLARE_API_KEY",
+                    "CLOUDFLARE_ACCOUNT_ID",
+                    "CLOUDFLARE_GATEWAY_ID",
+                    "AI_GATEWAY_API_KEY",
+                    "ZAI_API_KEY",
+                    "OPENCODE_API_KEY",
+                    "HF_TOKEN",
+                    "FIREWORKS_API_KEY",
+                    "KIMI_API_KEY",
+                    "MINIMAX_API_KEY",
+                    "MINIMAX_CN_API_KEY",
+                ],
+                file_vars: &[
+                    "GOOGLE_APPLICATION_CREDENTIALS",
+                    "AWS_WEB_IDENTITY_TOKEN_FILE",
+                ],
+                home_dirs: &[("AWS_PROFILE", ".aws")],
+                gated: &[],
+                asked: &CLOUD_CREDENTIALS,
+                families: &[],
+                config_files: &[".pi/agent/models.json", ".pi/agent/settings.json"],
+            },
         },
     },
     Profile {
@@ -524,29 +553,31 @@ static PROFILES: [Profile; 6] = [
         can_resume: false,
         trailing: &[],
         env: &[],
-        env_prefixes: &["GEMINI_", "GOOGLE_"],
-        state_dirs: &[".gemini"],
-        state_dir_vars: &["GEMINI_CLI_HOME"],
-        runtimes: &["node"],
-        // Vertex AI: GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION,
-        // GOOGLE_GENAI_USE_VERTEXAI and GOOGLE_APPLICATION_CREDENTIALS,
-        // all under GOOGLE_; the key file and gcloud's application default
-        // credentials must be readable.
-        // The key file and gcloud's application default credentials
-        // only with GOOGLE_GENAI_USE_VERTEXAI on: a Google service
-        // account key on the host is not necessarily meant for it.
-        provider_env: ProviderEnv {
-            file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
-            home_dirs: &[(
-                "GOOGLE_GENAI_USE_VERTEXAI",
-                ".config/gcloud/application_default_credentials.json",
-            )],
-            gated: &[(
-                "GOOGLE_GENAI_USE_VERTEXAI",
-                &["GOOGLE_APPLICATION_CREDENTIALS"],
-            )],
-            config_files: &[".gemini/settings.json"],
-            ..ProviderEnv::NONE
+        sandbox: SandboxNeeds {
+            env_prefixes: &["GEMINI_", "GOOGLE_"],
+            state_dirs: &[".gemini"],
+            state_dir_vars: &["GEMINI_CLI_HOME"],
+            runtimes: &["node"],
+            // Vertex AI: GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION,
+            // GOOGLE_GENAI_USE_VERTEXAI and GOOGLE_APPLICATION_CREDENTIALS,
+            // all under GOOGLE_; the key file and gcloud's application default
+            // credentials must be readable.
+            // The key file and gcloud's application default credentials
+            // only with GOOGLE_GENAI_USE_VERTEXAI on: a Google service
+            // account key on the host is not necessarily meant for it.
+            provider: ProviderEnv {
+                file_vars: &["GOOGLE_APPLICATION_CREDENTIALS"],
+                home_dirs: &[(
+                    "GOOGLE_GENAI_USE_VERTEXAI",
+                    ".config/gcloud/application_default_credentials.json",
+                )],
+                gated: &[(
+                    "GOOGLE_GENAI_USE_VERTEXAI",
+                    &["GOOGLE_APPLICATION_CREDENTIALS"],
+                )],
+                config_files: &[".gemini/settings.json"],
+                ..ProviderEnv::NONE
+            },
         },
     },
     Profile {
@@ -560,11 +591,7 @@ static PROFILES: [Profile; 6] = [
         can_resume: false,
         trailing: &[],
         env: &[],
-        env_prefixes: &[],
-        state_dirs: &[],
-        state_dir_vars: &[],
-        runtimes: &[],
-        provider_env: ProviderEnv::NONE,
+        sandbox: SandboxNeeds::NONE,
     },
 ];
 

@@ -228,7 +228,7 @@ pub(crate) const BIG: &[&[Step]] = &[
 
 impl Decode for Claude {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
-        if out.summary.session_id.is_some() && quiet_stream_event(line) {
+        if out.summary.reported.session_id.is_some() && quiet_stream_event(line) {
             return true;
         }
         let cut = Cut::new(line, BIG);
@@ -315,7 +315,7 @@ impl Decode for Claude {
                         .collect();
                     let mut msg = if !listed.is_empty() {
                         listed.join("; ")
-                    } else if let Some(e) = out.summary.error.clone() {
+                    } else if let Some(e) = out.summary.reported.error_message.clone() {
                         e
                     } else {
                         text.clone()
@@ -354,9 +354,9 @@ impl Claude {
         }
         if let Some(model) = &m.model
             && model != "<synthetic>"
-            && out.summary.model.is_none()
+            && out.summary.reported.model.is_none()
         {
-            out.summary.model = Some(model.clone());
+            out.summary.reported.model = Some(model.clone());
         }
         let mut texts = Vec::new();
         for b in m.content.blocks(line) {
@@ -606,7 +606,7 @@ mod class_tests {
         let s = decode(
             r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Credit balance is too low"}]},"error":"billing_error"}"#,
         );
-        assert_eq!(s.error_class, Some(ErrorClass::Quota));
+        assert_eq!(s.reported.error_class, Some(ErrorClass::Quota));
         assert_eq!(
             s.fatal_pending,
             Some(ErrorClass::Quota),
@@ -615,12 +615,15 @@ mod class_tests {
         let s = decode(
             r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":402,"error":"billing_error"}"#,
         );
-        assert_eq!(s.error_class, Some(ErrorClass::Quota));
-        assert_eq!(s.error.as_deref(), Some("credit used up: billing_error"));
+        assert_eq!(s.reported.error_class, Some(ErrorClass::Quota));
+        assert_eq!(
+            s.reported.error_message.as_deref(),
+            Some("credit used up: billing_error")
+        );
         let s = decode(
             r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}"#,
         );
-        assert_eq!(s.error_class, Some(ErrorClass::Authentication));
+        assert_eq!(s.reported.error_class, Some(ErrorClass::Authentication));
     }
 }
 

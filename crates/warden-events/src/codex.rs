@@ -333,7 +333,7 @@ mod tests {
             r#"{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"recovered"}}"#,
             r#"{"type":"turn.completed","usage":{"input_tokens":21,"output_tokens":8}}"#,
         ]);
-        assert_eq!(s.retries, 2);
+        assert_eq!(s.reported.retries, 2);
         assert!(matches!(
             events[0],
             Event::Retry {
@@ -347,7 +347,7 @@ mod tests {
             r#"{"type":"error","message":"exceeded retry limit, last status: 429 Too Many Requests"}"#,
             r#"{"type":"turn.failed","error":{"message":"exceeded retry limit, last status: 429 Too Many Requests"}}"#,
         ]);
-        assert_eq!(s.retries, 0);
+        assert_eq!(s.reported.retries, 0);
         assert!(!events.iter().any(|e| matches!(e, Event::Retry { .. })));
         assert_eq!(s.terminal, Some(false));
     }

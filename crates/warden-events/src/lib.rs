@@ -43,4 +43,4 @@ pub use lines::{Line, LineSplitter};
 pub use redact::Redactor;
 pub use schema_version::{SCHEMA_VERSION, SchemaVersion};
 pub use signal::SignalMatcher;
-pub use summary::Summary;
+pub use summary::{AgentReport, Summary};

@@ -229,7 +229,7 @@ impl Decode for Pi {
 impl Pi {
     fn assistant(&mut self, m: Message<'_>, out: &mut Out<'_>) {
         if let Some(model) = m.model {
-            out.summary.model = Some(model);
+            out.summary.reported.model = Some(model);
         }
         let mut text = String::new();
         for b in m.content.unwrap_or_default() {

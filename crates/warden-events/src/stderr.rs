@@ -326,7 +326,7 @@ mod tests {
         ));
         assert!(d.line(b"    at throwErrorIfNotOK (file:///x.js:1:2)", &mut events));
         assert!(!d.line(b"  ", &mut events));
-        assert_eq!(d.summary().retries, 1);
+        assert_eq!(d.summary().reported.retries, 1);
         assert!(matches!(
             events[0],
             Event::Retry {
@@ -345,7 +345,7 @@ mod tests {
         assert!(!d.line(stream.as_bytes(), &mut events));
         assert!(d.line(failed.as_bytes(), &mut events));
         assert!(!d.line(stream.as_bytes(), &mut events));
-        assert_eq!(d.summary().retries, 1);
+        assert_eq!(d.summary().reported.retries, 1);
         // The ERROR line is shown, the INFO lines are not.
         let texts = events
             .iter()
@@ -360,6 +360,6 @@ mod tests {
             b"Attempt 1 failed with status 429. Retrying with backoff...",
             &mut events,
         );
-        assert_eq!(d.summary().retries, 0);
+        assert_eq!(d.summary().reported.retries, 0);
     }
 }

@@ -37,31 +37,59 @@ impl ToolOutput {
     }
 }
 
-/// The run as the agent's output describes it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Summary {
-    pub session_id: Option<String>,
-    pub model: Option<String>,
+/// The run as the agent's output describes it, as a run's report carries
+/// it: `run.json` writes these fields among its own, and the decoder's
+/// [`Summary`] keeps them up to date.
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Default, PartialEq, Serialize)]
+// A report that carries these fields is described in its own words.
+#[schemars(transform = no_description)]
+pub struct AgentReport {
     pub agent_version: Option<String>,
+    /// The model the agent says it used, else the one its command line
+    /// named (`--model`, `-m`).
+    pub model: Option<String>,
+    pub session_id: Option<String>,
+    /// Model calls the agent made in its own conversation (a subagent's
+    /// are not counted), each counted once: a call that was retried is
+    /// one turn.
     pub turns: u32,
     pub tool_calls: u32,
+    /// Tokens, one meaning for every agent: see [`Tokens`].
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
     /// Model requests the agent sent again because the previous attempt
     /// failed, as it announced them (on stdout or stderr); the failure
     /// that ends a run is not one.
     pub retries: u32,
+    /// The agent's last answer.
     pub final_text: Option<String>,
-    /// The error the run is reported with, and its class: one no retry
-    /// fixes (authentication, quota, invalid request) once any was
-    /// reported, else a fatal one, else the last one (the terminal event's
-    /// text replaces the message). The last, not the first: the error that
-    /// ended the run decides whether it is retried, and a run that got
-    /// over an `overloaded` and then failed otherwise is no overloaded run.
-    pub error: Option<String>,
+    /// The error the agent reported: one no retry fixes once any was
+    /// reported, else a fatal one, else the last (the message: the
+    /// terminal event's text, when it carried one).
+    pub error_message: Option<String>,
     pub error_class: Option<ErrorClass>,
-    /// Whether `error` came with a fatal error event (a later non-fatal
-    /// one does not replace it).
+}
+
+fn no_description(schema: &mut schemars::Schema) {
+    schema.remove("description");
+}
+
+/// What a decoder has learned about a run so far.
+///
+/// Of the errors, `reported.error_message` names the one the run is
+/// reported with, and its class: one no retry fixes (authentication,
+/// quota, invalid request) once any was reported, else a fatal one, else
+/// the last one (the terminal event's text replaces the message). The
+/// last, not the first: the error that ended the run decides whether it
+/// is retried, and a run that got over an `overloaded` and then failed
+/// otherwise is no overloaded run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Summary {
+    /// What the run's report carries of it.
+    #[serde(flatten)]
+    pub reported: AgentReport,
+    /// Whether `reported.error_message` came with a fatal error event (a
+    /// later non-fatal one does not replace it).
     #[serde(skip)]
     error_fatal: bool,
     /// The last terminal event's word: `true` for success, `false` for
@@ -152,14 +180,14 @@ pub fn preview(s: &str, max: usize) -> String {
 impl Out<'_> {
     pub fn session(&mut self, id: Option<String>, model: Option<String>, version: Option<String>) {
         let s = &mut *self.summary;
-        if s.session_id.is_none() {
-            s.session_id.clone_from(&id);
+        if s.reported.session_id.is_none() {
+            s.reported.session_id.clone_from(&id);
         }
         if model.is_some() {
-            s.model.clone_from(&model);
+            s.reported.model.clone_from(&model);
         }
         if version.is_some() {
-            s.agent_version.clone_from(&version);
+            s.reported.agent_version.clone_from(&version);
         }
         self.events.push(Event::SessionStarted {
             session_id: id,
@@ -170,8 +198,8 @@ impl Out<'_> {
 
     /// Notes a session id seen on any line, without an event.
     pub fn session_id(&mut self, id: &str) {
-        if self.summary.session_id.is_none() && !id.is_empty() {
-            self.summary.session_id = Some(id.to_string());
+        if self.summary.reported.session_id.is_none() && !id.is_empty() {
+            self.summary.reported.session_id = Some(id.to_string());
         }
     }
 
@@ -202,7 +230,7 @@ impl Out<'_> {
     }
 
     pub fn final_text(&mut self, text: String) {
-        self.summary.final_text = Some(text);
+        self.summary.reported.final_text = Some(text);
     }
 
     pub fn tool_started(
@@ -213,7 +241,7 @@ impl Out<'_> {
         timeout_ms: Option<u64>,
     ) {
         self.working();
-        self.summary.tool_calls += 1;
+        self.summary.reported.tool_calls += 1;
         self.summary.open_tools.insert(
             id.clone(),
             OpenTool {
@@ -260,7 +288,7 @@ impl Out<'_> {
     ) {
         let open = self.summary.open_tools.remove(&id);
         if open.is_none() {
-            self.summary.tool_calls += 1;
+            self.summary.reported.tool_calls += 1;
         }
         let name = name
             .or(open.map(|t| t.name))
@@ -281,7 +309,7 @@ impl Out<'_> {
 
     /// One more model call answered (see `turns` in the README).
     pub fn turn(&mut self) {
-        self.summary.turns += 1;
+        self.summary.reported.turns += 1;
     }
 
     /// A token count from the agent's output at `field` of the line: what
@@ -323,9 +351,9 @@ impl Out<'_> {
     /// not is left out all the same, so that no sum is ever paid back.
     pub fn usage_step(&mut self, tokens: Tokens, cost_usd: Option<f64>) {
         let cost_usd = cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
-        self.summary.tokens.add(&tokens);
+        self.summary.reported.tokens.add(&tokens);
         if let Some(c) = cost_usd {
-            let sum = self.summary.cost_usd.get_or_insert(0.0);
+            let sum = self.summary.reported.cost_usd.get_or_insert(0.0);
             // A float sum of finite costs can still overflow: it stops at
             // the largest, and a report never says `null` for it.
             *sum = (*sum + c).min(f64::MAX);
@@ -347,8 +375,8 @@ impl Out<'_> {
         let given = tokens.beyond(&self.summary.usage_baseline);
         let mut cost_usd = cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
         // What was counted so far: the last total and every step since.
-        let had = self.summary.tokens;
-        let had_cost = self.summary.cost_usd;
+        let had = self.summary.reported.tokens;
+        let had_cost = self.summary.reported.cost_usd;
         let counts = [
             ("tokens.input", given.input, had.input),
             ("tokens.output", given.output, had.output),
@@ -368,9 +396,9 @@ impl Out<'_> {
             self.ignored("cost_usd", now.to_string(), FigureProblem::WentDown);
             cost_usd = Some(before);
         }
-        self.summary.tokens = tokens;
+        self.summary.reported.tokens = tokens;
         if cost_usd.is_some() {
-            self.summary.cost_usd = cost_usd;
+            self.summary.reported.cost_usd = cost_usd;
         }
         self.events.push(Event::Usage {
             tokens,
@@ -389,7 +417,7 @@ impl Out<'_> {
         // Not work by itself (nor a recovery from a fatal error: that is
         // what a CLI that retries a bad key does); a decoder whose agent
         // retries after its terminal event says so with `working`.
-        self.summary.retries += 1;
+        self.summary.reported.retries += 1;
         self.events.push(Event::Retry {
             attempt,
             max_attempts,
@@ -405,20 +433,20 @@ impl Out<'_> {
             if s.fatal_reported.contains(&class) {
                 // The same fatal error again (the CLI retried it): no new
                 // event, but its latest wording is often the most precise.
-                s.error = Some(message);
+                s.reported.error_message = Some(message);
                 return;
             }
             s.fatal_reported.push(class);
         }
         // See `Summary::error`: which error the report names.
-        let keep = match s.error_class {
+        let keep = match s.reported.error_class {
             Some(c) if c.no_retry_fixes() => !class.no_retry_fixes(),
             Some(_) => s.error_fatal && !fatal && !class.no_retry_fixes(),
             None => false,
         };
         if !keep {
-            s.error = Some(message.clone());
-            s.error_class = Some(class);
+            s.reported.error_message = Some(message.clone());
+            s.reported.error_class = Some(class);
             s.error_fatal = fatal;
         }
         self.events.push(Event::Error {
@@ -437,20 +465,21 @@ impl Out<'_> {
         // Decided by the agent itself: no fatal error is left to act on.
         self.summary.fatal_pending = None;
         if let Some(t) = &text {
-            self.summary.final_text = Some(t.clone());
+            self.summary.reported.final_text = Some(t.clone());
         }
         if let Some(e) = &error {
-            self.summary.error = Some(e.clone());
+            self.summary.reported.error_message = Some(e.clone());
             // The class of an error event before it stands (it had a
             // status to go by), unless the end's own text names one no
             // retry fixes.
             let class = ErrorClass::classify(e, None);
             let sticky = self
                 .summary
+                .reported
                 .error_class
                 .is_some_and(ErrorClass::no_retry_fixes);
-            if self.summary.error_class.is_none() || (class.no_retry_fixes() && !sticky) {
-                self.summary.error_class = Some(class);
+            if self.summary.reported.error_class.is_none() || (class.no_retry_fixes() && !sticky) {
+                self.summary.reported.error_class = Some(class);
             }
         }
         self.events.push(Event::Result {
@@ -541,10 +570,10 @@ mod tests {
             out.error(format!("{class:?}"), *class, *fatal);
         }
         assert_eq!(
-            summary.error,
-            Some(format!("{:?}", summary.error_class.unwrap()))
+            summary.reported.error_message,
+            Some(format!("{:?}", summary.reported.error_class.unwrap()))
         );
-        summary.error_class
+        summary.reported.error_class
     }
 
     #[test]
@@ -578,8 +607,11 @@ mod tests {
                 r#"{"type":"result","subtype":"success","is_error":true,"result":"prompt is too long"}"#,
             ],
         );
-        assert_eq!(s.error_class, Some(InvalidRequest));
-        assert_eq!(s.error.as_deref(), Some("prompt is too long"));
+        assert_eq!(s.reported.error_class, Some(InvalidRequest));
+        assert_eq!(
+            s.reported.error_message.as_deref(),
+            Some("prompt is too long")
+        );
     }
 
     const CLAUDE_401_RETRY: &str = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}"#;
@@ -640,8 +672,15 @@ mod tests {
         let honest = pi_call(r#"{"input":10,"output":5,"cost":{"total":1.0}}"#);
         let forged = pi_call(r#"{"input":10,"output":5,"cost":{"total":-100}}"#);
         let (s, events) = decode(Agent::Pi, &[r#"{"type":"agent_start"}"#, &honest, &forged]);
-        assert_eq!(s.cost_usd, Some(1.0), "the forged line paid nothing back");
-        assert_eq!(s.tokens.input, 20, "the line's honest counts still count");
+        assert_eq!(
+            s.reported.cost_usd,
+            Some(1.0),
+            "the forged line paid nothing back"
+        );
+        assert_eq!(
+            s.reported.tokens.input, 20,
+            "the line's honest counts still count"
+        );
         assert_eq!(
             ignored(&events),
             vec![(
@@ -670,15 +709,15 @@ mod tests {
         );
         assert_eq!(
             (
-                s.tokens.input,
-                s.tokens.output,
-                s.tokens.cache_read,
-                s.tokens.cache_write
+                s.reported.tokens.input,
+                s.reported.tokens.output,
+                s.reported.tokens.cache_read,
+                s.reported.tokens.cache_write
             ),
             (3, 4, 0, 7)
         );
-        assert_eq!(s.cost_usd, None);
-        assert_eq!(s.turns, 2, "the lines were decoded, not dropped");
+        assert_eq!(s.reported.cost_usd, None);
+        assert_eq!(s.reported.turns, 2, "the lines were decoded, not dropped");
         assert_eq!(
             ignored(&events),
             vec![
@@ -712,7 +751,10 @@ mod tests {
                 r#"{"type":"step_finish","part":{"reason":"tool-calls","cost":-0.25,"tokens":{"input":-10,"output":5,"reasoning":0,"cache":{"read":0,"write":0}}}}"#,
             ],
         );
-        assert_eq!((s.cost_usd, s.tokens.input), (Some(0.25), 10));
+        assert_eq!(
+            (s.reported.cost_usd, s.reported.tokens.input),
+            (Some(0.25), 10)
+        );
         assert_eq!(ignored(&events).len(), 2, "{events:?}");
 
         let (s, events) = decode(
@@ -721,7 +763,7 @@ mod tests {
                 r#"{"type":"result","status":"success","stats":{"input_tokens":-1,"output_tokens":5,"total_tokens":1e999}}"#,
             ],
         );
-        assert_eq!((s.tokens.input, s.tokens.output), (0, 5));
+        assert_eq!((s.reported.tokens.input, s.reported.tokens.output), (0, 5));
         assert_eq!(ignored(&events).len(), 2, "{events:?}");
 
         let (s, events) = decode(
@@ -730,7 +772,14 @@ mod tests {
                 r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":-3,"usage":{"input_tokens":10,"output_tokens":-1}}"#,
             ],
         );
-        assert_eq!((s.cost_usd, s.tokens.input, s.tokens.output), (None, 10, 0));
+        assert_eq!(
+            (
+                s.reported.cost_usd,
+                s.reported.tokens.input,
+                s.reported.tokens.output
+            ),
+            (None, 10, 0)
+        );
         assert_eq!(
             ignored(&events),
             vec![
@@ -751,7 +800,10 @@ mod tests {
             Agent::Codex,
             &[&turn(1000, 100), &turn(10, 200), &turn(1500, 250)],
         );
-        assert_eq!((s.tokens.input, s.tokens.output), (1500, 250));
+        assert_eq!(
+            (s.reported.tokens.input, s.reported.tokens.output),
+            (1500, 250)
+        );
         assert_eq!(
             ignored(&events),
             vec![(2, "tokens.input".into(), FigureProblem::WentDown)]
@@ -775,7 +827,7 @@ mod tests {
             )
         };
         let (s, events) = decode(Agent::Claude, &[&result(2.0), &result(0.5)]);
-        assert_eq!(s.cost_usd, Some(2.0));
+        assert_eq!(s.reported.cost_usd, Some(2.0));
         assert_eq!(
             ignored(&events),
             vec![(2, "cost_usd".into(), FigureProblem::WentDown)]
@@ -793,7 +845,10 @@ mod tests {
                 r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"usage":{"input_tokens":400,"output_tokens":60}}"#,
             ],
         );
-        assert_eq!((s.tokens.input, s.tokens.output), (500, 60));
+        assert_eq!(
+            (s.reported.tokens.input, s.reported.tokens.output),
+            (500, 60)
+        );
         assert_eq!(
             ignored(&events),
             vec![(2, "tokens.input".into(), FigureProblem::WentDown)]
@@ -807,7 +862,7 @@ mod tests {
                 r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#,
             ],
         );
-        assert_eq!(s.tokens.total(), 2_000_000);
+        assert_eq!(s.reported.tokens.total(), 2_000_000);
     }
 
     #[test]
@@ -819,8 +874,11 @@ mod tests {
                 r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0.1,"usage":{"input_tokens":500,"output_tokens":60}}"#,
             ],
         );
-        assert_eq!((s.tokens.input, s.tokens.output), (500, 60));
-        assert_eq!(s.cost_usd, Some(0.1));
+        assert_eq!(
+            (s.reported.tokens.input, s.reported.tokens.output),
+            (500, 60)
+        );
+        assert_eq!(s.reported.cost_usd, Some(0.1));
         assert!(ignored(&events).is_empty(), "{events:?}");
     }
 
@@ -828,7 +886,7 @@ mod tests {
     fn a_sum_of_costs_too_large_for_a_float_stops_at_the_largest() {
         let huge = pi_call(r#"{"input":1,"output":1,"cost":{"total":1.7e308}}"#);
         let (s, _) = decode(Agent::Pi, &[&huge, &huge]);
-        assert_eq!(s.cost_usd, Some(f64::MAX));
+        assert_eq!(s.reported.cost_usd, Some(f64::MAX));
     }
 
     #[test]

@@ -30,8 +30,8 @@ fn claude_counts_the_last_usage_of_each_message() {
     want.input = 996;
     want.output = 103;
     want.cache_read = 15;
-    assert_eq!(s.tokens, want);
-    assert_eq!(s.turns, 1);
+    assert_eq!(s.reported.tokens, want);
+    assert_eq!(s.reported.turns, 1);
 }
 
 #[test]
@@ -50,11 +50,17 @@ fn codex_input_leaves_out_the_cached_tokens_and_turns_are_model_calls() {
             r#"{"type":"turn.completed","usage":{"input_tokens":1011,"cached_input_tokens":15,"output_tokens":103,"reasoning_output_tokens":40}}"#,
         ],
     );
-    assert_eq!((s.tokens.input, s.tokens.cache_read), (996, 15));
-    assert_eq!((s.tokens.output, s.tokens.reasoning), (103, 40));
-    assert_eq!(s.tokens.total(), 1114);
+    assert_eq!(
+        (s.reported.tokens.input, s.reported.tokens.cache_read),
+        (996, 15)
+    );
+    assert_eq!(
+        (s.reported.tokens.output, s.reported.tokens.reasoning),
+        (103, 40)
+    );
+    assert_eq!(s.reported.tokens.total(), 1114);
     // Two tools asked for at once, then the answer: two model calls.
-    assert_eq!(s.turns, 2);
+    assert_eq!(s.reported.turns, 2);
 }
 
 #[test]
@@ -71,9 +77,15 @@ fn gemini_output_includes_the_thoughts() {
             r#"{"type":"result","status":"success","stats":{"total_tokens":1114,"input_tokens":1011,"output_tokens":63,"cached":15,"input":996}}"#,
         ],
     );
-    assert_eq!((s.tokens.input, s.tokens.cache_read), (996, 15));
-    assert_eq!((s.tokens.output, s.tokens.reasoning), (103, 40));
-    assert_eq!(s.turns, 2);
+    assert_eq!(
+        (s.reported.tokens.input, s.reported.tokens.cache_read),
+        (996, 15)
+    );
+    assert_eq!(
+        (s.reported.tokens.output, s.reported.tokens.reasoning),
+        (103, 40)
+    );
+    assert_eq!(s.reported.turns, 2);
 }
 
 #[test]
@@ -91,8 +103,8 @@ fn pi_counts_a_retried_call_once() {
             ok,
         ],
     );
-    assert_eq!(s.turns, 1);
-    assert_eq!(s.tokens.total(), 1114);
+    assert_eq!(s.reported.turns, 1);
+    assert_eq!(s.reported.tokens.total(), 1114);
 }
 
 #[test]
@@ -107,8 +119,11 @@ fn opencode_output_includes_reasoning_and_tools_keep_their_duration() {
         d.line(l.as_bytes(), &mut events);
     }
     let s = d.summary();
-    assert_eq!((s.tokens.output, s.tokens.reasoning), (103, 40));
-    assert_eq!(s.turns, 1);
+    assert_eq!(
+        (s.reported.tokens.output, s.reported.tokens.reasoning),
+        (103, 40)
+    );
+    assert_eq!(s.reported.turns, 1);
     let took = events.iter().find_map(|e| match e {
         warden_events::Event::ToolFinished { duration_ms, .. } => *duration_ms,
         _ => None,
@@ -130,13 +145,13 @@ fn forged_token_counts_saturate_instead_of_overflowing() {
             ),
         ],
     );
-    assert_eq!(s.tokens.output, u64::MAX);
-    assert_eq!(s.tokens.total(), u64::MAX);
+    assert_eq!(s.reported.tokens.output, u64::MAX);
+    assert_eq!(s.reported.tokens.total(), u64::MAX);
     let s = decode(
         Agent::Gemini,
         &[&format!(
             r#"{{"type":"result","status":"success","stats":{{"total_tokens":{big},"input_tokens":{big},"output_tokens":{big},"cached":{big}}}}}"#
         )],
     );
-    assert_eq!(s.tokens.output, u64::MAX);
+    assert_eq!(s.reported.tokens.output, u64::MAX);
 }

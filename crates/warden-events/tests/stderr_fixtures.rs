@@ -33,7 +33,7 @@ fn decode(agent: Agent, bytes: &[u8], chunk: usize) -> (Vec<Event>, u32, usize) 
         d.push(c, &mut on_line);
     }
     d.finish(&mut on_line);
-    let n = d.summary().retries;
+    let n = d.summary().reported.retries;
     (retries, n, active)
 }
 

@@ -164,7 +164,11 @@ fn spent_dollars<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error
 impl Spent {
     /// What a run's report says it spent.
     pub fn of_report(r: &crate::Report) -> Spent {
-        Spent::new(r.cost_usd, r.tokens.total(), u64::from(r.turns))
+        Spent::new(
+            r.reported.cost_usd,
+            r.reported.tokens.total(),
+            u64::from(r.reported.turns),
+        )
     }
 
     /// What a session's runs spent, as its report sums them.
@@ -174,7 +178,11 @@ impl Spent {
 
     /// What a decoder has counted so far.
     pub(crate) fn of_summary(s: &warden_events::Summary) -> Spent {
-        Spent::new(s.cost_usd, s.tokens.total(), u64::from(s.turns))
+        Spent::new(
+            s.reported.cost_usd,
+            s.reported.tokens.total(),
+            u64::from(s.reported.turns),
+        )
     }
 
     /// A cost that is not an amount spent (negative, infinite, not a

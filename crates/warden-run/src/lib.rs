@@ -85,6 +85,7 @@ pub mod output;
 pub mod outputs;
 mod pipe;
 mod plan;
+pub mod readback;
 /// Reading a file of the work tree without following a link or blocking
 /// on a FIFO; for the warden CLI, not part of the library's API.
 #[doc(hidden)]
@@ -98,6 +99,7 @@ pub mod session;
 mod supervisor;
 pub mod telemetry;
 pub mod template;
+pub mod timeline;
 pub mod update;
 pub mod verdict;
 

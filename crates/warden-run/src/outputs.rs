@@ -47,8 +47,8 @@ impl Outputs {
             // A single run has no worktree of its own.
             ("branch", String::new()),
             ("commits", count(r.commits.as_deref())),
-            ("cost_usd", cost_text(r.cost_usd)),
-            ("tokens", r.tokens.total().to_string()),
+            ("cost_usd", cost_text(r.reported.cost_usd)),
+            ("tokens", r.reported.tokens.total().to_string()),
             ("final_text_file", path_text(final_text_file)),
         ])
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use warden_events::{ErrorClass, Holder, Tokens};
+use warden_events::{AgentReport, Holder};
 
 use crate::verdict::Verdict;
 
@@ -148,30 +148,11 @@ pub struct Report {
     pub containment: Option<String>,
     /// Where the agent ran: `host`, `bwrap`, `docker` or `podman`.
     pub sandbox: String,
-    pub agent_version: Option<String>,
-    /// The model the agent says it used, else the one its command line
-    /// named (`--model`, `-m`).
-    pub model: Option<String>,
-    pub session_id: Option<String>,
-    /// Model calls the agent made in its own conversation (a subagent's
-    /// are not counted), each counted once: a call that was retried is
-    /// one turn.
-    pub turns: u32,
-    pub tool_calls: u32,
-    /// Tokens, one meaning for every agent: see [`Tokens`].
-    pub tokens: Tokens,
-    pub cost_usd: Option<f64>,
-    /// Model requests the agent sent again because the previous attempt
-    /// failed, as it announced them (on stdout or stderr); the failure
-    /// that ends a run is not one.
-    pub retries: u32,
-    /// The agent's last answer.
-    pub final_text: Option<String>,
-    /// The error the agent reported: one no retry fixes once any was
-    /// reported, else a fatal one, else the last (the message: the
-    /// terminal event's text, when it carried one).
-    pub error_message: Option<String>,
-    pub error_class: Option<ErrorClass>,
+    /// What the agent's output said: its version, model, session,
+    /// turns, tool calls, tokens, cost, retries, last answer and error
+    /// (written as fields of the report itself).
+    #[serde(flatten)]
+    pub reported: AgentReport,
     /// When the agent's terminal event came.
     pub terminal_event_ms: Option<u64>,
     /// Tool calls that declared a time limit longer than the stall timeout.

@@ -26,7 +26,7 @@ use warden_agents::{AgentError, AgentRequest, profile};
 use warden_events::Agent;
 use warden_process::ContainmentChoice;
 use warden_sandbox::env::EnvArg;
-use warden_sandbox::{AgentNeeds, Sandbox, SandboxOptions};
+use warden_sandbox::{Sandbox, SandboxNeeds, SandboxOptions};
 
 use crate::limits::Limits;
 use crate::retry::{RetryOn, RetryPolicy};
@@ -750,21 +750,8 @@ fn list(items: &[&str]) -> String {
 }
 
 /// What `agent`'s CLI needs from a sandbox, from its profile.
-pub(crate) fn sandbox_needs(agent: Agent) -> AgentNeeds {
-    let p = profile(agent);
-    AgentNeeds {
-        env_prefixes: p.env_prefixes,
-        state_dirs: p.state_dirs,
-        state_dir_vars: p.state_dir_vars,
-        runtimes: p.runtimes,
-        env_names: p.provider_env.names,
-        file_vars: p.provider_env.file_vars,
-        home_dirs: p.provider_env.home_dirs,
-        gated: p.provider_env.gated,
-        asked: p.provider_env.asked,
-        families: p.provider_env.families,
-        config_files: p.provider_env.config_files,
-    }
+pub(crate) fn sandbox_needs(agent: Agent) -> SandboxNeeds {
+    profile(agent).sandbox
 }
 
 #[cfg(test)]

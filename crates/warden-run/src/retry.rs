@@ -167,13 +167,18 @@ impl Default for RetryPolicy {
 pub fn transient_failure(report: &Report) -> Option<RetryOn> {
     // The class is the last error's, or one no retry fixes if any came
     // (see `warden_events::Summary::error`).
-    if report.error_class.is_some_and(ErrorClass::no_retry_fixes) {
+    if report
+        .reported
+        .error_class
+        .is_some_and(ErrorClass::no_retry_fixes)
+    {
         return None;
     }
     match report.verdict? {
         Verdict::Stalled => Some(RetryOn::Stalled),
         Verdict::StartupTimeout => Some(RetryOn::StartupTimeout),
-        Verdict::AgentFailed if report.output_error.is_none() => match report.error_class? {
+        Verdict::AgentFailed if report.output_error.is_none() => match report.reported.error_class?
+        {
             ErrorClass::RateLimit => Some(RetryOn::RateLimited),
             ErrorClass::Api => Some(RetryOn::ServerError),
             ErrorClass::Overloaded => Some(RetryOn::Overloaded),
@@ -333,7 +338,7 @@ mod tests {
     fn report(verdict: Verdict, class: Option<ErrorClass>) -> Report {
         let mut r = crate::report::sample();
         r.verdict = Some(verdict);
-        r.error_class = class;
+        r.reported.error_class = class;
         r
     }
 

@@ -386,7 +386,7 @@ fn output_spec(plan: &RunPlan) -> Result<Option<supervisor::OutputSpec>, SetupEr
 #[derive(Clone)]
 struct SandboxTarget {
     options: SandboxOptions,
-    needs: warden_sandbox::AgentNeeds,
+    needs: warden_sandbox::SandboxNeeds,
     program: OsString,
     args: Vec<OsString>,
     workdir: PathBuf,

@@ -602,17 +602,17 @@ pub(crate) async fn run_session(
         })
         .await;
         report.iterations_run = iteration;
-        if thread_wide && let Some(id) = &run.session_id {
+        if thread_wide && let Some(id) = &run.reported.session_id {
             let mut total = baseline;
-            total.add(&run.tokens);
+            total.add(&run.reported.tokens);
             thread_totals.insert(id.clone(), total);
         }
-        report.tokens.add(&run.tokens);
-        if let Some(c) = run.cost_usd {
+        report.tokens.add(&run.reported.tokens);
+        if let Some(c) = run.reported.cost_usd {
             let sum = report.cost_usd.get_or_insert(0.0);
             *sum = crate::budget::add_spent(*sum, c);
         }
-        report.turns += u64::from(run.turns);
+        report.turns += u64::from(run.reported.turns);
         spent.add(&crate::budget::Spent::of_report(&run));
         step_spent.add(&crate::budget::Spent::of_report(&run));
         report.budgets = shared(&spent).iter().flat_map(|b| b.lines()).collect();
@@ -639,9 +639,9 @@ pub(crate) async fn run_session(
             reason: run.reason.clone(),
             duration_ms: run.duration_ms,
             completion_signal_seen: signalled,
-            tokens: run.tokens,
-            cost_usd: run.cost_usd,
-            turns: run.turns,
+            tokens: run.reported.tokens,
+            cost_usd: run.reported.cost_usd,
+            turns: run.reported.turns,
             commits: run.commits.clone(),
             exit_code: run.exit_code,
             signal: run.signal,
@@ -679,7 +679,8 @@ pub(crate) async fn run_session(
                     }
                     let hint = [
                         announced_wait.map(std::time::Duration::from_millis),
-                        run.error_message
+                        run.reported
+                            .error_message
                             .as_deref()
                             .and_then(crate::retry::retry_after_in),
                     ]
@@ -710,17 +711,21 @@ pub(crate) async fn run_session(
                     }
                     write_json(&held, &mut report, request.report_signer.as_ref());
                     attempt += 1;
-                    let progressed = run.turns > 0 || run.tool_calls > 0;
+                    let progressed = run.reported.turns > 0 || run.reported.tool_calls > 0;
                     retry_of = Some(RetryOf {
                         failure,
-                        resume: run.session_id.clone().filter(|_| can_resume && progressed),
+                        resume: run
+                            .reported
+                            .session_id
+                            .clone()
+                            .filter(|_| can_resume && progressed),
                     });
                     continue;
                 }
                 if run.output_error.is_some()
                     && retries_left > 0
                     && can_resume
-                    && let Some(session) = run.session_id.clone()
+                    && let Some(session) = run.reported.session_id.clone()
                 {
                     retries_left -= 1;
                     output_retry = Some(output_retries - retries_left);

@@ -175,14 +175,14 @@ fn provider_files(t: &Target<'_>) -> Vec<PathBuf> {
             .filter(|v| !v.as_os_str().is_empty())
     };
     let mut out: Vec<PathBuf> = Vec::new();
-    for var in t.needs.file_vars {
+    for var in t.needs.provider.file_vars {
         if let Some(p) = value(var).filter(|p| p.is_absolute() && p.is_file())
             && !out.contains(&p)
         {
             out.push(p);
         }
     }
-    for (var, rel) in t.needs.home_dirs {
+    for (var, rel) in t.needs.provider.home_dirs {
         let p = t.home.join(rel);
         // `on`: `CLAUDE_CODE_USE_BEDROCK=0` asks for no `~/.aws`. Only what
         // is in the agent's environment counts, so a gated or asked-for

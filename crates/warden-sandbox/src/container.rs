@@ -51,7 +51,7 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     let mut binds: Vec<(std::path::PathBuf, bool)> = vec![(t.workdir.to_path_buf(), false)];
     binds.extend(options.ro.iter().map(|p| (p.clone(), true)));
     binds.extend(options.rw.iter().map(|p| (p.clone(), false)));
-    for var in t.needs.file_vars {
+    for var in t.needs.provider.file_vars {
         let file = t
             .env
             .iter()

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use crate::AgentNeeds;
+use crate::SandboxNeeds;
 
 /// Variables every sandboxed agent gets, if the host has them.
 const BASE: &[&str] = &[
@@ -77,12 +77,12 @@ enum Held {
     SwitchOff,
 }
 
-fn held(needs: &AgentNeeds, host: &[(String, String)], name: &str) -> Option<Held> {
-    if needs.asked.iter().any(|p| matches(p, name)) {
+fn held(needs: &SandboxNeeds, host: &[(String, String)], name: &str) -> Option<Held> {
+    if needs.provider.asked.iter().any(|p| matches(p, name)) {
         return Some(Held::Asked);
     }
     let mut switch = None;
-    for (s, names) in needs.gated {
+    for (s, names) in needs.provider.gated {
         if names.iter().any(|p| matches(p, name)) {
             if host.iter().any(|(k, v)| k == s && on(v)) {
                 return None;
@@ -96,15 +96,16 @@ fn held(needs: &AgentNeeds, host: &[(String, String)], name: &str) -> Option<Hel
 /// Whether `name` may pass into a sandbox for `agent` without being
 /// asked; `host` is warden's environment, where the provider set-ups'
 /// switches are read.
-pub fn allowed(needs: &AgentNeeds, host: &[(String, String)], name: &str) -> bool {
+pub fn allowed(needs: &SandboxNeeds, host: &[(String, String)], name: &str) -> bool {
     if DAEMON_VARS.contains(&name) || held(needs, host, name).is_some() {
         return false;
     }
     BASE.contains(&name)
         || name.starts_with("LC_")
-        || needs.env_names.contains(&name)
+        || needs.provider.names.contains(&name)
         || needs.env_prefixes.iter().any(|p| name.starts_with(p))
         || needs
+            .provider
             .gated
             .iter()
             .any(|(_, names)| names.iter().any(|p| matches(p, name)))
@@ -121,7 +122,7 @@ const MAX_CONFIG: u64 = 1 << 20;
 /// that does not pass; a credentials file that a passed variable names
 /// but that does not exist. `home` is where the settings files are.
 pub fn dropped(
-    needs: &AgentNeeds,
+    needs: &SandboxNeeds,
     sandboxed: bool,
     host: &[(String, String)],
     extra: &[EnvArg],
@@ -165,7 +166,7 @@ pub fn dropped(
             ));
         }
     }
-    for (switch, prefix) in needs.families {
+    for (switch, prefix) in needs.provider.families {
         if !host_value(switch).is_some_and(on) {
             continue;
         }
@@ -179,7 +180,7 @@ pub fn dropped(
         }
     }
     if let Some(home) = home {
-        for file in needs.config_files {
+        for file in needs.provider.config_files {
             let path = home.join(file);
             let Some(text) = read_small(&path) else {
                 continue;
@@ -198,7 +199,7 @@ pub fn dropped(
             }
         }
     }
-    for var in needs.file_vars {
+    for var in needs.provider.file_vars {
         if let Some(v) = host_value(var).filter(|_| passes(var))
             && !v.is_empty()
         {
@@ -385,7 +386,7 @@ pub struct AgentEnv {
 /// `fixed` what warden and the agent's command line set; `extra` the
 /// user's `--env`. With `sandboxed`, only allowlisted host variables pass.
 pub fn agent_env(
-    needs: &AgentNeeds,
+    needs: &SandboxNeeds,
     sandboxed: bool,
     host: &[(String, String)],
     fixed: &[(OsString, OsString)],

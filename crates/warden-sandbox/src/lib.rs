@@ -118,46 +118,14 @@ pub struct SandboxOptions {
     pub records: Vec<PathBuf>,
 }
 
-/// What an agent's CLI needs from a sandbox; its profile
-/// (`warden_agents::Profile`) says, and the caller passes it on as data.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AgentNeeds {
-    /// Prefixes of the host variables it reads: these pass into a sandbox.
-    pub env_prefixes: &'static [&'static str],
-    /// Directories (relative to HOME) where it keeps config and state,
-    /// bound writable so logins, sessions and settings persist.
-    pub state_dirs: &'static [&'static str],
-    /// Variables that move its state directory elsewhere (bound writable
-    /// too, when set).
-    pub state_dir_vars: &'static [&'static str],
-    /// Programs it runs on (`node`): found on PATH and kept visible.
-    pub runtimes: &'static [&'static str],
-    /// Host variables passed by exact name (its provider set-ups'
-    /// `AWS_REGION`, `CLOUD_ML_REGION`, ...).
-    pub env_names: &'static [&'static str],
-    /// Variables naming a file it reads (`GOOGLE_APPLICATION_CREDENTIALS`):
-    /// the file is bound read-only when the variable passes.
-    pub file_vars: &'static [&'static str],
-    /// `(variable, path under HOME)`: bound read-only when the variable
-    /// passes and is on (`~/.aws` for `AWS_PROFILE`).
-    pub home_dirs: &'static [(&'static str, &'static str)],
-    /// `(switch, names)`: these (a name ending in `_` is a prefix) pass
-    /// only while the switch is on, whatever else would let them through.
-    pub gated: &'static [(&'static str, &'static [&'static str])],
-    /// Cloud credentials that pass only with `--env NAME`.
-    pub asked: &'static [&'static str],
-    /// `(switch, prefix)`: with the switch set, host variables with the
-    /// prefix that do not pass are warned about.
-    pub families: &'static [(&'static str, &'static str)],
-    /// Its settings files under HOME: host variables they name that do
-    /// not pass are warned about.
-    pub config_files: &'static [&'static str],
-}
+/// What an agent's CLI needs from a sandbox: its profile says it
+/// (`warden_agents::Profile::sandbox`).
+pub use warden_agents::SandboxNeeds;
 
 /// One agent's command line, about to be wrapped.
 #[derive(Debug, Clone)]
 pub struct Target<'a> {
-    pub needs: AgentNeeds,
+    pub needs: SandboxNeeds,
     pub program: OsString,
     pub args: Vec<OsString>,
     pub workdir: &'a std::path::Path,
@@ -298,19 +266,6 @@ pub(crate) fn real(path: &std::path::Path) -> PathBuf {
 
 /// The needs of `agent`'s CLI, from its profile, for tests.
 #[cfg(test)]
-pub(crate) fn needs(agent: warden_events::Agent) -> AgentNeeds {
-    let p = warden_agents::profile(agent);
-    AgentNeeds {
-        env_prefixes: p.env_prefixes,
-        state_dirs: p.state_dirs,
-        state_dir_vars: p.state_dir_vars,
-        runtimes: p.runtimes,
-        env_names: p.provider_env.names,
-        file_vars: p.provider_env.file_vars,
-        home_dirs: p.provider_env.home_dirs,
-        gated: p.provider_env.gated,
-        asked: p.provider_env.asked,
-        families: p.provider_env.families,
-        config_files: p.provider_env.config_files,
-    }
+pub(crate) fn needs(agent: warden_events::Agent) -> SandboxNeeds {
+    warden_agents::profile(agent).sandbox
 }

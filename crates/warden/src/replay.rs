@@ -111,7 +111,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
             )));
         }
         stderr.finish(&mut retries);
-        summary.retries += stderr.summary().retries;
+        summary.reported.retries += stderr.summary().reported.retries;
     }
     let summary = &summary;
     // An agent that went on working after a terminal event had not ended.
@@ -134,36 +134,36 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
         let _ = serde_json::to_writer(&mut out, &s);
         let _ = out.write_all(b"\n");
     } else {
-        let t = &summary.tokens;
+        let t = &summary.reported.tokens;
         let _ = writeln!(out, "---");
         let _ = writeln!(out, "outcome: {outcome}");
         let _ = writeln!(
             out,
             "lines: {lines} ({malformed} malformed, {oversized} oversized)"
         );
-        if let Some(id) = &summary.session_id {
+        if let Some(id) = &summary.reported.session_id {
             let _ = writeln!(out, "session: {id}");
         }
-        if let Some(m) = &summary.model {
+        if let Some(m) = &summary.reported.model {
             let _ = writeln!(out, "model: {m}");
         }
         let _ = writeln!(
             out,
             "turns: {}, tool calls: {}, retries: {}",
-            summary.turns, summary.tool_calls, summary.retries
+            summary.reported.turns, summary.reported.tool_calls, summary.reported.retries
         );
         let _ = writeln!(
             out,
             "tokens: {} in, {} out, {} cache read, {} cache write, {} reasoning",
             t.input, t.output, t.cache_read, t.cache_write, t.reasoning
         );
-        if let Some(c) = summary.cost_usd {
+        if let Some(c) = summary.reported.cost_usd {
             let _ = writeln!(out, "cost: ${c:.4}");
         }
-        if let Some(e) = &summary.error {
+        if let Some(e) = &summary.reported.error_message {
             let _ = writeln!(out, "error: {e}");
         }
-        if let Some(f) = &summary.final_text {
+        if let Some(f) = &summary.reported.final_text {
             let _ = writeln!(out, "final text: {f}");
         }
     }

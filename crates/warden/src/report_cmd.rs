@@ -8,156 +8,18 @@
 //! the file, never a view that silently shows nothing.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use serde::de::DeserializeOwned;
-use warden_events::event::Stamped;
-use warden_events::{SCHEMA_VERSION, Tokens};
+use warden_events::Tokens;
 use warden_run::git::Commit;
+use warden_run::readback::{self, EventLine, LogCheck};
 use warden_run::session::SessionReport;
+use warden_run::timeline::{Level, Mark};
 use warden_run::{Report, Verdict};
 
 use crate::args::ReportArgs;
 use crate::render::ms;
 use crate::timeline::{self, Timeline};
-
-use warden_run::regular_file::open_written as open_regular;
-
-fn read_text(path: &Path) -> std::io::Result<String> {
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut open_regular(path)?, &mut text)?;
-    Ok(text)
-}
-
-/// Why a report file of a run or session could not be read as one.
-#[derive(Debug, thiserror::Error)]
-enum ReadError {
-    #[error("could not read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{} is not valid JSON: {source}", path.display())]
-    NotJson {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    /// Valid JSON, but not the type: a field missing or of another type,
-    /// or a document of another format version.
-    #[error(
-        "{} is not a {what} of this warden, which reads schema_version {SCHEMA_VERSION}: {source}",
-        path.display()
-    )]
-    NotReport {
-        path: PathBuf,
-        what: &'static str,
-        source: serde_json::Error,
-    },
-}
-
-/// Reads `path` as warden's type `T` (`what` names it in errors).
-fn read_as<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, ReadError> {
-    let text = read_text(path).map_err(|source| ReadError::Io {
-        path: path.into(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| {
-        let path = path.into();
-        if source.is_data() {
-            ReadError::NotReport { path, what, source }
-        } else {
-            ReadError::NotJson { path, source }
-        }
-    })
-}
-
-fn read_run(dir: &Path) -> Result<Report, ReadError> {
-    read_as(&dir.join("run.json"), "run report")
-}
-
-/// The events of `events.jsonl` this warden can read. A line that is not
-/// one (cut short by a warden killed mid-write, or not an event at all)
-/// is left out, as is the whole file when it cannot be read: the report
-/// says what `run.json` says, and draws what the events it can read say.
-fn read_events(dir: &Path) -> Vec<Stamped> {
-    read_text(&dir.join("events.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// The byte count and SHA-256 of a file, read in pieces.
-fn digest_of(path: &Path) -> std::io::Result<(u64, String)> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = open_regular(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut bytes = 0u64;
-    loop {
-        let n = match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        hasher.update(&buf[..n]);
-        bytes += n as u64;
-    }
-    let sha = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((bytes, sha))
-}
-
-/// What `warden report` found about a run's logs.
-#[derive(Debug, Default)]
-struct LogCheck {
-    /// Logs that no longer are what warden wrote: one sentence each.
-    changed: Vec<String>,
-    /// Why the logs could not be checked at all, if so.
-    unchecked: Option<String>,
-}
-
-/// Checks each log against the byte count and SHA-256 that `run.json`
-/// recorded when warden finished writing it.
-fn check_logs(dir: &Path, report: &Report) -> LogCheck {
-    let mut check = LogCheck::default();
-    let Some(logs) = &report.logs else {
-        check.unchecked = Some(if report.verdict.is_none() {
-            "the run is unfinished, so its logs have no recorded digests to check".into()
-        } else {
-            "run.json records no digests of the logs, so they cannot be checked".into()
-        });
-        return check;
-    };
-    for (name, want) in logs {
-        let (bytes, sha) = (want.bytes, &want.sha256);
-        // Only a plain file name: run.json must not send the check
-        // elsewhere.
-        if name.contains('/') || name == ".." || name == "." {
-            check
-                .changed
-                .push(format!("`{name}`: not a file of the run directory"));
-            continue;
-        }
-        match digest_of(&dir.join(name)) {
-            Ok((n, got)) if n == bytes && got == *sha => {}
-            Ok((n, got)) => check.changed.push(format!(
-                "{name} no longer matches what warden wrote: warden wrote {bytes} bytes (sha256 {}), the file now has {n} bytes (sha256 {})",
-                sha.get(..16).unwrap_or(sha),
-                &got[..16]
-            )),
-            Err(e) => check
-                .changed
-                .push(format!("{name} can no longer be read as warden wrote it: {e}")),
-        }
-    }
-    check
-}
 
 pub(crate) fn report(args: &ReportArgs) -> u8 {
     let silence = match crate::settings::parse_duration(&args.silence) {
@@ -170,41 +32,16 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
             return 2;
         }
     };
-    let dir = &args.dir;
     // A run directory, or a session directory with one per iteration.
     // Every report is read before anything is printed, so a directory
     // that is not a run is exit 2 with nothing else said.
-    let session: Option<SessionReport> = if dir.join("run.json").exists() {
-        None
-    } else if dir.join("session.json").exists() {
-        match read_as(&dir.join("session.json"), "session report") {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("warden: error: {e}");
-                return 2;
-            }
+    let (session, runs) = match readback::read_record(&args.dir) {
+        Ok(r) => (r.session, r.runs),
+        Err(e) => {
+            eprintln!("warden: error: {e}");
+            return 2;
         }
-    } else {
-        eprintln!(
-            "warden: error: {} has no run.json or session.json: name a run directory (.warden/runs/<id>) or a session directory",
-            dir.display()
-        );
-        return 2;
     };
-    let run_dirs: Vec<PathBuf> = match &session {
-        Some(s) => s.runs.iter().map(|r| r.run_dir.clone()).collect(),
-        None => vec![dir.clone()],
-    };
-    let mut runs = Vec::with_capacity(run_dirs.len());
-    for run_dir in run_dirs {
-        match read_run(&run_dir) {
-            Ok(r) => runs.push((run_dir, r)),
-            Err(e) => {
-                eprintln!("warden: error: {e}");
-                return 2;
-            }
-        }
-    }
     // What `warden run` exited with for this run (or session).
     let verdict_exit = verdict_exit(session.as_ref(), &runs);
     // The report's own findings win: a changed log (1) or an unreadable
@@ -222,9 +59,9 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
     let mut sections = Vec::new();
     let mut tampered = false;
     for (run_dir, report) in runs {
-        let events = read_events(&run_dir);
+        let events = readback::read_events(&run_dir);
         let t = timeline::build(&report, &events, silence);
-        let check = check_logs(&run_dir, &report);
+        let check = readback::check_logs(&run_dir, &report);
         print_run(&report, &t, silence, &check);
         for c in &check.changed {
             tampered = true;
@@ -268,84 +105,23 @@ fn verdict_exit(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> 
     }
 }
 
-/// What `--events` does with a line of `events.jsonl`.
-enum EventsLine {
-    /// A `lines` event: the lines it stands for, read back from the logs
-    /// (an error when it is not one this warden reads).
-    Lines(Result<Stamped, serde_json::Error>),
-    /// Any other line, copied byte for byte; named with its run when
-    /// `true`.
-    Copy(bool),
-}
-
-/// Whether a field is there at all, even as `null`.
-#[derive(Default)]
-struct Present(bool);
-
-impl<'de> serde::Deserialize<'de> for Present {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
-    }
-}
-
-/// The two fields `--events` reads of every line: only a `lines` event
-/// is read whole, so the copy of the others costs one light pass.
-#[derive(serde::Deserialize)]
-struct LineHead<'a> {
-    #[serde(borrow)]
-    kind: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default)]
-    run_id: Present,
-}
-
-fn events_line(line: &[u8]) -> EventsLine {
-    // Only an object is an event, or can be named: `{"run_id":…,` is
-    // spliced before its own fields.
-    if line.first() != Some(&b'{') {
-        return EventsLine::Copy(false);
-    }
-    match serde_json::from_slice::<LineHead>(line) {
-        Ok(h) if h.kind.as_deref() == Some("lines") => {
-            EventsLine::Lines(serde_json::from_slice(line))
-        }
-        // An object with a kind has a field: the splice leaves it valid.
-        Ok(h) if h.kind.is_some() => EventsLine::Copy(!h.run_id.0),
-        // No kind, or one that is not a string, or a field twice: named
-        // when it is an object with fields and no `run_id`.
-        _ => EventsLine::Copy(
-            serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(
-                line,
-            )
-            .is_ok_and(|m| !m.is_empty() && !m.contains_key("run_id")),
-        ),
-    }
-}
-
 /// `warden report --events`: every run's events, one JSON object a line,
 /// with each `lines` event turned back into the line events it stands for.
 /// The logs are checked first, as for the report: lines read from a log
 /// changed after the run are not the record of what happened.
 fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     let mut code = 0;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(128 * 1024, stdout.lock());
     for (run_dir, report) in runs {
-        for c in check_logs(run_dir, report).changed {
+        for c in readback::check_logs(run_dir, report).changed {
             code = LOGS_CHANGED_EXIT;
             eprintln!(
                 "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
                 run_dir.display()
             );
         }
-        let path = run_dir.join("events.jsonl");
-        let file = match open_regular(&path) {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("warden: error: could not read {}: {e}", path.display());
-                return 2;
-            }
-        };
         // Each line names its run, as `--json` printed it: a session's
         // runs print to one stdout. `{"run_id":…,` spliced before the
         // event's own fields is byte for byte what `--json` wrote.
@@ -353,59 +129,40 @@ fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
         let mut prefix = b"{\"run_id\":".to_vec();
         prefix.extend_from_slice(serde_json::to_string(run_id).unwrap_or_default().as_bytes());
         prefix.push(b',');
-        let mut logs = warden_run::logged_lines::Logs::new(run_dir);
         let mut written = Ok(());
-        for line in std::io::BufReader::new(file).split(b'\n') {
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => {
-                    eprintln!("warden: error: could not read {}: {e}", path.display());
-                    return 2;
+        let read = readback::read_event_lines(run_dir, |line| {
+            written = match line {
+                EventLine::Expanded(s) => serde_json::to_writer(
+                    &mut out,
+                    &warden_events::event::FeedLine {
+                        run_id: Some(run_id),
+                        stamped: s,
+                    },
+                )
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n")),
+                EventLine::Copied { line, named } => if named {
+                    out.write_all(&prefix)
+                        .and_then(|()| out.write_all(&line[1..]))
+                } else {
+                    out.write_all(line)
+                }
+                .and_then(|()| out.write_all(b"\n")),
+                EventLine::Broken(e) => {
+                    code = LOGS_CHANGED_EXIT;
+                    eprintln!("warden: error: {}: {e}", run_dir.display());
+                    Ok(())
                 }
             };
-            match events_line(&line) {
-                EventsLine::Lines(Ok(e)) => {
-                    let r = logs.expand(&e, |s| {
-                        if written.is_ok() {
-                            written = serde_json::to_writer(
-                                &mut out,
-                                &warden_events::event::FeedLine {
-                                    run_id: Some(run_id),
-                                    stamped: s,
-                                },
-                            )
-                            .map_err(std::io::Error::from)
-                            .and_then(|()| out.write_all(b"\n"));
-                        }
-                    });
-                    if let Err(e) = r {
-                        code = LOGS_CHANGED_EXIT;
-                        eprintln!("warden: error: {}: {e}", run_dir.display());
-                    }
-                }
-                EventsLine::Lines(Err(e)) => {
-                    code = LOGS_CHANGED_EXIT;
-                    eprintln!(
-                        "warden: error: {}: a `lines` event of events.jsonl is not one this warden reads, so the lines it stands for cannot be read back: {e}",
-                        run_dir.display()
-                    );
-                }
-                EventsLine::Copy(named) => {
-                    if written.is_ok() {
-                        written = if named {
-                            out.write_all(&prefix)
-                                .and_then(|()| out.write_all(&line[1..]))
-                        } else {
-                            out.write_all(&line)
-                        }
-                        .and_then(|()| out.write_all(b"\n"));
-                    }
-                }
-            }
-            if written.is_err() {
-                // The reader went away (`| head`): nothing more to say.
-                return code;
-            }
+            written.is_ok()
+        });
+        if let Err(e) = read {
+            eprintln!("warden: error: {e}");
+            return 2;
+        }
+        if written.is_err() {
+            // The reader went away (`| head`): nothing more to say.
+            return code;
         }
     }
     if out.flush().is_err() {
@@ -421,7 +178,7 @@ fn print_json(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> u8
     let mut code = 0;
     let mut out = Vec::new();
     for (run_dir, report) in runs {
-        let check = check_logs(run_dir, report);
+        let check = readback::check_logs(run_dir, report);
         for c in &check.changed {
             code = LOGS_CHANGED_EXIT;
             eprintln!(
@@ -433,7 +190,7 @@ fn print_json(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> u8
             "run_dir": run_dir,
             "report": report,
             "logs": {
-                "match": check.unchecked.is_none() && check.changed.is_empty(),
+                "match": check.matches(),
                 "changed": check.changed,
                 "unchecked": check.unchecked,
             },
@@ -494,7 +251,8 @@ fn print_session(s: &SessionReport) {
 
 /// The model a report names, or what to say when it names none.
 fn model_text(r: &Report) -> &str {
-    r.model
+    r.reported
+        .model
         .as_deref()
         .filter(|m| !m.is_empty())
         .unwrap_or("not reported")
@@ -552,14 +310,14 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
     }
     if !t.tools.is_empty() {
         let mut tools = t.tools.clone();
-        tools.sort_by_key(|x| std::cmp::Reverse(x.end.saturating_sub(x.start)));
+        tools.sort_by_key(|x| std::cmp::Reverse(x.end_ms.saturating_sub(x.start_ms)));
         println!("  {} tool call(s); the longest:", tools.len());
         for x in tools.iter().take(5) {
             println!(
                 "    {} {} at {}{}: {}",
                 x.name,
-                ms(x.end.saturating_sub(x.start)),
-                ms(x.start),
+                ms(x.end_ms.saturating_sub(x.start_ms)),
+                ms(x.start_ms),
                 if !x.finished {
                     " (never finished)"
                 } else if x.failed {
@@ -567,7 +325,12 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
                 } else {
                     ""
                 },
-                x.input.chars().take(80).collect::<String>()
+                x.input
+                    .as_deref()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(80)
+                    .collect::<String>()
             );
         }
     }
@@ -575,12 +338,12 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
         println!(
             "  model {}; tokens {}; cost {}",
             model_text(r),
-            tokens_text(&r.tokens),
-            cost_text(r.cost_usd)
+            tokens_text(&r.reported.tokens),
+            cost_text(r.reported.cost_usd)
         );
     }
-    for m in t.marks.iter().filter(|m| m.kind != "info") {
-        println!("  {} at {}: {}", m.kind, ms(m.at), m.text);
+    for m in t.marks.iter().filter(|m| m.level != Level::Info) {
+        println!("  {} at {}: {}", m.level.as_str(), ms(m.at_ms), m.text);
     }
     if r.commits.is_none() {
         println!("  commits unknown: git could not say (see the error)");
@@ -718,7 +481,10 @@ fn session_summary(out: &mut String, s: &SessionReport, runs: &[(Report, Timelin
     }
     each.push_str("</ol>");
     row(out, "each iteration", &each);
-    let tool_calls: u64 = runs.iter().map(|(r, _, _)| u64::from(r.tool_calls)).sum();
+    let tool_calls: u64 = runs
+        .iter()
+        .map(|(r, _, _)| u64::from(r.reported.tool_calls))
+        .sum();
     row(out, "tool calls", &tool_calls.to_string());
     row(out, "tokens", &esc(&tokens_text(&s.tokens)));
     row(out, "cost", &esc(&cost_text(s.cost_usd)));
@@ -779,8 +545,8 @@ fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &Log
         ("duration", ms(t.duration)),
         ("longest silence", ms(t.longest_silence)),
         ("tool calls", t.tools.len().to_string()),
-        ("tokens", tokens_text(&r.tokens)),
-        ("cost", cost_text(r.cost_usd)),
+        ("tokens", tokens_text(&r.reported.tokens)),
+        ("cost", cost_text(r.reported.cost_usd)),
     ];
     for (k, v) in rows {
         row(out, k, &esc(&v));
@@ -843,26 +609,21 @@ fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &Log
     }
     // Marks, the gravest drawn last (on top); then the end of the run.
     let _ = writeln!(out, "<text x=\"4\" y=\"88\" font-size=\"11\">events</text>");
-    let mut marks: Vec<&timeline::Mark> = t.marks.iter().collect();
-    let rank = |k: &str| match k {
-        "error" => 2,
-        "warning" => 1,
-        _ => 0,
-    };
-    marks.sort_by_key(|m| (rank(&m.kind), m.at));
+    let mut marks: Vec<&Mark> = t.marks.iter().collect();
+    marks.sort_by_key(|m| (m.level, m.at_ms));
     for m in marks {
-        let color = match m.kind.as_str() {
-            "error" => "#cf222e",
-            "warning" => "#bf8700",
-            _ => "#1a7f37",
+        let color = match m.level {
+            Level::Error => "#cf222e",
+            Level::Warning => "#bf8700",
+            Level::Info => "#1a7f37",
         };
         let _ = writeln!(
             out,
             "<circle class=\"mark {}\" cx=\"{:.1}\" cy=\"84\" r=\"5\" fill=\"{color}\"><title>{} at {}: {}</title></circle>",
-            esc(&m.kind),
-            x(m.at),
-            esc(&m.kind),
-            esc(&ms(m.at)),
+            m.level.as_str(),
+            x(m.at_ms),
+            m.level.as_str(),
+            esc(&ms(m.at_ms)),
             esc(&m.text)
         );
     }
@@ -905,15 +666,16 @@ fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &Log
         } else {
             "#2da44e"
         };
-        let label = if tool.input.trim().is_empty() {
+        let input = tool.input.as_deref().unwrap_or_default();
+        let label = if input.trim().is_empty() {
             tool.name.clone()
         } else {
-            format!("{}: {}", tool.name, tool.input.trim())
+            format!("{}: {}", tool.name, input.trim())
         };
-        let full = if tool.input.is_empty() {
+        let full = if input.is_empty() {
             tool.name.clone()
         } else {
-            format!("{}: {}", tool.name, tool.input)
+            format!("{}: {}", tool.name, input)
         };
         let _ = writeln!(
             out,
@@ -921,11 +683,11 @@ fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &Log
             y + 9.0,
             esc(&full),
             esc(&shorten(&label, TOOL_LABEL)),
-            x(tool.start),
+            x(tool.start_ms),
             y,
-            (x(tool.end) - x(tool.start)).max(2.0),
-            esc(&ms(tool.end.saturating_sub(tool.start))),
-            esc(&ms(tool.start)),
+            (x(tool.end_ms) - x(tool.start_ms)).max(2.0),
+            esc(&ms(tool.end_ms.saturating_sub(tool.start_ms))),
+            esc(&ms(tool.start_ms)),
             esc(&full)
         );
     }

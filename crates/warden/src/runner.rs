@@ -162,8 +162,10 @@ pub(crate) async fn run_once(
     ended.push(report.run_dir.clone());
     let xml = junit.map(|_| warden_run::junit::run(&report, &warden_run::junit::stderr_tail));
     let text = crate::render::github::output_file().map(|out| {
-        let file =
-            crate::render::github::final_text_file(&report.run_dir, report.final_text.as_deref());
+        let file = crate::render::github::final_text_file(
+            &report.run_dir,
+            report.reported.final_text.as_deref(),
+        );
         (out, file)
     });
     let outputs = text.map(|(out, file)| (out, report.clone(), file));
@@ -220,7 +222,7 @@ pub(crate) async fn run_session_cli(
                 Some(u) => {
                     // The last run's answer is the session's.
                     if let Update::IterationFinished { report, .. } = &u {
-                        final_text = report.final_text.clone();
+                        final_text = report.reported.final_text.clone();
                     }
                     view.update(&u)
                 }

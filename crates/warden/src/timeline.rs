@@ -5,28 +5,9 @@
 //! snapshots (activity is a line, and many lines carry no event), and the
 //! finished run's numbers are `run.json`'s: nothing here re-derives them.
 
-use warden_events::Event;
 use warden_events::event::Stamped;
 use warden_run::Report;
-
-/// A tool call with its span, in ms since the start.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ToolSpan {
-    pub name: String,
-    pub input: String,
-    pub start: u64,
-    pub end: u64,
-    pub failed: bool,
-    pub finished: bool,
-}
-
-/// A notable moment: a warning, an error, the end.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Mark {
-    pub at: u64,
-    pub kind: String,
-    pub text: String,
-}
+use warden_run::timeline::{Fold, Folded, Mark, ToolCall};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Timeline {
@@ -44,15 +25,11 @@ pub(crate) struct Timeline {
     pub activity: Vec<u64>,
     /// `(start, end)` of each silence at least the threshold long.
     pub silences: Vec<(u64, u64)>,
-    pub tools: Vec<ToolSpan>,
+    /// Tool calls in the order they started.
+    pub tools: Vec<ToolCall>,
     pub marks: Vec<Mark>,
     /// `(t, tokens so far)`: the supervisor's count each time it changed.
     pub tokens: Vec<(u64, u64)>,
-}
-
-/// An optional number as `run.json` writes it: the number, or `null`.
-fn or_null(n: Option<i32>) -> String {
-    n.map_or_else(|| "null".into(), |n| n.to_string())
 }
 
 pub(crate) fn build(report: &Report, events: &[Stamped], silence_ms: u64) -> Timeline {
@@ -70,141 +47,26 @@ pub(crate) fn build(report: &Report, events: &[Stamped], silence_ms: u64) -> Tim
         duration,
         ..Timeline::default()
     };
-    let mut open: Vec<(String, ToolSpan)> = Vec::new();
-    let mut last_activity: Option<u64> = None;
-    let mut longest = 0;
+    let mut fold = Fold::new().noting_silences(silence_ms);
+    let mut take = |f: Folded| match f {
+        Folded::Tool(call) => t.tools.push(call),
+        Folded::Mark(m) => t.marks.push(m),
+        Folded::Activity { at_ms } => t.activity.push(at_ms),
+        Folded::Silence { from_ms, to_ms } => t.silences.push((from_ms, to_ms)),
+        Folded::Tokens { at_ms, total } => t.tokens.push((at_ms, total)),
+        Folded::Request(_) => {}
+    };
     for e in events {
-        let at = e.t_ms;
-        match &e.event {
-            Event::ToolStarted {
-                id, name, input, ..
-            } => open.push((
-                id.clone(),
-                ToolSpan {
-                    name: name.clone(),
-                    input: input.clone().unwrap_or_default(),
-                    start: at,
-                    end: duration,
-                    failed: false,
-                    finished: false,
-                },
-            )),
-            Event::ToolFinished {
-                id,
-                name,
-                is_error,
-                duration_ms,
-                ..
-            } => {
-                let mut s = match open.iter().position(|(i, _)| i == id) {
-                    Some(p) => open.remove(p).1,
-                    None => ToolSpan {
-                        name: name.clone(),
-                        input: String::new(),
-                        start: at,
-                        end: at,
-                        failed: false,
-                        finished: true,
-                    },
-                };
-                // An agent that prints a tool only when done (OpenCode)
-                // says how long it ran: that, not the events' 0 ms.
-                if let Some(d) = duration_ms {
-                    s.start = at.saturating_sub(*d);
-                }
-                s.end = at;
-                s.finished = true;
-                s.failed = *is_error;
-                t.tools.push(s);
-            }
-            Event::Status {
-                last_activity_ms,
-                silence_before_ms,
-                longest_silence_ms,
-                tokens,
-                ..
-            } => {
-                if let Some(last) = *last_activity_ms {
-                    if last_activity != Some(last) {
-                        t.activity.push(last);
-                        let before = *silence_before_ms;
-                        if silence_ms > 0 && before >= silence_ms {
-                            t.silences.push((last.saturating_sub(before), last));
-                        }
-                    }
-                    last_activity = Some(last);
-                }
-                longest = longest.max(*longest_silence_ms);
-                let n = tokens.total();
-                if t.tokens.last().map(|p| p.1) != Some(n) {
-                    t.tokens.push((at, n));
-                }
-            }
-            Event::StallWarning { silent_ms, .. } => t.marks.push(Mark {
-                at,
-                kind: "warning".into(),
-                text: format!("no activity for {silent_ms} ms"),
-            }),
-            Event::Retry { reason, .. } => t.marks.push(Mark {
-                at,
-                kind: "warning".into(),
-                text: format!("retry: {reason}"),
-            }),
-            Event::Error { message, .. } => t.marks.push(Mark {
-                at,
-                kind: "error".into(),
-                text: message.clone(),
-            }),
-            Event::CompletionSignal => t.marks.push(Mark {
-                at,
-                kind: "info".into(),
-                text: "completion signal".into(),
-            }),
-            Event::Result { success, .. } => t.marks.push(Mark {
-                at,
-                kind: "info".into(),
-                text: if *success {
-                    "agent: done".into()
-                } else {
-                    "agent: failed".into()
-                },
-            }),
-            Event::Exited { exit_code, signal } => t.marks.push(Mark {
-                at,
-                // Killed, or failed by its own exit: not a green dot.
-                kind: if signal.is_none() && *exit_code == Some(0) {
-                    "info".into()
-                } else {
-                    "error".into()
-                },
-                text: format!(
-                    "exited (code {}, signal {})",
-                    or_null(*exit_code),
-                    or_null(*signal)
-                ),
-            }),
-            Event::Terminating { reason } => t.marks.push(Mark {
-                at,
-                kind: "error".into(),
-                text: format!("ending: {reason}"),
-            }),
-            Event::OutputTruncated { .. } => t.marks.push(Mark {
-                at,
-                kind: "warning".into(),
-                text: "output truncated".into(),
-            }),
-            _ => {}
-        }
+        fold.push(e, &mut take);
     }
-    for (_, s) in open {
-        t.tools.push(s);
-    }
-    t.tools.sort_by_key(|s| s.start);
+    fold.finish(duration, &mut take);
+    t.tools.sort_by_key(|s| s.start_ms);
     // The silence still going at the end (or at the last event): from the
     // last activity the supervisor wrote down, else run.json's, else the
     // start when there was none. A run recorded with no status snapshots
     // but with activity has no silence to draw.
-    let last = last_activity.or(report.last_activity_ms);
+    let mut longest = fold.longest_silence_ms();
+    let last = fold.last_activity_ms().or(report.last_activity_ms);
     let no_activity = report.activity_lines == 0;
     if let Some(from) = last.or(no_activity.then_some(0)) {
         let tail = duration.saturating_sub(from);
@@ -287,7 +149,7 @@ mod tests {
         assert_eq!(t.first_activity, Some(40));
         assert_eq!(t.longest_silence, 4960);
         assert_eq!(t.tools.len(), 1);
-        assert!(t.tools[0].end >= t.tools[0].start);
+        assert!(t.tools[0].end_ms >= t.tools[0].start_ms);
     }
 
     #[test]
@@ -324,7 +186,7 @@ mod tests {
             ),
         ];
         let t = build(&report, &events, 1000);
-        assert_eq!((t.tools[0].start, t.tools[0].end), (3_000, 130_000));
+        assert_eq!((t.tools[0].start_ms, t.tools[0].end_ms), (3_000, 130_000));
     }
 
     #[test]
@@ -338,7 +200,7 @@ mod tests {
         let marks: Vec<(&str, &str)> = t
             .marks
             .iter()
-            .map(|m| (m.kind.as_str(), m.text.as_str()))
+            .map(|m| (m.level.as_str(), m.text.as_str()))
             .collect();
         assert_eq!(
             marks,

@@ -231,14 +231,14 @@ impl Pipes {
 
     /// The retries announced on both streams.
     fn retries(&self) -> u32 {
-        self.out.summary().retries + self.err.summary().retries
+        self.out.summary().reported.retries + self.err.summary().reported.retries
     }
 
     /// The decoders' summary, with the retries stderr announced: what the
     /// report keeps (made once, at the end).
     fn summary(&self) -> Summary {
         let mut summary = self.out.summary().clone();
-        summary.retries = self.retries();
+        summary.reported.retries = self.retries();
         summary
     }
 }
@@ -533,7 +533,7 @@ impl Supervisor {
         mut control: UnboundedReceiver<Control>,
     ) -> Report {
         let summary = std::mem::take(&mut self.outcome.summary);
-        self.status_tick(now(), true, &summary, summary.retries);
+        self.status_tick(now(), true, &summary, summary.reported.retries);
         self.outcome.summary = summary;
         // Whatever is still alive (a process that ignores SIGTERM and left
         // the pipes alone, say) is killed now; the shim makes sure of it.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc::UnboundedReceiver;
-use warden_events::Event;
+use warden_events::{AgentReport, Event};
 
 use super::{Control, Supervisor};
 use crate::report::{LimitsReport, Report};
@@ -21,8 +21,8 @@ impl Supervisor {
             let mut texts: Vec<&mut String> = Vec::new();
             texts.extend(r.command.iter_mut());
             texts.push(&mut r.reason);
-            texts.extend(r.final_text.as_mut());
-            texts.extend(r.error_message.as_mut());
+            texts.extend(r.reported.final_text.as_mut());
+            texts.extend(r.reported.error_message.as_mut());
             texts.extend(r.error.as_mut());
             texts.extend(r.orphans.iter_mut().map(|o| &mut o.cmdline));
             texts.extend(r.hanging.iter_mut().map(|h| &mut h.cmdline));
@@ -114,22 +114,16 @@ impl Supervisor {
             orphans_killed: self.orphans_killed(),
             containment: self.procs.containment.clone(),
             sandbox: self.setup.sandbox.name().to_string(),
-            agent_version: self.outcome.summary.agent_version.clone(),
-            model: self
-                .outcome
-                .summary
-                .model
-                .clone()
-                .or_else(|| crate::report::model_in_command(&self.setup.command)),
-            session_id: self.outcome.summary.session_id.clone(),
-            turns: self.outcome.summary.turns,
-            tool_calls: self.outcome.summary.tool_calls,
-            tokens: self.outcome.summary.tokens,
-            cost_usd: self.outcome.summary.cost_usd,
-            retries: self.outcome.summary.retries,
-            final_text: self.outcome.summary.final_text.clone(),
-            error_message: self.outcome.summary.error.clone(),
-            error_class: self.outcome.summary.error_class,
+            reported: AgentReport {
+                model: self
+                    .outcome
+                    .summary
+                    .reported
+                    .model
+                    .clone()
+                    .or_else(|| crate::report::model_in_command(&self.setup.command)),
+                ..self.outcome.summary.reported.clone()
+            },
             terminal_event_ms: self.activity.terminal_seen.map(|t| self.ms(t)),
             stall_extensions: self.activity.stall_extensions.clone(),
             base_commit: self.setup.git.as_ref().and_then(|g| g.base.clone()),
@@ -254,7 +248,7 @@ impl Supervisor {
         let Some(spec) = &self.setup.output else {
             return Ok(());
         };
-        let text = match &self.outcome.summary.final_text {
+        let text = match &self.outcome.summary.reported.final_text {
             Some(t) => t.clone(),
             None => self.streams.recent_text.clone(),
         };
@@ -348,8 +342,8 @@ impl Supervisor {
             cause: self.phase.cause(),
             exit: self.phase.exit().map(|e| (e.code, e.signal)),
             terminal: self.outcome.summary.terminal_in_force(),
-            agent_error: self.outcome.summary.error.clone(),
-            authentication_error: self.outcome.summary.error_class
+            agent_error: self.outcome.summary.reported.error_message.clone(),
+            authentication_error: self.outcome.summary.reported.error_class
                 == Some(warden_events::ErrorClass::Authentication),
             completion_signal_seen: self.activity.completion_seen.is_some(),
             budget_exceeded: self.budget_exceeded().map(|b| b.exceeded()),

@@ -11,7 +11,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use warden_events::event::Stamped;
-use warden_events::{Event, OpenCall, Stream, Summary};
+use warden_events::{Event, Stream, Summary};
 
 use super::status::StatusFeed;
 use crate::artifacts::RunDir;
@@ -130,23 +130,10 @@ impl Sink for RunSpans {
     }
 }
 
-/// The status snapshot learns of tool calls as they start (it drops them
-/// when the decoder no longer has them open).
+/// The status snapshot folds every event: the tool calls still open.
 impl Sink for StatusFeed {
     fn event(&mut self, event: &Stamped) -> Ask {
-        if let Event::ToolStarted {
-            id, name, input, ..
-        } = &event.event
-        {
-            self.calls.push((
-                id.clone(),
-                OpenCall {
-                    name: name.clone(),
-                    input: input.clone(),
-                    since_ms: event.t_ms,
-                },
-            ));
-        }
+        self.observe(event);
         Ask::default()
     }
 }

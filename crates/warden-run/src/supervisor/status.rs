@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 use warden_events::{Event, OpenCall, Summary};
 
+use crate::Stamped;
+use crate::timeline::Fold;
+
 use super::Supervisor;
 
 /// The most often a snapshot is written while the agent is busy.
@@ -32,11 +35,25 @@ pub(super) struct StatusFeed {
     urgent: bool,
     /// The longest silence ended since the last snapshot.
     pub(super) silence_before: Duration,
-    /// Tool calls started and not yet known to be finished, oldest first.
-    pub(super) calls: Vec<(String, OpenCall)>,
+    /// The run's events folded: the tool calls still open.
+    timeline: Fold,
 }
 
 impl StatusFeed {
+    /// Takes in an event as it is written.
+    pub(super) fn observe(&mut self, e: &Stamped) {
+        self.timeline.push(e, |_| {});
+    }
+
+    /// The call started last of those still open.
+    fn open_call(&self) -> Option<OpenCall> {
+        self.timeline.open_tools().last().map(|o| OpenCall {
+            name: o.name.clone(),
+            input: o.input.clone(),
+            since_ms: o.since_ms,
+        })
+    }
+
     /// Activity came after `silence`.
     pub(super) fn on_activity(&mut self, silence: Duration) {
         self.pending = true;
@@ -83,8 +100,6 @@ impl Supervisor {
         status.pending = false;
         status.urgent = false;
         status.sent = Some(now);
-        let open: Vec<&str> = summary.open_tools().map(|(id, _)| id).collect();
-        status.calls.retain(|(id, _)| open.contains(&id.as_str()));
         // Only while the stall clock is what ends a silence: not in the
         // completion window, nor once the agent exited or warden is ending
         // the run.
@@ -103,11 +118,11 @@ impl Supervisor {
             silence_before_ms: self.sinks.status.silence_before.as_millis() as u64,
             longest_silence_ms: self.activity.longest_silence.as_millis() as u64,
             stall_deadline_ms,
-            tokens: summary.tokens,
-            cost_usd: summary.cost_usd,
-            tool_calls: summary.tool_calls,
+            tokens: summary.reported.tokens,
+            cost_usd: summary.reported.cost_usd,
+            tool_calls: summary.reported.tool_calls,
             retries,
-            tool: self.sinks.status.calls.last().map(|(_, c)| c.clone()),
+            tool: self.sinks.status.open_call(),
         };
         self.sinks.status.silence_before = Duration::ZERO;
         self.emit(event);

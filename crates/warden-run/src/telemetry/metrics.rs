@@ -115,7 +115,7 @@ impl Metrics {
         let run = RunLabels {
             agent: agent_label(&r.agent),
             verdict: r.verdict.map_or("unknown", |v| v.as_str()),
-            model: self.models.label(r.model.as_deref()),
+            model: self.models.label(r.reported.model.as_deref()),
         };
         if let Some(p) = &self.prometheus {
             p.record(&run, r);
@@ -342,7 +342,7 @@ impl Prom {
                 .observe(seconds(ms));
         }
         if reported_tokens(r) {
-            for (kind, n) in token_counts(&r.tokens) {
+            for (kind, n) in token_counts(&r.reported.tokens) {
                 self.tokens
                     .get_or_create(&TokenLabels {
                         agent: run.agent,
@@ -373,12 +373,12 @@ impl Prom {
 
 /// The run's agent said how many tokens it used.
 fn reported_tokens(r: &Report) -> bool {
-    token_counts(&r.tokens).iter().any(|(_, n)| *n > 0)
+    token_counts(&r.reported.tokens).iter().any(|(_, n)| *n > 0)
 }
 
 /// The run's cost, when its agent reported a usable one.
 fn cost(r: &Report) -> Option<f64> {
-    r.cost_usd.filter(|c| c.is_finite() && *c >= 0.0)
+    r.reported.cost_usd.filter(|c| c.is_finite() && *c >= 0.0)
 }
 
 /// The SDK's instruments, and what ends them.
@@ -553,7 +553,7 @@ impl Otlp {
         }
         let model = KeyValue::new("model", run.model.clone());
         if reported_tokens(r) {
-            for (kind, n) in token_counts(&r.tokens) {
+            for (kind, n) in token_counts(&r.reported.tokens) {
                 self.tokens.add(
                     n,
                     &[

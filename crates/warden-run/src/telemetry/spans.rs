@@ -4,12 +4,12 @@
 //! and retries. Times come from the events' own stamps, so a span is made
 //! when its end is known, with its start in the past.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use warden_events::{Agent, Event};
 
 use crate::Stamped;
+use crate::timeline::{Bounds, Fold, Folded, ModelRequest, ToolCall};
 
 use super::TraceIds;
 use crate::Report;
@@ -111,30 +111,7 @@ const TEXT_CHARS: usize = 1024;
 /// never ends them cannot grow this without bound).
 const MAX_OPEN_TOOLS: usize = 1024;
 
-/// `s` cut to at most `n` characters.
-pub(crate) fn cap(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((at, _)) => s[..at].to_string(),
-        None => s.to_string(),
-    }
-}
-
-/// A tool call seen starting.
-struct OpenTool {
-    name: String,
-    input: Option<String>,
-    at_ms: u64,
-}
-
-/// A model request not yet ended: the usage reports since the agent got
-/// the turn, added up (Claude Code reports a request's usage in two parts,
-/// at its first token and at its end).
-struct Request {
-    start_ms: u64,
-    end_ms: u64,
-    tokens: warden_events::Tokens,
-    cost: Option<f64>,
-}
+pub(crate) use crate::timeline::cap;
 
 /// The spans of one run, built as its events come.
 pub(crate) struct RunSpans {
@@ -142,15 +119,12 @@ pub(crate) struct RunSpans {
     started: SystemTime,
     agent: Agent,
     model: Option<String>,
-    open: BTreeMap<String, OpenTool>,
+    /// Tool calls and model requests, as the events make them.
+    fold: Fold,
     children: Vec<SpanRecord>,
     /// Child spans left out past [`MAX_CHILD_SPANS`].
     children_dropped: u64,
     events: Vec<SpanEvent>,
-    /// Since when the agent has had the turn: the start of the next model
-    /// request span (the first activity, the last usage or tool result).
-    turn_since_ms: Option<u64>,
-    request: Option<Request>,
 }
 
 impl RunSpans {
@@ -160,12 +134,14 @@ impl RunSpans {
             started,
             agent,
             model: None,
-            open: BTreeMap::new(),
+            fold: Fold::new().bounded(Bounds {
+                open_tools: MAX_OPEN_TOOLS,
+                name_chars: NAME_CHARS,
+                input_chars: INPUT_CHARS,
+            }),
             children: Vec::new(),
             children_dropped: 0,
             events: Vec::new(),
-            turn_since_ms: None,
-            request: None,
         }
     }
 
@@ -194,86 +170,14 @@ impl RunSpans {
 
     /// Takes in one event of the run.
     pub(crate) fn observe(&mut self, e: &Stamped) {
+        let mut folded = Vec::new();
+        self.fold.push(e, |f| folded.push(f));
+        for f in folded {
+            self.folded(f);
+        }
         let t = e.t_ms;
         match &e.event {
-            Event::SessionStarted { model, .. } => {
-                if let Some(m) = model {
-                    self.model = Some(cap(m, NAME_CHARS));
-                }
-                self.turn_since_ms.get_or_insert(t);
-            }
-            Event::ToolStarted {
-                id, name, input, ..
-            } => {
-                // The model's request ended where its tool calls begin.
-                self.end_request();
-                if self.open.len() < MAX_OPEN_TOOLS {
-                    self.open.insert(
-                        cap(id, NAME_CHARS),
-                        OpenTool {
-                            name: cap(name, NAME_CHARS),
-                            input: input.as_deref().map(|i| cap(i, INPUT_CHARS)),
-                            at_ms: t,
-                        },
-                    );
-                }
-            }
-            Event::ToolFinished {
-                id,
-                name,
-                is_error,
-                duration_ms,
-                ..
-            } => {
-                let (id, name) = (cap(id, NAME_CHARS), cap(name, NAME_CHARS));
-                let open = self.open.remove(&id);
-                let start_ms = match (&open, duration_ms) {
-                    (Some(o), _) => o.at_ms,
-                    (None, Some(d)) => t.saturating_sub(*d),
-                    (None, None) => t,
-                };
-                let mut attributes: Attributes = vec![
-                    ("gen_ai.operation.name", "execute_tool".into()),
-                    ("gen_ai.tool.name", name.as_str().into()),
-                    ("gen_ai.tool.call.id", id.as_str().into()),
-                ];
-                if let Some(input) = open.as_ref().and_then(|o| o.input.clone()) {
-                    attributes.push(("warden.tool.input", input.into()));
-                }
-                let span = SpanRecord {
-                    trace_id: self.ids.trace(),
-                    span_id: TraceIds::new_span_id(),
-                    parent_span_id: Some(self.ids.span()),
-                    parent_is_remote: false,
-                    name: format!("execute_tool {name}"),
-                    kind: Kind::Internal,
-                    start: self.at(start_ms),
-                    end: self.at(t),
-                    attributes,
-                    events: Vec::new(),
-                    error: is_error.then(|| format!("the tool {name} failed")),
-                };
-                self.child(span);
-                self.turn_since_ms = Some(t);
-            }
-            Event::Usage {
-                tokens,
-                cost_usd,
-                cumulative: false,
-            } => {
-                let start_ms = self.turn_since_ms.unwrap_or(t).min(t);
-                let r = self.request.get_or_insert(Request {
-                    start_ms,
-                    end_ms: t,
-                    tokens: warden_events::Tokens::default(),
-                    cost: None,
-                });
-                r.end_ms = t;
-                r.tokens.add(tokens);
-                if let Some(c) = cost_usd {
-                    *r.cost.get_or_insert(0.0) += c;
-                }
-            }
+            Event::SessionStarted { model: Some(m), .. } => self.model = Some(cap(m, NAME_CHARS)),
             Event::StallWarning {
                 silent_ms,
                 stall_timeout_ms,
@@ -308,19 +212,55 @@ impl RunSpans {
                 }
                 self.event("warden.agent_retry", t, attributes);
             }
-            Event::Text { .. } | Event::Thinking { .. } | Event::Stderr { .. } => {
-                // The first output gives the agent its first turn.
-                self.turn_since_ms.get_or_insert(t);
-            }
             _ => {}
         }
     }
 
-    /// Ends the model request going on, if any, as a `chat` span.
-    fn end_request(&mut self) {
-        let Some(r) = self.request.take() else {
-            return;
+    /// A tool call or model request the fold closed, as a span.
+    fn folded(&mut self, f: Folded) {
+        match f {
+            Folded::Tool(call) => self.tool_span(call),
+            Folded::Request(r) => self.request_span(r),
+            _ => {}
+        }
+    }
+
+    /// A tool call's span; one still open when the run ended is in error.
+    fn tool_span(&mut self, call: ToolCall) {
+        let mut attributes: Attributes = vec![
+            ("gen_ai.operation.name", "execute_tool".into()),
+            ("gen_ai.tool.name", call.name.as_str().into()),
+            ("gen_ai.tool.call.id", call.id.as_str().into()),
+        ];
+        if call.finished
+            && let Some(input) = call.input
+        {
+            attributes.push(("warden.tool.input", input.into()));
+        }
+        let error = if !call.finished {
+            Some("the run ended while the tool was running".into())
+        } else {
+            call.failed
+                .then(|| format!("the tool {} failed", call.name))
         };
+        let span = SpanRecord {
+            trace_id: self.ids.trace(),
+            span_id: TraceIds::new_span_id(),
+            parent_span_id: Some(self.ids.span()),
+            parent_is_remote: false,
+            name: format!("execute_tool {}", call.name),
+            kind: Kind::Internal,
+            start: self.at(call.start_ms),
+            end: self.at(call.end_ms),
+            attributes,
+            events: Vec::new(),
+            error,
+        };
+        self.child(span);
+    }
+
+    /// A model request's `chat` span.
+    fn request_span(&mut self, r: ModelRequest) {
         let model = self.model.clone();
         let mut attributes: Attributes = vec![
             ("gen_ai.operation.name", "chat".into()),
@@ -339,7 +279,7 @@ impl RunSpans {
         if let Some(m) = &model {
             attributes.push(("gen_ai.request.model", m.as_str().into()));
         }
-        if let Some(c) = r.cost {
+        if let Some(c) = r.cost_usd {
             attributes.push(("warden.cost_usd", c.into()));
         }
         let span = SpanRecord {
@@ -364,28 +304,11 @@ impl RunSpans {
     /// The run's span and its children, from its report. A tool call
     /// still open at the end is a span that ends with the run, in error.
     pub(crate) fn finish(mut self, r: &Report) -> Vec<SpanRecord> {
-        self.end_request();
         let end_ms = r.duration_ms;
-        let open = std::mem::take(&mut self.open);
-        for (id, o) in open {
-            let span = SpanRecord {
-                trace_id: self.ids.trace(),
-                span_id: TraceIds::new_span_id(),
-                parent_span_id: Some(self.ids.span()),
-                parent_is_remote: false,
-                name: format!("execute_tool {}", o.name),
-                kind: Kind::Internal,
-                start: self.at(o.at_ms),
-                end: self.at(end_ms.max(o.at_ms)),
-                attributes: vec![
-                    ("gen_ai.operation.name", "execute_tool".into()),
-                    ("gen_ai.tool.name", o.name.as_str().into()),
-                    ("gen_ai.tool.call.id", id.as_str().into()),
-                ],
-                events: Vec::new(),
-                error: Some("the run ended while the tool was running".into()),
-            };
-            self.child(span);
+        let mut folded = Vec::new();
+        self.fold.finish(end_ms, |f| folded.push(f));
+        for f in folded {
+            self.folded(f);
         }
         let verdict = r.verdict.map_or("unknown", |v| v.as_str());
         let mut attributes: Attributes = vec![
@@ -398,27 +321,30 @@ impl RunSpans {
             ("warden.orphans_killed", r.orphans_killed.into()),
             ("warden.stall_warnings", r.stall_warnings.into()),
             ("warden.forced_completion", r.forced_completion.into()),
-            ("warden.tool_calls", r.tool_calls.into()),
-            ("warden.turns", r.turns.into()),
-            ("gen_ai.usage.input_tokens", r.tokens.input.into()),
-            ("gen_ai.usage.output_tokens", r.tokens.output.into()),
+            ("warden.tool_calls", r.reported.tool_calls.into()),
+            ("warden.turns", r.reported.turns.into()),
+            ("gen_ai.usage.input_tokens", r.reported.tokens.input.into()),
+            (
+                "gen_ai.usage.output_tokens",
+                r.reported.tokens.output.into(),
+            ),
             (
                 "gen_ai.usage.cache_read.input_tokens",
-                r.tokens.cache_read.into(),
+                r.reported.tokens.cache_read.into(),
             ),
             (
                 "gen_ai.usage.cache_creation.input_tokens",
-                r.tokens.cache_write.into(),
+                r.reported.tokens.cache_write.into(),
             ),
             ("warden.run_dir", r.run_dir.display().to_string().into()),
         ];
-        if let Some(m) = r.model.as_ref().or(self.model.as_ref()) {
+        if let Some(m) = r.reported.model.as_ref().or(self.model.as_ref()) {
             attributes.push(("gen_ai.request.model", cap(m, NAME_CHARS).into()));
         }
-        if let Some(id) = &r.session_id {
+        if let Some(id) = &r.reported.session_id {
             attributes.push(("gen_ai.conversation.id", cap(id, NAME_CHARS).into()));
         }
-        if let Some(c) = r.cost_usd {
+        if let Some(c) = r.reported.cost_usd {
             attributes.push(("warden.cost_usd", c.into()));
         }
         if let Some(code) = r.exit_code {

@@ -285,15 +285,15 @@ pub(crate) fn summary_markdown(r: &Report) -> String {
     row_md("longest silence", super::ms(r.longest_silence_ms));
     row_md("stall warnings", r.stall_warnings.to_string());
     if r.agent != "exec" {
-        row_md("tool calls", r.tool_calls.to_string());
+        row_md("tool calls", r.reported.tool_calls.to_string());
         row_md(
             "tokens",
             format!(
                 "{} in, {} out, {} cache read",
-                r.tokens.input, r.tokens.output, r.tokens.cache_read
+                r.reported.tokens.input, r.reported.tokens.output, r.reported.tokens.cache_read
             ),
         );
-        if let Some(c) = r.cost_usd {
+        if let Some(c) = r.reported.cost_usd {
             row_md("cost", format!("${c:.4}"));
         }
     }

@@ -280,15 +280,15 @@ pub(crate) fn summary_line(report: &Report, agent: Agent) -> String {
     let verdict = report.verdict.map_or("unknown", |v| v.as_str());
     let mut line = format!("{verdict} in {}: {}", ms(report.duration_ms), report.reason);
     if agent != Agent::Exec {
-        let t = &report.tokens;
+        let t = &report.reported.tokens;
         line.push_str(&format!(
             "; {} turn(s), {} tool call(s), tokens {} in / {} out / {} cached",
-            report.turns, report.tool_calls, t.input, t.output, t.cache_read
+            report.reported.turns, report.reported.tool_calls, t.input, t.output, t.cache_read
         ));
-        if let Some(c) = report.cost_usd {
+        if let Some(c) = report.reported.cost_usd {
             line.push_str(&format!(", ${c:.4}"));
         }
-        match report.retries {
+        match report.reported.retries {
             0 => {}
             1 => line.push_str("; 1 retry"),
             n => line.push_str(&format!("; {n} retries")),

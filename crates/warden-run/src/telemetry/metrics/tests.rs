@@ -22,21 +22,21 @@ fn report(agent: &str, verdict: Verdict) -> Report {
 /// tokens and cost; a command that stalled and left orphans.
 fn three_runs() -> [Report; 3] {
     let mut ok = report("claude", Verdict::Succeeded);
-    ok.model = Some("claude-sonnet-4-5".into());
+    ok.reported.model = Some("claude-sonnet-4-5".into());
     ok.duration_ms = 12_500;
     ok.time_to_first_activity_ms = Some(800);
-    ok.tokens.input = 100;
-    ok.tokens.output = 20;
-    ok.tokens.cache_read = 1000;
-    ok.tokens.cache_write = 50;
-    ok.tokens.reasoning = 5;
-    ok.cost_usd = Some(0.25);
+    ok.reported.tokens.input = 100;
+    ok.reported.tokens.output = 20;
+    ok.reported.tokens.cache_read = 1000;
+    ok.reported.tokens.cache_write = 50;
+    ok.reported.tokens.reasoning = 5;
+    ok.reported.cost_usd = Some(0.25);
     let mut failed = report("claude", Verdict::AgentFailed);
-    failed.model = Some("claude-sonnet-4-5".into());
+    failed.reported.model = Some("claude-sonnet-4-5".into());
     failed.duration_ms = 40_000;
     failed.time_to_first_activity_ms = Some(3_000);
-    failed.tokens.input = 7;
-    failed.cost_usd = Some(0.125);
+    failed.reported.tokens.input = 7;
+    failed.reported.cost_usd = Some(0.125);
     let mut stalled = report("exec", Verdict::Stalled);
     stalled.duration_ms = 3_000;
     stalled.orphans_killed = 2;
@@ -165,8 +165,8 @@ fn model_labels_are_bounded_in_length_and_number() {
     let m = prometheus_only();
     for i in 0..100 {
         let mut r = report("codex", Verdict::Succeeded);
-        r.model = Some(format!("gpt-{i}"));
-        r.tokens.input = 1;
+        r.reported.model = Some(format!("gpt-{i}"));
+        r.reported.tokens.input = 1;
         m.record(&r);
     }
     let text = m.prometheus_text().unwrap();

@@ -1,0 +1,433 @@
+//! Reading a finished (or unfinished) run back from its directory: the
+//! report (`run.json`, or a session's `session.json` and each of its
+//! runs'), the events, the check of each log against the digest warden
+//! recorded, and the lines a `lines` event stands for.
+//!
+//! Every file is read as warden's own type (`run.json` as a [`Report`],
+//! `session.json` as a [`SessionReport`], each `events.jsonl` line as a
+//! [`Stamped`] event), so a field renamed or retyped is an error that names
+//! the file, never a view that silently shows nothing. Every file is
+//! opened as warden opens any file the agent could have touched
+//! ([`crate::regular_file::open_written`]): never through a link, never a
+//! FIFO or a device. The parsing is pure and apart from the reads
+//! ([`parse_as`], [`parse_events`], [`events_line`], [`check_digests`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use warden_events::SCHEMA_VERSION;
+use warden_events::event::Stamped;
+
+use crate::Report;
+use crate::artifacts::LogDigest;
+use crate::regular_file::open_written;
+use crate::session::SessionReport;
+
+/// Why a report file of a run or session could not be read as one.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("could not read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not valid JSON: {source}", path.display())]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    /// Valid JSON, but not the type: a field missing or of another type,
+    /// or a document of another format version.
+    #[error(
+        "{} is not a {what} of this warden, which reads schema_version {SCHEMA_VERSION}: {source}",
+        path.display()
+    )]
+    NotReport {
+        path: PathBuf,
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    /// The directory holds neither a run's report nor a session's.
+    #[error(
+        "{} has no run.json or session.json: name a run directory (.warden/runs/<id>) or a session directory",
+        dir.display()
+    )]
+    NoRecord { dir: PathBuf },
+}
+
+/// The whole text of a file warden wrote.
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut open_written(path)?, &mut text)?;
+    Ok(text)
+}
+
+/// `text`, the contents of `path`, as warden's type `T` (`what` names it
+/// in errors).
+pub fn parse_as<T: DeserializeOwned>(
+    text: &str,
+    path: &Path,
+    what: &'static str,
+) -> Result<T, ReadError> {
+    serde_json::from_str(text).map_err(|source| {
+        let path = path.into();
+        if source.is_data() {
+            ReadError::NotReport { path, what, source }
+        } else {
+            ReadError::NotJson { path, source }
+        }
+    })
+}
+
+/// Reads `path` as warden's type `T` (`what` names it in errors).
+pub fn read_as<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, ReadError> {
+    let text = read_text(path).map_err(|source| ReadError::Io {
+        path: path.into(),
+        source,
+    })?;
+    parse_as(&text, path, what)
+}
+
+/// A run's `run.json`.
+pub fn read_report(run_dir: &Path) -> Result<Report, ReadError> {
+    read_as(&run_dir.join("run.json"), "run report")
+}
+
+/// What a directory records: one run, or a session and its runs.
+#[derive(Debug)]
+pub struct Record {
+    /// `session.json`, for a session directory.
+    pub session: Option<SessionReport>,
+    /// Each run's directory and report, in the order they ran.
+    pub runs: Vec<(PathBuf, Report)>,
+}
+
+/// Reads every report of a run directory, or of a session directory with
+/// one run per iteration; the first that cannot be read is the error.
+pub fn read_record(dir: &Path) -> Result<Record, ReadError> {
+    let session: Option<SessionReport> = if dir.join("run.json").exists() {
+        None
+    } else if dir.join("session.json").exists() {
+        Some(read_as(&dir.join("session.json"), "session report")?)
+    } else {
+        return Err(ReadError::NoRecord { dir: dir.into() });
+    };
+    let run_dirs: Vec<PathBuf> = match &session {
+        Some(s) => s.runs.iter().map(|r| r.run_dir.clone()).collect(),
+        None => vec![dir.to_path_buf()],
+    };
+    let mut runs = Vec::with_capacity(run_dirs.len());
+    for run_dir in run_dirs {
+        let report = read_report(&run_dir)?;
+        runs.push((run_dir, report));
+    }
+    Ok(Record { session, runs })
+}
+
+/// The events of `events.jsonl`'s text this warden can read. A line that
+/// is not one (cut short by a warden killed mid-write, or not an event at
+/// all) is left out.
+pub fn parse_events(text: &str) -> Vec<Stamped> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The events of a run this warden can read ([`parse_events`]); none when
+/// `events.jsonl` cannot be read: a view says what `run.json` says, and
+/// draws what the events it can read say.
+pub fn read_events(run_dir: &Path) -> Vec<Stamped> {
+    parse_events(&read_text(&run_dir.join("events.jsonl")).unwrap_or_default())
+}
+
+/// The byte count and SHA-256 (hex) of a file, read in pieces.
+pub fn digest_of(path: &Path) -> std::io::Result<(u64, String)> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = open_written(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    let sha = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((bytes, sha))
+}
+
+/// What the check of a run's logs found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LogCheck {
+    /// Logs that no longer are what warden wrote: one sentence each.
+    pub changed: Vec<String>,
+    /// Why the logs could not be checked at all, if so.
+    pub unchecked: Option<String>,
+}
+
+impl LogCheck {
+    /// Every log was checked and is as warden wrote it.
+    pub fn matches(&self) -> bool {
+        self.unchecked.is_none() && self.changed.is_empty()
+    }
+}
+
+/// Checks each log of `report` against the byte count and SHA-256 that it
+/// recorded when warden finished writing it; `digest` gives a log's
+/// current ones by its file name (only a plain file name of the run
+/// directory is asked for).
+pub fn check_digests(
+    report: &Report,
+    mut digest: impl FnMut(&str) -> std::io::Result<(u64, String)>,
+) -> LogCheck {
+    let mut check = LogCheck::default();
+    let Some(logs) = &report.logs else {
+        check.unchecked = Some(if report.verdict.is_none() {
+            "the run is unfinished, so its logs have no recorded digests to check".into()
+        } else {
+            "run.json records no digests of the logs, so they cannot be checked".into()
+        });
+        return check;
+    };
+    check.changed = changed_logs(logs, &mut digest);
+    check
+}
+
+fn changed_logs(
+    logs: &BTreeMap<String, LogDigest>,
+    digest: &mut impl FnMut(&str) -> std::io::Result<(u64, String)>,
+) -> Vec<String> {
+    let mut changed = Vec::new();
+    for (name, want) in logs {
+        let (bytes, sha) = (want.bytes, &want.sha256);
+        // Only a plain file name: run.json must not send the check
+        // elsewhere.
+        if name.contains('/') || name == ".." || name == "." {
+            changed.push(format!("`{name}`: not a file of the run directory"));
+            continue;
+        }
+        match digest(name) {
+            Ok((n, got)) if n == bytes && got == *sha => {}
+            Ok((n, got)) => changed.push(format!(
+                "{name} no longer matches what warden wrote: warden wrote {bytes} bytes (sha256 {}), the file now has {n} bytes (sha256 {})",
+                sha.get(..16).unwrap_or(sha),
+                got.get(..16).unwrap_or(&got)
+            )),
+            Err(e) => changed.push(format!(
+                "{name} can no longer be read as warden wrote it: {e}"
+            )),
+        }
+    }
+    changed
+}
+
+/// Checks each log of the run in `run_dir` against its recorded digest.
+pub fn check_logs(run_dir: &Path, report: &Report) -> LogCheck {
+    check_digests(report, |name| digest_of(&run_dir.join(name)))
+}
+
+/// What a line of `events.jsonl` is to a reader that copies the lines and
+/// reads back the lines a `lines` event stands for.
+#[derive(Debug)]
+pub enum EventsLine {
+    /// A `lines` event (an error when it is not one this warden reads).
+    Lines(Result<Stamped, serde_json::Error>),
+    /// Any other line, to be copied byte for byte; `true`: an object with
+    /// fields and no `run_id`, which can be named with its run by
+    /// splicing `"run_id":…,` before its own fields.
+    Copy(bool),
+}
+
+/// Whether a field is there at all, even as `null`.
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> serde::Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
+    }
+}
+
+/// The two fields read of every line: only a `lines` event is read whole,
+/// so the copy of the others costs one light pass.
+#[derive(serde::Deserialize)]
+struct LineHead<'a> {
+    #[serde(borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    run_id: Present,
+}
+
+/// What the line `line` of `events.jsonl` is.
+pub fn events_line(line: &[u8]) -> EventsLine {
+    // Only an object is an event, or can be named: `{"run_id":…,` is
+    // spliced before its own fields.
+    if line.first() != Some(&b'{') {
+        return EventsLine::Copy(false);
+    }
+    match serde_json::from_slice::<LineHead>(line) {
+        Ok(h) if h.kind.as_deref() == Some("lines") => {
+            EventsLine::Lines(serde_json::from_slice(line))
+        }
+        // An object with a kind has a field: the splice leaves it valid.
+        Ok(h) if h.kind.is_some() => EventsLine::Copy(!h.run_id.0),
+        // No kind, or one that is not a string, or a field twice: named
+        // when it is an object with fields and no `run_id`.
+        _ => EventsLine::Copy(
+            serde_json::from_slice::<std::collections::HashMap<String, serde::de::IgnoredAny>>(
+                line,
+            )
+            .is_ok_and(|m| !m.is_empty() && !m.contains_key("run_id")),
+        ),
+    }
+}
+
+/// One line of a run's events as [`read_event_lines`] gives it.
+#[derive(Debug)]
+pub enum EventLine<'a> {
+    /// An event a `lines` event stood for, read back from its log.
+    Expanded(&'a Stamped),
+    /// A line as `events.jsonl` has it ([`EventsLine::Copy`] says what
+    /// `named` is).
+    Copied { line: &'a [u8], named: bool },
+    /// The lines a `lines` event stands for could not be read back: the
+    /// record is not what warden wrote.
+    Broken(String),
+}
+
+/// Reads the events of the run in `run_dir` line by line, in order, with
+/// each `lines` event turned back into the line events it stands for;
+/// `each` says whether to go on (a reader that went away stops it).
+/// Memory stays bounded whatever the file holds.
+pub fn read_event_lines(
+    run_dir: &Path,
+    mut each: impl FnMut(EventLine<'_>) -> bool,
+) -> Result<(), ReadError> {
+    use std::io::BufRead;
+    let path = run_dir.join("events.jsonl");
+    let io = |source| ReadError::Io {
+        path: path.clone(),
+        source,
+    };
+    let file = open_written(&path).map_err(io)?;
+    let mut logs = crate::logged_lines::Logs::new(run_dir);
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let line = line.map_err(io)?;
+        let go_on = match events_line(&line) {
+            EventsLine::Lines(Ok(e)) => {
+                let mut go_on = true;
+                let r = logs.expand(&e, |s| {
+                    if go_on {
+                        go_on = each(EventLine::Expanded(s));
+                    }
+                });
+                match r {
+                    Ok(()) => go_on,
+                    Err(e) => go_on && each(EventLine::Broken(e.to_string())),
+                }
+            }
+            EventsLine::Lines(Err(e)) => each(EventLine::Broken(format!(
+                "a `lines` event of events.jsonl is not one this warden reads, so the lines it stands for cannot be read back: {e}"
+            ))),
+            EventsLine::Copy(named) => each(EventLine::Copied { line: &line, named }),
+        };
+        if !go_on {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(bytes: u64, sha: &str) -> LogDigest {
+        serde_json::from_value(serde_json::json!({"bytes": bytes, "sha256": sha}))
+            .expect("a digest")
+    }
+
+    #[test]
+    fn a_log_that_changed_or_is_no_file_of_the_run_is_named() {
+        let mut r = crate::report::sample();
+        assert_eq!(
+            check_digests(&r, |_| unreachable!()).unchecked.as_deref(),
+            Some("the run is unfinished, so its logs have no recorded digests to check")
+        );
+        r.verdict = Some(crate::Verdict::Succeeded);
+        r.logs = Some(BTreeMap::from([
+            ("stdout.log".to_string(), digest(3, &"a".repeat(64))),
+            ("stderr.log".to_string(), digest(0, &"b".repeat(64))),
+            ("../run.json".to_string(), digest(0, "c")),
+        ]));
+        let mut asked = Vec::new();
+        let check = check_digests(&r, |name| {
+            asked.push(name.to_string());
+            match name {
+                "stdout.log" => Ok((3, "a".repeat(64))),
+                _ => Ok((5, "d".repeat(64))),
+            }
+        });
+        assert_eq!(asked, ["stderr.log", "stdout.log"], "never the path");
+        assert!(!check.matches());
+        assert_eq!(
+            check.changed,
+            [
+                "`../run.json`: not a file of the run directory".to_string(),
+                format!(
+                    "stderr.log no longer matches what warden wrote: warden wrote 0 bytes (sha256 {}), the file now has 5 bytes (sha256 {})",
+                    "b".repeat(16),
+                    "d".repeat(16)
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_no_report_is_told_from_one_that_is_no_json() {
+        let path = Path::new("/r/run.json");
+        let e = parse_as::<Report>("{", path, "run report").unwrap_err();
+        assert!(matches!(e, ReadError::NotJson { .. }), "{e}");
+        let e = parse_as::<Report>("{}", path, "run report").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/r/run.json is not a run report of this warden"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn only_readable_events_are_kept_and_lines_are_told_apart() {
+        let text =
+            "{\"schema_version\":1,\"t_ms\":5,\"kind\":\"completion_signal\"}\n{\"t_ms\":\ncut";
+        let events = parse_events(text);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].t_ms, 5);
+        assert!(matches!(
+            events_line(br#"{"kind":"lines","t_ms":1}"#),
+            EventsLine::Lines(Err(_))
+        ));
+        assert!(matches!(
+            events_line(br#"{"kind":"text","text":"x"}"#),
+            EventsLine::Copy(true)
+        ));
+        assert!(matches!(
+            events_line(br#"{"kind":"text","run_id":null}"#),
+            EventsLine::Copy(false)
+        ));
+        assert!(matches!(events_line(b"{}"), EventsLine::Copy(false)));
+        assert!(matches!(events_line(b"[1]"), EventsLine::Copy(false)));
+    }
+}
