@@ -4,7 +4,7 @@
 //!
 //! Every file is read as warden's own type (`run.json` as a [`Report`],
 //! `session.json` as a [`SessionReport`], each `events.jsonl` line as a
-//! [`Stamped`] event), so a field renamed or retyped is an error that names
+//! [`Stamped`](warden_run::Stamped) event), so a field renamed or retyped is an error that names
 //! the file, never a view that silently shows nothing.
 
 use std::fmt::Write as _;
