@@ -277,6 +277,13 @@ pub(crate) struct RunArgs {
     pub settings: SettingFlags,
 }
 
+impl RunArgs {
+    /// The prompt given as an argument or with `--prompt`.
+    pub(crate) fn prompt_given(&self) -> Option<&str> {
+        self.prompt.as_deref().or(self.prompt_text.as_deref())
+    }
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ReplayArgs {
     /// The agent whose output this is.
