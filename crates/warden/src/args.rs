@@ -166,7 +166,7 @@ pub(crate) struct ReportArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// The agent: claude, codex, opencode, pi, gemini, or exec (any command, given after `--`).
     pub agent: String,

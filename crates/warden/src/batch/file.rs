@@ -367,6 +367,7 @@ fn read<T: serde::de::DeserializeOwned>(table: toml::Table) -> Result<T, Refused
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let key = e.path().to_string();
         let message = e.into_inner().message().trim().to_string();
+        // What `deny_unknown_fields` says (serde's words).
         if message.starts_with("unknown field") {
             return Refused::UnknownKey(key);
         }
@@ -376,7 +377,15 @@ fn read<T: serde::de::DeserializeOwned>(table: toml::Table) -> Result<T, Refused
             .or_else(|| message.strip_prefix("invalid value: "))
             .and_then(|m| m.split_once(", expected "))
         {
-            Some((got, want)) => format!(" must be {want}, not {got}"),
+            Some((got, want)) => {
+                // In TOML's words: `[[run]]` is an array of tables.
+                let want = match want {
+                    "a map" => "a table",
+                    "a sequence" => "an array",
+                    other => other,
+                };
+                format!(" must be {want}, not {got}")
+            }
             None => format!(": {message}"),
         };
         Refused::Bad { key, says }
@@ -613,13 +622,13 @@ mod tests {
         text.parse().expect("TOML")
     }
 
-    fn run(text: &str) -> Result<(RunKeys, SettingFlags), String> {
+    fn one_run(text: &str) -> Result<(RunKeys, SettingFlags), String> {
         split(table(text), 1)
     }
 
     #[test]
     fn an_unknown_key_is_refused_by_name_with_every_key_a_run_may_have() {
-        let Err(e) = run("agent = \"exec\"\nstal_timeout = \"1m\"") else {
+        let Err(e) = one_run("agent = \"exec\"\nstal_timeout = \"1m\"") else {
             panic!("a typo accepted");
         };
         assert!(
@@ -629,7 +638,7 @@ mod tests {
         assert!(e.contains("preamble, timeout, stall_timeout"), "{e}");
         // Settings a batch decides for itself are no run's keys.
         assert!(!e.contains("heartbeat") && !e.contains("run_dir"), "{e}");
-        let Err(e) = run("heartbeat = \"1s\"") else {
+        let Err(e) = one_run("heartbeat = \"1s\"") else {
             panic!("a batch's own setting taken from a run");
         };
         assert!(e.contains("unknown key `heartbeat`"), "{e}");
@@ -680,8 +689,12 @@ mod tests {
                 "run 2: `no_network` must be true or false",
             ),
             ("timeout = { a = 1 }", "run 2: `timeout` must be a string"),
+            (
+                "args = [\"A=1\"]",
+                "run 2: `args` must be a table of NAME = \"value\"",
+            ),
         ] {
-            match run(text) {
+            match one_run(text) {
                 Ok(_) => panic!("{text} accepted"),
                 Err(e) => assert!(e.starts_with(says) || e.contains(says), "{text}: {e}"),
             }
@@ -690,7 +703,7 @@ mod tests {
 
     #[test]
     fn run_keys_and_settings_are_read_as_the_command_line_has_them() {
-        let (keys, flags) = run(
+        let (keys, flags) = one_run(
             "agent = \"claude\"\nname = 7\nargs = { ISSUE = 2 }\nworktree = \"fix\"\nkeep_worktree = true\n\
              iterations = 3\nextra_args = [\"--x\", 1]\ntimeout = \"5m\"\nretry_on = [\"stalled\", \"network\"]\n\
              no_network = false\nsandbox = \"bwrap\"\nmax_cost = 0.5",
@@ -713,10 +726,48 @@ mod tests {
             ],
             "`false` sets nothing; a batch's runs are quiet"
         );
-        let (keys, _) = run("worktree = true").unwrap();
+        let (keys, _) = one_run("worktree = true").unwrap();
         assert_eq!(keys.worktree, Some(Worktree::Branch(None)));
-        let (keys, _) = run("worktree = false").unwrap();
+        let (keys, _) = one_run("worktree = false").unwrap();
         assert_eq!(keys.worktree, Some(Worktree::Off));
+    }
+
+    #[test]
+    fn the_tables_of_the_file_are_checked_before_any_run() {
+        for (text, says) in [
+            (
+                "[runs]\n",
+                "unknown table `runs`: a batch file has [defaults], [[run]]",
+            ),
+            ("run = 3\n", "`run` must be an array, not integer `3`"),
+            (
+                "defaults = 1\n[[run]]\n",
+                "`defaults` must be a table, not integer `1`",
+            ),
+            (
+                "[defaults]\nagent = \"exec\"\n",
+                "no [[run]] tables: add at least one",
+            ),
+            (
+                "[budget]\nmax_turns = 0\n[[run]]\n",
+                "[budget] `max_turns` must be",
+            ),
+            ("[[run]\n", "TOML parse error"),
+        ] {
+            match parse(text) {
+                Ok(_) => panic!("{text} accepted"),
+                Err(e) => assert!(e.starts_with(says), "{text}: {e}"),
+            }
+        }
+        let parsed = parse(
+            "[defaults]\nexecutor = \"slurm\"\nname = \"all\"\nagent = \"exec\"\n[[run]]\n[slurm]\npartition = \"p\"\n",
+        )
+        .unwrap();
+        assert_eq!(parsed.executor, Some(toml::Value::from("slurm")));
+        assert!(parsed.slurm.is_some());
+        let (keys, _) = run(&parsed.defaults, parsed.runs[0].clone(), 0).unwrap();
+        assert_eq!(keys.name(0), "run-1", "a name in [defaults] names no run");
+        assert_eq!(keys.agent(0, "run-1"), Ok(Agent::Exec));
     }
 
     #[test]
