@@ -88,7 +88,7 @@ struct BatchFile {
 
 /// The keys of a run (or of `[defaults]`) besides the settings, which are
 /// those of the settings table a batch may set.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RunKeys {
     name: Option<Text>,
@@ -124,7 +124,7 @@ pub(super) struct RunKeys {
 }
 
 /// The batch file's `[budget]`: what all the runs may spend together.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BudgetKeys {
     /// US dollars.
