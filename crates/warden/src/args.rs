@@ -166,7 +166,7 @@ pub(crate) struct ReportArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// The agent: claude, codex, opencode, pi, gemini, or exec (any command, given after `--`).
     pub agent: String,
@@ -275,6 +275,13 @@ pub(crate) struct RunArgs {
     // settings table; each also comes from `WARDEN_<NAME>` and `warden.toml`.
     #[command(flatten)]
     pub settings: SettingFlags,
+}
+
+impl RunArgs {
+    /// The prompt given as an argument or with `--prompt`.
+    pub(crate) fn prompt_given(&self) -> Option<&str> {
+        self.prompt.as_deref().or(self.prompt_text.as_deref())
+    }
 }
 
 #[derive(Debug, Args)]

@@ -31,213 +31,20 @@ use warden_events::Agent;
 use warden_run::batch::{Batch, entry_dir_name};
 use warden_run::executor::slurm::SlurmOptions;
 
-use crate::args::{BatchArgs, RunArgs};
+use crate::args::BatchArgs;
 use crate::config_watch::{ConfigWatch, Role};
 use crate::error::{CliError, Outcome, usage};
 use crate::render::Reporter;
 use crate::render::batch::{BatchView, print_table};
-use crate::settings::{self, RawSettings, SettingFlags};
+use crate::settings::{RawSettings, SettingFlags};
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
 
-/// Keys of a run (or of `[defaults]`) besides the settings (those of the
-/// settings table a batch may set).
-const RUN_KEYS: &[&str] = &[
-    "name",
-    "agent",
-    "prompt",
-    "prompt_file",
-    "args",
-    "model",
-    "effort",
-    "resume",
-    "agent_bin",
-    "extra_args",
-    "command",
-    "worktree",
-    "base",
-    "keep_worktree",
-    "iterations",
-    "env",
-    "ro",
-    "rw",
-    "cwd",
-    "output_tag",
-    "output_schema",
-    "output_retries",
-    "preamble",
-];
+mod file;
 
 /// A bad batch file, named.
 fn err(file: &Path, msg: impl std::fmt::Display) -> CliError {
     usage(format_args!("{}: {msg}", file.display()))
-}
-
-fn text(v: &toml::Value) -> Option<String> {
-    match v {
-        toml::Value::String(s) => Some(s.clone()),
-        toml::Value::Integer(i) => Some(i.to_string()),
-        toml::Value::Float(f) => Some(f.to_string()),
-        toml::Value::Boolean(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-fn strings(v: &toml::Value) -> Option<Vec<String>> {
-    v.as_array()?.iter().map(text).collect()
-}
-
-/// Turns one merged run table into the arguments `warden run` would get.
-fn to_args(table: &toml::Table, index: usize) -> Result<(RunArgs, SettingFlags), String> {
-    let mut a = RunArgs {
-        iterations: 1,
-        ..RunArgs::default()
-    };
-    let mut f = SettingFlags::default();
-    for (k, v) in table {
-        let bad = |what: &str| format!("`{k}` must be {what}");
-        let s = || text(v).ok_or_else(|| bad("a string"));
-        let list = || strings(v).ok_or_else(|| bad("a list of strings"));
-        match k.as_str() {
-            "name" => {}
-            "agent" => a.agent = s()?,
-            "prompt" => a.prompt_text = Some(s()?),
-            "prompt_file" => a.prompt_file = Some(s()?.into()),
-            "args" => {
-                let t = v
-                    .as_table()
-                    .ok_or_else(|| bad("a table of NAME = \"value\""))?;
-                for (name, value) in t {
-                    a.arg.push(format!(
-                        "{name}={}",
-                        text(value).ok_or_else(|| bad("a table of strings"))?
-                    ));
-                }
-            }
-            "model" => a.model = Some(s()?),
-            "effort" => a.effort = Some(s()?),
-            "resume" => a.resume = Some(s()?),
-            "agent_bin" => a.agent_bin = Some(s()?.into()),
-            "extra_args" => a.rest = list()?,
-            "command" => a.rest = list()?,
-            "worktree" => match v {
-                toml::Value::Boolean(true) => a.worktree = Some(String::new()),
-                toml::Value::Boolean(false) => a.worktree = None,
-                toml::Value::String(b) => a.worktree = Some(b.clone()),
-                _ => return Err(bad("true, false or a branch name")),
-            },
-            "base" => a.base = Some(s()?),
-            "keep_worktree" => a.keep_worktree = v.as_bool().ok_or_else(|| bad("true or false"))?,
-            "iterations" => {
-                let n = v
-                    .as_integer()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| bad("a whole number of at least 1"))?;
-                a.iterations = u32::try_from(n)
-                    .map_err(|_| format!("`{k}` = {n} is too large: at most {}", u32::MAX))?;
-            }
-            "output_retries" => {
-                let n = v
-                    .as_integer()
-                    .filter(|n| *n >= 0)
-                    .ok_or_else(|| bad("a whole number"))?;
-                a.output_retries = u32::try_from(n)
-                    .map_err(|_| format!("`{k}` = {n} is too large: at most {}", u32::MAX))?;
-            }
-            "env" => a.env = list()?,
-            "ro" => a.ro = list()?.into_iter().map(Into::into).collect(),
-            "rw" => a.rw = list()?.into_iter().map(Into::into).collect(),
-            "cwd" => a.cwd = Some(s()?.into()),
-            "output_tag" => a.output_tag = Some(s()?),
-            "output_schema" => a.output_schema = Some(s()?.into()),
-            "preamble" => a.preamble = v.as_bool().ok_or_else(|| bad("true or false"))?,
-            other => match settings::find(other).filter(|s| s.in_batch) {
-                // `false` is as if the key were not there: it does not
-                // override the environment or warden.toml.
-                Some(setting) if setting.kind.is_switch() => {
-                    if v.as_bool().ok_or_else(|| bad("true or false"))? {
-                        f.set(setting, "true");
-                    }
-                }
-                // A list (`retry_on`) as the comma list its flag takes.
-                Some(setting) => f.set(
-                    setting,
-                    s().or_else(|e| list().map(|l| l.join(",")).map_err(|_| e))?,
-                ),
-                None => {
-                    let known: Vec<&str> = RUN_KEYS
-                        .iter()
-                        .copied()
-                        .chain(
-                            settings::SETTINGS
-                                .iter()
-                                .filter(|s| s.in_batch)
-                                .map(|s| s.name),
-                        )
-                        .collect();
-                    return Err(format!(
-                        "run {}: unknown key `{other}`; known keys: {}",
-                        index + 1,
-                        known.join(", ")
-                    ));
-                }
-            },
-        }
-    }
-    if a.agent.is_empty() {
-        return Err(format!(
-            "run {} has no `agent` (set it in the run or in [defaults])",
-            index + 1
-        ));
-    }
-    // A batch has its own view: no run echoes its agent's output.
-    if let Some(quiet) = settings::find("quiet") {
-        f.set(quiet, "true");
-    }
-    Ok((a, f))
-}
-
-/// The batch file's `[budget]`: `max_cost` (USD), `max_tokens`
-/// (`tokens.total`) and `max_turns`, what all the runs may spend together.
-fn batch_budget(v: &toml::Value) -> Result<warden_run::budget::Budget, String> {
-    let Some(t) = v.as_table() else {
-        return Err(
-            "`budget` must be a table: [budget] with max_cost, max_tokens, max_turns".into(),
-        );
-    };
-    let mut b = warden_run::budget::Budget::default();
-    for (k, v) in t {
-        let count = || {
-            v.as_integer()
-                .filter(|n| *n >= 1)
-                .map(|n| n as u64)
-                .ok_or_else(|| {
-                    format!("[budget] `{k}` must be a whole number of at least 1, such as 20")
-                })
-        };
-        match k.as_str() {
-            "max_cost" => {
-                let dollars = v
-                    .as_float()
-                    .or_else(|| v.as_integer().map(|i| i as f64))
-                    .filter(|d| *d > 0.0);
-                b.max_cost_usd = dollars.and_then(warden_run::budget::Usd::from_dollars);
-                if b.max_cost_usd.is_none() {
-                    return Err(format!(
-                        "[budget] `max_cost` must be a sum of US dollars greater than 0, such as 5.0, not {v}"
-                    ));
-                }
-            }
-            "max_tokens" => b.max_tokens = Some(count()?),
-            "max_turns" => b.max_turns = Some(count()?),
-            other => {
-                return Err(format!(
-                    "[budget]: unknown key `{other}`; known keys: max_cost, max_tokens, max_turns"
-                ));
-            }
-        }
-    }
-    Ok(b)
 }
 
 /// How many runs at once when nothing says.
@@ -300,44 +107,18 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
     };
     // What the next batch of this file runs: the runs may write it.
     let mut configs = vec![ConfigWatch::now(file, Role::BatchFile)];
-    let doc: toml::Table = match text_of_file.parse() {
-        Ok(d) => d,
-        Err(e) => return Err(err(file, e)),
-    };
-    for key in doc.keys() {
-        if !["defaults", "run", "slurm", "budget"].contains(&key.as_str()) {
-            return Err(err(
-                file,
-                format!(
-                    "unknown table `{key}`: a batch file has [defaults], [[run]], [budget] and [slurm] tables"
-                ),
-            ));
-        }
-    }
-    let budget = match doc.get("budget") {
-        Some(t) => batch_budget(t).map_err(|e| err(file, e))?,
-        None => warden_run::budget::Budget::default(),
-    };
-    let mut defaults = doc
-        .get("defaults")
-        .and_then(toml::Value::as_table)
-        .cloned()
-        .unwrap_or_default();
-    // Where the runs run is the batch's, not a run's.
-    let executor_key = defaults.remove("executor");
-    let Some(runs) = doc
-        .get("run")
-        .and_then(toml::Value::as_array)
-        .filter(|r| !r.is_empty())
-    else {
-        return Err(err(file, "no [[run]] tables: add at least one"));
-    };
+    let file::Parsed {
+        defaults,
+        runs,
+        budget,
+        executor,
+        slurm,
+    } = file::parse(&text_of_file).map_err(|e| err(file, e))?;
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => return Err(err(file, format!("cannot read the current directory: {e}"))),
     };
-    let executor =
-        executor_of(args, executor_key.as_ref(), doc.get("slurm")).map_err(|e| err(file, e))?;
+    let executor = executor_of(args, executor.as_ref(), slurm).map_err(|e| err(file, e))?;
     // Absolute: a cluster's job starts elsewhere, and Slurm resolves its
     // paths inside the batch directory.
     let mut batch = match (&args.dir, &executor) {
@@ -370,34 +151,14 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
 
     // Check every run before starting any.
     let mut shown: Vec<(String, Agent, Option<Duration>)> = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let Some(table) = run.as_table() else {
-            return Err(err(file, format!("run {} is not a table", i + 1)));
-        };
-        let mut merged = defaults.clone();
-        merged.extend(table.clone());
-        let name = match merged.get("name") {
-            Some(n) if table.contains_key("name") => match text(n) {
-                Some(n) => n,
-                None => return Err(err(file, format!("run {}: `name` must be a string", i + 1))),
-            },
-            _ => format!("run-{}", i + 1),
-        };
+    for (i, table) in runs.into_iter().enumerate() {
+        let (keys, flags) = file::run(&defaults, table.clone(), i).map_err(|e| err(file, e))?;
+        let name = keys.name(i);
         if let Err(e) = entry_dir_name(&name) {
             return Err(err(file, format!("run {}: {e}", i + 1)));
         }
-        let (run_args, flags) = match to_args(&merged, i) {
-            Ok(x) => x,
-            Err(e) => return Err(err(file, e)),
-        };
-        let agent: Agent = match run_args.agent.parse() {
-            Ok(a) => a,
-            Err(e) => return Err(err(file, format!("run `{name}`: {e}"))),
-        };
-        let run_cwd = match &run_args.cwd {
-            Some(d) => cwd.join(d),
-            None => cwd.clone(),
-        };
+        let agent = keys.agent(i, &name).map_err(|e| err(file, e))?;
+        let run_cwd = keys.cwd(&cwd);
         // A bad value is named by its key in the file, not by the flag
         // it fills.
         let key_origin = |key: &str| {
@@ -414,11 +175,14 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
             Ok(r) => r,
             Err(e) => return Err(err(file, format!("run `{name}`: {e}"))),
         };
-        if let Some(why) = crate::prompt_input::prompt_source_is_stdin(&run_args, agent) {
+        if let Some(why) =
+            crate::prompt_input::prompt_source_is_stdin(keys.prompt(), keys.prompt_file(), agent)
+        {
             let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
             crate::prompt_input::read_stdin_prompt(why, &mut signals, bound).await?;
         }
-        let mut request = crate::request::build(&run_args, agent, &run_cwd, &resolved)
+        let mut request = keys
+            .request(agent, &run_cwd, &resolved)
             .map_err(|e| e.context(format_args!("in run `{name}` of {}", file.display())))?;
         if !budget.is_empty() {
             // The batch's budget must be one this run's agent can show
@@ -429,12 +193,12 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
                 warden_run::budget::Spent::default(),
             ));
         }
+        // Checked once, with the batch's budget counted; the warnings said
+        // here, by the run's name (Claude Code's cost only in its last
+        // line, for a `max_cost`, say).
         let warnings = request.check().map_err(|e| {
             CliError::from(e).context(format_args!("in run `{name}` of {}", file.display()))
         })?;
-        // `build` says none (a batch's runs are quiet: the batch has its
-        // own view): said here, with the batch's budget counted (Claude
-        // Code's cost only in its last line, for a `max_cost`, say).
         if !args.quiet {
             for w in warnings {
                 let w = w.render(crate::request::flag_of);
@@ -619,7 +383,7 @@ enum Chosen {
 fn executor_of(
     args: &BatchArgs,
     in_file: Option<&toml::Value>,
-    slurm: Option<&toml::Value>,
+    slurm: Option<toml::Table>,
 ) -> Result<Chosen, String> {
     let name = match (&args.executor, in_file) {
         (Some(n), _) => n.clone(),
@@ -632,11 +396,7 @@ fn executor_of(
     match name.as_str() {
         "local" => Ok(Chosen::Local),
         "slurm" => {
-            let mut table = match slurm {
-                Some(toml::Value::Table(t)) => t.clone(),
-                Some(_) => return Err("[slurm] must be a table".into()),
-                None => toml::Table::new(),
-            };
+            let mut table = slurm.unwrap_or_default();
             let shared_dir = match table.remove("shared_dir") {
                 Some(toml::Value::String(d)) => Some(std::path::PathBuf::from(d)),
                 Some(_) => return Err("`shared_dir` in [slurm] must be a path".into()),

@@ -233,7 +233,9 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
         return Err(usage("--iterations must be at least 1"));
     }
     let junit = crate::junit_file::check(args.junit.as_deref())?;
-    if let Some(why) = prompt_source_is_stdin(&args, agent) {
+    if let Some(why) =
+        prompt_source_is_stdin(args.prompt_given(), args.prompt_file.as_deref(), agent)
+    {
         let bound = resolved.limits.startup_timeout.or(resolved.limits.timeout);
         read_stdin_prompt(why, &mut signals, bound).await?;
     }

@@ -2,12 +2,12 @@
 //! ahead, bounded and cancellable, before anything starts).
 
 use std::io::{IsTerminal, Read};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use warden_events::Agent;
 
-use crate::args::RunArgs;
 use crate::error::{CliError, Kind, usage};
 use crate::signals::Signals;
 
@@ -17,14 +17,18 @@ static STDIN_PROMPT: OnceLock<String> = OnceLock::new();
 /// How long warden waits quietly for a prompt on stdin before it says so.
 const STDIN_NOTICE: Duration = Duration::from_secs(1);
 
-/// Whether these arguments take the prompt from stdin, and why.
-pub(crate) fn prompt_source_is_stdin(args: &RunArgs, agent: Agent) -> Option<&'static str> {
+/// Whether a run given this prompt or prompt file takes its prompt from
+/// stdin, and why.
+pub(crate) fn prompt_source_is_stdin(
+    prompt: Option<&str>,
+    file: Option<&Path>,
+    agent: Agent,
+) -> Option<&'static str> {
     if agent == Agent::Exec {
         return None;
     }
-    let prompt = args.prompt.as_ref().or(args.prompt_text.as_ref());
-    match (prompt, &args.prompt_file) {
-        (Some(p), None) if p == "-" => Some("the prompt is `-`"),
+    match (prompt, file) {
+        (Some("-"), None) => Some("the prompt is `-`"),
         (None, Some(f)) if f.as_os_str() == "-" => Some("-f -"),
         (None, None) if !std::io::stdin().is_terminal() => {
             Some("no prompt argument or -f FILE given")
@@ -114,7 +118,10 @@ pub(crate) async fn read_stdin_prompt(
 }
 
 /// The prompt from the argument, the file, or stdin.
-pub(crate) fn read_prompt(args: &RunArgs) -> Result<Option<String>, String> {
+pub(crate) fn read_prompt(
+    prompt: Option<&str>,
+    file: Option<&Path>,
+) -> Result<Option<String>, String> {
     let from_stdin = || -> Result<String, String> {
         if let Some(p) = STDIN_PROMPT.get() {
             return Ok(p.clone());
@@ -125,13 +132,12 @@ pub(crate) fn read_prompt(args: &RunArgs) -> Result<Option<String>, String> {
             .map_err(|e| format!("could not read the prompt from stdin: {e}"))?;
         Ok(s)
     };
-    let prompt = args.prompt.as_ref().or(args.prompt_text.as_ref());
-    match (prompt, &args.prompt_file) {
+    match (prompt, file) {
         (Some(_), Some(_)) => {
             Err("give the prompt as an argument or with -f FILE, not both".into())
         }
-        (Some(p), None) if p == "-" => from_stdin().map(Some),
-        (Some(p), None) => Ok(Some(p.clone())),
+        (Some("-"), None) => from_stdin().map(Some),
+        (Some(p), None) => Ok(Some(p.to_string())),
         (None, Some(f)) if f.as_os_str() == "-" => from_stdin().map(Some),
         (None, Some(f)) => std::fs::read_to_string(f)
             .map(Some)

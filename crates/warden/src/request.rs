@@ -22,51 +22,19 @@ pub(crate) fn build(
     cwd: &Path,
     resolved: &crate::settings::Resolved,
 ) -> Result<RunRequest, CliError> {
-    let env = args
-        .env
-        .iter()
-        .map(|e| EnvArg::parse(e))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(usage)?;
-    let sandbox = match resolved.sandbox {
-        SandboxChoice::Host => Sandbox::Host,
-        SandboxChoice::Use(s) => s,
-        SandboxChoice::Auto => {
-            let (s, why) = warden_sandbox::probe::resolve_auto();
-            if !resolved.quiet {
-                eprintln!("warden: {why}");
-            }
-            s
-        }
-    };
+    let env = env(&args.env).map_err(usage)?;
     let mut template_args = std::collections::BTreeMap::new();
     for a in &args.arg {
         let (k, v) = warden_run::template::parse_arg(a).map_err(usage)?;
         template_args.insert(k, v);
     }
-    let schema = match &args.output_schema {
-        Some(path) => Some(read_schema(&absolute(cwd, path))?),
-        None => None,
-    };
-    let output = match (&args.output_tag, schema) {
-        (Some(tag), schema) => {
-            let mut output = OutputRequest::new(tag);
-            output.schema = schema;
-            output.retries = args.output_retries;
-            Some(output)
-        }
-        (None, Some(_)) => {
-            return Err(usage(
-                "--output-schema needs --output-tag TAG: the tag the agent wraps its output in",
-            ));
-        }
-        (None, None) if args.output_retries > 0 => {
-            return Err(usage(
-                "--output-retries needs --output-tag TAG: a run is retried when its tagged output is missing or wrong",
-            ));
-        }
-        (None, None) => None,
-    };
+    let output = output(
+        args.output_tag.as_deref(),
+        args.output_schema.as_deref(),
+        args.output_retries,
+        cwd,
+        &|key| format!("--{}", key.replace('_', "-")),
+    )?;
     let (prompt, command, extra_args) = if agent == Agent::Exec {
         if args.prompt.is_some() || args.prompt_text.is_some() || args.prompt_file.is_some() {
             return Err(usage(
@@ -80,19 +48,18 @@ pub(crate) fn build(
         }
         (None, args.rest.clone(), Vec::new())
     } else {
-        let text = read_prompt(args).map_err(usage)?.unwrap_or_default();
-        let prompt = if args.prompt_file.is_some() || !args.arg.is_empty() {
-            Prompt::Template {
-                text,
-                args: template_args,
-            }
-        } else {
-            Prompt::Text(text)
-        };
-        (Some(prompt), Vec::new(), args.rest.clone())
+        let text = read_prompt(args.prompt_given(), args.prompt_file.as_deref())
+            .map_err(usage)?
+            .unwrap_or_default();
+        let templated = args.prompt_file.is_some() || !args.arg.is_empty();
+        (
+            Some(prompt(text, templated, template_args)),
+            Vec::new(),
+            args.rest.clone(),
+        )
     };
-    let mut request = RunRequest::exec(command);
-    request.agent = agent;
+    let mut request = with_settings(agent, cwd, resolved);
+    request.command = command;
     request.prompt = prompt;
     request.preamble = args.preamble;
     request.model = args.model.clone();
@@ -100,35 +67,17 @@ pub(crate) fn build(
     request.resume = args.resume.clone();
     request.agent_bin = args.agent_bin.clone();
     request.extra_args = extra_args;
-    request.cwd = cwd.to_path_buf();
-    request.dir = resolved.run_dir.clone();
-    request.limits = resolved.limits.clone();
-    request.containment = resolved.containment;
-    request.sandbox = SandboxOptions {
-        sandbox,
-        no_network: resolved.no_network,
-        ro: args.ro.iter().map(|p| absolute(cwd, p)).collect(),
-        rw: args.rw.iter().map(|p| absolute(cwd, p)).collect(),
-        image: resolved.image.clone(),
-        allow_sockets: resolved
-            .allow_sockets
-            .iter()
-            .map(|p| absolute(cwd, p))
-            .collect(),
-        records: Vec::new(),
-    };
+    request.sandbox.ro = args.ro.iter().map(|p| absolute(cwd, p)).collect();
+    request.sandbox.rw = args.rw.iter().map(|p| absolute(cwd, p)).collect();
     request.env = env;
     request.output = output;
-    request.retry = resolved.retry.clone();
     request.session.name.clone_from(&args.name);
     request.session.iterations = args.iterations;
-    request.session.budget = resolved.session_budget;
     request.session.worktree = args.worktree.as_ref().map(|branch| WorktreeRequest {
         branch: Some(branch.clone()).filter(|b| !b.is_empty()),
         base: args.base.clone(),
         keep: args.keep_worktree,
     });
-    request.shim_exe = crate::shim_exe::path();
     match request.check() {
         Ok(warnings) => {
             if !resolved.quiet {
@@ -139,6 +88,106 @@ pub(crate) fn build(
             Ok(request)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// A request to run `agent` in `cwd` as the settings say (its limits,
+/// containment, sandbox, retries and session budget), running nothing yet:
+/// the caller adds the command or the prompt. A sandbox `auto` is probed
+/// here, and what it found said unless quiet.
+pub(crate) fn with_settings(
+    agent: Agent,
+    cwd: &Path,
+    resolved: &crate::settings::Resolved,
+) -> RunRequest {
+    let sandbox = match resolved.sandbox {
+        SandboxChoice::Host => Sandbox::Host,
+        SandboxChoice::Use(s) => s,
+        SandboxChoice::Auto => {
+            let (s, why) = warden_sandbox::probe::resolve_auto();
+            if !resolved.quiet {
+                eprintln!("warden: {why}");
+            }
+            s
+        }
+    };
+    let mut request = RunRequest::exec(Vec::<String>::new());
+    request.agent = agent;
+    request.cwd = cwd.to_path_buf();
+    request.dir = resolved.run_dir.clone();
+    request.limits = resolved.limits.clone();
+    request.containment = resolved.containment;
+    request.sandbox = SandboxOptions {
+        sandbox,
+        no_network: resolved.no_network,
+        ro: Vec::new(),
+        rw: Vec::new(),
+        image: resolved.image.clone(),
+        allow_sockets: resolved
+            .allow_sockets
+            .iter()
+            .map(|p| absolute(cwd, p))
+            .collect(),
+        records: Vec::new(),
+    };
+    request.retry = resolved.retry.clone();
+    request.session.budget = resolved.session_budget;
+    request.shim_exe = crate::shim_exe::path();
+    request
+}
+
+/// `NAME` or `NAME=VALUE` each: the variables given to the agent.
+pub(crate) fn env(given: &[String]) -> Result<Vec<EnvArg>, String> {
+    given.iter().map(|e| EnvArg::parse(e)).collect()
+}
+
+/// The prompt: a template (filled from the arguments) when it came from a
+/// file or has arguments, else the text as it is.
+pub(crate) fn prompt(
+    text: String,
+    templated: bool,
+    args: std::collections::BTreeMap<String, String>,
+) -> Prompt {
+    if templated {
+        Prompt::Template { text, args }
+    } else {
+        Prompt::Text(text)
+    }
+}
+
+/// The tagged output a run is asked for: the tag, the schema (read from
+/// its file, relative to `cwd`) and the retries; a schema or retries
+/// without a tag are refused, naming each by `name` (a flag, or a batch
+/// file's key).
+pub(crate) fn output(
+    tag: Option<&str>,
+    schema: Option<&Path>,
+    retries: u32,
+    cwd: &Path,
+    name: &dyn Fn(&str) -> String,
+) -> Result<Option<OutputRequest>, CliError> {
+    let schema = match schema {
+        Some(path) => Some(read_schema(&absolute(cwd, path))?),
+        None => None,
+    };
+    match (tag, schema) {
+        (Some(tag), schema) => {
+            let mut output = OutputRequest::new(tag);
+            output.schema = schema;
+            output.retries = retries;
+            Ok(Some(output))
+        }
+        (None, Some(_)) => Err(usage(format_args!(
+            "{} needs {} TAG: the tag the agent wraps its output in",
+            name("output_schema"),
+            name("output_tag")
+        ))),
+        (None, None) if retries > 0 => Err(usage(format_args!(
+            "{} needs {} TAG: a run is retried when its tagged output is missing or wrong",
+            name("output_retries"),
+            name("output_tag")
+        ))),
+        (None, None) => Ok(None),
     }
 }
 
