@@ -78,3 +78,44 @@ pub(super) async fn backoff(control: &SessionControl, delay: std::time::Duration
         () = control.cancelled_after(seen) => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    const DELAY: Duration = Duration::from_secs(60);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backoff_with_no_cancel_waits_its_whole_delay() {
+        let control = SessionControl::default();
+        let started = Instant::now();
+        assert!(backoff(&control, DELAY).await, "the retry was called off");
+        assert_eq!(started.elapsed(), DELAY);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_during_the_backoff_ends_it_at_once() {
+        let control = SessionControl::default();
+        let canceller = control.clone();
+        let started = Instant::now();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            canceller.cancel();
+        });
+        assert!(!backoff(&control, DELAY).await, "the retry went ahead");
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_cancelled_before_the_backoff_does_not_wait() {
+        let control = SessionControl::default();
+        control.cancel();
+        let started = Instant::now();
+        assert!(!backoff(&control, DELAY).await, "the retry went ahead");
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+}

@@ -2,19 +2,17 @@
 //! a session from one phase to the next.
 //!
 //! ```text
-//!           ┌────────── succeeded, no completion signal ───────────┐
-//!           ▼                                                      │
-//!        Between ──look: not cancelled, iterations and ──▶ Running ──run ended──┤
-//!        ▲  ▲  │        budgets left                         │                  │
-//!        │  │  │ cancelled, iterations done,                 │ not set up       │
-//!        │  │  │ a budget used up                            ▼                  │
-//!        │  │  └───────────────────────────────────────▶ Stopped ◀── cancelled, over
-//!        │  │                                              ▲         budget, signal,
-//!        │  └── output refused, output retries left ───────┼──────── failed ──┤
-//!        │      (the same iteration, with a correction)    │ cancelled        │
-//!        └──── waited ◀── Backoff ◀── transient failure, ──┴── retries left ──┘
-//!                                     retries and budgets left
+//! Between ─look: not cancelled, an iteration and the budgets left──▶ Running
+//! Running ─ended: succeeded, no completion signal──────────────────▶ Between (the next iteration)
+//!         ─ended: output refused, output retries left──────────────▶ Between (the same, corrected)
+//!         ─ended: transient failure, retries and budgets left──────▶ Backoff
+//! Backoff ─waited, not cancelled───────────────────────────────────▶ Between (the next attempt)
 //! ```
+//!
+//! Anything else ends in `Stopped`, with the reason the report gives: a
+//! cancel (at a look, of the run, during the wait), the iterations run
+//! out, a budget used up (at a look, before a retry) or exceeded by the
+//! run, the completion signal, a run that failed or could not be set up.
 //!
 //! Each phase carries the step it is at: which iteration, which output
 //! retry, which attempt, and what the run is told of the run before it (a
