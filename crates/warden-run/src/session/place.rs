@@ -13,6 +13,7 @@ use crate::run::off_clock;
 use crate::update::{Outbox, Update};
 use crate::{RunRequest, SetupError};
 
+/// Where a session works, held until it ends.
 pub(super) struct Place {
     pub(super) session_dir: PathBuf,
     pub(super) held: HeldDir,

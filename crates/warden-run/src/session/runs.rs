@@ -137,7 +137,7 @@ impl<'a> Runs<'a> {
             entry: self.entry,
             iteration: step.iteration,
             attempt: step.attempt,
-            run_dir: run_dir.clone(),
+            run_dir,
             run_id: handle.run_id().to_string(),
         })
         .await;
