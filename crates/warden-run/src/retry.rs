@@ -193,10 +193,13 @@ impl RetryPolicy {
     /// Whether a run that ended as `report` says, after `retries_done`
     /// retries of it, is tried again, and for which failure.
     pub fn should_retry(&self, report: &Report, retries_done: u32) -> Option<RetryOn> {
-        if retries_done >= self.retries {
-            return None;
-        }
-        transient_failure(report).filter(|f| self.on.contains(f))
+        transient_failure(report).filter(|&f| self.retries_again(f, retries_done))
+    }
+
+    /// Whether a run that ended by `failure`, after `retries_done`
+    /// retries of it, is tried again.
+    pub(crate) fn retries_again(&self, failure: RetryOn, retries_done: u32) -> bool {
+        retries_done < self.retries && self.on.contains(&failure)
     }
 
     /// The wait before retry number `retry` (1 for the first): a uniform

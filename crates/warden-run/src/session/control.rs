@@ -1,0 +1,121 @@
+//! Stopping a session from another task, and the waits a cancel cuts
+//! short.
+
+use std::sync::{Arc, Mutex};
+
+use crate::Canceller;
+
+/// Stops a session from another task: the current run is cancelled, and
+/// no further one starts.
+#[derive(Clone, Default)]
+pub struct SessionControl {
+    inner: Arc<Mutex<ControlState>>,
+    /// Wakes whoever waits for the next cancel (the git work at the end).
+    cancelled: Arc<tokio::sync::Notify>,
+}
+
+#[derive(Default)]
+struct ControlState {
+    stopped: bool,
+    /// How many times `cancel` was called.
+    cancels: u32,
+    current: Option<Canceller>,
+}
+
+impl SessionControl {
+    /// First call: cancel gracefully; second: kill at once.
+    pub fn cancel(&self) {
+        let mut s = self.inner.lock().expect("lock");
+        let again = s.stopped;
+        s.stopped = true;
+        s.cancels += 1;
+        if let Some(c) = &s.current {
+            if again { c.kill() } else { c.cancel() }
+        }
+        drop(s);
+        self.cancelled.notify_waiters();
+    }
+
+    pub(super) fn cancels(&self) -> u32 {
+        self.inner.lock().expect("lock").cancels
+    }
+
+    /// Returns once `cancel` has been called more than `seen` times.
+    pub(super) async fn cancelled_after(&self, seen: u32) {
+        loop {
+            let notified = self.cancelled.notified();
+            if self.cancels() > seen {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub(super) fn stopped(&self) -> bool {
+        self.inner.lock().expect("lock").stopped
+    }
+
+    pub(super) fn set_current(&self, c: Option<Canceller>) {
+        let mut s = self.inner.lock().expect("lock");
+        if s.stopped
+            && let Some(c) = &c
+        {
+            c.cancel();
+        }
+        s.current = c;
+    }
+}
+
+/// Waits `delay` before a retry; `false` when the session was cancelled
+/// before or during the wait (it ends at once, with no further run).
+pub(super) async fn backoff(control: &SessionControl, delay: std::time::Duration) -> bool {
+    let seen = control.cancels();
+    if control.stopped() {
+        return false;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(delay) => !control.stopped(),
+        () = control.cancelled_after(seen) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+
+    const DELAY: Duration = Duration::from_secs(60);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backoff_with_no_cancel_waits_its_whole_delay() {
+        let control = SessionControl::default();
+        let started = Instant::now();
+        assert!(backoff(&control, DELAY).await, "the retry was called off");
+        assert_eq!(started.elapsed(), DELAY);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_during_the_backoff_ends_it_at_once() {
+        let control = SessionControl::default();
+        let canceller = control.clone();
+        let started = Instant::now();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            canceller.cancel();
+        });
+        assert!(!backoff(&control, DELAY).await, "the retry went ahead");
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_cancelled_before_the_backoff_does_not_wait() {
+        let control = SessionControl::default();
+        control.cancel();
+        let started = Instant::now();
+        assert!(!backoff(&control, DELAY).await, "the retry went ahead");
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+}

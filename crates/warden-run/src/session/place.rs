@@ -1,0 +1,222 @@
+//! Where a session's runs work: its directory (held for its lifetime), the
+//! worktree made for it if asked, the branch and commit it starts from;
+//! and, at its end, the commits it made and what became of the worktree.
+
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use super::control::SessionControl;
+use super::report::{SessionReport, WorktreeReport};
+use crate::git::{self, Commit, GitError, Worktree};
+use crate::held_dir::HeldDir;
+use crate::run::off_clock;
+use crate::update::{Outbox, Update};
+use crate::{RunRequest, SetupError};
+
+/// Where a session works, held until it ends.
+pub(super) struct Place {
+    pub(super) session_dir: PathBuf,
+    pub(super) held: HeldDir,
+    pub(super) worktree: Option<Worktree>,
+    /// Where the agent works: the worktree, else the request's directory.
+    pub(super) workdir: PathBuf,
+    /// What an own repository borrows, shown read-only to the agent (a
+    /// container sees nothing of the host but what it is given).
+    pub(super) borrowed: Option<PathBuf>,
+    pub(super) branch: Option<String>,
+    /// The commit the session starts from.
+    pub(super) base: Option<String>,
+    /// Held for the session's lifetime: `warden gc` never removes a
+    /// directory (or a worktree) whose lock it cannot take.
+    _session_in_use: OwnedFd,
+    /// Held for the session's lifetime: `warden gc` leaves a locked
+    /// worktree alone (no `session.json` names it until the end).
+    _worktree_in_use: Option<OwnedFd>,
+}
+
+/// What git said at the end: the session's commits, the head, the
+/// worktree's end, and why the commits did not reach the repository.
+type Ending = (
+    Result<Vec<Commit>, GitError>,
+    Option<String>,
+    Option<WorktreeReport>,
+    Option<String>,
+);
+
+impl Place {
+    /// Makes the session's directory and its worktree, if asked (saying so
+    /// through `out`). Before anything else is made: a session directory
+    /// that cannot be used (not empty, a planted link) leaves nothing
+    /// behind.
+    pub(super) async fn make(
+        request: &RunRequest,
+        name: &str,
+        session_id: &str,
+        out: &mut Outbox,
+    ) -> Result<Place, SetupError> {
+        // The top of the repository is asked for only when it names the
+        // directory (a batch names every run's).
+        let session_dir = match request.dir.clone() {
+            Some(dir) => dir,
+            None => git::repo_root(&request.cwd)
+                .await
+                .unwrap_or_else(|| request.cwd.clone())
+                .join(".warden/sessions")
+                .join(session_id),
+        };
+        // File system work (slow on a busy disk), kept off the thread that
+        // drives the clocks of the runs already going.
+        let held = off_clock(&session_dir, HeldDir::create_empty).await?;
+        let session_in_use = held.claim().map_err(SetupError::RunDir)?;
+
+        let entry = out.entry();
+        let mut worktree_in_use = None;
+        let worktree = match &request.session.worktree {
+            Some(req) => {
+                let branch = req.branch.clone().unwrap_or_else(|| {
+                    format!(
+                        "warden/{}/{}",
+                        git::dir_name(name),
+                        session_id.to_ascii_lowercase()
+                    )
+                });
+                let (wt, lock) = Worktree::create(
+                    &request.cwd,
+                    &branch,
+                    req.base.as_deref(),
+                    Some(&session_dir),
+                    request.sandbox.sandbox != crate::Sandbox::Host,
+                )
+                .await
+                .map_err(|e| {
+                    // Nothing was started: the (still empty) directory goes too.
+                    let _ = std::fs::remove_dir(&session_dir);
+                    SetupError::Git(e)
+                })?;
+                out.send(Update::Worktree {
+                    entry,
+                    worktree: wt.clone(),
+                })
+                .await;
+                worktree_in_use = Some(lock);
+                Some(wt)
+            }
+            None => None,
+        };
+        let workdir = worktree
+            .as_ref()
+            .map_or_else(|| request.cwd.clone(), |w| w.path.clone());
+        let borrowed = match worktree.as_ref().and_then(|w| w.home.as_deref()) {
+            Some(root) => git::objects_dir(root).await.ok(),
+            None => None,
+        };
+        let branch = match &worktree {
+            Some(w) => Some(w.branch.clone()),
+            None => git::branch(&workdir).await,
+        };
+        let base = match worktree.as_ref().and_then(|w| w.base.clone()) {
+            Some(b) => Some(b),
+            None => git::head(&workdir).await,
+        };
+        Ok(Place {
+            session_dir,
+            held,
+            worktree,
+            workdir,
+            borrowed,
+            branch,
+            base,
+            _session_in_use: session_in_use,
+            _worktree_in_use: worktree_in_use,
+        })
+    }
+
+    /// Puts the commits of the whole session, from where it started, and
+    /// the worktree's end into `report`. Each git is bounded in time; a
+    /// cancel from now on (a second Ctrl-C after a cancelled session, say)
+    /// stops them at once, since dropping the work kills the git it waits
+    /// for.
+    pub(super) async fn finish(
+        &self,
+        request: &RunRequest,
+        control: &SessionControl,
+        report: &mut SessionReport,
+    ) {
+        let seen = control.cancels();
+        let keep = request.session.worktree.as_ref().is_some_and(|w| w.keep);
+        let mut end_error;
+        tokio::select! {
+            // Work that has finished wins over a cancel in the same instant.
+            biased;
+            (commits, head, worktree_report, not_home) = self.wrap_up(keep) => {
+                end_error = not_home;
+                match commits {
+                    Ok(c) if self.base.is_some() || head.is_some() => report.commits = Some(c),
+                    Ok(_) => {}
+                    Err(e) if git::in_work_tree(&self.workdir) => {
+                        report.commits = None;
+                        let e = format!("could not collect the session's commits: {e}");
+                        end_error = Some(match end_error.take() {
+                            Some(first) => format!("{first}; {e}"),
+                            None => e,
+                        });
+                    }
+                    Err(_) => {}
+                }
+                report.worktree = worktree_report;
+            }
+            () = control.cancelled_after(seen) => {
+                report.commits = None;
+                end_error = Some(
+                    "cancelled while git was reading the session's commits; the worktree, if any, is kept"
+                        .into(),
+                );
+                report.worktree = self.worktree.as_ref().map(|wt| WorktreeReport {
+                    path: wt.path.clone(),
+                    branch: wt.branch.clone(),
+                    base: wt.base.clone(),
+                    removed: false,
+                    dirty: false,
+                    own_repository: wt.home.is_some(),
+                });
+            }
+        }
+        if let Some(e) = end_error {
+            report.error = Some(match report.error.take() {
+                Some(prev) => format!("{prev}; {e}"),
+                None => e,
+            });
+        }
+    }
+
+    /// The git work of the end: the session's commits, the head, and the
+    /// worktree brought home (a repository of its own fetched into the
+    /// user's) and removed unless kept.
+    async fn wrap_up(&self, keep: bool) -> Ending {
+        let commits = git::commits_since(&self.workdir, self.base.as_deref()).await;
+        let head = git::head(&self.workdir).await;
+        let mut worktree_report = None;
+        let mut not_home = None;
+        if let Some(wt) = &self.worktree {
+            let home = wt.bring_home().await;
+            let dirty = git::is_dirty(&wt.path).await;
+            let removed = wt.finish(keep, home.is_ok()).await;
+            not_home = home.err().map(|e| {
+                format!(
+                    "the session's commits were not fetched into branch {} (the repository {} is kept): {e}",
+                    wt.branch,
+                    wt.path.display()
+                )
+            });
+            worktree_report = Some(WorktreeReport {
+                path: wt.path.clone(),
+                branch: wt.branch.clone(),
+                base: wt.base.clone(),
+                removed,
+                dirty,
+                own_repository: wt.home.is_some(),
+            });
+        }
+        (commits, head, worktree_report, not_home)
+    }
+}
