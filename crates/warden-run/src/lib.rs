@@ -77,6 +77,7 @@ mod held_dir;
 #[cfg(feature = "junit")]
 #[cfg_attr(docsrs, doc(cfg(feature = "junit")))]
 pub mod junit;
+mod keys;
 pub mod limits;
 mod live;
 pub mod logged_lines;
@@ -550,7 +551,7 @@ impl SandboxTarget {
         // The batches' keys, where HOME (which every sandbox replaces) does
         // not already hide them: an agent that read one could sign a
         // request of its own for a batch to run.
-        if let Some(keys) = crate::batch_key::keys_dir_outside_home()
+        if let Some(keys) = crate::keys::keys_dir_outside_home()
             && !self.options.records.contains(&keys)
         {
             self.options.records.push(keys);
