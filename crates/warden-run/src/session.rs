@@ -298,6 +298,15 @@ impl SessionReport {
     }
 }
 
+// Beside the session's report rather than in `budget`, which stands
+// below every session.
+impl crate::budget::Spent {
+    /// What a session's runs spent, as its report sums them.
+    pub fn of_session(s: &SessionReport) -> Self {
+        Self::new(s.cost_usd, s.tokens.total(), s.turns)
+    }
+}
+
 /// Stops a session from another task: the current run is cancelled, and
 /// no further one starts.
 #[derive(Clone, Default)]

@@ -16,14 +16,9 @@ use serde::Serialize;
 
 use crate::{defaults, regular_file};
 
-/// A commit made during a run.
-#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Commit {
-    pub sha: String,
-    pub subject: String,
-    pub author: String,
-    pub files_changed: u32,
-}
+// Declared with the reports that list them, below every run.
+pub use crate::report::Commit;
+pub(crate) use crate::report::required_commits;
 
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
@@ -498,16 +493,6 @@ pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>
 }
 
 pub use own_repository::objects_dir;
-
-/// Reads a `commits` field that must be there, as a list or `null`
-/// (unknown): a report that lost the field is not taken for one whose
-/// commits are unknown.
-pub(crate) fn required_commits<'de, D>(d: D) -> Result<Option<Vec<Commit>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    <Option<Vec<Commit>> as serde::Deserialize>::deserialize(d)
-}
 
 /// How many commits were made, as warden shows it: `?` when they are
 /// unknown (git could not say).

@@ -410,23 +410,9 @@ impl OtelRequest {
     }
 }
 
-/// What a report says of its span: in `run.json`, `session.json` and
-/// `batch.json` as `otel` when telemetry is on.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct OtelReport {
-    /// The trace, as 32 lower-case hex digits.
-    pub trace_id: String,
-    /// This report's own span (the run's, the session's, the batch's).
-    pub span_id: String,
-    pub parent_span_id: Option<String>,
-    /// Spans handed to the exporter for this report's span and its
-    /// children (tool calls, model requests; a session's iterations).
-    pub spans: u64,
-    /// Spans of those that were dropped because the exporter's queue was
-    /// full (the collector slow or down).
-    pub spans_dropped: u64,
-}
+// Declared with the reports that hold it, which stand below every
+// exporter; made here, from the trace's ids.
+pub use crate::report::OtelReport;
 
 impl OtelReport {
     pub(crate) fn new(ids: &TraceIds, spans: u64, dropped: u64) -> Self {
