@@ -88,6 +88,7 @@ mod pipe;
 /// on a FIFO; for the warden CLI, not part of the library's API.
 #[doc(hidden)]
 pub mod regular_file;
+mod remove;
 pub mod report;
 pub mod request;
 pub mod resources;

@@ -492,6 +492,7 @@ pub async fn commits_since(dir: &Path, base: Option<&str>) -> Result<Vec<Commit>
         .collect())
 }
 
+pub(crate) use own_repository::has_submodules;
 pub use own_repository::objects_dir;
 
 /// How many commits were made, as warden shows it: `?` when they are
@@ -595,7 +596,7 @@ impl Worktree {
             // before anything is made.
             git(&root, ["branch", "--no-track", branch, &base_sha]).await?;
             if let Err(e) = own_repository::create(&root, &path, branch, &base_sha).await {
-                let _ = crate::gc::remove_tree(&path);
+                let _ = crate::remove::remove_tree(&path);
                 let _ = git(&root, ["branch", "-D", branch]).await;
                 return Err(e);
             }
@@ -668,8 +669,7 @@ impl Worktree {
     /// an own repository whose commits are not home (`brought_home`).
     pub async fn finish(&self, keep: bool, brought_home: bool) -> bool {
         // An own repository's submodules have their commits nowhere else.
-        if keep || (self.home.is_some() && (!brought_home || crate::gc::has_submodules(&self.path)))
-        {
+        if keep || (self.home.is_some() && (!brought_home || has_submodules(&self.path))) {
             return false;
         }
         // Removed only when known to be clean: a git that fails or is
@@ -688,7 +688,7 @@ impl Worktree {
         };
         let removed = match &self.home {
             // A plain directory to git: removed without following a link.
-            Some(_) => crate::gc::remove_tree(&self.path).is_ok(),
+            Some(_) => crate::remove::remove_tree(&self.path).is_ok(),
             None => git_within(
                 &self.path,
                 [
