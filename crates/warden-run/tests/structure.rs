@@ -11,8 +11,9 @@
 //!
 //! - **No import cycle** among modules. A cycle is printed as its modules
 //!   and the references that tie them.
-//! - **Floors.** Records and files at the bottom; one run above them; the
-//!   fleet (sessions, batches, executors, budgets) above that; exporters at
+//! - **Floors** ([`FLOORS`]). Records and files at the bottom; one run
+//!   above them; the fleet (sessions, batches, executors) above that;
+//!   exporters at
 //!   the side, fed by plain data (records, and the reports named in
 //!   [`EXPORTER_FEED`]), never by a run's or the fleet's internals. A module
 //!   may refer to its own floor and to those below; the run and the fleet
@@ -23,6 +24,8 @@
 //! How references are read, decided here once:
 //!
 //! - Code under `#[cfg(test)]` is left out: a test may reach anywhere.
+//!   Attributes are not read (a path in `#[serde(with = "...")]` is a
+//!   string), nor are doc links.
 //! - A reference is resolved to the module where the item lives: a path
 //!   through a re-export (`crate::Report`, re-exported from `report`) is a
 //!   reference to `report`, not to the crate root. A `pub use` is a door,
@@ -37,10 +40,17 @@
 //!   up.
 //!
 //! What today's code breaks is listed in [`ALLOWED_UPWARD`],
-//! [`ALLOWED_CYCLE_EDGES`] and [`ALLOWED_LONG_FNS`], each entry with why: a
-//! new cycle, a new upward reference or a new long function fails, and so
-//! does an entry that no longer matches anything, so the lists only shrink.
-//! Run with `--nocapture` to see the figures.
+//! [`ALLOWED_CYCLE_EDGES`] and [`ALLOWED_LONG_FNS`], each entry (the file
+//! and the module it refers to, or the function) with why: a new cycle, a
+//! new upward reference or a new long function fails, and so does an entry
+//! that no longer matches anything, so the lists only shrink. For cycles,
+//! the allowed references are taken out of the graph and what is left must
+//! have none; a new reference that closes a loop only through an allowed
+//! one is not a new cycle, as it goes when that one goes.
+//!
+//! `cargo test -p warden-run --test structure -- --nocapture` prints the
+//! figures: modules, cycles and the modules each takes in, upward
+//! references, the longest function, `Supervisor`'s fields.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -992,6 +1002,41 @@ fn cycles(nodes: &BTreeSet<String>, edges: &BTreeSet<(String, String)>) -> Vec<V
     s.out
 }
 
+/// The shortest cycle within `scc` (breadth first from each module), as
+/// its modules in order.
+fn shortest_cycle(scc: &[String], edges: &BTreeSet<(String, String)>) -> Vec<String> {
+    let mut best: Option<Vec<String>> = None;
+    for start in scc {
+        let mut came_from: HashMap<&str, &str> = HashMap::new();
+        let mut queue = std::collections::VecDeque::from([start.as_str()]);
+        'search: while let Some(at) = queue.pop_front() {
+            for (from, to) in edges {
+                if from != at || !scc.contains(to) {
+                    continue;
+                }
+                if to == start {
+                    let mut path = vec![at.to_owned()];
+                    let mut step = at;
+                    while step != start {
+                        step = came_from[step];
+                        path.push(step.to_owned());
+                    }
+                    path.reverse();
+                    if best.as_ref().is_none_or(|b| path.len() < b.len()) {
+                        best = Some(path);
+                    }
+                    break 'search;
+                }
+                if to.as_str() != start && !came_from.contains_key(to.as_str()) {
+                    came_from.insert(to, at);
+                    queue.push_back(to);
+                }
+            }
+        }
+    }
+    best.expect("a strongly connected component of two or more modules has a cycle")
+}
+
 fn is_ancestor(ancestor: &str, module: &str) -> bool {
     ancestor == "crate" && module != "crate" || module.starts_with(&format!("{ancestor}::"))
 }
@@ -1011,6 +1056,197 @@ fn runs_up(graph: &Graph, r: &Reference) -> Option<String> {
     (!may_refer(from, to, &r.to)).then(|| format!("{from:?} -> {to:?}"))
 }
 
+/// What the checks share: the graph, its references by module pair, and
+/// what they found.
+struct Checks<'a> {
+    graph: &'a Graph<'a>,
+    by_edge: BTreeMap<(String, String), Vec<Reference>>,
+    /// Shown with `--nocapture`.
+    report: String,
+    /// Each fails the test.
+    problems: Vec<String>,
+}
+
+impl Checks<'_> {
+    fn file_of(&self, module: &str) -> &str {
+        &self.graph.modules[module].file
+    }
+
+    fn allowed(&self, list: &[(&str, &str, &str)], from: &str, to: &str) -> bool {
+        list.iter()
+            .any(|(f, t, _)| *f == self.file_of(from) && *t == to)
+    }
+
+    fn edges(&self) -> BTreeSet<(String, String)> {
+        self.by_edge.keys().cloned().collect()
+    }
+
+    /// `from -> to (file:line names)`, the first reference and every name.
+    fn tie(&self, from: &str, to: &str) -> String {
+        let rs = &self.by_edge[&(from.to_owned(), to.to_owned())];
+        let names: BTreeSet<&str> = rs.iter().map(|r| r.path.as_str()).collect();
+        let names: Vec<&str> = names.into_iter().collect();
+        format!(
+            "{from} -> {to} ({}:{} {})",
+            rs[0].file,
+            rs[0].line,
+            names.join(", ")
+        )
+    }
+
+    /// Every file is compiled, and every module stands on a floor.
+    fn declared(&mut self) {
+        let modules = self.graph.modules;
+        for name in modules.keys() {
+            let test_only = modules.values().any(|m| {
+                m.children.iter().any(|(c, t)| {
+                    *t && (m.name == "crate" && c == name || *name == format!("{}::{c}", m.name))
+                })
+            });
+            if !self.graph.library.contains(name) && !test_only {
+                self.problems.push(format!(
+                    "{} is not declared by any module: it is never compiled",
+                    modules[name].file
+                ));
+            }
+            if self.graph.library.contains(name) {
+                floor_of(name);
+            }
+        }
+    }
+
+    /// The module pairs whose references run up.
+    fn upward(&mut self) -> usize {
+        let mut upward = Vec::new();
+        for ((from, to), rs) in &self.by_edge {
+            let Some(why) = runs_up(self.graph, &rs[0]) else {
+                continue;
+            };
+            upward.push((from.clone(), to.clone()));
+            let at: Vec<String> = rs
+                .iter()
+                .map(|r| format!("{}:{} `{}`", r.file, r.line, r.path))
+                .collect();
+            let line = format!("{} -> {to} ({why}): {}", self.file_of(from), at.join(", "));
+            writeln!(self.report, "  up: {line}").unwrap();
+            if !self.allowed(ALLOWED_UPWARD, from, to) {
+                self.problems
+                    .push(format!("a reference runs up a floor: {line}"));
+            }
+        }
+        for (file, to, _) in ALLOWED_UPWARD {
+            if !upward
+                .iter()
+                .any(|(f, t)| self.file_of(f) == *file && t == to)
+            {
+                self.problems.push(format!(
+                    "ALLOWED_UPWARD lists {file} -> {to}, which no longer runs up: remove it"
+                ));
+            }
+        }
+        upward.len()
+    }
+
+    /// The cycles of the whole graph; those left once the allowed
+    /// references are taken out are problems.
+    fn cycles(&mut self) -> Vec<Vec<String>> {
+        let edges = self.edges();
+        let all = cycles(self.graph.library, &edges);
+        for scc in &all {
+            writeln!(
+                self.report,
+                "  cycle of {} modules: {}",
+                scc.len(),
+                scc.join(", ")
+            )
+            .unwrap();
+            for (from, to) in &edges {
+                if scc.contains(from) && scc.contains(to) {
+                    writeln!(self.report, "    {}", self.tie(from, to)).unwrap();
+                }
+            }
+        }
+        let kept: BTreeSet<(String, String)> = edges
+            .iter()
+            .filter(|(f, t)| {
+                !self.allowed(ALLOWED_UPWARD, f, t) && !self.allowed(ALLOWED_CYCLE_EDGES, f, t)
+            })
+            .cloned()
+            .collect();
+        for scc in cycles(self.graph.library, &kept) {
+            let path = shortest_cycle(&scc, &kept);
+            let tie: Vec<String> = path
+                .iter()
+                .zip(path.iter().cycle().skip(1))
+                .map(|(from, to)| self.tie(from, to))
+                .collect();
+            self.problems.push(format!(
+                "an import cycle among {} ({} modules), the shortest: {} -> {}\n    tied by: {}",
+                scc.join(", "),
+                scc.len(),
+                path.join(" -> "),
+                path[0],
+                tie.join("\n             ")
+            ));
+        }
+        for (file, to, _) in ALLOWED_CYCLE_EDGES {
+            let closes = all.iter().any(|scc| {
+                scc.iter().any(|m| m == to)
+                    && scc.iter().any(|m| {
+                        self.file_of(m) == *file && edges.contains(&(m.clone(), (*to).to_owned()))
+                    })
+            });
+            if !closes {
+                self.problems.push(format!(
+                    "ALLOWED_CYCLE_EDGES lists {file} -> {to}, which closes no cycle now: remove it"
+                ));
+            }
+        }
+        all
+    }
+
+    /// Every function, longest first.
+    fn functions(&mut self) -> Vec<Function> {
+        let mut fns = self.graph.functions();
+        fns.sort_by_key(|f| std::cmp::Reverse(f.lines));
+        for f in fns.iter().filter(|f| f.lines > MAX_FN_LINES) {
+            let line = format!("{} ({}:{}) is {} lines", f.name, f.file, f.line, f.lines);
+            writeln!(self.report, "  long: {line}").unwrap();
+            if !ALLOWED_LONG_FNS
+                .iter()
+                .any(|(file, name, _)| *file == f.file && *name == f.name)
+            {
+                self.problems
+                    .push(format!("a function over {MAX_FN_LINES} lines: {line}"));
+            }
+        }
+        for (file, name, _) in ALLOWED_LONG_FNS {
+            if !fns
+                .iter()
+                .any(|f| f.file == *file && f.name == *name && f.lines > MAX_FN_LINES)
+            {
+                self.problems.push(format!(
+                    "ALLOWED_LONG_FNS lists {name} in {file}, which is no longer over {MAX_FN_LINES} lines: remove it"
+                ));
+            }
+        }
+        fns
+    }
+}
+
+/// The number of fields of `struct Supervisor`.
+fn supervisor_fields(modules: &BTreeMap<String, Module>) -> Option<usize> {
+    modules
+        .get("supervisor")?
+        .ast
+        .items
+        .iter()
+        .find_map(|i| match i {
+            syn::Item::Struct(s) if s.ident == "Supervisor" => Some(s.fields.len()),
+            _ => None,
+        })
+}
+
 #[test]
 fn modules_stand_on_floors_without_cycles_or_long_functions() {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -1021,157 +1257,24 @@ fn modules_stand_on_floors_without_cycles_or_long_functions() {
         library: &library,
     };
     let refs = graph.references();
-    let mut problems = Vec::new();
-    let mut report = String::new();
-
-    for name in modules.keys() {
-        if !library.contains(name)
-            && !modules.values().any(|m| {
-                m.children.iter().any(|(c, t)| {
-                    *t && (m.name == "crate" && c == name || *name == format!("{}::{c}", m.name))
-                })
-            })
-        {
-            problems.push(format!(
-                "{} is not declared by any module: it is never compiled",
-                modules[name].file
-            ));
-        }
-        if library.contains(name) {
-            floor_of(name);
-        }
-    }
-
-    // References per (from, to), in the order met.
-    let mut by_edge: BTreeMap<(String, String), Vec<&Reference>> = BTreeMap::new();
+    let mut by_edge: BTreeMap<(String, String), Vec<Reference>> = BTreeMap::new();
     for r in &refs {
         by_edge
             .entry((r.from.clone(), r.to.clone()))
             .or_default()
-            .push(r);
+            .push(r.clone());
     }
-    let file_of = |m: &str| modules[m].file.clone();
-    let allowed = |list: &[(&str, &str, &str)], from: &str, to: &str| {
-        list.iter().any(|(f, t, _)| *f == file_of(from) && *t == to)
+    let mut checks = Checks {
+        graph: &graph,
+        by_edge,
+        report: String::new(),
+        problems: Vec::new(),
     };
+    checks.declared();
+    let upward = checks.upward();
+    let all_cycles = checks.cycles();
+    let fns = checks.functions();
 
-    // Upward references.
-    let mut upward = Vec::new();
-    for ((from, to), rs) in &by_edge {
-        let Some(why) = runs_up(&graph, rs[0]) else {
-            continue;
-        };
-        upward.push((from.clone(), to.clone()));
-        let at: Vec<String> = rs
-            .iter()
-            .map(|r| format!("{}:{} `{}`", r.file, r.line, r.path))
-            .collect();
-        let line = format!("{} -> {to} ({why}): {}", file_of(from), at.join(", "));
-        writeln!(report, "  up: {line}").unwrap();
-        if !allowed(ALLOWED_UPWARD, from, to) {
-            problems.push(format!("a reference runs up a floor: {line}"));
-        }
-    }
-    for (file, to, _) in ALLOWED_UPWARD {
-        if !upward.iter().any(|(f, t)| file_of(f) == *file && t == to) {
-            problems.push(format!(
-                "ALLOWED_UPWARD lists {file} -> {to}, which no longer runs up: remove it"
-            ));
-        }
-    }
-
-    // Cycles, in the whole graph and once the allowed edges are taken out.
-    let edges: BTreeSet<(String, String)> = by_edge.keys().cloned().collect();
-    let all_cycles = cycles(&library, &edges);
-    for scc in &all_cycles {
-        writeln!(
-            report,
-            "  cycle of {} modules: {}",
-            scc.len(),
-            scc.join(", ")
-        )
-        .unwrap();
-        for ((from, to), rs) in &by_edge {
-            if scc.contains(from) && scc.contains(to) {
-                let names: BTreeSet<&str> = rs.iter().map(|r| r.path.as_str()).collect();
-                let names: Vec<&str> = names.into_iter().collect();
-                writeln!(
-                    report,
-                    "    {from} -> {to}: {}:{} {}",
-                    rs[0].file,
-                    rs[0].line,
-                    names.join(", ")
-                )
-                .unwrap();
-            }
-        }
-    }
-    let kept: BTreeSet<(String, String)> = edges
-        .iter()
-        .filter(|(f, t)| !allowed(ALLOWED_UPWARD, f, t) && !allowed(ALLOWED_CYCLE_EDGES, f, t))
-        .cloned()
-        .collect();
-    for scc in cycles(&library, &kept) {
-        let mut tie = Vec::new();
-        for ((from, to), rs) in &by_edge {
-            if scc.contains(from) && scc.contains(to) && kept.contains(&(from.clone(), to.clone()))
-            {
-                let names: BTreeSet<&str> = rs.iter().map(|r| r.path.as_str()).collect();
-                let names: Vec<&str> = names.into_iter().collect();
-                tie.push(format!(
-                    "{from} -> {to} ({}:{} {})",
-                    rs[0].file,
-                    rs[0].line,
-                    names.join(", ")
-                ));
-            }
-        }
-        problems.push(format!(
-            "an import cycle: {}\n    tied by: {}",
-            scc.join(", "),
-            tie.join("\n             ")
-        ));
-    }
-    for (file, to, _) in ALLOWED_CYCLE_EDGES {
-        if !edges.iter().any(|(f, t)| file_of(f) == *file && t == to)
-            || !all_cycles
-                .iter()
-                .any(|scc| scc.iter().any(|m| file_of(m) == *file) && scc.iter().any(|m| m == to))
-        {
-            problems.push(format!(
-                "ALLOWED_CYCLE_EDGES lists {file} -> {to}, which closes no cycle now: remove it"
-            ));
-        }
-    }
-
-    // Functions.
-    let mut fns = graph.functions();
-    fns.sort_by_key(|f| std::cmp::Reverse(f.lines));
-    for f in fns.iter().filter(|f| f.lines > MAX_FN_LINES) {
-        let line = format!("{} ({}:{}) is {} lines", f.name, f.file, f.line, f.lines);
-        writeln!(report, "  long: {line}").unwrap();
-        if !ALLOWED_LONG_FNS
-            .iter()
-            .any(|(file, name, _)| *file == f.file && *name == f.name)
-        {
-            problems.push(format!("a function over {MAX_FN_LINES} lines: {line}"));
-        }
-    }
-    for (file, name, _) in ALLOWED_LONG_FNS {
-        if !fns
-            .iter()
-            .any(|f| f.file == *file && f.name == *name && f.lines > MAX_FN_LINES)
-        {
-            problems.push(format!("ALLOWED_LONG_FNS lists {name} in {file}, which is no longer over {MAX_FN_LINES} lines: remove it"));
-        }
-    }
-
-    let supervisor_fields = modules.get("supervisor").and_then(|m| {
-        m.ast.items.iter().find_map(|i| match i {
-            syn::Item::Struct(s) if s.ident == "Supervisor" => Some(s.fields.len()),
-            _ => None,
-        })
-    });
     let longest = &fns[0];
     println!("warden-run's structure:");
     println!(
@@ -1182,7 +1285,7 @@ fn modules_stand_on_floors_without_cycles_or_long_functions() {
     println!(
         "  references between modules: {} ({} module pairs)",
         refs.len(),
-        edges.len()
+        checks.by_edge.len()
     );
     println!(
         "  import cycles: {} (taking in {})",
@@ -1193,7 +1296,7 @@ fn modules_stand_on_floors_without_cycles_or_long_functions() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!("  upward references: {} module pairs", upward.len());
+    println!("  upward references: {upward} module pairs");
     println!(
         "  longest function: {} ({}:{}), {} lines",
         longest.name, longest.file, longest.line, longest.lines
@@ -1202,13 +1305,13 @@ fn modules_stand_on_floors_without_cycles_or_long_functions() {
         "  functions over {MAX_FN_LINES} lines: {}",
         fns.iter().filter(|f| f.lines > MAX_FN_LINES).count()
     );
-    if let Some(n) = supervisor_fields {
+    if let Some(n) = supervisor_fields(&modules) {
         println!("  Supervisor's fields: {n}");
     }
-    print!("{report}");
+    print!("{}", checks.report);
     assert!(
-        problems.is_empty(),
+        checks.problems.is_empty(),
         "warden-run's structure:\n- {}",
-        problems.join("\n- ")
+        checks.problems.join("\n- ")
     );
 }
