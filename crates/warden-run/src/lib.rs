@@ -108,6 +108,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use held_dir::DirError;
+pub use held_dir::new_run_id;
 pub use limits::Limits;
 pub use report::Report;
 pub use request::{OutputRequest, Prompt, RequestError, RunRequest, SessionRequest};
@@ -120,6 +121,7 @@ pub use warden_sandbox::env::EnvArg;
 pub use warden_sandbox::{Sandbox, SandboxChoice, SandboxOptions};
 
 use artifacts::RunDir;
+use held_dir::off_clock;
 use supervisor::{Setup, Supervisor};
 use warden_sandbox::env::agent_env;
 use warden_sandbox::{SandboxError, Target};
@@ -674,41 +676,10 @@ impl RunHandle {
     }
 }
 
-/// Makes the directory `path` with `make` on a blocking thread: creating
-/// a run's files can take milliseconds on a busy disk, and a batch starts
-/// hundreds at once while the clocks of the runs already going must keep
-/// time on the runtime's thread.
-pub(crate) async fn off_clock<T: Send + 'static>(
-    path: &Path,
-    make: fn(&Path) -> Result<T, held_dir::DirError>,
-) -> Result<T, held_dir::DirError> {
-    let owned = path.to_path_buf();
-    tokio::task::spawn_blocking(move || make(&owned))
-        .await
-        .unwrap_or_else(|e| {
-            Err(held_dir::DirError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::other(format!("the task making it failed: {e}")),
-            })
-        })
-}
-
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {
         cwd.join(p)
     }
-}
-
-/// `20261129T193152Z-1a2b3c4d5e6f7a8b`: sortable by start time, and 64
-/// random bits from the kernel, so ids never collide, across processes
-/// and machines, and cannot be guessed before the run starts.
-pub fn new_run_id(at: SystemTime) -> String {
-    let stamp: String = humantime::format_rfc3339_seconds(at)
-        .to_string()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    format!("{stamp}-{:016x}", held_dir::random_u64())
 }
