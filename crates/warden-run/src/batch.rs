@@ -579,7 +579,7 @@ impl Batch {
                 .collect(),
         };
         if let Some(t) = &self.telemetry {
-            t.batch_runs(&status);
+            t.batch_runs(status.queued(), status.running(), status.finished());
         }
         // What ended before stays; the rest runs.
         let mut kept: Vec<Option<BatchRun>> = Vec::new();
@@ -855,7 +855,11 @@ impl BatchHandle {
         if self.status.apply(&update)
             && let Some(t) = &self.telemetry
         {
-            t.batch_runs(&self.status);
+            t.batch_runs(
+                self.status.queued(),
+                self.status.running(),
+                self.status.finished(),
+            );
         }
         Some(update)
     }
@@ -884,7 +888,11 @@ impl BatchHandle {
                     verdict: run.verdict,
                 };
             }
-            t.batch_runs(&self.status);
+            t.batch_runs(
+                self.status.queued(),
+                self.status.running(),
+                self.status.finished(),
+            );
         }
         outcome
     }

@@ -166,11 +166,6 @@ const ALLOWED_UPWARD: &[(&str, &str, &str)] = &[
     ),
     (
         "src/telemetry/mod.rs",
-        "batch",
-        "the batch metrics read BatchStatus",
-    ),
-    (
-        "src/telemetry/mod.rs",
         "crate",
         "RunTelemetry is declared in the crate root",
     ),

@@ -380,10 +380,11 @@ impl Telemetry {
         }
     }
 
-    /// Where a batch's entries are: the `warden.batch.runs` gauge.
-    pub(crate) fn batch_runs(&self, status: &crate::batch::BatchStatus) {
+    /// How many of a batch's entries are queued, running and finished:
+    /// the `warden.batch.runs` gauge.
+    pub(crate) fn batch_runs(&self, queued: usize, running: usize, finished: usize) {
         if let Some(m) = &self.inner.metrics {
-            m.batch_runs(status.queued(), status.running(), status.finished());
+            m.batch_runs(queued, running, finished);
         }
     }
 
