@@ -185,16 +185,6 @@ const ALLOWED_CYCLE_EDGES: &[(&str, &str, &str)] = &[
         "a batch's report holds each entry's SessionReport, declared in session.rs",
     ),
     (
-        "src/executor/work.rs",
-        "batch",
-        "an executor's Work carries BatchControl, declared in batch.rs",
-    ),
-    (
-        "src/executor/mod.rs",
-        "batch",
-        "an executor's Work carries BatchControl, declared in batch.rs",
-    ),
-    (
         "src/clocks.rs",
         "supervisor::phase",
         "the clocks are armed and disarmed by Phase and Ending",

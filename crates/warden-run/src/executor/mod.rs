@@ -22,11 +22,10 @@ use std::time::Instant;
 use tokio::sync::Semaphore;
 
 use crate::Verdict;
-use crate::batch::BatchControl;
 use crate::batch_report::BatchRun;
 use crate::session::{SessionControl, run_request_pooled};
 use crate::update::{Outbox, Update};
-pub use work::{Entry, Executor, Work, cancelled_before_start};
+pub use work::{BatchControl, Entry, Executor, Work, cancelled_before_start};
 
 /// On this machine: `jobs` sessions at a time, in the entries' order.
 #[derive(Debug, Clone, Copy, Default)]

@@ -6,11 +6,12 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio::sync::mpsc;
 
-use crate::batch::BatchControl;
 use crate::batch_report::BatchRun;
+use crate::session::SessionControl;
 use crate::update::{Outbox, Update};
 use crate::{RunRequest, Verdict};
 
@@ -129,4 +130,50 @@ pub fn cancelled_before_start(entry: &Entry) -> BatchRun {
         Some(Verdict::Cancelled),
         Some("cancelled before it started".into()),
     )
+}
+
+/// Cancels every entry of a batch: the first call cancels gracefully,
+/// the next kills; entries not started yet never start.
+#[derive(Clone, Default)]
+pub struct BatchControl {
+    sessions: Arc<std::sync::Mutex<Vec<SessionControl>>>,
+    cancels: Arc<AtomicU32>,
+    /// Wakes whoever waits for the next cancel (a cluster executor).
+    cancelled: Arc<tokio::sync::Notify>,
+}
+
+impl BatchControl {
+    pub(crate) fn add(&self, s: SessionControl) {
+        let mut all = self.sessions.lock().expect("lock");
+        for _ in 0..self.cancels.load(Ordering::SeqCst) {
+            s.cancel();
+        }
+        all.push(s);
+    }
+
+    /// How many times `cancel` was called.
+    pub fn cancels(&self) -> u32 {
+        self.cancels.load(Ordering::SeqCst)
+    }
+
+    pub fn cancel(&self) {
+        let all = self.sessions.lock().expect("lock");
+        self.cancels.fetch_add(1, Ordering::SeqCst);
+        for s in all.iter() {
+            s.cancel();
+        }
+        drop(all);
+        self.cancelled.notify_waiters();
+    }
+
+    /// Returns once `cancel` has been called more than `seen` times.
+    pub async fn cancelled_after(&self, seen: u32) {
+        loop {
+            let notified = self.cancelled.notified();
+            if self.cancels() > seen {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
