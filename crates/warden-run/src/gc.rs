@@ -462,68 +462,13 @@ async fn collect_worktrees(
             }
         };
         let why = "no session left names it".to_string();
-        // A worktree has a `.git` file; without one, git would answer for
-        // the repository around it instead.
-        // A sandboxed session's own repository has a `.git` directory.
-        let dot_git = statat(&lock, ".git", AtFlags::SYMLINK_NOFOLLOW)
-            .map(|st| FileType::from_raw_mode(st.st_mode))
-            .ok();
-        let own = dot_git == Some(FileType::Directory);
-        if !own && dot_git != Some(FileType::RegularFile) {
-            report.items.push(item(
-                Action::Kept,
-                format!("{why}, but it is not a git worktree (no .git file); remove it yourself"),
-            ));
-            continue;
-        }
-        // `--ignored=matching`: `git worktree remove` deletes ignored
-        // files too (a `.env`, data), which no commit keeps.
-        match git_out(
-            &path,
-            &[
-                "status",
-                "--porcelain",
-                "--untracked-files=all",
-                "--ignored=matching",
-                // Another repository, whose configuration was not read.
-                "--ignore-submodules=all",
-            ],
-        )
-        .await
-        {
-            Ok(s) if s.trim().is_empty() => {}
-            Ok(_) => {
-                report.items.push(item(
-                    Action::Kept,
-                    format!(
-                        "{why}, but it has uncommitted changes or ignored files: commit them or remove it yourself"
-                    ),
-                ));
+        let own = match removable(project, &lock, &path, &why).await {
+            Ok(own) => own,
+            Err(kept) => {
+                report.items.push(item(Action::Kept, kept));
                 continue;
             }
-            Err(err) => {
-                report.items.push(item(
-                    Action::Kept,
-                    format!(
-                        "{why}, but git cannot read it as a worktree ({err}); remove it yourself"
-                    ),
-                ));
-                continue;
-            }
-        }
-        if own && has_submodules(&path) {
-            report.items.push(item(
-                Action::Kept,
-                format!("{why}, but it holds submodules, whose commits live only there; remove it yourself"),
-            ));
-            continue;
-        }
-        if own && let Err(left) = branches_home(project, &path).await {
-            report
-                .items
-                .push(item(Action::Kept, format!("{why}, but {left}")));
-            continue;
-        }
+        };
         if options.dry_run {
             report.items.push(item(Action::WouldRemove, why));
             continue;
@@ -555,6 +500,67 @@ async fn collect_worktrees(
             ),
         });
     }
+}
+
+/// Whether the worktree at `path` (`dir` its open handle), which no
+/// session names, may go: `Ok(own)`, `own` for a sandboxed session's own
+/// repository; else why it stays, as the line of gc's report: it is no
+/// worktree, it has work no commit keeps, or commits that are nowhere
+/// else.
+async fn removable(
+    project: &Path,
+    dir: impl rustix::fd::AsFd,
+    path: &Path,
+    why: &str,
+) -> Result<bool, String> {
+    // A worktree has a `.git` file; without one, git would answer for
+    // the repository around it instead.
+    // A sandboxed session's own repository has a `.git` directory.
+    let dot_git = statat(dir, ".git", AtFlags::SYMLINK_NOFOLLOW)
+        .map(|st| FileType::from_raw_mode(st.st_mode))
+        .ok();
+    let own = dot_git == Some(FileType::Directory);
+    if !own && dot_git != Some(FileType::RegularFile) {
+        return Err(format!(
+            "{why}, but it is not a git worktree (no .git file); remove it yourself"
+        ));
+    }
+    // `--ignored=matching`: `git worktree remove` deletes ignored
+    // files too (a `.env`, data), which no commit keeps.
+    match git_out(
+        path,
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--ignored=matching",
+            // Another repository, whose configuration was not read.
+            "--ignore-submodules=all",
+        ],
+    )
+    .await
+    {
+        Ok(s) if s.trim().is_empty() => {}
+        Ok(_) => {
+            return Err(format!(
+                "{why}, but it has uncommitted changes or ignored files: commit them or remove it yourself"
+            ));
+        }
+        Err(err) => {
+            return Err(format!(
+                "{why}, but git cannot read it as a worktree ({err}); remove it yourself"
+            ));
+        }
+    }
+    if own && has_submodules(path) {
+        return Err(format!(
+            "{why}, but it holds submodules, whose commits live only there; remove it yourself"
+        ));
+    }
+    if own && let Err(left) = branches_home(project, path).await {
+        return Err(format!("{why}, but {left}"));
+    }
+    Ok(own)
 }
 
 /// Whether the session directory the worktree's owner file (written by

@@ -214,11 +214,6 @@ const ALLOWED_LONG_FNS: &[(&str, &str, &str)] = &[
         "plans, resumes and starts a batch in one go",
     ),
     (
-        "src/gc.rs",
-        "collect_worktrees",
-        "each kind of leftover worktree handled inline",
-    ),
-    (
         "src/supervisor/phase.rs",
         "Phase::on",
         "the whole transition table as one match",
