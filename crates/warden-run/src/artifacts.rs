@@ -19,12 +19,11 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::mpsc;
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 use warden_events::event::Stamped;
 
 use crate::held_dir::{DirError, HeldDir, Reserved};
-use crate::report::Report;
+use crate::report::{LogDigest, Report};
 
 /// The logs whose digests `run.json` records, by file name.
 pub(crate) const LOGS: [&str; 3] = ["stdout.log", "stderr.log", "events.jsonl"];
@@ -34,14 +33,6 @@ pub(crate) const LOGS: [&str; 3] = ["stdout.log", "stderr.log", "events.jsonl"];
 /// directory where even this does not fit is refused before the agent
 /// starts.
 const REPORT_RESERVE: usize = 64 * 1024;
-
-/// What warden wrote to one log.
-#[derive(schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct LogDigest {
-    pub bytes: u64,
-    /// Lowercase hex.
-    pub sha256: String,
-}
 
 /// A log file that hashes exactly the bytes that reached it.
 ///

@@ -23,7 +23,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
@@ -33,8 +32,9 @@ use crate::batch_plan as plan;
 use crate::batch_report::BatchReport;
 use crate::batch_report::BatchRun;
 use crate::executor;
+// Declared with what an executor is given, which obeys it.
+pub use crate::executor::BatchControl;
 use crate::held_dir::{DirError, HeldDir};
-use crate::session::SessionControl;
 use crate::update::Update;
 use crate::{RunRequest, Verdict};
 
@@ -165,7 +165,7 @@ impl Batch {
     /// empty), running at most `jobs` entries at a time.
     pub fn new(dir: impl Into<PathBuf>, jobs: usize) -> Self {
         Self {
-            id: crate::run::new_run_id(SystemTime::now()),
+            id: crate::held_dir::new_run_id(SystemTime::now()),
             executor: Arc::new(executor::Local),
             dir: dir.into(),
             jobs,
@@ -282,7 +282,7 @@ impl Batch {
         };
         // The lock first: a batch still going is neither read half-written
         // nor has its entries moved aside under it.
-        let held = match crate::run::off_clock(dir, HeldDir::open_existing).await? {
+        let held = match crate::held_dir::off_clock(dir, HeldDir::open_existing).await? {
             Some(held) => held,
             None => return Err(bad("no such directory".into())),
         };
@@ -536,7 +536,7 @@ impl Batch {
         let (held, in_use) = if let Some(held) = self.held.take() {
             held
         } else {
-            let held = crate::run::off_clock(&self.dir, HeldDir::create_empty).await?;
+            let held = crate::held_dir::off_clock(&self.dir, HeldDir::create_empty).await?;
             // Locked before the plan is written: until then `warden gc`
             // could take the new directory for an old one.
             let in_use = held.claim()?;
@@ -579,7 +579,7 @@ impl Batch {
                 .collect(),
         };
         if let Some(t) = &self.telemetry {
-            t.batch_runs(&status);
+            t.batch_runs(status.queued(), status.running(), status.finished());
         }
         // What ended before stays; the rest runs.
         let mut kept: Vec<Option<BatchRun>> = Vec::new();
@@ -679,52 +679,6 @@ impl Batch {
             status,
             telemetry: self.telemetry,
         })
-    }
-}
-
-/// Cancels every entry of a batch: the first call cancels gracefully,
-/// the next kills; entries not started yet never start.
-#[derive(Clone, Default)]
-pub struct BatchControl {
-    sessions: Arc<std::sync::Mutex<Vec<SessionControl>>>,
-    cancels: Arc<AtomicU32>,
-    /// Wakes whoever waits for the next cancel (a cluster executor).
-    cancelled: Arc<tokio::sync::Notify>,
-}
-
-impl BatchControl {
-    pub(crate) fn add(&self, s: SessionControl) {
-        let mut all = self.sessions.lock().expect("lock");
-        for _ in 0..self.cancels.load(Ordering::SeqCst) {
-            s.cancel();
-        }
-        all.push(s);
-    }
-
-    /// How many times `cancel` was called.
-    pub fn cancels(&self) -> u32 {
-        self.cancels.load(Ordering::SeqCst)
-    }
-
-    pub fn cancel(&self) {
-        let all = self.sessions.lock().expect("lock");
-        self.cancels.fetch_add(1, Ordering::SeqCst);
-        for s in all.iter() {
-            s.cancel();
-        }
-        drop(all);
-        self.cancelled.notify_waiters();
-    }
-
-    /// Returns once `cancel` has been called more than `seen` times.
-    pub async fn cancelled_after(&self, seen: u32) {
-        loop {
-            let notified = self.cancelled.notified();
-            if self.cancels() > seen {
-                return;
-            }
-            notified.await;
-        }
     }
 }
 
@@ -870,7 +824,11 @@ impl BatchHandle {
         if self.status.apply(&update)
             && let Some(t) = &self.telemetry
         {
-            t.batch_runs(&self.status);
+            t.batch_runs(
+                self.status.queued(),
+                self.status.running(),
+                self.status.finished(),
+            );
         }
         Some(update)
     }
@@ -884,7 +842,7 @@ impl BatchHandle {
     /// queued entry starts, the running ones are cancelled; a second
     /// cancel kills them.
     pub fn canceller(&self) -> crate::Canceller {
-        crate::Canceller(crate::run::CancelTarget::Batch(self.control.clone()))
+        crate::Canceller(Arc::new(self.control.clone()))
     }
 
     /// Waits for every entry and writes `batch.json`. The updates need
@@ -902,7 +860,11 @@ impl BatchHandle {
                     verdict: run.verdict,
                 };
             }
-            t.batch_runs(&self.status);
+            t.batch_runs(
+                self.status.queued(),
+                self.status.running(),
+                self.status.finished(),
+            );
         }
         outcome
     }

@@ -60,8 +60,13 @@ pub struct JobReport {
     pub engine: String,
     /// The engine's id of the job (`123_4`: task 4 of array job 123).
     pub id: String,
-    /// The engine's last state (`COMPLETED`, `NODE_FAIL`, ...).
+    /// The engine's last state (`COMPLETED`, `NODE_FAIL`, ...), as the
+    /// engine wrote it.
     pub state: String,
+    /// Why warden stopped waiting for the engine before it said the job
+    /// ended (`no longer known to Slurm`); `null` when it did.
+    #[serde(default)]
+    pub state_reason: Option<String>,
     /// The engine's exit code (`0:0`, `3:0`, `0:9`).
     pub exit_code: Option<String>,
     /// Where it ran.
@@ -76,9 +81,19 @@ impl JobReport {
             engine: engine.into(),
             id: id.into(),
             state: state.into(),
+            state_reason: None,
             exit_code: None,
             node: None,
             started: false,
+        }
+    }
+
+    /// The state with warden's reason, if any, for people:
+    /// `RUNNING (no longer known to Slurm)`.
+    pub fn described_state(&self) -> String {
+        match &self.state_reason {
+            Some(why) => format!("{} ({why})", self.state),
+            None => self.state.clone(),
         }
     }
 }

@@ -162,20 +162,6 @@ fn spent_dollars<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error
 }
 
 impl Spent {
-    /// What a run's report says it spent.
-    pub fn of_report(r: &crate::Report) -> Spent {
-        Spent::new(
-            r.reported.cost_usd,
-            r.reported.tokens.total(),
-            u64::from(r.reported.turns),
-        )
-    }
-
-    /// What a session's runs spent, as its report sums them.
-    pub fn of_session(s: &crate::session::SessionReport) -> Spent {
-        Spent::new(s.cost_usd, s.tokens.total(), s.turns)
-    }
-
     /// What a decoder has counted so far.
     pub(crate) fn of_summary(s: &warden_events::Summary) -> Spent {
         Spent::new(
@@ -187,7 +173,7 @@ impl Spent {
 
     /// A cost that is not an amount spent (negative, infinite, not a
     /// number) counts as none.
-    fn new(cost_usd: Option<f64>, tokens: u64, turns: u64) -> Spent {
+    pub(crate) fn new(cost_usd: Option<f64>, tokens: u64, turns: u64) -> Spent {
         Spent {
             cost_usd: spent_or_zero(cost_usd.unwrap_or(0.0)),
             tokens,

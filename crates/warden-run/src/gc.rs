@@ -18,7 +18,7 @@
 //! `unlinkat` relative to that handle. A link is removed as a link; what
 //! it points to is never touched.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,9 @@ use std::time::{Duration, SystemTime};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, openat, statat, unlinkat};
 use serde::Serialize;
 
+use crate::git::has_submodules;
 use crate::held_dir::{DirError, HeldDir, try_lock_at};
+use crate::remove::{list, remove_at, remove_tree};
 
 /// What to keep. A directory goes when it is not among the newest
 /// `keep_runs` of its kind, or when it is older than `keep_days`.
@@ -115,10 +117,6 @@ const KINDS: [(ItemKind, &str, &str); 3] = [
     (ItemKind::Session, ".warden/sessions", "session.json"),
     (ItemKind::Batch, ".warden/batches", "batch.json"),
 ];
-
-/// How deep gc goes below a directory it removes: deeper is refused (an
-/// agent could nest directories until the walk runs out of handles).
-const MAX_DEPTH: usize = 256;
 
 /// Applies `options` to the `.warden` directories of each of `projects`
 /// (a working directory, the top of its repository), as of `now`.
@@ -386,72 +384,6 @@ fn list_dirs(dir: &OwnedFd) -> std::io::Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// Every name in `dir` but `.` and `..`.
-fn list(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
-    let readable = openat(
-        dir,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::new(readable)? {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(OsStr::from_bytes(name).to_os_string());
-        }
-    }
-    Ok(names)
-}
-
-/// Removes the directory tree at `path` without following a link below
-/// its parent (a session's own repository, which the agent wrote).
-pub(crate) fn remove_tree(path: &Path) -> std::io::Result<()> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(std::io::Error::other("no parent directory"));
-    };
-    let parent = openat(
-        rustix::fs::CWD,
-        parent,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    remove_at(&parent, name, 0)
-}
-
-/// Removes the entry `name` in `parent` and, for a directory, everything
-/// in it, without following a link anywhere. An entry below that is gone
-/// meanwhile is no error: another gc removing the same tree.
-fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize) -> std::io::Result<()> {
-    let st = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-        // A file, or a link: the entry itself goes, never its target.
-        return Ok(unlinkat(parent, name, AtFlags::empty())?);
-    }
-    if depth >= MAX_DEPTH {
-        return Err(std::io::Error::other(format!(
-            "more than {MAX_DEPTH} directories deep; remove it yourself"
-        )));
-    }
-    // O_NOFOLLOW: a link swapped in since the stat is refused, not
-    // entered.
-    let dir = openat(
-        parent,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    for child in list(&dir)? {
-        match remove_at(&dir, &child, depth + 1) {
-            Err(e) if !is_gone(&e) => return Err(e),
-            _ => {}
-        }
-    }
-    drop(dir);
-    Ok(unlinkat(parent, name, AtFlags::REMOVEDIR)?)
-}
-
 /// The worktrees under `<project>/.warden/worktrees/` whose session is
 /// gone: no session directory left names it, and no session holds it.
 /// A clean one is removed with `git worktree remove` (its branch stays,
@@ -530,68 +462,13 @@ async fn collect_worktrees(
             }
         };
         let why = "no session left names it".to_string();
-        // A worktree has a `.git` file; without one, git would answer for
-        // the repository around it instead.
-        // A sandboxed session's own repository has a `.git` directory.
-        let dot_git = statat(&lock, ".git", AtFlags::SYMLINK_NOFOLLOW)
-            .map(|st| FileType::from_raw_mode(st.st_mode))
-            .ok();
-        let own = dot_git == Some(FileType::Directory);
-        if !own && dot_git != Some(FileType::RegularFile) {
-            report.items.push(item(
-                Action::Kept,
-                format!("{why}, but it is not a git worktree (no .git file); remove it yourself"),
-            ));
-            continue;
-        }
-        // `--ignored=matching`: `git worktree remove` deletes ignored
-        // files too (a `.env`, data), which no commit keeps.
-        match git_out(
-            &path,
-            &[
-                "status",
-                "--porcelain",
-                "--untracked-files=all",
-                "--ignored=matching",
-                // Another repository, whose configuration was not read.
-                "--ignore-submodules=all",
-            ],
-        )
-        .await
-        {
-            Ok(s) if s.trim().is_empty() => {}
-            Ok(_) => {
-                report.items.push(item(
-                    Action::Kept,
-                    format!(
-                        "{why}, but it has uncommitted changes or ignored files: commit them or remove it yourself"
-                    ),
-                ));
+        let own = match removable(project, &lock, &path, &why).await {
+            Ok(own) => own,
+            Err(kept) => {
+                report.items.push(item(Action::Kept, kept));
                 continue;
             }
-            Err(err) => {
-                report.items.push(item(
-                    Action::Kept,
-                    format!(
-                        "{why}, but git cannot read it as a worktree ({err}); remove it yourself"
-                    ),
-                ));
-                continue;
-            }
-        }
-        if own && has_submodules(&path) {
-            report.items.push(item(
-                Action::Kept,
-                format!("{why}, but it holds submodules, whose commits live only there; remove it yourself"),
-            ));
-            continue;
-        }
-        if own && let Err(left) = branches_home(project, &path).await {
-            report
-                .items
-                .push(item(Action::Kept, format!("{why}, but {left}")));
-            continue;
-        }
+        };
         if options.dry_run {
             report.items.push(item(Action::WouldRemove, why));
             continue;
@@ -623,6 +500,67 @@ async fn collect_worktrees(
             ),
         });
     }
+}
+
+/// Whether the worktree at `path` (`dir` its open handle), which no
+/// session names, may go: `Ok(own)`, `own` for a sandboxed session's own
+/// repository; else why it stays, as the line of gc's report: it is no
+/// worktree, it has work no commit keeps, or commits that are nowhere
+/// else.
+async fn removable(
+    project: &Path,
+    dir: impl rustix::fd::AsFd,
+    path: &Path,
+    why: &str,
+) -> Result<bool, String> {
+    // A worktree has a `.git` file; without one, git would answer for
+    // the repository around it instead.
+    // A sandboxed session's own repository has a `.git` directory.
+    let dot_git = statat(dir, ".git", AtFlags::SYMLINK_NOFOLLOW)
+        .map(|st| FileType::from_raw_mode(st.st_mode))
+        .ok();
+    let own = dot_git == Some(FileType::Directory);
+    if !own && dot_git != Some(FileType::RegularFile) {
+        return Err(format!(
+            "{why}, but it is not a git worktree (no .git file); remove it yourself"
+        ));
+    }
+    // `--ignored=matching`: `git worktree remove` deletes ignored
+    // files too (a `.env`, data), which no commit keeps.
+    match git_out(
+        path,
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=all",
+            "--ignored=matching",
+            // Another repository, whose configuration was not read.
+            "--ignore-submodules=all",
+        ],
+    )
+    .await
+    {
+        Ok(s) if s.trim().is_empty() => {}
+        Ok(_) => {
+            return Err(format!(
+                "{why}, but it has uncommitted changes or ignored files: commit them or remove it yourself"
+            ));
+        }
+        Err(err) => {
+            return Err(format!(
+                "{why}, but git cannot read it as a worktree ({err}); remove it yourself"
+            ));
+        }
+    }
+    if own && has_submodules(path) {
+        return Err(format!(
+            "{why}, but it holds submodules, whose commits live only there; remove it yourself"
+        ));
+    }
+    if own && let Err(left) = branches_home(project, path).await {
+        return Err(format!("{why}, but {left}"));
+    }
+    Ok(own)
 }
 
 /// Whether the session directory the worktree's owner file (written by
@@ -694,12 +632,6 @@ fn worktrees_named(project: &Path, report: &GcReport, dry_run: bool) -> Vec<Path
             Some(PathBuf::from(v.get("worktree")?.get("path")?.as_str()?))
         })
         .collect()
-}
-
-/// Whether a session's own repository holds submodules' repositories
-/// (`.git/modules`): their commits are nowhere else.
-pub(crate) fn has_submodules(own: &Path) -> bool {
-    std::fs::read_dir(own.join(".git/modules")).is_ok_and(|mut d| d.next().is_some())
 }
 
 /// That every branch of a session's own repository at `own` is in the

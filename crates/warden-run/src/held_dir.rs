@@ -471,6 +471,37 @@ fn fallback_u64() -> u64 {
     h.finish()
 }
 
+/// Makes the directory `path` with `make` on a blocking thread: creating
+/// a run's files can take milliseconds on a busy disk, and a batch starts
+/// hundreds at once while the clocks of the runs already going must keep
+/// time on the runtime's thread.
+pub(crate) async fn off_clock<T: Send + 'static>(
+    path: &Path,
+    make: fn(&Path) -> Result<T, DirError>,
+) -> Result<T, DirError> {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || make(&owned))
+        .await
+        .unwrap_or_else(|e| {
+            Err(DirError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!("the task making it failed: {e}")),
+            })
+        })
+}
+
+/// `20261129T193152Z-1a2b3c4d5e6f7a8b`: sortable by start time, and 64
+/// random bits from the kernel, so ids never collide, across processes
+/// and machines, and cannot be guessed before the run starts.
+pub fn new_run_id(at: std::time::SystemTime) -> String {
+    let stamp: String = humantime::format_rfc3339_seconds(at)
+        .to_string()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    format!("{stamp}-{:016x}", random_u64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

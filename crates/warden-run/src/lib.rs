@@ -77,6 +77,7 @@ mod held_dir;
 #[cfg(feature = "junit")]
 #[cfg_attr(docsrs, doc(cfg(feature = "junit")))]
 pub mod junit;
+mod keys;
 pub mod limits;
 mod live;
 pub mod logged_lines;
@@ -90,6 +91,7 @@ pub mod readback;
 /// on a FIFO; for the warden CLI, not part of the library's API.
 #[doc(hidden)]
 pub mod regular_file;
+mod remove;
 pub mod report;
 pub mod request;
 pub mod resources;
@@ -105,7 +107,7 @@ pub mod verdict;
 
 pub use batch::{Batch, BatchHandle, BatchOutcome, BatchStatus};
 pub use batch_report::BatchReport;
-pub use held_dir::DirError;
+pub use held_dir::{DirError, new_run_id};
 pub use limits::Limits;
 pub use outcome::Outcome;
 pub use report::Report;
@@ -113,7 +115,7 @@ pub use request::{
     ErrorKind, Finding, IterationContext, OutputRequest, Prompt, RequestError, RunRequest,
     SessionRequest, WorktreeRequest,
 };
-pub use run::{Canceller, Run, RunHandle, SetupError, new_run_id};
+pub use run::{Canceller, Run, RunHandle, SetupError};
 pub use session::{Session, SessionHandle, SessionReport};
 pub use supervisor::Control;
 pub use update::Update;

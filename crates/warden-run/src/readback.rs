@@ -20,8 +20,8 @@ use warden_events::SCHEMA_VERSION;
 use warden_events::event::Stamped;
 
 use crate::Report;
-use crate::artifacts::LogDigest;
 use crate::regular_file::open_written;
+use crate::report::LogDigest;
 use crate::session::SessionReport;
 
 /// Why a report file of a run or session could not be read as one.

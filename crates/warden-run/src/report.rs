@@ -165,8 +165,8 @@ pub struct Report {
     /// on every path: success, failure, stall, forced completion, cancel.
     /// `null` when they are unknown: git could not say (it failed or was
     /// killed at its time limit; `error` says why). Empty outside git.
-    #[serde(deserialize_with = "crate::git::required_commits")]
-    pub commits: Option<Vec<crate::git::Commit>>,
+    #[serde(deserialize_with = "required_commits")]
+    pub commits: Option<Vec<Commit>>,
     /// The structured output (`--output-tag`), when one was asked for and
     /// found: JSON with `--output-schema`, else the text.
     pub output: Option<serde_json::Value>,
@@ -204,7 +204,7 @@ pub struct Report {
     /// wrote to each log (`stdout.log`, `stderr.log`, `events.jsonl`), for
     /// `warden report` to check that none was changed since; `null` while
     /// the run is going.
-    pub logs: Option<BTreeMap<String, crate::artifacts::LogDigest>>,
+    pub logs: Option<BTreeMap<String, LogDigest>>,
     /// The resource limits (`--memory`, `--pids`, `--cpus`) and what
     /// happened at them; `null` when none was asked for.
     #[serde(default)]
@@ -231,7 +231,7 @@ pub struct Report {
     /// many of its spans were handed to the exporter or dropped; `null`
     /// when export is off.
     #[serde(default)]
-    pub otel: Option<crate::telemetry::OtelReport>,
+    pub otel: Option<OtelReport>,
     /// Whether this report reached `run.json` (not part of the file).
     #[serde(skip)]
     pub written: bool,
@@ -312,6 +312,64 @@ pub(crate) fn preserved_status(
         (None, Some(sig)) => u8::try_from(128 + sig).ok(),
         (None, None) => None,
     }
+}
+
+// Beside the report rather than in `budget`, which the report's budget
+// lines come from.
+impl crate::budget::Spent {
+    /// What a run's report says it spent.
+    pub fn of_report(r: &Report) -> Self {
+        Self::new(
+            r.reported.cost_usd,
+            r.reported.tokens.total(),
+            u64::from(r.reported.turns),
+        )
+    }
+}
+
+/// What warden wrote to one log.
+#[derive(schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct LogDigest {
+    pub bytes: u64,
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+/// A commit made during a run.
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Commit {
+    pub sha: String,
+    pub subject: String,
+    pub author: String,
+    pub files_changed: u32,
+}
+
+/// Reads a `commits` field that must be there, as a list or `null`
+/// (unknown): a report that lost the field is not taken for one whose
+/// commits are unknown.
+pub(crate) fn required_commits<'de, D>(d: D) -> Result<Option<Vec<Commit>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <Option<Vec<Commit>> as serde::Deserialize>::deserialize(d)
+}
+
+/// What a report says of its span: in `run.json`, `session.json` and
+/// `batch.json` as `otel` when telemetry is on.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct OtelReport {
+    /// The trace, as 32 lower-case hex digits.
+    pub trace_id: String,
+    /// This report's own span (the run's, the session's, the batch's).
+    pub span_id: String,
+    pub parent_span_id: Option<String>,
+    /// Spans handed to the exporter for this report's span and its
+    /// children (tool calls, model requests; a session's iterations).
+    pub spans: u64,
+    /// Spans of those that were dropped because the exporter's queue was
+    /// full (the collector slow or down).
+    pub spans_dropped: u64,
 }
 
 /// A finished report with every field at its zero value (a claude run of

@@ -12,7 +12,7 @@ use warden_sandbox::env::agent_env;
 use warden_sandbox::{Sandbox, SandboxError, SandboxOptions, Target};
 
 use crate::artifacts::{self, RunDir};
-use crate::held_dir::{self, HeldDir};
+use crate::held_dir::{self, HeldDir, new_run_id, off_clock};
 use crate::outcome::Outcome;
 use crate::plan::RunPlan;
 use crate::report::Report;
@@ -154,30 +154,9 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     // command line that starts it there. Checked before anything is
     // created, so a bad request leaves nothing behind.
     let sandbox = plan.sandbox.sandbox;
-    let host_env: Vec<(String, String)> = std::env::vars_os()
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
     let needs = crate::request::sandbox_needs(plan.agent);
     let home_dir = std::env::var_os("HOME").map(PathBuf::from);
-    let env_dropped = warden_sandbox::env::dropped(
-        &needs,
-        sandbox != Sandbox::Host,
-        &host_env,
-        &plan.env_args,
-        home_dir.as_deref(),
-    );
-    let agent_env = agent_env(
-        &needs,
-        sandbox != Sandbox::Host,
-        &host_env,
-        &fixed,
-        &plan.env_args,
-    );
+    let (agent_env, env_dropped) = agent_environment(&plan, &needs, &fixed, home_dir.as_deref());
     sandbox_available(sandbox).await?;
     // Limits nothing here can enforce are refused before anything is
     // made (they are never silently dropped).
@@ -333,6 +312,29 @@ fn warden_env(
     Ok(fixed)
 }
 
+/// The agent's environment from warden's (an allowlist inside a
+/// sandbox) and `fixed`, and what the agent's set-up refers to that will
+/// not reach it (the report's `env_dropped`).
+fn agent_environment(
+    plan: &RunPlan,
+    needs: &warden_sandbox::SandboxNeeds,
+    fixed: &[(OsString, OsString)],
+    home: Option<&Path>,
+) -> (warden_sandbox::env::AgentEnv, Vec<String>) {
+    let sandboxed = plan.sandbox.sandbox != Sandbox::Host;
+    let host: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let dropped = warden_sandbox::env::dropped(needs, sandboxed, &host, &plan.env_args, home);
+    let env = agent_env(needs, sandboxed, &host, fixed, &plan.env_args);
+    (env, dropped)
+}
+
 /// Refuses a sandbox this machine cannot run, before anything is made.
 async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
     match sandbox {
@@ -407,7 +409,7 @@ impl SandboxTarget {
         // The batches' keys, where HOME (which every sandbox replaces) does
         // not already hide them: an agent that read one could sign a
         // request of its own for a batch to run.
-        if let Some(keys) = crate::batch_key::keys_dir_outside_home()
+        if let Some(keys) = crate::keys::keys_dir_outside_home()
             && !self.options.records.contains(&keys)
         {
             self.options.records.push(keys);
@@ -463,23 +465,37 @@ pub struct RunHandle {
 /// A cloneable way to stop a run, a session or a batch, for signal
 /// handlers and other tasks.
 #[derive(Clone)]
-pub struct Canceller(pub(crate) CancelTarget);
+pub struct Canceller(pub(crate) std::sync::Arc<dyn Cancel>);
 
-#[derive(Clone)]
-pub(crate) enum CancelTarget {
-    Run(mpsc::UnboundedSender<Control>),
-    Session(crate::session::SessionControl),
-    Batch(crate::batch::BatchControl),
+/// What can be stopped: a run, and above it a session or a batch, which
+/// pass it on to their runs.
+pub(crate) trait Cancel: Send + Sync {
+    /// Ends it gracefully: SIGTERM to the running agents, the kill grace,
+    /// SIGKILL; a session or batch starts no more runs.
+    fn cancel(&self);
+    /// Ends it now: SIGKILL to every process of its runs.
+    fn kill(&self);
+    /// What it is, for `Debug`.
+    fn what(&self) -> &'static str;
+}
+
+impl Cancel for mpsc::UnboundedSender<Control> {
+    fn cancel(&self) {
+        let _ = self.send(Control::Cancel);
+    }
+
+    fn kill(&self) {
+        let _ = self.send(Control::Kill);
+    }
+
+    fn what(&self) -> &'static str {
+        "run"
+    }
 }
 
 impl std::fmt::Debug for Canceller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let of = match self.0 {
-            CancelTarget::Run(_) => "run",
-            CancelTarget::Session(_) => "session",
-            CancelTarget::Batch(_) => "batch",
-        };
-        write!(f, "Canceller({of})")
+        write!(f, "Canceller({})", self.0.what())
     }
 }
 
@@ -487,30 +503,12 @@ impl Canceller {
     /// Ends it gracefully: SIGTERM to the running agents, the kill grace,
     /// SIGKILL; a session or batch starts no more runs.
     pub fn cancel(&self) {
-        match &self.0 {
-            CancelTarget::Run(c) => {
-                let _ = c.send(Control::Cancel);
-            }
-            CancelTarget::Session(c) => c.cancel(),
-            CancelTarget::Batch(c) => c.cancel(),
-        }
+        self.0.cancel();
     }
 
     /// Ends it now: SIGKILL to every process of its runs.
     pub fn kill(&self) {
-        match &self.0 {
-            CancelTarget::Run(c) => {
-                let _ = c.send(Control::Kill);
-            }
-            CancelTarget::Session(c) => {
-                c.cancel();
-                c.cancel();
-            }
-            CancelTarget::Batch(c) => {
-                c.cancel();
-                c.cancel();
-            }
-        }
+        self.0.kill();
     }
 }
 
@@ -538,7 +536,7 @@ impl RunHandle {
     }
 
     pub fn canceller(&self) -> Canceller {
-        Canceller(CancelTarget::Run(self.control.clone()))
+        Canceller(std::sync::Arc::new(self.control.clone()))
     }
 
     /// Waits for the end of the run. Always returns, with a verdict;
@@ -579,41 +577,10 @@ impl RunHandle {
     }
 }
 
-/// Makes the directory `path` with `make` on a blocking thread: creating
-/// a run's files can take milliseconds on a busy disk, and a batch starts
-/// hundreds at once while the clocks of the runs already going must keep
-/// time on the runtime's thread.
-pub(crate) async fn off_clock<T: Send + 'static>(
-    path: &Path,
-    make: fn(&Path) -> Result<T, held_dir::DirError>,
-) -> Result<T, held_dir::DirError> {
-    let owned = path.to_path_buf();
-    tokio::task::spawn_blocking(move || make(&owned))
-        .await
-        .unwrap_or_else(|e| {
-            Err(held_dir::DirError::Io {
-                path: path.to_path_buf(),
-                source: std::io::Error::other(format!("the task making it failed: {e}")),
-            })
-        })
-}
-
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
         p.to_path_buf()
     } else {
         cwd.join(p)
     }
-}
-
-/// `20261129T193152Z-1a2b3c4d5e6f7a8b`: sortable by start time, and 64
-/// random bits from the kernel, so ids never collide, across processes
-/// and machines, and cannot be guessed before the run starts.
-pub fn new_run_id(at: SystemTime) -> String {
-    let stamp: String = humantime::format_rfc3339_seconds(at)
-        .to_string()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    format!("{stamp}-{:016x}", held_dir::random_u64())
 }

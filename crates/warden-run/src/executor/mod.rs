@@ -1,7 +1,8 @@
 //! Where a batch's entries run. An [`Executor`] gets the entries, each a
-//! serializable [`RunRequest`] with its own directory under the batch
-//! directory, and gives back how each ended; it says what happens through
-//! the batch's update stream and stops when the batch is cancelled.
+//! serializable [`RunRequest`](crate::RunRequest) with its own directory
+//! under the batch directory, and gives back how each ended; it says what
+//! happens through the batch's update stream and stops when the batch is
+//! cancelled.
 //!
 //! [`Local`] runs them on this machine, `jobs` at a time.
 //! [`slurm::Slurm`] submits them as one Slurm array job whose tasks run
@@ -11,137 +12,20 @@
 
 mod follow;
 pub mod slurm;
+mod work;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 
-use crate::batch::BatchControl;
+use crate::Verdict;
 use crate::batch_report::BatchRun;
 use crate::session::{SessionControl, run_request_pooled};
 use crate::update::{Outbox, Update};
-use crate::{RunRequest, Verdict};
-
-/// One entry of a batch, ready to run: its request's `dir` is the entry's
-/// directory (where its `session.json` goes).
-#[non_exhaustive]
-#[derive(Debug, Clone)]
-pub struct Entry {
-    pub index: usize,
-    pub name: String,
-    pub request: RunRequest,
-}
-
-impl Entry {
-    /// The entry's directory.
-    pub fn dir(&self) -> PathBuf {
-        self.request.dir.clone().unwrap_or_default()
-    }
-}
-
-/// What an executor is given to run.
-#[non_exhaustive]
-pub struct Work {
-    pub batch_id: String,
-    /// The batch directory (on storage the nodes share, for a cluster).
-    pub dir: PathBuf,
-    /// At most this many entries at once.
-    pub jobs: usize,
-    pub entries: Vec<Entry>,
-    /// Cancelled by the batch's owner (a signal): first gracefully, then
-    /// at once.
-    pub control: BatchControl,
-    /// The batch's budget, with what entries that ended before spent (each
-    /// entry's request carries it too).
-    pub budget: Option<crate::budget::SharedBudget>,
-    /// OpenTelemetry export, with the batch's span as the parent of the
-    /// entries' sessions.
-    pub telemetry: Option<crate::telemetry::Telemetry>,
-    /// The batch's key: what the files an executor writes for its entries
-    /// are signed with (and their secrets sealed), and what the reports
-    /// it reads back must be signed with.
-    pub key: Option<Arc<crate::batch_key::BatchKey>>,
-    updates: mpsc::Sender<Update>,
-}
-
-impl Work {
-    pub(crate) fn new(
-        batch_id: String,
-        dir: PathBuf,
-        jobs: usize,
-        entries: Vec<Entry>,
-        control: BatchControl,
-        updates: mpsc::Sender<Update>,
-    ) -> Self {
-        Self {
-            batch_id,
-            dir,
-            jobs,
-            entries,
-            control,
-            budget: None,
-            telemetry: None,
-            key: None,
-            updates,
-        }
-    }
-
-    pub(crate) fn with_telemetry(mut self, t: Option<crate::telemetry::Telemetry>) -> Self {
-        self.telemetry = t;
-        self
-    }
-
-    pub(crate) fn with_key(mut self, key: Arc<crate::batch_key::BatchKey>) -> Self {
-        self.key = Some(key);
-        self
-    }
-
-    pub(crate) fn with_budget(mut self, budget: Option<crate::budget::SharedBudget>) -> Self {
-        self.budget = budget;
-        self
-    }
-
-    /// Says `update` on the batch's stream (waits while the reader is
-    /// behind; nothing when the reader is gone).
-    pub async fn send(&self, update: Update) {
-        let _ = self.updates.send(update).await;
-    }
-
-    pub(crate) fn outbox(&self, entry: usize) -> Outbox {
-        Outbox::new(self.updates.clone(), Some(entry))
-    }
-}
-
-/// How the entries of each batch are run.
-pub trait Executor: Send + Sync {
-    /// Its name, as `--executor` takes it.
-    fn name(&self) -> &'static str;
-
-    /// Its options, as a resumed batch needs them again (`plan.json`).
-    fn options(&self) -> Option<serde_json::Value> {
-        None
-    }
-
-    /// Runs every entry of `work` to its end and gives each one's line of
-    /// `batch.json`, in the entries' order. It never fails as a whole: an
-    /// entry that could not run has a verdict or an error of its own.
-    fn run(&self, work: Work) -> Pin<Box<dyn Future<Output = Vec<BatchRun>> + Send + 'static>>;
-}
-
-/// The line of an entry that never started because the batch was
-/// cancelled first.
-pub fn cancelled_before_start(entry: &Entry) -> BatchRun {
-    BatchRun::new(
-        entry.name.clone(),
-        entry.request.agent,
-        Some(Verdict::Cancelled),
-        Some("cancelled before it started".into()),
-    )
-}
+pub use work::{BatchControl, Entry, Executor, Work, cancelled_before_start};
 
 /// On this machine: `jobs` sessions at a time, in the entries' order.
 #[derive(Debug, Clone, Copy, Default)]

@@ -38,6 +38,134 @@ pub const SLURM_DIR: &str = "slurm";
 /// The most a `session.json` read back from the shared directory may be.
 const MAX_SESSION_JSON: u64 = 64 << 20;
 
+/// A job's state, as Slurm names it (`JobState=` of `scontrol show job`).
+/// The states warden tells apart are named; any other is kept as Slurm
+/// wrote it and taken for an ending (a state added by a newer Slurm must
+/// not keep a batch waiting for ever).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlurmState {
+    // Slurm is not done with the job.
+    Pending,
+    Running,
+    Configuring,
+    Completing,
+    Suspended,
+    Requeued,
+    RequeueHold,
+    RequeueFed,
+    Resizing,
+    Signaling,
+    StageOut,
+    Stopped,
+    // The job ended.
+    Completed,
+    Failed,
+    Cancelled,
+    Preempted,
+    Timeout,
+    Deadline,
+    OutOfMemory,
+    NodeFail,
+    BootFail,
+    /// A state not named above, as Slurm wrote it.
+    Other(String),
+}
+
+impl SlurmState {
+    /// Every named state, for parsing.
+    const NAMED: [SlurmState; 21] = [
+        Self::Pending,
+        Self::Running,
+        Self::Configuring,
+        Self::Completing,
+        Self::Suspended,
+        Self::Requeued,
+        Self::RequeueHold,
+        Self::RequeueFed,
+        Self::Resizing,
+        Self::Signaling,
+        Self::StageOut,
+        Self::Stopped,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+        Self::Preempted,
+        Self::Timeout,
+        Self::Deadline,
+        Self::OutOfMemory,
+        Self::NodeFail,
+        Self::BootFail,
+    ];
+
+    /// The state in Slurm's words (`NODE_FAIL`); only the first word
+    /// counts (`sacct` writes `CANCELLED by 1000`).
+    pub fn parse(text: &str) -> Self {
+        let word = text.split_whitespace().next().unwrap_or("");
+        Self::NAMED
+            .into_iter()
+            .find(|s| s.as_str() == word)
+            .unwrap_or_else(|| Self::Other(word.to_string()))
+    }
+
+    /// Slurm's word for it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Running => "RUNNING",
+            Self::Configuring => "CONFIGURING",
+            Self::Completing => "COMPLETING",
+            Self::Suspended => "SUSPENDED",
+            Self::Requeued => "REQUEUED",
+            Self::RequeueHold => "REQUEUE_HOLD",
+            Self::RequeueFed => "REQUEUE_FED",
+            Self::Resizing => "RESIZING",
+            Self::Signaling => "SIGNALING",
+            Self::StageOut => "STAGE_OUT",
+            Self::Stopped => "STOPPED",
+            Self::Completed => "COMPLETED",
+            Self::Failed => "FAILED",
+            Self::Cancelled => "CANCELLED",
+            Self::Preempted => "PREEMPTED",
+            Self::Timeout => "TIMEOUT",
+            Self::Deadline => "DEADLINE",
+            Self::OutOfMemory => "OUT_OF_MEMORY",
+            Self::NodeFail => "NODE_FAIL",
+            Self::BootFail => "BOOT_FAIL",
+            Self::Other(word) => word,
+        }
+    }
+
+    /// Whether Slurm is done with a job in this state.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(
+            self,
+            Self::Pending
+                | Self::Running
+                | Self::Configuring
+                | Self::Completing
+                | Self::Suspended
+                | Self::Requeued
+                | Self::RequeueHold
+                | Self::RequeueFed
+                | Self::Resizing
+                | Self::Signaling
+                | Self::StageOut
+                | Self::Stopped
+        )
+    }
+
+    /// The state of a job as its report says it.
+    fn of(job: &JobReport) -> Self {
+        Self::parse(&job.state)
+    }
+}
+
+impl std::fmt::Display for SlurmState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a batch is submitted to Slurm.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -322,7 +450,7 @@ async fn run_slurm(opts: SlurmOptions, mut work: Work) -> Vec<BatchRun> {
                         })
                         .await;
                     }
-                    let terminal = is_terminal(&job.state);
+                    let terminal = SlurmState::of(&job).is_terminal();
                     if task.job.as_ref().is_none_or(|j| j.state != job.state) {
                         interval = first;
                     }
@@ -402,7 +530,7 @@ async fn finish_rest(
             let job = task.job.get_or_insert_with(|| {
                 JobReport::new("slurm", format!("{job_id}_{index}"), "UNKNOWN")
             });
-            job.state = format!("{} ({why})", job.state);
+            job.state_reason = Some(why.to_string());
             finish(work, entry, task, submission, false, t0).await;
         }
     }
@@ -511,9 +639,7 @@ fn combine(
             Some(error),
         )
     };
-    let state = job
-        .map(|j| j.state.split_whitespace().next().unwrap_or("").to_string())
-        .unwrap_or_default();
+    let state = job.map(SlurmState::of);
     let without_report = || match job {
         Some(job) => verdict_without_report(job),
         None => (
@@ -538,18 +664,21 @@ fn combine(
         Returned::Good(s) => {
             let mut run = BatchRun::new(entry.name.clone(), entry.request.agent, s.verdict, None);
             run.duration_ms = s.duration_ms;
-            if final_word && s.verdict == Some(Verdict::Succeeded) && state != "COMPLETED" {
+            if final_word
+                && s.verdict == Some(Verdict::Succeeded)
+                && state != Some(SlurmState::Completed)
+            {
                 // The job did not end as a run that succeeded ends: Slurm's
                 // verdict (cancelled, timed out, ...), and a job that
                 // failed is warden's error.
-                let verdict = match state.as_str() {
-                    "FAILED" => Some(Verdict::InternalError),
+                let verdict = match state {
+                    Some(SlurmState::Failed) => Some(Verdict::InternalError),
                     _ => without_report().0,
                 };
                 let slurm = job.map_or_else(String::new, |j| {
                     format!(
                         "{}{}",
-                        j.state,
+                        j.described_state(),
                         j.exit_code
                             .as_deref()
                             .map(|c| format!(", exit {c}"))
@@ -561,9 +690,9 @@ fn combine(
                     "Slurm says the job ended {slurm}, yet its report says succeeded: not believed, Slurm's word wins"
                 ));
             } else if let Some(job) = job
-                && !matches!(state.as_str(), "COMPLETED" | "FAILED")
+                && !matches!(state, Some(SlurmState::Completed | SlurmState::Failed))
             {
-                run.error = Some(format!("Slurm says {}", job.state));
+                run.error = Some(format!("Slurm says {}", job.described_state()));
             }
             run.session = Some(*s);
             run
@@ -572,8 +701,14 @@ fn combine(
             let (verdict, slurm) = without_report();
             // Slurm's own verdict when it has one of its own (cancelled,
             // timed out); else warden's report was needed: an error.
-            let verdict = match state.as_str() {
-                "CANCELLED" | "PREEMPTED" | "TIMEOUT" | "DEADLINE" | "OUT_OF_MEMORY" => verdict,
+            let verdict = match state {
+                Some(
+                    SlurmState::Cancelled
+                    | SlurmState::Preempted
+                    | SlurmState::Timeout
+                    | SlurmState::Deadline
+                    | SlurmState::OutOfMemory,
+                ) => verdict,
                 _ => Some(Verdict::InternalError),
             };
             new(verdict, format!("{why}; not believed ({slurm})"))
@@ -591,57 +726,38 @@ fn combine(
     }
 }
 
-/// Whether Slurm is done with a job in `state`.
-fn is_terminal(state: &str) -> bool {
-    !matches!(
-        state,
-        "PENDING"
-            | "RUNNING"
-            | "CONFIGURING"
-            | "COMPLETING"
-            | "SUSPENDED"
-            | "REQUEUED"
-            | "REQUEUE_HOLD"
-            | "REQUEUE_FED"
-            | "RESIZING"
-            | "SIGNALING"
-            | "STAGE_OUT"
-            | "STOPPED"
-    )
-}
-
 /// The verdict of a task that ended without warden's report, and why.
 pub fn verdict_without_report(job: &JobReport) -> (Option<Verdict>, String) {
-    let state = job.state.split_whitespace().next().unwrap_or("");
+    let state = SlurmState::of(job);
     let exit = job
         .exit_code
         .as_deref()
         .map(|c| format!(", exit {c}"))
         .unwrap_or_default();
     let (verdict, why) = match state {
-        "CANCELLED" if !job.started => (
+        SlurmState::Cancelled if !job.started => (
             Verdict::Cancelled,
             "cancelled before it started (Slurm: CANCELLED)".to_string(),
         ),
-        "CANCELLED" => (
+        SlurmState::Cancelled => (
             Verdict::Cancelled,
             format!("the job was cancelled (Slurm: CANCELLED{exit}) before warden wrote a report"),
         ),
-        "PREEMPTED" => (
+        SlurmState::Preempted => (
             Verdict::Cancelled,
             format!("the job was preempted (Slurm: PREEMPTED{exit})"),
         ),
-        "TIMEOUT" | "DEADLINE" => (
+        SlurmState::Timeout | SlurmState::Deadline => (
             Verdict::TimedOut,
             format!(
                 "Slurm's time limit ended the job (Slurm: {state}{exit}) before warden's own timeout"
             ),
         ),
-        "OUT_OF_MEMORY" => (
+        SlurmState::OutOfMemory => (
             Verdict::AgentFailed,
             format!("the job ran out of memory (Slurm: OUT_OF_MEMORY{exit})"),
         ),
-        "NODE_FAIL" | "BOOT_FAIL" => (
+        SlurmState::NodeFail | SlurmState::BootFail => (
             Verdict::InternalError,
             format!("the node failed (Slurm: {state}{exit}) before warden wrote the run's report"),
         ),
@@ -649,10 +765,10 @@ pub fn verdict_without_report(job: &JobReport) -> (Option<Verdict>, String) {
             Verdict::InternalError,
             format!(
                 "the job ended without warden's report (Slurm: {}{exit}); see its output in {SLURM_DIR}/out/",
-                if other.is_empty() {
-                    "unknown"
+                if other.as_str().is_empty() {
+                    "unknown".to_string()
                 } else {
-                    &job.state
+                    job.described_state()
                 }
             ),
         ),
@@ -862,7 +978,7 @@ pub async fn wait_for_earlier(opts: &SlurmOptions, dir: &Path) -> Result<(), Str
         let mut failing: Option<Instant> = None;
         loop {
             match scontrol(opts, &id).await {
-                Ok(states) if states.values().all(|j| is_terminal(&j.state)) => break,
+                Ok(states) if states.values().all(|j| SlurmState::of(j).is_terminal()) => break,
                 Ok(_) => failing = None,
                 Err(Scontrol::Gone) => break,
                 Err(Scontrol::Failed(e)) => {
@@ -1011,7 +1127,8 @@ pub fn parse_scontrol(text: &str) -> BTreeMap<usize, JobReport> {
         let batch_host = host("BatchHost");
         let started = batch_host.is_some();
         for index in task_indices(tasks) {
-            let mut job = JobReport::new("slurm", format!("{array}_{index}"), *state);
+            let state = SlurmState::parse(state);
+            let mut job = JobReport::new("slurm", format!("{array}_{index}"), state.as_str());
             job.exit_code = fields.get("ExitCode").map(|c| (*c).to_string());
             job.node = batch_host.clone().or_else(|| host("NodeList"));
             job.started = started;
@@ -1064,6 +1181,44 @@ mod tests {
         assert!(!m[&4].started);
         assert_eq!(m[&4].id, "10_4");
         assert_eq!(task_indices("1,3,5-7"), [1, 3, 5, 6, 7]);
+    }
+
+    #[test]
+    fn slurm_states_read_back_as_slurm_writes_them() {
+        for state in SlurmState::NAMED {
+            assert_eq!(SlurmState::parse(state.as_str()), state);
+        }
+        assert_eq!(
+            SlurmState::parse("CANCELLED by 1000"),
+            SlurmState::Cancelled
+        );
+        assert_eq!(SlurmState::parse("NODE_FAIL"), SlurmState::NodeFail);
+        // A state this version does not name is kept, and ends the wait.
+        let new = SlurmState::parse("SPECIAL_EXIT");
+        assert_eq!(new, SlurmState::Other("SPECIAL_EXIT".into()));
+        assert_eq!(new.as_str(), "SPECIAL_EXIT");
+        assert!(new.is_terminal());
+        assert!(!SlurmState::Pending.is_terminal());
+        assert!(!SlurmState::Completing.is_terminal());
+        assert!(SlurmState::Completed.is_terminal());
+        assert!(SlurmState::OutOfMemory.is_terminal());
+    }
+
+    #[test]
+    fn why_warden_stopped_waiting_is_apart_from_slurm_s_state() {
+        let mut job = JobReport::new("slurm", "1_0", "RUNNING");
+        job.started = true;
+        job.state_reason = Some("no longer known to Slurm".into());
+        assert_eq!(SlurmState::of(&job), SlurmState::Running);
+        let (v, why) = verdict_without_report(&job);
+        assert_eq!(v, Some(Verdict::InternalError));
+        assert!(
+            why.contains("(Slurm: RUNNING (no longer known to Slurm))"),
+            "{why}"
+        );
+        let json = serde_json::to_value(&job).unwrap();
+        assert_eq!(json["state"], "RUNNING");
+        assert_eq!(json["state_reason"], "no longer known to Slurm");
     }
 
     #[test]

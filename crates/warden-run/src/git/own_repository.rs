@@ -218,3 +218,9 @@ async fn tip_in(
         Err(e) => Err(e),
     }
 }
+
+/// Whether a session's own repository holds submodules' repositories
+/// (`.git/modules`): their commits are nowhere else.
+pub(crate) fn has_submodules(own: &Path) -> bool {
+    std::fs::read_dir(own.join(".git/modules")).is_ok_and(|mut d| d.next().is_some())
+}

@@ -79,6 +79,23 @@ pub(super) async fn backoff(control: &SessionControl, delay: std::time::Duration
     }
 }
 
+/// A session's canceller: the first cancel ends the current run
+/// gracefully and starts no other, the next kills it.
+impl crate::run::Cancel for SessionControl {
+    fn cancel(&self) {
+        SessionControl::cancel(self);
+    }
+
+    fn kill(&self) {
+        SessionControl::cancel(self);
+        SessionControl::cancel(self);
+    }
+
+    fn what(&self) -> &'static str {
+        "session"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -20,7 +20,6 @@
 use std::time::{Instant, SystemTime};
 
 use crate::outcome::Outcome;
-use crate::run::CancelTarget;
 use crate::update::{Outbox, Update};
 use crate::{Canceller, RunRequest, SetupError};
 
@@ -53,7 +52,7 @@ pub(crate) async fn run_session(
         .unwrap_or_else(|| request.agent.name().to_string());
     let started = Instant::now();
     let started_at = SystemTime::now();
-    let session_id = crate::run::new_run_id(started_at);
+    let session_id = crate::held_dir::new_run_id(started_at);
     let place = Place::make(request, &name, &session_id, out).await?;
     let mut report = SessionReport::begin(
         session_id,
@@ -205,7 +204,7 @@ impl SessionHandle {
     /// current run is cancelled and no further one starts; a second
     /// cancel kills the run.
     pub fn canceller(&self) -> Canceller {
-        Canceller(CancelTarget::Session(self.control.clone()))
+        Canceller(std::sync::Arc::new(self.control.clone()))
     }
 
     /// Waits for the end of the session. The updates need not be read

@@ -6,12 +6,13 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use super::control::SessionControl;
-use super::report::{SessionReport, WorktreeReport};
+use super::report::{SessionReport, StopReason, WorktreeReport};
 use crate::git::{self, Commit, GitError, Worktree};
 use crate::held_dir::HeldDir;
-use crate::run::off_clock;
+use crate::held_dir::off_clock;
 use crate::update::{Outbox, Update};
 use crate::{RunRequest, SetupError};
+use warden_events::Tokens;
 
 /// Where a session works, held until it ends.
 pub(super) struct Place {
@@ -218,5 +219,43 @@ impl Place {
             });
         }
         (commits, head, worktree_report, not_home)
+    }
+}
+
+impl SessionReport {
+    /// The report of a session that starts now in `place`, before any run.
+    pub(super) fn begin(
+        session_id: String,
+        name: String,
+        place: &Place,
+        started_at: std::time::SystemTime,
+        iterations: u32,
+    ) -> SessionReport {
+        SessionReport {
+            schema_version: warden_events::SchemaVersion,
+            session_id,
+            name,
+            session_dir: place.session_dir.clone(),
+            workdir: place.workdir.clone(),
+            worktree: None,
+            started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+            duration_ms: 0,
+            iterations_requested: iterations,
+            iterations_run: 0,
+            stopped_because: StopReason::IterationsExhausted,
+            verdict: None,
+            runs: Vec::new(),
+            tokens: Tokens::default(),
+            cost_usd: None,
+            turns: 0,
+            budgets: Vec::new(),
+            budget_exceeded: None,
+            commits: Some(Vec::new()),
+            otel: None,
+            output: None,
+            error: None,
+            output_lost: None,
+            written: false,
+        }
     }
 }

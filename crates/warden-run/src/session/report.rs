@@ -173,43 +173,16 @@ pub struct SessionReport {
     pub written: bool,
 }
 
-impl SessionReport {
-    /// The report of a session that starts now in `place`, before any run.
-    pub(super) fn begin(
-        session_id: String,
-        name: String,
-        place: &super::place::Place,
-        started_at: std::time::SystemTime,
-        iterations: u32,
-    ) -> SessionReport {
-        SessionReport {
-            schema_version: warden_events::SchemaVersion,
-            session_id,
-            name,
-            session_dir: place.session_dir.clone(),
-            workdir: place.workdir.clone(),
-            worktree: None,
-            started_at: humantime::format_rfc3339_millis(started_at).to_string(),
-            duration_ms: 0,
-            iterations_requested: iterations,
-            iterations_run: 0,
-            stopped_because: StopReason::IterationsExhausted,
-            verdict: None,
-            runs: Vec::new(),
-            tokens: Tokens::default(),
-            cost_usd: None,
-            turns: 0,
-            budgets: Vec::new(),
-            budget_exceeded: None,
-            commits: Some(Vec::new()),
-            otel: None,
-            output: None,
-            error: None,
-            output_lost: None,
-            written: false,
-        }
+// Beside the session's report rather than in `budget`, which stands
+// below every session.
+impl crate::budget::Spent {
+    /// What a session's runs spent, as its report sums them.
+    pub fn of_session(s: &SessionReport) -> Self {
+        Self::new(s.cost_usd, s.tokens.total(), s.turns)
     }
+}
 
+impl SessionReport {
     /// The exit code of a session: its verdict's, or
     /// [`crate::report::OUTPUT_LOST_EXIT`] when output was lost, or 2
     /// when no run started.

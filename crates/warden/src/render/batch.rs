@@ -441,7 +441,7 @@ impl BatchView {
             let job = run
                 .job
                 .as_ref()
-                .map(|j| format!(" [Slurm job {} {}]", j.id, j.state))
+                .map(|j| format!(" [Slurm job {} {}]", j.id, j.described_state()))
                 .unwrap_or_default();
             let end = format!(
                 "{} in {}: {reason}{job}",
