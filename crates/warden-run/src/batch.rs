@@ -87,7 +87,7 @@ pub enum BatchError {
 }
 
 impl BatchError {
-    /// [`ErrorKind::Storage`] when the file system cannot hold the batch
+    /// [`crate::ErrorKind::Storage`] when the file system cannot hold the batch
     /// directory (full); the rest is the batch's to fix.
     pub fn kind(&self) -> crate::ErrorKind {
         match self {

@@ -4,16 +4,16 @@
 //!
 //! Every file is read as warden's own type (`run.json` as a [`Report`],
 //! `session.json` as a [`SessionReport`], each `events.jsonl` line as a
-//! [`Stamped`] event), so a field renamed or retyped is an error that names
+//! [`Stamped`](warden_run::Stamped) event), so a field renamed or retyped is an error that names
 //! the file, never a view that silently shows nothing.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use warden_events::Tokens;
+use warden_run::SessionReport;
 use warden_run::git::Commit;
 use warden_run::readback::{self, EventLine, LogCheck};
-use warden_run::session::SessionReport;
 use warden_run::timeline::{Level, Mark};
 use warden_run::{Report, Verdict};
 
