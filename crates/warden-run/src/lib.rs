@@ -82,7 +82,7 @@ pub mod limits;
 mod live;
 pub mod logged_lines;
 mod outcome;
-pub mod output;
+mod output;
 pub mod outputs;
 mod pipe;
 mod plan;
@@ -93,8 +93,8 @@ pub mod readback;
 pub mod regular_file;
 mod remove;
 pub mod report;
-pub mod request;
-pub mod resources;
+mod request;
+mod resources;
 pub mod retry;
 mod run;
 pub mod session;
@@ -102,21 +102,22 @@ mod supervisor;
 pub mod telemetry;
 pub mod template;
 pub mod timeline;
-pub mod update;
-pub mod verdict;
+mod update;
+mod verdict;
 
 pub use batch::{Batch, BatchHandle, BatchOutcome, BatchStatus};
-pub use batch_report::BatchReport;
+pub use batch_report::{BatchReport, BatchRun, JobReport};
 pub use held_dir::{DirError, new_run_id};
-pub use limits::Limits;
+pub use limits::{Limits, OnFatalError};
 pub use outcome::Outcome;
+pub use output::OutputError;
 pub use report::Report;
 pub use request::{
-    ErrorKind, Finding, IterationContext, OutputRequest, Prompt, RequestError, RunRequest,
+    ErrorKind, Finding, IterationContext, OutputRequest, Prompt, RequestError, RetryOf, RunRequest,
     SessionRequest, WorktreeRequest,
 };
 pub use run::{Canceller, Run, RunHandle, SetupError};
-pub use session::{Session, SessionHandle, SessionReport};
+pub use session::{Session, SessionHandle, SessionReport, SessionRun, StopReason, WorktreeReport};
 pub use supervisor::Control;
 pub use update::Update;
 pub use verdict::Verdict;

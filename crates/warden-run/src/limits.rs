@@ -19,8 +19,9 @@ pub struct Limits {
     pub max_line: usize,
     /// What a fatal error of the agent does to the run.
     pub on_fatal_error: OnFatalError,
-    /// Memory, process and CPU limits for the run's processes (see
-    /// [`crate::resources`]).
+    /// Memory, process and CPU limits for the run's processes: through
+    /// cgroups on the host, the engine's flags in a container; a limit
+    /// nothing here can enforce is refused before the run starts.
     pub resources: warden_process::ResourceLimits,
     /// The most the run may spend (`--max-cost`, `--max-tokens`,
     /// `--max-turns`).

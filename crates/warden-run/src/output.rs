@@ -21,7 +21,7 @@ pub enum OutputError {
 }
 
 /// The text of the last `<tag>…</tag>`, trimmed.
-pub fn extract(text: &str, tag: &str) -> Result<String, OutputError> {
+pub(crate) fn extract(text: &str, tag: &str) -> Result<String, OutputError> {
     let open = format!("<{tag}>");
     let close = format!("</{tag}>");
     let end = text
@@ -34,7 +34,7 @@ pub fn extract(text: &str, tag: &str) -> Result<String, OutputError> {
 }
 
 /// Parses the tag's content as JSON, without a surrounding ```json fence.
-pub fn parse_json(raw: &str, tag: &str) -> Result<Value, OutputError> {
+pub(crate) fn parse_json(raw: &str, tag: &str) -> Result<Value, OutputError> {
     let mut body = raw.trim();
     if let Some(rest) = body.strip_prefix("```") {
         let rest = rest.strip_prefix("json").unwrap_or(rest);
@@ -48,7 +48,7 @@ pub fn parse_json(raw: &str, tag: &str) -> Result<Value, OutputError> {
 
 /// A compiled JSON Schema (the `output-schema` feature; without it,
 /// [`Schema::compile`] refuses every schema, naming the feature).
-pub struct Schema {
+pub(crate) struct Schema {
     #[cfg(feature = "output-schema")]
     validator: jsonschema::Validator,
     #[cfg(not(feature = "output-schema"))]
@@ -57,17 +57,17 @@ pub struct Schema {
 
 impl Schema {
     #[cfg(not(feature = "output-schema"))]
-    pub fn compile(_schema: &Value, path: &str) -> Result<Self, OutputError> {
+    pub(crate) fn compile(_schema: &Value, path: &str) -> Result<Self, OutputError> {
         Err(OutputError::SchemaNotBuilt { path: path.into() })
     }
 
     #[cfg(not(feature = "output-schema"))]
-    pub fn check(&self, _value: &Value, _tag: &str) -> Result<(), OutputError> {
+    pub(crate) fn check(&self, _value: &Value, _tag: &str) -> Result<(), OutputError> {
         match self.validator {}
     }
 
     #[cfg(feature = "output-schema")]
-    pub fn compile(schema: &Value, path: &str) -> Result<Self, OutputError> {
+    pub(crate) fn compile(schema: &Value, path: &str) -> Result<Self, OutputError> {
         jsonschema::validator_for(schema)
             .map(|validator| Self { validator })
             .map_err(|e| OutputError::BadSchema {
@@ -77,7 +77,7 @@ impl Schema {
     }
 
     #[cfg(feature = "output-schema")]
-    pub fn check(&self, value: &Value, tag: &str) -> Result<(), OutputError> {
+    pub(crate) fn check(&self, value: &Value, tag: &str) -> Result<(), OutputError> {
         let errors: Vec<String> = self
             .validator
             .iter_errors(value)

@@ -24,7 +24,7 @@ use crate::verdict::Verdict;
 /// `containment` on this machine; names the limit and what is missing if
 /// not. Reads /proc and the cgroup file systems; for a container, asks
 /// the engine (`info`), which may take a few seconds.
-pub fn check(
+pub(crate) fn check(
     limits: &ResourceLimits,
     sandbox: Sandbox,
     containment: ContainmentChoice,

@@ -71,7 +71,7 @@ impl Verdict {
 
 /// Why warden began to end the run before the agent exited on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
+pub(crate) enum Cause {
     Stalled,
     StartupTimeout,
     TimedOut,
@@ -87,7 +87,7 @@ pub enum Cause {
 
 /// Everything the verdict depends on.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// A JSON agent, which must end with a terminal event; `exec` need not.
     pub json_agent: bool,
     pub spawn_error: Option<String>,
@@ -111,7 +111,7 @@ pub struct Facts {
 }
 
 /// Decides the verdict and says why, in one sentence.
-pub fn decide(f: &Facts) -> (Verdict, String) {
+pub(crate) fn decide(f: &Facts) -> (Verdict, String) {
     if let Some(e) = &f.spawn_error {
         return (Verdict::SpawnFailed, e.clone());
     }
@@ -242,7 +242,7 @@ pub fn decide(f: &Facts) -> (Verdict, String) {
 }
 
 /// The usual name of a signal number, for messages.
-pub fn signal_name(sig: i32) -> &'static str {
+pub(crate) fn signal_name(sig: i32) -> &'static str {
     match sig {
         1 => "SIGHUP",
         2 => "SIGINT",

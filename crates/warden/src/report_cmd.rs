@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use warden_events::Tokens;
+use warden_run::SessionReport;
 use warden_run::git::Commit;
 use warden_run::readback::{self, EventLine, LogCheck};
-use warden_run::session::SessionReport;
 use warden_run::timeline::{Level, Mark};
 use warden_run::{Report, Verdict};
 

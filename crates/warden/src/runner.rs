@@ -1,9 +1,9 @@
 //! Running what a request describes: one run, or a session of runs, with
 //! its view and the signal handling, in one loop.
 
-use warden_run::session::Session;
+use warden_run::Session;
+use warden_run::Update;
 use warden_run::telemetry::{MetricsFlushed, Telemetry, TelemetryConfig};
-use warden_run::update::Update;
 use warden_run::{Run, RunRequest};
 
 use crate::error::Outcome;

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use warden_events::{Agent, Event};
+use warden_run::Update;
 use warden_run::Verdict;
-use warden_run::batch_report::{BatchReport, BatchRun};
-use warden_run::update::Update;
+use warden_run::{BatchReport, BatchRun};
 
 use super::console::{self, Priority, Stream};
 use super::lines::{self, Kind};

@@ -372,7 +372,7 @@ fn path_cell(p: &std::path::Path) -> String {
 
 /// The batch's one step summary: its counts, then a row per entry.
 pub(crate) fn batch_summary_markdown(
-    r: &warden_run::batch_report::BatchReport,
+    r: &warden_run::BatchReport,
     batch_dir: &std::path::Path,
 ) -> String {
     let icon = if r.succeeded == r.runs.len() {
@@ -436,7 +436,7 @@ pub(crate) fn batch_summary_markdown(
 }
 
 /// A session's one step summary: how it ended, then a row per run.
-pub(crate) fn session_summary_markdown(s: &warden_run::session::SessionReport) -> String {
+pub(crate) fn session_summary_markdown(s: &warden_run::SessionReport) -> String {
     let verdict = s.verdict.map_or("unknown", |v| v.as_str());
     let icon = if verdict == "succeeded" { "✅" } else { "❌" };
     let mut md = format!(

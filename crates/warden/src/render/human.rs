@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use warden_events::Agent;
-use warden_run::update::Update;
+use warden_run::Update;
 use warden_run::{Limits, Report, Stamped};
 
 use super::console::important;

@@ -3,7 +3,7 @@
 
 use warden_events::Event;
 use warden_events::event::FeedLine;
-use warden_run::update::Update;
+use warden_run::Update;
 
 use super::console::{self, Priority, Stream};
 use super::{Reporter, github};

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use warden_events::{Agent, Event, Tokens};
-use warden_run::update::Update;
+use warden_run::Update;
 use warden_run::{Limits, Stamped};
 
 use crate::settings::Resolved;

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use warden_events::event::FeedLine;
+use warden_run::BatchReport;
 use warden_run::Report;
+use warden_run::SessionReport;
 use warden_run::Stamped;
-use warden_run::batch_report::BatchReport;
-use warden_run::session::SessionReport;
 
 use crate::support::{Case, repo, two_committing_iterations};
 
