@@ -470,6 +470,37 @@ impl Batch {
         self.control.clone()
     }
 
+    /// The batch directory, held and claimed (`warden gc` never removes a
+    /// directory whose lock it cannot take), with `plan.json` written for
+    /// a new batch; a resumed batch's own, already held.
+    async fn claim_and_plan(
+        &mut self,
+        key: &Arc<BatchKey>,
+    ) -> Result<(HeldDir, std::os::fd::OwnedFd), BatchError> {
+        Ok(if let Some(held) = self.held.take() {
+            held
+        } else {
+            let held = crate::held_dir::off_clock(&self.dir, HeldDir::create_empty).await?;
+            // Locked before the plan is written: until then `warden gc`
+            // could take the new directory for an old one.
+            let in_use = held.claim()?;
+            let plan = plan::Plan::new(&self.id, &self.source, self.executor.as_ref(), self.jobs);
+            let named: Vec<(String, RunRequest)> = self
+                .entries
+                .iter()
+                .map(|e| (e.name.clone(), e.request.clone()))
+                .collect();
+            let dir = self.dir.clone();
+            let plan_key = key.clone();
+            let written = tokio::task::spawn_blocking(move || plan.write(&dir, &named, &plan_key))
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|r| r);
+            written.map_err(|e| BatchError::Plan(e.to_string()))?;
+            (held, in_use)
+        })
+    }
+
     /// Makes the batch directory and starts the entries on the current
     /// tokio runtime. A new batch's key is made first and kept outside its
     /// directory ([`crate::batch_key::key_path`]).
@@ -533,28 +564,7 @@ impl Batch {
                 .as_ref()
                 .and_then(|(t, ids)| crate::telemetry::OtelRequest::new(t, ids));
         }
-        let (held, in_use) = if let Some(held) = self.held.take() {
-            held
-        } else {
-            let held = crate::held_dir::off_clock(&self.dir, HeldDir::create_empty).await?;
-            // Locked before the plan is written: until then `warden gc`
-            // could take the new directory for an old one.
-            let in_use = held.claim()?;
-            let plan = plan::Plan::new(&self.id, &self.source, self.executor.as_ref(), self.jobs);
-            let named: Vec<(String, RunRequest)> = self
-                .entries
-                .iter()
-                .map(|e| (e.name.clone(), e.request.clone()))
-                .collect();
-            let dir = self.dir.clone();
-            let plan_key = key.clone();
-            let written = tokio::task::spawn_blocking(move || plan.write(&dir, &named, &plan_key))
-                .await
-                .map_err(|e| std::io::Error::other(e.to_string()))
-                .and_then(|r| r);
-            written.map_err(|e| BatchError::Plan(e.to_string()))?;
-            (held, in_use)
-        };
+        let (held, in_use) = self.claim_and_plan(&key).await?;
         // `in_use` is held until batch.json is written: `warden gc` never
         // removes a batch directory whose lock it cannot take, and a batch
         // still going is not resumed by a second warden.
@@ -613,65 +623,21 @@ impl Batch {
                 .as_ref()
                 .map(|(t, ids)| t.with_parent(*ids, false)),
         );
-        let executor = self.executor;
-        let task = tokio::spawn(async move {
-            let mut ran = if work.entries.is_empty() {
-                Vec::new()
-            } else {
-                executor.run(work).await
-            }
-            .into_iter();
-            // In the entries' order: each kept one where it was.
-            let runs: Vec<BatchRun> = kept
-                .into_iter()
-                .filter_map(|k| k.or_else(|| ran.next()))
-                .collect();
-            let budgets = match budget {
-                Some(b) => {
-                    let mut spent = earlier;
-                    for s in runs.iter().filter_map(|r| r.session.as_ref()) {
-                        spent.add(&crate::budget::Spent::of_session(s));
-                    }
-                    crate::budget::SharedBudget::new(b.scope, b.budget, spent).lines()
-                }
-                None => Vec::new(),
-            };
-            let count = |v: Verdict| runs.iter().filter(|r| r.verdict == Some(v)).count();
-            let (succeeded, cancelled) = (count(Verdict::Succeeded), count(Verdict::Cancelled));
-            let report = BatchReport {
-                schema_version: warden_events::SchemaVersion,
-                batch_id,
-                file,
-                executor: executor.name().into(),
-                jobs,
-                duration_ms: started.elapsed().as_millis() as u64,
-                succeeded,
-                cancelled,
-                failed: runs.len() - succeeded - cancelled,
-                never_ran: runs
-                    .iter()
-                    .filter(|r| !r.ran())
-                    .map(|r| r.name.clone())
-                    .collect(),
-                budgets,
-                runs,
-                otel: None,
-            };
-            let mut report = report;
-            if let Some((t, ids)) = batch_span.as_ref().filter(|(t, _)| t.traces()) {
-                report.otel = Some(crate::telemetry::batch_span(t, ids, started_at, &report));
-            }
-            let path = dir.join("batch.json");
-            let written = serde_json::to_vec_pretty(&report)
-                .map_err(std::io::Error::from)
-                .and_then(|mut bytes| {
-                    bytes.push(b'\n');
-                    held.write_atomic("batch.json", &bytes)
-                })
-                .map(|()| path);
-            drop(in_use);
-            BatchOutcome::new(report, written)
-        });
+        let finish = Finish {
+            batch_id,
+            file,
+            dir,
+            jobs,
+            kept,
+            budget,
+            earlier,
+            batch_span,
+            started,
+            started_at,
+            held,
+            in_use,
+        };
+        let task = tokio::spawn(finish.run(self.executor, work));
         Ok(BatchHandle {
             updates: Some(rx),
             task,
@@ -679,6 +645,105 @@ impl Batch {
             status,
             telemetry: self.telemetry,
         })
+    }
+}
+
+/// What a batch's task needs to end it: its runs' reports in order (those
+/// kept from before where they were), its budget counted once more, and
+/// `batch.json` written while its directory is still claimed.
+struct Finish {
+    batch_id: String,
+    file: PathBuf,
+    dir: PathBuf,
+    jobs: usize,
+    kept: Vec<Option<BatchRun>>,
+    budget: Option<crate::budget::SharedBudget>,
+    earlier: crate::budget::Spent,
+    batch_span: Option<(crate::telemetry::Telemetry, crate::telemetry::TraceIds)>,
+    started: Instant,
+    started_at: SystemTime,
+    held: HeldDir,
+    /// The batch directory's lock, let go once `batch.json` is written.
+    in_use: std::os::fd::OwnedFd,
+}
+
+impl Finish {
+    /// Runs what is left through `executor`, then writes `batch.json`.
+    async fn run(
+        self,
+        executor: Arc<dyn executor::Executor>,
+        work: executor::Work,
+    ) -> BatchOutcome {
+        let Finish {
+            batch_id,
+            file,
+            dir,
+            jobs,
+            kept,
+            budget,
+            earlier,
+            batch_span,
+            started,
+            started_at,
+            held,
+            in_use,
+        } = self;
+        let mut ran = if work.entries.is_empty() {
+            Vec::new()
+        } else {
+            executor.run(work).await
+        }
+        .into_iter();
+        // In the entries' order: each kept one where it was.
+        let runs: Vec<BatchRun> = kept
+            .into_iter()
+            .filter_map(|k| k.or_else(|| ran.next()))
+            .collect();
+        let budgets = match budget {
+            Some(b) => {
+                let mut spent = earlier;
+                for s in runs.iter().filter_map(|r| r.session.as_ref()) {
+                    spent.add(&crate::budget::Spent::of_session(s));
+                }
+                crate::budget::SharedBudget::new(b.scope, b.budget, spent).lines()
+            }
+            None => Vec::new(),
+        };
+        let count = |v: Verdict| runs.iter().filter(|r| r.verdict == Some(v)).count();
+        let (succeeded, cancelled) = (count(Verdict::Succeeded), count(Verdict::Cancelled));
+        let report = BatchReport {
+            schema_version: warden_events::SchemaVersion,
+            batch_id,
+            file,
+            executor: executor.name().into(),
+            jobs,
+            duration_ms: started.elapsed().as_millis() as u64,
+            succeeded,
+            cancelled,
+            failed: runs.len() - succeeded - cancelled,
+            never_ran: runs
+                .iter()
+                .filter(|r| !r.ran())
+                .map(|r| r.name.clone())
+                .collect(),
+            budgets,
+            runs,
+            otel: None,
+        };
+        let mut report = report;
+        if let Some((t, ids)) = batch_span.as_ref().filter(|(t, _)| t.traces()) {
+            report.otel = Some(crate::telemetry::batch_span(t, ids, started_at, &report));
+        }
+        let path = dir.join("batch.json");
+        let written = serde_json::to_vec_pretty(&report)
+            .map_err(std::io::Error::from)
+            .and_then(|mut bytes| {
+                bytes.push(b'\n');
+                held.write_atomic("batch.json", &bytes)
+            })
+            .map(|()| path);
+        drop(in_use);
+        BatchOutcome::new(report, written)
     }
 }
 
