@@ -20,12 +20,6 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(2 * 60);
 /// this long means it is done but will not exit (`--completion-timeout`).
 pub const COMPLETION_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What to do when the agent reports an error that no retry will fix (bad
-/// credentials, an unknown model, an exhausted quota) and does not end by
-/// itself (`--on-fatal-error`): end the run, rather than wait minutes for
-/// the CLI's own retries.
-pub const ON_FATAL_ERROR: crate::limits::OnFatalError = crate::limits::OnFatalError::End;
-
 /// With `--on-fatal-error end`: how long after such an error the agent
 /// still has to end by itself (its terminal event usually follows at
 /// once) before warden ends the run.

@@ -44,7 +44,10 @@ pub struct Limits {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum OnFatalError {
-    /// End the run within seconds: `agent_failed`, with the error.
+    /// End the run within seconds: `agent_failed`, with the error. The
+    /// default: an error that no retry will fix (bad credentials, an
+    /// unknown model, an exhausted quota) is not worth minutes of the
+    /// CLI's own retries.
     #[default]
     End,
     /// Let the CLI retry, under the stall and run clocks as usual.
@@ -83,7 +86,7 @@ impl Default for Limits {
             kill_grace: defaults::KILL_GRACE,
             completion_signal: defaults::COMPLETION_SIGNAL.to_string(),
             max_line: defaults::MAX_LINE,
-            on_fatal_error: defaults::ON_FATAL_ERROR,
+            on_fatal_error: OnFatalError::default(),
             resources: warden_process::ResourceLimits::default(),
             budget: crate::budget::Budget::default(),
         }
