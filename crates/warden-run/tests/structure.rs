@@ -151,11 +151,6 @@ const ALLOWED_UPWARD: &[(&str, &str, &str)] = &[
         "supervisor",
         "makes the report from the Supervisor's fields",
     ),
-    (
-        "src/supervisor/status.rs",
-        "supervisor",
-        "reads the Supervisor's fields for the status",
-    ),
 ];
 
 /// References that close a cycle without running up a floor (both ends on

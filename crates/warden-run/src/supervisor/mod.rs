@@ -324,6 +324,36 @@ impl Supervisor {
         }
     }
 
+    /// Writes the pending snapshot if it is due (or `now_anyway`), from
+    /// what the decoder learned (`summary`, borrowed) and the `retries`
+    /// announced on both streams.
+    fn status_tick(&mut self, now: Instant, now_anyway: bool, summary: &Summary, retries: u32) {
+        if !self.sinks.status.is_due(now, now_anyway) {
+            return;
+        }
+        // Only while the stall clock is what ends a silence: not in the
+        // completion window, nor once the agent exited or warden is ending
+        // the run.
+        let stall_deadline_ms = if self.phase.at_work() {
+            self.clocks.effective_stall().and_then(|s| {
+                let last = self.clocks.last_activity.unwrap_or(self.setup.started);
+                last.checked_add(s).map(|at| self.ms(at))
+            })
+        } else {
+            None
+        };
+        let decided = status::Decided {
+            last_activity_ms: self.clocks.last_activity.map(|t| self.ms(t)),
+            activity_lines: self.activity.lines,
+            longest_silence_ms: self.activity.longest_silence.as_millis() as u64,
+            stall_deadline_ms,
+            summary,
+            retries,
+        };
+        let event = self.sinks.status.snapshot(now, decided);
+        self.emit(event);
+    }
+
     fn ms(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.setup.started).as_millis() as u64
     }

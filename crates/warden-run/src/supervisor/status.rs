@@ -18,8 +18,6 @@ use warden_events::{Event, OpenCall, Summary};
 use crate::Stamped;
 use crate::timeline::Fold;
 
-use super::Supervisor;
-
 /// The most often a snapshot is written while the agent is busy.
 pub(super) const STATUS_EVERY: Duration = Duration::from_secs(1);
 /// A silence at least this long is written down as soon as it ends.
@@ -78,54 +76,48 @@ impl StatusFeed {
     }
 }
 
-impl Supervisor {
-    /// Writes the pending snapshot if it is due (or `now_anyway`), from
-    /// what the decoder learned (`summary`, borrowed) and the `retries`
-    /// announced on both streams.
-    pub(super) fn status_tick(
-        &mut self,
-        now: Instant,
-        now_anyway: bool,
-        summary: &Summary,
-        retries: u32,
-    ) {
-        let due = match self.sinks.status.due(now) {
+/// What the supervisor decided, for a snapshot: the feed adds the silence
+/// that just ended and the open tool call.
+pub(super) struct Decided<'a> {
+    pub last_activity_ms: Option<u64>,
+    pub activity_lines: u64,
+    pub longest_silence_ms: u64,
+    /// When the stall clock would fire, while it is what ends a silence.
+    pub stall_deadline_ms: Option<u64>,
+    /// What the decoder learned (borrowed).
+    pub summary: &'a Summary,
+    /// The retries announced on both streams.
+    pub retries: u32,
+}
+
+impl StatusFeed {
+    /// Whether a snapshot is to be written at `now` (or `now_anyway`, when
+    /// one is pending).
+    pub(super) fn is_due(&self, now: Instant, now_anyway: bool) -> bool {
+        match self.due(now) {
             Some(at) => now_anyway || at <= now,
             None => false,
-        };
-        if !due {
-            return;
         }
-        let status = &mut self.sinks.status;
-        status.pending = false;
-        status.urgent = false;
-        status.sent = Some(now);
-        // Only while the stall clock is what ends a silence: not in the
-        // completion window, nor once the agent exited or warden is ending
-        // the run.
-        let stall_clock_runs = self.phase.at_work();
-        let stall_deadline_ms = if !stall_clock_runs {
-            None
-        } else {
-            self.clocks.effective_stall().and_then(|s| {
-                let last = self.clocks.last_activity.unwrap_or(self.setup.started);
-                last.checked_add(s).map(|at| self.ms(at))
-            })
-        };
-        let event = Event::Status {
-            last_activity_ms: self.clocks.last_activity.map(|t| self.ms(t)),
-            activity_lines: self.activity.lines,
-            silence_before_ms: self.sinks.status.silence_before.as_millis() as u64,
-            longest_silence_ms: self.activity.longest_silence.as_millis() as u64,
-            stall_deadline_ms,
-            tokens: summary.reported.tokens,
-            cost_usd: summary.reported.cost_usd,
-            tool_calls: summary.reported.tool_calls,
-            retries,
-            tool: self.sinks.status.open_call(),
-        };
-        self.sinks.status.silence_before = Duration::ZERO;
-        self.emit(event);
+    }
+
+    /// The snapshot of what the supervisor `decided`, written at `now`.
+    pub(super) fn snapshot(&mut self, now: Instant, decided: Decided<'_>) -> Event {
+        self.pending = false;
+        self.urgent = false;
+        self.sent = Some(now);
+        let silence_before = std::mem::take(&mut self.silence_before);
+        Event::Status {
+            last_activity_ms: decided.last_activity_ms,
+            activity_lines: decided.activity_lines,
+            silence_before_ms: silence_before.as_millis() as u64,
+            longest_silence_ms: decided.longest_silence_ms,
+            stall_deadline_ms: decided.stall_deadline_ms,
+            tokens: decided.summary.reported.tokens,
+            cost_usd: decided.summary.reported.cost_usd,
+            tool_calls: decided.summary.reported.tool_calls,
+            retries: decided.retries,
+            tool: self.open_call(),
+        }
     }
 }
 
