@@ -192,7 +192,6 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     // drives the clocks of the runs already going.
     let dir = off_clock(&run_dir, RunDir::create).await?;
     let dir_handle = dir.handle();
-    let shared = plan.shared;
     let setup = Setup {
         run_id: run_id.clone(),
         agent: plan.agent,
@@ -212,11 +211,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         git,
         output,
         env_dropped,
-        budgets: shared.budgets,
-        run_spent_before: shared.spent_before,
-        usage_baseline: shared.usage_baseline,
-        pool: shared.pool,
-        telemetry: shared.telemetry,
+        shared: plan.shared,
     };
     let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
     let (control_tx, control_rx) = mpsc::unbounded_channel();

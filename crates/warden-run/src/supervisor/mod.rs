@@ -98,17 +98,9 @@ pub(crate) struct Setup {
     /// What the agent's set-up refers to that does not reach it (see
     /// [`crate::report::Report::env_dropped`]).
     pub env_dropped: Vec<String>,
-    /// The budgets the run shares with the runs before it (its session's,
-    /// its batch's), with what those spent.
-    pub budgets: Vec<crate::budget::SharedBudget>,
-    /// What the earlier attempts at this step spent (the plan's).
-    pub run_spent_before: crate::budget::Spent,
-    /// The resumed session's running total of tokens (the plan's).
-    pub usage_baseline: warden_events::Tokens,
-    /// A batch's budget held with the runs running beside this one.
-    pub pool: Option<std::sync::Arc<crate::budget::BudgetPool>>,
-    /// OpenTelemetry export: the exporter and the run span's ids.
-    pub telemetry: Option<crate::telemetry::RunTelemetry>,
+    /// What the run shares with the runs around it: budgets, the batch's
+    /// pool, telemetry (the plan's, as one value).
+    pub shared: crate::plan::Shared,
 }
 
 /// Where a run's commits are collected from.
@@ -269,20 +261,26 @@ impl Supervisor {
             ..ClockState::default()
         };
         let pooled = setup
+            .shared
             .pool
             .as_ref()
             .map(|p| (p.budget(), p.others(&setup.run_id)));
-        let watch =
-            crate::budget::Watch::new(&l.budget, setup.run_spent_before, &setup.budgets, pooled);
+        let watch = crate::budget::Watch::new(
+            &l.budget,
+            setup.shared.spent_before,
+            &setup.shared.budgets,
+            pooled,
+        );
         let sinks = Sinks {
             files: RunFiles::new(dir),
             spans: setup
+                .shared
                 .telemetry
                 .as_ref()
                 .filter(|t| t.exporter.traces())
                 .map(|t| crate::telemetry::RunSpans::new(t.ids, setup.agent, setup.started_at)),
             status: status::StatusFeed::default(),
-            budget: BudgetWatch::new(watch, setup.pool.clone(), setup.run_id.clone()),
+            budget: BudgetWatch::new(watch, setup.shared.pool.clone(), setup.run_id.clone()),
             live: LiveFeed::new(events),
         };
         let streams = Streams {
@@ -547,7 +545,8 @@ impl Supervisor {
         let agent = self.setup.agent;
         let (stdout, stderr) = tree.take_output();
         let mut out = Pipe::new(Stream::Stdout, agent, stdout, max_line);
-        out.decoder.set_usage_baseline(self.setup.usage_baseline);
+        out.decoder
+            .set_usage_baseline(self.setup.shared.usage_baseline);
         let err = Pipe::new(Stream::Stderr, agent, stderr, max_line);
         Pipes { out, err }
     }

@@ -307,13 +307,13 @@ impl Supervisor {
         self.refresh_errors(&mut report);
         // The run's spans go to the exporter's queue (never waiting for
         // it) before the report is written, which says how many went.
-        if let (Some(spans), Some(t)) = (self.sinks.spans.take(), &self.setup.telemetry) {
+        if let (Some(spans), Some(t)) = (self.sinks.spans.take(), &self.setup.shared.telemetry) {
             let (handed, dropped) = t.exporter.submit(spans.finish(&report), t.ids.sampled());
             report.otel = Some(crate::telemetry::OtelReport::new(&t.ids, handed, dropped));
         }
         // Counted once the verdict and every count are final; the metrics
         // aggregate in memory, and go out from threads of their own.
-        if let Some(t) = &self.setup.telemetry {
+        if let Some(t) = &self.setup.shared.telemetry {
             t.exporter.record_run(&report);
         }
         report.logs = Some(self.sinks.files.dir.digests());

@@ -339,11 +339,7 @@ fn setup(agent: Agent, limits: Limits, cwd: &Path, started: Instant) -> Setup {
         git: None,
         output: None,
         env_dropped: Vec::new(),
-        budgets: Vec::new(),
-        run_spent_before: crate::budget::Spent::default(),
-        usage_baseline: warden_events::Tokens::default(),
-        pool: None,
-        telemetry: None,
+        shared: crate::plan::Shared::default(),
     }
 }
 
