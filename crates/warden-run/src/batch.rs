@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), warden_run::batch::BatchError> {
-//! use warden_run::{RunRequest, batch::Batch, update::Update};
+//! use warden_run::{Batch, RunRequest, Update};
 //! let mut batch = Batch::new(".warden/batches/demo", 2);
 //! for n in 1..=4 {
 //!     batch.add(format!("job-{n}"), RunRequest::exec(["sh", "-c", "sleep 0.1"]))?;
@@ -17,7 +17,7 @@
 //!     }
 //! }
 //! let done = running.wait().await;
-//! println!("{} succeeded; written: {:?}", done.report.succeeded, done.written);
+//! println!("{}: {} succeeded; written: {:?}", done.verdict, done.report.succeeded, done.written);
 //! # Ok(()) }
 //! ```
 
