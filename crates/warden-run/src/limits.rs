@@ -44,10 +44,8 @@ pub struct Limits {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum OnFatalError {
-    /// End the run within seconds: `agent_failed`, with the error. The
-    /// default: an error that no retry will fix (bad credentials, an
-    /// unknown model, an exhausted quota) is not worth minutes of the
-    /// CLI's own retries.
+    /// End the run within seconds: `agent_failed`, with the error (the
+    /// default: such an error is not worth minutes of the CLI's retries).
     #[default]
     End,
     /// Let the CLI retry, under the stall and run clocks as usual.
