@@ -406,6 +406,11 @@ pub(crate) mod tests {
             output: None,
             error: None,
             output_lost: None,
+            checks: Vec::new(),
+            hooks: Vec::new(),
+            merged_into: None,
+            merge_commit: None,
+            merge_conflicts: Vec::new(),
             written: true,
         };
         serde_json::to_value(&report).unwrap()
@@ -416,7 +421,16 @@ pub(crate) mod tests {
         // What a warden before retries and budgets wrote: none of the
         // fields they added. Not reading it would run the entry again.
         let mut old = session_json();
-        for key in ["turns", "budgets", "budget_exceeded"] {
+        for key in [
+            "turns",
+            "budgets",
+            "budget_exceeded",
+            "checks",
+            "hooks",
+            "merged_into",
+            "merge_commit",
+            "merge_conflicts",
+        ] {
             old.as_object_mut().unwrap().remove(key).expect(key);
         }
         let run = old["runs"][0].as_object_mut().unwrap();

@@ -73,3 +73,30 @@ pub const GIT_WORKTREE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// The largest file warden reads from a work tree (`warden.toml`,
 /// `.git/HEAD`); anything bigger is refused, not read into memory.
 pub const MAX_WORK_TREE_FILE: u64 = 1024 * 1024;
+
+/// A check's wall clock (`--check-timeout`): a test suite's worth.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+/// A check silent for this long is ended as stalled
+/// (`--check-stall-timeout`): a compiler or a test runner that prints
+/// nothing for five minutes is stuck more often than busy.
+pub const CHECK_STALL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// Each hook's wall clock (`--hook-timeout`): enough to install a
+/// project's dependencies.
+pub const HOOK_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// Each `{{$ CMD}}` of a prompt's wall clock
+/// (`--prompt-command-timeout`): these gather context (`git log`, a
+/// listing), they do not build.
+pub const PROMPT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How much of a failed check's output the next iteration is told: its
+/// last lines, at most this many, and at most `CHECK_FEEDBACK_BYTES` of
+/// them. The whole is in the check's logs.
+pub const CHECK_FEEDBACK_LINES: usize = 60;
+pub const CHECK_FEEDBACK_BYTES: usize = 8 * 1024;
+
+/// The most a prompt's `{{$ CMD}}` puts in the prompt; the rest is cut
+/// with a note (the whole is in its logs).
+pub const PROMPT_COMMAND_OUTPUT: usize = 64 * 1024;

@@ -420,6 +420,11 @@ mod tests {
             output: None,
             error: None,
             output_lost: None,
+            checks: Vec::new(),
+            hooks: Vec::new(),
+            merged_into: None,
+            merge_commit: None,
+            merge_conflicts: Vec::new(),
             written: true,
         }
     }

@@ -113,11 +113,14 @@ pub use outcome::Outcome;
 pub use output::OutputError;
 pub use report::Report;
 pub use request::{
-    ErrorKind, Finding, IterationContext, OutputRequest, Prompt, RequestError, RetryOf, RunRequest,
-    SessionRequest, WorktreeRequest,
+    CheckFailure, CheckFeedback, CheckRequest, ErrorKind, Finding, HooksRequest, IterationContext,
+    OutputRequest, Prompt, RequestError, RetryOf, RunRequest, SessionRequest, WorktreeRequest,
 };
 pub use run::{Canceller, Run, RunHandle, SetupError};
-pub use session::{Session, SessionHandle, SessionReport, SessionRun, StopReason, WorktreeReport};
+pub use session::{
+    Session, SessionHandle, SessionReport, SessionRun, StepKind, StepReport, StopReason,
+    WorktreeReport,
+};
 pub use supervisor::Control;
 pub use update::Update;
 pub use verdict::Verdict;

@@ -129,7 +129,7 @@ impl Outputs {
 
 /// Every verdict, for the batch's counts; the match makes a new verdict
 /// a compile error here until it is listed.
-const ALL_VERDICTS: [Verdict; 9] = [
+const ALL_VERDICTS: [Verdict; 13] = [
     Verdict::Succeeded,
     Verdict::AgentFailed,
     Verdict::Stalled,
@@ -139,6 +139,10 @@ const ALL_VERDICTS: [Verdict; 9] = [
     Verdict::SpawnFailed,
     Verdict::InternalError,
     Verdict::BudgetExceeded,
+    Verdict::CheckFailed,
+    Verdict::SetupFailed,
+    Verdict::HookFailed,
+    Verdict::MergeConflict,
 ];
 
 #[allow(dead_code)]
@@ -152,7 +156,11 @@ fn every_verdict_is_listed(v: Verdict) -> usize {
         | Verdict::Cancelled
         | Verdict::SpawnFailed
         | Verdict::InternalError
-        | Verdict::BudgetExceeded => ALL_VERDICTS.len(),
+        | Verdict::BudgetExceeded
+        | Verdict::CheckFailed
+        | Verdict::SetupFailed
+        | Verdict::HookFailed
+        | Verdict::MergeConflict => ALL_VERDICTS.len(),
     }
 }
 

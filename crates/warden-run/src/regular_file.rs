@@ -128,6 +128,17 @@ pub fn read_tail(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     Ok(bytes)
 }
 
+/// The first `limit` bytes (at most) of the regular file at `path`, with
+/// the same checks as [`read`], and whether there was more.
+pub fn read_head(path: &Path, limit: u64) -> Result<(Vec<u8>, bool), ReadError> {
+    let (file, _) = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    let more = bytes.len() as u64 > limit;
+    bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok((bytes, more))
+}
+
 /// The regular file at `path` as UTF-8 text, at most `limit` bytes.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
     let bytes = read(path, limit)?;

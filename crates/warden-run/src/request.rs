@@ -60,6 +60,20 @@ pub struct IterationContext {
     /// For a retry of a transient failure: the failure, and the agent's
     /// session to resume, if any.
     pub retry_of: Option<RetryOf>,
+    /// What the check said of the iteration before, when it failed.
+    pub check_failure: Option<CheckFailure>,
+    /// The output of each `{{$ CMD}}` of the prompt, by command.
+    pub prompt_outputs: BTreeMap<String, String>,
+}
+
+/// A failed check, as the next iteration is told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckFailure {
+    pub command: String,
+    /// How it failed: "exited with status 1", "timed out after 10m".
+    pub how: String,
+    /// The last lines of its output, secrets masked.
+    pub output: String,
 }
 
 /// What a retry of a transient failure is told about the attempt before.
@@ -121,6 +135,120 @@ pub struct SessionRequest {
     /// (`--session-max-cost`, `--session-max-tokens`,
     /// `--session-max-turns`).
     pub budget: crate::budget::Budget,
+    /// What verifies the work after each iteration (`--check`): the
+    /// session ends when it passes, and a failure is told to the next
+    /// iteration.
+    pub check: Option<CheckRequest>,
+    /// Commands run around the agent's runs (`--setup`, `--host-setup`,
+    /// `--on-success`, `--finally`) and the bounds of those and of the
+    /// prompt's `{{$ CMD}}` commands.
+    pub hooks: HooksRequest,
+    /// Merge the session's branch into the branch checked out when it
+    /// started, once it succeeded (`--merge`; needs a worktree).
+    pub merge: bool,
+}
+
+/// `--check`: a command run after each iteration, in the same directory
+/// and sandbox, supervised as a run of its own. Exit 0 passes.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CheckRequest {
+    /// Run with `sh -c`.
+    pub command: String,
+    /// The check's wall clock (`--check-timeout`).
+    pub timeout: std::time::Duration,
+    /// No output from the check for this long ends it as stalled
+    /// (`--check-stall-timeout`).
+    pub stall_timeout: std::time::Duration,
+    /// Whether a failed check's output is told to the next iteration
+    /// (`--check-feedback`).
+    pub feedback: CheckFeedback,
+    /// Run the check once before the first iteration (`--check-first`):
+    /// a check that already passes ends the session with nothing to do.
+    pub first: bool,
+}
+
+impl CheckRequest {
+    /// A check of `command` with the default clocks and feedback.
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for CheckRequest {
+    fn default() -> Self {
+        Self {
+            command: String::new(),
+            timeout: crate::defaults::CHECK_TIMEOUT,
+            stall_timeout: crate::defaults::CHECK_STALL_TIMEOUT,
+            feedback: CheckFeedback::default(),
+            first: false,
+        }
+    }
+}
+
+/// How a failed check reaches the next iteration.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckFeedback {
+    /// Through `{{CHECK_OUTPUT}}` where the prompt uses it, else as a
+    /// note appended to the prompt.
+    #[default]
+    Auto,
+    /// Not at all: the next iteration gets the task's prompt as it is
+    /// (`{{CHECK_OUTPUT}}` is still filled).
+    None,
+}
+
+/// The commands run around a session's runs, each supervised as a run of
+/// its own and bounded by `timeout` (a prompt's commands by
+/// `prompt_command_timeout`).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HooksRequest {
+    /// On the host, in the work directory, before anything runs in the
+    /// sandbox (`--host-setup`).
+    pub host_setup: Option<String>,
+    /// In the sandbox, once, before the first iteration (`--setup`).
+    pub setup: Option<String>,
+    /// In the sandbox, after a session that succeeded (`--on-success`).
+    pub on_success: Option<String>,
+    /// In the sandbox, at the end whatever the verdict (`--finally`).
+    pub finally: Option<String>,
+    /// Each hook's wall clock (`--hook-timeout`).
+    pub timeout: std::time::Duration,
+    /// Each `{{$ CMD}}` of the prompt's wall clock
+    /// (`--prompt-command-timeout`).
+    pub prompt_command_timeout: std::time::Duration,
+}
+
+impl Default for HooksRequest {
+    fn default() -> Self {
+        Self {
+            host_setup: None,
+            setup: None,
+            on_success: None,
+            finally: None,
+            timeout: crate::defaults::HOOK_TIMEOUT,
+            prompt_command_timeout: crate::defaults::PROMPT_COMMAND_TIMEOUT,
+        }
+    }
+}
+
+impl HooksRequest {
+    /// Whether any hook is set.
+    pub fn any(&self) -> bool {
+        self.host_setup.is_some()
+            || self.setup.is_some()
+            || self.on_success.is_some()
+            || self.finally.is_some()
+    }
 }
 
 impl OutputRequest {
@@ -141,6 +269,9 @@ impl Default for SessionRequest {
             iterations: 1,
             worktree: None,
             budget: crate::budget::Budget::default(),
+            check: None,
+            hooks: HooksRequest::default(),
+            merge: false,
         }
     }
 }
@@ -395,6 +526,16 @@ impl RunRequest {
             || self.session.worktree.is_some()
             || self.output.as_ref().is_some_and(|o| o.retries > 0)
             || self.retry.retries > 0
+            || self.session.check.is_some()
+            || self.session.hooks.any()
+            || self.session.merge
+            || self.has_prompt_commands()
+    }
+
+    /// Whether the prompt runs commands (`{{$ CMD}}` in a template).
+    pub fn has_prompt_commands(&self) -> bool {
+        matches!(&self.prompt, Some(Prompt::Template { text, .. })
+            if template::commands(text).is_ok_and(|c| !c.is_empty()))
     }
 
     /// Whether the prompt is a template (filled for each run).
@@ -411,6 +552,7 @@ impl RunRequest {
         if self.session.iterations == 0 {
             return Err(invalid("{0} must be at least 1", &["session.iterations"]));
         }
+        self.check_steps()?;
         if self.sandbox.sandbox == Sandbox::Host
             && (self.sandbox.no_network
                 || !self.sandbox.ro.is_empty()
@@ -528,12 +670,71 @@ impl RunRequest {
             base: Some("BASE".into()),
             correction: None,
             retry_of: None,
+            check_failure: None,
+            prompt_outputs: BTreeMap::new(),
         };
         let prompt = self.prompt_for(&probe)?;
         if self.agent != Agent::Exec {
             self.invocation(prompt, None)?;
         }
         Ok(warnings)
+    }
+
+    /// Refuses a check, hook or merge that cannot do what it says.
+    fn check_steps(&self) -> Result<(), RequestError> {
+        let session = &self.session;
+        if let Some(c) = &session.check {
+            if c.command.trim().is_empty() {
+                return Err(invalid(
+                    "{0} is empty: give the command that checks the work (e.g. `cargo test`)",
+                    &["session.check.command"],
+                ));
+            }
+            if c.timeout.is_zero() {
+                return Err(invalid(
+                    "{0} must be more than 0",
+                    &["session.check.timeout"],
+                ));
+            }
+            if c.stall_timeout.is_zero() {
+                return Err(invalid(
+                    "{0} must be more than 0",
+                    &["session.check.stall_timeout"],
+                ));
+            }
+        }
+        let hooks = &session.hooks;
+        for (field, hook) in [
+            ("session.hooks.host_setup", &hooks.host_setup),
+            ("session.hooks.setup", &hooks.setup),
+            ("session.hooks.on_success", &hooks.on_success),
+            ("session.hooks.finally", &hooks.finally),
+        ] {
+            if hook.as_ref().is_some_and(|h| h.trim().is_empty()) {
+                return Err(invalid(
+                    "{0} is empty: give a command or leave it out",
+                    &[field],
+                ));
+            }
+        }
+        for (field, bound) in [
+            ("session.hooks.timeout", hooks.timeout),
+            (
+                "session.hooks.prompt_command_timeout",
+                hooks.prompt_command_timeout,
+            ),
+        ] {
+            if bound.is_zero() {
+                return Err(invalid("{0} must be more than 0", &[field]));
+            }
+        }
+        if session.merge && session.worktree.is_none() {
+            return Err(invalid(
+                "{0} merges the session's branch, which only a worktree has: add {1}",
+                &["session.merge", "session.worktree"],
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a budget the agent's output can never show being spent (a
@@ -647,6 +848,8 @@ impl RunRequest {
             base: None,
             correction: None,
             retry_of: None,
+            check_failure: None,
+            prompt_outputs: BTreeMap::new(),
         }
     }
 
@@ -682,9 +885,14 @@ impl RunRequest {
                 "Your last answer did not give a usable <{tag}> output ({correction}). Reply again with the complete, corrected <{tag}>…</{tag}>."
             ));
         }
-        let mut prompt = match &self.prompt {
-            None => String::new(),
-            Some(Prompt::Text(text)) => text.clone(),
+        let check_output = ctx
+            .check_failure
+            .as_ref()
+            .map(|c| c.output.clone())
+            .unwrap_or_default();
+        let (mut prompt, uses_check_output) = match &self.prompt {
+            None => (String::new(), false),
+            Some(Prompt::Text(text)) => (text.clone(), false),
             Some(Prompt::Template { text, args }) => {
                 let mut values = args.clone();
                 let builtins = [
@@ -693,13 +901,26 @@ impl RunRequest {
                     ("ITERATION", ctx.iteration.to_string()),
                     ("ITERATIONS", ctx.iterations.to_string()),
                     ("AGENT", self.agent.name().to_string()),
+                    ("CHECK_OUTPUT", check_output),
                 ];
                 for (k, v) in builtins {
                     values.entry(k.to_string()).or_insert(v);
                 }
-                template::render(text, &values)?
+                let uses = template::placeholders(text)?
+                    .iter()
+                    .any(|n| n == "CHECK_OUTPUT");
+                (template::render(text, &values, &ctx.prompt_outputs)?, uses)
             }
         };
+        if let Some(failed) = &ctx.check_failure
+            && !uses_check_output
+            && self.session.check.as_ref().map(|c| c.feedback) == Some(CheckFeedback::Auto)
+        {
+            prompt.push_str(&format!(
+                "\n\n---\nAfter your last turn, warden ran the check `{}`, and it failed: it {}. The end of its output:\n```\n{}\n```\nFix what it reports; the check runs again when you finish.\n",
+                failed.command, failed.how, failed.output
+            ));
+        }
         if self.preamble {
             let deadline = self.limits.timeout.map(|t| {
                 humantime::format_rfc3339_seconds(std::time::SystemTime::now() + t).to_string()

@@ -58,6 +58,21 @@ pub enum Update {
         delay: std::time::Duration,
         because: crate::retry::RetryOn,
     },
+    /// A check, hook or prompt command started (see
+    /// [`crate::StepReport`]).
+    StepStarted {
+        entry: Option<usize>,
+        kind: crate::StepKind,
+        /// The iteration it belongs to (see [`crate::StepReport`]).
+        iteration: Option<u32>,
+        command: String,
+        run_dir: PathBuf,
+    },
+    /// A check, hook or prompt command ended.
+    StepFinished {
+        entry: Option<usize>,
+        step: Box<crate::StepReport>,
+    },
     /// A batch entry ended: its line of `batch.json`.
     EntryFinished { entry: usize, run: Box<BatchRun> },
 }

@@ -28,6 +28,19 @@ pub enum Verdict {
     /// A budget (cost, tokens, turns; the run's, its session's or its
     /// batch's) was exceeded: `budget_exceeded` in `run.json` says which.
     BudgetExceeded,
+    /// A session's: the iterations ran out with its check (`--check`)
+    /// still failing. Never a run's.
+    CheckFailed,
+    /// A session's: a setup hook (`--host-setup`, `--setup`) or a
+    /// command of the prompt (`{{$ CMD}}`) failed, so no agent started
+    /// after it. Never a run's.
+    SetupFailed,
+    /// A session's: the work succeeded, then `--on-success` or
+    /// `--finally` failed. Never a run's.
+    HookFailed,
+    /// A session's: the work succeeded and `--merge` found a conflict;
+    /// both branches are as they were. Never a run's.
+    MergeConflict,
 }
 
 impl std::fmt::Display for Verdict {
@@ -48,6 +61,10 @@ impl Verdict {
             Verdict::TimedOut => 5,
             Verdict::SpawnFailed => 6,
             Verdict::BudgetExceeded => 7,
+            Verdict::CheckFailed => 8,
+            Verdict::SetupFailed => 9,
+            Verdict::HookFailed => 10,
+            Verdict::MergeConflict => 11,
             Verdict::InternalError => 70,
             Verdict::Cancelled => 130,
         }
@@ -65,6 +82,10 @@ impl Verdict {
             Verdict::SpawnFailed => "spawn_failed",
             Verdict::InternalError => "internal_error",
             Verdict::BudgetExceeded => "budget_exceeded",
+            Verdict::CheckFailed => "check_failed",
+            Verdict::SetupFailed => "setup_failed",
+            Verdict::HookFailed => "hook_failed",
+            Verdict::MergeConflict => "merge_conflict",
         }
     }
 }

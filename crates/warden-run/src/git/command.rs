@@ -57,11 +57,40 @@ where
     S: AsRef<OsStr>,
 {
     let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-    let shown = args
-        .iter()
+    let shown = shown(&args);
+    let out = git_output(dir, args, extra, limit).await?;
+    if !out.status.success() {
+        return Err(GitError {
+            args: shown,
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
+}
+
+fn shown(args: &[std::ffi::OsString]) -> String {
+    args.iter()
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
-        .join(" ");
+        .join(" ")
+}
+
+/// [`git_with`], but what git printed and its status whatever the
+/// status (a command whose failure says something, such as
+/// `merge-tree`'s conflicts); `Err` only when git could not run or was
+/// killed at its time limit.
+pub(super) async fn git_output<I, S>(
+    dir: &Path,
+    args: I,
+    extra: &[(&str, &str)],
+    limit: Duration,
+) -> Result<std::process::Output, GitError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let shown = shown(&args);
     let deadline = tokio::time::Instant::now() + limit;
     let listed = bounded(
         dir,
@@ -79,6 +108,13 @@ where
         limit,
     )
     .await
+    .and_then(|out| {
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    })
     .map_err(|message| GitError {
         args: shown.clone(),
         message: format!("could not read the repository's configuration: {message}"),
@@ -92,24 +128,24 @@ where
     let mut overrides = inert::overrides(&listed);
     overrides.extend(extra.iter().map(|(k, v)| (k.into(), v.into())));
     let env = inert::environment(&overrides);
-    let out = bounded(dir, args, &env, deadline, limit)
+    bounded(dir, args, &env, deadline, limit)
         .await
         .map_err(|message| GitError {
-            args: shown.clone(),
+            args: shown,
             message,
-        })?;
-    Ok(String::from_utf8_lossy(&out).trim_end().to_string())
+        })
 }
 
-/// Runs git with `args` and `env` in `dir` until `deadline`: its stdout,
-/// or what went wrong. `limit`: the whole time allowed, for the message.
+/// Runs git with `args` and `env` in `dir` until `deadline`: what it
+/// printed and its status, or why it could not run or finish. `limit`:
+/// the whole time allowed, for the message.
 async fn bounded(
     dir: &Path,
     args: impl IntoIterator<Item = std::ffi::OsString>,
     env: &[(std::ffi::OsString, std::ffi::OsString)],
     deadline: tokio::time::Instant,
     limit: Duration,
-) -> Result<Vec<u8>, String> {
+) -> Result<std::process::Output, String> {
     let child = tokio::process::Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -140,10 +176,7 @@ async fn bounded(
     };
     // git is reaped: its group id may be reused from now on.
     group.0 = None;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-    }
-    Ok(out.stdout)
+    Ok(out)
 }
 
 /// Kills a git's process group (git and whatever it started) unless git

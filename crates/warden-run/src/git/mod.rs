@@ -6,6 +6,7 @@
 
 mod command;
 mod inert;
+mod merge;
 mod own_repository;
 
 use std::ffi::OsStr;
@@ -20,6 +21,7 @@ pub use crate::report::Commit;
 pub(crate) use crate::report::required_commits;
 use command::git_with;
 pub use command::{GitError, git, git_within};
+pub use merge::{MergeError, Merged, merge};
 
 /// The top of the repository `dir` is in, if it is in one.
 pub async fn repo_root(dir: &Path) -> Option<PathBuf> {

@@ -28,9 +28,10 @@ mod phase;
 mod place;
 mod report;
 mod runs;
+mod steps;
 
 pub use control::SessionControl;
-pub use report::{SessionReport, SessionRun, StopReason, WorktreeReport};
+pub use report::{SessionReport, SessionRun, StepKind, StepReport, StopReason, WorktreeReport};
 
 use phase::{Input, Phase, Rules};
 use place::Place;
@@ -75,37 +76,60 @@ pub(crate) async fn run_session(
         output_retries: request.output.as_ref().map_or(0, |o| o.retries),
         can_resume: warden_agents::profile(request.agent).can_resume,
         retry: request.retry.clone(),
+        check: request.session.check.is_some(),
+        check_first: request.session.check.as_ref().is_some_and(|c| c.first),
     };
-    let mut phase = Phase::start(&rules);
-    let stop = loop {
-        let input = match &phase {
-            Phase::Between(_) => Input::Look {
-                cancelled: control.stopped(),
-                used_up: runs.used_up(),
-            },
-            Phase::Running(step) => runs.run(step, &control, out, &mut report).await,
-            Phase::Backoff {
-                step,
-                failure,
-                delay,
-            } => Input::Waited {
-                cancelled: runs
-                    .back_off(step, *failure, *delay, &control, out, &mut report)
-                    .await,
-            },
-            Phase::Stopped(stop) => break *stop,
-        };
-        phase = phase.on(input, &rules);
-    };
-    stop.record(&mut report);
+    if runs.setup(&control, out, &mut report).await {
+        let stop = work(&mut runs, &rules, &control, out, &mut report).await;
+        stop.record(&mut report);
+    }
+    runs.wrap_up(&control, out, &mut report).await;
 
     place.finish(request, &control, &mut report).await;
+    if request.session.merge && report.verdict == Some(crate::Verdict::Succeeded) {
+        place.merge(request, &control, &mut report).await;
+    }
     report.duration_ms = started.elapsed().as_millis() as u64;
     if let Some(s) = &mut runs.spans {
         report.otel = s.finish(&report);
     }
     runs.write(&mut report);
     Ok(report)
+}
+
+/// The session's iterations (and its checks), each decided by the
+/// `phase` machine; why they stopped.
+async fn work(
+    runs: &mut Runs<'_>,
+    rules: &Rules,
+    control: &SessionControl,
+    out: &mut Outbox,
+    report: &mut SessionReport,
+) -> phase::Stop {
+    let mut phase = Phase::start(rules);
+    loop {
+        let input = match &phase {
+            Phase::Between(_) => Input::Look {
+                cancelled: control.stopped(),
+                used_up: runs.used_up(),
+            },
+            Phase::Running(step) => runs.run(step, control, out, report).await,
+            Phase::Backoff {
+                step,
+                failure,
+                delay,
+            } => Input::Waited {
+                cancelled: runs
+                    .back_off(step, *failure, *delay, control, out, report)
+                    .await,
+            },
+            Phase::Checking { done, .. } => {
+                Input::Checked(runs.check(*done, control, out, report).await)
+            }
+            Phase::Stopped(stop) => return *stop,
+        };
+        phase = phase.on(input, rules);
+    }
 }
 
 /// A session of runs of one [`RunRequest`]: `session.iterations` runs

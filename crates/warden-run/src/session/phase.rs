@@ -4,10 +4,18 @@
 //! ```text
 //! Between ─look: not cancelled, an iteration and the budgets left──▶ Running
 //! Running ─ended: succeeded, no completion signal──────────────────▶ Between (the next iteration)
+//!         ─ended: succeeded, with a check (signal or not)──────────▶ Checking
 //!         ─ended: output refused, output retries left──────────────▶ Between (the same, corrected)
 //!         ─ended: transient failure, retries and budgets left──────▶ Backoff
 //! Backoff ─waited, not cancelled───────────────────────────────────▶ Between (the next attempt)
+//! Checking ─checked: failed (its output goes to the next)──────────▶ Between (the next iteration)
 //! ```
+//!
+//! With a check, the check decides: the completion signal alone does not
+//! end the session (the agent may believe it is done and be wrong), and
+//! a session whose iterations run out with the check failing ends
+//! `check_failed`. `--check-first` starts in `Checking`: a check that
+//! already passes ends the session before any agent runs.
 //!
 //! Anything else ends in `Stopped`, with the reason the report gives: a
 //! cancel (at a look, of the run, during the wait), the iterations run
@@ -42,6 +50,10 @@ pub(super) struct Rules {
     /// needs it; a retry of a transient failure resumes only with it).
     pub(super) can_resume: bool,
     pub(super) retry: RetryPolicy,
+    /// A check runs after each iteration that succeeded.
+    pub(super) check: bool,
+    /// The check runs once before the first iteration too.
+    pub(super) check_first: bool,
 }
 
 /// One run of the session, as decided before it starts.
@@ -114,8 +126,13 @@ impl Step {
 /// What runs after the last run, if the session goes on.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Next {
-    /// The iteration after `done` (0 before the first).
-    Iteration { done: u32, output_retries_left: u32 },
+    /// The iteration after `done` (0 before the first); `check_failed`:
+    /// the check of `done` failed.
+    Iteration {
+        done: u32,
+        output_retries_left: u32,
+        check_failed: bool,
+    },
     /// The same iteration once more: an output retry, or another attempt
     /// after a transient failure.
     Again(Step),
@@ -136,8 +153,23 @@ pub(super) enum Phase {
         failure: RetryOn,
         delay: Duration,
     },
+    /// The check of iteration `done` (0: `--check-first`) is running.
+    Checking { done: u32, output_retries_left: u32 },
     /// No further run starts.
     Stopped(Stop),
+}
+
+/// How a check ended, as far as the session's decisions go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CheckEnd {
+    /// Exit 0.
+    Passed,
+    /// Any other end of a check that ran: a non-zero exit, its own clock
+    /// (a hanging test is the work's to fix, and is told as such).
+    Failed,
+    Cancelled,
+    /// It could not be run (its directory, its sandbox, its program).
+    Broken,
 }
 
 /// What is used up of the budgets, with what every run so far spent.
@@ -191,12 +223,19 @@ pub(super) enum Input {
     /// The backoff is over; `cancelled`: a cancel came before or during
     /// it.
     Waited { cancelled: bool },
+    /// The check ended.
+    Checked(CheckEnd),
 }
 
 /// Why no further run starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Stop {
     CompletionSignal,
+    CheckPassed,
+    /// The iterations ran out with the check failing.
+    CheckFailed,
+    /// The check could not be run.
+    CheckBroken,
     IterationsExhausted,
     IterationFailed,
     /// `between_attempts`: after a run that was to be tried again, so the
@@ -215,7 +254,9 @@ impl Stop {
     pub(super) fn reason(self) -> StopReason {
         match self {
             Stop::CompletionSignal => StopReason::CompletionSignal,
-            Stop::IterationsExhausted => StopReason::IterationsExhausted,
+            Stop::CheckPassed => StopReason::CheckPassed,
+            Stop::CheckFailed | Stop::IterationsExhausted => StopReason::IterationsExhausted,
+            Stop::CheckBroken => StopReason::SetupFailed,
             Stop::IterationFailed => StopReason::IterationFailed,
             Stop::Cancelled { .. } => StopReason::Cancelled,
             Stop::BudgetExceeded(_) | Stop::UsedUp(_) => StopReason::BudgetExceeded,
@@ -232,6 +273,9 @@ impl Stop {
                 between_attempts: true,
             } => report.verdict = Some(Verdict::Cancelled),
             Stop::BudgetExceeded(line) => report.budget_exceeded = line,
+            // The check decides (with `--check-first`, before any run).
+            Stop::CheckPassed => report.verdict = Some(Verdict::Succeeded),
+            Stop::CheckFailed | Stop::CheckBroken => report.verdict = Some(Verdict::CheckFailed),
             Stop::UsedUp(line) => {
                 report.verdict = Some(Verdict::BudgetExceeded);
                 report.budget_exceeded = Some(line);
@@ -245,9 +289,16 @@ impl Stop {
 impl Phase {
     /// Before the first run.
     pub(super) fn start(rules: &Rules) -> Phase {
+        if rules.check && rules.check_first {
+            return Phase::Checking {
+                done: 0,
+                output_retries_left: rules.output_retries,
+            };
+        }
         Phase::Between(Next::Iteration {
             done: 0,
             output_retries_left: rules.output_retries,
+            check_failed: false,
         })
     }
 
@@ -268,6 +319,24 @@ impl Phase {
             (Phase::Backoff { step, .. }, Input::Waited { cancelled: false }) => {
                 Phase::Between(Next::Again(step))
             }
+            (
+                Phase::Checking {
+                    done,
+                    output_retries_left,
+                },
+                Input::Checked(end),
+            ) => match end {
+                CheckEnd::Passed => Phase::Stopped(Stop::CheckPassed),
+                CheckEnd::Failed => Phase::Between(Next::Iteration {
+                    done,
+                    output_retries_left,
+                    check_failed: true,
+                }),
+                CheckEnd::Cancelled => Phase::Stopped(Stop::Cancelled {
+                    between_attempts: false,
+                }),
+                CheckEnd::Broken => Phase::Stopped(Stop::CheckBroken),
+            },
             (phase, _) => phase,
         }
     }
@@ -284,12 +353,17 @@ impl Next {
             return Phase::Stopped(Stop::Cancelled { between_attempts });
         }
         match self {
-            Next::Iteration { done, .. } if done >= rules.iterations => {
-                Phase::Stopped(Stop::IterationsExhausted)
-            }
+            Next::Iteration {
+                done, check_failed, ..
+            } if done >= rules.iterations => Phase::Stopped(if check_failed {
+                Stop::CheckFailed
+            } else {
+                Stop::IterationsExhausted
+            }),
             Next::Iteration {
                 done,
                 output_retries_left,
+                ..
             } => match used_up.shared {
                 Some(line) => Phase::Stopped(Stop::UsedUp(line)),
                 None => Phase::Running(Step::first(done + 1, output_retries_left)),
@@ -311,10 +385,15 @@ impl Step {
             Some(Verdict::BudgetExceeded) => {
                 Phase::Stopped(Stop::BudgetExceeded(end.budget_exceeded))
             }
+            Some(Verdict::Succeeded) if rules.check => Phase::Checking {
+                done: self.iteration,
+                output_retries_left: self.output_retries_left,
+            },
             Some(Verdict::Succeeded) if end.signalled => Phase::Stopped(Stop::CompletionSignal),
             Some(Verdict::Succeeded) => Phase::Between(Next::Iteration {
                 done: self.iteration,
                 output_retries_left: self.output_retries_left,
+                check_failed: false,
             }),
             _ => self.failed(end, rules),
         }

@@ -27,6 +27,8 @@ pub(super) struct Place {
     pub(super) branch: Option<String>,
     /// The commit the session starts from.
     pub(super) base: Option<String>,
+    /// `--merge`: the branch checked out where the session started.
+    merge_into: Option<String>,
     /// Held for the session's lifetime: `warden gc` never removes a
     /// directory (or a worktree) whose lock it cannot take.
     _session_in_use: OwnedFd,
@@ -55,6 +57,19 @@ impl Place {
         session_id: &str,
         out: &mut Outbox,
     ) -> Result<Place, SetupError> {
+        // Before anything is made: a merge needs a branch to merge into.
+        let merge_into = match request.session.merge {
+            true => Some(git::branch(&request.cwd).await.ok_or_else(|| {
+                SetupError::Request(crate::RequestError::Invalid(crate::Finding::new(
+                    format!(
+                        "{{0}} merges into the branch checked out in {}, and none is (HEAD is detached, or it is no repository): check out the branch to merge into",
+                        request.cwd.display()
+                    ),
+                    &["session.merge"],
+                )))
+            })?),
+            false => None,
+        };
         // The top of the repository is asked for only when it names the
         // directory (a batch names every run's).
         let session_dir = match request.dir.clone() {
@@ -127,9 +142,29 @@ impl Place {
             borrowed,
             branch,
             base,
+            merge_into,
             _session_in_use: session_in_use,
             _worktree_in_use: worktree_in_use,
         })
+    }
+
+    /// Puts `plan`'s run in this place: in the work directory, with what
+    /// an own repository borrows shown read-only, and the session's
+    /// directory (its report, every run's logs, maybe its worktree)
+    /// hidden from a sandboxed agent wherever `--dir` put it: it is
+    /// warden's.
+    pub(super) fn fit(&self, plan: &mut crate::plan::RunPlan) {
+        plan.cwd = self.workdir.clone();
+        if let Some(objects) = &self.borrowed
+            && !plan.sandbox.ro.contains(objects)
+        {
+            plan.sandbox.ro.push(objects.clone());
+        }
+        let record =
+            std::path::absolute(&self.session_dir).unwrap_or_else(|_| self.session_dir.clone());
+        if !plan.sandbox.records.contains(&record) {
+            plan.sandbox.records.push(record);
+        }
     }
 
     /// Puts the commits of the whole session, from where it started, and
@@ -190,6 +225,57 @@ impl Place {
         }
     }
 
+    /// `--merge`, after a session that succeeded (and once its branch is
+    /// home): its branch merged into the branch checked out where it
+    /// started; a conflict makes it `merge_conflict` and leaves both as
+    /// they were. A cancel stops the git at once (nothing is moved
+    /// until the merge is known to be clean).
+    pub(super) async fn merge(
+        &self,
+        request: &RunRequest,
+        control: &SessionControl,
+        report: &mut SessionReport,
+    ) {
+        let (Some(into), Some(wt)) = (&self.merge_into, &self.worktree) else {
+            return;
+        };
+        let repo = wt.home.clone().unwrap_or_else(|| request.cwd.clone());
+        let message = format!(
+            "Merge branch '{}' (warden session {})",
+            wt.branch, report.session_id
+        );
+        let seen = control.cancels();
+        let merged = tokio::select! {
+            biased;
+            m = git::merge(&repo, into, &wt.branch, &message) => m,
+            () = control.cancelled_after(seen) => {
+                report.verdict = Some(crate::Verdict::Cancelled);
+                note(report, format!("cancelled before {} was merged into {into}; both are as they were", wt.branch));
+                return;
+            }
+        };
+        match merged {
+            Ok(m) => {
+                report.merged_into = Some(into.clone());
+                report.merge_commit = Some(m.commit);
+            }
+            Err(e) => {
+                report.verdict = Some(crate::Verdict::MergeConflict);
+                report.merge_conflicts = e.files().to_vec();
+                note(report, format!("{e}; both branches are as they were"));
+            }
+        }
+        if report.worktree.as_ref().is_some_and(|w| w.dirty) {
+            note(
+                report,
+                format!(
+                    "the worktree {} had changes that were never committed: they are not in the merge",
+                    wt.path.display()
+                ),
+            );
+        }
+    }
+
     /// The git work of the end: the session's commits, the head, and the
     /// worktree brought home (a repository of its own fetched into the
     /// user's) and removed unless kept.
@@ -220,6 +306,14 @@ impl Place {
         }
         (commits, head, worktree_report, not_home)
     }
+}
+
+/// Adds `e` to the session's `error`.
+fn note(report: &mut SessionReport, e: String) {
+    report.error = Some(match report.error.take() {
+        Some(prev) => format!("{prev}; {e}"),
+        None => e,
+    });
 }
 
 impl SessionReport {
@@ -255,6 +349,11 @@ impl SessionReport {
             output: None,
             error: None,
             output_lost: None,
+            checks: Vec::new(),
+            hooks: Vec::new(),
+            merged_into: None,
+            merge_commit: None,
+            merge_conflicts: Vec::new(),
             written: false,
         }
     }

@@ -81,6 +81,101 @@ pub struct WorktreeReport {
     pub own_repository: bool,
 }
 
+/// What a command run around the agent's runs is for.
+#[non_exhaustive]
+#[derive(
+    serde::Deserialize, schemars::JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// `--check`: verifies an iteration's work (or, with
+    /// `--check-first`, the work before any).
+    Check,
+    /// `--host-setup`: on the host, before anything runs in the sandbox.
+    HostSetup,
+    /// `--setup`: in the sandbox, before the first iteration.
+    Setup,
+    /// A `{{$ CMD}}` of the prompt, before its iteration's agent.
+    PromptCommand,
+    /// `--on-success`: after a session that succeeded.
+    OnSuccess,
+    /// `--finally`: at the end, whatever the verdict.
+    Finally,
+}
+
+impl StepKind {
+    /// The name in `session.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepKind::Check => "check",
+            StepKind::HostSetup => "host_setup",
+            StepKind::Setup => "setup",
+            StepKind::PromptCommand => "prompt_command",
+            StepKind::OnSuccess => "on_success",
+            StepKind::Finally => "finally",
+        }
+    }
+
+    /// Its flag, as people know it (`--check`, `--host-setup`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            StepKind::Check => "--check",
+            StepKind::HostSetup => "--host-setup",
+            StepKind::Setup => "--setup",
+            StepKind::PromptCommand => "{{$ CMD}}",
+            StepKind::OnSuccess => "--on-success",
+            StepKind::Finally => "--finally",
+        }
+    }
+}
+
+impl std::fmt::Display for StepKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One check, hook or prompt command of the session: a run of `sh -c
+/// COMMAND` with its own directory (`stdout.log`, `stderr.log`,
+/// `run.json`), clocks and report.
+#[non_exhaustive]
+#[derive(serde::Deserialize, schemars::JsonSchema, Debug, Clone, Serialize)]
+pub struct StepReport {
+    pub kind: StepKind,
+    /// The iteration it belongs to: a check's is the iteration it
+    /// checked (0 for `--check-first`), a prompt command's the iteration
+    /// whose prompt it filled; `null` for the hooks.
+    pub iteration: Option<u32>,
+    pub command: String,
+    /// Exit 0 (verdict `succeeded`).
+    pub passed: bool,
+    /// Its run's verdict: `timed_out` or `stalled` when its own clock
+    /// ended it (the agent's runs are not blamed for it).
+    pub verdict: Option<Verdict>,
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub duration_ms: u64,
+    pub run_id: String,
+    /// Its run directory: its output is in `stdout.log` and
+    /// `stderr.log` there.
+    pub run_dir: PathBuf,
+}
+
+impl StepReport {
+    /// How it ended, said for people: "passed", "exited with status 1",
+    /// "timed out after 10m".
+    pub fn how(&self) -> String {
+        match (self.verdict, self.exit_code, self.signal) {
+            (Some(Verdict::Succeeded), _, _) => "passed".into(),
+            (Some(Verdict::TimedOut | Verdict::Stalled), _, _) => self.reason.clone(),
+            (Some(Verdict::AgentFailed), Some(code), _) => format!("exited with status {code}"),
+            (Some(Verdict::AgentFailed), None, Some(sig)) => format!("was killed by signal {sig}"),
+            _ => self.reason.clone(),
+        }
+    }
+}
+
 /// Why a session stopped.
 #[non_exhaustive]
 #[derive(
@@ -90,6 +185,8 @@ pub struct WorktreeReport {
 pub enum StopReason {
     /// The agent printed the completion signal.
     CompletionSignal,
+    /// The check (`--check`) passed.
+    CheckPassed,
     /// Every iteration ran.
     IterationsExhausted,
     /// A run did not succeed (and no output retry was left).
@@ -107,6 +204,7 @@ impl StopReason {
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::CompletionSignal => "completion_signal",
+            StopReason::CheckPassed => "check_passed",
             StopReason::IterationsExhausted => "iterations_exhausted",
             StopReason::IterationFailed => "iteration_failed",
             StopReason::Cancelled => "cancelled",
@@ -168,6 +266,24 @@ pub struct SessionReport {
     /// The first failure to keep output: a run's (`Report::output_lost`)
     /// or a `session.json` that could not be written.
     pub output_lost: Option<String>,
+    /// Each check, in order (`--check`).
+    #[serde(default)]
+    pub checks: Vec<StepReport>,
+    /// Each hook and prompt command, in order.
+    #[serde(default)]
+    pub hooks: Vec<StepReport>,
+    /// `--merge`: the branch the session's branch was merged into, once
+    /// it was.
+    #[serde(default)]
+    pub merged_into: Option<String>,
+    /// `--merge`: the commit that branch points at after the merge (the
+    /// session's last commit for a fast-forward, else the merge commit).
+    #[serde(default)]
+    pub merge_commit: Option<String>,
+    /// `--merge`: the files in conflict (verdict `merge_conflict`); both
+    /// branches are as they were.
+    #[serde(default)]
+    pub merge_conflicts: Vec<String>,
     /// Whether the last `session.json` was written (not part of the file).
     #[serde(skip)]
     pub written: bool,

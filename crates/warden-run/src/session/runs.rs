@@ -15,7 +15,7 @@ use super::place::Place;
 use super::report::{SessionReport, SessionRun, sign_run_report, write_json};
 use crate::budget::{Budget, BudgetPool, BudgetScope, SharedBudget, Spent};
 use crate::plan::RunPlan;
-use crate::request::{IterationContext, RequestError};
+use crate::request::{CheckFailure, IterationContext, RequestError};
 use crate::retry::RetryOn;
 use crate::run::RunHandle;
 use crate::telemetry::{SessionSpans, Telemetry};
@@ -24,11 +24,14 @@ use crate::{Report, RunRequest};
 
 /// What the session keeps from run to run.
 pub(super) struct Runs<'a> {
-    request: &'a RunRequest,
-    place: &'a Place,
+    pub(super) request: &'a RunRequest,
+    pub(super) place: &'a Place,
     pool: Option<Arc<BudgetPool>>,
     pub(super) spans: Option<SessionSpans>,
-    entry: Option<usize>,
+    pub(super) entry: Option<usize>,
+    /// What the last check said, when it failed: told to the iterations
+    /// after it until a check passes.
+    pub(super) check_failure: Option<CheckFailure>,
     /// What the session's runs spent, against its budget and its batch's.
     spent: Spent,
     /// What the attempts at this iteration spent (its retries, output
@@ -58,6 +61,7 @@ impl<'a> Runs<'a> {
             pool,
             spans: telemetry.map(|t| SessionSpans::new(t, started_at)),
             entry,
+            check_failure: None,
             spent: Spent::default(),
             step_spent: Spent::default(),
             thread_totals: HashMap::new(),
@@ -111,7 +115,25 @@ impl<'a> Runs<'a> {
             self.step_spent = Spent::default();
         }
         let run_dir = self.place.session_dir.join(step.run_name());
-        let plan = match self.plan(step, &run_dir) {
+        // A resumed or corrected run is sent a note, not the template.
+        let prompt_outputs = if step.retry_of.as_ref().is_some_and(|r| r.resume.is_some())
+            || step.correction.is_some()
+        {
+            Default::default()
+        } else {
+            match self
+                .prompt_commands(step.iteration, control, out, report)
+                .await
+            {
+                Ok(o) => o,
+                Err(e) => {
+                    report.error = Some(e);
+                    report.verdict = Some(crate::Verdict::SetupFailed);
+                    return Input::SetupFailed;
+                }
+            }
+        };
+        let plan = match self.plan(step, &run_dir, prompt_outputs) {
             Ok(p) => p,
             Err(e) => {
                 report.error = Some(e.to_string());
@@ -161,7 +183,12 @@ impl<'a> Runs<'a> {
 
     /// The plan of `step`'s run, in the session's place, holding its
     /// budgets.
-    fn plan(&mut self, step: &Step, run_dir: &std::path::Path) -> Result<RunPlan, RequestError> {
+    fn plan(
+        &mut self,
+        step: &Step,
+        run_dir: &std::path::Path,
+        prompt_outputs: std::collections::BTreeMap<String, String>,
+    ) -> Result<RunPlan, RequestError> {
         let place = self.place;
         let ctx = IterationContext {
             iteration: step.iteration,
@@ -172,23 +199,12 @@ impl<'a> Runs<'a> {
             base: place.base.clone(),
             correction: step.correction.clone(),
             retry_of: step.retry_of.clone(),
+            check_failure: self.check_failure.clone(),
+            prompt_outputs,
         };
         let mut plan = self.request.plan(&ctx)?;
-        plan.cwd = place.workdir.clone();
         plan.run_dir = Some(run_dir.to_path_buf());
-        if let Some(objects) = &place.borrowed
-            && !plan.sandbox.ro.contains(objects)
-        {
-            plan.sandbox.ro.push(objects.clone());
-        }
-        // The session's directory (its report, every run's logs, maybe
-        // its worktree) is warden's: hidden from a sandboxed agent
-        // wherever `--dir` put it.
-        let record =
-            std::path::absolute(&place.session_dir).unwrap_or_else(|_| place.session_dir.clone());
-        if !plan.sandbox.records.contains(&record) {
-            plan.sandbox.records.push(record);
-        }
+        place.fit(&mut plan);
         plan.shared.budgets = self
             .shared()
             .into_iter()

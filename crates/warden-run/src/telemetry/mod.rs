@@ -503,6 +503,15 @@ impl SessionSpans {
         }
     }
 
+    /// The telemetry of a check, hook or prompt command, which starts
+    /// now: its run's span, under the session's.
+    pub(crate) fn step(&mut self) -> RunTelemetry {
+        RunTelemetry {
+            exporter: self.exporter.clone(),
+            ids: self.ids.child(),
+        }
+    }
+
     /// The last run of the current iteration ended as `run` says.
     pub(crate) fn run_ended(&mut self, run: &crate::Report) {
         if let Some(it) = self.iterations.last_mut() {

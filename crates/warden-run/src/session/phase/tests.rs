@@ -15,6 +15,8 @@ fn rules(iterations: u32) -> Rules {
             retries: 0,
             ..RetryPolicy::default()
         },
+        check: false,
+        check_first: false,
     }
 }
 
@@ -150,6 +152,11 @@ fn empty_report() -> SessionReport {
         output: None,
         error: None,
         output_lost: None,
+        checks: Vec::new(),
+        hooks: Vec::new(),
+        merged_into: None,
+        merge_commit: None,
+        merge_conflicts: Vec::new(),
         written: false,
     }
 }
@@ -710,4 +717,105 @@ fn inputs_that_do_not_belong_to_a_phase_change_nothing() {
             .on(Input::Ended(ended(Verdict::Succeeded)), &r),
         between
     );
+}
+
+fn checking(iterations: u32, first: bool) -> Rules {
+    Rules {
+        check: true,
+        check_first: first,
+        ..rules(iterations)
+    }
+}
+
+fn signalled() -> RunEnd {
+    RunEnd {
+        signalled: true,
+        ..ended(Verdict::Succeeded)
+    }
+}
+
+#[test]
+fn with_a_check_the_check_not_the_completion_signal_ends_the_session() {
+    let mut s = Session::new(checking(3, false));
+    s.run(signalled());
+    assert_eq!(
+        s.phase,
+        Phase::Checking {
+            done: 1,
+            output_retries_left: 0
+        },
+        "the signal alone does not end it"
+    );
+    s.feed(Input::Checked(CheckEnd::Failed));
+    s.run(ended(Verdict::Succeeded));
+    assert!(matches!(s.phase, Phase::Checking { done: 2, .. }));
+    s.feed(Input::Checked(CheckEnd::Passed));
+    assert_eq!(s.stopped(), Stop::CheckPassed);
+    assert_eq!(s.ran.len(), 2);
+    let mut report = empty_report();
+    report.verdict = Some(Verdict::Succeeded);
+    s.stopped().record(&mut report);
+    assert_eq!(report.stopped_because, StopReason::CheckPassed);
+    assert_eq!(report.verdict, Some(Verdict::Succeeded));
+}
+
+#[test]
+fn iterations_that_run_out_with_the_check_failing_end_check_failed() {
+    let mut s = Session::new(checking(2, false));
+    for _ in 0..2 {
+        s.run(ended(Verdict::Succeeded));
+        s.feed(Input::Checked(CheckEnd::Failed));
+    }
+    s.feed(look());
+    assert_eq!(s.stopped(), Stop::CheckFailed);
+    let mut report = empty_report();
+    report.verdict = Some(Verdict::Succeeded);
+    s.stopped().record(&mut report);
+    assert_eq!(report.stopped_because, StopReason::IterationsExhausted);
+    assert_eq!(report.verdict, Some(Verdict::CheckFailed));
+}
+
+#[test]
+fn a_check_that_passes_first_leaves_nothing_to_do() {
+    let mut s = Session::new(checking(3, true));
+    assert!(matches!(s.phase, Phase::Checking { done: 0, .. }));
+    s.feed(Input::Checked(CheckEnd::Passed));
+    assert_eq!(s.stopped(), Stop::CheckPassed);
+    assert!(s.ran.is_empty(), "no agent ran");
+    let mut report = empty_report();
+    report.verdict = None;
+    s.stopped().record(&mut report);
+    assert_eq!(report.verdict, Some(Verdict::Succeeded));
+
+    // Failing first, it is the first iteration's to fix.
+    let mut s = Session::new(checking(3, true));
+    s.feed(Input::Checked(CheckEnd::Failed));
+    s.feed(look());
+    assert_eq!(s.last().iteration, 1);
+}
+
+#[test]
+fn a_check_that_cannot_run_or_is_cancelled_stops_the_session_and_a_failed_run_is_not_checked() {
+    let mut s = Session::new(checking(3, false));
+    s.run(ended(Verdict::Succeeded));
+    s.feed(Input::Checked(CheckEnd::Broken));
+    assert_eq!(s.stopped(), Stop::CheckBroken);
+    let mut report = empty_report();
+    s.stopped().record(&mut report);
+    assert_eq!(report.stopped_because, StopReason::SetupFailed);
+    assert_eq!(report.verdict, Some(Verdict::CheckFailed));
+
+    let mut s = Session::new(checking(3, false));
+    s.run(ended(Verdict::Succeeded));
+    s.feed(Input::Checked(CheckEnd::Cancelled));
+    assert_eq!(
+        s.stopped(),
+        Stop::Cancelled {
+            between_attempts: false
+        }
+    );
+
+    let mut s = Session::new(checking(3, false));
+    s.run(ended(Verdict::AgentFailed));
+    assert_eq!(s.stopped(), Stop::IterationFailed);
 }

@@ -1,0 +1,274 @@
+//! `--merge`: a session's branch merged into the branch the user had
+//! checked out. The merge is computed without a work tree
+//! (`merge-tree --write-tree`, `commit-tree`), so a conflict leaves both
+//! branches and every checkout as they were; only then is the target
+//! moved: a fast-forward of its checkout when it is checked out (which
+//! refuses local changes in the way), else its ref alone, compared and
+//! swapped. Every git runs with the repository's programs off (see the
+//! private `inert` module): no hook, no filter, no merge driver it names.
+
+use std::path::{Path, PathBuf};
+
+use super::command::{git_output, git_with};
+use super::{GitError, git};
+use crate::defaults;
+
+/// A merge made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merged {
+    /// The commit the target branch points at now.
+    pub commit: String,
+    /// The target was moved to the session's last commit (or already
+    /// held it): no merge commit was made.
+    pub fast_forward: bool,
+}
+
+/// Why no merge was made; both branches are as they were.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("merging {branch} into {into} conflicts in {}", .files.join(", "))]
+    Conflict {
+        branch: String,
+        into: String,
+        files: Vec<String>,
+    },
+    #[error(
+        "{into} is checked out in {} with local changes the merge would overwrite ({}): commit or stash them, then merge {branch} by hand",
+        .checkout.display(), .files.join(", ")
+    )]
+    LocalChanges {
+        branch: String,
+        into: String,
+        checkout: PathBuf,
+        files: Vec<String>,
+    },
+    #[error("could not merge {branch} into {into}: {source}")]
+    Git {
+        branch: String,
+        into: String,
+        source: GitError,
+    },
+}
+
+impl MergeError {
+    /// The files in the way: in conflict, or changed in the checkout.
+    pub fn files(&self) -> &[String] {
+        match self {
+            MergeError::Conflict { files, .. } | MergeError::LocalChanges { files, .. } => files,
+            MergeError::Git { .. } => &[],
+        }
+    }
+}
+
+/// Merges `branch` into `into` in the repository `repo` is in, with
+/// `message` for a merge commit.
+pub async fn merge(
+    repo: &Path,
+    into: &str,
+    branch: &str,
+    message: &str,
+) -> Result<Merged, MergeError> {
+    let failed = |source| MergeError::Git {
+        branch: branch.to_string(),
+        into: into.to_string(),
+        source,
+    };
+    let commit_of = |name: &str| format!("refs/heads/{name}^{{commit}}");
+    let old = git(repo, ["rev-parse", "--verify", &commit_of(into)])
+        .await
+        .map_err(failed)?;
+    let new = git(repo, ["rev-parse", "--verify", &commit_of(branch)])
+        .await
+        .map_err(failed)?;
+    if is_ancestor(repo, &new, &old).await.map_err(failed)? {
+        // Nothing of the session's is missing from the target.
+        return Ok(Merged {
+            commit: old,
+            fast_forward: true,
+        });
+    }
+    let fast_forward = is_ancestor(repo, &old, &new).await.map_err(failed)?;
+    let target = if fast_forward {
+        new.clone()
+    } else {
+        let tree = merged_tree(repo, &old, &new)
+            .await
+            .map_err(failed)?
+            .map_err(|files| MergeError::Conflict {
+                branch: branch.to_string(),
+                into: into.to_string(),
+                files,
+            })?;
+        commit_tree(repo, &tree, &old, &new, message)
+            .await
+            .map_err(failed)?
+    };
+    match checkout_of(repo, into).await.map_err(failed)? {
+        Some(checkout) => {
+            let out = git_output(
+                &checkout,
+                ["merge", "--ff-only", "--no-stat", "--quiet", &target],
+                &[],
+                defaults::GIT_WORKTREE_TIMEOUT,
+            )
+            .await
+            .map_err(failed)?;
+            if !out.status.success() {
+                let said = String::from_utf8_lossy(&out.stderr).into_owned();
+                let files = files_in_the_way(&said);
+                if files.is_empty() {
+                    return Err(failed(GitError {
+                        args: format!("merge --ff-only {target}"),
+                        message: said.trim().to_string(),
+                    }));
+                }
+                return Err(MergeError::LocalChanges {
+                    branch: branch.to_string(),
+                    into: into.to_string(),
+                    checkout,
+                    files,
+                });
+            }
+        }
+        None => {
+            git(
+                repo,
+                [
+                    "update-ref",
+                    "-m",
+                    message,
+                    &format!("refs/heads/{into}"),
+                    &target,
+                    &old,
+                ],
+            )
+            .await
+            .map_err(failed)?;
+        }
+    }
+    Ok(Merged {
+        commit: target,
+        fast_forward,
+    })
+}
+
+/// Whether `a` is an ancestor of `b` (or is `b`).
+async fn is_ancestor(repo: &Path, a: &str, b: &str) -> Result<bool, GitError> {
+    let out = git_output(
+        repo,
+        ["merge-base", "--is-ancestor", a, b],
+        &[],
+        defaults::GIT_QUERY_TIMEOUT,
+    )
+    .await?;
+    match out.status.code() {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => Err(GitError {
+            args: format!("merge-base --is-ancestor {a} {b}"),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }),
+    }
+}
+
+/// The tree of `ours` and `theirs` merged, or the files in conflict.
+/// The repository's attributes are read from an empty tree: the agent
+/// wrote `.gitattributes` in its branch, and an attribute may pick a
+/// merge driver that the user's own configuration names.
+async fn merged_tree(
+    repo: &Path,
+    ours: &str,
+    theirs: &str,
+) -> Result<Result<String, Vec<String>>, GitError> {
+    let empty = git(repo, ["hash-object", "-t", "tree", "/dev/null"]).await?;
+    let attr_source = format!("--attr-source={empty}");
+    let out = git_output(
+        repo,
+        [
+            attr_source.as_str(),
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            "-z",
+            ours,
+            theirs,
+        ],
+        &[],
+        defaults::GIT_WORKTREE_TIMEOUT,
+    )
+    .await?;
+    let mut fields = out
+        .stdout
+        .split(|b| *b == 0)
+        .map(|f| String::from_utf8_lossy(f).into_owned());
+    let tree = fields.next().unwrap_or_default();
+    match out.status.code() {
+        Some(0) => Ok(Ok(tree.trim().to_string())),
+        Some(1) => {
+            let mut files: Vec<String> = fields.filter(|f| !f.is_empty()).collect();
+            files.dedup();
+            Ok(Err(files))
+        }
+        _ => Err(GitError {
+            args: format!("merge-tree --write-tree {ours} {theirs}"),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        }),
+    }
+}
+
+/// A merge commit of `tree` with parents `ours` and `theirs`, by the
+/// user's identity (warden's where git has none).
+async fn commit_tree(
+    repo: &Path,
+    tree: &str,
+    ours: &str,
+    theirs: &str,
+    message: &str,
+) -> Result<String, GitError> {
+    let args = ["commit-tree", tree, "-p", ours, "-p", theirs, "-m", message];
+    let known = git(repo, ["var", "GIT_COMMITTER_IDENT"]).await.is_ok()
+        && git(repo, ["var", "GIT_AUTHOR_IDENT"]).await.is_ok();
+    let identity: &[(&str, &str)] = if known {
+        &[]
+    } else {
+        &[("user.name", "warden"), ("user.email", "warden@localhost")]
+    };
+    git_with(repo, args, identity, defaults::GIT_QUERY_TIMEOUT).await
+}
+
+/// The work tree where `branch` is checked out, if one has it.
+async fn checkout_of(repo: &Path, branch: &str) -> Result<Option<PathBuf>, GitError> {
+    let listed = git(repo, ["worktree", "list", "--porcelain", "-z"]).await?;
+    let want = format!("branch refs/heads/{branch}");
+    let mut path = None;
+    for field in listed.split('\0') {
+        if let Some(p) = field.strip_prefix("worktree ") {
+            path = Some(PathBuf::from(p));
+        } else if field == want {
+            return Ok(path);
+        }
+    }
+    Ok(None)
+}
+
+/// The files git names as in the way of a fast-forward: each on a line
+/// of its own, after a tab.
+fn files_in_the_way(said: &str) -> Vec<String> {
+    said.lines()
+        .filter_map(|l| l.strip_prefix('\t'))
+        .map(|f| f.trim().to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_files_in_the_way_are_read_from_gits_message() {
+        let said = "error: Your local changes to the following files would be overwritten by merge:\n\tsrc/a.rs\n\tb.txt\nPlease commit your changes or stash them before you merge.\nAborting\n";
+        assert_eq!(files_in_the_way(said), vec!["src/a.rs", "b.txt"]);
+        assert!(files_in_the_way("fatal: Not possible to fast-forward, aborting.").is_empty());
+    }
+}
