@@ -156,11 +156,11 @@ pub struct SessionRequest {
 pub struct CheckRequest {
     /// Run with `sh -c`.
     pub command: String,
-    /// The check's wall clock (`--check-timeout`).
-    pub timeout: std::time::Duration,
+    /// The check's wall clock (`--check-timeout`); `None`: none.
+    pub timeout: Option<std::time::Duration>,
     /// No output from the check for this long ends it as stalled
-    /// (`--check-stall-timeout`).
-    pub stall_timeout: std::time::Duration,
+    /// (`--check-stall-timeout`); `None`: none.
+    pub stall_timeout: Option<std::time::Duration>,
     /// Whether a failed check's output is told to the next iteration
     /// (`--check-feedback`).
     pub feedback: CheckFeedback,
@@ -183,8 +183,8 @@ impl Default for CheckRequest {
     fn default() -> Self {
         Self {
             command: String::new(),
-            timeout: crate::defaults::CHECK_TIMEOUT,
-            stall_timeout: crate::defaults::CHECK_STALL_TIMEOUT,
+            timeout: Some(crate::defaults::CHECK_TIMEOUT),
+            stall_timeout: Some(crate::defaults::CHECK_STALL_TIMEOUT),
             feedback: CheckFeedback::default(),
             first: false,
         }
@@ -221,11 +221,11 @@ pub struct HooksRequest {
     pub on_success: Option<String>,
     /// In the sandbox, at the end whatever the verdict (`--finally`).
     pub finally: Option<String>,
-    /// Each hook's wall clock (`--hook-timeout`).
-    pub timeout: std::time::Duration,
+    /// Each hook's wall clock (`--hook-timeout`); `None`: none.
+    pub timeout: Option<std::time::Duration>,
     /// Each `{{$ CMD}}` of the prompt's wall clock
-    /// (`--prompt-command-timeout`).
-    pub prompt_command_timeout: std::time::Duration,
+    /// (`--prompt-command-timeout`); `None`: none.
+    pub prompt_command_timeout: Option<std::time::Duration>,
 }
 
 impl Default for HooksRequest {
@@ -235,8 +235,8 @@ impl Default for HooksRequest {
             setup: None,
             on_success: None,
             finally: None,
-            timeout: crate::defaults::HOOK_TIMEOUT,
-            prompt_command_timeout: crate::defaults::PROMPT_COMMAND_TIMEOUT,
+            timeout: Some(crate::defaults::HOOK_TIMEOUT),
+            prompt_command_timeout: Some(crate::defaults::PROMPT_COMMAND_TIMEOUT),
         }
     }
 }
@@ -690,18 +690,6 @@ impl RunRequest {
                     &["session.check.command"],
                 ));
             }
-            if c.timeout.is_zero() {
-                return Err(invalid(
-                    "{0} must be more than 0",
-                    &["session.check.timeout"],
-                ));
-            }
-            if c.stall_timeout.is_zero() {
-                return Err(invalid(
-                    "{0} must be more than 0",
-                    &["session.check.stall_timeout"],
-                ));
-            }
         }
         let hooks = &session.hooks;
         for (field, hook) in [
@@ -715,17 +703,6 @@ impl RunRequest {
                     "{0} is empty: give a command or leave it out",
                     &[field],
                 ));
-            }
-        }
-        for (field, bound) in [
-            ("session.hooks.timeout", hooks.timeout),
-            (
-                "session.hooks.prompt_command_timeout",
-                hooks.prompt_command_timeout,
-            ),
-        ] {
-            if bound.is_zero() {
-                return Err(invalid("{0} must be more than 0", &[field]));
             }
         }
         if session.merge && session.worktree.is_none() {

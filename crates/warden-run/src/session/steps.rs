@@ -27,8 +27,8 @@ pub(super) struct Order<'c> {
     pub(super) command: &'c str,
     /// Its directory's name in the session's.
     pub(super) name: String,
-    pub(super) timeout: std::time::Duration,
-    pub(super) stall_timeout: std::time::Duration,
+    pub(super) timeout: Option<std::time::Duration>,
+    pub(super) stall_timeout: Option<std::time::Duration>,
 }
 
 /// How a step ended: its line of `session.json`, and the last lines of
@@ -143,8 +143,8 @@ impl Runs<'_> {
     fn step_plan(&mut self, order: &Order<'_>, run_dir: &std::path::Path) -> RunPlan {
         let request = self.request;
         let limits = Limits {
-            timeout: Some(order.timeout),
-            stall_timeout: Some(order.stall_timeout),
+            timeout: order.timeout,
+            stall_timeout: order.stall_timeout,
             // A command may say nothing until it is done (a build); and
             // it has no completion signal to wait after.
             startup_timeout: None,
