@@ -683,13 +683,13 @@ impl RunRequest {
     /// Refuses a check, hook or merge that cannot do what it says.
     fn check_steps(&self) -> Result<(), RequestError> {
         let session = &self.session;
-        if let Some(c) = &session.check {
-            if c.command.trim().is_empty() {
-                return Err(invalid(
-                    "{0} is empty: give the command that checks the work (e.g. `cargo test`)",
-                    &["session.check.command"],
-                ));
-            }
+        if let Some(c) = &session.check
+            && c.command.trim().is_empty()
+        {
+            return Err(invalid(
+                "{0} is empty: give the command that checks the work (e.g. `cargo test`)",
+                &["session.check.command"],
+            ));
         }
         let hooks = &session.hooks;
         for (field, hook) in [

@@ -82,6 +82,19 @@ pub(crate) async fn run_session(
     if runs.setup(&control, out, &mut report).await {
         let stop = work(&mut runs, &rules, &control, out, &mut report).await;
         stop.record(&mut report);
+        // The check, not the agent, is named for how the session ended.
+        if report.verdict == Some(crate::Verdict::CheckFailed)
+            && let Some(last) = report.checks.last()
+        {
+            let e = format!(
+                "the check `{}` still failed after iteration {}: it {} (its output: {})",
+                last.command,
+                last.iteration.unwrap_or(0),
+                last.how(),
+                last.run_dir.display()
+            );
+            report.note_error(e);
+        }
     }
     runs.wrap_up(&control, out, &mut report).await;
 

@@ -151,7 +151,7 @@ impl Runs<'_> {
             completion_timeout: None,
             drain_grace: request.limits.drain_grace,
             kill_grace: request.limits.kill_grace,
-            resources: request.limits.resources.clone(),
+            resources: request.limits.resources,
             ..Limits::default()
         };
         let sandbox = match order.kind {
@@ -211,7 +211,7 @@ impl Runs<'_> {
         let ended = match self.step(order, control, out, report).await {
             Ok(e) => e,
             Err(e) => {
-                note_error(report, e);
+                report.note_error(e);
                 return CheckEnd::Broken;
             }
         };
@@ -222,13 +222,10 @@ impl Runs<'_> {
             }
             Some(Verdict::Cancelled) => CheckEnd::Cancelled,
             Some(Verdict::SpawnFailed | Verdict::InternalError) | None => {
-                note_error(
-                    report,
-                    format!(
-                        "the check `{}` could not run: {}",
-                        check.command, ended.step.reason
-                    ),
-                );
+                report.note_error(format!(
+                    "the check `{}` could not run: {}",
+                    check.command, ended.step.reason
+                ));
                 CheckEnd::Broken
             }
             Some(_) => {
@@ -324,20 +321,17 @@ impl Runs<'_> {
                 if e.step.verdict == Some(Verdict::Cancelled) {
                     report.verdict = Some(Verdict::Cancelled);
                 }
-                note_error(
-                    report,
-                    format!(
-                        "{} `{command}` {} (its output: {})",
-                        kind.flag(),
-                        e.step.how(),
-                        e.step.run_dir.display()
-                    ),
-                );
+                report.note_error(format!(
+                    "{} `{command}` {} (its output: {})",
+                    kind.flag(),
+                    e.step.how(),
+                    e.step.run_dir.display()
+                ));
                 self.write(report);
                 false
             }
             Err(e) => {
-                note_error(report, e);
+                report.note_error(e);
                 self.write(report);
                 false
             }
@@ -417,14 +411,6 @@ fn last_bytes(lines: VecDeque<String>, limit: usize) -> String {
         Some(nl) => text[start + nl + 1..].to_string(),
         None => text[start..].to_string(),
     }
-}
-
-/// Adds `e` to the session's `error`.
-fn note_error(report: &mut SessionReport, e: String) {
-    report.error = Some(match report.error.take() {
-        Some(prev) => format!("{prev}; {e}"),
-        None => e,
-    });
 }
 
 #[cfg(test)]
