@@ -53,6 +53,11 @@ fn neutral(section: &str, name: &str) -> Option<&'static str> {
         ("filter", "clean" | "smudge" | "process") => "",
         ("filter", "required") => "false",
         ("diff", "textconv" | "command") => "",
+        // A merge driver the repository names (chosen by an attribute in
+        // `info/attributes` or a `core.attributesFile`, which a merge's
+        // `--attr-source` does not reach): one that cannot run leaves its
+        // file in conflict.
+        ("merge", "driver") => "",
         ("credential", "helper") => "",
         ("protocol", "allow") => "never",
         ("pager", _) => "false",
@@ -149,7 +154,7 @@ mod tests {
 local\0FILTER.x.process\0worktree\0diff.t.textconv\0local\0credential.https://h.helper\0\
 local\0core.sshCommand\0local\0protocol.ext.allow\0local\0core.fsmonitor\0\
 local\0alias.st\0local\0filter.y.required\0global\0filter.lfs.process\0\
-local\0remote./x.uploadpack\0";
+local\0remote./x.uploadpack\0local\0merge.evil.driver\0local\0merge.renormalize\0";
         let o = overrides(listed);
         let get = |k: &str| {
             o.iter()
@@ -171,6 +176,8 @@ local\0remote./x.uploadpack\0";
         assert_eq!(get("alias.st"), None);
         assert_eq!(get("filter.lfs.process"), None, "the user's own file");
         assert_eq!(get("remote./x.uploadpack"), Some("git-upload-pack"));
+        assert_eq!(get("merge.evil.driver"), Some(""));
+        assert_eq!(get("merge.renormalize"), None);
     }
 
     #[test]

@@ -105,9 +105,22 @@ pub async fn merge(
     };
     match checkout_of(repo, into).await.map_err(failed)? {
         Some(checkout) => {
+            // Never past what is in the user's checkout: no stash of
+            // their changes to re-apply (`merge.autoStash` would leave
+            // conflict markers in their files), and no ignored file
+            // overwritten by a file of the session's (git's default; the
+            // user's `.env`, say).
             let out = git_output(
                 &checkout,
-                ["merge", "--ff-only", "--no-stat", "--quiet", &target],
+                [
+                    "merge",
+                    "--ff-only",
+                    "--no-autostash",
+                    "--no-overwrite-ignore",
+                    "--no-stat",
+                    "--quiet",
+                    &target,
+                ],
                 &[],
                 defaults::GIT_WORKTREE_TIMEOUT,
             )

@@ -98,9 +98,9 @@ pub(crate) async fn run_session(
     }
     runs.wrap_up(&control, out, &mut report).await;
 
-    place.finish(request, &control, &mut report).await;
+    let home = place.finish(request, &control, &mut report).await;
     if request.session.merge && report.verdict == Some(crate::Verdict::Succeeded) {
-        place.merge(request, &control, &mut report).await;
+        place.merge(request, &control, &mut report, home).await;
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
     if let Some(s) = &mut runs.spans {

@@ -37,6 +37,17 @@ pub(super) struct Place {
     _worktree_in_use: Option<OwnedFd>,
 }
 
+/// Whether the session's branch, in the user's repository, holds the
+/// session's commits once [`Place::finish`] is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Home {
+    Yes,
+    /// A repository of the session's own could not be fetched from.
+    No,
+    /// A cancel stopped the git work of the end.
+    Cancelled,
+}
+
 /// What git said at the end: the session's commits, the head, the
 /// worktree's end, and why the commits did not reach the repository.
 type Ending = (
@@ -168,7 +179,8 @@ impl Place {
     }
 
     /// Puts the commits of the whole session, from where it started, and
-    /// the worktree's end into `report`. Each git is bounded in time; a
+    /// the worktree's end into `report`; whether the session's branch
+    /// holds them now. Each git is bounded in time; a
     /// cancel from now on (a second Ctrl-C after a cancelled session, say)
     /// stops them at once, since dropping the work kills the git it waits
     /// for.
@@ -177,14 +189,18 @@ impl Place {
         request: &RunRequest,
         control: &SessionControl,
         report: &mut SessionReport,
-    ) {
+    ) -> Home {
         let seen = control.cancels();
+        let mut home = Home::Yes;
         let keep = request.session.worktree.as_ref().is_some_and(|w| w.keep);
         let mut end_error;
         tokio::select! {
             // Work that has finished wins over a cancel in the same instant.
             biased;
             (commits, head, worktree_report, not_home) = self.wrap_up(keep) => {
+                if not_home.is_some() {
+                    home = Home::No;
+                }
                 end_error = not_home;
                 match commits {
                     Ok(c) if self.base.is_some() || head.is_some() => report.commits = Some(c),
@@ -202,6 +218,7 @@ impl Place {
                 report.worktree = worktree_report;
             }
             () = control.cancelled_after(seen) => {
+                home = Home::Cancelled;
                 report.commits = None;
                 end_error = Some(
                     "cancelled while git was reading the session's commits; the worktree, if any, is kept"
@@ -223,6 +240,7 @@ impl Place {
                 None => e,
             });
         }
+        home
     }
 
     /// `--merge`, after a session that succeeded (and once its branch is
@@ -235,10 +253,34 @@ impl Place {
         request: &RunRequest,
         control: &SessionControl,
         report: &mut SessionReport,
+        home: Home,
     ) {
         let (Some(into), Some(wt)) = (&self.merge_into, &self.worktree) else {
             return;
         };
+        // The branch in the user's repository does not hold the session's
+        // commits (the agent's repository could not be fetched from, or
+        // the git was cancelled): merging it would merge nothing, and
+        // call that a success.
+        match home {
+            Home::Yes => {}
+            Home::No => {
+                report.verdict = Some(crate::Verdict::MergeConflict);
+                report.note_error(format!(
+                    "{} was not merged into {into}: the session's commits did not reach it; both are as they were",
+                    wt.branch
+                ));
+                return;
+            }
+            Home::Cancelled => {
+                report.verdict = Some(crate::Verdict::Cancelled);
+                report.note_error(format!(
+                    "cancelled before {} was merged into {into}; both are as they were",
+                    wt.branch
+                ));
+                return;
+            }
+        }
         let repo = wt.home.clone().unwrap_or_else(|| request.cwd.clone());
         let message = format!(
             "Merge branch '{}' (warden session {})",
