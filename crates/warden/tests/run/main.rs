@@ -17,6 +17,7 @@ mod budgets;
 mod clocks;
 mod endtoend;
 mod gh_outputs;
+mod hooks_merge;
 mod hostile_console;
 mod hostile_files;
 mod hostile_git;
