@@ -261,10 +261,15 @@ impl Runs<'_> {
             }
             let ok = self.hook(kind, &command, control, out, report).await;
             if !ok {
-                if report.verdict != Some(Verdict::Cancelled) {
-                    report.verdict = Some(Verdict::SetupFailed);
-                }
-                report.stopped_because = super::StopReason::SetupFailed;
+                // A hook cancelled with the session did not fail: the
+                // session stopped because it was cancelled.
+                report.stopped_because = match report.verdict {
+                    Some(Verdict::Cancelled) => super::StopReason::Cancelled,
+                    _ => {
+                        report.verdict = Some(Verdict::SetupFailed);
+                        super::StopReason::SetupFailed
+                    }
+                };
                 return false;
             }
         }

@@ -340,6 +340,40 @@ fn finally_still_runs_after_a_sigint_and_a_second_sigint_kills_it() {
 }
 
 #[test]
+fn a_sigint_during_setup_cancels_the_session_and_finally_still_runs() {
+    let case = Case::new();
+    let setup_sleep = unique_sleep();
+    let child = case.spawn(&[
+        "run",
+        "exec",
+        "--kill-grace",
+        "200ms",
+        "--setup",
+        &format!("echo installing; {setup_sleep}"),
+        "--finally",
+        "touch cleaned",
+        "--",
+        "sh",
+        "-c",
+        "touch agent-ran",
+    ]);
+    case.wait_for_output("setup/stdout.log", "installing", Duration::from_secs(10));
+    kill(child.id(), "INT");
+    let done = case.finished(child.wait_with_output().unwrap(), Instant::now());
+    assert_eq!(done.code, 130, "{}", done.stderr);
+    let s = session(&case);
+    assert_eq!(s["verdict"], "cancelled", "{s}");
+    assert_eq!(s["stopped_because"], "cancelled", "{s}");
+    assert_eq!(s["runs"].as_array().unwrap().len(), 0, "{s}");
+    assert!(!case.path().join("agent-ran").exists());
+    assert!(
+        case.path().join("cleaned").exists(),
+        "--finally did not run"
+    );
+    case.assert_nothing_left();
+}
+
+#[test]
 fn a_hook_that_hangs_is_ended_by_its_clock_with_its_whole_tree() {
     // --finally after a session that succeeded: hook_failed.
     let case = Case::new();
@@ -350,7 +384,7 @@ fn a_hook_that_hangs_is_ended_by_its_clock_with_its_whole_tree() {
             "--hook-timeout",
             "300ms",
             "--finally",
-            "sleep 600 & (sleep 600 &); echo waiting; sleep 600",
+            "sleep 600 & (sleep 600 &); setsid sleep 600 & echo waiting; sleep 600",
         ],
         "true",
     );
