@@ -1077,3 +1077,24 @@ fn a_sandboxed_sessions_commits_that_never_came_home_are_not_called_merged() {
     assert_eq!(s["worktree"]["removed"], false, "the commits are kept: {s}");
     assert!(!dir.join("work.txt").exists());
 }
+
+#[test]
+fn a_branch_the_agent_rewrote_to_an_unrelated_history_is_not_merged() {
+    let case = Case::new();
+    let base = user_repo(&case);
+    // Its branch replaced by a history with nothing in common with main.
+    let agent = format!(
+        "b=$(git symbolic-ref --short HEAD) && {AGENT_GIT} checkout -q --orphan scratch && \
+         {AGENT_GIT} rm -rfq . && echo all-new > new.txt && {AGENT_GIT} add new.txt && \
+         {AGENT_GIT} commit -qm orphan && {AGENT_GIT} branch -q -M \"$b\""
+    );
+    let done = exec(&case, &["--worktree", "--merge"], &agent);
+    assert_eq!(done.code, 11, "{}", done.stderr);
+    let s = session(&case);
+    assert_eq!(s["verdict"], "merge_conflict", "{s}");
+    assert!(s["merged_into"].is_null(), "{s}");
+    assert!(error(&s).contains("unrelated"), "{s}");
+    assert_eq!(git(case.path(), &["rev-parse", "main"]), base);
+    assert_eq!(status(case.path()), "");
+    assert!(!case.path().join("new.txt").exists());
+}
