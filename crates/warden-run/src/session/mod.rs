@@ -104,6 +104,12 @@ pub(crate) async fn run_session(
 
     let home = place.finish(request, &control, &mut report).await;
     if request.session.merge && report.verdict == Some(crate::Verdict::Succeeded) {
+        // A cancel before the merge began: nothing is merged.
+        let home = if control.stopped() {
+            place::Home::Cancelled
+        } else {
+            home
+        };
         place.merge(request, &control, &mut report, home).await;
     }
     report.duration_ms = started.elapsed().as_millis() as u64;

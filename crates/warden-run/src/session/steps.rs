@@ -71,11 +71,15 @@ impl Runs<'_> {
             run_dir,
         })
         .await;
-        // `--finally` after a cancel still runs (it is the clean-up); the
-        // next cancel kills it.
-        let watcher = if order.kind == StepKind::Finally && control.stopped() {
-            let (control, canceller, seen) =
-                (control.clone(), handle.canceller(), control.cancels());
+        // `--finally` is the clean-up: it runs through the session's first
+        // cancel, whether that came before it or while it runs; the next
+        // kills it.
+        let watcher = if order.kind == StepKind::Finally {
+            let (control, canceller, seen) = (
+                control.clone(),
+                handle.canceller(),
+                control.cancels().max(1),
+            );
             Some(tokio::spawn(async move {
                 control.cancelled_after(seen).await;
                 canceller.kill();
@@ -287,6 +291,7 @@ impl Runs<'_> {
         report: &mut SessionReport,
     ) {
         let hooks = &self.request.session.hooks;
+        let seen = control.cancels();
         let succeeded = report.verdict == Some(Verdict::Succeeded) && !control.stopped();
         let on_success = hooks.on_success.clone().filter(|_| succeeded);
         let finally = hooks.finally.clone();
@@ -299,6 +304,15 @@ impl Runs<'_> {
             if !ok && report.verdict == Some(Verdict::Succeeded) {
                 report.verdict = Some(Verdict::HookFailed);
             }
+        }
+        // A cancel that `--finally` ran through still stops the session:
+        // nothing follows it (no merge).
+        if control.cancels() > seen && report.verdict == Some(Verdict::Succeeded) {
+            report.verdict = Some(Verdict::Cancelled);
+            report.note_error(
+                "cancelled while --finally ran, after the session's work had succeeded".into(),
+            );
+            self.write(report);
         }
     }
 

@@ -340,6 +340,71 @@ fn finally_still_runs_after_a_sigint_and_a_second_sigint_kills_it() {
 }
 
 #[test]
+fn a_first_sigint_while_finally_runs_lets_it_finish() {
+    let case = Case::new();
+    let base = user_repo(&case);
+    let mut child = case.spawn(&[
+        "run",
+        "exec",
+        "--kill-grace",
+        "200ms",
+        "--worktree",
+        "--merge",
+        "--finally",
+        &format!(
+            "trap 'echo got-term; exit 1' TERM; echo cleaning; \
+             while [ ! -e {d}/go ]; do sleep 0.01; done; echo done > {d}/cleaned",
+            d = case.path().display()
+        ),
+        "--",
+        "sh",
+        "-c",
+        COMMIT,
+    ]);
+    case.wait_for_output("finally/stdout.log", "cleaning", Duration::from_secs(10));
+    kill(child.id(), "INT");
+    // Once warden says it has the signal, the clean-up may go on.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
+        let noticed = line.contains("send it again");
+        said.push(line);
+        if noticed {
+            break;
+        }
+    }
+    std::fs::write(case.path().join("go"), "").unwrap();
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    said.extend(rx.try_iter());
+    let stderr = said.join("\n");
+    assert!(stderr.contains("send it again"), "{stderr}");
+    let s = session(&case);
+    let f = hook(&s, "finally");
+    assert_eq!(
+        f["passed"], true,
+        "the first Ctrl-C ended the clean-up: {s}\n{stderr}"
+    );
+    assert!(case.path().join("cleaned").exists());
+    // The session was stopped all the same: cancelled, and not merged.
+    assert_eq!(status.code(), Some(130), "{s}\n{stderr}");
+    assert_eq!(s["verdict"], "cancelled", "{s}");
+    assert!(s["merged_into"].is_null(), "{s}");
+    assert_eq!(git(case.path(), &["rev-parse", "main"]), base);
+    case.assert_nothing_left();
+}
+
+#[test]
 fn a_sigint_during_setup_cancels_the_session_and_finally_still_runs() {
     let case = Case::new();
     let setup_sleep = unique_sleep();
