@@ -1163,3 +1163,29 @@ fn a_branch_the_agent_rewrote_to_an_unrelated_history_is_not_merged() {
     assert_eq!(status(case.path()), "");
     assert!(!case.path().join("new.txt").exists());
 }
+
+#[test]
+fn a_hook_directory_the_agent_planted_is_not_written_through() {
+    // Outside a sandbox the agent can reach the session's directory: it
+    // plants the directory --finally's run is to have as a link to a
+    // directory of the user's.
+    let case = Case::new();
+    let victim = tempfile::tempdir().unwrap();
+    std::fs::write(victim.path().join("keep.txt"), "mine\n").unwrap();
+    let agent = format!(
+        "ln -s '{}' '{}'",
+        victim.path().display(),
+        case.run_dir().join("finally").display()
+    );
+    let done = exec(&case, &["--finally", "echo cleaned"], &agent);
+    assert_eq!(done.code, 10, "{}", done.stderr);
+    let s = session(&case);
+    assert_eq!(s["verdict"], "hook_failed", "{s}");
+    assert!(error(&s).contains("--finally `echo cleaned` could not start"), "{s}");
+    let names: Vec<String> = std::fs::read_dir(victim.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["keep.txt"], "warden wrote through the link");
+}
