@@ -73,6 +73,7 @@ pub async fn merge(
         into: into.to_string(),
         source,
     };
+    let _one_at_a_time = one_merge_at_a_time(repo).await.map_err(failed)?;
     let commit_of = |name: &str| format!("refs/heads/{name}^{{commit}}");
     let old = git(repo, ["rev-parse", "--verify", &commit_of(into)])
         .await
@@ -163,6 +164,29 @@ pub async fn merge(
         commit: target,
         fast_forward,
     })
+}
+
+/// The lock of `.warden/merges` at the top of the repository, held for a
+/// merge: one merge into a repository at a time, across sessions and
+/// processes (a batch's sessions end together). Each then reads the
+/// target after the one before moved it, and no two gits write the same
+/// checkout: two `merge --ff-only` at once left the second's files in the
+/// index and work tree under the first's `HEAD`. Waited for off the
+/// runtime's threads, as the holder awaits its gits.
+async fn one_merge_at_a_time(repo: &Path) -> Result<std::os::fd::OwnedFd, GitError> {
+    let root = git(repo, ["rev-parse", "--show-toplevel"]).await?;
+    let dir = Path::new(&root).join(".warden/merges");
+    let refused = |e: String| GitError {
+        args: "merge".into(),
+        message: format!("could not lock {}: {e}", dir.display()),
+    };
+    // Made without following a link (and with `.warden/.gitignore`).
+    let held =
+        crate::held_dir::HeldDir::open_or_create(&dir).map_err(|e| refused(e.to_string()))?;
+    tokio::task::spawn_blocking(move || held.lock())
+        .await
+        .map_err(|e| refused(e.to_string()))?
+        .map_err(|e| refused(e.to_string()))
 }
 
 /// Whether `a` is an ancestor of `b` (or is `b`).

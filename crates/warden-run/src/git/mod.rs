@@ -437,10 +437,17 @@ impl Worktree {
         })?;
         // One `git worktree add` at a time: git reads the other worktrees'
         // half-written entries and fails ("failed to read …/commondir").
-        let _one_at_a_time = held.lock().map_err(|e| GitError {
-            args: "worktree add".into(),
-            message: format!("could not lock {}: {e}", dir.display()),
-        })?;
+        // Waited for off the runtime's threads: the holder awaits its git,
+        // and with every worker blocked in `flock` (a batch of more
+        // sessions than cores) it would never go on.
+        let waiting = held.clone();
+        let _one_at_a_time = tokio::task::spawn_blocking(move || waiting.lock())
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+            .map_err(|e| GitError {
+                args: "worktree add".into(),
+                message: format!("could not lock {}: {e}", dir.display()),
+            })?;
         let path = dir.join(dir_name(branch));
         if own {
             // The branch first: a name another session holds is refused

@@ -1181,11 +1181,76 @@ fn a_hook_directory_the_agent_planted_is_not_written_through() {
     assert_eq!(done.code, 10, "{}", done.stderr);
     let s = session(&case);
     assert_eq!(s["verdict"], "hook_failed", "{s}");
-    assert!(error(&s).contains("--finally `echo cleaned` could not start"), "{s}");
+    assert!(
+        error(&s).contains("--finally `echo cleaned` could not start"),
+        "{s}"
+    );
     let names: Vec<String> = std::fs::read_dir(victim.path())
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, ["keep.txt"], "warden wrote through the link");
+}
+
+#[test]
+fn a_batchs_sessions_ending_together_all_merge_one_after_another() {
+    let case = Case::new();
+    let base = repo(&case);
+    std::fs::write(
+        case.path().join(".git/info/exclude"),
+        "/batch/\n/.warden/\n/runs.toml\n",
+    )
+    .unwrap();
+    let mut toml = String::from("[defaults]\nagent = \"exec\"\nworktree = true\nmerge = true\n\n");
+    for n in 1..=6 {
+        toml.push_str(&format!(
+            "[[run]]\nname = \"r{n}\"\ncommand = [\"sh\", \"-c\", \"echo {n} > f{n} && {AGENT_GIT} add f{n} && {AGENT_GIT} commit -qm r{n}\"]\n"
+        ));
+    }
+    std::fs::write(case.path().join("runs.toml"), toml).unwrap();
+    // More sessions at once than this machine has cores: a lock one of
+    // them waited for in a thread of the runtime held every thread.
+    let mut child = case.spawn(&["batch", "runs.toml", "-j", "6", "--dir", "batch"]);
+    let until = Instant::now() + Duration::from_secs(60);
+    let ended = loop {
+        if let Some(ended) = child.try_wait().unwrap() {
+            break ended;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("the batch never ended");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(ended.code(), Some(0), "{stderr}");
+    let b: Value = serde_json::from_str(
+        &std::fs::read_to_string(case.path().join("batch/batch.json")).unwrap(),
+    )
+    .unwrap();
+    for r in b["runs"].as_array().unwrap() {
+        assert_eq!(r["session"]["merged_into"], "main", "{r}");
+    }
+    for n in 1..=6 {
+        assert_eq!(
+            std::fs::read_to_string(case.path().join(format!("f{n}"))).unwrap(),
+            format!("{n}\n")
+        );
+    }
+    assert_eq!(
+        git(
+            case.path(),
+            &["status", "--porcelain=v1", "--untracked-files=all"]
+        ),
+        "",
+        "the checkout is clean"
+    );
+    let merged = git(
+        case.path(),
+        &["rev-list", "--count", &format!("{base}..main")],
+    );
+    // Six commits, and a merge commit for each but the first.
+    assert_eq!(merged, "11");
 }
