@@ -15,10 +15,11 @@
 //! end the session (the agent may believe it is done and be wrong), and
 //! a session whose iterations run out with the check failing ends
 //! `check_failed`. `--check-first` starts in `Checking`: a check that
-//! already passes ends the session before any agent runs.
+//! already passes ends the session before any agent runs. A cancel before
+//! the check passed ends it `cancelled`, whatever the last run's verdict.
 //!
 //! Anything else ends in `Stopped`, with the reason the report gives: a
-//! cancel (at a look, of the run, during the wait), the iterations run
+//! cancel (at a look, of the run or the check, during the wait), the iterations run
 //! out, a budget used up (at a look, before a retry) or exceeded by the
 //! run, the completion signal, a run that failed or could not be set up.
 //!
@@ -243,6 +244,11 @@ pub(super) enum Stop {
     Cancelled {
         between_attempts: bool,
     },
+    /// A cancel before the check passed (while it ran, or after it
+    /// failed): the session's verdict is `cancelled`, not its last run's,
+    /// whose `succeeded` the check never confirmed (nor may `--on-success`
+    /// or `--merge` take it as such).
+    CancelledUnchecked,
     /// A run exceeded a budget (the line it names, if any).
     BudgetExceeded(Option<BudgetLine>),
     /// Nothing was left of a budget for another run.
@@ -258,7 +264,7 @@ impl Stop {
             Stop::CheckFailed | Stop::IterationsExhausted => StopReason::IterationsExhausted,
             Stop::CheckBroken => StopReason::SetupFailed,
             Stop::IterationFailed => StopReason::IterationFailed,
-            Stop::Cancelled { .. } => StopReason::Cancelled,
+            Stop::Cancelled { .. } | Stop::CancelledUnchecked => StopReason::Cancelled,
             Stop::BudgetExceeded(_) | Stop::UsedUp(_) => StopReason::BudgetExceeded,
             Stop::SetupFailed => StopReason::SetupFailed,
         }
@@ -271,7 +277,8 @@ impl Stop {
         match self {
             Stop::Cancelled {
                 between_attempts: true,
-            } => report.verdict = Some(Verdict::Cancelled),
+            }
+            | Stop::CancelledUnchecked => report.verdict = Some(Verdict::Cancelled),
             Stop::BudgetExceeded(line) => report.budget_exceeded = line,
             // The check decides (with `--check-first`, before any run).
             Stop::CheckPassed => report.verdict = Some(Verdict::Succeeded),
@@ -332,9 +339,7 @@ impl Phase {
                     output_retries_left,
                     check_failed: true,
                 }),
-                CheckEnd::Cancelled => Phase::Stopped(Stop::Cancelled {
-                    between_attempts: false,
-                }),
+                CheckEnd::Cancelled => Phase::Stopped(Stop::CancelledUnchecked),
                 CheckEnd::Broken => Phase::Stopped(Stop::CheckBroken),
             },
             (phase, _) => phase,
@@ -349,6 +354,15 @@ impl Next {
     /// iteration together, so it counts only for one more of them.
     fn look(self, cancelled: bool, used_up: UsedUp, rules: &Rules) -> Phase {
         if cancelled {
+            if matches!(
+                self,
+                Next::Iteration {
+                    check_failed: true,
+                    ..
+                }
+            ) {
+                return Phase::Stopped(Stop::CancelledUnchecked);
+            }
             let between_attempts = matches!(&self, Next::Again(s) if s.retry_of.is_some());
             return Phase::Stopped(Stop::Cancelled { between_attempts });
         }
