@@ -647,6 +647,11 @@ fn bad_check_settings_are_refused_naming_the_setting() {
             vec!["--check-timeout", "`soon`"],
         ),
         (vec!["--merge"], vec!["--merge", "--worktree"]),
+        (vec!["--check-first"], vec!["--check-first needs --check"]),
+        (
+            vec!["--check-timeout", "1m"],
+            vec!["--check-timeout needs --check"],
+        ),
         (vec!["--setup", ""], vec!["--setup"]),
     ] {
         let mut args = vec!["run", "exec"];
@@ -658,6 +663,11 @@ fn bad_check_settings_are_refused_naming_the_setting() {
     cmd.env("WARDEN_CHECK_FEEDBACK", "maybe");
     let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
     refused(&case, done, &["WARDEN_CHECK_FEEDBACK", "`maybe`"]);
+    // In warden.toml a check's clock waits for the runs that have a check.
+    std::fs::write(case.path().join("warden.toml"), "check_timeout = \"1m\"\n").unwrap();
+    let done = case.run(&["run", "exec", "--", "true"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    std::fs::remove_dir_all(case.run_dir()).unwrap();
     std::fs::write(
         case.path().join("warden.toml"),
         "check_first = \"perhaps\"\n",
