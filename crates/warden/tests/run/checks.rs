@@ -267,7 +267,8 @@ fn a_secret_the_check_prints_is_masked_in_what_the_agent_is_told() {
     const SECRET: &str = "s3cr3t-widget-5150";
     let case = Case::new();
     let bin = fake_claude(&case, 2);
-    let check = format!("echo \"token is $API_TOKEN\"; {CHECK}");
+    // The secret is in the check's output, and written into its command.
+    let check = format!(": {SECRET}; echo \"token is $API_TOKEN\"; {CHECK}");
     let done = claude_session(
         &case,
         &bin,
@@ -288,8 +289,13 @@ fn a_secret_the_check_prints_is_masked_in_what_the_agent_is_told() {
         "{second}"
     );
     assert!(!second.contains(SECRET), "the agent was told:\n{second}");
+    assert!(
+        second.contains(": ***; echo"),
+        "the command is named, masked:\n{second}"
+    );
     let session = std::fs::read_to_string(case.run_dir().join("session.json")).unwrap();
     assert!(!session.contains(SECRET), "{session}");
+    assert!(!done.stderr.contains(SECRET), "{}", done.stderr);
 }
 
 #[test]
