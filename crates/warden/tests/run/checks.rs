@@ -901,3 +901,39 @@ fn the_check_runs_in_the_sessions_worktree() {
     );
     assert!(!case.path().join("work.txt").exists());
 }
+
+#[test]
+fn ctrl_c_during_a_prompt_command_cancels_the_session() {
+    let case = Case::new();
+    let bin = fake_claude(&case, 1);
+    let sleep = unique_sleep();
+    std::fs::write(
+        case.path().join("task.md"),
+        format!("Log: {{{{$ echo started; {sleep}}}}}"),
+    )
+    .unwrap();
+    let child = case.spawn(&[
+        "run",
+        "claude",
+        "--agent-bin",
+        bin.to_str().unwrap(),
+        "-f",
+        "task.md",
+        "--kill-grace",
+        "200ms",
+    ]);
+    case.wait_for_output(
+        "iteration-1-prompt-1/stdout.log",
+        "started",
+        Duration::from_secs(10),
+    );
+    crate::support::kill(child.id(), "INT");
+    let done = case.finished(child.wait_with_output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 130, "{}", done.stderr);
+    let s = session_json(&case);
+    assert_eq!(s["verdict"], "cancelled", "{s}");
+    assert_eq!(s["stopped_because"], "cancelled");
+    assert!(prompt(&case, 1).is_none(), "the agent started");
+    case.assert_nothing_left();
+    assert!(kill_leftovers(&sleep).is_empty());
+}
