@@ -404,3 +404,43 @@ pub(super) fn write_json(dir: &HeldDir, report: &mut SessionReport, signer: Opti
         report.output_lost.get_or_insert(e);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_says_how_it_ended_naming_its_own_clock() {
+        let step = |kind, verdict, exit_code| StepReport {
+            kind,
+            iteration: Some(1),
+            command: "npm test".into(),
+            passed: verdict == Some(Verdict::Succeeded),
+            verdict,
+            reason: "the run clock of 300ms ran out".into(),
+            exit_code,
+            signal: None,
+            duration_ms: 312,
+            run_id: "r".into(),
+            run_dir: "/s/iteration-1-check".into(),
+        };
+        let how = |kind, verdict, code| step(kind, Some(verdict), code).how();
+        assert_eq!(how(StepKind::Check, Verdict::Succeeded, Some(0)), "passed");
+        assert_eq!(
+            how(StepKind::Check, Verdict::AgentFailed, Some(2)),
+            "exited with status 2"
+        );
+        assert_eq!(
+            how(StepKind::Check, Verdict::TimedOut, None),
+            "timed out: its own clock (--check-timeout) ran out after 300ms"
+        );
+        assert_eq!(
+            how(StepKind::Setup, Verdict::TimedOut, None),
+            "timed out: its own clock (--hook-timeout) ran out after 300ms"
+        );
+        assert!(
+            how(StepKind::Check, Verdict::Stalled, None).contains("--check-stall-timeout"),
+            "a stalled check names its stall clock"
+        );
+    }
+}

@@ -55,14 +55,6 @@ impl Runs<'_> {
         let command = crate::run::redactor_of(&plan)
             .redact(order.command)
             .into_owned();
-        out.send(Update::StepStarted {
-            entry: self.entry,
-            kind: order.kind,
-            iteration: order.iteration,
-            command: command.clone(),
-            run_dir: run_dir.clone(),
-        })
-        .await;
         let mut handle = match crate::run::start(plan).await {
             Ok(h) => h,
             Err(e) => {
@@ -75,6 +67,14 @@ impl Runs<'_> {
                 ));
             }
         };
+        out.send(Update::StepStarted {
+            entry: self.entry,
+            kind: order.kind,
+            iteration: order.iteration,
+            command: command.clone(),
+            run_dir,
+        })
+        .await;
         // `--finally` after a cancel still runs (it is the clean-up); the
         // next cancel kills it.
         let watcher = if order.kind == StepKind::Finally && control.stopped() {
@@ -343,12 +343,14 @@ impl Runs<'_> {
         }
     }
 
-    /// Runs each `{{$ CMD}}` of the prompt for iteration `iteration`;
-    /// their outputs (stdout, at most [`defaults::PROMPT_COMMAND_OUTPUT`]
-    /// each, without its last newline), or why one failed.
+    /// Runs each `{{$ CMD}}` of the prompt for the run `run_name` of
+    /// iteration `iteration` (each in `<run_name>-prompt-K`); their
+    /// outputs (stdout, at most [`defaults::PROMPT_COMMAND_OUTPUT`] each,
+    /// without its last newline), or why one failed.
     pub(super) async fn prompt_commands(
         &mut self,
         iteration: u32,
+        run_name: &str,
         control: &SessionControl,
         out: &mut Outbox,
         report: &mut SessionReport,
@@ -365,7 +367,7 @@ impl Runs<'_> {
                 kind: StepKind::PromptCommand,
                 iteration: Some(iteration),
                 command,
-                name: format!("iteration-{iteration}-prompt-{}", k + 1),
+                name: format!("{run_name}-prompt-{}", k + 1),
                 timeout: self.request.session.hooks.prompt_command_timeout,
                 stall_timeout: self.request.session.hooks.prompt_command_timeout,
             };
