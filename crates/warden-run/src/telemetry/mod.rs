@@ -196,6 +196,29 @@ fn toml_string(v: &str) -> String {
 pub(crate) struct RunTelemetry {
     pub(crate) exporter: Telemetry,
     pub(crate) ids: TraceIds,
+    /// A session's check, hook or prompt command: what its run's span is
+    /// named and says it is (`None`: an agent's run).
+    pub(crate) step: Option<StepSpan>,
+}
+
+/// What a run's span says of the check, hook or prompt command it is.
+#[derive(Debug, Clone)]
+pub(crate) struct StepSpan {
+    pub(crate) kind: crate::StepKind,
+    pub(crate) iteration: Option<u32>,
+    pub(crate) command: String,
+}
+
+impl StepSpan {
+    /// The span's name: `check`, `hook setup`, `hook finally`,
+    /// `prompt_command`.
+    pub(crate) fn name(&self) -> String {
+        use crate::StepKind;
+        match self.kind {
+            StepKind::Check | StepKind::PromptCommand => self.kind.as_str().to_string(),
+            kind => format!("hook {kind}"),
+        }
+    }
 }
 
 impl RunTelemetry {
@@ -204,6 +227,7 @@ impl RunTelemetry {
         Self {
             ids: exporter.top_span(),
             exporter,
+            step: None,
         }
     }
 }
@@ -500,15 +524,27 @@ impl SessionSpans {
         RunTelemetry {
             exporter: self.exporter.clone(),
             ids: it.ids.child(),
+            step: None,
         }
     }
 
-    /// The telemetry of a check, hook or prompt command, which starts
-    /// now: its run's span, under the session's.
-    pub(crate) fn step(&mut self) -> RunTelemetry {
+    /// The telemetry of a check, hook or prompt command (of `iteration`,
+    /// if it has one), which starts now: its run's span, under the
+    /// session's, named after what it is (see [`StepSpan::name`]).
+    pub(crate) fn step(
+        &mut self,
+        kind: crate::StepKind,
+        iteration: Option<u32>,
+        command: &str,
+    ) -> RunTelemetry {
         RunTelemetry {
             exporter: self.exporter.clone(),
             ids: self.ids.child(),
+            step: Some(StepSpan {
+                kind,
+                iteration,
+                command: command.to_string(),
+            }),
         }
     }
 

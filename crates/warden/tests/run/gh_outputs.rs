@@ -113,10 +113,13 @@ fn a_run_sets_every_output_and_the_final_text_keeps_its_lines() {
         keys(&o),
         [
             "branch",
+            "check",
             "commits",
             "cost_usd",
             "exit_code",
             "final_text_file",
+            "merge_commit",
+            "merged_into",
             "run_dir",
             "tokens",
             "verdict"
@@ -166,10 +169,13 @@ fn a_session_with_a_worktree_gives_its_branch_and_commits() {
         keys(&o),
         [
             "branch",
+            "check",
             "commits",
             "cost_usd",
             "exit_code",
             "final_text_file",
+            "merge_commit",
+            "merged_into",
             "run_dir",
             "tokens",
             "verdict"
