@@ -506,10 +506,12 @@ pub(crate) fn session_summary_markdown(s: &warden_run::SessionReport) -> String 
     if let Some(last) = s.checks.last() {
         facts.push(vec![
             "check".into(),
+            // Not as code: a code span would show the cell's escapes
+            // (`&gt;`) as they are.
             format!(
-                "{} `{}`: {}",
+                "{} {}: {}",
                 if last.passed { "✅" } else { "❌" },
-                cell(&last.command).replace('`', ""),
+                cell(&last.command),
                 cell(&super::lines::step_how(last))
             ),
         ]);
@@ -546,7 +548,7 @@ pub(crate) fn session_summary_markdown(s: &warden_run::SessionReport) -> String 
                 vec![
                     cell(st.kind.as_str()),
                     st.iteration.map_or("-".into(), |i| i.to_string()),
-                    format!("`{}`", cell(&st.command).replace('`', "")),
+                    cell(&st.command),
                     if st.passed {
                         "✅ passed".into()
                     } else {

@@ -296,7 +296,9 @@ fn under_github_actions_a_failing_check_is_annotated_and_the_outputs_and_summary
     assert!(md.contains("warden session"), "{md}");
     assert!(md.contains("check_failed"), "{md}");
     assert!(
-        md.contains("| check | ❌ `echo still broken; echo the end >&2; exit 3`: exited with status 3 after "),
+        md.contains(
+            "| check | ❌ echo still broken; echo the end &gt;&amp;2; exit 3: exited with status 3 after "
+        ),
         "{md}"
     );
     assert!(
@@ -304,7 +306,7 @@ fn under_github_actions_a_failing_check_is_annotated_and_the_outputs_and_summary
         "{md}"
     );
     assert!(
-        md.contains("| finally | - | `exit 4` | ❌ exited with status 4 |"),
+        md.contains("| finally | - | exit 4 | ❌ exited with status 4 |"),
         "{md}"
     );
 
