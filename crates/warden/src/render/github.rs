@@ -342,15 +342,22 @@ pub(crate) fn summary_markdown(r: &Report) -> String {
 /// `setup_failed`, `hook_failed`, `merge_conflict`): no run failed, so
 /// no run's annotation said it.
 pub(crate) fn annotate_session(g: &GitHub, s: &warden_run::SessionReport) {
+    if let Some(msg) = session_verdict_message(s) {
+        g.error(&msg);
+    }
+}
+
+/// `check_failed: check `make test` after iteration 3 exited with status
+/// 1 ...`: what a session's own failed verdict says; `None` for another
+/// verdict (a run's, which its run's end said).
+pub(crate) fn session_verdict_message(s: &warden_run::SessionReport) -> Option<String> {
     use warden_run::Verdict;
-    let Some(
-        v @ (Verdict::CheckFailed
-        | Verdict::SetupFailed
-        | Verdict::HookFailed
-        | Verdict::MergeConflict),
-    ) = s.verdict
+    let v @ (Verdict::CheckFailed
+    | Verdict::SetupFailed
+    | Verdict::HookFailed
+    | Verdict::MergeConflict) = s.verdict?
     else {
-        return;
+        return None;
     };
     let failed_hook = s.hooks.iter().find(|h| !h.passed);
     let why = match v {
@@ -369,7 +376,7 @@ pub(crate) fn annotate_session(g: &GitHub, s: &warden_run::SessionReport) {
         _ => None,
     };
     let why = why.or_else(|| s.error.clone()).unwrap_or_default();
-    g.error(&format!("{}: {why}", v.as_str()));
+    Some(format!("{}: {why}", v.as_str()))
 }
 
 /// A table of Markdown rows, the cells already made safe (see `cell`).
@@ -428,9 +435,11 @@ pub(crate) fn batch_summary_markdown(
         .iter()
         .map(|run| {
             let s = run.session.as_ref();
+            // A verdict of the session's own (its check, a hook, the
+            // merge) is not its last run's.
             let why = s
-                .and_then(|s| s.runs.last())
-                .map(|l| l.reason.clone())
+                .and_then(session_verdict_message)
+                .or_else(|| s.and_then(|s| s.runs.last()).map(|l| l.reason.clone()))
                 .or_else(|| run.error.clone())
                 .unwrap_or_default();
             vec![

@@ -425,6 +425,62 @@ check = "echo nope; exit 1"
 }
 
 #[test]
+fn the_batch_view_shows_each_entrys_checks_and_annotates_a_failed_one() {
+    let case = Case::new();
+    let file = case.path().join("runs.toml");
+    std::fs::write(
+        &file,
+        r#"
+[[run]]
+name = "bad"
+agent = "exec"
+command = ["true"]
+check = "echo nope; exit 1"
+"#,
+    )
+    .unwrap();
+    let summary = case.path().join("gh_summary");
+    let mut cmd = case.command(&[
+        "batch",
+        file.to_str().unwrap(),
+        "--dir",
+        case.path().join("batch").to_str().unwrap(),
+    ]);
+    cmd.env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary);
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    let err = &done.stderr;
+    assert_eq!(done.code, 1, "{err}");
+    let check = "check `echo nope; exit 1` after iteration 1";
+    for parts in [
+        &["[bad] ", check, " started; its output goes to "][..],
+        &[
+            "[bad] ",
+            check,
+            " exited with status 1 after ",
+            "iteration-1-check (stdout.log, stderr.log)",
+        ],
+        &[
+            "::warning title=warden%3A bad check::",
+            check,
+            " exited with status 1",
+        ],
+        &[
+            "::error title=warden%3A bad::check_failed: ",
+            check,
+            " exited with status 1",
+        ],
+    ] {
+        assert!(has_line(err, parts), "no line with {parts:?}:\n{err}");
+    }
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.contains("| ❌ check_failed | check\\_failed: check \\`echo nope; exit 1\\` after iteration 1 exited with status 1"),
+        "{md}"
+    );
+}
+
+#[test]
 fn a_check_and_a_hook_are_spans_of_their_own_under_the_session() {
     let case = Case::new();
     let rx = Receiver::start_http();
