@@ -64,7 +64,7 @@ pub use flush::{Flushed, MetricsFlushed};
 #[cfg(feature = "telemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telemetry")))]
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
-pub(crate) use spans::{RunSpans, SpanRecord};
+pub(crate) use spans::{RunSpans, SpanRecord, StepSpan};
 pub use trace_ids::TraceIds;
 #[cfg(feature = "telemetry")]
 use trace_ids::fill_random;
@@ -199,26 +199,6 @@ pub(crate) struct RunTelemetry {
     /// A session's check, hook or prompt command: what its run's span is
     /// named and says it is (`None`: an agent's run).
     pub(crate) step: Option<StepSpan>,
-}
-
-/// What a run's span says of the check, hook or prompt command it is.
-#[derive(Debug, Clone)]
-pub(crate) struct StepSpan {
-    pub(crate) kind: crate::StepKind,
-    pub(crate) iteration: Option<u32>,
-    pub(crate) command: String,
-}
-
-impl StepSpan {
-    /// The span's name: `check`, `hook setup`, `hook finally`,
-    /// `prompt_command`.
-    pub(crate) fn name(&self) -> String {
-        use crate::StepKind;
-        match self.kind {
-            StepKind::Check | StepKind::PromptCommand => self.kind.as_str().to_string(),
-            kind => format!("hook {kind}"),
-        }
-    }
 }
 
 impl RunTelemetry {

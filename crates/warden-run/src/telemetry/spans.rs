@@ -113,6 +113,26 @@ const MAX_OPEN_TOOLS: usize = 1024;
 
 pub(crate) use crate::timeline::cap;
 
+/// What a run's span says of the check, hook or prompt command it is.
+#[derive(Debug, Clone)]
+pub(crate) struct StepSpan {
+    pub(crate) kind: crate::StepKind,
+    pub(crate) iteration: Option<u32>,
+    pub(crate) command: String,
+}
+
+impl StepSpan {
+    /// The span's name: `check`, `hook setup`, `hook finally`,
+    /// `prompt_command`.
+    pub(crate) fn name(&self) -> String {
+        use crate::StepKind;
+        match self.kind {
+            StepKind::Check | StepKind::PromptCommand => self.kind.as_str().to_string(),
+            kind => format!("hook {kind}"),
+        }
+    }
+}
+
 /// The spans of one run, built as its events come.
 pub(crate) struct RunSpans {
     ids: TraceIds,
@@ -127,7 +147,7 @@ pub(crate) struct RunSpans {
     events: Vec<SpanEvent>,
     /// The check, hook or prompt command this run is (`None`: an agent's
     /// run).
-    step: Option<super::StepSpan>,
+    step: Option<StepSpan>,
 }
 
 impl RunSpans {
@@ -151,7 +171,7 @@ impl RunSpans {
 
     /// The spans of a session's check, hook or prompt command (`step`),
     /// rather than of an agent's run.
-    pub(crate) fn for_step(mut self, step: Option<super::StepSpan>) -> Self {
+    pub(crate) fn for_step(mut self, step: Option<StepSpan>) -> Self {
         self.step = step;
         self
     }
@@ -453,7 +473,7 @@ mod tests {
         let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let named = |kind, iteration| {
             let s = RunSpans::new(TraceIds::root(), Agent::Exec, start).for_step(Some(
-                super::super::StepSpan {
+                super::StepSpan {
                     kind,
                     iteration,
                     command: "cargo test".into(),
