@@ -352,9 +352,15 @@ fn step_cases<'a>(classname: &str, entry: Option<&str>, s: &'a SessionReport) ->
                 message: Cow::Owned(format!("{} {}", step_words(hook), hook.how())),
             },
         };
-        let name = match (hook.kind, hook.iteration) {
-            (StepKind::PromptCommand, Some(n)) => format!("iteration-{n}/prompt-command"),
-            (kind, _) => format!("hook/{}", kind.as_str().replace('_', "-")),
+        let name = match hook.kind {
+            // Named after its directory (`iteration-2-prompt-1`): an
+            // iteration may have several.
+            StepKind::PromptCommand => hook
+                .run_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "prompt-command".into()),
+            kind => format!("hook/{}", kind.as_str().replace('_', "-")),
         };
         let mut case = Case::new(
             classname,
@@ -738,6 +744,7 @@ mod tests {
         s.hooks = vec![
             step(StepKind::Setup, None, "make deps", 0),
             step(StepKind::PromptCommand, Some(1), "git log -1", 0),
+            step(StepKind::PromptCommand, Some(2), "cat notes", 1),
             step(StepKind::Finally, None, "cleanup", 2),
         ];
         s.verdict = Some(Verdict::CheckFailed);
@@ -759,11 +766,17 @@ mod tests {
                 "iteration-2",
                 "check",
                 "hook/setup",
+                "iteration-2-prompt_command",
                 "hook/finally"
             ]
         );
         let failures: Vec<_> = els.iter().filter(|e| e.0 == "failure").collect();
-        assert_eq!(failures.len(), 2, "{xml}");
+        assert_eq!(failures.len(), 3, "{xml}");
+        assert_eq!(attr(failures[1], "type"), "setup_failed");
+        assert_eq!(
+            attr(failures[1], "message"),
+            "the prompt's command `cat notes` for iteration 2 exited with status 1"
+        );
         assert_eq!(attr(failures[0], "type"), "check_failed");
         assert_eq!(
             attr(failures[0], "message"),
@@ -782,15 +795,15 @@ mod tests {
             ),
             "{xml}"
         );
-        assert_eq!(attr(failures[1], "type"), "hook_failed");
+        assert_eq!(attr(failures[2], "type"), "hook_failed");
         assert_eq!(
-            attr(failures[1], "message"),
+            attr(failures[2], "message"),
             "the finally hook `cleanup` exited with status 2"
         );
 
         // A check that passed at the end passes, whatever came before.
         s.checks[1] = step(StepKind::Check, Some(2), "cargo test", 0);
-        s.hooks.truncate(1);
+        s.hooks.truncate(2);
         let els = elements(&super::session(&s, &no_tail));
         assert!(!els.iter().any(|e| e.0 == "failure"));
         let check = els
