@@ -353,7 +353,10 @@ impl<S: Surface> Human<S> {
     fn step_finished(&mut self, step: &StepReport) {
         self.surface.end_run();
         self.step = None;
-        let line = lines::step_finished_line(step);
+        // Its directory as the line at its start showed it.
+        let mut shown = step.clone();
+        shown.run_dir = shown_path(&step.run_dir);
+        let line = lines::step_finished_line(&shown);
         // A hook that fails ends the session (or its success): said even
         // with --quiet. A failed check is the loop at work.
         let kind = match step.kind {

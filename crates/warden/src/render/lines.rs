@@ -385,8 +385,8 @@ pub(crate) fn step_finished_line(step: &StepReport) -> String {
 }
 
 /// What a session's end says of its checks, hooks and merge, one line
-/// each: the last check's result, each hook that did not pass, and the
-/// merge (or its conflict).
+/// each: the last check's result, each hook that did not pass (unless the
+/// session's error says it), and the merge (or its conflict).
 pub(crate) fn session_step_lines(s: &warden_run::SessionReport) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(last) = s.checks.last() {
@@ -404,7 +404,14 @@ pub(crate) fn session_step_lines(s: &warden_run::SessionReport) -> Vec<String> {
         }
         out.push(line);
     }
-    for hook in s.hooks.iter().filter(|h| !h.passed) {
+    // A hook the session's error names already (it says how the hook
+    // ended and where its output is) is not said twice.
+    let said = |h: &StepReport| {
+        s.error
+            .as_deref()
+            .is_some_and(|e| e.contains(&h.run_dir.display().to_string()))
+    };
+    for hook in s.hooks.iter().filter(|h| !h.passed && !said(h)) {
         out.push(step_finished_line(hook));
     }
     if let (Some(into), Some(commit)) = (&s.merged_into, &s.merge_commit) {
@@ -483,7 +490,7 @@ mod tests {
         // A clock's reason says its own time.
         assert_eq!(
             step_finished_line(&step("finally", None, "timed_out", None)),
-            "finally hook `cargo test` timed out after 30s; its output: /s/x (stdout.log, stderr.log)"
+            "finally hook `cargo test` timed out: its own clock (--hook-timeout) ran out after 1s 200ms; its output: /s/x (stdout.log, stderr.log)"
         );
     }
 
@@ -521,6 +528,9 @@ mod tests {
             .map(|st| st.kind.as_str())
             .collect();
         assert_eq!(order, ["setup", "check", "check", "finally"]);
+        // Said by the session's error already: not again.
+        s.error = Some("--finally `cargo test` exited with status 3 (its output: /s/x)".into());
+        assert_eq!(session_step_lines(&s).len(), 2);
         s.merged_into = None;
         s.merge_commit = None;
         s.merge_conflicts = vec!["a.rs".into(), "b.rs".into()];

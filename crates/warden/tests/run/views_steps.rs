@@ -624,3 +624,34 @@ fn a_merge_conflict_is_said_at_the_end_in_the_summary_and_by_report() {
         "{text}"
     );
 }
+
+#[test]
+fn a_check_ended_by_its_own_clock_is_named_as_such() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--check-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+        "--check",
+        "sleep 30",
+        "--",
+        "true",
+    ]);
+    let err = &done.stderr;
+    assert_eq!(done.code, 8, "check_failed: {err}");
+    let line = "check `sleep 30` after iteration 1 timed out: its own clock (--check-timeout) ran out after ";
+    assert!(
+        has_line(err, &["warden: ", line, "; its output: "]),
+        "{err}"
+    );
+    // The session's end says it too (the agent's run is not blamed).
+    assert_eq!(err.lines().filter(|l| l.contains(line)).count(), 2, "{err}");
+    assert!(
+        has_line(err, &["warden: session ", "check_failed"]),
+        "{err}"
+    );
+    case.assert_nothing_left();
+}
