@@ -646,7 +646,10 @@ fn bad_check_settings_are_refused_naming_the_setting() {
             vec!["--check", "true", "--check-feedback", "maybe"],
             vec!["--check-feedback", "`maybe`", "auto"],
         ),
-        (vec!["--check", ""], vec!["--check"]),
+        (
+            vec!["--check", ""],
+            vec!["--check", "a shell command such as"],
+        ),
         (vec!["--check", "   "], vec!["--check"]),
         (
             vec!["--check", "true", "--check-timeout", "soon"],
