@@ -940,3 +940,31 @@ fn ctrl_c_during_a_prompt_command_cancels_the_session() {
     case.assert_nothing_left();
     assert!(kill_leftovers(&sleep).is_empty());
 }
+
+#[test]
+fn a_prompt_commands_output_is_bounded() {
+    let case = Case::new();
+    let bin = fake_claude(&case, 1);
+    std::fs::write(
+        case.path().join("task.md"),
+        "Big: {{$ head -c 100000 /dev/zero | tr '\\0' a}} end",
+    )
+    .unwrap();
+    let done = claude_session(&case, &bin, &["-f", "task.md"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let sent = prompt(&case, 1).unwrap();
+    assert!(
+        sent.len() < 70_000 && sent.contains(&"a".repeat(60_000)),
+        "{} bytes",
+        sent.len()
+    );
+    assert!(
+        sent.contains("cut by warden") && sent.ends_with(" end"),
+        "{}",
+        &sent[sent.len() - 200..]
+    );
+    // The whole output is in the command's own log.
+    let s = session_json(&case);
+    let log = assert_step_dir(&hooks(&s)[0]).join("stdout.log");
+    assert_eq!(std::fs::metadata(log).unwrap().len(), 100_000);
+}
