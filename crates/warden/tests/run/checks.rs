@@ -707,10 +707,26 @@ fn a_batch_entry_checks_its_work_as_the_command_line_does() {
         check = \"echo already fine\"\ncheck_first = true\n\n\
         [[run]]\nname = \"stuck\"\ncommand = [\"true\"]\n\
         check = \"echo stuck-says-no; exit 1\"\ncheck_feedback = \"none\"\n";
-    let file = crate::batch::write(&case, toml);
+    // An agent's entry whose prompt file runs a command, told the check's
+    // failure through it; an `args` value is never run.
+    let bin = fake_claude(&case, 2);
+    let marker = case.path().join("marker");
+    std::fs::write(
+        case.path().join("task.md"),
+        "{{$ echo from-a-command}} {{TASK}}\n{{CHECK_OUTPUT}}",
+    )
+    .unwrap();
+    let toml = format!(
+        "{toml}\n[[run]]\nname = \"agent\"\nagent = \"claude\"\nagent_bin = \"{bin}\"\n\
+         prompt_file = \"task.md\"\niterations = 2\ncheck = '''{CHECK}'''\n\
+         [run.args]\nTASK = \"{{{{$ touch {marker}}}}}\"\n",
+        bin = bin.display(),
+        marker = marker.display()
+    );
+    let file = crate::batch::write(&case, &toml);
     let dir = case.path().join("batch");
     let done = case.run(&["batch", &file, "-j", "3", "--dir", dir.to_str().unwrap()]);
-    assert_ne!(done.code, 0, "one entry's check failed: {}", done.stderr);
+    assert_eq!(done.code, 1, "one entry's check failed: {}", done.stderr);
     let b = batch_json(&case);
     let entry = |name: &str| -> Value {
         let from_batch = b["runs"]
@@ -755,6 +771,15 @@ fn a_batch_entry_checks_its_work_as_the_command_line_does() {
     assert_eq!(idle["runs"].as_array().unwrap().len(), 0);
     assert_eq!(checks(&idle)[0]["iteration"], 0);
     assert!(!case.path().join("idle-ran").exists());
+
+    let agent = entry("agent");
+    assert_eq!(agent["stopped_because"], "check_passed", "{agent}");
+    assert_eq!(
+        prompt(&case, 1).unwrap(),
+        format!("from-a-command {{{{$ touch {}}}}}\n", marker.display())
+    );
+    assert!(prompt(&case, 2).unwrap().contains(CHECK_SAYS));
+    assert!(!marker.exists(), "an `args` value was run");
 
     let stuck = entry("stuck");
     assert_eq!(stuck["verdict"], "check_failed", "{stuck}");
