@@ -993,3 +993,49 @@ fn a_prompt_commands_output_is_bounded() {
     let log = assert_step_dir(&hooks(&s)[0]).join("stdout.log");
     assert_eq!(std::fs::metadata(log).unwrap().len(), 100_000);
 }
+
+#[test]
+fn work_whose_check_was_cancelled_is_not_merged() {
+    let case = Case::new();
+    let base = crate::support::repo(&case);
+    let sleep = unique_sleep();
+    let check = format!("echo checking; {sleep}");
+    let child = case.spawn(&[
+        "run",
+        "exec",
+        "--kill-grace",
+        "200ms",
+        "--worktree",
+        "--merge",
+        "--on-success",
+        "echo on-success",
+        "--check",
+        &check,
+        "--",
+        "sh",
+        "-c",
+        "echo work > work.txt && git add work.txt && git commit -qm 'agent work'",
+    ]);
+    case.wait_for_output(
+        "iteration-1-check/stdout.log",
+        "checking",
+        Duration::from_secs(10),
+    );
+    crate::support::kill(child.id(), "INT");
+    let done = case.finished(child.wait_with_output().unwrap(), std::time::Instant::now());
+    assert_eq!(done.code, 130, "{}", done.stderr);
+    let s = session_json(&case);
+    assert_eq!(s["verdict"], "cancelled", "{s}");
+    assert!(s["merged_into"].is_null(), "{s}");
+    assert_eq!(
+        crate::support::git(case.path(), &["rev-parse", "main"]),
+        base,
+        "the starting branch moved"
+    );
+    assert!(
+        hooks(&s).iter().all(|h| h["kind"] != "on_success"),
+        "--on-success ran: {s}"
+    );
+    case.assert_nothing_left();
+    assert!(kill_leftovers(&sleep).is_empty());
+}
