@@ -359,9 +359,11 @@ impl Runs<'_> {
         report: &mut SessionReport,
     ) -> Result<BTreeMap<String, String>, String> {
         let commands = match &self.request.prompt {
-            Some(crate::Prompt::Template { text, .. }) => {
-                crate::template::commands(text).map_err(|e| e.to_string())?
-            }
+            Some(crate::Prompt::Template {
+                text,
+                commands: true,
+                ..
+            }) => crate::template::commands(text).map_err(|e| e.to_string())?,
             _ => Vec::new(),
         };
         let mut outputs = BTreeMap::new();

@@ -506,6 +506,52 @@ fn a_prompt_files_commands_are_replaced_by_their_output_and_args_never_run() {
 }
 
 #[test]
+fn only_a_prompt_file_runs_commands_never_standard_input_or_an_inline_prompt() {
+    // A workflow may pipe an issue's text in, or pass it inline: whoever
+    // wrote it must not get a command run by it.
+    let case = Case::new();
+    let bin = fake_claude(&case, 1);
+    let marker = case.path().join("marker");
+    let text = format!("Issue: {{{{$ touch {}}}}}", marker.display());
+    let mut cmd = case.command(&[
+        "run",
+        "claude",
+        "--agent-bin",
+        bin.to_str().unwrap(),
+        "-f",
+        "-",
+    ]);
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(prompt(&case, 1).unwrap(), text, "sent as text");
+    let inline = Case::new();
+    let bin = fake_claude(&inline, 1);
+    let done = claude_session(&inline, &bin, &[&text, "--arg", "X=1"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(prompt(&inline, 1).unwrap(), text, "sent as text");
+    assert!(
+        !marker.exists(),
+        "a command from stdin or the command line ran"
+    );
+}
+
+#[test]
 fn a_failing_prompt_command_is_setup_failed_and_no_agent_starts() {
     let case = Case::new();
     let bin = fake_claude(&case, 1);
