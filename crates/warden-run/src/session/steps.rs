@@ -36,6 +36,8 @@ pub(super) struct Order<'c> {
 pub(super) struct Ended {
     pub(super) step: StepReport,
     pub(super) tail: String,
+    /// What its run masks (for what is read of it afterwards).
+    pub(super) redactor: warden_events::Redactor,
 }
 
 impl Runs<'_> {
@@ -52,9 +54,8 @@ impl Runs<'_> {
         let plan = self.step_plan(&order, &run_dir);
         // The command as its run's report has it: a secret of `--env`
         // written into it is masked wherever the session shows it.
-        let command = crate::run::redactor_of(&plan)
-            .redact(order.command)
-            .into_owned();
+        let redactor = crate::run::redactor_of(&plan);
+        let command = redactor.redact(order.command).into_owned();
         let mut handle = match crate::run::start(plan).await {
             Ok(h) => h,
             Err(e) => {
@@ -138,6 +139,7 @@ impl Runs<'_> {
         Ok(Ended {
             step,
             tail: last_bytes(lines, defaults::CHECK_FEEDBACK_BYTES),
+            redactor,
         })
     }
 
@@ -385,7 +387,10 @@ impl Runs<'_> {
                     ended.step.run_dir.display()
                 ));
             }
-            outputs.insert(command.clone(), stdout_of(&ended.step.run_dir));
+            // Masked as its run's report is: the prompt goes to the
+            // agent's model provider.
+            let output = stdout_of(&ended.step.run_dir);
+            outputs.insert(command.clone(), ended.redactor.redact(&output).into_owned());
         }
         Ok(outputs)
     }
