@@ -1,0 +1,395 @@
+//! A session that verifies its work, with a real CLI: the first
+//! iteration's answer fails the repository's own check, the check's
+//! output reaches the model in the second iteration's request, the second
+//! answer passes it, and `--merge` fast-forwards the branch the session
+//! started from.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use warden_fake_model::{Request, Turn};
+
+use crate::kit::Kit;
+use crate::support::{Finished, git, unique_sleep, write_script};
+
+/// What the check prints when the answer is wrong: distinctive enough
+/// that finding it in a request can only mean the check's output was
+/// passed on.
+const WRONG: &str = "EXPECTED 42 GOT 41";
+
+/// The repository's test: `answer.txt` must say 42.
+const CHECK: &str = r#"#!/bin/sh
+got=$(cat answer.txt 2>/dev/null)
+if [ "$got" = 42 ]; then echo "ANSWER IS RIGHT"; exit 0; fi
+echo "EXPECTED 42 GOT ${got:-nothing}"
+exit 1
+"#;
+
+/// A repository in `dir` on branch `main`, with the check committed; its
+/// HEAD.
+fn repository(dir: &Path) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "Test Agent"]);
+    git(dir, &["config", "user.email", "agent@example.com"]);
+    write_script(&dir.join("check.sh"), CHECK);
+    git(dir, &["add", "check.sh"]);
+    git(dir, &["commit", "-qm", "the answer's test"]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+fn session_json(done: &Finished) -> Value {
+    let text = std::fs::read_to_string(done.run_dir.join("session.json")).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// The requests that asked for a turn of the main loop (the ones that
+/// offer tools; a CLI's side requests, a title say, offer none).
+fn main_requests(kit: &Kit) -> Vec<Request> {
+    kit.server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .collect()
+}
+
+fn explain(kit: &Kit, done: &Finished) -> String {
+    let tail = |path: PathBuf| {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let start = bytes.len().saturating_sub(3000);
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    };
+    let iteration = |n: u32, file: &str| tail(done.run_dir.join(format!("iteration-{n}/{file}")));
+    format!(
+        "{} exited {} after {:?}\n--- warden stderr:\n{}\n--- session.json:\n{}\n--- iteration 1 stdout (tail):\n{}\n--- iteration 2 stdout (tail):\n{}\n--- iteration 2 stderr (tail):\n{}\n--- main requests: {}",
+        kit.agent,
+        done.code,
+        done.elapsed,
+        done.stderr,
+        session_json(done),
+        iteration(1, "stdout.log"),
+        iteration(2, "stdout.log"),
+        iteration(2, "stderr.log"),
+        main_requests(kit).len(),
+    )
+}
+
+/// Iteration 1 commits a wrong answer, the check fails and says why;
+/// iteration 2 is told, commits the right one, the check passes and the
+/// session's branch is merged into `main`.
+pub fn check_feedback_fix_and_merge(agent: &'static str) {
+    let commit = |n: u32| {
+        format!(
+            "echo {n} > answer.txt && git add answer.txt && git commit -qm 'answer {n}' && echo committed-{n}"
+        )
+    };
+    let script = vec![
+        // Iteration 1: a wrong answer, committed.
+        Turn::Shell(commit(41)),
+        Turn::Text("wrote the answer".into()),
+        // Iteration 2: the right one.
+        Turn::Shell(commit(42)),
+        Turn::Text("fixed the answer".into()),
+    ];
+    let Some(kit) = Kit::new(agent, script) else {
+        return;
+    };
+    let repo = kit.case.path().join("repo");
+    let base = repository(&repo);
+    let mut cmd = kit.command(
+        "write the answer to answer.txt and commit it",
+        &[
+            "--worktree",
+            "--merge",
+            "--check",
+            "./check.sh",
+            "--check-timeout",
+            "60s",
+            "--iterations",
+            "3",
+            "--timeout",
+            "120s",
+            "--kill-grace",
+            "1s",
+        ],
+    );
+    cmd.current_dir(&repo);
+    let start = std::time::Instant::now();
+    let done = kit.case.finished(cmd.output().expect("run warden"), start);
+    let why = explain(&kit, &done);
+    assert_eq!(done.code, 0, "{why}");
+
+    // The report: the check failed once, then passed; the merge is named.
+    let s = session_json(&done);
+    assert_eq!(s["verdict"], "succeeded", "{why}");
+    assert_eq!(s["stopped_because"], "check_passed", "{why}");
+    assert_eq!(s["iterations_run"], 2, "{why}");
+    let checks = s["checks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(checks.len(), 2, "{why}");
+    assert_eq!(checks[0]["passed"], false, "{why}");
+    assert_eq!(checks[0]["iteration"], 1, "{why}");
+    assert_eq!(checks[0]["exit_code"], 1, "{why}");
+    assert_eq!(checks[1]["passed"], true, "{why}");
+    assert_eq!(checks[1]["iteration"], 2, "{why}");
+    assert_eq!(checks[1]["exit_code"], 0, "{why}");
+    let first_check = PathBuf::from(checks[0]["run_dir"].as_str().unwrap_or_default());
+    let said = std::fs::read_to_string(first_check.join("stdout.log")).unwrap_or_default();
+    assert!(
+        said.contains(WRONG),
+        "the first check's log says: {said}\n{why}"
+    );
+    assert_eq!(s["merged_into"], "main", "{why}");
+    let merged = s["merge_commit"].as_str().unwrap_or_default().to_string();
+    assert!(!merged.is_empty(), "{why}");
+
+    // The model was told: the first request of iteration 2 carries the
+    // check's output (the first two are iteration 1's, and the tool's
+    // output there never had it).
+    let main = main_requests(&kit);
+    assert!(main.len() >= 4, "{why}");
+    let bodies: Vec<String> = main.iter().map(|r| r.body.to_string()).collect();
+    assert!(
+        !bodies[0].contains(WRONG) && !bodies[1].contains(WRONG),
+        "iteration 1 was told what only its check could say\n{why}"
+    );
+    assert!(
+        bodies[2].contains(WRONG) && bodies[2].contains("./check.sh"),
+        "iteration 2's first request does not carry the check's output: {}\n{why}",
+        bodies[2]
+    );
+
+    // `main` moved forward to the session's last commit, and the
+    // checkout with it: a fast-forward, no merge commit.
+    let head = git(&repo, &["rev-parse", "main"]);
+    assert_eq!(head, merged, "{why}");
+    assert_eq!(git(&repo, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(
+        git(&repo, &["rev-list", "--count", &format!("{base}..main")]),
+        "2",
+        "both answers are on main, in order\n{why}"
+    );
+    assert_eq!(
+        git(
+            &repo,
+            &["rev-list", "--merges", "--count", &format!("{base}..main")]
+        ),
+        "0",
+        "a fast-forward makes no merge commit\n{why}"
+    );
+    assert_eq!(
+        git(&repo, &["log", "-1", "--format=%s", "main"]),
+        "answer 42"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("answer.txt")).unwrap_or_default(),
+        "42\n",
+        "the checkout of main has the answer\n{why}"
+    );
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "", "{why}");
+}
+
+/// Runs `warden run AGENT PROMPT FLAGS` in `repo`.
+fn run_in(kit: &Kit, repo: &Path, prompt: &str, flags: &[&str]) -> Finished {
+    let mut cmd = kit.command(prompt, flags);
+    cmd.current_dir(repo);
+    let start = std::time::Instant::now();
+    kit.case.finished(cmd.output().expect("run warden"), start)
+}
+
+/// A check that hangs is ended by its own clock, named as such (never
+/// blamed on the agent), and the next iteration is told it timed out;
+/// with the check never passing, the session is `check_failed`.
+pub fn a_hanging_check_is_ended_by_its_own_clock(agent: &'static str) {
+    let sleep = unique_sleep();
+    let script = vec![
+        Turn::Text("nothing to change".into()),
+        Turn::Text("still nothing".into()),
+    ];
+    let Some(kit) = Kit::new(agent, script) else {
+        return;
+    };
+    let repo = kit.case.path().join("repo");
+    repository(&repo);
+    let check = format!("echo CHECK-$((6*7))-STARTED; {sleep}");
+    let done = run_in(
+        &kit,
+        &repo,
+        "make the check pass",
+        &[
+            "--check",
+            &check,
+            "--check-timeout",
+            "1s",
+            "--iterations",
+            "2",
+            "--timeout",
+            "120s",
+            "--kill-grace",
+            "1s",
+        ],
+    );
+    let why = explain(&kit, &done);
+    assert_eq!(done.code, 8, "{why}");
+    let s = session_json(&done);
+    assert_eq!(s["verdict"], "check_failed", "{why}");
+    assert_eq!(s["stopped_because"], "iterations_exhausted", "{why}");
+    let checks = s["checks"].as_array().cloned().unwrap_or_default();
+    assert_eq!(checks.len(), 2, "{why}");
+    for c in &checks {
+        assert_eq!(c["verdict"], "timed_out", "{why}");
+        assert_eq!(c["passed"], false, "{why}");
+    }
+    // The agent's runs are not blamed for it.
+    for r in s["runs"].as_array().cloned().unwrap_or_default() {
+        assert_eq!(r["verdict"], "succeeded", "{why}");
+    }
+    let main = main_requests(&kit);
+    assert!(main.len() >= 2, "{why}");
+    let second = main[1].body.to_string();
+    assert!(
+        second.contains("timed out") && second.contains("CHECK-42-STARTED"),
+        "iteration 2 is not told the check timed out: {second}\n{why}"
+    );
+    let left = kit.leftovers(&sleep);
+    assert!(
+        left.is_empty(),
+        "the check's process survived: {left:?}\n{why}"
+    );
+}
+
+/// A setup hook that fails ends the session before any agent starts: the
+/// model is never asked anything.
+pub fn a_failing_setup_hook_ends_the_session_before_the_agent(agent: &'static str) {
+    let Some(kit) = Kit::new(agent, vec![Turn::Text("should not run".into())]) else {
+        return;
+    };
+    let repo = kit.case.path().join("repo");
+    repository(&repo);
+    let done = run_in(
+        &kit,
+        &repo,
+        "anything",
+        &[
+            "--worktree",
+            "--setup",
+            "echo no dependencies here >&2; exit 3",
+            "--check",
+            "./check.sh",
+            "--timeout",
+            "120s",
+        ],
+    );
+    let why = explain(&kit, &done);
+    assert_eq!(done.code, 9, "{why}");
+    let s = session_json(&done);
+    assert_eq!(s["verdict"], "setup_failed", "{why}");
+    assert_eq!(s["stopped_because"], "setup_failed", "{why}");
+    assert_eq!(s["iterations_run"], 0, "{why}");
+    assert_eq!(s["runs"].as_array().map(Vec::len), Some(0), "{why}");
+    let error = s["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("--setup") && error.contains("exited with status 3"),
+        "{error}\n{why}"
+    );
+    assert!(
+        kit.server.requests().is_empty(),
+        "the agent started: {:?}\n{why}",
+        kit.server.requests()
+    );
+}
+
+/// A prompt that is a template: `{{$ CMD}}` runs before each iteration
+/// (here it shows the last commit, which iteration 1 changes) and
+/// `{{CHECK_OUTPUT}}` takes the failed check's output in place of the note
+/// warden would append.
+pub fn a_template_prompt_takes_commands_and_the_check_output(agent: &'static str) {
+    let commit = |n: u32| {
+        format!("echo {n} > answer.txt && git add answer.txt && git commit -qm 'answer {n}'")
+    };
+    let script = vec![
+        Turn::Shell(commit(41)),
+        Turn::Text("wrote the answer".into()),
+        Turn::Shell(commit(42)),
+        Turn::Text("fixed the answer".into()),
+    ];
+    let Some(kit) = Kit::new(agent, script) else {
+        return;
+    };
+    let repo = kit.case.path().join("repo");
+    repository(&repo);
+    let done = run_in(
+        &kit,
+        &repo,
+        "Task {{TASK}}. Last commit: <<{{$ git log -1 --format=%s}}>>. Check said: <<{{CHECK_OUTPUT}}>>.",
+        &[
+            "--arg",
+            "TASK=answer",
+            "--worktree",
+            "--check",
+            "./check.sh",
+            "--iterations",
+            "3",
+            "--timeout",
+            "120s",
+            "--kill-grace",
+            "1s",
+        ],
+    );
+    let why = explain(&kit, &done);
+    assert_eq!(done.code, 0, "{why}");
+    let s = session_json(&done);
+    assert_eq!(s["stopped_because"], "check_passed", "{why}");
+    let main = main_requests(&kit);
+    assert!(main.len() >= 4, "{why}");
+    let (first, third) = (main[0].body.to_string(), main[2].body.to_string());
+    assert!(
+        first.contains("Last commit: <<the answer's test>>") && first.contains("Check said: <<>>"),
+        "iteration 1's prompt: {first}\n{why}"
+    );
+    assert!(
+        third.contains("Last commit: <<answer 41>>")
+            && third.contains(&format!("Check said: <<{WRONG}>>")),
+        "iteration 2's prompt: {third}\n{why}"
+    );
+    assert!(
+        !third.contains("warden ran the check"),
+        "the note is appended although the prompt takes the output\n{why}"
+    );
+    let hooks = s["hooks"].as_array().cloned().unwrap_or_default();
+    let commands: Vec<_> = hooks
+        .iter()
+        .filter(|h| h["kind"] == "prompt_command")
+        .map(|h| h["iteration"].clone())
+        .collect();
+    assert_eq!(commands, [1, 2], "{why}");
+}
+
+macro_rules! per_agent {
+    ($($agent:ident),*) => {
+        $(
+            mod $agent {
+                #[test]
+                fn check_feedback_fix_and_merge() {
+                    super::check_feedback_fix_and_merge(stringify!($agent));
+                }
+
+                #[test]
+                fn a_hanging_check_is_ended_by_its_own_clock() {
+                    super::a_hanging_check_is_ended_by_its_own_clock(stringify!($agent));
+                }
+
+                #[test]
+                fn a_failing_setup_hook_ends_the_session_before_the_agent() {
+                    super::a_failing_setup_hook_ends_the_session_before_the_agent(stringify!($agent));
+                }
+
+                #[test]
+                fn a_template_prompt_takes_commands_and_the_check_output() {
+                    super::a_template_prompt_takes_commands_and_the_check_output(stringify!($agent));
+                }
+            }
+        )*
+    };
+}
+
+per_agent!(claude, codex);
