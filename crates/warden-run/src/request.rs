@@ -683,13 +683,13 @@ impl RunRequest {
     /// Refuses a check, hook or merge that cannot do what it says.
     fn check_steps(&self) -> Result<(), RequestError> {
         let session = &self.session;
-        if let Some(c) = &session.check {
-            if c.command.trim().is_empty() {
-                return Err(invalid(
-                    "{0} is empty: give the command that checks the work (e.g. `cargo test`)",
-                    &["session.check.command"],
-                ));
-            }
+        if let Some(c) = &session.check
+            && c.command.trim().is_empty()
+        {
+            return Err(invalid(
+                "{0} is empty: give the command that checks the work (e.g. `cargo test`)",
+                &["session.check.command"],
+            ));
         }
         let hooks = &session.hooks;
         for (field, hook) in [
@@ -991,6 +991,72 @@ mod tests {
         assert_eq!(a.output_tag.as_deref(), Some("out"));
         assert_eq!(a.shared.budgets.len(), 2, "the session's and the batch's");
         assert_eq!(a.shared.budgets[1].spent.cost_usd, 1.25);
+    }
+
+    #[test]
+    fn a_failed_check_reaches_the_next_prompt_once_and_only_as_asked() {
+        let failure = CheckFailure {
+            command: "cargo test".into(),
+            how: "exited with status 101".into(),
+            output: "EXPECTED 42 GOT 41".into(),
+        };
+        let ctx = |check_failure: Option<CheckFailure>| IterationContext {
+            iteration: 2,
+            check_failure,
+            ..RunRequest::agent(Agent::Claude, "").first_iteration()
+        };
+        let mut r = RunRequest::agent(Agent::Claude, "Fix the parser.");
+        r.session.check = Some(CheckRequest::new("cargo test"));
+        assert_eq!(r.prompt_for(&ctx(None)).unwrap(), "Fix the parser.");
+        let told = r.prompt_for(&ctx(Some(failure.clone()))).unwrap();
+        assert!(told.starts_with("Fix the parser.\n\n---\n"), "{told}");
+        assert!(
+            told.contains("`cargo test`")
+                && told.contains("exited with status 101")
+                && told.contains("EXPECTED 42 GOT 41"),
+            "{told}"
+        );
+
+        // A template that places it gets it there, and no note.
+        r.prompt = Some(Prompt::Template {
+            text: "Fix it.\nLast check:\n{{CHECK_OUTPUT}}".into(),
+            args: BTreeMap::new(),
+        });
+        let placed = r.prompt_for(&ctx(Some(failure.clone()))).unwrap();
+        assert_eq!(placed, "Fix it.\nLast check:\nEXPECTED 42 GOT 41");
+        assert_eq!(
+            r.prompt_for(&ctx(None)).unwrap(),
+            "Fix it.\nLast check:\n",
+            "empty before any failure"
+        );
+
+        // `none`: no note (a template still gets its placeholder).
+        r.prompt = Some(Prompt::Text("Fix the parser.".into()));
+        r.session.check.as_mut().unwrap().feedback = CheckFeedback::None;
+        assert_eq!(
+            r.prompt_for(&ctx(Some(failure))).unwrap(),
+            "Fix the parser."
+        );
+    }
+
+    #[test]
+    fn checks_hooks_and_merge_that_cannot_work_are_refused_by_field() {
+        let mut r = RunRequest::exec(["true"]);
+        r.session.check = Some(CheckRequest::new("  "));
+        let e = r.check().unwrap_err().to_string();
+        assert!(e.starts_with("session.check.command is empty"), "{e}");
+        r.session.check = None;
+        r.session.hooks.finally = Some(String::new());
+        let e = r.check().unwrap_err().to_string();
+        assert!(e.starts_with("session.hooks.finally is empty"), "{e}");
+        r.session.hooks.finally = None;
+        r.session.merge = true;
+        let e = r.check().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "session.merge merges the session's branch, which only a worktree has: add session.worktree"
+        );
+        assert!(r.is_session());
     }
 
     #[test]

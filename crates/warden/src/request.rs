@@ -132,6 +132,9 @@ pub(crate) fn with_settings(
     };
     request.retry = resolved.retry.clone();
     request.session.budget = resolved.session_budget;
+    request.session.check = (!resolved.check.command.is_empty()).then(|| resolved.check.clone());
+    request.session.hooks = resolved.hooks.clone();
+    request.session.merge = resolved.merge;
     request.shim_exe = crate::shim_exe::path();
     request
 }
@@ -259,6 +262,12 @@ pub(crate) fn flag_of(field: &str) -> String {
         "batch_budget.max_cost_usd" => return "the batch's `max_cost`".into(),
         "batch_budget.max_tokens" => return "the batch's `max_tokens`".into(),
         "batch_budget.max_turns" => return "the batch's `max_turns`".into(),
+        "session.worktree" => return "--worktree".into(),
+        "session.check.command" => "check",
+        "session.hooks.host_setup" => "host_setup",
+        "session.hooks.setup" => "setup",
+        "session.hooks.on_success" => "on_success",
+        "session.hooks.finally" => "finally",
         // `limits.timeout`, `sandbox.no_network`, `sandbox.sandbox`, ...:
         // the setting of the field's own name.
         other => other.rsplit('.').next().unwrap_or(other),
@@ -288,6 +297,11 @@ mod tests {
             ("agent_bin", "--agent-bin"),
             ("env", "--env"),
             ("limits.resources", "`limits.resources`"),
+            ("session.merge", "--merge"),
+            ("session.worktree", "--worktree"),
+            ("session.check.command", "--check"),
+            ("session.hooks.host_setup", "--host-setup"),
+            ("session.hooks.finally", "--finally"),
         ] {
             assert_eq!(super::flag_of(field), said, "{field}");
         }

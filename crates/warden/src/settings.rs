@@ -142,6 +142,15 @@ pub(crate) struct Resolved {
     pub retry: warden_run::retry::RetryPolicy,
     /// The most a session's runs may spend together.
     pub session_budget: warden_run::budget::Budget,
+    /// `--check` and its clocks and feedback; no check while its command
+    /// is empty (its other settings may come from `warden.toml` for the
+    /// runs that have one).
+    pub check: warden_run::CheckRequest,
+    /// `--setup`, `--host-setup`, `--on-success`, `--finally` and the
+    /// clocks of those and of a prompt's commands.
+    pub hooks: warden_run::HooksRequest,
+    /// `--merge`.
+    pub merge: bool,
     /// OpenTelemetry export (started by `runner::start_telemetry`).
     pub otel_endpoint: Option<String>,
     pub otel_protocol: Option<warden_run::telemetry::Protocol>,
@@ -342,6 +351,7 @@ mod tests {
             Kind::Usd(_) => "0.25",
             Kind::Positive(_) => "7",
             Kind::OtlpProtocol(_) => "grpc",
+            Kind::CheckFeedback(_) => "none",
         }
     }
 

@@ -1,7 +1,10 @@
 //! A session: runs of the same task, one fresh agent process each, in the
 //! same directory (a new git worktree on its own branch, if asked), until
-//! the agent prints the completion signal, an iteration fails, or the
-//! iterations run out. A run that ended by a transient failure is tried
+//! the agent prints the completion signal (with a check: until the check
+//! passes), an iteration fails, or the iterations run out. Around the
+//! runs, the commands the request names (`steps`): setup hooks before
+//! the first, the check after each, the prompt's commands before each,
+//! the wrap-up hooks at the end; then the worktree's end and the merge. A run that ended by a transient failure is tried
 //! again (`--retries`), each attempt in its own directory
 //! (`iteration-N-attempt-K`). Writes `session.json` with every run and the
 //! totals.
@@ -14,7 +17,8 @@
 //! retry, a retry after a backoff, or the end and why) is the `phase`
 //! module's pure transition; the loop here only does what each phase
 //! says: `place` makes the directory and the worktree (and collects the
-//! commits at the end), `runs` starts and counts the runs, `report` is
+//! commits and merges at the end), `runs` starts and counts the runs,
+//! `steps` runs the checks, hooks and prompt commands, `report` is
 //! `session.json`.
 
 use std::time::{Instant, SystemTime};
@@ -82,6 +86,19 @@ pub(crate) async fn run_session(
     if runs.setup(&control, out, &mut report).await {
         let stop = work(&mut runs, &rules, &control, out, &mut report).await;
         stop.record(&mut report);
+        // The check, not the agent, is named for how the session ended.
+        if report.verdict == Some(crate::Verdict::CheckFailed)
+            && let Some(last) = report.checks.last()
+        {
+            let e = format!(
+                "the check `{}` still failed after iteration {}: it {} (its output: {})",
+                last.command,
+                last.iteration.unwrap_or(0),
+                last.how(),
+                last.run_dir.display()
+            );
+            report.note_error(e);
+        }
     }
     runs.wrap_up(&control, out, &mut report).await;
 

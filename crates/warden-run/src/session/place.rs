@@ -250,7 +250,7 @@ impl Place {
             m = git::merge(&repo, into, &wt.branch, &message) => m,
             () = control.cancelled_after(seen) => {
                 report.verdict = Some(crate::Verdict::Cancelled);
-                note(report, format!("cancelled before {} was merged into {into}; both are as they were", wt.branch));
+                report.note_error(format!("cancelled before {} was merged into {into}; both are as they were", wt.branch));
                 return;
             }
         };
@@ -262,17 +262,14 @@ impl Place {
             Err(e) => {
                 report.verdict = Some(crate::Verdict::MergeConflict);
                 report.merge_conflicts = e.files().to_vec();
-                note(report, format!("{e}; both branches are as they were"));
+                report.note_error(format!("{e}; both branches are as they were"));
             }
         }
         if report.worktree.as_ref().is_some_and(|w| w.dirty) {
-            note(
-                report,
-                format!(
-                    "the worktree {} had changes that were never committed: they are not in the merge",
-                    wt.path.display()
-                ),
-            );
+            report.note_error(format!(
+                "the worktree {} had changes that were never committed: they are not in the merge",
+                wt.path.display()
+            ));
         }
     }
 
@@ -306,14 +303,6 @@ impl Place {
         }
         (commits, head, worktree_report, not_home)
     }
-}
-
-/// Adds `e` to the session's `error`.
-fn note(report: &mut SessionReport, e: String) {
-    report.error = Some(match report.error.take() {
-        Some(prev) => format!("{prev}; {e}"),
-        None => e,
-    });
 }
 
 impl SessionReport {

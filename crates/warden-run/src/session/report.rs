@@ -164,11 +164,27 @@ pub struct StepReport {
 
 impl StepReport {
     /// How it ended, said for people: "passed", "exited with status 1",
-    /// "timed out after 10m".
+    /// "timed out: its own clock (--check-timeout) ran out after 10m".
     pub fn how(&self) -> String {
+        let clock = match self.kind {
+            StepKind::Check => "--check-timeout",
+            StepKind::PromptCommand => "--prompt-command-timeout",
+            _ => "--hook-timeout",
+        };
+        let after = humantime::format_duration(std::time::Duration::from_millis(
+            self.duration_ms - self.duration_ms % 100,
+        ));
         match (self.verdict, self.exit_code, self.signal) {
             (Some(Verdict::Succeeded), _, _) => "passed".into(),
-            (Some(Verdict::TimedOut | Verdict::Stalled), _, _) => self.reason.clone(),
+            (Some(Verdict::TimedOut), _, _) => {
+                format!("timed out: its own clock ({clock}) ran out after {after}")
+            }
+            (Some(Verdict::Stalled), _, _) => match self.kind {
+                StepKind::Check => format!(
+                    "stalled: it printed nothing for its stall clock (--check-stall-timeout), after {after}"
+                ),
+                _ => format!("stalled: it printed nothing for {clock}, after {after}"),
+            },
             (Some(Verdict::AgentFailed), Some(code), _) => format!("exited with status {code}"),
             (Some(Verdict::AgentFailed), None, Some(sig)) => format!("was killed by signal {sig}"),
             _ => self.reason.clone(),
@@ -299,6 +315,14 @@ impl crate::budget::Spent {
 }
 
 impl SessionReport {
+    /// Adds `e` to `error`, after what is there.
+    pub(crate) fn note_error(&mut self, e: String) {
+        self.error = Some(match self.error.take() {
+            Some(prev) => format!("{prev}; {e}"),
+            None => e,
+        });
+    }
+
     /// The exit code of a session: its verdict's, or
     /// [`crate::report::OUTPUT_LOST_EXIT`] when output was lost, or 2
     /// when no run started.
@@ -378,5 +402,45 @@ pub(super) fn write_json(dir: &HeldDir, report: &mut SessionReport, signer: Opti
             None => e.clone(),
         });
         report.output_lost.get_or_insert(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_says_how_it_ended_naming_its_own_clock() {
+        let step = |kind, verdict, exit_code| StepReport {
+            kind,
+            iteration: Some(1),
+            command: "npm test".into(),
+            passed: verdict == Some(Verdict::Succeeded),
+            verdict,
+            reason: "the run clock of 300ms ran out".into(),
+            exit_code,
+            signal: None,
+            duration_ms: 312,
+            run_id: "r".into(),
+            run_dir: "/s/iteration-1-check".into(),
+        };
+        let how = |kind, verdict, code| step(kind, Some(verdict), code).how();
+        assert_eq!(how(StepKind::Check, Verdict::Succeeded, Some(0)), "passed");
+        assert_eq!(
+            how(StepKind::Check, Verdict::AgentFailed, Some(2)),
+            "exited with status 2"
+        );
+        assert_eq!(
+            how(StepKind::Check, Verdict::TimedOut, None),
+            "timed out: its own clock (--check-timeout) ran out after 300ms"
+        );
+        assert_eq!(
+            how(StepKind::Setup, Verdict::TimedOut, None),
+            "timed out: its own clock (--hook-timeout) ran out after 300ms"
+        );
+        assert!(
+            how(StepKind::Check, Verdict::Stalled, None).contains("--check-stall-timeout"),
+            "a stalled check names its stall clock"
+        );
     }
 }

@@ -122,7 +122,7 @@ impl<'a> Runs<'a> {
             Default::default()
         } else {
             match self
-                .prompt_commands(step.iteration, control, out, report)
+                .prompt_commands(step.iteration, &step.run_name(), control, out, report)
                 .await
             {
                 Ok(o) => o,

@@ -50,14 +50,6 @@ impl Runs<'_> {
     ) -> Result<Ended, String> {
         let run_dir = self.place.session_dir.join(&order.name);
         let plan = self.step_plan(&order, &run_dir);
-        out.send(Update::StepStarted {
-            entry: self.entry,
-            kind: order.kind,
-            iteration: order.iteration,
-            command: order.command.to_string(),
-            run_dir: run_dir.clone(),
-        })
-        .await;
         let mut handle = match crate::run::start(plan).await {
             Ok(h) => h,
             Err(e) => {
@@ -71,6 +63,14 @@ impl Runs<'_> {
                 ));
             }
         };
+        out.send(Update::StepStarted {
+            entry: self.entry,
+            kind: order.kind,
+            iteration: order.iteration,
+            command: order.command.to_string(),
+            run_dir,
+        })
+        .await;
         // `--finally` after a cancel still runs (it is the clean-up); the
         // next cancel kills it.
         let watcher = if order.kind == StepKind::Finally && control.stopped() {
@@ -151,7 +151,7 @@ impl Runs<'_> {
             completion_timeout: None,
             drain_grace: request.limits.drain_grace,
             kill_grace: request.limits.kill_grace,
-            resources: request.limits.resources.clone(),
+            resources: request.limits.resources,
             ..Limits::default()
         };
         let sandbox = match order.kind {
@@ -211,7 +211,7 @@ impl Runs<'_> {
         let ended = match self.step(order, control, out, report).await {
             Ok(e) => e,
             Err(e) => {
-                note_error(report, e);
+                report.note_error(e);
                 return CheckEnd::Broken;
             }
         };
@@ -222,13 +222,10 @@ impl Runs<'_> {
             }
             Some(Verdict::Cancelled) => CheckEnd::Cancelled,
             Some(Verdict::SpawnFailed | Verdict::InternalError) | None => {
-                note_error(
-                    report,
-                    format!(
-                        "the check `{}` could not run: {}",
-                        check.command, ended.step.reason
-                    ),
-                );
+                report.note_error(format!(
+                    "the check `{}` could not run: {}",
+                    check.command, ended.step.reason
+                ));
                 CheckEnd::Broken
             }
             Some(_) => {
@@ -324,32 +321,31 @@ impl Runs<'_> {
                 if e.step.verdict == Some(Verdict::Cancelled) {
                     report.verdict = Some(Verdict::Cancelled);
                 }
-                note_error(
-                    report,
-                    format!(
-                        "{} `{command}` {} (its output: {})",
-                        kind.flag(),
-                        e.step.how(),
-                        e.step.run_dir.display()
-                    ),
-                );
+                report.note_error(format!(
+                    "{} `{command}` {} (its output: {})",
+                    kind.flag(),
+                    e.step.how(),
+                    e.step.run_dir.display()
+                ));
                 self.write(report);
                 false
             }
             Err(e) => {
-                note_error(report, e);
+                report.note_error(e);
                 self.write(report);
                 false
             }
         }
     }
 
-    /// Runs each `{{$ CMD}}` of the prompt for iteration `iteration`;
-    /// their outputs (stdout, at most [`defaults::PROMPT_COMMAND_OUTPUT`]
-    /// each, without its last newline), or why one failed.
+    /// Runs each `{{$ CMD}}` of the prompt for the run `run_name` of
+    /// iteration `iteration` (each in `<run_name>-prompt-K`); their
+    /// outputs (stdout, at most [`defaults::PROMPT_COMMAND_OUTPUT`] each,
+    /// without its last newline), or why one failed.
     pub(super) async fn prompt_commands(
         &mut self,
         iteration: u32,
+        run_name: &str,
         control: &SessionControl,
         out: &mut Outbox,
         report: &mut SessionReport,
@@ -366,7 +362,7 @@ impl Runs<'_> {
                 kind: StepKind::PromptCommand,
                 iteration: Some(iteration),
                 command,
-                name: format!("iteration-{iteration}-prompt-{}", k + 1),
+                name: format!("{run_name}-prompt-{}", k + 1),
                 timeout: self.request.session.hooks.prompt_command_timeout,
                 stall_timeout: self.request.session.hooks.prompt_command_timeout,
             };
@@ -417,14 +413,6 @@ fn last_bytes(lines: VecDeque<String>, limit: usize) -> String {
         Some(nl) => text[start + nl + 1..].to_string(),
         None => text[start..].to_string(),
     }
-}
-
-/// Adds `e` to the session's `error`.
-fn note_error(report: &mut SessionReport, e: String) {
-    report.error = Some(match report.error.take() {
-        Some(prev) => format!("{prev}; {e}"),
-        None => e,
-    });
 }
 
 #[cfg(test)]

@@ -48,6 +48,8 @@ pub(crate) enum Kind {
     Positive(fn(&mut Resolved, u64)),
     /// An OTLP protocol: `http/protobuf` or `grpc`.
     OtlpProtocol(fn(&mut Resolved, warden_run::telemetry::Protocol)),
+    /// How a failed check reaches the next iteration: `auto` or `none`.
+    CheckFeedback(fn(&mut Resolved, warden_run::CheckFeedback)),
 }
 
 /// A parsed value, ready to be put in its place.
@@ -85,6 +87,7 @@ impl Kind {
             Kind::Usd(_) => "a sum of US dollars greater than 0, such as `0.50` or `2`",
             Kind::Positive(_) => "a whole number of at least 1, such as `20`",
             Kind::OtlpProtocol(_) => "`http/protobuf` or `grpc`",
+            Kind::CheckFeedback(_) => "`auto` or `none`",
         }
     }
 
@@ -200,6 +203,14 @@ impl Kind {
                 0 => return Err(Bad::Invalid),
                 n => Box::new(move |r| set(r, n)),
             },
+            Kind::CheckFeedback(set) => {
+                let f = match t {
+                    "auto" => warden_run::CheckFeedback::Auto,
+                    "none" => warden_run::CheckFeedback::None,
+                    _ => return Err(Bad::Invalid),
+                };
+                Box::new(move |r| set(r, f))
+            }
             Kind::OtlpProtocol(set) => {
                 let p: warden_run::telemetry::Protocol = t.parse().map_err(|_| Bad::Invalid)?;
                 Box::new(move |r| set(r, p))
