@@ -53,6 +53,34 @@ fn main_requests(kit: &Kit) -> Vec<Request> {
         .collect()
 }
 
+/// The conversation a request sends (Anthropic's `messages`, the
+/// Responses API's `input`): its texts, one a line, without the system
+/// prompt and the tools (which quote the repository's recent commits, and
+/// so much else that a failure would drown in them).
+fn conversation(r: &Request) -> String {
+    fn texts(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|v| texts(v, out)),
+            Value::Object(o) => o.values().for_each(|v| texts(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    texts(&r.body["messages"], &mut out);
+    texts(&r.body["input"], &mut out);
+    out.join("\n")
+}
+
+/// The end of `text`, for a failure's message.
+fn end(text: &str) -> &str {
+    let mut start = text.len().saturating_sub(2000);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
 fn explain(kit: &Kit, done: &Finished) -> String {
     let tail = |path: PathBuf| {
         let bytes = std::fs::read(path).unwrap_or_default();
@@ -147,7 +175,7 @@ pub fn check_feedback_fix_and_merge(agent: &'static str) {
     // output there never had it).
     let main = main_requests(&kit);
     assert!(main.len() >= 4, "{why}");
-    let bodies: Vec<String> = main.iter().map(|r| r.body.to_string()).collect();
+    let bodies: Vec<String> = main.iter().map(conversation).collect();
     assert!(
         !bodies[0].contains(WRONG) && !bodies[1].contains(WRONG),
         "iteration 1 was told what only its check could say\n{why}"
@@ -155,7 +183,7 @@ pub fn check_feedback_fix_and_merge(agent: &'static str) {
     assert!(
         bodies[2].contains(WRONG) && bodies[2].contains("./check.sh"),
         "iteration 2's first request does not carry the check's output: {}\n{why}",
-        bodies[2]
+        end(&bodies[2])
     );
 
     // `main` moved forward to the session's last commit, and the
@@ -245,10 +273,13 @@ pub fn a_hanging_check_is_ended_by_its_own_clock(agent: &'static str) {
     }
     let main = main_requests(&kit);
     assert!(main.len() >= 2, "{why}");
-    let second = main[1].body.to_string();
+    let second = conversation(&main[1]);
     assert!(
-        second.contains("timed out") && second.contains("CHECK-42-STARTED"),
-        "iteration 2 is not told the check timed out: {second}\n{why}"
+        second.contains("timed out")
+            && second.contains("--check-timeout")
+            && second.contains("CHECK-42-STARTED"),
+        "iteration 2 is not told the check timed out: {}\n{why}",
+        end(&second)
     );
     let left = kit.leftovers(&sleep);
     assert!(
@@ -341,15 +372,17 @@ pub fn a_template_prompt_takes_commands_and_the_check_output(agent: &'static str
     assert_eq!(s["stopped_because"], "check_passed", "{why}");
     let main = main_requests(&kit);
     assert!(main.len() >= 4, "{why}");
-    let (first, third) = (main[0].body.to_string(), main[2].body.to_string());
+    let (first, third) = (conversation(&main[0]), conversation(&main[2]));
     assert!(
         first.contains("Last commit: <<the answer's test>>") && first.contains("Check said: <<>>"),
-        "iteration 1's prompt: {first}\n{why}"
+        "iteration 1's prompt: {}\n{why}",
+        end(&first)
     );
     assert!(
         third.contains("Last commit: <<answer 41>>")
             && third.contains(&format!("Check said: <<{WRONG}>>")),
-        "iteration 2's prompt: {third}\n{why}"
+        "iteration 2's prompt: {}\n{why}",
+        end(&third)
     );
     assert!(
         !third.contains("warden ran the check"),
@@ -364,6 +397,101 @@ pub fn a_template_prompt_takes_commands_and_the_check_output(agent: &'static str
     assert_eq!(commands, [1, 2], "{why}");
 }
 
+/// While the agent works, someone commits to `main` too (the agent's own
+/// tool call does it here, through the user's checkout). When that
+/// commit touches another file, `--merge` makes a merge commit; when it
+/// writes the same file, the merge is `merge_conflict`, naming the file,
+/// and both branches are as they were.
+pub fn merge_after_main_moved(agent: &'static str, conflicting: bool) {
+    let file = if conflicting {
+        "answer.txt"
+    } else {
+        "notes.txt"
+    };
+    let script = move |dir: &Path| {
+        let repo = dir.join("repo");
+        vec![
+            Turn::Shell(format!(
+                "echo 42 > answer.txt && git add answer.txt && git commit -qm 'answer 42' && \
+                 echo 40 > '{repo}/{file}' && git -C '{repo}' add {file} && git -C '{repo}' commit -qm 'meanwhile on main'",
+                repo = repo.display()
+            )),
+            Turn::Text("done".into()),
+        ]
+    };
+    let Some(kit) = Kit::with(agent, script) else {
+        return;
+    };
+    let repo = kit.case.path().join("repo");
+    repository(&repo);
+    let done = run_in(
+        &kit,
+        &repo,
+        "write the answer",
+        &[
+            "--worktree",
+            "--merge",
+            "--check",
+            "./check.sh",
+            "--timeout",
+            "120s",
+            "--kill-grace",
+            "1s",
+        ],
+    );
+    let why = explain(&kit, &done);
+    let s = session_json(&done);
+    let branch = s["worktree"]["branch"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!branch.is_empty(), "{why}");
+    assert_eq!(
+        git(&repo, &["log", "-1", "--format=%s", &branch]),
+        "answer 42",
+        "{why}"
+    );
+    let meanwhile = git(&repo, &["rev-parse", "main^{/meanwhile on main}"]);
+    assert_eq!(git(&repo, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "", "{why}");
+    if conflicting {
+        assert_eq!(done.code, 11, "{why}");
+        assert_eq!(s["verdict"], "merge_conflict", "{why}");
+        assert_eq!(
+            s["merge_conflicts"],
+            serde_json::json!(["answer.txt"]),
+            "{why}"
+        );
+        assert_eq!(s["merged_into"], Value::Null, "{why}");
+        // Both as they were: main at the other commit, with its answer.
+        assert_eq!(git(&repo, &["rev-parse", "main"]), meanwhile, "{why}");
+        assert_eq!(
+            std::fs::read_to_string(repo.join("answer.txt")).unwrap_or_default(),
+            "40\n"
+        );
+    } else {
+        assert_eq!(done.code, 0, "{why}");
+        assert_eq!(s["verdict"], "succeeded", "{why}");
+        assert_eq!(s["merged_into"], "main", "{why}");
+        let head = git(&repo, &["rev-parse", "main"]);
+        assert_eq!(s["merge_commit"], head.as_str(), "{why}");
+        // A merge commit of the two, in the checkout too.
+        assert_eq!(
+            git(&repo, &["rev-parse", "main^1", "main^2"]),
+            format!("{meanwhile}\n{}", git(&repo, &["rev-parse", &branch])),
+            "{why}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(repo.join("answer.txt")).unwrap_or_default(),
+            "42\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(repo.join("notes.txt")).unwrap_or_default(),
+            "40\n"
+        );
+    }
+}
+
 macro_rules! per_agent {
     ($($agent:ident),*) => {
         $(
@@ -371,6 +499,16 @@ macro_rules! per_agent {
                 #[test]
                 fn check_feedback_fix_and_merge() {
                     super::check_feedback_fix_and_merge(stringify!($agent));
+                }
+
+                #[test]
+                fn a_merge_commit_when_main_moved_meanwhile() {
+                    super::merge_after_main_moved(stringify!($agent), false);
+                }
+
+                #[test]
+                fn a_conflict_leaves_both_branches_as_they_were() {
+                    super::merge_after_main_moved(stringify!($agent), true);
                 }
 
                 #[test]
