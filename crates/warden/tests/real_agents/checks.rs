@@ -17,9 +17,13 @@ use crate::support::{Finished, git, unique_sleep, write_script};
 /// passed on.
 const WRONG: &str = "EXPECTED 42 GOT 41";
 
+/// A secret given to the session (`--env`), which the check prints.
+const TOKEN: &str = "ANSWER_TOKEN=tok-9f8e7d6c5b";
+
 /// The repository's test: `answer.txt` must say 42.
 const CHECK: &str = r#"#!/bin/sh
 got=$(cat answer.txt 2>/dev/null)
+[ -n "$ANSWER_TOKEN" ] && echo "checking with token $ANSWER_TOKEN"
 if [ "$got" = 42 ]; then echo "ANSWER IS RIGHT"; exit 0; fi
 echo "EXPECTED 42 GOT ${got:-nothing}"
 exit 1
@@ -105,7 +109,7 @@ fn explain(kit: &Kit, done: &Finished) -> String {
 /// Iteration 1 commits a wrong answer, the check fails and says why;
 /// iteration 2 is told, commits the right one, the check passes and the
 /// session's branch is merged into `main`.
-pub fn check_feedback_fix_and_merge(agent: &'static str) {
+pub fn check_feedback_fix_and_merge(agent: &'static str, sandbox: &str) {
     let commit = |n: u32| {
         format!(
             "echo {n} > answer.txt && git add answer.txt && git commit -qm 'answer {n}' && echo committed-{n}"
@@ -124,26 +128,35 @@ pub fn check_feedback_fix_and_merge(agent: &'static str) {
     };
     let repo = kit.case.path().join("repo");
     let base = repository(&repo);
-    let mut cmd = kit.command(
+    let mut flags = vec![
+        "--worktree",
+        "--merge",
+        "--check",
+        "./check.sh",
+        "--check-timeout",
+        "60s",
+        "--iterations",
+        "3",
+        "--timeout",
+        "120s",
+        "--kill-grace",
+        "1s",
+        "--sandbox",
+        sandbox,
+        // A secret the check uses, and prints: what the model is told of
+        // the check's output is masked.
+        "--env",
+        TOKEN,
+    ];
+    for name in &kit.sandbox_env {
+        flags.extend(["--env", name]);
+    }
+    let done = run_in(
+        &kit,
+        &repo,
         "write the answer to answer.txt and commit it",
-        &[
-            "--worktree",
-            "--merge",
-            "--check",
-            "./check.sh",
-            "--check-timeout",
-            "60s",
-            "--iterations",
-            "3",
-            "--timeout",
-            "120s",
-            "--kill-grace",
-            "1s",
-        ],
+        &flags,
     );
-    cmd.current_dir(&repo);
-    let start = std::time::Instant::now();
-    let done = kit.case.finished(cmd.output().expect("run warden"), start);
     let why = explain(&kit, &done);
     assert_eq!(done.code, 0, "{why}");
 
@@ -166,6 +179,9 @@ pub fn check_feedback_fix_and_merge(agent: &'static str) {
         said.contains(WRONG),
         "the first check's log says: {said}\n{why}"
     );
+    // In a sandbox the worktree is a repository of its own (the agent
+    // cannot reach the user's), fetched home before the merge.
+    assert_eq!(s["worktree"]["own_repository"], sandbox != "host", "{why}");
     assert_eq!(s["merged_into"], "main", "{why}");
     let merged = s["merge_commit"].as_str().unwrap_or_default().to_string();
     assert!(!merged.is_empty(), "{why}");
@@ -183,6 +199,14 @@ pub fn check_feedback_fix_and_merge(agent: &'static str) {
     assert!(
         bodies[2].contains(WRONG) && bodies[2].contains("./check.sh"),
         "iteration 2's first request does not carry the check's output: {}\n{why}",
+        end(&bodies[2])
+    );
+    assert!(
+        bodies[2].contains("checking with token ***")
+            && !main
+                .iter()
+                .any(|r| r.body.to_string().contains("tok-9f8e7d6c5b")),
+        "the model was told the check's secret: {}\n{why}",
         end(&bodies[2])
     );
 
@@ -498,7 +522,12 @@ macro_rules! per_agent {
             mod $agent {
                 #[test]
                 fn check_feedback_fix_and_merge() {
-                    super::check_feedback_fix_and_merge(stringify!($agent));
+                    super::check_feedback_fix_and_merge(stringify!($agent), "host");
+                }
+
+                #[test]
+                fn check_feedback_fix_and_merge_in_bwrap() {
+                    super::check_feedback_fix_and_merge(stringify!($agent), "bwrap");
                 }
 
                 #[test]
