@@ -516,6 +516,109 @@ pub fn merge_after_main_moved(agent: &'static str, conflicting: bool) {
     }
 }
 
+/// Two sessions of a batch at once, each in its worktree, each with its
+/// check, each merging into `main` when its check passes: both land,
+/// whichever ends first (the other then makes a merge commit).
+pub fn a_batch_of_sessions_all_merge_into_the_branch(agent: &'static str) {
+    let Some(kit) = Kit::new(agent, Vec::new()) else {
+        return;
+    };
+    let names = ["alpha", "bravo"];
+    for name in names {
+        // The agents ask at the same time: each plays its own script,
+        // found by the marker its prompt names.
+        kit.server.add_lane(
+            &format!("TASK-{}", name.to_uppercase()),
+            vec![
+                Turn::Shell(format!(
+                    "echo {name} > {name}.txt && git add {name}.txt && git commit -qm 'add {name}.txt'"
+                )),
+                Turn::Text("done".into()),
+            ],
+        );
+    }
+    let repo = kit.case.path().join("repo");
+    repository(&repo);
+    let quoted = |list: &[String]| {
+        list.iter()
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut file = format!(
+        "[defaults]\nagent = {agent:?}\nagent_bin = {:?}\nextra_args = [{}]\nworktree = true\nmerge = true\ntimeout = \"120s\"\nkill_grace = \"1s\"\n",
+        kit.bin.to_string_lossy(),
+        quoted(&kit.extra),
+    );
+    for name in names {
+        file.push_str(&format!(
+            "\n[[run]]\nname = {name:?}\nprompt = \"TASK-{}: write {name}.txt and commit it\"\ncheck = \"test -f {name}.txt\"\n",
+            name.to_uppercase()
+        ));
+    }
+    let path = kit.case.path().join("runs.toml");
+    std::fs::write(&path, file).unwrap();
+    let dir = kit.case.path().join("batch");
+    let mut cmd = kit.case.command(&[
+        "batch",
+        &path.to_string_lossy(),
+        "-j",
+        "2",
+        "--dir",
+        &dir.to_string_lossy(),
+    ]);
+    cmd.current_dir(&repo);
+    for (k, v) in &kit.env {
+        cmd.env(k, v);
+    }
+    let start = std::time::Instant::now();
+    let done = kit
+        .case
+        .finished(cmd.output().expect("run warden batch"), start);
+    let sessions: Vec<Value> = names
+        .iter()
+        .map(|n| {
+            serde_json::from_str(
+                &std::fs::read_to_string(dir.join(n).join("session.json")).unwrap_or_default(),
+            )
+            .unwrap_or(Value::Null)
+        })
+        .collect();
+    let why = format!(
+        "batch exited {} after {:?}\n{}\n--- sessions:\n{}\n{}",
+        done.code, done.elapsed, done.stderr, sessions[0], sessions[1]
+    );
+    assert_eq!(done.code, 0, "{why}");
+    for s in &sessions {
+        assert_eq!(s["verdict"], "succeeded", "{why}");
+        assert_eq!(s["stopped_because"], "check_passed", "{why}");
+        assert_eq!(s["merged_into"], "main", "{why}");
+    }
+    for name in names {
+        assert_eq!(
+            std::fs::read_to_string(repo.join(format!("{name}.txt"))).unwrap_or_default(),
+            format!("{name}\n"),
+            "{why}"
+        );
+        git(
+            &repo,
+            &[
+                "merge-base",
+                "--is-ancestor",
+                &format!(":/add {name}.txt"),
+                "main",
+            ],
+        );
+    }
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "", "{why}");
+    // One of the two was merged after the other moved main.
+    assert_eq!(
+        git(&repo, &["rev-list", "--merges", "--count", "main"]),
+        "1",
+        "{why}"
+    );
+}
+
 macro_rules! per_agent {
     ($($agent:ident),*) => {
         $(
@@ -538,6 +641,11 @@ macro_rules! per_agent {
                 #[test]
                 fn a_conflict_leaves_both_branches_as_they_were() {
                     super::merge_after_main_moved(stringify!($agent), true);
+                }
+
+                #[test]
+                fn a_batch_of_sessions_all_merge_into_the_branch() {
+                    super::a_batch_of_sessions_all_merge_into_the_branch(stringify!($agent));
                 }
 
                 #[test]
