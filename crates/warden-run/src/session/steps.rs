@@ -173,7 +173,10 @@ impl Runs<'_> {
             output_tag: None,
             output_schema: None,
             shared: Shared {
-                telemetry: self.spans.as_mut().map(|s| s.step()),
+                telemetry: self
+                    .spans
+                    .as_mut()
+                    .map(|s| s.step(order.kind, order.iteration, order.command)),
                 ..Shared::default()
             },
         };

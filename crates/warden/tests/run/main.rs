@@ -55,3 +55,4 @@ mod typed_report;
 mod verdicts;
 mod view;
 mod views12;
+mod views_steps;
