@@ -519,7 +519,7 @@ pub fn merge_after_main_moved(agent: &'static str, conflicting: bool) {
 /// Two sessions of a batch at once, each in its worktree, each with its
 /// check, each merging into `main` when its check passes: both land,
 /// whichever ends first (the other then makes a merge commit).
-pub fn a_batch_of_sessions_all_merge_into_the_branch(agent: &'static str) {
+pub fn a_batch_of_sessions_all_merge_into_the_branch(agent: &'static str, sandbox: &str) {
     let Some(kit) = Kit::new(agent, Vec::new()) else {
         return;
     };
@@ -546,9 +546,15 @@ pub fn a_batch_of_sessions_all_merge_into_the_branch(agent: &'static str) {
             .join(", ")
     };
     let mut file = format!(
-        "[defaults]\nagent = {agent:?}\nagent_bin = {:?}\nextra_args = [{}]\nworktree = true\nmerge = true\ntimeout = \"120s\"\nkill_grace = \"1s\"\n",
+        "[defaults]\nagent = {agent:?}\nagent_bin = {:?}\nextra_args = [{}]\nworktree = true\nmerge = true\ntimeout = \"120s\"\nkill_grace = \"1s\"\nsandbox = {sandbox:?}\nenv = [{}]\n",
         kit.bin.to_string_lossy(),
         quoted(&kit.extra),
+        quoted(
+            &kit.sandbox_env
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+        ),
     );
     for name in names {
         file.push_str(&format!(
@@ -593,6 +599,7 @@ pub fn a_batch_of_sessions_all_merge_into_the_branch(agent: &'static str) {
         assert_eq!(s["verdict"], "succeeded", "{why}");
         assert_eq!(s["stopped_because"], "check_passed", "{why}");
         assert_eq!(s["merged_into"], "main", "{why}");
+        assert_eq!(s["worktree"]["own_repository"], sandbox != "host", "{why}");
     }
     for name in names {
         assert_eq!(
@@ -645,7 +652,12 @@ macro_rules! per_agent {
 
                 #[test]
                 fn a_batch_of_sessions_all_merge_into_the_branch() {
-                    super::a_batch_of_sessions_all_merge_into_the_branch(stringify!($agent));
+                    super::a_batch_of_sessions_all_merge_into_the_branch(stringify!($agent), "host");
+                }
+
+                #[test]
+                fn a_batch_of_sandboxed_sessions_all_merge_into_the_branch() {
+                    super::a_batch_of_sessions_all_merge_into_the_branch(stringify!($agent), "bwrap");
                 }
 
                 #[test]
