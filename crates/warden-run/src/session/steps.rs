@@ -50,6 +50,11 @@ impl Runs<'_> {
     ) -> Result<Ended, String> {
         let run_dir = self.place.session_dir.join(&order.name);
         let plan = self.step_plan(&order, &run_dir);
+        // The command as its run's report has it: a secret of `--env`
+        // written into it is masked wherever the session shows it.
+        let command = crate::run::redactor_of(&plan)
+            .redact(order.command)
+            .into_owned();
         let mut handle = match crate::run::start(plan).await {
             Ok(h) => h,
             Err(e) => {
@@ -57,9 +62,8 @@ impl Runs<'_> {
                     report.output_lost.get_or_insert_with(|| e.to_string());
                 }
                 return Err(format!(
-                    "{} `{}` could not start: {e}",
+                    "{} `{command}` could not start: {e}",
                     order.kind.flag(),
-                    order.command
                 ));
             }
         };
@@ -67,7 +71,7 @@ impl Runs<'_> {
             entry: self.entry,
             kind: order.kind,
             iteration: order.iteration,
-            command: order.command.to_string(),
+            command: command.clone(),
             run_dir,
         })
         .await;
@@ -106,7 +110,7 @@ impl Runs<'_> {
         let step = StepReport {
             kind: order.kind,
             iteration: order.iteration,
-            command: order.command.to_string(),
+            command,
             passed: run.verdict == Some(Verdict::Succeeded),
             verdict: run.verdict,
             reason: run.reason.clone(),
@@ -119,7 +123,7 @@ impl Runs<'_> {
         if let Some(lost) = &run.output_lost {
             report
                 .output_lost
-                .get_or_insert_with(|| format!("{} `{}`: {lost}", order.kind, order.command));
+                .get_or_insert_with(|| format!("{} `{}`: {lost}", order.kind, step.command));
         }
         match order.kind {
             StepKind::Check => report.checks.push(step.clone()),
@@ -227,13 +231,13 @@ impl Runs<'_> {
             Some(Verdict::SpawnFailed | Verdict::InternalError) | None => {
                 report.note_error(format!(
                     "the check `{}` could not run: {}",
-                    check.command, ended.step.reason
+                    ended.step.command, ended.step.reason
                 ));
                 CheckEnd::Broken
             }
             Some(_) => {
                 self.check_failure = Some(CheckFailure {
-                    command: check.command.clone(),
+                    command: ended.step.command.clone(),
                     how: ended.step.how(),
                     output: ended.tail,
                 });
@@ -325,8 +329,9 @@ impl Runs<'_> {
                     report.verdict = Some(Verdict::Cancelled);
                 }
                 report.note_error(format!(
-                    "{} `{command}` {} (its output: {})",
+                    "{} `{}` {} (its output: {})",
                     kind.flag(),
+                    e.step.command,
                     e.step.how(),
                     e.step.run_dir.display()
                 ));
@@ -354,9 +359,11 @@ impl Runs<'_> {
         report: &mut SessionReport,
     ) -> Result<BTreeMap<String, String>, String> {
         let commands = match &self.request.prompt {
-            Some(crate::Prompt::Template { text, .. }) => {
-                crate::template::commands(text).map_err(|e| e.to_string())?
-            }
+            Some(crate::Prompt::Template {
+                text,
+                commands: true,
+                ..
+            }) => crate::template::commands(text).map_err(|e| e.to_string())?,
             _ => Vec::new(),
         };
         let mut outputs = BTreeMap::new();
@@ -372,7 +379,8 @@ impl Runs<'_> {
             let ended = self.step(order, control, out, report).await?;
             if !ended.step.passed {
                 return Err(format!(
-                    "the prompt's command `{command}` {}, so iteration {iteration}'s agent did not start (its output: {})",
+                    "the prompt's command `{}` {}, so iteration {iteration}'s agent did not start (its output: {})",
+                    ended.step.command,
                     ended.step.how(),
                     ended.step.run_dir.display()
                 ));

@@ -14,6 +14,7 @@ mod batch;
 mod batch_ci;
 mod batch_state;
 mod budgets;
+mod checks;
 mod clocks;
 mod endtoend;
 mod gh_outputs;
