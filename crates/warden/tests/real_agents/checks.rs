@@ -353,7 +353,7 @@ pub fn a_failing_setup_hook_ends_the_session_before_the_agent(agent: &'static st
     );
 }
 
-/// A prompt that is a template: `{{$ CMD}}` runs before each iteration
+/// A prompt file (a template): `{{$ CMD}}` runs before each iteration
 /// (here it shows the last commit, which iteration 1 changes) and
 /// `{{CHECK_OUTPUT}}` takes the failed check's output in place of the note
 /// warden would append.
@@ -372,10 +372,15 @@ pub fn a_template_prompt_takes_commands_and_the_check_output(agent: &'static str
     };
     let repo = kit.case.path().join("repo");
     repository(&repo);
-    let done = run_in(
-        &kit,
-        &repo,
+    // A prompt file: only a text the user wrote runs commands.
+    let task = kit.case.path().join("task.md");
+    std::fs::write(
+        &task,
         "Task {{TASK}}. Last commit: <<{{$ git log -1 --format=%s}}>>. Check said: <<{{CHECK_OUTPUT}}>>.",
+    )
+    .unwrap();
+    let mut cmd = kit.command_with(
+        &["-f", &task.to_string_lossy()],
         &[
             "--arg",
             "TASK=answer",
@@ -390,6 +395,9 @@ pub fn a_template_prompt_takes_commands_and_the_check_output(agent: &'static str
             "1s",
         ],
     );
+    cmd.current_dir(&repo);
+    let start = std::time::Instant::now();
+    let done = kit.case.finished(cmd.output().expect("run warden"), start);
     let why = explain(&kit, &done);
     assert_eq!(done.code, 0, "{why}");
     let s = session_json(&done);
