@@ -6,7 +6,10 @@
 //! (Gemini CLI), streaming with server-sent events. Each main request (one
 //! that offers tools) is answered by the next [`Turn`] of the script; side
 //! requests (titles and the like, with no tools) get a short text. Every
-//! request is recorded.
+//! request is recorded. Agents that run at the same time (a batch) ask in
+//! no set order: each can be given a script of its own, a lane, that the
+//! requests naming its marker take their turns from
+//! ([`FakeModel::add_lane`]).
 //!
 //! This is test support: it is not part of warden.
 
@@ -166,6 +169,9 @@ pub(crate) fn shell_tool<'a>(
 
 struct Shared {
     script: Mutex<VecDeque<Turn>>,
+    /// Scripts of their own for the requests whose body contains the
+    /// marker, first match first.
+    lanes: Mutex<Vec<(String, VecDeque<Turn>)>>,
     requests: Mutex<Vec<Request>>,
     serial: Mutex<u64>,
     usage: Usage,
@@ -193,6 +199,7 @@ impl FakeModel {
     pub fn start_with_usage(script: Vec<Turn>, usage: Usage) -> Self {
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into()),
+            lanes: Mutex::new(Vec::new()),
             requests: Mutex::new(Vec::new()),
             serial: Mutex::new(0),
             usage,
@@ -235,6 +242,20 @@ impl FakeModel {
     /// `retry-after: SECONDS` header, as a rate-limited API's does.
     pub fn send_retry_after(&self, seconds: u64) {
         *self.shared.retry_after.lock().expect("lock") = Some(seconds);
+    }
+
+    /// From now on, a main request whose body contains `marker` (the
+    /// agent's prompt names it, say) takes its turn from `script` rather
+    /// than from the server's: then agents that run at once each play
+    /// their own script whatever the order of their requests. A lane's
+    /// exhausted script answers "done" as the server's does. The first
+    /// lane added whose marker a request contains is its lane.
+    pub fn add_lane(&self, marker: &str, script: Vec<Turn>) {
+        self.shared
+            .lanes
+            .lock()
+            .expect("lock")
+            .push((marker.to_string(), script.into()));
     }
 
     /// Every request so far.
@@ -281,16 +302,23 @@ async fn handle(
         .and_then(Value::as_array)
         .is_some_and(|t| !t.is_empty());
     let turn = || {
-        if has_tools {
-            shared
-                .script
-                .lock()
-                .expect("lock")
-                .pop_front()
-                .unwrap_or_else(|| Turn::Text("done".into()))
-        } else {
-            Turn::Text("ok".into())
+        if !has_tools {
+            return Turn::Text("ok".into());
         }
+        let mut lanes = shared.lanes.lock().expect("lock");
+        let text = if lanes.is_empty() {
+            String::new()
+        } else {
+            String::from_utf8_lossy(&body).into_owned()
+        };
+        match lanes
+            .iter_mut()
+            .find(|(marker, _)| text.contains(marker.as_str()))
+        {
+            Some((_, script)) => script.pop_front(),
+            None => shared.script.lock().expect("lock").pop_front(),
+        }
+        .unwrap_or_else(|| Turn::Text("done".into()))
     };
     let model = |default: &'static str| {
         json.get("model")

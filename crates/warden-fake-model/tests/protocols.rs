@@ -82,3 +82,40 @@ fn each_api_names_the_shell_tool_its_own_way() {
         "{body}"
     );
 }
+
+#[test]
+fn a_request_naming_a_lanes_marker_takes_that_lanes_turns() {
+    let server = FakeModel::start(vec![Turn::Text("from the script".into())]);
+    server.add_lane(
+        "TASK-A",
+        vec![Turn::Text("a one".into()), Turn::Text("a two".into())],
+    );
+    server.add_lane("TASK-B", vec![Turn::Text("b one".into())]);
+    let tools = json!([{"type": "function", "function": {"name": "bash", "parameters": {"properties": {"command": {}}}}}]);
+    let url = format!("{}/v1/chat/completions", server.url());
+    let ask = |prompt: &str| {
+        let (status, body) = post(
+            &url,
+            json!({"model": "m", "stream": false, "tools": tools, "messages": [{"role": "user", "content": prompt}]}),
+        );
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    // Interleaved as agents running at once would be: each lane in its
+    // own order, the rest from the server's script.
+    assert!(ask("do TASK-B now").contains("b one"));
+    assert!(ask("do TASK-A now").contains("a one"));
+    assert!(ask("something else").contains("from the script"));
+    assert!(ask("TASK-A again").contains("a two"));
+    let done = ask("TASK-B again");
+    assert!(
+        done.contains(r#""content":"done""#),
+        "an exhausted lane answers done: {done}"
+    );
+    // A side request (no tools) takes no turn of a lane.
+    let (_, side) = post(
+        &url,
+        json!({"model": "m", "stream": false, "messages": [{"role": "user", "content": "TASK-A title"}]}),
+    );
+    assert!(side.contains(r#""content":"ok""#), "{side}");
+}

@@ -31,6 +31,10 @@ use rustix::fs::{
 use rustix::io::Errno;
 
 /// What `.warden/.gitignore` says.
+/// How often [`HeldDir::lock`] tries again while another holds the lock
+/// (held for the length of a `git worktree add`: a fraction of a second).
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
 const GITIGNORE: &str = "# warden's run logs and worktrees; never committed\n*\n";
 
 /// Why a directory could not be made or used.
@@ -175,20 +179,16 @@ impl HeldDir {
     }
 
     /// Takes an exclusive lock on the directory (`flock`), held until the
-    /// returned handle is dropped; waits for another holder.
-    pub(crate) fn lock(&self) -> io::Result<OwnedFd> {
-        let fd = openat(
-            &*self.fd,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+    /// returned handle is dropped; waits for another holder by trying
+    /// again now and then, never blocking the thread: the holder may be
+    /// another session of the same batch, on the same thread, that must
+    /// run to let go (a blocking `flock` there waits for it forever).
+    pub(crate) async fn lock(&self) -> io::Result<OwnedFd> {
         loop {
-            match rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive) {
-                Ok(()) => return Ok(fd),
-                Err(Errno::INTR) => {}
-                Err(e) => return Err(e.into()),
+            if let Some(fd) = self.try_lock()? {
+                return Ok(fd);
             }
+            tokio::time::sleep(LOCK_RETRY).await;
         }
     }
 
@@ -586,14 +586,34 @@ mod tests {
         assert!(matches!(err, DirError::Symlink { .. }), "{err}");
     }
 
-    #[test]
-    fn a_held_lock_is_not_taken_twice() {
+    #[tokio::test]
+    async fn a_held_lock_is_not_taken_twice() {
         let t = tempfile::tempdir().unwrap();
         let dir = HeldDir::open_or_create(&t.path().join("run")).unwrap();
-        let held = dir.lock().unwrap();
+        let held = dir.lock().await.unwrap();
         assert!(dir.try_lock().unwrap().is_none(), "taken while held");
         drop(held);
         assert!(dir.try_lock().unwrap().is_some(), "free once dropped");
+    }
+
+    /// Waiting for a lock another holds leaves the thread to the rest:
+    /// on a runtime of one thread, the holder may be a task that has to
+    /// run to let go.
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_a_lock_leaves_the_thread_to_others() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = HeldDir::open_or_create(&t.path().join("run")).unwrap();
+        let theirs = dir.try_lock().unwrap().unwrap();
+        let mine = dir.lock();
+        tokio::pin!(mine);
+        tokio::select! {
+            _ = &mut mine => panic!("taken while another held it"),
+            () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+        }
+        // The holder (this task) ran meanwhile, and lets go.
+        drop(theirs);
+        let _mine = mine.await.unwrap();
+        assert!(dir.try_lock().unwrap().is_none(), "taken once let go");
     }
 
     #[test]

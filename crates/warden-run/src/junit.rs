@@ -4,10 +4,18 @@
 //! whose message is the reason and whose text is the tail of the run's
 //! stderr; `system-out` names the run's directory.
 //!
+//! A session with a check (`--check`) has a case `check` too (`ENTRY/check`
+//! in a batch): it fails when the last check did (verdict `check_failed`),
+//! with a message naming the check and how it ended, and the last lines
+//! of its output; `system-out` lists every check. Each hook has a case
+//! (`hook/setup`, ...), and so has a prompt command that failed.
+//!
 //! The rendering is pure: the tail of a log comes from the `tail`
-//! function the caller passes ([`stderr_tail`] reads it from the run's
-//! `stderr.log`), so the XML can be tested without a run.
+//! function the caller passes ([`log_tail`] reads it from the file of
+//! that name in the run's directory), so the XML can be tested without a
+//! run.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use quick_xml::Writer;
@@ -16,7 +24,7 @@ use quick_xml::events::{BytesDecl, BytesText, Event};
 use crate::Report;
 use crate::Verdict;
 use crate::batch_report::BatchReport;
-use crate::session::{SessionReport, SessionRun};
+use crate::session::{SessionReport, SessionRun, StepKind, StepReport};
 
 /// At most this much of a run's stderr goes into its failure: enough to
 /// show the error, not so much that the CI page drowns in it.
@@ -28,8 +36,16 @@ pub const TAIL_LINES: usize = 50;
 /// `stderr.log`, read with the bounded reader: the file is the agent's
 /// output and may be anything; `None` when there is none to show.
 pub fn stderr_tail(run_dir: &Path) -> Option<String> {
-    let bytes = crate::regular_file::read_tail(&run_dir.join("stderr.log"), TAIL_BYTES).ok()?;
-    let full = std::fs::metadata(run_dir.join("stderr.log"))
+    log_tail(run_dir, "stderr.log")
+}
+
+/// The last [`TAIL_LINES`] lines (within [`TAIL_BYTES`]) of the log
+/// `file` (`stdout.log`, `stderr.log`) in `run_dir`, as [`stderr_tail`]
+/// reads it.
+pub fn log_tail(run_dir: &Path, file: &str) -> Option<String> {
+    let path = run_dir.join(file);
+    let bytes = crate::regular_file::read_tail(&path, TAIL_BYTES).ok()?;
+    let full = std::fs::metadata(&path)
         .map(|m| m.len() <= TAIL_BYTES)
         .unwrap_or(true);
     let text = String::from_utf8_lossy(&bytes);
@@ -43,35 +59,45 @@ pub fn stderr_tail(run_dir: &Path) -> Option<String> {
     (!tail.trim().is_empty()).then_some(tail)
 }
 
+/// The reader of a log's tail the rendering is given: the run's
+/// directory and the log's name in it.
+pub type Tail<'a> = &'a dyn Fn(&Path, &str) -> Option<String>;
+
 /// How one test case ended.
 enum Outcome<'a> {
     Passed,
     Skipped {
-        message: &'a str,
+        message: Cow<'a, str>,
     },
     Failure {
         kind: &'a str,
-        message: &'a str,
+        message: Cow<'a, str>,
     },
     /// No verdict at all (the run never ended, or never started).
     Error {
-        message: &'a str,
+        message: Cow<'a, str>,
     },
 }
 
 impl<'a> Outcome<'a> {
     fn of(verdict: Option<Verdict>, reason: &'a str) -> Self {
+        let message = Cow::Borrowed(reason);
         match verdict {
             Some(Verdict::Succeeded) => Outcome::Passed,
-            Some(Verdict::Cancelled) => Outcome::Skipped { message: reason },
+            Some(Verdict::Cancelled) => Outcome::Skipped { message },
             Some(v) => Outcome::Failure {
                 kind: v.as_str(),
-                message: reason,
+                message,
             },
-            None => Outcome::Error { message: reason },
+            None => Outcome::Error { message },
         }
     }
 }
+
+/// Which logs of its run a case's failure shows the end of.
+const RUN_LOGS: &[&str] = &["stderr.log"];
+/// A check's or hook's: what it printed on either stream.
+const STEP_LOGS: &[&str] = &["stdout.log", "stderr.log"];
 
 /// One test case, as the suite lists it.
 struct Case<'a> {
@@ -80,6 +106,30 @@ struct Case<'a> {
     duration_ms: u64,
     outcome: Outcome<'a>,
     run_dir: Option<&'a Path>,
+    /// The logs of `run_dir` whose end a failure shows.
+    logs: &'static [&'static str],
+    /// More for `system-out`, after the run's directory.
+    out: Option<String>,
+}
+
+impl<'a> Case<'a> {
+    fn new(
+        classname: &str,
+        name: String,
+        duration_ms: u64,
+        outcome: Outcome<'a>,
+        run_dir: Option<&'a Path>,
+    ) -> Self {
+        Self {
+            classname: classname.to_string(),
+            name,
+            duration_ms,
+            outcome,
+            run_dir,
+            logs: RUN_LOGS,
+            out: None,
+        }
+    }
 }
 
 /// One test suite.
@@ -91,31 +141,32 @@ struct Suite<'a> {
 }
 
 /// The JUnit XML of one run: one suite, one case.
-pub fn run(report: &Report, tail: &dyn Fn(&Path) -> Option<String>) -> String {
+pub fn run(report: &Report, tail: Tail<'_>) -> String {
     let suite = Suite {
         name: format!("warden run {}", report.agent),
         timestamp: Some(&report.started_at),
         duration_ms: report.duration_ms,
-        cases: vec![Case {
-            classname: format!("warden.{}", report.agent),
-            name: report.run_id.clone(),
-            duration_ms: report.duration_ms,
-            outcome: Outcome::of(report.verdict, &report.reason),
-            run_dir: Some(&report.run_dir),
-        }],
+        cases: vec![Case::new(
+            &format!("warden.{}", report.agent),
+            report.run_id.clone(),
+            report.duration_ms,
+            Outcome::of(report.verdict, &report.reason),
+            Some(&report.run_dir),
+        )],
     };
     render(&[suite], tail)
 }
 
 /// The JUnit XML of a session: one suite, one case per run (each
 /// iteration, each attempt).
-pub fn session(report: &SessionReport, tail: &dyn Fn(&Path) -> Option<String>) -> String {
+pub fn session(report: &SessionReport, tail: Tail<'_>) -> String {
     let classname = format!("warden.{}", report.name);
-    let cases = report
+    let mut cases: Vec<Case<'_>> = report
         .runs
         .iter()
         .map(|r| session_case(&classname, None, r))
         .collect();
+    cases.extend(step_cases(&classname, None, report));
     let suite = Suite {
         name: format!("warden session {}", report.name),
         timestamp: Some(&report.started_at),
@@ -128,7 +179,7 @@ pub fn session(report: &SessionReport, tail: &dyn Fn(&Path) -> Option<String>) -
 /// The JUnit XML of a batch: one suite, one case per entry; an entry
 /// that ran as a session of more than one run has one case per run,
 /// named `entry/iteration-N`.
-pub fn batch(report: &BatchReport, tail: &dyn Fn(&Path) -> Option<String>) -> String {
+pub fn batch(report: &BatchReport, tail: Tail<'_>) -> String {
     let classname = format!("warden.batch.{}", suite_name_of(&report.file));
     let mut cases = Vec::new();
     for entry in &report.runs {
@@ -145,13 +196,13 @@ pub fn batch(report: &BatchReport, tail: &dyn Fn(&Path) -> Option<String>) -> St
             }
             Some(s) if s.runs.len() == 1 => {
                 let r = &s.runs[0];
-                cases.push(Case {
-                    classname: classname.clone(),
-                    name: entry.name.clone(),
-                    duration_ms: r.duration_ms,
-                    outcome: Outcome::of(r.verdict, &r.reason),
-                    run_dir: Some(&r.run_dir),
-                });
+                cases.push(Case::new(
+                    &classname,
+                    entry.name.clone(),
+                    r.duration_ms,
+                    Outcome::of(r.verdict, &r.reason),
+                    Some(&r.run_dir),
+                ));
             }
             // No run of its own: the entry's verdict, and why it has none.
             _ => {
@@ -160,14 +211,17 @@ pub fn batch(report: &BatchReport, tail: &dyn Fn(&Path) -> Option<String>) -> St
                     .as_deref()
                     .or(entry.session.as_ref().and_then(|s| s.error.as_deref()))
                     .unwrap_or("the entry never ran");
-                cases.push(Case {
-                    classname: classname.clone(),
-                    name: entry.name.clone(),
-                    duration_ms: entry.duration_ms,
-                    outcome: Outcome::of(entry.verdict, why),
-                    run_dir: None,
-                });
+                cases.push(Case::new(
+                    &classname,
+                    entry.name.clone(),
+                    entry.duration_ms,
+                    Outcome::of(entry.verdict, why),
+                    None,
+                ));
             }
+        }
+        if let Some(s) = &entry.session {
+            cases.extend(step_cases(&classname, Some(&entry.name), s));
         }
     }
     // The batch report has no start time of its own: its first session's.
@@ -205,13 +259,120 @@ fn session_case<'a>(classname: &str, entry: Option<&str>, r: &'a SessionRun) -> 
     if let Some(entry) = entry {
         name = format!("{entry}/{name}");
     }
-    Case {
-        classname: classname.to_string(),
+    Case::new(
+        classname,
         name,
-        duration_ms: r.duration_ms,
-        outcome: Outcome::of(r.verdict, &r.reason),
-        run_dir: Some(&r.run_dir),
+        r.duration_ms,
+        Outcome::of(r.verdict, &r.reason),
+        Some(&r.run_dir),
+    )
+}
+
+/// What a check or hook is, in a message: "the check `cargo test` after
+/// iteration 2".
+fn step_words(step: &StepReport) -> String {
+    let what = match step.kind {
+        StepKind::Check => "the check",
+        StepKind::PromptCommand => "the prompt's command",
+        StepKind::HostSetup => "the host setup hook",
+        StepKind::Setup => "the setup hook",
+        StepKind::OnSuccess => "the on-success hook",
+        StepKind::Finally => "the finally hook",
+    };
+    let when = match (step.kind, step.iteration) {
+        (StepKind::Check, Some(0)) => " before the first iteration".to_string(),
+        (StepKind::Check, Some(n)) => format!(" after iteration {n}"),
+        (StepKind::PromptCommand, Some(n)) => format!(" for iteration {n}"),
+        _ => String::new(),
+    };
+    format!("{what} `{}`{when}", step.command)
+}
+
+/// A session's checks and hooks as cases: one `check` case for all its
+/// checks (the last decides: a check that failed before one that passed
+/// is the loop at work), one per hook (`hook/setup`, ...), and one per
+/// prompt command that failed. In a batch each is named after its entry
+/// (`ENTRY/check`).
+fn step_cases<'a>(classname: &str, entry: Option<&str>, s: &'a SessionReport) -> Vec<Case<'a>> {
+    let named = |name: &str| match entry {
+        Some(e) => format!("{e}/{name}"),
+        None => name.to_string(),
+    };
+    let mut cases = Vec::new();
+    if let Some(last) = s.checks.last() {
+        let outcome = match last.verdict {
+            _ if last.passed => Outcome::Passed,
+            Some(Verdict::Cancelled) => Outcome::Skipped {
+                message: Cow::Borrowed(&last.reason),
+            },
+            _ => Outcome::Failure {
+                kind: Verdict::CheckFailed.as_str(),
+                message: Cow::Owned(format!(
+                    "{} {} ({} check(s) run; its output: {})",
+                    step_words(last),
+                    last.how(),
+                    s.checks.len(),
+                    last.run_dir.display()
+                )),
+            },
+        };
+        let every = s
+            .checks
+            .iter()
+            .map(|c| format!("{}: {} ({})", step_words(c), c.how(), c.run_dir.display()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut case = Case::new(
+            classname,
+            named("check"),
+            s.checks.iter().map(|c| c.duration_ms).sum(),
+            outcome,
+            Some(&last.run_dir),
+        );
+        case.logs = STEP_LOGS;
+        case.out = Some(every);
+        cases.push(case);
     }
+    for hook in &s.hooks {
+        if hook.kind == StepKind::PromptCommand && hook.passed {
+            continue;
+        }
+        let outcome = match hook.verdict {
+            _ if hook.passed => Outcome::Passed,
+            Some(Verdict::Cancelled) => Outcome::Skipped {
+                message: Cow::Borrowed(&hook.reason),
+            },
+            _ => Outcome::Failure {
+                kind: match hook.kind {
+                    StepKind::HostSetup | StepKind::Setup | StepKind::PromptCommand => {
+                        Verdict::SetupFailed.as_str()
+                    }
+                    _ => Verdict::HookFailed.as_str(),
+                },
+                message: Cow::Owned(format!("{} {}", step_words(hook), hook.how())),
+            },
+        };
+        let name = match hook.kind {
+            // Named after its directory (`iteration-2-prompt-1`): an
+            // iteration may have several.
+            StepKind::PromptCommand => hook
+                .run_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "prompt-command".into()),
+            kind => format!("hook/{}", kind.as_str().replace('_', "-")),
+        };
+        let mut case = Case::new(
+            classname,
+            named(&name),
+            hook.duration_ms,
+            outcome,
+            Some(&hook.run_dir),
+        );
+        case.logs = STEP_LOGS;
+        cases.push(case);
+    }
+    cases
 }
 
 /// Seconds with milliseconds, as JUnit's `time` has them.
@@ -233,7 +394,7 @@ pub fn xml_safe(s: &str) -> String {
         .collect()
 }
 
-fn render(suites: &[Suite<'_>], tail: &dyn Fn(&Path) -> Option<String>) -> String {
+fn render(suites: &[Suite<'_>], tail: Tail<'_>) -> String {
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     // Writing into a Vec cannot fail; the results are unwrapped for that.
     let ok = "writing XML into memory does not fail";
@@ -272,11 +433,7 @@ fn render(suites: &[Suite<'_>], tail: &dyn Fn(&Path) -> Option<String>) -> Strin
     out
 }
 
-fn write_suite(
-    w: &mut Writer<Vec<u8>>,
-    suite: &Suite<'_>,
-    tail: &dyn Fn(&Path) -> Option<String>,
-) -> std::io::Result<()> {
+fn write_suite(w: &mut Writer<Vec<u8>>, suite: &Suite<'_>, tail: Tail<'_>) -> std::io::Result<()> {
     let n = |f: fn(&Outcome<'_>) -> bool| suite.cases.iter().filter(|c| f(&c.outcome)).count();
     let mut attrs = vec![
         ("name", xml_safe(&suite.name)),
@@ -309,11 +466,7 @@ fn write_suite(
     Ok(())
 }
 
-fn write_case(
-    w: &mut Writer<Vec<u8>>,
-    case: &Case<'_>,
-    tail: &dyn Fn(&Path) -> Option<String>,
-) -> std::io::Result<()> {
+fn write_case(w: &mut Writer<Vec<u8>>, case: &Case<'_>, tail: Tail<'_>) -> std::io::Result<()> {
     let attrs = [
         ("name", xml_safe(&case.name)),
         ("classname", xml_safe(&case.classname)),
@@ -323,13 +476,27 @@ fn write_case(
         .create_element("testcase")
         .with_attributes(attrs.iter().map(|(k, v)| (*k, v.as_str())));
     let log = || {
-        case.run_dir
-            .and_then(tail)
-            .map(|t| xml_safe(&t))
-            .unwrap_or_default()
+        let Some(dir) = case.run_dir else {
+            return String::new();
+        };
+        let tails: Vec<(&str, String)> = case
+            .logs
+            .iter()
+            .filter_map(|file| tail(dir, file).map(|t| (*file, t)))
+            .collect();
+        let text = match tails.as_slice() {
+            // A run's stderr, as it is.
+            [(_, t)] if case.logs.len() == 1 => t.clone(),
+            _ => tails
+                .iter()
+                .map(|(file, t)| format!("{file} (its end):\n{t}"))
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        };
+        xml_safe(&text)
     };
     element.write_inner_content(|w| {
-        match case.outcome {
+        match &case.outcome {
             Outcome::Passed => {}
             Outcome::Skipped { message } => {
                 w.create_element("skipped")
@@ -338,7 +505,7 @@ fn write_case(
             }
             Outcome::Failure { kind, message } => {
                 w.create_element("failure")
-                    .with_attributes([("type", kind), ("message", &xml_safe(message))])
+                    .with_attributes([("type", *kind), ("message", &xml_safe(message))])
                     .write_text_content(BytesText::new(&log()))?;
             }
             Outcome::Error { message } => {
@@ -347,9 +514,15 @@ fn write_case(
                     .write_text_content(BytesText::new(&log()))?;
             }
         }
-        if let Some(dir) = case.run_dir {
+        let out = match (case.run_dir, &case.out) {
+            (Some(dir), Some(more)) => Some(format!("{}\n{more}", dir.display())),
+            (Some(dir), None) => Some(dir.display().to_string()),
+            (None, Some(more)) => Some(more.clone()),
+            (None, None) => None,
+        };
+        if let Some(out) = out {
             w.create_element("system-out")
-                .write_text_content(BytesText::new(&xml_safe(&dir.display().to_string())))?;
+                .write_text_content(BytesText::new(&xml_safe(&out)))?;
         }
         Ok::<(), std::io::Error>(())
     })?;
@@ -429,7 +602,7 @@ mod tests {
         }
     }
 
-    fn no_tail(_: &Path) -> Option<String> {
+    fn no_tail(_: &Path, _: &str) -> Option<String> {
         None
     }
 
@@ -476,8 +649,8 @@ mod tests {
             Some(Verdict::Stalled),
             "no output for 5m <\"quoted\" & 'odd'>\u{1b}[31m\u{0}",
         );
-        let xml = super::run(&r, &|dir| {
-            assert_eq!(dir, Path::new("/runs/01RUN"));
+        let xml = super::run(&r, &|dir, file| {
+            assert_eq!((dir, file), (Path::new("/runs/01RUN"), "stderr.log"));
             Some("error: <boom> & \u{7}bell\nlast line".into())
         });
         let els = elements(&xml);
@@ -511,7 +684,7 @@ mod tests {
 
     #[test]
     fn succeeded_passes_cancelled_is_skipped_and_no_verdict_is_an_error() {
-        let xml = super::run(&report(Some(Verdict::Succeeded), "exited 0"), &|_| {
+        let xml = super::run(&report(Some(Verdict::Succeeded), "exited 0"), &|_, _| {
             panic!("a passing run needs no log")
         });
         let els = elements(&xml);
@@ -533,6 +706,111 @@ mod tests {
             "still running"
         );
         assert_eq!(attr(&els[0], "errors"), "1");
+    }
+
+    fn step(kind: StepKind, iteration: Option<u32>, command: &str, exit: i32) -> StepReport {
+        let verdict = if exit == 0 {
+            Verdict::Succeeded
+        } else {
+            Verdict::AgentFailed
+        };
+        let dir = match iteration {
+            Some(n) => format!("/s/iteration-{n}-{kind}"),
+            None => format!("/s/{kind}"),
+        };
+        serde_json::from_value(serde_json::json!({
+            "kind": kind, "iteration": iteration, "command": command,
+            "passed": exit == 0, "verdict": verdict, "reason": format!("exited {exit}"),
+            "exit_code": exit, "signal": null, "duration_ms": 1250,
+            "run_id": "R", "run_dir": dir,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_session_s_check_is_one_case_that_the_last_check_decides() {
+        let mut s = session(
+            "fix",
+            3,
+            vec![
+                run(1, 1, Some(Verdict::Succeeded), "done"),
+                run(2, 1, Some(Verdict::Succeeded), "done"),
+            ],
+        );
+        s.checks = vec![
+            step(StepKind::Check, Some(1), "cargo test", 101),
+            step(StepKind::Check, Some(2), "cargo test", 101),
+        ];
+        s.hooks = vec![
+            step(StepKind::Setup, None, "make deps", 0),
+            step(StepKind::PromptCommand, Some(1), "git log -1", 0),
+            step(StepKind::PromptCommand, Some(2), "cat notes", 1),
+            step(StepKind::Finally, None, "cleanup", 2),
+        ];
+        s.verdict = Some(Verdict::CheckFailed);
+        let tail = |dir: &Path, file: &str| {
+            (dir == Path::new("/s/iteration-2-check")).then(|| format!("{file} says <no>"))
+        };
+        let xml = super::session(&s, &tail);
+        let els = elements(&xml);
+        let names: Vec<&str> = els
+            .iter()
+            .filter(|e| e.0 == "testcase")
+            .map(|e| attr(e, "name"))
+            .collect();
+        // A prompt command that passed is no case of its own.
+        assert_eq!(
+            names,
+            [
+                "iteration-1",
+                "iteration-2",
+                "check",
+                "hook/setup",
+                "iteration-2-prompt_command",
+                "hook/finally"
+            ]
+        );
+        let failures: Vec<_> = els.iter().filter(|e| e.0 == "failure").collect();
+        assert_eq!(failures.len(), 3, "{xml}");
+        assert_eq!(attr(failures[1], "type"), "setup_failed");
+        assert_eq!(
+            attr(failures[1], "message"),
+            "the prompt's command `cat notes` for iteration 2 exited with status 1"
+        );
+        assert_eq!(attr(failures[0], "type"), "check_failed");
+        assert_eq!(
+            attr(failures[0], "message"),
+            "the check `cargo test` after iteration 2 exited with status 101 (2 check(s) run; its output: /s/iteration-2-check)"
+        );
+        assert!(
+            xml.contains(
+                "stdout.log (its end):\nstdout.log says &lt;no&gt;\n\nstderr.log (its end):\nstderr.log says &lt;no&gt;</failure>"
+            ),
+            "{xml}"
+        );
+        // Every check is listed, the last one's directory first.
+        assert!(
+            xml.contains(
+                "<system-out>/s/iteration-2-check\nthe check `cargo test` after iteration 1: exited with status 101 (/s/iteration-1-check)\n"
+            ),
+            "{xml}"
+        );
+        assert_eq!(attr(failures[2], "type"), "hook_failed");
+        assert_eq!(
+            attr(failures[2], "message"),
+            "the finally hook `cleanup` exited with status 2"
+        );
+
+        // A check that passed at the end passes, whatever came before.
+        s.checks[1] = step(StepKind::Check, Some(2), "cargo test", 0);
+        s.hooks.truncate(2);
+        let els = elements(&super::session(&s, &no_tail));
+        assert!(!els.iter().any(|e| e.0 == "failure"));
+        let check = els
+            .iter()
+            .find(|e| e.0 == "testcase" && attr(e, "name") == "check")
+            .unwrap();
+        assert_eq!(attr(check, "time"), "2.500", "both checks' time");
     }
 
     #[test]

@@ -36,6 +36,19 @@ fn cost_text(c: Option<f64>) -> String {
     c.map(|c| c.to_string()).unwrap_or_default()
 }
 
+/// The session's last check: `passed` or `failed` (its own verdict, in
+/// `session.json`, may say `timed_out` or `stalled`); empty when no check
+/// ran.
+fn check_text(s: &SessionReport) -> &'static str {
+    match s.checks.last() {
+        Some(c) if c.passed => "passed",
+        Some(_) => "failed",
+        // A check that could not even start has no line of its own.
+        None if s.verdict == Some(Verdict::CheckFailed) => "failed",
+        None => "",
+    }
+}
+
 impl Outputs {
     /// A single run's outputs. `final_text_file`: where its final text
     /// was written (see [`write_final_text`]), if it had one.
@@ -50,6 +63,10 @@ impl Outputs {
             ("cost_usd", cost_text(r.reported.cost_usd)),
             ("tokens", r.reported.tokens.total().to_string()),
             ("final_text_file", path_text(final_text_file)),
+            // A single run has no check and merges nothing.
+            ("check", String::new()),
+            ("merged_into", String::new()),
+            ("merge_commit", String::new()),
         ])
     }
 
@@ -71,6 +88,9 @@ impl Outputs {
             ("cost_usd", cost_text(s.cost_usd)),
             ("tokens", s.tokens.total().to_string()),
             ("final_text_file", path_text(final_text_file)),
+            ("check", check_text(s).to_string()),
+            ("merged_into", s.merged_into.clone().unwrap_or_default()),
+            ("merge_commit", s.merge_commit.clone().unwrap_or_default()),
         ])
     }
 
@@ -286,6 +306,49 @@ mod tests {
         assert_eq!(get("failed"), Some("4"));
         assert_eq!(get("never_ran"), Some("1"));
         assert_eq!(o.0.len(), 3 + ALL_VERDICTS.len() + 2);
+    }
+
+    #[test]
+    fn a_session_says_its_last_check_and_its_merge() {
+        let step = |passed: bool| -> crate::StepReport {
+            serde_json::from_value(serde_json::json!({
+                "kind": "check", "iteration": 1, "command": "make test",
+                "passed": passed, "verdict": if passed { "succeeded" } else { "timed_out" },
+                "reason": "r", "exit_code": null, "signal": null, "duration_ms": 1,
+                "run_id": "R", "run_dir": "/s/iteration-1-check",
+            }))
+            .unwrap()
+        };
+        let mut s: SessionReport = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "session_id": "S", "name": "n", "session_dir": "/s",
+            "workdir": "/", "worktree": null, "started_at": "t", "duration_ms": 1,
+            "iterations_requested": 2, "iterations_run": 2,
+            "stopped_because": "iterations_exhausted", "verdict": "check_failed",
+            "runs": [], "cost_usd": null, "commits": [],
+            "tokens": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0},
+            "output": null, "error": null, "output_lost": null,
+        }))
+        .unwrap();
+        let get = |s: &SessionReport, k: &str| {
+            let o = Outputs::for_session(s, 0, None);
+            o.0.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        // A check that could not start has no line: still failed.
+        assert_eq!(get(&s, "check"), "failed");
+        s.checks = vec![step(true), step(false)];
+        assert_eq!(get(&s, "check"), "failed", "timed out is failed");
+        s.checks.push(step(true));
+        s.verdict = Some(Verdict::Succeeded);
+        s.merged_into = Some("main".into());
+        s.merge_commit = Some("abc123".into());
+        assert_eq!(get(&s, "check"), "passed");
+        assert_eq!(get(&s, "merged_into"), "main");
+        assert_eq!(get(&s, "merge_commit"), "abc123");
+        s.checks.clear();
+        assert_eq!(get(&s, "check"), "", "no check");
     }
 
     #[test]

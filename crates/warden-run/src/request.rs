@@ -94,11 +94,19 @@ pub enum Prompt {
     /// Sent as it is.
     Text(String),
     /// `{{NAME}}` placeholders filled from `args` and the built-in values
-    /// (`BRANCH`, `BASE`, `ITERATION`, `ITERATIONS`, `AGENT`) for each run.
+    /// (`BRANCH`, `BASE`, `ITERATION`, `ITERATIONS`, `AGENT`,
+    /// `CHECK_OUTPUT`) for each run.
     Template {
         text: String,
         #[serde(default)]
         args: BTreeMap<String, String>,
+        /// Run each `{{$ CMD}}` of the text before the agent and put in
+        /// its output; otherwise they are sent as they are. For a text
+        /// the user wrote (a prompt file), never for one that may come
+        /// from anyone (standard input, an inline prompt that a workflow
+        /// fills from an issue).
+        #[serde(default)]
+        commands: bool,
     },
 }
 
@@ -534,7 +542,7 @@ impl RunRequest {
 
     /// Whether the prompt runs commands (`{{$ CMD}}` in a template).
     pub fn has_prompt_commands(&self) -> bool {
-        matches!(&self.prompt, Some(Prompt::Template { text, .. })
+        matches!(&self.prompt, Some(Prompt::Template { text, commands: true, .. })
             if template::commands(text).is_ok_and(|c| !c.is_empty()))
     }
 
@@ -624,7 +632,7 @@ impl RunRequest {
         }
         // The template once, before anything starts: a missing value is an
         // error, an unused one a warning.
-        if let Some(Prompt::Template { text, args }) = &self.prompt {
+        if let Some(Prompt::Template { text, args, .. }) = &self.prompt {
             let names = template::placeholders(text)?;
             for unused in args.keys().filter(|k| !names.contains(k)) {
                 warnings.push(Finding::new(
@@ -870,7 +878,7 @@ impl RunRequest {
         let (mut prompt, uses_check_output) = match &self.prompt {
             None => (String::new(), false),
             Some(Prompt::Text(text)) => (text.clone(), false),
-            Some(Prompt::Template { text, args }) => {
+            Some(Prompt::Template { text, args, .. }) => {
                 let mut values = args.clone();
                 let builtins = [
                     ("BRANCH", ctx.branch.clone().unwrap_or_default()),
@@ -1021,6 +1029,7 @@ mod tests {
         r.prompt = Some(Prompt::Template {
             text: "Fix it.\nLast check:\n{{CHECK_OUTPUT}}".into(),
             args: BTreeMap::new(),
+            commands: false,
         });
         let placed = r.prompt_for(&ctx(Some(failure.clone()))).unwrap();
         assert_eq!(placed, "Fix it.\nLast check:\nEXPECTED 42 GOT 41");
@@ -1037,6 +1046,23 @@ mod tests {
             r.prompt_for(&ctx(Some(failure))).unwrap(),
             "Fix the parser."
         );
+    }
+
+    #[test]
+    fn a_templates_commands_run_only_when_its_text_is_the_users() {
+        let mut r = RunRequest::agent(Agent::Claude, "");
+        r.prompt = Some(Prompt::Template {
+            text: "Context: {{$ git log -1}}".into(),
+            args: BTreeMap::new(),
+            commands: false,
+        });
+        assert!(!r.has_prompt_commands() && !r.is_session());
+        let ctx = r.first_iteration();
+        assert_eq!(r.prompt_for(&ctx).unwrap(), "Context: {{$ git log -1}}");
+        if let Some(Prompt::Template { commands, .. }) = &mut r.prompt {
+            *commands = true;
+        }
+        assert!(r.has_prompt_commands() && r.is_session());
     }
 
     #[test]
@@ -1108,6 +1134,7 @@ mod tests {
         r.prompt = Some(Prompt::Template {
             text: "fix {{ISSUE}} on {{BRANCH}}".into(),
             args: BTreeMap::from([("ISSUE".into(), "7".into()), ("X".into(), "1".into())]),
+            commands: false,
         });
         r.agent_bin = Some("/bin/true".into());
         let warnings = r.check().unwrap();

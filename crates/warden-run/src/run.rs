@@ -330,6 +330,15 @@ fn agent_environment(
     (env, dropped)
 }
 
+/// What a run of `plan` masks wherever it reports: the secret values of
+/// its environment (all of `--env`, and warden's own that look like one),
+/// for what is said of the run before it starts or besides its report.
+pub(crate) fn redactor_of(plan: &RunPlan) -> warden_events::Redactor {
+    let needs = crate::request::sandbox_needs(plan.agent);
+    let (env, _) = agent_environment(plan, &needs, &[], None);
+    warden_events::Redactor::new(env.secrets)
+}
+
 /// Refuses a sandbox this machine cannot run, before anything is made.
 async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
     match sandbox {

@@ -340,7 +340,7 @@ async fn drive(
     let code = match &args.junit {
         Some(path) => crate::junit_file::write(
             path,
-            &warden_run::junit::batch(report, &warden_run::junit::stderr_tail),
+            &warden_run::junit::batch(report, &warden_run::junit::log_tail),
             outcome.exit_code(),
         ),
         None => outcome.exit_code(),

@@ -232,6 +232,17 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     if args.iterations == 0 {
         return Err(usage("--iterations must be at least 1"));
     }
+    // A check's clocks or feedback on the command line, and no check from
+    // anywhere: the flag would do nothing. (In `warden.toml` they may wait
+    // for the runs that have a check.)
+    if resolved.check.command.is_empty()
+        && let Some((name, _)) = args.settings.given().find(|(n, _)| n.starts_with("check_"))
+    {
+        return Err(usage(format_args!(
+            "--{} needs --check CMD: it sets how the check runs, and no check is given",
+            name.replace('_', "-")
+        )));
+    }
     let junit = crate::junit_file::check(args.junit.as_deref())?;
     if let Some(why) =
         prompt_source_is_stdin(args.prompt_given(), args.prompt_file.as_deref(), agent)

@@ -18,6 +18,8 @@ use warden_run::timeline::{Level, Mark};
 use warden_run::{Report, Verdict};
 
 use crate::args::ReportArgs;
+use crate::render::github::neutralize;
+use crate::render::lines::{step_finished_line, steps_in_order};
 use crate::render::ms;
 use crate::timeline::{self, Timeline};
 
@@ -246,7 +248,32 @@ fn print_session(s: &SessionReport) {
     if let Some(wt) = &s.worktree {
         println!("  worktree {} on branch {}", wt.path.display(), wt.branch);
     }
+    let steps = steps_in_order(s);
+    if !steps.is_empty() {
+        println!("  checks and hooks:");
+        for step in steps {
+            println!("    {}", neutralize(&step_finished_line(step)));
+        }
+    }
+    for line in merge_lines(s) {
+        println!("  {}", neutralize(&line));
+    }
     println!();
+}
+
+/// What the session's `--merge` did: merged, or the conflict.
+fn merge_lines(s: &SessionReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(into), Some(commit)) = (&s.merged_into, &s.merge_commit) {
+        out.push(format!("merged into {into} at {commit}"));
+    }
+    if !s.merge_conflicts.is_empty() {
+        out.push(format!(
+            "merge conflict in {}: both branches are as they were",
+            s.merge_conflicts.join(", ")
+        ));
+    }
+    out
 }
 
 /// The model a report names, or what to say when it names none.
@@ -494,6 +521,33 @@ fn session_summary(out: &mut String, s: &SessionReport, runs: &[(Report, Timelin
             out,
             "worktree",
             &esc(&format!("{} on branch {}", wt.path.display(), wt.branch)),
+        );
+    }
+    let steps = steps_in_order(s);
+    if !steps.is_empty() {
+        let mut each = String::from("<ol style=\"margin:0;padding-left:18px\">");
+        for step in steps {
+            let _ = write!(
+                each,
+                "<li><span class=\"{}\">{}</span> {}</li>",
+                if step.passed { "ok" } else { "bad" },
+                if step.passed { "passed" } else { "failed" },
+                esc(&step_finished_line(step))
+            );
+        }
+        each.push_str("</ol>");
+        row(out, "checks and hooks", &each);
+    }
+    for line in merge_lines(s) {
+        let class = if s.merge_conflicts.is_empty() {
+            "ok"
+        } else {
+            "bad"
+        };
+        row(
+            out,
+            "merge",
+            &format!("<span class=\"{class}\">{}</span>", esc(&line)),
         );
     }
     out.push_str("</table></section>\n");

@@ -53,7 +53,14 @@ pub(crate) fn build(
             .unwrap_or_default();
         let templated = args.prompt_file.is_some() || !args.arg.is_empty();
         (
-            Some(prompt(text, templated, template_args)),
+            Some(prompt(
+                text,
+                templated,
+                template_args,
+                args.prompt_file
+                    .as_deref()
+                    .is_some_and(|f| f != Path::new("-")),
+            )),
             Vec::new(),
             args.rest.clone(),
         )
@@ -146,13 +153,21 @@ pub(crate) fn env(given: &[String]) -> Result<Vec<EnvArg>, String> {
 
 /// The prompt: a template (filled from the arguments) when it came from a
 /// file or has arguments, else the text as it is.
+/// `commands`: the text came from a file the user named, so its
+/// `{{$ CMD}}` run; text from standard input or the command line may be
+/// anyone's (a workflow's issue body), and its commands are sent as text.
 pub(crate) fn prompt(
     text: String,
     templated: bool,
     args: std::collections::BTreeMap<String, String>,
+    commands: bool,
 ) -> Prompt {
     if templated {
-        Prompt::Template { text, args }
+        Prompt::Template {
+            text,
+            args,
+            commands,
+        }
     } else {
         Prompt::Text(text)
     }

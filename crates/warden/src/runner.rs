@@ -160,7 +160,7 @@ pub(crate) async fn run_once(
         report.warden_exit_code()
     };
     ended.push(report.run_dir.clone());
-    let xml = junit.map(|_| warden_run::junit::run(&report, &warden_run::junit::stderr_tail));
+    let xml = junit.map(|_| warden_run::junit::run(&report, &warden_run::junit::log_tail));
     let text = crate::render::github::output_file().map(|out| {
         let file = crate::render::github::final_text_file(
             &report.run_dir,
@@ -254,6 +254,10 @@ pub(crate) async fn run_session_cli(
             .map(|c| format!(", ${c:.4}"))
             .unwrap_or_default()
     );
+    // The check's result, each hook that did not pass, the merge.
+    for line in crate::render::lines::session_step_lines(&report) {
+        important!("warden: {}", crate::render::github::neutralize(&line));
+    }
     if let Some(wt) = &report.worktree {
         if wt.removed {
             important!(
@@ -282,8 +286,11 @@ pub(crate) async fn run_session_cli(
             report.session_dir.join("session.json").display()
         );
     }
-    // One step summary for the session, with a row per run.
+    // One step summary for the session, with a row per run; a verdict
+    // of the session's own (its check, a hook, the merge) is annotated
+    // here, as a failed run's is when it ends.
     if let Some(g) = crate::render::github::GitHub::from_env() {
+        crate::render::github::annotate_session(&g, &report);
         g.append_summary(&crate::render::github::session_summary_markdown(&report));
     }
     let code = if resolved.preserve_status {
@@ -294,7 +301,7 @@ pub(crate) async fn run_session_cli(
     let code = match junit {
         Some(path) => crate::junit_file::write(
             path,
-            &warden_run::junit::session(&report, &warden_run::junit::stderr_tail),
+            &warden_run::junit::session(&report, &warden_run::junit::log_tail),
             code,
         ),
         None => code,

@@ -336,6 +336,7 @@ mod tests {
             Kind::Clock(_) => "7s",
             Kind::Grace(_) => "3s",
             Kind::Text(_) => "sample-text",
+            Kind::Command(_) => "make test",
             Kind::Path(_) => "some/dir",
             Kind::Switch(_) => "true",
             Kind::Bytes(_) => "4KiB",

@@ -73,7 +73,11 @@ pub async fn merge(
         into: into.to_string(),
         source,
     };
-    let _one_at_a_time = one_merge_at_a_time(repo).await.map_err(failed)?;
+    // One merge at a time into a repository, the target read under the
+    // lock: the sessions of a batch end together, and of two merges
+    // computed from the same tip the second could not fast-forward the
+    // checkout the first had just moved.
+    let _one_at_a_time = one_at_a_time(repo).await.map_err(failed)?;
     let commit_of = |name: &str| format!("refs/heads/{name}^{{commit}}");
     let old = git(repo, ["rev-parse", "--verify", &commit_of(into)])
         .await
@@ -166,27 +170,20 @@ pub async fn merge(
     })
 }
 
-/// The lock of `.warden/merges` at the top of the repository, held for a
-/// merge: one merge into a repository at a time, across sessions and
-/// processes (a batch's sessions end together). Each then reads the
-/// target after the one before moved it, and no two gits write the same
-/// checkout: two `merge --ff-only` at once left the second's files in the
-/// index and work tree under the first's `HEAD`. Waited for off the
-/// runtime's threads, as the holder awaits its gits.
-async fn one_merge_at_a_time(repo: &Path) -> Result<std::os::fd::OwnedFd, GitError> {
+/// The lock of the repository's `.warden/worktrees` (the one a
+/// worktree is made under), held until dropped; waited for without
+/// blocking the thread.
+async fn one_at_a_time(repo: &Path) -> Result<std::os::fd::OwnedFd, GitError> {
     let root = git(repo, ["rev-parse", "--show-toplevel"]).await?;
-    let dir = Path::new(&root).join(".warden/merges");
-    let refused = |e: String| GitError {
+    let dir = Path::new(&root).join(".warden/worktrees");
+    let locked = match crate::held_dir::HeldDir::open_or_create(&dir) {
+        Ok(held) => held.lock().await.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    locked.map_err(|e| GitError {
         args: "merge".into(),
         message: format!("could not lock {}: {e}", dir.display()),
-    };
-    // Made without following a link (and with `.warden/.gitignore`).
-    let held =
-        crate::held_dir::HeldDir::open_or_create(&dir).map_err(|e| refused(e.to_string()))?;
-    tokio::task::spawn_blocking(move || held.lock())
-        .await
-        .map_err(|e| refused(e.to_string()))?
-        .map_err(|e| refused(e.to_string()))
+    })
 }
 
 /// Whether `a` is an ancestor of `b` (or is `b`).
@@ -307,5 +304,51 @@ mod tests {
         let said = "error: Your local changes to the following files would be overwritten by merge:\n\tsrc/a.rs\n\tb.txt\nPlease commit your changes or stash them before you merge.\nAborting\n";
         assert_eq!(files_in_the_way(said), vec!["src/a.rs", "b.txt"]);
         assert!(files_in_the_way("fatal: Not possible to fast-forward, aborting.").is_empty());
+    }
+
+    fn run(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Two sessions of a batch end at once, both merging into the branch
+    /// checked out: both land, the second as a merge commit on top of
+    /// the first (not refused for the checkout the first just moved).
+    #[tokio::test]
+    async fn merges_into_one_branch_at_once_both_land() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path();
+        run(repo, &["init", "-q", "-b", "main"]);
+        run(repo, &["commit", "-q", "--allow-empty", "-m", "base"]);
+        for name in ["a", "b"] {
+            run(repo, &["checkout", "-q", "-b", name, "main"]);
+            std::fs::write(repo.join(name), name).unwrap();
+            run(repo, &["add", name]);
+            run(repo, &["commit", "-q", "-m", name]);
+        }
+        run(repo, &["checkout", "-q", "main"]);
+        let (a, b) = tokio::join!(
+            merge(repo, "main", "a", "merge a"),
+            merge(repo, "main", "b", "merge b")
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(
+            a.fast_forward != b.fast_forward,
+            "one moves main forward, the other merges: {a:?} {b:?}"
+        );
+        let last = if a.fast_forward { &b } else { &a };
+        assert_eq!(run(repo, &["rev-parse", "main"]), last.commit);
+        assert!(repo.join("a").exists() && repo.join("b").exists());
+        assert_eq!(run(repo, &["status", "--porcelain"]), "");
     }
 }

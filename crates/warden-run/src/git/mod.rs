@@ -437,17 +437,10 @@ impl Worktree {
         })?;
         // One `git worktree add` at a time: git reads the other worktrees'
         // half-written entries and fails ("failed to read …/commondir").
-        // Waited for off the runtime's threads: the holder awaits its git,
-        // and with every worker blocked in `flock` (a batch of more
-        // sessions than cores) it would never go on.
-        let waiting = held.clone();
-        let _one_at_a_time = tokio::task::spawn_blocking(move || waiting.lock())
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-            .map_err(|e| GitError {
-                args: "worktree add".into(),
-                message: format!("could not lock {}: {e}", dir.display()),
-            })?;
+        let _one_at_a_time = held.lock().await.map_err(|e| GitError {
+            args: "worktree add".into(),
+            message: format!("could not lock {}: {e}", dir.display()),
+        })?;
         let path = dir.join(dir_name(branch));
         if own {
             // The branch first: a name another session holds is refused
@@ -601,6 +594,37 @@ mod tests {
             .status()
             .unwrap();
         assert!(st.success(), "git {args:?}");
+    }
+
+    /// The sessions of a batch make their worktrees at once, on one
+    /// thread: each waits its turn for `.warden/worktrees` without
+    /// holding the thread the others need to finish theirs.
+    #[tokio::test]
+    async fn worktrees_made_at_once_on_one_thread_all_get_made() {
+        // A wait that blocked the thread would never end: fail instead.
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if finished
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .is_err()
+            {
+                eprintln!("worktrees made at once on one thread deadlocked");
+                std::process::abort();
+            }
+        });
+        let t = tempfile::tempdir().unwrap();
+        run(t.path(), &["init", "-q"]);
+        run(t.path(), &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let make = |n: u32| {
+            let repo = t.path().to_path_buf();
+            async move { Worktree::create(&repo, &format!("warden/t/{n}"), None, None, false).await }
+        };
+        let (a, b, c) = tokio::join!(make(1), make(2), make(3));
+        let _ = done.send(());
+        for made in [a, b, c] {
+            let (wt, _lock) = made.unwrap();
+            assert!(wt.path.join(".git").exists(), "{}", wt.path.display());
+        }
     }
 
     #[tokio::test]

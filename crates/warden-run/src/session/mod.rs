@@ -86,8 +86,10 @@ pub(crate) async fn run_session(
     if runs.setup(&control, out, &mut report).await {
         let stop = work(&mut runs, &rules, &control, out, &mut report).await;
         stop.record(&mut report);
-        // The check, not the agent, is named for how the session ended.
-        if report.verdict == Some(crate::Verdict::CheckFailed)
+        // The check, not the agent, is named for how the session ended
+        // (a check that could not run says so itself, and the last one in
+        // the list may be an earlier iteration's).
+        if stop == phase::Stop::CheckFailed
             && let Some(last) = report.checks.last()
         {
             let e = format!(

@@ -15,12 +15,14 @@
 //! end the session (the agent may believe it is done and be wrong), and
 //! a session whose iterations run out with the check failing ends
 //! `check_failed`. `--check-first` starts in `Checking`: a check that
-//! already passes ends the session before any agent runs.
+//! already passes ends the session before any agent runs. A cancel before
+//! the check passed ends it `cancelled`, whatever the last run's verdict.
 //!
 //! Anything else ends in `Stopped`, with the reason the report gives: a
-//! cancel (at a look, of the run, during the wait), the iterations run
-//! out, a budget used up (at a look, before a retry) or exceeded by the
-//! run, the completion signal, a run that failed or could not be set up.
+//! cancel (at a look, of the run, its prompt's commands or the check,
+//! during the wait), the iterations run out, a budget used up (at a
+//! look, before a retry) or exceeded by the run, the completion signal,
+//! a run that failed or could not be set up.
 //!
 //! Each phase carries the step it is at: which iteration, which output
 //! retry, which attempt, and what the run is told of the run before it (a
@@ -218,6 +220,9 @@ pub(super) enum Input {
     Look { cancelled: bool, used_up: UsedUp },
     /// The run could not be set up (its plan, its directory, its sandbox).
     SetupFailed,
+    /// A cancel came while the run was being set up (its prompt's
+    /// commands running): it never started.
+    CancelledBeforeStart,
     /// The run ended.
     Ended(RunEnd),
     /// The backoff is over; `cancelled`: a cancel came before or during
@@ -243,6 +248,13 @@ pub(super) enum Stop {
     Cancelled {
         between_attempts: bool,
     },
+    /// A cancel that leaves no run whose verdict stands for the
+    /// session's: before the check passed (while it ran, or after it
+    /// failed: the last run's `succeeded` is not confirmed), or while an
+    /// iteration's prompt commands ran (its agent never started). The
+    /// session's verdict is `cancelled` (nor may `--on-success` or
+    /// `--merge` take it as succeeded).
+    CancelledUnconfirmed,
     /// A run exceeded a budget (the line it names, if any).
     BudgetExceeded(Option<BudgetLine>),
     /// Nothing was left of a budget for another run.
@@ -258,7 +270,7 @@ impl Stop {
             Stop::CheckFailed | Stop::IterationsExhausted => StopReason::IterationsExhausted,
             Stop::CheckBroken => StopReason::SetupFailed,
             Stop::IterationFailed => StopReason::IterationFailed,
-            Stop::Cancelled { .. } => StopReason::Cancelled,
+            Stop::Cancelled { .. } | Stop::CancelledUnconfirmed => StopReason::Cancelled,
             Stop::BudgetExceeded(_) | Stop::UsedUp(_) => StopReason::BudgetExceeded,
             Stop::SetupFailed => StopReason::SetupFailed,
         }
@@ -271,7 +283,8 @@ impl Stop {
         match self {
             Stop::Cancelled {
                 between_attempts: true,
-            } => report.verdict = Some(Verdict::Cancelled),
+            }
+            | Stop::CancelledUnconfirmed => report.verdict = Some(Verdict::Cancelled),
             Stop::BudgetExceeded(line) => report.budget_exceeded = line,
             // The check decides (with `--check-first`, before any run).
             Stop::CheckPassed => report.verdict = Some(Verdict::Succeeded),
@@ -310,6 +323,9 @@ impl Phase {
                 next.look(cancelled, used_up, rules)
             }
             (Phase::Running(_), Input::SetupFailed) => Phase::Stopped(Stop::SetupFailed),
+            (Phase::Running(_), Input::CancelledBeforeStart) => {
+                Phase::Stopped(Stop::CancelledUnconfirmed)
+            }
             (Phase::Running(step), Input::Ended(end)) => step.ended(end, rules),
             (Phase::Backoff { .. }, Input::Waited { cancelled: true }) => {
                 Phase::Stopped(Stop::Cancelled {
@@ -332,9 +348,7 @@ impl Phase {
                     output_retries_left,
                     check_failed: true,
                 }),
-                CheckEnd::Cancelled => Phase::Stopped(Stop::Cancelled {
-                    between_attempts: false,
-                }),
+                CheckEnd::Cancelled => Phase::Stopped(Stop::CancelledUnconfirmed),
                 CheckEnd::Broken => Phase::Stopped(Stop::CheckBroken),
             },
             (phase, _) => phase,
@@ -349,6 +363,15 @@ impl Next {
     /// iteration together, so it counts only for one more of them.
     fn look(self, cancelled: bool, used_up: UsedUp, rules: &Rules) -> Phase {
         if cancelled {
+            if matches!(
+                self,
+                Next::Iteration {
+                    check_failed: true,
+                    ..
+                }
+            ) {
+                return Phase::Stopped(Stop::CancelledUnconfirmed);
+            }
             let between_attempts = matches!(&self, Next::Again(s) if s.retry_of.is_some());
             return Phase::Stopped(Stop::Cancelled { between_attempts });
         }

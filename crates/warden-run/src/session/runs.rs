@@ -126,6 +126,9 @@ impl<'a> Runs<'a> {
                 .await
             {
                 Ok(o) => o,
+                // A cancel ended the command: the session was cancelled,
+                // its set-up did not fail.
+                Err(_) if control.stopped() => return Input::CancelledBeforeStart,
                 Err(e) => {
                     report.error = Some(e);
                     report.verdict = Some(crate::Verdict::SetupFailed);

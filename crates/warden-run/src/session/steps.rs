@@ -36,6 +36,8 @@ pub(super) struct Order<'c> {
 pub(super) struct Ended {
     pub(super) step: StepReport,
     pub(super) tail: String,
+    /// What its run masks (for what is read of it afterwards).
+    pub(super) redactor: warden_events::Redactor,
 }
 
 impl Runs<'_> {
@@ -50,6 +52,10 @@ impl Runs<'_> {
     ) -> Result<Ended, String> {
         let run_dir = self.place.session_dir.join(&order.name);
         let plan = self.step_plan(&order, &run_dir);
+        // The command as its run's report has it: a secret of `--env`
+        // written into it is masked wherever the session shows it.
+        let redactor = crate::run::redactor_of(&plan);
+        let command = redactor.redact(order.command).into_owned();
         let mut handle = match crate::run::start(plan).await {
             Ok(h) => h,
             Err(e) => {
@@ -57,9 +63,8 @@ impl Runs<'_> {
                     report.output_lost.get_or_insert_with(|| e.to_string());
                 }
                 return Err(format!(
-                    "{} `{}` could not start: {e}",
+                    "{} `{command}` could not start: {e}",
                     order.kind.flag(),
-                    order.command
                 ));
             }
         };
@@ -67,7 +72,7 @@ impl Runs<'_> {
             entry: self.entry,
             kind: order.kind,
             iteration: order.iteration,
-            command: order.command.to_string(),
+            command: command.clone(),
             run_dir,
         })
         .await;
@@ -110,7 +115,7 @@ impl Runs<'_> {
         let step = StepReport {
             kind: order.kind,
             iteration: order.iteration,
-            command: order.command.to_string(),
+            command,
             passed: run.verdict == Some(Verdict::Succeeded),
             verdict: run.verdict,
             reason: run.reason.clone(),
@@ -123,7 +128,7 @@ impl Runs<'_> {
         if let Some(lost) = &run.output_lost {
             report
                 .output_lost
-                .get_or_insert_with(|| format!("{} `{}`: {lost}", order.kind, order.command));
+                .get_or_insert_with(|| format!("{} `{}`: {lost}", order.kind, step.command));
         }
         match order.kind {
             StepKind::Check => report.checks.push(step.clone()),
@@ -138,6 +143,7 @@ impl Runs<'_> {
         Ok(Ended {
             step,
             tail: last_bytes(lines, defaults::CHECK_FEEDBACK_BYTES),
+            redactor,
         })
     }
 
@@ -177,7 +183,10 @@ impl Runs<'_> {
             output_tag: None,
             output_schema: None,
             shared: Shared {
-                telemetry: self.spans.as_mut().map(|s| s.step()),
+                telemetry: self
+                    .spans
+                    .as_mut()
+                    .map(|s| s.step(order.kind, order.iteration, order.command)),
                 ..Shared::default()
             },
         };
@@ -228,13 +237,13 @@ impl Runs<'_> {
             Some(Verdict::SpawnFailed | Verdict::InternalError) | None => {
                 report.note_error(format!(
                     "the check `{}` could not run: {}",
-                    check.command, ended.step.reason
+                    ended.step.command, ended.step.reason
                 ));
                 CheckEnd::Broken
             }
             Some(_) => {
                 self.check_failure = Some(CheckFailure {
-                    command: check.command.clone(),
+                    command: ended.step.command.clone(),
                     how: ended.step.how(),
                     output: ended.tail,
                 });
@@ -341,8 +350,9 @@ impl Runs<'_> {
                     report.verdict = Some(Verdict::Cancelled);
                 }
                 report.note_error(format!(
-                    "{} `{command}` {} (its output: {})",
+                    "{} `{}` {} (its output: {})",
                     kind.flag(),
+                    e.step.command,
                     e.step.how(),
                     e.step.run_dir.display()
                 ));
@@ -370,9 +380,11 @@ impl Runs<'_> {
         report: &mut SessionReport,
     ) -> Result<BTreeMap<String, String>, String> {
         let commands = match &self.request.prompt {
-            Some(crate::Prompt::Template { text, .. }) => {
-                crate::template::commands(text).map_err(|e| e.to_string())?
-            }
+            Some(crate::Prompt::Template {
+                text,
+                commands: true,
+                ..
+            }) => crate::template::commands(text).map_err(|e| e.to_string())?,
             _ => Vec::new(),
         };
         let mut outputs = BTreeMap::new();
@@ -388,12 +400,16 @@ impl Runs<'_> {
             let ended = self.step(order, control, out, report).await?;
             if !ended.step.passed {
                 return Err(format!(
-                    "the prompt's command `{command}` {}, so iteration {iteration}'s agent did not start (its output: {})",
+                    "the prompt's command `{}` {}, so iteration {iteration}'s agent did not start (its output: {})",
+                    ended.step.command,
                     ended.step.how(),
                     ended.step.run_dir.display()
                 ));
             }
-            outputs.insert(command.clone(), stdout_of(&ended.step.run_dir));
+            // Masked as its run's report is: the prompt goes to the
+            // agent's model provider.
+            let output = stdout_of(&ended.step.run_dir);
+            outputs.insert(command.clone(), ended.redactor.redact(&output).into_owned());
         }
         Ok(outputs)
     }

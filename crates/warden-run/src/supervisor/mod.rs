@@ -278,7 +278,10 @@ impl Supervisor {
                 .telemetry
                 .as_ref()
                 .filter(|t| t.exporter.traces())
-                .map(|t| crate::telemetry::RunSpans::new(t.ids, setup.agent, setup.started_at)),
+                .map(|t| {
+                    crate::telemetry::RunSpans::new(t.ids, setup.agent, setup.started_at)
+                        .for_step(t.step.clone())
+                }),
             status: status::StatusFeed::default(),
             budget: BudgetWatch::new(watch, setup.shared.pool.clone(), setup.run_id.clone()),
             live: LiveFeed::new(events),

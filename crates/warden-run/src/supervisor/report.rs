@@ -312,8 +312,12 @@ impl Supervisor {
             report.otel = Some(crate::telemetry::OtelReport::new(&t.ids, handed, dropped));
         }
         // Counted once the verdict and every count are final; the metrics
-        // aggregate in memory, and go out from threads of their own.
-        if let Some(t) = &self.setup.shared.telemetry {
+        // aggregate in memory, and go out from threads of their own. A
+        // session's check or hook is no agent's run: a check failing as
+        // the loop expects is not counted as a failed run.
+        if let Some(t) = &self.setup.shared.telemetry
+            && t.step.is_none()
+        {
             t.exporter.record_run(&report);
         }
         report.logs = Some(self.sinks.files.dir.digests());

@@ -64,7 +64,7 @@ pub use flush::{Flushed, MetricsFlushed};
 #[cfg(feature = "telemetry")]
 #[cfg_attr(docsrs, doc(cfg(feature = "telemetry")))]
 pub use metrics::PROMETHEUS_CONTENT_TYPE;
-pub(crate) use spans::{RunSpans, SpanRecord};
+pub(crate) use spans::{RunSpans, SpanRecord, StepSpan};
 pub use trace_ids::TraceIds;
 #[cfg(feature = "telemetry")]
 use trace_ids::fill_random;
@@ -196,6 +196,9 @@ fn toml_string(v: &str) -> String {
 pub(crate) struct RunTelemetry {
     pub(crate) exporter: Telemetry,
     pub(crate) ids: TraceIds,
+    /// A session's check, hook or prompt command: what its run's span is
+    /// named and says it is (`None`: an agent's run).
+    pub(crate) step: Option<StepSpan>,
 }
 
 impl RunTelemetry {
@@ -204,6 +207,7 @@ impl RunTelemetry {
         Self {
             ids: exporter.top_span(),
             exporter,
+            step: None,
         }
     }
 }
@@ -500,15 +504,27 @@ impl SessionSpans {
         RunTelemetry {
             exporter: self.exporter.clone(),
             ids: it.ids.child(),
+            step: None,
         }
     }
 
-    /// The telemetry of a check, hook or prompt command, which starts
-    /// now: its run's span, under the session's.
-    pub(crate) fn step(&mut self) -> RunTelemetry {
+    /// The telemetry of a check, hook or prompt command (of `iteration`,
+    /// if it has one), which starts now: its run's span, under the
+    /// session's, named after what it is (see [`StepSpan::name`]).
+    pub(crate) fn step(
+        &mut self,
+        kind: crate::StepKind,
+        iteration: Option<u32>,
+        command: &str,
+    ) -> RunTelemetry {
         RunTelemetry {
             exporter: self.exporter.clone(),
             ids: self.ids.child(),
+            step: Some(StepSpan {
+                kind,
+                iteration,
+                command: command.to_string(),
+            }),
         }
     }
 

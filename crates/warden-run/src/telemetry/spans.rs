@@ -113,6 +113,26 @@ const MAX_OPEN_TOOLS: usize = 1024;
 
 pub(crate) use crate::timeline::cap;
 
+/// What a run's span says of the check, hook or prompt command it is.
+#[derive(Debug, Clone)]
+pub(crate) struct StepSpan {
+    pub(crate) kind: crate::StepKind,
+    pub(crate) iteration: Option<u32>,
+    pub(crate) command: String,
+}
+
+impl StepSpan {
+    /// The span's name: `check`, `hook setup`, `hook finally`,
+    /// `prompt_command`.
+    pub(crate) fn name(&self) -> String {
+        use crate::StepKind;
+        match self.kind {
+            StepKind::Check | StepKind::PromptCommand => self.kind.as_str().to_string(),
+            kind => format!("hook {kind}"),
+        }
+    }
+}
+
 /// The spans of one run, built as its events come.
 pub(crate) struct RunSpans {
     ids: TraceIds,
@@ -125,6 +145,9 @@ pub(crate) struct RunSpans {
     /// Child spans left out past [`MAX_CHILD_SPANS`].
     children_dropped: u64,
     events: Vec<SpanEvent>,
+    /// The check, hook or prompt command this run is (`None`: an agent's
+    /// run).
+    step: Option<StepSpan>,
 }
 
 impl RunSpans {
@@ -142,7 +165,15 @@ impl RunSpans {
             children: Vec::new(),
             children_dropped: 0,
             events: Vec::new(),
+            step: None,
         }
+    }
+
+    /// The spans of a session's check, hook or prompt command (`step`),
+    /// rather than of an agent's run.
+    pub(crate) fn for_step(mut self, step: Option<StepSpan>) -> Self {
+        self.step = step;
+        self
     }
 
     fn at(&self, t_ms: u64) -> SystemTime {
@@ -356,12 +387,26 @@ impl RunSpans {
         if self.children_dropped > 0 {
             attributes.push(("warden.child_spans_dropped", self.children_dropped.into()));
         }
+        let name = match &self.step {
+            // A command of the session's, not an agent: no `gen_ai`
+            // attributes, which would count it as one.
+            Some(step) => {
+                attributes.retain(|(k, _)| !k.starts_with("gen_ai."));
+                attributes.push(("warden.step.kind", step.kind.as_str().into()));
+                attributes.push(("warden.step.command", cap(&step.command, TEXT_CHARS).into()));
+                if let Some(i) = step.iteration {
+                    attributes.push(("warden.iteration", i.into()));
+                }
+                step.name()
+            }
+            None => format!("invoke_agent {}", r.agent),
+        };
         let run = SpanRecord {
             trace_id: self.ids.trace(),
             span_id: self.ids.span(),
             parent_span_id: self.ids.parent(),
             parent_is_remote: self.ids.parent_is_remote,
-            name: format!("invoke_agent {}", r.agent),
+            name,
             kind: Kind::Internal,
             start: self.started,
             end: self.at(end_ms),
@@ -421,6 +466,58 @@ mod tests {
         r.duration_ms = duration_ms;
         r.verdict = Some(crate::Verdict::Succeeded);
         s.finish(&r)
+    }
+
+    #[test]
+    fn a_check_or_hook_is_a_span_named_for_it_and_not_an_agent() {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let named = |kind, iteration| {
+            let s = RunSpans::new(TraceIds::root(), Agent::Exec, start).for_step(Some(
+                super::StepSpan {
+                    kind,
+                    iteration,
+                    command: "cargo test".into(),
+                },
+            ));
+            let mut r = crate::report::sample();
+            r.verdict = Some(crate::Verdict::AgentFailed);
+            r.exit_code = Some(1);
+            s.finish(&r).remove(0)
+        };
+        let check = named(crate::StepKind::Check, Some(2));
+        assert_eq!(check.name, "check");
+        let attr = |span: &SpanRecord, k: &str| {
+            span.attributes
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(attr(&check, "warden.step.kind"), Some("check".into()));
+        assert_eq!(
+            attr(&check, "warden.step.command"),
+            Some("cargo test".into())
+        );
+        assert_eq!(attr(&check, "warden.iteration"), Some(2u32.into()));
+        assert_eq!(attr(&check, "process.exit.code"), Some(1i32.into()));
+        assert!(
+            !check
+                .attributes
+                .iter()
+                .any(|(k, _)| k.starts_with("gen_ai.")),
+            "{:?}",
+            check.attributes
+        );
+        assert!(check.error.is_some(), "a failed check is a span in error");
+        let setup = named(crate::StepKind::Setup, None);
+        assert_eq!(setup.name, "hook setup");
+        assert_eq!(attr(&setup, "warden.iteration"), None);
+        assert_eq!(
+            named(crate::StepKind::OnSuccess, None).name,
+            "hook on_success"
+        );
+        // An agent's run keeps its name.
+        let run = spans(Vec::new(), 10).remove(0);
+        assert_eq!(run.name, "invoke_agent claude");
     }
 
     #[test]

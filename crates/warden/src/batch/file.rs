@@ -577,7 +577,13 @@ impl RunKeys {
             .map_err(usage)?
             .unwrap_or_default();
             let templated = self.prompt_file.is_some() || !self.args.0.is_empty();
-            request.prompt = Some(crate::request::prompt(text, templated, self.args.0));
+            let from_file = self.prompt_file().is_some_and(|f| f != Path::new("-"));
+            request.prompt = Some(crate::request::prompt(
+                text,
+                templated,
+                self.args.0,
+                from_file,
+            ));
             request.extra_args = self.extra_args.or(self.command).unwrap_or_default().0;
         }
         request.preamble = self.preamble.is_some_and(|Switch(on)| on);

@@ -415,6 +415,20 @@ impl Reporter for BatchView {
             Update::EntryStarted { entry, .. } if self.remote => {
                 self.line(&format!("[{}] started on the cluster", self.name(*entry)));
             }
+            Update::StepStarted {
+                entry: Some(i),
+                kind,
+                iteration,
+                command,
+                run_dir,
+            } => {
+                let l = lines::step_started_line(*kind, *iteration, command, run_dir);
+                self.line(&github::neutralize(&format!("[{}] {l}", self.name(*i))));
+            }
+            Update::StepFinished {
+                entry: Some(i),
+                step,
+            } => self.step_finished(*i, step),
             Update::EntryFinished { entry, run } => self.entry_finished(*entry, run),
             // A kind of update this view does not show.
             _ => {}
@@ -427,6 +441,27 @@ impl Reporter for BatchView {
 }
 
 impl BatchView {
+    /// A check or hook of entry `i` ended: its line, and when it did not
+    /// pass, an annotation naming it (a warning for a check, which the
+    /// next iteration is told of; an error for a hook).
+    fn step_finished(&mut self, i: usize, step: &warden_run::StepReport) {
+        let l = lines::step_finished_line(step);
+        self.line(&github::neutralize(&format!("[{}] {l}", self.name(i))));
+        if !step.passed
+            && let Some(g) = &self.github
+        {
+            let title = format!(
+                "warden: {} {}",
+                self.name(i),
+                step.kind.flag().trim_start_matches('-')
+            );
+            match step.kind {
+                warden_run::StepKind::Check => g.warning_titled(&title, &l),
+                _ => g.error_titled(&title, &l),
+            }
+        }
+    }
+
     fn entry_finished(&mut self, entry: usize, run: &BatchRun) {
         // A run whose end was never seen (not followed, or its job ended
         // before its report was written): the entry's end is said here,
@@ -462,6 +497,19 @@ impl BatchView {
                 self.line(&format!("[{name}] could not start: {e}"));
             }
             _ => {}
+        }
+        // Its check's result, the hooks that failed, its merge; and a
+        // verdict of the session's own, which no run's end said.
+        if let Some(s) = &run.session {
+            for l in lines::session_step_lines(s) {
+                self.line(&github::neutralize(&format!("[{name}] {l}")));
+            }
+            // (An end not seen was said, and annotated, above.)
+            if !unseen
+                && let (Some(g), Some(msg)) = (&self.github, github::session_verdict_message(s))
+            {
+                g.error_titled(&format!("warden: {name}"), &msg);
+            }
         }
     }
 }

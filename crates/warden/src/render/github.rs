@@ -338,6 +338,47 @@ pub(crate) fn summary_markdown(r: &Report) -> String {
     md
 }
 
+/// The annotation of a session's own failed verdict (`check_failed`,
+/// `setup_failed`, `hook_failed`, `merge_conflict`): no run failed, so
+/// no run's annotation said it.
+pub(crate) fn annotate_session(g: &GitHub, s: &warden_run::SessionReport) {
+    if let Some(msg) = session_verdict_message(s) {
+        g.error(&msg);
+    }
+}
+
+/// `check_failed: check `make test` after iteration 3 exited with status
+/// 1 ...`: what a session's own failed verdict says; `None` for another
+/// verdict (a run's, which its run's end said).
+pub(crate) fn session_verdict_message(s: &warden_run::SessionReport) -> Option<String> {
+    use warden_run::Verdict;
+    let v @ (Verdict::CheckFailed
+    | Verdict::SetupFailed
+    | Verdict::HookFailed
+    | Verdict::MergeConflict) = s.verdict?
+    else {
+        return None;
+    };
+    let failed_hook = s.hooks.iter().find(|h| !h.passed);
+    let why = match v {
+        Verdict::CheckFailed => s
+            .checks
+            .last()
+            .filter(|c| !c.passed)
+            .map(super::lines::step_finished_line),
+        Verdict::SetupFailed | Verdict::HookFailed => {
+            failed_hook.map(super::lines::step_finished_line)
+        }
+        _ if !s.merge_conflicts.is_empty() => Some(format!(
+            "merge conflict in {}: both branches are as they were",
+            s.merge_conflicts.join(", ")
+        )),
+        _ => None,
+    };
+    let why = why.or_else(|| s.error.clone()).unwrap_or_default();
+    Some(format!("{}: {why}", v.as_str()))
+}
+
 /// A table of Markdown rows, the cells already made safe (see `cell`).
 fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     let mut md = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
@@ -394,9 +435,11 @@ pub(crate) fn batch_summary_markdown(
         .iter()
         .map(|run| {
             let s = run.session.as_ref();
+            // A verdict of the session's own (its check, a hook, the
+            // merge) is not its last run's.
             let why = s
-                .and_then(|s| s.runs.last())
-                .map(|l| l.reason.clone())
+                .and_then(session_verdict_message)
+                .or_else(|| s.and_then(|s| s.runs.last()).map(|l| l.reason.clone()))
                 .or_else(|| run.error.clone())
                 .unwrap_or_default();
             vec![
@@ -469,9 +512,75 @@ pub(crate) fn session_summary_markdown(s: &warden_run::SessionReport) -> String 
             format!("`{}`", cell(&wt.branch).replace('`', "")),
         ]);
     }
+    if let Some(last) = s.checks.last() {
+        facts.push(vec![
+            "check".into(),
+            // Not as code: a code span would show the cell's escapes
+            // (`&gt;`) as they are.
+            format!(
+                "{} {}: {}",
+                if last.passed { "✅" } else { "❌" },
+                cell(&last.command),
+                cell(&super::lines::step_how(last))
+            ),
+        ]);
+    }
+    if let (Some(into), Some(commit)) = (&s.merged_into, &s.merge_commit) {
+        facts.push(vec![
+            "merged into".into(),
+            format!(
+                "`{}` at `{}`",
+                cell(into).replace('`', ""),
+                cell(&commit[..commit.len().min(12)]).replace('`', "")
+            ),
+        ]);
+    }
+    if !s.merge_conflicts.is_empty() {
+        facts.push(vec![
+            "merge conflict".into(),
+            s.merge_conflicts
+                .iter()
+                .map(|f| format!("`{}`", cell(f).replace('`', "")))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ]);
+    }
     facts.push(vec!["directory".into(), path_cell(&s.session_dir)]);
     md.push_str(&table(&["", ""], &facts));
     md.push('\n');
+    // Each check and hook, in the order they ran.
+    let steps = super::lines::steps_in_order(s);
+    if !steps.is_empty() {
+        let rows: Vec<Vec<String>> = steps
+            .iter()
+            .map(|st| {
+                vec![
+                    cell(st.kind.as_str()),
+                    st.iteration.map_or("-".into(), |i| i.to_string()),
+                    cell(&st.command),
+                    if st.passed {
+                        "✅ passed".into()
+                    } else {
+                        format!("❌ {}", cell(&st.how()))
+                    },
+                    super::ms(st.duration_ms),
+                    path_cell(&st.run_dir),
+                ]
+            })
+            .collect();
+        md.push_str(&table(
+            &[
+                "step",
+                "iteration",
+                "command",
+                "result",
+                "duration",
+                "output",
+            ],
+            &rows,
+        ));
+        md.push('\n');
+    }
     let rows: Vec<Vec<String>> = s
         .runs
         .iter()

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use warden_events::Agent;
 use warden_run::Update;
-use warden_run::{Limits, Report, Stamped};
+use warden_run::{Limits, Report, Stamped, StepKind, StepReport};
 
 use super::console::important;
 use super::lines::{self, Kind};
@@ -36,6 +36,12 @@ pub(crate) trait Surface {
     }
     /// The run ended: nothing live any more.
     fn end_run(&mut self) {}
+    /// A check or hook runs: what shows a run live shows `text` (its
+    /// name and how long it has run) instead.
+    fn redraw_step(&mut self, _text: &str) {}
+    /// A check, hook or prompt command ended: what the surface does with
+    /// it beyond its line (an annotation when it did not pass).
+    fn step_ended(&mut self, _step: &StepReport) {}
     /// The line that says how the run ended (kept even when the reader is
     /// slow).
     fn summary(&mut self, line: &str, _at: Clock) {
@@ -89,6 +95,18 @@ impl Surface for Tty {
         }
     }
 
+    fn redraw_step(&mut self, text: &str) {
+        if let Some(l) = &self.live {
+            l.show(text);
+        }
+    }
+
+    fn step_ended(&mut self, step: &StepReport) {
+        if let Some(g) = &self.github {
+            annotate_step(g, step);
+        }
+    }
+
     fn verdict(&mut self, report: &Report, in_session: bool) {
         if let Some(g) = &self.github {
             annotate(g, report, in_session);
@@ -124,6 +142,27 @@ impl Surface for GitHubLog {
 
     fn verdict(&mut self, report: &Report, in_session: bool) {
         annotate(&self.0, report, in_session);
+    }
+
+    fn step_ended(&mut self, step: &StepReport) {
+        annotate_step(&self.0, step);
+    }
+}
+
+/// A check or hook that did not pass, as an annotation that names it,
+/// says how it ended and where its output is. A failed check is a
+/// warning (the next iteration is told, and the session's verdict says
+/// whether it was the last); a hook or prompt command that fails ends
+/// the session or its success: an error.
+fn annotate_step(g: &github::GitHub, step: &StepReport) {
+    if step.passed {
+        return;
+    }
+    let title = format!("warden {}", step.kind.flag().trim_start_matches('-'));
+    let msg = lines::step_finished_line(step);
+    match step.kind {
+        StepKind::Check => g.warning_titled(&title, &msg),
+        _ => g.error_titled(&title, &msg),
     }
 }
 
@@ -173,6 +212,9 @@ pub(crate) struct Human<S> {
     iterations: Option<u32>,
     started: Instant,
     current: Option<Current>,
+    /// The check, hook or prompt command running now: its name and
+    /// since when.
+    step: Option<(String, Instant)>,
 }
 
 impl<S: Surface> Human<S> {
@@ -192,6 +234,7 @@ impl<S: Surface> Human<S> {
             iterations,
             started: Instant::now(),
             current: None,
+            step: None,
         }
     }
 
@@ -284,12 +327,52 @@ impl<S: Surface> Human<S> {
         if self.quiet || self.last_heartbeat.elapsed() < every {
             return;
         }
-        let Some(c) = &self.current else {
-            return;
+        let msg = match (&self.current, &self.step) {
+            (Some(c), _) => super::still_running(&c.state),
+            (None, Some((name, since))) => {
+                format!(
+                    "{name} still running after {}",
+                    super::short(since.elapsed())
+                )
+            }
+            (None, None) => return,
         };
         self.last_heartbeat = Instant::now();
-        let msg = super::still_running(&c.state);
         self.show(Kind::Info, &msg);
+    }
+
+    fn step_started(&mut self, name: String, line: &str) {
+        self.show(Kind::Info, line);
+        self.step = Some((name, Instant::now()));
+        self.last_heartbeat = Instant::now();
+        if !self.quiet {
+            self.surface.begin_run();
+        }
+    }
+
+    fn step_finished(&mut self, step: &StepReport) {
+        self.surface.end_run();
+        self.step = None;
+        // Its directory as the line at its start showed it.
+        let mut shown = step.clone();
+        shown.run_dir = shown_path(&step.run_dir);
+        let line = lines::step_finished_line(&shown);
+        // A hook that fails ends the session (or its success): said even
+        // with --quiet. A failed check is the loop at work.
+        let kind = match step.kind {
+            _ if step.passed => Kind::Info,
+            StepKind::Check => Kind::Info,
+            _ => Kind::Warn,
+        };
+        if kind == Kind::Warn {
+            // Its annotation, if any, says it on the run's page.
+            let elapsed = self.elapsed();
+            self.surface
+                .line(&github::neutralize(&Kind::Warn.text(&line)), elapsed);
+        } else {
+            self.show(kind, &line);
+        }
+        self.surface.step_ended(step);
     }
 }
 
@@ -339,14 +422,35 @@ impl<S: Surface> Reporter for Human<S> {
                 self.surface
                     .line(&github::neutralize(&format!("warden: {msg}")), elapsed);
             }
+            Update::StepStarted {
+                kind,
+                iteration,
+                command,
+                run_dir,
+                ..
+            } => {
+                let name = lines::step_name(*kind, *iteration, command);
+                let line =
+                    lines::step_started_line(*kind, *iteration, command, &shown_path(run_dir));
+                self.step_started(name, &line);
+            }
+            Update::StepFinished { step, .. } => self.step_finished(step),
             // Batch entries have their own view.
             _ => {}
         }
     }
 
     fn tick(&mut self) {
-        match &self.current {
-            Some(c) if !self.surface.heartbeats() => self.surface.redraw(&c.state),
+        match (&self.current, &self.step) {
+            (Some(c), _) if !self.surface.heartbeats() => self.surface.redraw(&c.state),
+            (None, Some((name, since))) if !self.surface.heartbeats() => {
+                let text = format!(
+                    "{} │ {}",
+                    github::neutralize(name),
+                    super::short(since.elapsed())
+                );
+                self.surface.redraw_step(&text);
+            }
             _ => self.heartbeat(),
         }
     }

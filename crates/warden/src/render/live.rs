@@ -42,6 +42,13 @@ impl Live {
             .set_message(fit(&status(s, self.color), cols.saturating_sub(3).max(8)));
     }
 
+    /// Shows `text` as the status line (a check or hook running).
+    pub(crate) fn show(&self, text: &str) {
+        let cols = usize::from(super::console::terminal_size().0);
+        self.bar
+            .set_message(fit(text, cols.saturating_sub(3).max(8)));
+    }
+
     /// Removes the status line, leaving nothing behind.
     pub(crate) fn clear(self) {
         self.bar.finish_and_clear();

@@ -22,6 +22,8 @@ pub(crate) enum Kind {
     Grace(fn(&mut Resolved, Duration)),
     /// Any non-empty text.
     Text(fn(&mut Resolved, String)),
+    /// A shell command (run with `sh -c`): non-empty text.
+    Command(fn(&mut Resolved, String)),
     /// A flag without a value; `true` or `false` from the other sources.
     Switch(fn(&mut Resolved, bool)),
     Bytes(fn(&mut Resolved, usize)),
@@ -63,6 +65,7 @@ impl Kind {
             }
             Kind::Grace(_) => "a duration such as `10s`, `500ms` or `1m` (`0` for none)",
             Kind::Text(_) => "a non-empty string such as `<promise>COMPLETE</promise>`",
+            Kind::Command(_) => "a shell command such as `cargo test` (run with sh -c)",
             Kind::Switch(_) => "`true` or `false` (or `1` / `0`)",
             Kind::Bytes(_) => "a size in bytes such as `8MiB`, `512KiB` or `1048576`",
             Kind::Containment(_) => "one of `auto`, `cgroup`, `subreaper`",
@@ -119,7 +122,7 @@ impl Kind {
                 let b = bytes(t)?;
                 Box::new(move |r| set(r, b))
             }
-            Kind::Text(set) => {
+            Kind::Text(set) | Kind::Command(set) => {
                 let text = non_empty(s)?;
                 Box::new(move |r| set(r, text))
             }

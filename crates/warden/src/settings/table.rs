@@ -453,7 +453,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "check",
-        kind: Kind::Text(|r, c| r.check.command = c),
+        kind: Kind::Command(|r, c| r.check.command = c),
         default: Shown::Unset,
         doc: "After each iteration, run CMD (sh -c) in the same directory and sandbox, \
               supervised as a run: the session ends when it passes; its failure is told to the \
@@ -507,7 +507,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "host_setup",
-        kind: Kind::Text(|r, c| r.hooks.host_setup = Some(c)),
+        kind: Kind::Command(|r, c| r.hooks.host_setup = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD on the host (outside any sandbox) in the work directory, once, before \
               anything runs in the sandbox; failing: setup_failed",
@@ -518,7 +518,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "setup",
-        kind: Kind::Text(|r, c| r.hooks.setup = Some(c)),
+        kind: Kind::Command(|r, c| r.hooks.setup = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD in the sandbox, once, before the first iteration (installing \
               dependencies, say); failing: setup_failed, and no agent starts",
@@ -529,7 +529,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "on_success",
-        kind: Kind::Text(|r, c| r.hooks.on_success = Some(c)),
+        kind: Kind::Command(|r, c| r.hooks.on_success = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD in the sandbox after a session that succeeded; failing: hook_failed",
         value_name: "CMD",
@@ -539,7 +539,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "finally",
-        kind: Kind::Text(|r, c| r.hooks.finally = Some(c)),
+        kind: Kind::Command(|r, c| r.hooks.finally = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD in the sandbox at the end of the session, whatever its verdict",
         value_name: "CMD",

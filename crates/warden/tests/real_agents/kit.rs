@@ -207,13 +207,18 @@ stream_max_retries = 0
 
     /// `warden run AGENT PROMPT` with the kit's settings plus `flags`.
     pub fn command(&self, prompt: &str, flags: &[&str]) -> Command {
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            self.agent.into(),
-            prompt.into(),
+        self.command_with(&[prompt], flags)
+    }
+
+    /// `warden run AGENT PROMPT_ARGS` (the prompt, or `-f FILE`) with the
+    /// kit's settings plus `flags`.
+    pub fn command_with(&self, prompt: &[&str], flags: &[&str]) -> Command {
+        let mut args: Vec<String> = vec!["run".into(), self.agent.into()];
+        args.extend(prompt.iter().map(|s| s.to_string()));
+        args.extend([
             "--agent-bin".into(),
             self.bin.to_string_lossy().into_owned(),
-        ];
+        ]);
         args.extend(self.flags.iter().cloned());
         args.extend(flags.iter().map(|s| s.to_string()));
         args.push("--".into());

@@ -18,6 +18,7 @@
 mod support;
 
 mod budgets;
+mod checks;
 mod fields;
 mod kit;
 mod otel;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::support::{Case, kill};
 
 /// The XSD and xmllint, or `None` (after saying why) off CI.
-fn validator() -> Option<PathBuf> {
+pub(crate) fn validator() -> Option<PathBuf> {
     let xsd = match std::env::var_os("WARDEN_JUNIT_XSD") {
         Some(p) => PathBuf::from(p),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.agents/junit/junit-10.xsd"),
@@ -31,7 +31,7 @@ fn validator() -> Option<PathBuf> {
 }
 
 /// Validates `file` against the XSD; returns its text.
-fn valid(file: &Path, xsd: &Path) -> String {
+pub(crate) fn valid(file: &Path, xsd: &Path) -> String {
     let out = Command::new("xmllint")
         .args(["--noout", "--schema"])
         .arg(xsd)

@@ -538,7 +538,129 @@ const EFFECTS: &[Effect] = &[
                     .contains("--session-max-turns: `exec` runs a command")
         },
     },
+    Effect {
+        key: "check",
+        value: "echo checked-by-setting",
+        flags: &[],
+        command: &["true"],
+        took: |c, _| {
+            session(c).is_some_and(|s| s["checks"][0]["command"] == "echo checked-by-setting")
+        },
+    },
+    Effect {
+        key: "check_timeout",
+        value: "7s",
+        flags: &["--check", "true"],
+        command: &["true"],
+        took: |c, _| step_limit(c, "checks", "timeout_ms") == 7000,
+    },
+    Effect {
+        key: "check_stall_timeout",
+        value: "7s",
+        flags: &["--check", "true"],
+        command: &["true"],
+        took: |c, _| step_limit(c, "checks", "stall_timeout_ms") == 7000,
+    },
+    Effect {
+        key: "check_feedback",
+        value: "none",
+        // The stand-in claude; the check fails once, saying so.
+        flags: &[
+            "Fix it.",
+            "--iterations",
+            "2",
+            "--check",
+            "test -f .second || { touch .second; echo check-said-this; exit 1; }",
+        ],
+        command: &[],
+        took: |c, _| {
+            std::fs::read_to_string(c.path().join("claude.prompts"))
+                .is_ok_and(|p| p == "Fix it.Fix it.")
+        },
+    },
+    Effect {
+        key: "check_first",
+        value: "true",
+        flags: &["--check", "true"],
+        command: &["touch", "agent-ran"],
+        took: |c, _| {
+            !c.path().join("agent-ran").exists()
+                && session(c).is_some_and(|s| s["stopped_because"] == "check_passed")
+        },
+    },
+    Effect {
+        key: "host_setup",
+        value: "touch host-setup-ran",
+        flags: &[],
+        command: &["true"],
+        took: |c, _| c.path().join("host-setup-ran").exists(),
+    },
+    Effect {
+        key: "setup",
+        value: "touch setup-ran",
+        flags: &[],
+        command: &["true"],
+        took: |c, _| c.path().join("setup-ran").exists(),
+    },
+    Effect {
+        key: "on_success",
+        value: "touch on-success-ran",
+        flags: &[],
+        command: &["true"],
+        took: |c, _| c.path().join("on-success-ran").exists(),
+    },
+    Effect {
+        key: "finally",
+        value: "touch finally-ran",
+        flags: &[],
+        command: &["false"],
+        took: |c, _| c.path().join("finally-ran").exists(),
+    },
+    Effect {
+        key: "hook_timeout",
+        value: "7s",
+        flags: &["--setup", "true"],
+        command: &["true"],
+        took: |c, _| step_limit(c, "hooks", "timeout_ms") == 7000,
+    },
+    Effect {
+        key: "prompt_command_timeout",
+        value: "7s",
+        // The stand-in claude, with its prompt file (`{{$ CMD}}` in it).
+        flags: &["-f", "task.md"],
+        command: &[],
+        took: |c, _| step_limit(c, "hooks", "timeout_ms") == 7000,
+    },
+    Effect {
+        key: "merge",
+        value: "true",
+        flags: &[],
+        command: &["true"],
+        took: |_, d| {
+            d.code == 2
+                && d.stderr
+                    .contains("which only a worktree has: add --worktree")
+        },
+    },
 ];
+
+/// The session's report, if the run was one.
+fn session(case: &Case) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(case.run_dir().join("session.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// A limit of the first of the session's `checks` or `hooks`, as its
+/// own run.json has it.
+fn step_limit(case: &Case, list: &str, field: &str) -> serde_json::Value {
+    let Some(dir) = session(case).and_then(|s| s[list][0]["run_dir"].as_str().map(String::from))
+    else {
+        return serde_json::Value::Null;
+    };
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/run.json")).unwrap()).unwrap();
+    report["limits"][field].clone()
+}
 
 /// A collector that takes connections and never answers (see
 /// [`hanging_collector`]): `otel_flush` bounds the wait for it.
@@ -572,10 +694,24 @@ enum Source {
     File,
 }
 
-/// A stand-in `docker` that records its arguments and runs nothing.
+/// A stand-in `docker` that records its arguments and runs nothing, and
+/// a stand-in `claude` that adds each prompt to `claude.prompts`; and a
+/// prompt file, `task.md`, with a command in it.
 fn fake_docker(case: &Case) -> std::path::PathBuf {
     let dir = case.path().join("bin");
     std::fs::create_dir_all(&dir).unwrap();
+    crate::support::write_script(
+        &dir.join("claude"),
+        &format!(
+            "#!/bin/sh\ncat >> '{}'\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\",\"num_turns\":1,\"session_id\":\"s\"}}'\n",
+            case.path().join("claude.prompts").display()
+        ),
+    );
+    std::fs::write(
+        case.path().join("task.md"),
+        "Task: {{$ echo from-a-command}}",
+    )
+    .unwrap();
     crate::support::write_script(
         &dir.join("docker"),
         &format!(
@@ -591,7 +727,13 @@ fn run_with(effect: &Effect, source: Source) -> (Case, Finished) {
     let flag = format!("--{}", effect.key.replace('_', "-"));
     let env = format!("WARDEN_{}", effect.key.to_uppercase());
     let switch = effect.value == "true";
-    let mut args = vec!["run", "exec"];
+    // A setting that acts on the prompt runs the stand-in claude.
+    let agent = if effect.command.is_empty() {
+        "claude"
+    } else {
+        "exec"
+    };
+    let mut args = vec!["run", agent];
     if let Source::Flag = source {
         args.push(&flag);
         if !switch {

@@ -439,3 +439,59 @@ fn a_run_on_a_terminal_with_no_size_draws_as_on_80_columns() {
     assert!(text.contains("EXIT=0"), "{text}");
     assert!(text.contains("second"), "{text}");
 }
+
+#[test]
+fn a_check_running_on_a_terminal_has_a_status_line_of_its_own_that_goes_with_it() {
+    if !have("tmux") {
+        return;
+    }
+    let case = Case::new();
+    // The check waits for the test's word (the file `go`).
+    let cmd = format!(
+        "{WARDEN} run exec --check 'while [ ! -f go ]; do sleep 0.05; done' -- sh -c 'echo worked'"
+    );
+    let pane = Pane::start(&case, 120, &cmd);
+    let name = "check `while [ ! -f go ]; do sleep 0.05; done` after iteration 1";
+    let screen = pane.wait_for(&format!("{name} │"), Duration::from_secs(10));
+    no_garbage(&screen);
+    assert!(
+        screen.contains(&format!("{name} started; its output goes to")),
+        "{screen}"
+    );
+    let live: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.contains(&format!("{name} │")))
+        .collect();
+    assert_eq!(live.len(), 1, "one status line for the check:\n{screen}");
+    std::fs::write(case.path().join("go"), "").unwrap();
+    let end = pane.wait_for("EXIT=", Duration::from_secs(15));
+    assert!(end.contains("EXIT=0"), "{end}");
+    assert!(end.contains(&format!("{name} passed in ")), "{end}");
+    assert!(
+        !end.contains(&format!("{name} │")),
+        "the check's status line was left behind:\n{end}"
+    );
+    no_garbage(&end);
+}
+
+#[test]
+fn off_a_terminal_a_long_check_gets_a_heartbeat() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--heartbeat",
+        "300ms",
+        "--check",
+        "sleep 1",
+        "--",
+        "true",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let beats = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("warden: check `sleep 1` after iteration 1 still running after "))
+        .count();
+    assert!(beats >= 2, "{}", done.stderr);
+}

@@ -690,6 +690,7 @@ fn every_stop_names_its_reason() {
         (Stop::BudgetExceeded(None), StopReason::BudgetExceeded),
         (Stop::UsedUp(l), StopReason::BudgetExceeded),
         (Stop::SetupFailed, StopReason::SetupFailed),
+        (Stop::CancelledUnconfirmed, StopReason::Cancelled),
     ] {
         let mut report = empty_report();
         stop.record(&mut report);
@@ -808,12 +809,26 @@ fn a_check_that_cannot_run_or_is_cancelled_stops_the_session_and_a_failed_run_is
     let mut s = Session::new(checking(3, false));
     s.run(ended(Verdict::Succeeded));
     s.feed(Input::Checked(CheckEnd::Cancelled));
-    assert_eq!(
-        s.stopped(),
-        Stop::Cancelled {
-            between_attempts: false
-        }
-    );
+    assert_eq!(s.stopped(), Stop::CancelledUnconfirmed);
+    // The run before succeeded, but the check never said so.
+    let mut report = empty_report();
+    report.verdict = Some(Verdict::Succeeded);
+    s.stopped().record(&mut report);
+    assert_eq!(report.stopped_because, StopReason::Cancelled);
+    assert_eq!(report.verdict, Some(Verdict::Cancelled));
+
+    // Nor while the next iteration's prompt commands ran.
+    let mut s = Session::new(rules(3));
+    s.feed(look());
+    s.feed(Input::CancelledBeforeStart);
+    assert_eq!(s.stopped(), Stop::CancelledUnconfirmed);
+
+    // Nor after a check that failed.
+    let mut s = Session::new(checking(3, false));
+    s.run(ended(Verdict::Succeeded));
+    s.feed(Input::Checked(CheckEnd::Failed));
+    s.feed(cancel());
+    assert_eq!(s.stopped(), Stop::CancelledUnconfirmed);
 
     let mut s = Session::new(checking(3, false));
     s.run(ended(Verdict::AgentFailed));

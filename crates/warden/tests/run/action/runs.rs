@@ -280,6 +280,10 @@ fn a_batch_with_a_failing_run_gives_its_counts_and_is_uploaded() {
         "spawn_failed",
         "internal_error",
         "budget_exceeded",
+        "check_failed",
+        "setup_failed",
+        "hook_failed",
+        "merge_conflict",
     ] {
         assert!(
             e.insert(v.into(), count(v).to_string()).is_some(),
