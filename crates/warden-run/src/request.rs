@@ -713,6 +713,19 @@ impl RunRequest {
                 ));
             }
         }
+        // On the host, a directory a sandboxed agent wrote before (an
+        // earlier run there, a batch's other entry) is no place to run a
+        // command outside the sandbox: only a new worktree is one no agent
+        // has touched yet.
+        if hooks.host_setup.is_some()
+            && session.worktree.is_none()
+            && self.sandbox.sandbox != Sandbox::Host
+        {
+            return Err(invalid(
+                "{0} runs on the host, outside the sandbox, so only in a new worktree no agent has written yet: add {1}",
+                &["session.hooks.host_setup", "session.worktree"],
+            ));
+        }
         if session.merge && session.worktree.is_none() {
             return Err(invalid(
                 "{0} merges the session's branch, which only a worktree has: add {1}",

@@ -63,6 +63,13 @@ fn neutral(section: &str, name: &str) -> Option<&'static str> {
         ("pager", _) => "false",
         ("core", "sshcommand" | "gitproxy" | "askpass" | "alternaterefscommand") => "",
         ("gpg", "program") => "",
+        // Git LFS runs what the repository's configuration names too (an
+        // extension's clean and smudge, a custom transfer's program) when
+        // a user's own `filter.lfs` runs it on a file the agent's
+        // attributes mark: `cat` passes the bytes through untouched.
+        ("lfs", "clean" | "smudge") => "cat",
+        ("lfs", "path") => "false",
+        ("lfs", "standalonetransferagent") => "",
         // What a fetch from a path named as a remote would run there.
         ("remote", "uploadpack") => "git-upload-pack",
         ("remote", "receivepack") => "git-receive-pack",
@@ -154,7 +161,9 @@ mod tests {
 local\0FILTER.x.process\0worktree\0diff.t.textconv\0local\0credential.https://h.helper\0\
 local\0core.sshCommand\0local\0protocol.ext.allow\0local\0core.fsmonitor\0\
 local\0alias.st\0local\0filter.y.required\0global\0filter.lfs.process\0\
-local\0remote./x.uploadpack\0local\0merge.evil.driver\0local\0merge.renormalize\0";
+local\0remote./x.uploadpack\0local\0merge.evil.driver\0local\0merge.renormalize\0\
+local\0lfs.extension.x.clean\0local\0lfs.extension.x.smudge\0local\0lfs.customtransfer.t.path\0\
+local\0lfs.standalonetransferagent\0local\0lfs.url\0";
         let o = overrides(listed);
         let get = |k: &str| {
             o.iter()
@@ -178,6 +187,11 @@ local\0remote./x.uploadpack\0local\0merge.evil.driver\0local\0merge.renormalize\
         assert_eq!(get("remote./x.uploadpack"), Some("git-upload-pack"));
         assert_eq!(get("merge.evil.driver"), Some(""));
         assert_eq!(get("merge.renormalize"), None);
+        assert_eq!(get("lfs.extension.x.clean"), Some("cat"));
+        assert_eq!(get("lfs.extension.x.smudge"), Some("cat"));
+        assert_eq!(get("lfs.customtransfer.t.path"), Some("false"));
+        assert_eq!(get("lfs.standalonetransferagent"), Some(""));
+        assert_eq!(get("lfs.url"), None, "no program");
     }
 
     #[test]

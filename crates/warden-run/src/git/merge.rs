@@ -42,6 +42,15 @@ pub enum MergeError {
         checkout: PathBuf,
         files: Vec<String>,
     },
+    #[error(
+        "{branch} is at {tip}, not at {checked} where the check passed: what came after the check was never checked, so nothing is merged"
+    )]
+    Unchecked {
+        branch: String,
+        into: String,
+        checked: String,
+        tip: String,
+    },
     #[error("could not merge {branch} into {into}: {source}")]
     Git {
         branch: String,
@@ -55,18 +64,20 @@ impl MergeError {
     pub fn files(&self) -> &[String] {
         match self {
             MergeError::Conflict { files, .. } | MergeError::LocalChanges { files, .. } => files,
-            MergeError::Git { .. } => &[],
+            MergeError::Git { .. } | MergeError::Unchecked { .. } => &[],
         }
     }
 }
 
 /// Merges `branch` into `into` in the repository `repo` is in, with
-/// `message` for a merge commit.
+/// `message` for a merge commit. `checked`: the commit the session's
+/// check passed on; a branch that is anywhere else then is not merged.
 pub async fn merge(
     repo: &Path,
     into: &str,
     branch: &str,
     message: &str,
+    checked: Option<&str>,
 ) -> Result<Merged, MergeError> {
     let failed = |source| MergeError::Git {
         branch: branch.to_string(),
@@ -85,6 +96,16 @@ pub async fn merge(
     let new = git(repo, ["rev-parse", "--verify", &commit_of(branch)])
         .await
         .map_err(failed)?;
+    if let Some(checked) = checked
+        && checked != new
+    {
+        return Err(MergeError::Unchecked {
+            branch: branch.to_string(),
+            into: into.to_string(),
+            checked: checked.to_string(),
+            tip: new,
+        });
+    }
     if is_ancestor(repo, &new, &old).await.map_err(failed)? {
         // Nothing of the session's is missing from the target.
         return Ok(Merged {
@@ -115,9 +136,17 @@ pub async fn merge(
             // conflict markers in their files), and no ignored file
             // overwritten by a file of the session's (git's default; the
             // user's `.env`, say).
+            // The files are checked out by the attributes of the
+            // user's own tree, not of the branch the agent wrote (whose
+            // attributes could pick a filter of the user's for any
+            // file); Git LFS files stay pointers (`git lfs pull` fetches
+            // them): the branch's `.lfsconfig` could send the download
+            // anywhere.
+            let attr_source = format!("--attr-source={old}");
             let out = git_output(
                 &checkout,
                 [
+                    attr_source.as_str(),
                     "merge",
                     "--ff-only",
                     "--no-autostash",
@@ -126,7 +155,10 @@ pub async fn merge(
                     "--quiet",
                     &target,
                 ],
-                &[],
+                &[
+                    ("filter.lfs.smudge", "git-lfs smudge --skip -- %f"),
+                    ("filter.lfs.process", "git-lfs filter-process --skip"),
+                ],
                 defaults::GIT_WORKTREE_TIMEOUT,
             )
             .await
@@ -338,8 +370,8 @@ mod tests {
         }
         run(repo, &["checkout", "-q", "main"]);
         let (a, b) = tokio::join!(
-            merge(repo, "main", "a", "merge a"),
-            merge(repo, "main", "b", "merge b")
+            merge(repo, "main", "a", "merge a", None),
+            merge(repo, "main", "b", "merge b", None)
         );
         let (a, b) = (a.unwrap(), b.unwrap());
         assert!(

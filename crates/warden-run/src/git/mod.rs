@@ -278,6 +278,39 @@ pub async fn is_dirty(dir: &Path) -> bool {
     status(dir).await.is_ok_and(|s| !s.is_empty())
 }
 
+/// The commit a check that just passed in `dir` ran on: HEAD, when the
+/// files are exactly HEAD's (no change, no untracked file, and no entry
+/// of the index told to hide changes: `skip-worktree`,
+/// `assume-unchanged`); else why not. Files git ignores are not looked
+/// at.
+pub async fn checked_commit(dir: &Path) -> Result<String, String> {
+    let unsure = |e: GitError| format!("git could not say what the check ran on: {e}");
+    let head = head_checked(dir)
+        .await
+        .map_err(unsure)?
+        .ok_or("the check ran where there is no commit")?;
+    let changes = status(dir).await.map_err(unsure)?;
+    if let Some(first) = changes.lines().next() {
+        return Err(format!(
+            "the check passed on changes that were never committed ({})",
+            first.trim()
+        ));
+    }
+    // `H` tags a plain entry; `S` one whose changes are hidden
+    // (skip-worktree), a lower-case tag one assumed unchanged.
+    let index = git(dir, ["ls-files", "-v", "-z"]).await.map_err(unsure)?;
+    if let Some(hidden) = index
+        .split('\0')
+        .find(|e| e.len() > 2 && !e.starts_with("H "))
+    {
+        return Err(format!(
+            "the check passed on files whose changes the index hides ({}), so what it ran on may be no commit",
+            &hidden[2..]
+        ));
+    }
+    Ok(head)
+}
+
 /// `git status --porcelain`, refused at once where git would block.
 async fn status(dir: &Path) -> Result<String, GitError> {
     check_repo_files(dir)?;

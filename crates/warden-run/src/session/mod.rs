@@ -112,7 +112,9 @@ pub(crate) async fn run_session(
         } else {
             home
         };
-        place.merge(request, &control, &mut report, home).await;
+        place
+            .merge(request, &control, &mut report, home, runs.checked.as_ref())
+            .await;
     }
     report.duration_ms = started.elapsed().as_millis() as u64;
     if let Some(s) = &mut runs.spans {

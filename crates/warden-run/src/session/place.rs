@@ -254,6 +254,7 @@ impl Place {
         control: &SessionControl,
         report: &mut SessionReport,
         home: Home,
+        checked: Option<&Result<String, String>>,
     ) {
         let (Some(into), Some(wt)) = (&self.merge_into, &self.worktree) else {
             return;
@@ -281,6 +282,27 @@ impl Place {
                 return;
             }
         }
+        // With a check, only what it passed on is merged.
+        let checked = match (&request.session.check, checked) {
+            (None, _) => None,
+            (Some(_), Some(Ok(commit))) => Some(commit.as_str()),
+            (Some(_), Some(Err(why))) => {
+                report.verdict = Some(crate::Verdict::MergeConflict);
+                report.note_error(format!(
+                    "{} was not merged into {into}: {why}; both are as they were",
+                    wt.branch
+                ));
+                return;
+            }
+            (Some(_), None) => {
+                report.verdict = Some(crate::Verdict::MergeConflict);
+                report.note_error(format!(
+                    "{} was not merged into {into}: no check passed on a commit of it; both are as they were",
+                    wt.branch
+                ));
+                return;
+            }
+        };
         let repo = wt.home.clone().unwrap_or_else(|| request.cwd.clone());
         let message = format!(
             "Merge branch '{}' (warden session {})",
@@ -289,7 +311,7 @@ impl Place {
         let seen = control.cancels();
         let merged = tokio::select! {
             biased;
-            m = git::merge(&repo, into, &wt.branch, &message) => m,
+            m = git::merge(&repo, into, &wt.branch, &message, checked) => m,
             () = control.cancelled_after(seen) => {
                 report.verdict = Some(crate::Verdict::Cancelled);
                 report.note_error(format!("cancelled before {} was merged into {into}; both are as they were", wt.branch));

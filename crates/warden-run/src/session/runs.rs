@@ -32,6 +32,10 @@ pub(super) struct Runs<'a> {
     /// What the last check said, when it failed: told to the iterations
     /// after it until a check passes.
     pub(super) check_failure: Option<CheckFailure>,
+    /// With `--merge`: the commit the last check that passed ran on, or
+    /// why what it ran on was no commit (changes never committed, or
+    /// hidden from git by the index).
+    pub(super) checked: Option<Result<String, String>>,
     /// What the session's runs spent, against its budget and its batch's.
     spent: Spent,
     /// What the attempts at this iteration spent (its retries, output
@@ -62,6 +66,7 @@ impl<'a> Runs<'a> {
             spans: telemetry.map(|t| SessionSpans::new(t, started_at)),
             entry,
             check_failure: None,
+            checked: None,
             spent: Spent::default(),
             step_spent: Spent::default(),
             thread_totals: HashMap::new(),

@@ -231,6 +231,9 @@ impl Runs<'_> {
         match ended.step.verdict {
             Some(Verdict::Succeeded) => {
                 self.check_failure = None;
+                if self.request.session.merge {
+                    self.checked = Some(crate::git::checked_commit(&self.place.workdir).await);
+                }
                 CheckEnd::Passed
             }
             Some(Verdict::Cancelled) => CheckEnd::Cancelled,

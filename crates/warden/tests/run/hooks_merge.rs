@@ -207,6 +207,8 @@ fn host_setup_runs_on_the_host_before_setup_which_runs_in_the_sandbox() {
     let host = tempfile::tempdir_in("/var/tmp").unwrap();
     let home = tempfile::tempdir().unwrap();
     let case = Case::new();
+    // Outside a sandbox only in a new worktree, which no agent wrote yet.
+    user_repo(&case);
     let write = |name: &str| {
         format!(
             "(touch '{}') 2>/dev/null && echo {name}-wrote >> order.txt || echo {name}-refused >> order.txt",
@@ -220,6 +222,7 @@ fn host_setup_runs_on_the_host_before_setup_which_runs_in_the_sandbox() {
         &[
             "--sandbox",
             "bwrap",
+            "--worktree",
             "--host-setup",
             &write("host-setup"),
             "--setup",
@@ -228,8 +231,10 @@ fn host_setup_runs_on_the_host_before_setup_which_runs_in_the_sandbox() {
         &write("agent"),
     );
     assert_eq!(done.code, 0, "{}", done.stderr);
+    let s = session(&case);
+    let worktree = PathBuf::from(s["worktree"]["path"].as_str().unwrap());
     assert_eq!(
-        std::fs::read_to_string(case.path().join("order.txt")).unwrap(),
+        std::fs::read_to_string(worktree.join("order.txt")).unwrap(),
         "host-setup-wrote\nsetup-refused\nagent-refused\n"
     );
     assert!(host.path().join("host-setup").exists());

@@ -29,6 +29,7 @@ mod hostile_tree;
 mod json_out;
 mod junit;
 mod launch;
+mod merge_checked;
 mod metrics;
 mod orphans;
 mod otel;
