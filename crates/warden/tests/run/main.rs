@@ -16,6 +16,7 @@ mod batch_state;
 mod budgets;
 mod checks;
 mod clocks;
+mod containers;
 mod endtoend;
 mod gh_outputs;
 mod hooks_merge;

@@ -1,0 +1,215 @@
+//! The container sandbox against the real engines: Docker's daemon and
+//! Podman, both started by `.ci/containers`, and the image it builds from
+//! Debian's archive (`WARDEN_CI_IMAGE`). Each promise is held on both.
+//! Without `WARDEN_CI_IMAGE` the tests say they were skipped; under
+//! `CI=true` that is a failure.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::{Case, Finished};
+
+const ENGINES: [&str; 2] = ["docker", "podman"];
+
+/// The image `.ci/containers up` made, or `None` (skipped) off CI.
+fn image() -> Option<String> {
+    match std::env::var("WARDEN_CI_IMAGE") {
+        Ok(i) if !i.is_empty() => Some(i),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but WARDEN_CI_IMAGE is not set: run `.ci/containers up DIR` first")
+        }
+        _ => {
+            eprintln!("skipped: no WARDEN_CI_IMAGE (run `.ci/containers up DIR`)");
+            None
+        }
+    }
+}
+
+/// `warden run exec --sandbox ENGINE --image IMAGE FLAGS -- sh -c SCRIPT`.
+fn contained(case: &Case, engine: &str, image: &str, flags: &[&str], script: &str) -> Finished {
+    let mut args = vec!["run", "exec", "--sandbox", engine, "--image", image];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    case.run(&args)
+}
+
+/// The run's container, if the engine still has it (running or not).
+fn leftover(engine: &str, done: &Finished) -> Option<String> {
+    let id = done.report()["run_id"].as_str().unwrap().to_string();
+    let name = format!("warden-{id}");
+    // `--rm` removes it as the client exits; give the engine a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Command::new(engine)
+            .args(["ps", "-a", "-q", "--filter", &format!("name=^{name}$")])
+            .output()
+            .expect("the engine's client");
+        let listed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if listed.is_empty() {
+            return None;
+        }
+        if Instant::now() > deadline {
+            return Some(format!("{name}: {listed}"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn output_is_kept_byte_for_byte_and_the_container_goes_with_the_run() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let done = contained(
+            &case,
+            engine,
+            &image,
+            &["-q"],
+            "seq 1 100000; printf 'no newline at the end'; echo to-stderr >&2",
+        );
+        assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
+        let mut want: String = (1..=100_000).map(|n| format!("{n}\n")).collect();
+        want.push_str("no newline at the end");
+        assert_eq!(
+            String::from_utf8(std::fs::read(done.run_dir.join("stdout.log")).unwrap()).unwrap(),
+            want,
+            "{engine}"
+        );
+        let report = done.report();
+        assert_eq!(report["sandbox"], engine);
+        assert_eq!(
+            leftover(engine, &done),
+            None,
+            "{engine}: the container stayed"
+        );
+    }
+}
+
+#[test]
+fn the_work_directory_is_mounted_at_its_path_and_only_named_variables_pass() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let mut cmd = case.command(&[
+            "run",
+            "exec",
+            "--sandbox",
+            engine,
+            "--image",
+            &image,
+            "-q",
+            "--env",
+            "GIVEN_SECRET=s3cret-value-for-the-test",
+            "--",
+            "sh",
+            "-c",
+            "pwd > where.txt; echo \"given=$GIVEN_SECRET host=${HOST_ONLY:-unset}\" > env.txt",
+        ]);
+        cmd.env("HOST_ONLY", "from-the-host");
+        let done = case.finished(cmd.output().unwrap(), Instant::now());
+        assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
+        let path = |f: &str| std::fs::read_to_string(case.path().join(f)).unwrap();
+        assert_eq!(
+            path("where.txt").trim(),
+            case.path().to_str().unwrap(),
+            "{engine}"
+        );
+        assert_eq!(
+            path("env.txt").trim(),
+            "given=s3cret-value-for-the-test host=unset",
+            "{engine}"
+        );
+        let report = std::fs::read_to_string(done.run_dir.join("run.json")).unwrap();
+        assert!(
+            !report.contains("s3cret-value-for-the-test"),
+            "{engine}: the secret is in run.json"
+        );
+    }
+}
+
+#[test]
+fn no_network_leaves_only_loopback() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let done = contained(
+            &case,
+            engine,
+            &image,
+            &["-q", "--no-network"],
+            "ls /sys/class/net > nets.txt",
+        );
+        assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
+        let nets = std::fs::read_to_string(case.path().join("nets.txt")).unwrap();
+        assert_eq!(nets.trim(), "lo", "{engine}");
+    }
+}
+
+#[test]
+fn a_stall_and_the_run_clock_end_the_run_and_its_container() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        for (flags, verdict) in [
+            (["--stall-timeout", "1s"], "stalled"),
+            (["--timeout", "1s"], "timed_out"),
+        ] {
+            let case = Case::new();
+            let mut all = vec!["-q", "--kill-grace", "1s"];
+            all.extend_from_slice(&flags);
+            // A child in the background, in a session of its own, that
+            // the container's end must take too.
+            let done = contained(
+                &case,
+                engine,
+                &image,
+                &all,
+                "setsid sleep 1000 & echo started; sleep 1000",
+            );
+            let report = done.report();
+            assert_eq!(report["verdict"], verdict, "{engine}: {}", done.stderr);
+            assert!(
+                done.elapsed < Duration::from_secs(30),
+                "{engine}: took {:?}",
+                done.elapsed
+            );
+            assert_eq!(
+                leftover(engine, &done),
+                None,
+                "{engine}: the container stayed"
+            );
+        }
+    }
+}
+
+#[test]
+fn sigterm_to_warden_cancels_the_run_and_removes_its_container() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let mut child = case.spawn(&[
+            "run",
+            "exec",
+            "--sandbox",
+            engine,
+            "--image",
+            &image,
+            "--kill-grace",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; sleep 1000",
+        ]);
+        case.wait_for_output("stdout.log", "ready", Duration::from_secs(30));
+        crate::support::kill(child.id(), "TERM");
+        let out = child.wait_with_output().unwrap();
+        let done = case.finished(out, Instant::now());
+        assert_eq!(done.code, 130, "{engine}: {}", done.stderr);
+        assert_eq!(done.report()["verdict"], "cancelled", "{engine}");
+        assert_eq!(
+            leftover(engine, &done),
+            None,
+            "{engine}: the container stayed"
+        );
+    }
+}
