@@ -186,7 +186,7 @@ fn sigterm_to_warden_cancels_the_run_and_removes_its_container() {
     let Some(image) = image() else { return };
     for engine in ENGINES {
         let case = Case::new();
-        let mut child = case.spawn(&[
+        let child = case.spawn(&[
             "run",
             "exec",
             "--sandbox",
