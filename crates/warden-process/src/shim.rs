@@ -105,6 +105,10 @@ struct ShimArgs {
     /// `--pids-events DIR`, repeated).
     memory_events: Vec<PathBuf>,
     pids_events: Vec<PathBuf>,
+    /// What removes what the run left outside the shim's tree (a
+    /// container, which its engine's daemon holds), run when warden is
+    /// gone before the run ended (`--if-warden-dies ARG`, repeated).
+    if_warden_dies: Vec<OsString>,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -115,6 +119,7 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
     let mut limits = false;
     let mut memory_events = Vec::new();
     let mut pids_events = Vec::new();
+    let mut if_warden_dies = Vec::new();
     loop {
         match argv.first().and_then(|a| a.to_str()) {
             Some("--cgroup") if argv.len() >= 2 => {
@@ -137,6 +142,10 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
                 pids_events.push(PathBuf::from(argv.remove(1)));
                 argv.remove(0);
             }
+            Some("--if-warden-dies") if argv.len() >= 2 => {
+                if_warden_dies.push(argv.remove(1));
+                argv.remove(0);
+            }
             _ => break,
         }
     }
@@ -150,6 +159,7 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
         limits,
         memory_events,
         pids_events,
+        if_warden_dies,
         program,
         args: argv,
     })
@@ -341,11 +351,18 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         work: Mutex::new(()),
     });
     let watcher = std::sync::Arc::clone(&shared);
+    let warden = getppid();
+    let if_warden_dies = args.if_warden_dies.clone();
     std::thread::spawn(move || {
         // Whatever happens in the watch, the run must not outlive it.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch(control, &watcher)));
         let _work = watcher.work.lock();
         watcher.sweep();
+        // warden died (the shim was given to another parent): what it
+        // would have removed at the run's end is the shim's to remove.
+        if getppid() != warden {
+            run_bounded(&if_warden_dies, WARDEN_GONE_CLEANUP);
+        }
         watcher.report_resources();
         watcher.remove_cgroup();
         std::process::exit(0);
@@ -474,6 +491,36 @@ fn prepare_agent(shim_pid: rustix::process::Pid) -> std::io::Result<()> {
     // Only stdin, stdout and stderr reach the agent.
     os::cloexec_from(3)?;
     Ok(())
+}
+
+/// How long the shim waits for the clean-up warden's death leaves it
+/// (`docker rm -f`): an engine that does not answer is not waited for.
+const WARDEN_GONE_CLEANUP: Duration = Duration::from_secs(15);
+
+/// Runs `cmd` (program and arguments; nothing when empty) with no input
+/// or output, for at most `limit`, killed after.
+fn run_bounded(cmd: &[OsString], limit: Duration) {
+    let Some((program, args)) = cmd.split_first() else {
+        return;
+    };
+    let Ok(mut child) = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    else {
+        return;
+    };
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The control socket's thread: a request from warden sweeps the run;

@@ -90,6 +90,10 @@ pub struct SpawnSpec {
     /// Memory, process and CPU limits for every process of the run (see
     /// [`crate::os::limits`]); the spawn fails if one cannot be enforced.
     pub resources: ResourceLimits,
+    /// Run by the shim if warden dies before the run ends: what removes
+    /// what the run holds outside its process tree (a container that the
+    /// engine's daemon runs: `docker rm -f NAME`). Empty: nothing.
+    pub if_warden_dies: Vec<OsString>,
 }
 
 /// Why a run could not be started.
@@ -251,6 +255,9 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         for dir in pids {
             cmd.arg("--pids-events").arg(dir);
         }
+    }
+    for arg in &spec.if_warden_dies {
+        cmd.arg("--if-warden-dies").arg(arg);
     }
     cmd.arg("--").arg(&spec.program).args(&spec.args);
     if spec.env_clear {
@@ -830,6 +837,7 @@ mod tests {
             run_name: "warden-test".into(),
             timeout,
             resources: ResourceLimits::default(),
+            if_warden_dies: Vec::new(),
         }
     }
 

@@ -237,6 +237,9 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         run_name: format!("warden-{run_id}"),
         timeout: plan.limits.timeout,
         resources: resources::for_cgroups(&plan.limits.resources, sandbox),
+        // A container is its engine's daemon's, outside the run's tree:
+        // if warden is SIGKILLed, the shim removes it.
+        if_warden_dies: wrapped.on_kill.clone().unwrap_or_default(),
     };
     let task = tokio::spawn(async move {
         match warden_process::spawn(process).await {

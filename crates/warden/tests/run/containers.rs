@@ -213,3 +213,47 @@ fn sigterm_to_warden_cancels_the_run_and_removes_its_container() {
         );
     }
 }
+
+#[test]
+fn a_container_does_not_outlive_a_sigkilled_warden() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let child = case.spawn(&[
+            "run",
+            "exec",
+            "--sandbox",
+            engine,
+            "--image",
+            &image,
+            "--",
+            "sh",
+            "-c",
+            "echo ready; sleep 1000",
+        ]);
+        case.wait_for_output("stdout.log", "ready", Duration::from_secs(30));
+        let text = std::fs::read_to_string(case.run_dir().join("run.json")).unwrap();
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let name = format!("warden-{}", report["run_id"].as_str().unwrap());
+        crate::support::kill(child.id(), "KILL");
+        let _ = child.wait_with_output();
+        // The shim is given to another parent and removes the container.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let left = loop {
+            let out = Command::new(engine)
+                .args(["ps", "-a", "-q", "--filter", &format!("name=^{name}$")])
+                .output()
+                .unwrap();
+            let listed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if listed.is_empty() || Instant::now() > deadline {
+                break listed;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        if !left.is_empty() {
+            let _ = Command::new(engine).args(["rm", "-f", &name]).output();
+        }
+        assert!(left.is_empty(), "{engine}: {name} outlived warden");
+        case.assert_nothing_left();
+    }
+}
