@@ -418,7 +418,11 @@ impl Supervisor {
                 }
                 Action::SandboxKill => self.start_sandbox_kill(),
                 Action::Term => {
-                    self.signal_all(tree, Signal::Term);
+                    if self.setup.on_kill.is_some() {
+                        self.signal_container(tree);
+                    } else {
+                        self.signal_all(tree, Signal::Term);
+                    }
                 }
                 Action::KillAll => self.kill_rest(tree),
                 Action::Reaped { exit, orphans } => self.on_reaped(tree, exit, orphans),

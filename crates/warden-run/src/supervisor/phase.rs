@@ -413,7 +413,12 @@ fn begin_ending(cause: Cause, now: Instant, graces: Graces) -> (Phase, Vec<Actio
                 cause,
                 sigterm_at: now,
             }),
-            vec![Action::Announce(cause), Action::SandboxKill, Action::Term],
+            // Not the sandbox's kill yet: a container's engine removes it
+            // with a kill of its own (Docker's at once, Podman's after a
+            // second SIGTERM), which would cut the grace short. The
+            // engine's client passes the SIGTERM on; the removal comes
+            // with the SIGKILL.
+            vec![Action::Announce(cause), Action::Term],
         )
     }
 }
@@ -665,7 +670,7 @@ mod tests {
                 );
                 assert_eq!(
                     actions,
-                    vec![Action::Announce(cause), Action::SandboxKill, Action::Term],
+                    vec![Action::Announce(cause), Action::Term],
                     "{input:?} in {phase:?}"
                 );
             }
@@ -893,11 +898,7 @@ mod tests {
         let actions = run.at(2).feed(Input::BudgetExceeded);
         assert_eq!(
             actions,
-            [
-                Action::Announce(Cause::BudgetExceeded),
-                Action::SandboxKill,
-                Action::Term
-            ]
+            [Action::Announce(Cause::BudgetExceeded), Action::Term]
         );
         assert_eq!(run.phase.cause(), Some(Cause::BudgetExceeded));
         // Asked again while ending: nothing more.

@@ -257,6 +257,25 @@ impl Supervisor {
         }
     }
 
+    /// SIGTERM for a container: to the engine's client alone, which
+    /// passes it to the container's init and so to the agent, once. The
+    /// rest of the tree is the engine's (Podman's `conmon` holds the
+    /// container's output; the container's processes are below it): a
+    /// SIGTERM of its own to each would cut the output and reach the
+    /// agent twice. What is left at the end of the grace is killed.
+    pub(super) fn signal_container(&mut self, tree: &impl Tree) {
+        let client = tree.agent_pid();
+        let Some(pid) = rustix::process::Pid::from_raw(client) else {
+            return;
+        };
+        if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok() {
+            self.emit(Event::Signalled {
+                signal: Signal::Term.name().into(),
+                pids: vec![client],
+            });
+        }
+    }
+
     pub(super) fn signal_all(&mut self, tree: &impl Tree, signal: Signal) -> Vec<ProcessInfo> {
         let signalled = tree.signal_all(signal);
         let pids: Vec<i32> = signalled.iter().map(|p| p.pid).collect();

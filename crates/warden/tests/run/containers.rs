@@ -257,3 +257,35 @@ fn a_container_does_not_outlive_a_sigkilled_warden() {
         case.assert_nothing_left();
     }
 }
+
+#[test]
+fn the_kill_grace_is_one_sigterm_then_the_grace() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        // Counts the SIGTERMs it gets, and takes a second to finish after
+        // the first: within a 5 s grace it must be let finish.
+        let done = contained(
+            &case,
+            engine,
+            &image,
+            &["--timeout", "1s", "--kill-grace", "5s"],
+            "n=0; trap 'n=$((n+1)); echo term $n; t=1' TERM; t=; echo ready; \
+             while [ -z \"$t\" ]; do sleep 0.1; done; \
+             i=0; while [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; \
+             echo finished after $n term",
+        );
+        let out = std::fs::read_to_string(done.run_dir.join("stdout.log")).unwrap();
+        assert_eq!(done.report()["verdict"], "timed_out", "{engine}: {out}");
+        assert!(
+            out.contains("finished after 1 term"),
+            "{engine}: the grace was cut short or SIGTERM came twice: {out}"
+        );
+        assert!(!out.contains("term 2"), "{engine}: {out}");
+        assert_eq!(
+            leftover(engine, &done),
+            None,
+            "{engine}: the container stayed"
+        );
+    }
+}
