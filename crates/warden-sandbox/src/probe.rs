@@ -62,9 +62,15 @@ pub fn bwrap() -> Result<String, String> {
 pub fn engine(engine: &str) -> Result<String, String> {
     let version = run(engine, &["--version"], Duration::from_secs(5))
         .map_err(|_| format!("{engine} is not installed"))?;
-    run(
+    // Each engine names its version its own way: Podman's `info` has no
+    // `ServerVersion`, and asking for it fails as if no engine answered.
+    let format = match engine {
+        "podman" => "{{.Version.Version}}",
+        _ => "{{.ServerVersion}}",
+    };
+    let server = run(
         engine,
-        &["info", "--format", "{{.ServerVersion}}"],
+        &["info", "--format", format],
         Duration::from_secs(10),
     )
     .map_err(|e| {
@@ -73,7 +79,7 @@ pub fn engine(engine: &str) -> Result<String, String> {
             version.trim()
         )
     })?;
-    Ok(version.trim().to_string())
+    Ok(format!("{}; engine {}", version.trim(), server.trim()))
 }
 
 /// Whether `env` can start a program with SIGTERM ignored and give the

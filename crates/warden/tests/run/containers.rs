@@ -289,3 +289,24 @@ fn the_kill_grace_is_one_sigterm_then_the_grace() {
         );
     }
 }
+
+#[test]
+fn doctor_finds_both_engines_usable() {
+    let Some(_) = image() else { return };
+    let out = Command::new(crate::support::WARDEN)
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    for engine in ENGINES {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(engine))
+            .unwrap_or_else(|| panic!("no line for {engine}: {text}"));
+        assert!(
+            line.contains("usable") && line.contains("; engine "),
+            "{engine}: {line}"
+        );
+    }
+}
