@@ -179,6 +179,24 @@ pub fn add_limits(w: &mut Wrapped, limits: &ContainerLimits) {
     w.args.splice(at..at, flags);
 }
 
+/// Whether `pid` is one of Podman's own processes, which its client
+/// leaves in the run's process tree: `conmon`, which holds the container
+/// and its output, and `podman container cleanup`, which removes it. Told
+/// by the executable, and only in warden's own mount namespace: a process
+/// of the container lives in another, whatever its file is named.
+pub(crate) fn is_podman_helper(pid: i32) -> bool {
+    let proc = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let ours = std::fs::read_link("/proc/self/ns/mnt");
+    let theirs = std::fs::read_link(proc.join("ns/mnt"));
+    if !matches!((&ours, &theirs), (Ok(a), Ok(b)) if a == b) {
+        return false;
+    }
+    std::fs::read_link(proc.join("exe")).is_ok_and(|exe| {
+        exe.file_name()
+            .is_some_and(|n| n == "conmon" || n == "podman")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

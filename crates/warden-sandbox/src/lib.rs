@@ -54,7 +54,8 @@ impl Sandbox {
     pub fn is_own_helper(self, pid: i32) -> bool {
         match self {
             Sandbox::Bwrap => bwrap::is_sandbox_init(pid),
-            Sandbox::Host | Sandbox::Docker | Sandbox::Podman => false,
+            Sandbox::Podman => container::is_podman_helper(pid),
+            Sandbox::Host | Sandbox::Docker => false,
         }
     }
 }

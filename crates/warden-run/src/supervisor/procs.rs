@@ -175,6 +175,13 @@ impl Supervisor {
     }
 
     fn note_escaped(&mut self, line: String) {
+        // A container's processes live in the cgroup its engine made for
+        // it (Podman's are in the shim's tree, below `conmon`): that is
+        // the engine's doing, not an escape, and the engine's removal
+        // reaches them.
+        if self.setup.on_kill.is_some() {
+            return;
+        }
         if !self.procs.escaped.contains(&line) && self.procs.escaped.len() < 16 {
             self.procs.escaped.push(line);
         }
