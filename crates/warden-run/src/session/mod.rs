@@ -4,10 +4,10 @@
 //! passes), an iteration fails, or the iterations run out. Around the
 //! runs, the commands the request names (`steps`): setup hooks before
 //! the first, the check after each, the prompt's commands before each,
-//! the wrap-up hooks at the end; then the worktree's end and the merge. A run that ended by a transient failure is tried
-//! again (`--retries`), each attempt in its own directory
-//! (`iteration-N-attempt-K`). Writes `session.json` with every run and the
-//! totals.
+//! the wrap-up hooks at the end; then the worktree's end and the merge.
+//! A run that ended by a transient failure is tried again (`--retries`),
+//! each attempt in its own directory (`iteration-N-attempt-K`). Writes
+//! `session.json` with every run and the totals.
 //!
 //! [`Session`] runs one [`RunRequest`] so; each iteration's spec is built
 //! from the request (the prompt may use `{{ITERATION}}`), and everything
