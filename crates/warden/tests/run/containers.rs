@@ -36,9 +36,13 @@ fn contained(case: &Case, engine: &str, image: &str, flags: &[&str], script: &st
 /// The run's container, if the engine still has it (running or not).
 fn leftover(engine: &str, done: &Finished) -> Option<String> {
     let id = done.report()["run_id"].as_str().unwrap().to_string();
-    let name = format!("warden-{id}");
     // `--rm` removes it as the client exits; give the engine a moment.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    still_there(engine, &format!("warden-{id}"), Duration::from_secs(10))
+}
+
+/// The container `name`, if the engine still lists it after `within`.
+fn still_there(engine: &str, name: &str, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
     loop {
         let out = Command::new(engine)
             .args(["ps", "-a", "-q", "--filter", &format!("name=^{name}$")])
@@ -256,22 +260,11 @@ fn a_container_does_not_outlive_a_sigkilled_warden() {
         crate::support::kill(child.id(), "KILL");
         let _ = child.wait_with_output();
         // The shim is given to another parent and removes the container.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let left = loop {
-            let out = Command::new(engine)
-                .args(["ps", "-a", "-q", "--filter", &format!("name=^{name}$")])
-                .output()
-                .unwrap();
-            let listed = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if listed.is_empty() || Instant::now() > deadline {
-                break listed;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        };
-        if !left.is_empty() {
+        let left = still_there(engine, &name, Duration::from_secs(30));
+        if left.is_some() {
             let _ = Command::new(engine).args(["rm", "-f", &name]).output();
         }
-        assert!(left.is_empty(), "{engine}: {name} outlived warden");
+        assert_eq!(left, None, "{engine}: the container outlived warden");
         case.assert_nothing_left();
     }
 }
