@@ -254,6 +254,7 @@ fn watch(shared: &Shared, engine: &str, name: &str, memory: bool, pids: bool) {
         MEMORY_EVERY
     };
     let mut last_read = Instant::now();
+    let mut oom_events = memory_dir_events(shared);
     loop {
         let woken = shared.wait(wake.as_ref(), every);
         if shared.stopped() {
@@ -265,9 +266,20 @@ fn watch(shared: &Shared, engine: &str, name: &str, memory: bool, pids: bool) {
         if woken {
             drain(wake.as_ref());
             // v1 says so as the OOM starts, before the kill: the kill is
-            // looked for until it shows or the cgroup goes.
+            // looked for until it shows or the cgroup goes. v2's
+            // `memory.events` also changes at `max` and `high`, which a
+            // run at its limit reaches often: looked for only when its
+            // `oom` moved.
+            let oom_now = s.memory.as_deref().and_then(v2_oom_events);
+            let oom_started = oom_now.is_none() || oom_now != oom_events;
+            oom_events = oom_now;
             let before = s.counted;
-            let until = Instant::now() + AFTER_WAKE_FOR;
+            let until = Instant::now()
+                + if oom_started {
+                    AFTER_WAKE_FOR
+                } else {
+                    Duration::ZERO
+                };
             loop {
                 if !s.sample() {
                     return;
@@ -290,6 +302,21 @@ fn watch(shared: &Shared, engine: &str, name: &str, memory: bool, pids: bool) {
             last_read = Instant::now();
         }
     }
+}
+
+/// v2's count of OOMs in the memory cgroup `dir` (`memory.events`, key
+/// `oom`); `None` on v1.
+fn v2_oom_events(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("memory.events")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// [`v2_oom_events`] of the watched memory cgroup, if any.
+fn memory_dir_events(shared: &Shared) -> Option<u64> {
+    let s = shared.state.lock().ok()?;
+    s.memory.as_deref().and_then(v2_oom_events)
 }
 
 /// The pid of the container's init, on the host, once it runs.
