@@ -209,6 +209,12 @@ pub(crate) fn report(
     })
 }
 
+/// The name of the run's container (in a container sandbox), which its
+/// engine's `inspect` and `rm` take.
+pub(crate) fn container_name(run_id: &str) -> String {
+    format!("warden-{run_id}")
+}
+
 /// Starts counting what happens at a container's limits (`None`: not a
 /// container, or no memory or process limit, so nothing to count).
 pub(crate) fn watch_container(

@@ -172,7 +172,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         workdir: plan.cwd.clone(),
         home: home_dir.unwrap_or_else(|| PathBuf::from("/")),
         env: agent_env.vars.clone(),
-        name: container_name(&run_id),
+        name: resources::container_name(&run_id),
         run_dir: run_dir.clone(),
         limits: matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
             .then(|| resources::for_container(&plan.limits.resources)),
@@ -582,11 +582,6 @@ impl RunHandle {
             }
         }
     }
-}
-
-/// The name of the run's container (in a container sandbox).
-pub(crate) fn container_name(run_id: &str) -> String {
-    format!("warden-{run_id}")
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {

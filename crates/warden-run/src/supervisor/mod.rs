@@ -543,7 +543,7 @@ impl Supervisor {
         self.procs.limits_watch = crate::resources::watch_container(
             &self.setup.limits.resources,
             self.setup.sandbox,
-            crate::run::container_name(&self.setup.run_id),
+            crate::resources::container_name(&self.setup.run_id),
         );
         self.emit(Event::Spawned {
             pid: tree.agent_pid(),
