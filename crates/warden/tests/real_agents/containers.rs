@@ -71,9 +71,12 @@ fn tool_call_in_a_container(agent: &'static str) {
             ),
             Turn::Text("all done".into()),
         ];
-        let Some(kit) = Kit::new(agent, script) else {
+        let Some(mut kit) = Kit::new(agent, script) else {
             return;
         };
+        // The CLI by a path the container has: only the install is mounted.
+        let dir = std::fs::canonicalize(kit.bin.parent().unwrap()).unwrap();
+        kit.bin = dir.join(kit.bin.file_name().unwrap());
         let agents = agents_dir(&kit);
         let agents = agents.to_str().unwrap();
         let mut flags = vec![
