@@ -7,7 +7,9 @@
 //! container lives. Its init's pid comes from the engine (`inspect`), its
 //! cgroups from `/proc/PID/cgroup` and this process's mountinfo (no path
 //! is guessed: a cgroup namespace, a systemd driver or a hybrid host all
-//! say where they are there). Then:
+//! say where they are there), taken only if they are named after the
+//! container's id, as both engines name them (warden in a pid namespace of
+//! its own would otherwise read some other process's). Then:
 //!
 //! - the memory limit's OOM kills (`memory.oom_control` on v1,
 //!   `memory.events` on v2) are read when the kernel says an OOM happened
@@ -224,19 +226,28 @@ fn watch(shared: &Shared, engine: &str, name: &str, memory: bool, pids: bool) {
         if shared.stopped() {
             return;
         }
-        if let Some(pid) = init_pid(engine, name) {
-            break pid;
+        if let Some(found) = init_pid(engine, name) {
+            break found;
         }
         shared.wait(None, wait);
         wait = (wait * 2).min(FIND_AT_MOST);
     };
+    let (pid, id) = pid;
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let Ok(proc_cgroup) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
         return;
     };
     let dirs = CgroupDirs::parse(&read("/proc/self/mountinfo"), &proc_cgroup);
-    let memory_dir = memory.then(|| dirs.of(Controller::Memory)).flatten();
-    let pids_dir = pids.then(|| dirs.of(Controller::Pids)).flatten();
+    // The engine's pid is in its own pid namespace: from another (warden
+    // in a container of its own) it is some other process, whose cgroups
+    // are not the container's. Both engines name a container's cgroups
+    // after its id.
+    let of = |c: Controller| {
+        dirs.of(c)
+            .filter(|d| d.to_string_lossy().contains(id.as_str()))
+    };
+    let memory_dir = memory.then(|| of(Controller::Memory)).flatten();
+    let pids_dir = pids.then(|| of(Controller::Pids)).flatten();
     let wake = memory_dir.as_deref().and_then(oom_wake_up);
     {
         let Ok(mut s) = shared.state.lock() else {
@@ -319,11 +330,12 @@ fn memory_dir_events(shared: &Shared) -> Option<u64> {
     s.memory.as_deref().and_then(v2_oom_events)
 }
 
-/// The pid of the container's init, on the host, once it runs.
-fn init_pid(engine: &str, name: &str) -> Option<i32> {
+/// The pid of the container's init, in the engine's pid namespace, once
+/// it runs, and the container's id.
+fn init_pid(engine: &str, name: &str) -> Option<(i32, String)> {
     use std::process::{Command, Stdio};
     let mut child = Command::new(engine)
-        .args(["inspect", "--format", "{{.State.Pid}}", name])
+        .args(["inspect", "--format", "{{.State.Pid}} {{.Id}}", name])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -344,7 +356,11 @@ fn init_pid(engine: &str, name: &str) -> Option<i32> {
     }
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
-    out.trim().parse().ok().filter(|&pid: &i32| pid > 0)
+    let (pid, id) = out.trim().split_once(' ')?;
+    let pid: i32 = pid.parse().ok().filter(|&pid| pid > 0)?;
+    // A full id (64 hex digits for both engines), never a short prefix
+    // that any path could contain.
+    (id.len() >= 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| (pid, id.to_string()))
 }
 
 /// Where a process's cgroups are, as this process sees them.
