@@ -51,8 +51,30 @@ pub(crate) fn check(
 
 /// The engine's own account of this host (`docker info --format
 /// '{{json .}}'`, `podman info --format json`), within a few seconds; `None`
-/// when it cannot be had.
+/// when it cannot be had. An answer is kept for the rest of the process:
+/// a request is checked when it is read and again when its run starts,
+/// and each asking costs a tenth of a second.
 fn engine_info(sandbox: Sandbox) -> Option<serde_json::Value> {
+    static ANSWERS: std::sync::Mutex<Vec<(Sandbox, serde_json::Value)>> =
+        std::sync::Mutex::new(Vec::new());
+    let known = |answers: &[(Sandbox, serde_json::Value)]| {
+        answers
+            .iter()
+            .find(|(s, _)| *s == sandbox)
+            .map(|(_, v)| v.clone())
+    };
+    if let Some(v) = known(&ANSWERS.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Some(v);
+    }
+    let info = ask_engine(sandbox)?;
+    let mut answers = ANSWERS.lock().unwrap_or_else(|e| e.into_inner());
+    if known(&answers).is_none() {
+        answers.push((sandbox, info.clone()));
+    }
+    Some(info)
+}
+
+fn ask_engine(sandbox: Sandbox) -> Option<serde_json::Value> {
     use std::process::{Command, Stdio};
     let format = match sandbox {
         Sandbox::Docker => "{{json .}}",
