@@ -130,6 +130,10 @@ pub(crate) struct Resolved {
     /// `--container-network`, `--engine-arg`: docker and podman only.
     pub container_network: Option<String>,
     pub engine_args: Vec<String>,
+    /// `--container-user`, `--device`, `--group-add`: docker and podman.
+    pub container_user: warden_sandbox::ContainerUser,
+    pub devices: Vec<String>,
+    pub group_add: Vec<String>,
     pub run_dir: Option<PathBuf>,
     pub json: bool,
     pub quiet: bool,
@@ -345,6 +349,8 @@ mod tests {
             Kind::Bytes(_) => "4KiB",
             Kind::Paths(_) => "/run/a.sock,/run/b.sock",
             Kind::Args(_) => "--shm-size=1g --mount=type=tmpfs,dst=/x",
+            Kind::Words(_) => "a,b",
+            Kind::ContainerUser(_) => "1000:1000",
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",

@@ -1,6 +1,6 @@
-//! The settings only a container has (its network, the engine's own
-//! arguments): refused for any other sandbox, where they would mean
-//! nothing, and checked against each other.
+//! The settings only a container has (its network, user, devices and
+//! groups, the engine's own arguments): refused for any other sandbox,
+//! where they would mean nothing, and checked against each other.
 
 use warden_sandbox::SandboxOptions;
 
@@ -8,12 +8,15 @@ use super::{RequestError, invalid};
 
 /// Checks the container-only settings of `options`.
 pub(super) fn check(options: &SandboxOptions) -> Result<(), RequestError> {
-    let given: [(&'static str, bool); 2] = [
+    let given: [(&'static str, bool); 5] = [
         (
             "sandbox.container_network",
             options.container_network.is_some(),
         ),
         ("sandbox.engine_args", !options.engine_args.is_empty()),
+        ("sandbox.container_user", !options.container_user.is_auto()),
+        ("sandbox.devices", !options.devices.is_empty()),
+        ("sandbox.group_add", !options.group_add.is_empty()),
     ];
     if !options.is_container()
         && let Some((field, _)) = given.iter().find(|(_, given)| *given)
