@@ -129,7 +129,7 @@ pub(crate) fn with_settings(
         no_network: resolved.no_network,
         ro: Vec::new(),
         rw: Vec::new(),
-        image: resolved.image.clone(),
+        image: resolved.image_for(agent),
         allow_sockets: resolved
             .allow_sockets
             .iter()

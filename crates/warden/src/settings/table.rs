@@ -683,6 +683,7 @@ impl Default for Resolved {
             otel_protocol: None,
             otel_flush: None,
             otel_agent: false,
+            agent_images: Vec::new(),
         }
     }
 }

@@ -256,3 +256,52 @@ fn devices_groups_and_extra_mounts_reach_the_container() {
         );
     }
 }
+
+#[test]
+fn an_agents_own_image_in_warden_toml_beats_the_files_image() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        std::fs::write(
+            case.path().join("warden.toml"),
+            format!(
+                "image = \"localhost/warden-no-such-image:1\"\n\n[agent.exec]\nimage = \"{image}\"\n"
+            ),
+        )
+        .unwrap();
+        let done = case.run(&[
+            "run",
+            "exec",
+            "-q",
+            "--sandbox",
+            engine,
+            "--",
+            "sh",
+            "-c",
+            "echo in-the-image",
+        ]);
+        assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
+        assert_eq!(
+            String::from_utf8(done.log("stdout.log")).unwrap(),
+            "in-the-image\n",
+            "{engine}"
+        );
+    }
+    // An agent warden does not know is named, before anything starts.
+    let case = Case::new();
+    std::fs::write(
+        case.path().join("warden.toml"),
+        "[agent.claud]\nimage = \"x\"\n",
+    )
+    .unwrap();
+    let done = case.run(&["run", "exec", "--", "true"]);
+    assert_eq!(done.code, 2, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("[agent.claud] in ")
+            && done
+                .stderr
+                .contains("no agent is named `claud`; known agents: claude"),
+        "{}",
+        done.stderr
+    );
+}
