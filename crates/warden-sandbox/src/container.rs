@@ -131,7 +131,12 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
                 engine_path(options, &d)?;
                 a.push("--tmpfs".into());
                 let mut spec = OsString::from(&d);
-                spec.push(":ro");
+                // Podman fills a tmpfs with what lies under it unless told
+                // not to: the records it is there to hide.
+                spec.push(match options.sandbox {
+                    Sandbox::Podman => ":ro,notmpcopyup",
+                    _ => ":ro",
+                });
                 a.push(spec);
                 covered.push(d);
             }
