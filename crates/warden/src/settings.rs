@@ -301,12 +301,17 @@ impl RawSettings {
                 toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
                 // A list (`retry_on = ["stalled", "network"]`) as the
-                // comma list the flag takes.
-                toml::Value::Array(a) if a.iter().all(toml::Value::is_str) => a
-                    .iter()
-                    .filter_map(toml::Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(setting.kind.list_separator()),
+                // text a repeated flag gives (a comma list; arguments
+                // separated by spaces).
+                toml::Value::Array(a)
+                    if a.iter()
+                        .all(|v| v.as_str().is_some_and(|item| setting.kind.keeps_item(item))) =>
+                {
+                    a.iter()
+                        .filter_map(toml::Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(setting.kind.list_separator())
+                }
                 other => {
                     return Err(SettingsError::Invalid {
                         origin,
@@ -793,6 +798,38 @@ mod tests {
                 .to_string();
             assert!(e.starts_with(says), "{file:?}: {e}");
         }
+    }
+
+    #[test]
+    fn engine_args_split_at_white_space_but_not_inside_a_toml_item() {
+        let r = raw(
+            SettingFlags::default(),
+            &[],
+            Some("engine_arg = [\"--mount=type=tmpfs,dst=/x\", \"--cap-add\", \"SYS_PTRACE\"]"),
+        )
+        .unwrap();
+        assert_eq!(
+            r.engine_args,
+            ["--mount=type=tmpfs,dst=/x", "--cap-add", "SYS_PTRACE"]
+        );
+        let r = raw(
+            SettingFlags::default(),
+            &[("WARDEN_ENGINE_ARG", "--a=1  --b")],
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.engine_args, ["--a=1", "--b"]);
+        let e = raw(
+            SettingFlags::default(),
+            &[],
+            Some("engine_arg = [\"--label=a b\"]"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`engine_arg` in") && e.contains("without white space"),
+            "{e}"
+        );
     }
 
     #[test]

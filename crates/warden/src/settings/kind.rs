@@ -67,7 +67,7 @@ pub(crate) enum Kind {
 pub(super) type Setter = Box<dyn FnOnce(&mut Resolved)>;
 
 impl Kind {
-    pub(super) fn expected(self) -> &'static str {
+    pub(crate) fn expected(self) -> &'static str {
         match self {
             Kind::Clock(_) => {
                 "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)"
@@ -84,7 +84,7 @@ impl Kind {
                 "paths separated by commas, such as `/run/munge/munge.socket.2` (the flag may be repeated)"
             }
             Kind::Args(_) => {
-                "arguments separated by white space, such as `--shm-size=1g --cap-add=SYS_PTRACE` (the flag may be repeated)"
+                "arguments separated by white space, such as `--shm-size=1g --cap-add=SYS_PTRACE` (the flag may be repeated; in a TOML list, one argument per item, without white space)"
             }
             Kind::Words(_) => {
                 "values separated by commas, such as `/dev/fuse,/dev/kvm` or `video,44` (the flag may be repeated)"
@@ -121,6 +121,12 @@ impl Kind {
     /// commas as in the other sources.
     pub(crate) fn is_list(self) -> bool {
         matches!(self, Kind::Paths(_) | Kind::Args(_) | Kind::Words(_))
+    }
+
+    /// Whether `item` of a TOML list stays one item once the list is
+    /// joined: an argument with white space in it would become two.
+    pub(crate) fn keeps_item(self, item: &str) -> bool {
+        !matches!(self, Kind::Args(_)) || !item.contains(char::is_whitespace)
     }
 
     /// What joins the items of a list (a repeated flag, a TOML list) into
