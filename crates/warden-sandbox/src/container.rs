@@ -203,6 +203,29 @@ fn user(options: &SandboxOptions, workdir: &std::path::Path) -> Option<(u32, Opt
     }
 }
 
+/// The agent's state directories under `home` that a container will not
+/// get because the user it runs as (`user`'s pick) does not own them:
+/// that user's id and the directories, for a warning before the run.
+pub fn state_dirs_left_out(
+    options: &SandboxOptions,
+    needs: &crate::SandboxNeeds,
+    workdir: &std::path::Path,
+    home: &std::path::Path,
+) -> Option<(u32, Vec<std::path::PathBuf>)> {
+    use std::os::unix::fs::MetadataExt;
+    if !options.is_container() || !home.is_absolute() || home == std::path::Path::new("/") {
+        return None;
+    }
+    let (uid, _) = user(options, workdir)?;
+    let dirs: Vec<std::path::PathBuf> = needs
+        .state_dirs
+        .iter()
+        .map(|d| home.join(d))
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir() && m.uid() != uid))
+        .collect();
+    (!dirs.is_empty()).then_some((uid, dirs))
+}
+
 /// warden's own effective user id (the owner of `/proc/self`).
 fn own_uid() -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
@@ -610,12 +633,26 @@ mod tests {
             image.contains(&format!("-v {0}:{0} ", state.display())),
             "{image}"
         );
-        // Another user's state directory is no use to the container's.
+        let options = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            ..SandboxOptions::default()
+        };
+        let needs = crate::needs(Agent::Claude);
+        assert_eq!(
+            state_dirs_left_out(&options, &needs, work.path(), home.path()),
+            None
+        );
+        // Another user's state directory is no use to the container's,
+        // and is said.
         chown(&state, Some(0), Some(0)).unwrap();
         let auto = line(ContainerUser::Auto);
         assert!(
             auto.contains("--user 1000:1000") && !auto.contains(".claude"),
             "{auto}"
+        );
+        assert_eq!(
+            state_dirs_left_out(&options, &needs, work.path(), home.path()),
+            Some((1000, vec![state.clone()]))
         );
         // A work tree root owns: the image's user.
         chown(work.path(), Some(0), Some(0)).unwrap();

@@ -155,7 +155,6 @@ fn the_agents_state_directory_lasts_from_one_run_to_the_next() {
         let home = tempfile::tempdir().unwrap();
         let state = home.path().join(".claude");
         std::fs::create_dir(&state).unwrap();
-        give_to_1000(&state);
         // A stand-in Claude Code, in the work tree (mounted), that keeps
         // a line per run in its state directory and says how many it saw.
         let cli = case.path().join("claude-cli");
@@ -166,6 +165,31 @@ fn the_agents_state_directory_lasts_from_one_run_to_the_next() {
              echo '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"run '$n'\",\"num_turns\":1,\"session_id\":\"s\"}'\n",
         );
         give_to_1000(&cli);
+        // Root's state directory would be no use to uid 1000: not
+        // mounted, and said before the run.
+        let mut cmd = case.command(&[
+            "run",
+            "claude",
+            "hello",
+            "--sandbox",
+            engine,
+            "--image",
+            &image,
+            "--agent-bin",
+            cli.to_str().unwrap(),
+            "--run-dir",
+            "run-0",
+        ]);
+        cmd.env("HOME", home.path());
+        let done = case.finished(cmd.output().unwrap(), std::time::Instant::now());
+        let warning = format!(
+            "warden: warning: the container runs as uid 1000 (--container-user), which does not own {}: not mounted",
+            state.display()
+        );
+        assert!(done.stderr.contains(&warning), "{engine}: {}", done.stderr);
+        assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
+        assert!(!state.join("runs.txt").exists(), "{engine}");
+        give_to_1000(&state);
         for run in ["run-1", "run-2"] {
             let mut cmd = case.command(&[
                 "run",
