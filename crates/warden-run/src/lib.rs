@@ -128,4 +128,4 @@ pub use warden_events::event::Stamped;
 pub use warden_events::{Agent, Event};
 pub use warden_process::{ContainmentChoice, run_if_shim};
 pub use warden_sandbox::env::EnvArg;
-pub use warden_sandbox::{Sandbox, SandboxChoice, SandboxOptions};
+pub use warden_sandbox::{ContainerUser, Sandbox, SandboxChoice, SandboxOptions};

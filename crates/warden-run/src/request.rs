@@ -580,7 +580,7 @@ impl RunRequest {
                 ],
             ));
         }
-        container::check(&self.sandbox)?;
+        warnings.extend(container::check(&self.sandbox, self.agent, &self.cwd)?);
         // Limits this machine cannot enforce, refused up front.
         crate::resources::check(
             &self.limits.resources,

@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 
-use crate::{Sandbox, SandboxError, SandboxOptions, Target, Wrapped};
+use crate::{ContainerUser, Sandbox, SandboxError, SandboxOptions, Target, Wrapped};
 
 pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxError> {
     let engine = match options.sandbox {
@@ -42,6 +42,40 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     if let Some(network) = network {
         a.push("--network".into());
         a.push(network.into());
+    }
+    // Who the agent runs as, and a HOME it can write: an image rarely
+    // has a passwd entry for the work tree's owner, whose HOME would then
+    // be `/`.
+    let user = user(options, t.workdir);
+    let home = user.map(|_| std::path::Path::new(CONTAINER_HOME));
+    if let Some((uid, gid)) = user {
+        a.push("--user".into());
+        a.push(
+            match gid {
+                Some(gid) => format!("{uid}:{gid}"),
+                None => uid.to_string(),
+            }
+            .into(),
+        );
+        a.push("--tmpfs".into());
+        a.push(format!("{CONTAINER_HOME}:exec,mode=1777").into());
+        a.push("-e".into());
+        a.push(format!("HOME={CONTAINER_HOME}").into());
+    }
+    for (host, inside) in state_mounts(options, &t, user, home)? {
+        a.push("-v".into());
+        let mut m = OsString::from(&host);
+        m.push(":");
+        m.push(&inside);
+        a.push(m);
+    }
+    for d in &options.devices {
+        a.push("--device".into());
+        a.push(d.into());
+    }
+    for g in &options.group_add {
+        a.push("--group-add".into());
+        a.push(g.into());
     }
     let mount = |src: &std::path::Path, ro: bool| {
         let mut m = OsString::from(src);
@@ -123,7 +157,8 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     a.push("-w".into());
     a.push(t.workdir.into());
     for (k, _) in t.env {
-        // The host's PATH and HOME mean nothing inside the image.
+        // The host's PATH and HOME mean nothing inside the image (a HOME
+        // warden gives the container is set above).
         if k == "PATH" || k == "HOME" {
             continue;
         }
@@ -143,6 +178,111 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         on_kill: Some(vec![engine.into(), "rm".into(), "-f".into(), t.name.into()]),
         covers: socket_covers,
     })
+}
+
+/// The container's HOME when warden picks its user: a path no image
+/// has, so the engine makes the tmpfs with the mode asked (over a
+/// directory of the image, both engines keep that directory's mode).
+pub const CONTAINER_HOME: &str = "/home/warden";
+
+/// The user and group ids the container runs as (`--user`), or `None`
+/// for the image's own user.
+fn user(options: &SandboxOptions, workdir: &std::path::Path) -> Option<(u32, Option<u32>)> {
+    use std::os::unix::fs::MetadataExt;
+    match options.container_user {
+        ContainerUser::Image => None,
+        ContainerUser::Id { uid, gid } => Some((uid, gid)),
+        ContainerUser::Auto => {
+            let owner = std::fs::metadata(workdir).ok()?;
+            // Rootless Podman maps the container's root to the user who
+            // runs it: the image's root already writes as that user, and
+            // any other id would be one of its subordinate ids.
+            let rootless = options.sandbox == Sandbox::Podman && own_uid() != Some(0);
+            (owner.uid() != 0 && !rootless).then_some((owner.uid(), Some(owner.gid())))
+        }
+    }
+}
+
+/// The agent's state directories under `home` that a container will not
+/// get because the user it runs as (`user`'s pick) does not own them:
+/// that user's id and the directories, for a warning before the run.
+pub fn state_dirs_left_out(
+    options: &SandboxOptions,
+    needs: &crate::SandboxNeeds,
+    workdir: &std::path::Path,
+    home: &std::path::Path,
+) -> Option<(u32, Vec<std::path::PathBuf>)> {
+    use std::os::unix::fs::MetadataExt;
+    if !options.is_container() || !home.is_absolute() || home == std::path::Path::new("/") {
+        return None;
+    }
+    let (uid, _) = user(options, workdir)?;
+    let dirs: Vec<std::path::PathBuf> = needs
+        .state_dirs
+        .iter()
+        .map(|d| home.join(d))
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir() && m.uid() != uid))
+        .collect();
+    (!dirs.is_empty()).then_some((uid, dirs))
+}
+
+/// warden's own effective user id (the owner of `/proc/self`).
+fn own_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// The agent CLI's own state directories (`~/.claude`, `~/.codex`, or
+/// where `CLAUDE_CONFIG_DIR` and friends point), as `(host, container)`
+/// paths to mount writable, so that its logins and sessions last from
+/// one run to the next (`--resume`), as under bwrap. With the image's
+/// user they go to the host's paths (the image's HOME is its own: the
+/// same as the host's when both are `/root`); with a user warden picked,
+/// under the container's HOME (a variable's directory at its own path),
+/// and only those that user owns on the host: another user's could not
+/// be written (root's `~/.claude` is no use to uid 1000). A missing one is
+/// made, as bwrap does, when it is for warden's own user.
+fn state_mounts(
+    options: &SandboxOptions,
+    t: &Target<'_>,
+    user: Option<(u32, Option<u32>)>,
+    home: Option<&std::path::Path>,
+) -> Result<Vec<(std::path::PathBuf, std::path::PathBuf)>, SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+    let mut dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
+    if t.home.is_absolute() && t.home != Path::new("/") {
+        for d in t.needs.state_dirs {
+            let inside = home.unwrap_or(t.home).join(d);
+            dirs.push((t.home.join(d), inside));
+        }
+    }
+    for var in t.needs.state_dir_vars {
+        if let Some((_, v)) = t.env.iter().rev().find(|(k, _)| k == var) {
+            let p = PathBuf::from(v);
+            if p.is_absolute() {
+                dirs.push((p.clone(), p));
+            }
+        }
+    }
+    let mine = user.is_none_or(|(uid, _)| Some(uid) == own_uid());
+    let mut out = Vec::new();
+    for (host, inside) in dirs {
+        if mine && std::fs::symlink_metadata(&host).is_err() {
+            std::fs::create_dir_all(&host).map_err(|e| SandboxError::Prepare {
+                path: host.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        let usable = std::fs::metadata(&host)
+            .is_ok_and(|m| m.is_dir() && user.is_none_or(|(uid, _)| m.uid() == uid));
+        if usable && !out.iter().any(|(_, i)| *i == inside) {
+            engine_path(options, &host)?;
+            engine_path(options, &inside)?;
+            out.push((host, inside));
+        }
+    }
+    Ok(out)
 }
 
 /// That `path` can be written in a `-v` or `--tmpfs` argument, whose
@@ -220,7 +360,9 @@ mod tests {
 
     fn target<'a>(env: &'a [(OsString, OsString)]) -> Target<'a> {
         Target {
-            needs: crate::needs(Agent::Claude),
+            // No state directories: nothing of this machine's HOME is
+            // made or mounted (the tests that want them say so).
+            needs: crate::needs(Agent::Exec),
             program: "claude".into(),
             args: vec!["-p".into()],
             workdir: Path::new("/work/repo"),
@@ -245,7 +387,10 @@ mod tests {
             image: Some("img".into()),
             ..SandboxOptions::default()
         };
-        let w = wrap(&opts, target(&env)).unwrap();
+        let mut t = target(&env);
+        t.needs = crate::needs(Agent::Claude);
+        t.home = dir.path();
+        let w = wrap(&opts, t).unwrap();
         let want = format!("{}:{}:ro", key.display(), key.display());
         assert!(
             w.args
@@ -428,6 +573,152 @@ mod tests {
             w.args
                 .windows(2)
                 .any(|p| p[0] == "--network" && p[1] == "none")
+        );
+    }
+
+    #[test]
+    fn the_work_trees_owner_runs_the_container_with_a_home_and_its_own_state() {
+        use std::os::unix::fs::chown;
+        if own_uid() != Some(0) {
+            eprintln!("skipped: giving files to another user needs root");
+            return;
+        }
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let state = home.path().join(".claude");
+        std::fs::create_dir(&state).unwrap();
+        chown(work.path(), Some(1000), Some(1000)).unwrap();
+        chown(&state, Some(1000), Some(1000)).unwrap();
+        let line = |user: ContainerUser| {
+            let options = SandboxOptions {
+                sandbox: Sandbox::Docker,
+                image: Some("img".into()),
+                container_user: user,
+                ..SandboxOptions::default()
+            };
+            let mut t = target(&[]);
+            t.workdir = work.path();
+            t.home = home.path();
+            t.needs = crate::needs(Agent::Claude);
+            let w = wrap(&options, t).unwrap();
+            w.args
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let auto = line(ContainerUser::Auto);
+        let own_state = format!("-v {}:/home/warden/.claude ", state.display());
+        for part in [
+            " --user 1000:1000 ",
+            " --tmpfs /home/warden:exec,mode=1777 -e HOME=/home/warden ",
+            own_state.as_str(),
+        ] {
+            assert!(auto.contains(part), "{part:?} in {auto}");
+        }
+        assert_eq!(
+            line(ContainerUser::Id {
+                uid: 1000,
+                gid: None
+            }),
+            auto.replace("--user 1000:1000", "--user 1000")
+        );
+        // The image's user keeps its HOME; the state goes to the host's path.
+        let image = line(ContainerUser::Image);
+        assert!(
+            !image.contains("--user") && !image.contains("HOME="),
+            "{image}"
+        );
+        assert!(
+            image.contains(&format!("-v {0}:{0} ", state.display())),
+            "{image}"
+        );
+        let options = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            ..SandboxOptions::default()
+        };
+        let needs = crate::needs(Agent::Claude);
+        assert_eq!(
+            state_dirs_left_out(&options, &needs, work.path(), home.path()),
+            None
+        );
+        // Another user's state directory is no use to the container's,
+        // and is said.
+        chown(&state, Some(0), Some(0)).unwrap();
+        let auto = line(ContainerUser::Auto);
+        assert!(
+            auto.contains("--user 1000:1000") && !auto.contains(".claude"),
+            "{auto}"
+        );
+        assert_eq!(
+            state_dirs_left_out(&options, &needs, work.path(), home.path()),
+            Some((1000, vec![state.clone()]))
+        );
+        // A work tree root owns: the image's user.
+        chown(work.path(), Some(0), Some(0)).unwrap();
+        assert!(!line(ContainerUser::Auto).contains("--user"));
+    }
+
+    #[test]
+    fn container_users_read_and_write_back() {
+        for (text, user) in [
+            ("auto", ContainerUser::Auto),
+            ("image", ContainerUser::Image),
+            (
+                "1000",
+                ContainerUser::Id {
+                    uid: 1000,
+                    gid: None,
+                },
+            ),
+            (
+                "1000:50",
+                ContainerUser::Id {
+                    uid: 1000,
+                    gid: Some(50),
+                },
+            ),
+        ] {
+            assert_eq!(text.parse::<ContainerUser>(), Ok(user));
+            assert_eq!(user.to_string(), text);
+        }
+        for bad in ["", "root", "1000:", ":1", "-1", "+5", "1000:x"] {
+            assert!(bad.parse::<ContainerUser>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn devices_and_groups_go_to_the_engine_and_a_missing_device_is_named() {
+        let options = SandboxOptions {
+            sandbox: Sandbox::Podman,
+            image: Some("img".into()),
+            devices: vec!["/dev/zero:/dev/warden-zero:r".into()],
+            group_add: vec!["44".into(), "video".into()],
+            ..SandboxOptions::default()
+        };
+        let w = crate::wrap(&options, target(&[])).unwrap();
+        let a: Vec<String> = w
+            .args
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let line = a.join(" ");
+        assert!(
+            line.contains("--device /dev/zero:/dev/warden-zero:r"),
+            "{line}"
+        );
+        assert!(line.contains("--group-add 44 --group-add video"), "{line}");
+        let e = crate::wrap(
+            &SandboxOptions {
+                devices: vec!["/dev/no-such-device:/dev/x".into()],
+                ..options
+            },
+            target(&[]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--device /dev/no-such-device: no such file or directory"
         );
     }
 

@@ -128,6 +128,99 @@ pub struct SandboxOptions {
     /// `/`): whoever sets them is trusted with the host.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub engine_args: Vec<String>,
+    /// Who the agent runs as in a container (docker, podman).
+    #[serde(skip_serializing_if = "ContainerUser::is_auto")]
+    pub container_user: ContainerUser,
+    /// Host devices for the container (docker, podman), as the engine's
+    /// `--device` takes them: `HOST[:CONTAINER[:PERMS]]`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+    /// Groups the container's user is added to (docker, podman): names
+    /// or ids, as the engine's `--group-add` takes them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub group_add: Vec<String>,
+}
+
+/// Who the agent runs as in a container.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ContainerUser {
+    /// The owner of the work directory, so that what the agent writes
+    /// stays the owner's on the host; the image's own user when that
+    /// owner is root, or under rootless Podman (where the container's
+    /// root already is the user who runs it).
+    #[default]
+    Auto,
+    /// The image's own user, whatever owns the work directory.
+    Image,
+    /// This user id, and group id if given (else the engine's default).
+    Id { uid: u32, gid: Option<u32> },
+}
+
+impl ContainerUser {
+    pub fn is_auto(&self) -> bool {
+        *self == ContainerUser::Auto
+    }
+}
+
+impl FromStr for ContainerUser {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let id = |t: &str| {
+            t.parse::<u32>()
+                .ok()
+                .filter(|_| t.bytes().all(|b| b.is_ascii_digit()))
+        };
+        match s {
+            "auto" => Ok(ContainerUser::Auto),
+            "image" => Ok(ContainerUser::Image),
+            _ => {
+                let (uid, gid) = match s.split_once(':') {
+                    Some((u, g)) => (id(u), Some(id(g))),
+                    None => (id(s), None),
+                };
+                match (uid, gid) {
+                    (Some(uid), None) => Ok(ContainerUser::Id { uid, gid: None }),
+                    (Some(uid), Some(Some(gid))) => Ok(ContainerUser::Id {
+                        uid,
+                        gid: Some(gid),
+                    }),
+                    _ => Err(format!(
+                        "`{s}` is no container user: `auto`, `image`, or a user id such as `1000` or `1000:1000`"
+                    )),
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for ContainerUser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ContainerUser::Auto => f.write_str("auto"),
+            ContainerUser::Image => f.write_str("image"),
+            ContainerUser::Id { uid, gid: None } => write!(f, "{uid}"),
+            ContainerUser::Id {
+                uid,
+                gid: Some(gid),
+            } => write!(f, "{uid}:{gid}"),
+        }
+    }
+}
+
+impl TryFrom<String> for ContainerUser {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<ContainerUser> for String {
+    fn from(u: ContainerUser) -> Self {
+        u.to_string()
+    }
 }
 
 impl SandboxOptions {
@@ -222,6 +315,19 @@ pub fn wrap(options: &SandboxOptions, target: Target<'_>) -> Result<Wrapped, San
                 flag,
                 path: p.clone(),
             });
+        }
+    }
+    if options.is_container() {
+        // A device the engine would be given but the host does not have:
+        // named here, before the engine's own, vaguer, error.
+        for d in &options.devices {
+            let host = PathBuf::from(d.split(':').next().unwrap_or(d));
+            if std::fs::metadata(&host).is_err() {
+                return Err(SandboxError::MissingPath {
+                    flag: "device",
+                    path: host,
+                });
+            }
         }
     }
     if options.sandbox != Sandbox::Host {

@@ -129,7 +129,7 @@ pub(crate) fn with_settings(
         no_network: resolved.no_network,
         ro: Vec::new(),
         rw: Vec::new(),
-        image: resolved.image.clone(),
+        image: resolved.image_for(agent),
         allow_sockets: resolved
             .allow_sockets
             .iter()
@@ -138,6 +138,9 @@ pub(crate) fn with_settings(
         records: Vec::new(),
         container_network: resolved.container_network.clone(),
         engine_args: resolved.engine_args.clone(),
+        container_user: resolved.container_user,
+        devices: resolved.devices.clone(),
+        group_add: resolved.group_add.clone(),
     };
     request.retry = resolved.retry.clone();
     request.session.budget = resolved.session_budget;
@@ -271,6 +274,7 @@ pub(crate) fn flag_of(field: &str) -> String {
         "sandbox.rw" => return "--rw".into(),
         "sandbox.allow_sockets" => "allow_socket",
         "sandbox.engine_args" => "engine_arg",
+        "sandbox.devices" => "device",
         "limits.budget.max_cost_usd" => "max_cost",
         "session.budget.max_cost_usd" => "session_max_cost",
         "limits.budget.max_tokens" => "max_tokens",
@@ -310,6 +314,9 @@ mod tests {
             ("sandbox.allow_sockets", "--allow-socket"),
             ("sandbox.container_network", "--container-network"),
             ("sandbox.engine_args", "--engine-arg"),
+            ("sandbox.container_user", "--container-user"),
+            ("sandbox.devices", "--device"),
+            ("sandbox.group_add", "--group-add"),
             ("limits.timeout", "--timeout"),
             ("limits.budget.max_cost_usd", "--max-cost"),
             ("session.budget.max_turns", "--session-max-turns"),

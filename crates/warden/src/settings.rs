@@ -23,7 +23,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use warden_events::Agent;
 use warden_run::{ContainmentChoice, Limits, SandboxChoice};
+
+/// The `warden.toml` table of per-agent settings: `[agent.claude]`.
+const AGENT_TABLE: &str = "agent";
 
 mod flags;
 mod kind;
@@ -53,6 +57,12 @@ pub(crate) enum SettingsError {
     UnknownKey { key: String, path: PathBuf },
     #[error("could not read the config file {}: {message}", .path.display())]
     Read { path: PathBuf, message: String },
+    #[error("{what} in {}: {says}", .path.display())]
+    AgentTable {
+        what: String,
+        path: PathBuf,
+        says: String,
+    },
 }
 
 /// The text of a config file; `None` if `./warden.toml` is simply not
@@ -107,6 +117,8 @@ struct Sourced {
     origin: String,
     /// Came from `SettingFlags` (which a batch file fills as well).
     from_flags: bool,
+    /// Came from the config file's top level.
+    from_file: bool,
 }
 
 /// Raw values from every source, highest precedence first.
@@ -115,6 +127,8 @@ pub(crate) struct RawSettings {
     values: HashMap<&'static str, Vec<Sourced>>,
     /// The config file in play, as it was read.
     config: Option<crate::config_watch::ConfigWatch>,
+    /// `[agent.NAME] image = "…"` of the config file.
+    agent_images: Vec<(Agent, String)>,
 }
 
 /// Settings the rest of the program trusts.
@@ -130,6 +144,10 @@ pub(crate) struct Resolved {
     /// `--container-network`, `--engine-arg`: docker and podman only.
     pub container_network: Option<String>,
     pub engine_args: Vec<String>,
+    /// `--container-user`, `--device`, `--group-add`: docker and podman.
+    pub container_user: warden_sandbox::ContainerUser,
+    pub devices: Vec<String>,
+    pub group_add: Vec<String>,
     pub run_dir: Option<PathBuf>,
     pub json: bool,
     pub quiet: bool,
@@ -160,6 +178,21 @@ pub(crate) struct Resolved {
     pub otel_flush: Option<Duration>,
     /// `--otel-agent`: the agent's own trace export switched on too.
     pub otel_agent: bool,
+    /// `[agent.NAME] image = "…"`: each agent's image, unless a flag or
+    /// a variable gave `image` for all of them.
+    pub agent_images: Vec<(Agent, String)>,
+}
+
+impl Resolved {
+    /// The container image for `agent`: a flag's or variable's, else the
+    /// agent's own in `warden.toml`, else the file's `image`.
+    pub(crate) fn image_for(&self, agent: Agent) -> Option<String> {
+        self.agent_images
+            .iter()
+            .find(|(a, _)| *a == agent)
+            .map(|(_, i)| i.clone())
+            .or_else(|| self.image.clone())
+    }
 }
 
 impl RawSettings {
@@ -203,6 +236,7 @@ impl RawSettings {
             value,
             origin,
             from_flags: false,
+            from_file: false,
         });
     }
 
@@ -250,6 +284,10 @@ impl RawSettings {
                     message: toml_error(text, &e),
                 })?;
         for (k, v) in table {
+            if k == AGENT_TABLE {
+                self.add_agent_tables(v, path)?;
+                continue;
+            }
             let Some(setting) = find(&k) else {
                 return Err(SettingsError::UnknownKey {
                     key: k,
@@ -263,12 +301,17 @@ impl RawSettings {
                 toml::Value::Float(f) => f.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
                 // A list (`retry_on = ["stalled", "network"]`) as the
-                // comma list the flag takes.
-                toml::Value::Array(a) if a.iter().all(toml::Value::is_str) => a
-                    .iter()
-                    .filter_map(toml::Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(setting.kind.list_separator()),
+                // text a repeated flag gives (a comma list; arguments
+                // separated by spaces).
+                toml::Value::Array(a)
+                    if a.iter()
+                        .all(|v| v.as_str().is_some_and(|item| setting.kind.keeps_item(item))) =>
+                {
+                    a.iter()
+                        .filter_map(toml::Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(setting.kind.list_separator())
+                }
                 other => {
                     return Err(SettingsError::Invalid {
                         origin,
@@ -278,6 +321,67 @@ impl RawSettings {
                 }
             };
             self.push(setting.name, value, origin);
+            if let Some(last) = self.values.get_mut(setting.name).and_then(|v| v.last_mut()) {
+                last.from_file = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// `[agent.claude]` and the like: settings of one agent's runs (only
+    /// `image` for now). An agent warden does not know, or a key the
+    /// table cannot have, is an error naming it.
+    fn add_agent_tables(&mut self, v: toml::Value, path: &Path) -> Result<(), SettingsError> {
+        let bad = |what: String, says: String| SettingsError::AgentTable {
+            what,
+            path: path.to_path_buf(),
+            says,
+        };
+        let toml::Value::Table(agents) = v else {
+            return Err(bad(
+                format!("`{AGENT_TABLE}`"),
+                "it is a table per agent, such as [agent.claude] with image = \"IMAGE\"".into(),
+            ));
+        };
+        let known = || {
+            Agent::ALL
+                .iter()
+                .map(|a| a.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        for (name, keys) in agents {
+            let what = format!("[{AGENT_TABLE}.{name}]");
+            let agent: Agent = name.parse().map_err(|_| {
+                bad(
+                    what.clone(),
+                    format!("no agent is named `{name}`; known agents: {}", known()),
+                )
+            })?;
+            let toml::Value::Table(keys) = keys else {
+                return Err(bad(
+                    what,
+                    "it must be a table, such as image = \"IMAGE\"".into(),
+                ));
+            };
+            for (key, value) in keys {
+                if key != "image" {
+                    return Err(bad(what, format!("unknown key `{key}`; known keys: image")));
+                }
+                match value {
+                    toml::Value::String(image) if !image.trim().is_empty() => {
+                        self.agent_images.retain(|(a, _)| *a != agent);
+                        self.agent_images.push((agent, image));
+                    }
+                    other => {
+                        return Err(SettingsError::Invalid {
+                            origin: format!("`image` in {what} of {}", path.display()),
+                            value: other.to_string(),
+                            expected: "a container image such as `ghcr.io/me/agent:1`",
+                        });
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -308,6 +412,16 @@ impl RawSettings {
             if let Some(set) = winner {
                 set(&mut resolved);
             }
+        }
+        // An image from a flag or a variable is every agent's; one from
+        // the file's top level is for the agents without their own.
+        let image_beats_agents = self
+            .values
+            .get("image")
+            .and_then(|v| v.first())
+            .is_some_and(|s| !s.from_file);
+        if !image_beats_agents {
+            resolved.agent_images = self.agent_images;
         }
         Ok(resolved)
     }
@@ -345,6 +459,8 @@ mod tests {
             Kind::Bytes(_) => "4KiB",
             Kind::Paths(_) => "/run/a.sock,/run/b.sock",
             Kind::Args(_) => "--shm-size=1g --mount=type=tmpfs,dst=/x",
+            Kind::Words(_) => "a,b",
+            Kind::ContainerUser(_) => "1000:1000",
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",
@@ -620,6 +736,98 @@ mod tests {
         let e = raw(SettingFlags::of(&[("sandbox", "jail")]), &[], None).unwrap_err();
         assert!(
             e.to_string().contains("--sandbox") && e.to_string().contains("bwrap"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_agents_image_beats_the_files_image_and_loses_to_flag_and_variable() {
+        let file = "image = \"all:1\"\n[agent.claude]\nimage = \"claude:1\"\n[agent.codex]\nimage = \"codex:1\"\n";
+        let r = raw(SettingFlags::default(), &[], Some(file)).unwrap();
+        assert_eq!(r.image_for(Agent::Claude).as_deref(), Some("claude:1"));
+        assert_eq!(r.image_for(Agent::Codex).as_deref(), Some("codex:1"));
+        assert_eq!(r.image_for(Agent::Exec).as_deref(), Some("all:1"));
+        let r = raw(
+            SettingFlags::default(),
+            &[("WARDEN_IMAGE", "env:1")],
+            Some(file),
+        )
+        .unwrap();
+        assert_eq!(r.image_for(Agent::Claude).as_deref(), Some("env:1"));
+        let r = raw(SettingFlags::of(&[("image", "flag:1")]), &[], Some(file)).unwrap();
+        assert_eq!(r.image_for(Agent::Codex).as_deref(), Some("flag:1"));
+        // Without a global image: the agent's, or none.
+        let r = raw(
+            SettingFlags::default(),
+            &[],
+            Some("[agent.pi]\nimage = \"pi:1\""),
+        )
+        .unwrap();
+        assert_eq!(r.image_for(Agent::Pi).as_deref(), Some("pi:1"));
+        assert_eq!(r.image_for(Agent::Claude), None);
+        assert_eq!(
+            raw(SettingFlags::default(), &[], None)
+                .unwrap()
+                .image_for(Agent::Claude),
+            None
+        );
+    }
+
+    #[test]
+    fn an_agent_table_names_a_known_agent_and_only_its_keys() {
+        for (file, says) in [
+            (
+                "[agent.claud]\nimage = \"x\"",
+                "[agent.claud] in /w/warden.toml: no agent is named `claud`; known agents: claude, codex",
+            ),
+            (
+                "[agent.claude]\ntimeout = \"1m\"",
+                "[agent.claude] in /w/warden.toml: unknown key `timeout`; known keys: image",
+            ),
+            (
+                "agent = \"claude\"",
+                "`agent` in /w/warden.toml: it is a table per agent",
+            ),
+            (
+                "[agent.claude]\nimage = 3",
+                "invalid value `3` for `image` in [agent.claude] of /w/warden.toml",
+            ),
+        ] {
+            let e = raw(SettingFlags::default(), &[], Some(file))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(says), "{file:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn engine_args_split_at_white_space_but_not_inside_a_toml_item() {
+        let r = raw(
+            SettingFlags::default(),
+            &[],
+            Some("engine_arg = [\"--mount=type=tmpfs,dst=/x\", \"--cap-add\", \"SYS_PTRACE\"]"),
+        )
+        .unwrap();
+        assert_eq!(
+            r.engine_args,
+            ["--mount=type=tmpfs,dst=/x", "--cap-add", "SYS_PTRACE"]
+        );
+        let r = raw(
+            SettingFlags::default(),
+            &[("WARDEN_ENGINE_ARG", "--a=1  --b")],
+            None,
+        )
+        .unwrap();
+        assert_eq!(r.engine_args, ["--a=1", "--b"]);
+        let e = raw(
+            SettingFlags::default(),
+            &[],
+            Some("engine_arg = [\"--label=a b\"]"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`engine_arg` in") && e.contains("without white space"),
             "{e}"
         );
     }

@@ -1,19 +1,30 @@
-//! The settings only a container has (its network, the engine's own
-//! arguments): refused for any other sandbox, where they would mean
-//! nothing, and checked against each other.
+//! The settings only a container has (its network, user, devices and
+//! groups, the engine's own arguments): refused for any other sandbox,
+//! where they would mean nothing, and checked against each other.
 
+use std::path::{Path, PathBuf};
+
+use warden_events::Agent;
 use warden_sandbox::SandboxOptions;
 
-use super::{RequestError, invalid};
+use super::{Finding, RequestError, invalid};
 
-/// Checks the container-only settings of `options`.
-pub(super) fn check(options: &SandboxOptions) -> Result<(), RequestError> {
-    let given: [(&'static str, bool); 2] = [
+/// Checks the container-only settings of `options`; warns of the agent's
+/// state directories the container's user cannot have.
+pub(super) fn check(
+    options: &SandboxOptions,
+    agent: Agent,
+    cwd: &Path,
+) -> Result<Vec<Finding>, RequestError> {
+    let given: [(&'static str, bool); 5] = [
         (
             "sandbox.container_network",
             options.container_network.is_some(),
         ),
         ("sandbox.engine_args", !options.engine_args.is_empty()),
+        ("sandbox.container_user", !options.container_user.is_auto()),
+        ("sandbox.devices", !options.devices.is_empty()),
+        ("sandbox.group_add", !options.group_add.is_empty()),
     ];
     if !options.is_container()
         && let Some((field, _)) = given.iter().find(|(_, given)| *given)
@@ -47,7 +58,26 @@ pub(super) fn check(options: &SandboxOptions) -> Result<(), RequestError> {
             ));
         }
     }
-    Ok(())
+    let mut warnings = Vec::new();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Some(home) = home
+        && let Some((uid, dirs)) = warden_sandbox::container::state_dirs_left_out(
+            options,
+            &super::sandbox_needs(agent),
+            cwd,
+            &home,
+        )
+    {
+        let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        warnings.push(Finding::new(
+            format!(
+                "the container runs as uid {uid} ({{0}}), which does not own {}: not mounted, so {agent} starts without the login and sessions kept there; give them to uid {uid}, or set {{0}} to image",
+                dirs.join(", ")
+            ),
+            &["sandbox.container_user"],
+        ));
+    }
+    Ok(warnings)
 }
 
 #[cfg(test)]
@@ -68,7 +98,9 @@ mod tests {
         for sandbox in [Sandbox::Host, Sandbox::Bwrap] {
             let mut o = options(sandbox);
             o.engine_args = vec!["--shm-size=1g".into()];
-            let e = check(&o).unwrap_err().to_string();
+            let e = check(&o, Agent::Exec, Path::new("/nonexistent"))
+                .unwrap_err()
+                .to_string();
             assert_eq!(
                 e,
                 format!(
@@ -78,7 +110,7 @@ mod tests {
             let mut o = options(sandbox);
             o.container_network = Some("host".into());
             assert!(
-                check(&o)
+                check(&o, Agent::Exec, Path::new("/nonexistent"))
                     .unwrap_err()
                     .to_string()
                     .starts_with("sandbox.container_network is for a container")
@@ -88,7 +120,7 @@ mod tests {
             let mut o = options(sandbox);
             o.container_network = Some("host".into());
             o.engine_args = vec!["--cap-add".into(), "SYS_PTRACE".into()];
-            check(&o).unwrap();
+            check(&o, Agent::Exec, Path::new("/nonexistent")).unwrap();
         }
     }
 
@@ -97,9 +129,9 @@ mod tests {
         let mut o = options(Sandbox::Docker);
         o.no_network = true;
         o.container_network = Some("none".into());
-        check(&o).unwrap();
+        check(&o, Agent::Exec, Path::new("/nonexistent")).unwrap();
         o.container_network = Some("host".into());
-        let e = check(&o).unwrap_err();
+        let e = check(&o, Agent::Exec, Path::new("/nonexistent")).unwrap_err();
         assert_eq!(
             e.to_string(),
             "sandbox.no_network cuts the network, and sandbox.container_network host would give the container one: drop one of them"
@@ -108,7 +140,7 @@ mod tests {
             o.no_network = false;
             o.container_network = Some(bad.into());
             assert!(
-                check(&o)
+                check(&o, Agent::Exec, Path::new("/nonexistent"))
                     .unwrap_err()
                     .to_string()
                     .contains("is not a network"),

@@ -474,10 +474,18 @@ fn split(merged: toml::Table, index: usize) -> Result<(RunKeys, SettingFlags), S
                 .iter()
                 .map(scalar_text)
                 .collect::<Option<Vec<_>>>()
+                .filter(|l| l.iter().all(|item| setting.kind.keeps_item(item)))
                 .map(|l| l.join(setting.kind.list_separator()))
         });
         match text {
             Some(text) => flags.set(setting, text),
+            None if v.is_array() => {
+                return Err(format!(
+                    "run {}: `{k}`: expected {}",
+                    index + 1,
+                    setting.kind.expected()
+                ));
+            }
             None => return Err(format!("run {}: `{k}` must be a string", index + 1)),
         }
     }

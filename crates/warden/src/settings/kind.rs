@@ -36,6 +36,11 @@ pub(crate) enum Kind {
     /// a TOML list): commas are common inside one (`--mount
     /// type=bind,src=…`).
     Args(fn(&mut Resolved, Vec<String>)),
+    /// Words separated by commas or white space (a repeated flag, a TOML
+    /// list): devices, groups.
+    Words(fn(&mut Resolved, Vec<String>)),
+    /// Who runs in a container: `auto`, `image`, `UID[:GID]`.
+    ContainerUser(fn(&mut Resolved, warden_sandbox::ContainerUser)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
     /// A whole number, 0 or more.
@@ -62,7 +67,7 @@ pub(crate) enum Kind {
 pub(super) type Setter = Box<dyn FnOnce(&mut Resolved)>;
 
 impl Kind {
-    pub(super) fn expected(self) -> &'static str {
+    pub(crate) fn expected(self) -> &'static str {
         match self {
             Kind::Clock(_) => {
                 "a duration such as `15m`, `90s`, `250ms` or `1h30m` (`0` disables it)"
@@ -79,7 +84,13 @@ impl Kind {
                 "paths separated by commas, such as `/run/munge/munge.socket.2` (the flag may be repeated)"
             }
             Kind::Args(_) => {
-                "arguments separated by white space, such as `--shm-size=1g --cap-add=SYS_PTRACE` (the flag may be repeated)"
+                "arguments separated by white space, such as `--shm-size=1g --cap-add=SYS_PTRACE` (the flag may be repeated; in a TOML list, one argument per item, without white space)"
+            }
+            Kind::Words(_) => {
+                "values separated by commas, such as `/dev/fuse,/dev/kvm` or `video,44` (the flag may be repeated)"
+            }
+            Kind::ContainerUser(_) => {
+                "`auto` (the work directory's owner), `image` (the image's own user), or a user id such as `1000` or `1000:1000`"
             }
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
             Kind::Count(_) => "a whole number such as `0` or `3`",
@@ -109,7 +120,13 @@ impl Kind {
     /// A flag that may be given more than once, its values joined by
     /// commas as in the other sources.
     pub(crate) fn is_list(self) -> bool {
-        matches!(self, Kind::Paths(_) | Kind::Args(_))
+        matches!(self, Kind::Paths(_) | Kind::Args(_) | Kind::Words(_))
+    }
+
+    /// Whether `item` of a TOML list stays one item once the list is
+    /// joined: an argument with white space in it would become two.
+    pub(crate) fn keeps_item(self, item: &str) -> bool {
+        !matches!(self, Kind::Args(_)) || !item.contains(char::is_whitespace)
     }
 
     /// What joins the items of a list (a repeated flag, a TOML list) into
@@ -160,6 +177,21 @@ impl Kind {
                     return Err(Bad::Invalid);
                 }
                 Box::new(move |r| set(r, args))
+            }
+            Kind::Words(set) => {
+                let words: Vec<String> = s
+                    .split(|c: char| c == ',' || c.is_whitespace())
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if words.is_empty() {
+                    return Err(Bad::Invalid);
+                }
+                Box::new(move |r| set(r, words))
+            }
+            Kind::ContainerUser(set) => {
+                let user: warden_sandbox::ContainerUser = t.parse().map_err(|_| Bad::Invalid)?;
+                Box::new(move |r| set(r, user))
             }
             Kind::Switch(set) => {
                 let on = match t.to_ascii_lowercase().as_str() {

@@ -241,6 +241,40 @@ pub(crate) const SETTINGS: &[Setting] = &[
         alias: None,
     },
     Setting {
+        name: "container_user",
+        kind: Kind::ContainerUser(|r, u| r.container_user = u),
+        default: Shown::Value("auto"),
+        doc: "Who the agent runs as in a container: auto (the work directory's owner, with a \
+              HOME of its own; the image's user when that owner is root), image (the image's \
+              user), or UID[:GID]",
+        value_name: "USER",
+        short: None,
+        in_batch: true,
+        alias: None,
+    },
+    Setting {
+        name: "device",
+        kind: Kind::Words(|r, d| r.devices = d),
+        default: Shown::Unset,
+        doc: "A host device for the container, HOST[:CONTAINER[:PERMS]] (--sandbox docker or \
+              podman). Repeatable",
+        value_name: "DEVICE",
+        short: None,
+        in_batch: true,
+        alias: None,
+    },
+    Setting {
+        name: "group_add",
+        kind: Kind::Words(|r, g| r.group_add = g),
+        default: Shown::Unset,
+        doc: "A group (name or id) for the container's user (--sandbox docker or podman). \
+              Repeatable",
+        value_name: "GROUP",
+        short: None,
+        in_batch: true,
+        alias: None,
+    },
+    Setting {
         name: "heartbeat",
         kind: Kind::Clock(|r, d| r.heartbeat = d),
         default: Shown::Value("30s"),
@@ -630,6 +664,9 @@ impl Default for Resolved {
             image: None,
             container_network: None,
             engine_args: Vec::new(),
+            container_user: warden_sandbox::ContainerUser::Auto,
+            devices: Vec::new(),
+            group_add: Vec::new(),
             run_dir: None,
             json: false,
             quiet: false,
@@ -646,6 +683,7 @@ impl Default for Resolved {
             otel_protocol: None,
             otel_flush: None,
             otel_agent: false,
+            agent_images: Vec::new(),
         }
     }
 }

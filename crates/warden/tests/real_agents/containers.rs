@@ -17,7 +17,7 @@ use crate::kit::Kit;
 
 const ENGINES: [&str; 2] = ["docker", "podman"];
 
-fn image() -> Option<String> {
+pub(crate) fn image() -> Option<String> {
     match std::env::var("WARDEN_CI_AGENT_IMAGE") {
         Ok(i) if !i.is_empty() => Some(i),
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
@@ -31,7 +31,7 @@ fn image() -> Option<String> {
 }
 
 /// The directory the CLIs are installed in (their links point inside it).
-fn agents_dir(kit: &Kit) -> std::path::PathBuf {
+pub(crate) fn agents_dir(kit: &Kit) -> std::path::PathBuf {
     let bin = std::fs::canonicalize(&kit.bin).unwrap();
     bin.ancestors()
         .find(|p| p.file_name().is_some_and(|n| n == "node_modules"))
@@ -40,7 +40,7 @@ fn agents_dir(kit: &Kit) -> std::path::PathBuf {
 }
 
 /// Whether the engine still lists the container `name` after a moment.
-fn container_left(engine: &str, name: &str) -> bool {
+pub(crate) fn container_left(engine: &str, name: &str) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let out = Command::new(engine)

@@ -20,6 +20,7 @@ mod support;
 mod budgets;
 mod checks;
 mod containers;
+mod containers_user;
 mod fields;
 mod kit;
 mod otel;

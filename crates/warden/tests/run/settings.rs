@@ -299,6 +299,27 @@ const EFFECTS: &[Effect] = &[
         took: |case, d| d.code == 0 && engine_got(case, &["--shm-size=1g", "some-image"]),
     },
     Effect {
+        key: "container_user",
+        value: "1000:1000",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| d.code == 0 && engine_got(case, &["--user", "1000:1000"]),
+    },
+    Effect {
+        key: "device",
+        value: "/dev/null",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| d.code == 0 && engine_got(case, &["--device", "/dev/null"]),
+    },
+    Effect {
+        key: "group_add",
+        value: "44",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| d.code == 0 && engine_got(case, &["--group-add", "44"]),
+    },
+    Effect {
         key: "heartbeat",
         value: "100ms",
         flags: &[],
