@@ -176,6 +176,10 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         run_dir: run_dir.clone(),
         limits: matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
             .then(|| resources::for_container(&plan.limits.resources)),
+        container: matches!(sandbox, Sandbox::Docker | Sandbox::Podman).then(|| ContainerFlags {
+            run_id: run_id.clone(),
+            cidfile: run_dir.join(CIDFILE),
+        }),
     };
     let mut wrapped = target.clone().wrap().await?;
     let output = output_spec(&plan)?;
@@ -212,6 +216,12 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         output,
         env_dropped,
         shared: plan.shared,
+        container: target.container.as_ref().map(|c| supervisor::ContainerRun {
+            sandbox,
+            image: plan.sandbox.image.clone().unwrap_or_default(),
+            cidfile: c.cidfile.clone(),
+            sweep: crate::container_sweep::start_once(sandbox),
+        }),
     };
     let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
     let (control_tx, control_rx) = mpsc::unbounded_channel();
@@ -225,11 +235,13 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     if wrapped.vanished() {
         wrapped = target.wrap().await?;
     }
+    let mut env = agent_env.vars;
+    add_client_vars(&mut env, sandbox);
     let process = warden_process::SpawnSpec {
         program: wrapped.program,
         args: wrapped.args,
         cwd: Some(plan.cwd.clone()),
-        env: agent_env.vars,
+        env,
         env_clear: agent_env.clear,
         stdin: plan.stdin.clone(),
         containment: plan.containment,
@@ -372,6 +384,36 @@ async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
     }
 }
 
+/// Gives a container engine's client the variables of warden's own
+/// environment that say where its engine is (`DOCKER_HOST`,
+/// `CONTAINER_HOST`, ...: [`warden_sandbox::container::client_vars`]),
+/// which the agent's allowlisted environment leaves out. They reach the
+/// client only: the container gets the variables its command line names
+/// with `-e`, made before these were added. One the agent's environment
+/// already has (given with `--env`, so also passed into the container) is
+/// left as it is.
+fn add_client_vars(env: &mut Vec<(OsString, OsString)>, sandbox: Sandbox) {
+    for name in warden_sandbox::container::client_vars(sandbox) {
+        if env.iter().any(|(k, _)| k == name) {
+            continue;
+        }
+        if let Some(v) = std::env::var_os(name) {
+            env.push((name.into(), v));
+        }
+    }
+}
+
+/// The file in a container run's directory where the engine's client
+/// writes the container's id once it exists.
+const CIDFILE: &str = "container.id";
+
+/// What names a run's container: its labels and its `--cidfile`.
+#[derive(Clone)]
+struct ContainerFlags {
+    run_id: String,
+    cidfile: PathBuf,
+}
+
 /// The structured output the run must give, its schema compiled.
 fn output_spec(plan: &RunPlan) -> Result<Option<supervisor::OutputSpec>, SetupError> {
     let Some(tag) = &plan.output_tag else {
@@ -405,6 +447,8 @@ struct SandboxTarget {
     run_dir: PathBuf,
     /// A container's resource limits, for its engine.
     limits: Option<warden_sandbox::container::ContainerLimits>,
+    /// A container's labels and `--cidfile`.
+    container: Option<ContainerFlags>,
 }
 
 impl SandboxTarget {
@@ -437,6 +481,14 @@ impl SandboxTarget {
             )?;
             if let Some(limits) = &self.limits {
                 warden_sandbox::container::add_limits(&mut wrapped, limits);
+            }
+            if let Some(c) = &self.container {
+                use crate::container_sweep::{OWNER_LABEL, RUN_LABEL, owner};
+                let labels = [
+                    (RUN_LABEL, c.run_id.clone()),
+                    (OWNER_LABEL, owner().to_string()),
+                ];
+                warden_sandbox::container::add_run_flags(&mut wrapped, &labels, &c.cidfile);
             }
             Ok(wrapped)
         })

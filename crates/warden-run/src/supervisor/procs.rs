@@ -129,6 +129,58 @@ impl Supervisor {
         }
     }
 
+    /// In a container: whether the engine, not the agent, failed, and the
+    /// end of the sweep of dead wardens' containers this run started.
+    ///
+    /// The engine's client exits 125 when the engine fails (no daemon, an
+    /// image that cannot be had) and 126 when it is refused the daemon's
+    /// socket, but an agent may exit with either: the code does not tell.
+    /// What does is whether the container ever existed: the client writes
+    /// its id to the `--cidfile` as soon as the engine has created it,
+    /// before anything of the agent runs, and the agent cannot write that
+    /// file (it is in the run's directory, outside the container). A
+    /// client that exited non-zero on its own with no id written failed
+    /// before there was a container: the run could not start, as when a
+    /// program is not found (`spawn_failed`), and the reason quotes the
+    /// engine and says what fixes it. Checked after the fact rather than
+    /// by asking the engine about the image first, which would add its
+    /// time (10 ms for `docker image inspect`, 30-40 ms for Podman's) to
+    /// every run's start.
+    pub(super) async fn judge_engine(&mut self) {
+        let Some(c) = self.setup.container.as_mut() else {
+            return;
+        };
+        if let Some(sweep) = c.sweep.take() {
+            let _ = sweep.await;
+        }
+        let failed_by_itself = self.phase.cause().is_none()
+            && self
+                .phase
+                .exit()
+                .is_some_and(|e| e.signal.is_none() && e.code.is_some_and(|c| c != 0));
+        if !failed_by_itself || self.errors.spawn.is_some() {
+            return;
+        }
+        // A file the client wrote in the run's directory: read off the
+        // clocks' thread all the same.
+        let cidfile = c.cidfile.clone();
+        let created = tokio::task::spawn_blocking(move || {
+            std::fs::metadata(cidfile).is_ok_and(|m| m.len() > 0)
+        })
+        .await
+        .unwrap_or(true);
+        if created {
+            return;
+        }
+        let why = warden_sandbox::container::engine_failure(
+            c.sandbox,
+            &c.image,
+            &self.streams.stderr_head,
+        );
+        self.errors.spawn = Some(why.clone());
+        self.note_error(why);
+    }
+
     /// SIGKILLs every process of the run (the final, bounded wait for the
     /// kernel to confirm is the `Killing` phase's).
     pub(super) fn kill_rest(&mut self, tree: &impl Tree) {

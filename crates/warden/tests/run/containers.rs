@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use crate::support::{Case, Finished};
 
-const ENGINES: [&str; 2] = ["docker", "podman"];
+pub(crate) const ENGINES: [&str; 2] = ["docker", "podman"];
 
 /// The image `.ci/containers up` made, or `None` (skipped) off CI.
-fn image() -> Option<String> {
+pub(crate) fn image() -> Option<String> {
     match std::env::var("WARDEN_CI_IMAGE") {
         Ok(i) if !i.is_empty() => Some(i),
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
@@ -26,7 +26,13 @@ fn image() -> Option<String> {
 }
 
 /// `warden run exec --sandbox ENGINE --image IMAGE FLAGS -- sh -c SCRIPT`.
-fn contained(case: &Case, engine: &str, image: &str, flags: &[&str], script: &str) -> Finished {
+pub(crate) fn contained(
+    case: &Case,
+    engine: &str,
+    image: &str,
+    flags: &[&str],
+    script: &str,
+) -> Finished {
     let mut args = vec!["run", "exec", "--sandbox", engine, "--image", image];
     args.extend_from_slice(flags);
     args.extend_from_slice(&["--", "sh", "-c", script]);
@@ -34,14 +40,14 @@ fn contained(case: &Case, engine: &str, image: &str, flags: &[&str], script: &st
 }
 
 /// The run's container, if the engine still has it (running or not).
-fn leftover(engine: &str, done: &Finished) -> Option<String> {
+pub(crate) fn leftover(engine: &str, done: &Finished) -> Option<String> {
     let id = done.report()["run_id"].as_str().unwrap().to_string();
     // `--rm` removes it as the client exits; give the engine a moment.
     still_there(engine, &format!("warden-{id}"), Duration::from_secs(10))
 }
 
 /// The container `name`, if the engine still lists it after `within`.
-fn still_there(engine: &str, name: &str, within: Duration) -> Option<String> {
+pub(crate) fn still_there(engine: &str, name: &str, within: Duration) -> Option<String> {
     let deadline = Instant::now() + within;
     loop {
         let out = Command::new(engine)

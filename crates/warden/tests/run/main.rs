@@ -17,6 +17,7 @@ mod budgets;
 mod checks;
 mod clocks;
 mod containers;
+mod containers_setup;
 mod endtoend;
 mod gh_outputs;
 mod hooks_merge;
