@@ -136,8 +136,9 @@ impl Supervisor {
 
     /// A container's stderr: its start kept (where the engine's error is
     /// if it fails), and while the gate is open, the chunk goes through it
-    /// first; what it lets through is read as if just read.
-    fn through_gate(&mut self, pipes: &mut Pipes, n: usize) {
+    /// first; what it lets through is read as if just read. `n == 0`: the
+    /// end of the stream (or warden stops reading it).
+    pub(super) fn through_gate(&mut self, pipes: &mut Pipes, n: usize) {
         let pipe = pipes.get(Stream::Stderr);
         let head = &mut self.streams.stderr_head;
         let room = STDERR_HEAD.saturating_sub(head.len()).min(n);

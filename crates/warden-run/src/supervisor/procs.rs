@@ -68,6 +68,10 @@ impl Supervisor {
 
     /// Stops reading both pipes, keeping a last line that had no newline.
     fn close_pipes(&mut self, pipes: &mut Pipes, now: Instant) {
+        // What a container's stderr gate still holds goes to the log first.
+        if self.streams.gate.is_some() {
+            self.through_gate(pipes, 0);
+        }
         for stream in [warden_events::Stream::Stdout, warden_events::Stream::Stderr] {
             pipes.get(stream).close(|line| self.on_line(line, now));
             self.after_lines(pipes, stream, now);
