@@ -32,6 +32,8 @@ use crate::limits::Limits;
 use crate::retry::{RetryOn, RetryPolicy};
 use crate::template;
 
+mod container;
+
 /// `--worktree`: where the session works.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -578,6 +580,7 @@ impl RunRequest {
                 ],
             ));
         }
+        container::check(&self.sandbox)?;
         // Limits this machine cannot enforce, refused up front.
         crate::resources::check(
             &self.limits.resources,

@@ -32,9 +32,16 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     for x in ["run", "--rm", "-i", "--init", "--name", t.name] {
         a.push(x.into());
     }
-    if options.no_network {
+    // `--no-network` wins over a network named (the request refuses one
+    // other than `none` with it).
+    let network = if options.no_network {
+        Some("none")
+    } else {
+        options.container_network.as_deref()
+    };
+    if let Some(network) = network {
         a.push("--network".into());
-        a.push("none".into());
+        a.push(network.into());
     }
     let mount = |src: &std::path::Path, ro: bool| {
         let mut m = OsString::from(src);
@@ -90,7 +97,12 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
                 engine_path(options, &d)?;
                 a.push("--tmpfs".into());
                 let mut spec = OsString::from(&d);
-                spec.push(":ro");
+                // Podman fills a tmpfs with what lies under it unless told
+                // not to: the records it is there to hide.
+                spec.push(match options.sandbox {
+                    Sandbox::Podman => ":ro,notmpcopyup",
+                    _ => ":ro",
+                });
                 a.push(spec);
                 covered.push(d);
             }
@@ -118,6 +130,9 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
         a.push("-e".into());
         a.push(k.clone());
     }
+    // The user's own arguments last, just before the image, where the
+    // engine reads the options of `run` up to the first positional one.
+    a.extend(options.engine_args.iter().map(OsString::from));
     a.push(image.into());
     a.push(t.program);
     a.extend(t.args);
@@ -552,6 +567,50 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains(&*odd.to_string_lossy()), "{e}");
+    }
+
+    #[test]
+    fn a_network_and_the_engine_args_go_before_the_image() {
+        let options = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            image: Some("img".into()),
+            container_network: Some("host".into()),
+            engine_args: vec![
+                "--shm-size=1g".into(),
+                "--cap-add".into(),
+                "SYS_PTRACE".into(),
+            ],
+            ..SandboxOptions::default()
+        };
+        let w = wrap(&options, target(&[])).unwrap();
+        let line: Vec<String> = w
+            .args
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        let line = line.join(" ");
+        assert!(line.contains(" --network host "), "{line}");
+        assert!(
+            line.ends_with(" --shm-size=1g --cap-add SYS_PTRACE img claude -p"),
+            "{line}"
+        );
+        // `--no-network` wins: the container gets none.
+        let w = wrap(
+            &SandboxOptions {
+                no_network: true,
+                container_network: Some("none".into()),
+                ..options
+            },
+            target(&[]),
+        )
+        .unwrap();
+        let networks = w.args.iter().filter(|a| *a == "--network").count();
+        assert_eq!(networks, 1, "{:?}", w.args);
+        assert!(
+            w.args
+                .windows(2)
+                .any(|p| p[0] == "--network" && p[1] == "none")
+        );
     }
 
     #[test]

@@ -117,6 +117,24 @@ pub struct SandboxOptions {
     /// unless `ro` or `rw` names one of them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub records: Vec<PathBuf>,
+    /// The container's network (docker, podman): `host`, `none`,
+    /// `bridge`, or a network the engine has; the engine's default when
+    /// `None`. `no_network` wins: with it, only `none` fits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_network: Option<String>,
+    /// More arguments for the engine's `run` (docker, podman), before the
+    /// image: for what warden has no setting for. They can widen the
+    /// container as far as the engine allows (`--privileged`, a mount of
+    /// `/`): whoever sets them is trusted with the host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub engine_args: Vec<String>,
+}
+
+impl SandboxOptions {
+    /// Whether the options run the agent in a container.
+    pub fn is_container(&self) -> bool {
+        matches!(self.sandbox, Sandbox::Docker | Sandbox::Podman)
+    }
 }
 
 /// What an agent's CLI needs from a sandbox: its profile says it

@@ -136,6 +136,8 @@ pub(crate) fn with_settings(
             .map(|p| absolute(cwd, p))
             .collect(),
         records: Vec::new(),
+        container_network: resolved.container_network.clone(),
+        engine_args: resolved.engine_args.clone(),
     };
     request.retry = resolved.retry.clone();
     request.session.budget = resolved.session_budget;
@@ -268,6 +270,7 @@ pub(crate) fn flag_of(field: &str) -> String {
         "sandbox.ro" => return "--ro".into(),
         "sandbox.rw" => return "--rw".into(),
         "sandbox.allow_sockets" => "allow_socket",
+        "sandbox.engine_args" => "engine_arg",
         "limits.budget.max_cost_usd" => "max_cost",
         "session.budget.max_cost_usd" => "session_max_cost",
         "limits.budget.max_tokens" => "max_tokens",
@@ -305,6 +308,8 @@ mod tests {
             ("sandbox.no_network", "--no-network"),
             ("sandbox.sandbox", "--sandbox"),
             ("sandbox.allow_sockets", "--allow-socket"),
+            ("sandbox.container_network", "--container-network"),
+            ("sandbox.engine_args", "--engine-arg"),
             ("limits.timeout", "--timeout"),
             ("limits.budget.max_cost_usd", "--max-cost"),
             ("session.budget.max_turns", "--session-max-turns"),

@@ -127,6 +127,9 @@ pub(crate) struct Resolved {
     /// `--allow-socket`: host unix sockets a sandboxed agent may reach.
     pub allow_sockets: Vec<PathBuf>,
     pub image: Option<String>,
+    /// `--container-network`, `--engine-arg`: docker and podman only.
+    pub container_network: Option<String>,
+    pub engine_args: Vec<String>,
     pub run_dir: Option<PathBuf>,
     pub json: bool,
     pub quiet: bool,
@@ -265,7 +268,7 @@ impl RawSettings {
                     .iter()
                     .filter_map(toml::Value::as_str)
                     .collect::<Vec<_>>()
-                    .join(","),
+                    .join(setting.kind.list_separator()),
                 other => {
                     return Err(SettingsError::Invalid {
                         origin,
@@ -341,6 +344,7 @@ mod tests {
             Kind::Switch(_) => "true",
             Kind::Bytes(_) => "4KiB",
             Kind::Paths(_) => "/run/a.sock,/run/b.sock",
+            Kind::Args(_) => "--shm-size=1g --mount=type=tmpfs,dst=/x",
             Kind::Containment(_) => "subreaper",
             Kind::Sandbox(_) => "bwrap",
             Kind::OnFatalError(_) => "wait",

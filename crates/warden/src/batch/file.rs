@@ -474,7 +474,7 @@ fn split(merged: toml::Table, index: usize) -> Result<(RunKeys, SettingFlags), S
                 .iter()
                 .map(scalar_text)
                 .collect::<Option<Vec<_>>>()
-                .map(|l| l.join(","))
+                .map(|l| l.join(setting.kind.list_separator()))
         });
         match text {
             Some(text) => flags.set(setting, text),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Arg, ArgAction, ArgMatches};
 
-use super::{SETTINGS, Setting};
+use super::{Kind, SETTINGS, Setting};
 
 /// The id of the `--config` argument (not a setting: where settings come from).
 const CONFIG: &str = "config";
@@ -66,6 +66,8 @@ fn arg(setting: &Setting) -> Arg {
         arg.action(ArgAction::Append)
             .value_name(setting.value_name)
             .value_parser(clap::value_parser!(String))
+            // `--engine-arg --shm-size=1g`: the value is itself a flag.
+            .allow_hyphen_values(matches!(setting.kind, Kind::Args(_)))
     } else {
         arg.action(ArgAction::Set)
             .value_name(setting.value_name)
@@ -103,7 +105,8 @@ impl clap::FromArgMatches for SettingFlags {
                 }
             } else if s.kind.is_list() {
                 if let Some(vs) = m.get_many::<String>(s.name) {
-                    flags.set(s, vs.map(String::as_str).collect::<Vec<_>>().join(","));
+                    let items: Vec<&str> = vs.map(String::as_str).collect();
+                    flags.set(s, items.join(s.kind.list_separator()));
                 }
             } else if let Some(v) = m.get_one::<String>(s.name) {
                 flags.set(s, v.clone());

@@ -32,6 +32,10 @@ pub(crate) enum Kind {
     Path(fn(&mut Resolved, PathBuf)),
     /// Paths separated by commas (a repeated flag, a TOML list).
     Paths(fn(&mut Resolved, Vec<PathBuf>)),
+    /// Command-line arguments separated by white space (a repeated flag,
+    /// a TOML list): commas are common inside one (`--mount
+    /// type=bind,src=…`).
+    Args(fn(&mut Resolved, Vec<String>)),
     /// What a fatal error of the agent does: `end` or `wait`.
     OnFatalError(fn(&mut Resolved, OnFatalError)),
     /// A whole number, 0 or more.
@@ -74,6 +78,9 @@ impl Kind {
             Kind::Paths(_) => {
                 "paths separated by commas, such as `/run/munge/munge.socket.2` (the flag may be repeated)"
             }
+            Kind::Args(_) => {
+                "arguments separated by white space, such as `--shm-size=1g --cap-add=SYS_PTRACE` (the flag may be repeated)"
+            }
             Kind::OnFatalError(_) => "`end` (end the run at once) or `wait` (let the agent retry)",
             Kind::Count(_) => "a whole number such as `0` or `3`",
             Kind::RetryOn(_) => {
@@ -102,7 +109,16 @@ impl Kind {
     /// A flag that may be given more than once, its values joined by
     /// commas as in the other sources.
     pub(crate) fn is_list(self) -> bool {
-        matches!(self, Kind::Paths(_))
+        matches!(self, Kind::Paths(_) | Kind::Args(_))
+    }
+
+    /// What joins the items of a list (a repeated flag, a TOML list) into
+    /// the one text every source gives.
+    pub(crate) fn list_separator(self) -> &'static str {
+        match self {
+            Kind::Args(_) => " ",
+            _ => ",",
+        }
     }
 
     /// Checks the text; only looks at it, never at the machine (whether a
@@ -137,6 +153,13 @@ impl Kind {
                     .map(|p| non_empty(p).map(PathBuf::from))
                     .collect::<Result<_, _>>()?;
                 Box::new(move |r| set(r, paths))
+            }
+            Kind::Args(set) => {
+                let args: Vec<String> = s.split_whitespace().map(str::to_string).collect();
+                if args.is_empty() {
+                    return Err(Bad::Invalid);
+                }
+                Box::new(move |r| set(r, args))
             }
             Kind::Switch(set) => {
                 let on = match t.to_ascii_lowercase().as_str() {

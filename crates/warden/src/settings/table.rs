@@ -219,6 +219,28 @@ pub(crate) const SETTINGS: &[Setting] = &[
         alias: None,
     },
     Setting {
+        name: "container_network",
+        kind: Kind::Text(|r, t| r.container_network = Some(t)),
+        default: Shown::Unset,
+        doc: "The container's network, for --sandbox docker or podman: host, none, bridge, or a \
+              network the engine has (--no-network wins, and allows only none)",
+        value_name: "NAME",
+        short: None,
+        in_batch: true,
+        alias: None,
+    },
+    Setting {
+        name: "engine_arg",
+        kind: Kind::Args(|r, a| r.engine_args = a),
+        default: Shown::Unset,
+        doc: "An argument for the engine's `run`, before the image, for --sandbox docker or \
+              podman (what warden has no setting for; it can widen the container). Repeatable",
+        value_name: "ARG",
+        short: None,
+        in_batch: true,
+        alias: None,
+    },
+    Setting {
         name: "heartbeat",
         kind: Kind::Clock(|r, d| r.heartbeat = d),
         default: Shown::Value("30s"),
@@ -606,6 +628,8 @@ impl Default for Resolved {
             no_network: false,
             allow_sockets: Vec::new(),
             image: None,
+            container_network: None,
+            engine_args: Vec::new(),
             run_dir: None,
             json: false,
             quiet: false,

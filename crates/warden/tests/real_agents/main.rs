@@ -19,6 +19,7 @@ mod support;
 
 mod budgets;
 mod checks;
+mod containers;
 mod fields;
 mod kit;
 mod otel;

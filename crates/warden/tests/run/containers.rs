@@ -327,3 +327,50 @@ fn doctor_finds_both_engines_usable() {
         );
     }
 }
+
+/// warden's records and the host's daemons are not in the container even
+/// where they lie inside its mounts: a batch directory inside the work
+/// directory is an empty read-only directory there (no file of it is seen), a daemon's socket is
+/// an empty file (nothing listens), and the socket `--allow-socket` names
+/// is the real one.
+#[test]
+fn records_and_sockets_inside_the_work_directory_are_covered() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let work = std::fs::canonicalize(case.path()).unwrap();
+        let daemon = work.join("daemon.sock");
+        let allowed = work.join("allowed.sock");
+        let _daemon = std::os::unix::net::UnixListener::bind(&daemon).unwrap();
+        let _allowed = std::os::unix::net::UnixListener::bind(&allowed).unwrap();
+        // Nested records are covered one by one: their mount points are
+        // empty directories in the cover, never a file.
+        let script = "{ find bd ! -type d | wc -l; touch bd/x 2>/dev/null && echo bd-writable; \
+             test -S daemon.sock && echo daemon-is-a-socket; \
+             test -S allowed.sock && echo allowed-is-a-socket; } > seen.txt";
+        let toml = format!(
+            "[defaults]\nagent = \"exec\"\nsandbox = {engine:?}\nimage = {image:?}\n\
+             allow_socket = [{allowed:?}]\n\n[[run]]\nname = \"one\"\n\
+             command = [\"sh\", \"-c\", {script:?}]\n",
+            allowed = allowed.display().to_string()
+        );
+        std::fs::write(work.join("b.toml"), toml).unwrap();
+        let bd = work.join("bd");
+        let mut cmd = case.command(&["batch", "b.toml", "--dir", bd.to_str().unwrap()]);
+        cmd.env_remove("WARDEN_RUN_DIR");
+        let done = case.finished(cmd.output().unwrap(), Instant::now());
+        assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
+        let seen = std::fs::read_to_string(work.join("seen.txt")).unwrap();
+        assert_eq!(
+            seen.lines().collect::<Vec<_>>(),
+            ["0", "allowed-is-a-socket"],
+            "{engine}: the batch directory must be empty and read-only, the daemon's socket \
+             hidden, the allowed one there"
+        );
+        assert!(
+            bd.join("plan.json").is_file() || bd.join("batch.json").is_file(),
+            "{engine}: the batch's own records are on the host: {:?}",
+            std::fs::read_dir(&bd).map(|d| d.count())
+        );
+    }
+}

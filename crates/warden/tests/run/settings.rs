@@ -284,6 +284,21 @@ const EFFECTS: &[Effect] = &[
         },
     },
     Effect {
+        key: "container_network",
+        value: "host",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| d.code == 0 && engine_got(case, &["--network", "host"]),
+    },
+    // Given just before the image.
+    Effect {
+        key: "engine_arg",
+        value: "--shm-size=1g",
+        flags: &["--sandbox", "docker", "--image", "some-image"],
+        command: &["true"],
+        took: |case, d| d.code == 0 && engine_got(case, &["--shm-size=1g", "some-image"]),
+    },
+    Effect {
         key: "heartbeat",
         value: "100ms",
         flags: &[],
