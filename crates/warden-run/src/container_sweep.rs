@@ -106,6 +106,99 @@ fn owner_is_dead(label: &str, here: &Here, alive: impl Fn(i32, u64) -> bool) -> 
     !alive(pid, start)
 }
 
+/// What a [`CidDir`]'s name begins with.
+const CID_PREFIX: &str = "warden-cid-";
+
+/// This warden in a [`CidDir`]'s name: `PIDNS-PID-START`.
+fn owned_by() -> String {
+    let parts: Vec<&str> = owner().split(':').collect();
+    parts[2..].join("-")
+}
+
+/// A directory of warden's own, outside the agent's work tree (under the
+/// temporary directory, mode 0700), for the file the engine's client
+/// writes the container's id to (`--cidfile`). Not the run's directory:
+/// the client writes by path, and warden writes nothing in the work tree
+/// by path (a process there could have put a link on the way). Removed
+/// with its file when dropped; named after its warden
+/// (`warden-cid-PIDNS-PID-START-RANDOM`), so that one a killed warden
+/// left is removed by the next container run's sweep
+/// ([`remove_stale_cid_dirs`]).
+#[derive(Debug)]
+pub(crate) struct CidDir(std::path::PathBuf);
+
+impl CidDir {
+    /// Makes a new one, named at random (never one that exists).
+    pub(crate) fn create() -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut last = None;
+        for _ in 0..8 {
+            let mut bytes = [0u8; 8];
+            rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())
+                .map_err(std::io::Error::from)?;
+            let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let dir = std::env::temp_dir().join(format!("{CID_PREFIX}{}-{name}", owned_by()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Ok(Self(dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+    }
+
+    /// The file the client is told to write.
+    pub(crate) fn file(&self) -> std::path::PathBuf {
+        self.0.join("id")
+    }
+
+    /// Whether the client wrote the container's id: the engine created it.
+    pub(crate) fn written(&self) -> bool {
+        std::fs::metadata(self.file()).is_ok_and(|m| m.len() > 0)
+    }
+}
+
+impl Drop for CidDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.file());
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Removes the [`CidDir`]s of dead wardens of this PID namespace (a
+/// warden killed outright leaves its own behind).
+fn remove_stale_cid_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let here = Here::read();
+    let mine = owned_by();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CID_PREFIX)) else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split('-').collect();
+        let [pidns, pid, start, _] = parts[..] else {
+            continue;
+        };
+        if pidns != here.pidns || rest.starts_with(&format!("{mine}-")) {
+            continue;
+        }
+        let (Ok(pid), Ok(start)) = (pid.parse::<i32>(), start.parse::<u64>()) else {
+            continue;
+        };
+        if warden_process::os::procfs::entry(pid).is_some_and(|e| e.start == start) {
+            continue;
+        }
+        let dir = entry.path();
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_file(dir.join("id"));
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
 /// Starts the removal of dead owners' containers for `sandbox`'s engine,
 /// once per warden process and engine (a batch's later runs start none).
 /// The handle is for the run that started it to wait on at its end, so
@@ -122,7 +215,9 @@ pub(crate) fn start_once(sandbox: Sandbox) -> Option<tokio::task::JoinHandle<()>
         return None;
     }
     Some(tokio::spawn(async move {
+        let dirs = tokio::task::spawn_blocking(remove_stale_cid_dirs);
         sweep(engine).await;
+        let _ = dirs.await;
     }))
 }
 
@@ -220,6 +315,40 @@ mod tests {
         assert!(!dead("m1:b1:4026531999:11:1"), "another PID namespace");
         assert!(!dead("garbage"), "not ours to judge");
         assert!(!dead("m1:b1:4026531836:x:1"), "not ours to judge");
+    }
+
+    #[test]
+    fn the_id_file_lies_in_a_private_directory_that_goes_with_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = CidDir::create().unwrap();
+        let dir = d.0.clone();
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert!(!d.written());
+        std::fs::write(d.file(), "abc").unwrap();
+        assert!(d.written());
+        drop(d);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_dead_wardens_id_directory_goes_and_a_live_ones_stays() {
+        let here = Here::read();
+        let tmp = std::env::temp_dir();
+        // A warden that had pid 1 once, long after this boot began.
+        let dead = tmp.join(format!(
+            "{CID_PREFIX}{}-1-{}-feed",
+            here.pidns,
+            u64::MAX - 1
+        ));
+        std::fs::create_dir_all(&dead).unwrap();
+        std::fs::write(dead.join("id"), "x").unwrap();
+        let live = CidDir::create().unwrap();
+        remove_stale_cid_dirs();
+        assert!(!dead.exists());
+        assert!(live.0.exists());
     }
 
     #[test]

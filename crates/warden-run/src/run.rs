@@ -164,6 +164,20 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     tokio::task::spawn_blocking(move || resources::check(&limits, sandbox, containment))
         .await
         .unwrap_or(Ok(()))?;
+    let cid_dir = match sandbox {
+        Sandbox::Docker | Sandbox::Podman => Some(
+            tokio::task::spawn_blocking(crate::container_sweep::CidDir::create)
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+                .map_err(|e| SandboxError::Prepare {
+                    path: std::env::temp_dir(),
+                    message: format!(
+                        "could not make a directory for the container's id there: {e}"
+                    ),
+                })?,
+        ),
+        _ => None,
+    };
     let target = SandboxTarget {
         options: plan.sandbox.clone(),
         needs,
@@ -176,9 +190,9 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         run_dir: run_dir.clone(),
         limits: matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
             .then(|| resources::for_container(&plan.limits.resources)),
-        container: matches!(sandbox, Sandbox::Docker | Sandbox::Podman).then(|| ContainerFlags {
+        container: cid_dir.as_ref().map(|d| ContainerFlags {
             run_id: run_id.clone(),
-            cidfile: run_dir.join(CIDFILE),
+            cidfile: d.file(),
         }),
     };
     let mut wrapped = target.clone().wrap().await?;
@@ -216,10 +230,10 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         output,
         env_dropped,
         shared: plan.shared,
-        container: target.container.as_ref().map(|c| supervisor::ContainerRun {
+        container: target.container.as_ref().map(|_| supervisor::ContainerRun {
             sandbox,
             image: plan.sandbox.image.clone().unwrap_or_default(),
-            cidfile: c.cidfile.clone(),
+            cid: cid_dir,
             sweep: crate::container_sweep::start_once(sandbox),
         }),
     };
@@ -402,10 +416,6 @@ fn add_client_vars(env: &mut Vec<(OsString, OsString)>, sandbox: Sandbox) {
         }
     }
 }
-
-/// The file in a container run's directory where the engine's client
-/// writes the container's id once it exists.
-const CIDFILE: &str = "container.id";
 
 /// What names a run's container: its labels and its `--cidfile`.
 #[derive(Clone)]

@@ -627,7 +627,7 @@ mod tests {
                 ("warden.run", "r1".into()),
                 ("warden.owner", "m:b:1:2:3".into()),
             ],
-            Path::new("/runs/r1/container.id"),
+            Path::new("/tmp/warden-cid-1/id"),
         );
         let a: Vec<String> = w
             .args
@@ -636,7 +636,7 @@ mod tests {
             .collect();
         assert_eq!(
             a[..8].join(" "),
-            "run --label warden.run=r1 --label warden.owner=m:b:1:2:3 --cidfile /runs/r1/container.id --rm"
+            "run --label warden.run=r1 --label warden.owner=m:b:1:2:3 --cidfile /tmp/warden-cid-1/id --rm"
         );
     }
 

@@ -111,8 +111,8 @@ pub(crate) struct ContainerRun {
     pub sandbox: warden_sandbox::Sandbox,
     pub image: String,
     /// Where the engine's client writes the container's id once the
-    /// container exists (`--cidfile`).
-    pub cidfile: PathBuf,
+    /// container exists (`--cidfile`); taken when the run is judged.
+    pub cid: Option<crate::container_sweep::CidDir>,
     /// The removal of dead wardens' containers this run started, waited
     /// for at its end.
     pub sweep: Option<tokio::task::JoinHandle<()>>,

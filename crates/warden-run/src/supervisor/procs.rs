@@ -142,7 +142,7 @@ impl Supervisor {
     /// What does is whether the container ever existed: the client writes
     /// its id to the `--cidfile` as soon as the engine has created it,
     /// before anything of the agent runs, and the agent cannot write that
-    /// file (it is in the run's directory, outside the container). A
+    /// file (it is in a directory of warden's own, outside the container). A
     /// client that exited non-zero on its own with no id written failed
     /// before there was a container: the run could not start, as when a
     /// program is not found (`spawn_failed`), and the reason quotes the
@@ -162,18 +162,14 @@ impl Supervisor {
                 .phase
                 .exit()
                 .is_some_and(|e| e.signal.is_none() && e.code.is_some_and(|c| c != 0));
-        if !failed_by_itself || self.errors.spawn.is_some() {
+        // Read, and removed, off the clocks' thread.
+        let Some(cid) = c.cid.take() else {
             return;
-        }
-        // A file the client wrote in the run's directory: read off the
-        // clocks' thread all the same.
-        let cidfile = c.cidfile.clone();
-        let created = tokio::task::spawn_blocking(move || {
-            std::fs::metadata(cidfile).is_ok_and(|m| m.len() > 0)
-        })
-        .await
-        .unwrap_or(true);
-        if created {
+        };
+        let created = tokio::task::spawn_blocking(move || cid.written())
+            .await
+            .unwrap_or(true);
+        if !failed_by_itself || self.errors.spawn.is_some() || created {
             return;
         }
         let why = warden_sandbox::container::engine_failure(

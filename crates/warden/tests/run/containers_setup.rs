@@ -356,8 +356,6 @@ fn containers_carry_their_run_and_owner_and_dead_owners_leftovers_go() {
         start_labelled(engine, &image, &kept, &alive);
         let done = contained(&case, engine, &image, &[], "echo done");
         assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
-        let cid = std::fs::read_to_string(done.run_dir.join("container.id")).unwrap();
-        assert_eq!(cid.trim().len(), 64, "{engine}: {cid:?}");
         assert_eq!(
             still_there(engine, &gone, Duration::from_secs(20)),
             None,
@@ -390,15 +388,29 @@ fn a_running_container_is_labelled_with_its_run_and_owner() {
             "sleep",
             "30",
         ]);
+        // The run's id from its first report, then its container by the
+        // label that carries that id.
         let deadline = Instant::now() + Duration::from_secs(30);
-        let cid_file = case.run_dir().join("container.id");
         let cid = loop {
-            if let Ok(c) = std::fs::read_to_string(&cid_file)
-                && !c.trim().is_empty()
-            {
-                break c.trim().to_string();
+            let run_id = std::fs::read_to_string(case.run_dir().join("run.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|r| r["run_id"].as_str().map(str::to_string));
+            if let Some(run_id) = run_id {
+                let out = Command::new(engine)
+                    .args(["ps", "-q", "--no-trunc", "--filter"])
+                    .arg(format!("label=warden.run={run_id}"))
+                    .output()
+                    .unwrap();
+                let listed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                if !listed.is_empty() {
+                    break listed;
+                }
             }
-            assert!(Instant::now() < deadline, "{engine}: no container id");
+            assert!(
+                Instant::now() < deadline,
+                "{engine}: no container labelled with the run"
+            );
             std::thread::sleep(Duration::from_millis(50));
         };
         let format =
