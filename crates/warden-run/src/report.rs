@@ -72,17 +72,19 @@ pub struct ResourcesReport {
     /// Each limit in force and what enforces it.
     pub enforced: Vec<EnforcedLimit>,
     /// Processes the kernel's OOM killer killed in the cgroups of the
-    /// run's memory limit, for any OOM (0 without `--memory`; not counted
-    /// in a container: the engine's cgroups hold those).
-    pub oom_kills: u64,
+    /// run's memory limit, for any OOM (0 without `--memory`). In a
+    /// container, read from the cgroup its engine made while it lived;
+    /// `null` when it was never read (the container ended before warden
+    /// found it) or, in a report written while the run goes, not yet.
+    pub oom_kills: Option<u64>,
     /// Of those, the kills at the run's own memory limit; the rest were
     /// for an OOM elsewhere (a parent cgroup's limit, the machine's
-    /// memory).
+    /// memory). `null` when `oom_kills` is.
     #[serde(default)]
-    pub oom_kills_at_limit: u64,
-    /// Forks refused because the run was at its process limit (not
-    /// counted in a container).
-    pub pids_limit_hits: u64,
+    pub oom_kills_at_limit: Option<u64>,
+    /// Forks refused because the run was at its process limit (0 without
+    /// `--pids`; `null` as `oom_kills` is, in a container).
+    pub pids_limit_hits: Option<u64>,
 }
 
 /// One resource limit in force.

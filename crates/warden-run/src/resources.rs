@@ -6,10 +6,14 @@
 //! of its shim and sits in the run's cgroups, where `warden_process`
 //! writes the limits (cgroup v2 where the controller is enabled, v1
 //! where not). In a container the processes are the engine's, so the
-//! engine gets the limits as its own flags, and warden cannot count what
-//! happened at them. A limit nothing here can enforce is refused before
-//! the run starts: no rlimit is the same thing (see
+//! engine gets the limits as its own flags, and what happened at them is
+//! read from the cgroups the engine made, while the container lives
+//! ([`watch`]). A limit nothing here can enforce is refused before the
+//! run starts: no rlimit is the same thing (see
 //! `warden_process::resources`).
+
+mod watch;
+pub(crate) use watch::ContainerWatch;
 
 use warden_process::os::limits::{LimitError, Mounts};
 use warden_process::resources::{Applied, Controller, ResourceEvents, format_bytes};
@@ -47,8 +51,30 @@ pub(crate) fn check(
 
 /// The engine's own account of this host (`docker info --format
 /// '{{json .}}'`, `podman info --format json`), within a few seconds; `None`
-/// when it cannot be had.
+/// when it cannot be had. An answer is kept for the rest of the process:
+/// a request is checked when it is read and again when its run starts,
+/// and each asking costs a tenth of a second.
 fn engine_info(sandbox: Sandbox) -> Option<serde_json::Value> {
+    static ANSWERS: std::sync::Mutex<Vec<(Sandbox, serde_json::Value)>> =
+        std::sync::Mutex::new(Vec::new());
+    let known = |answers: &[(Sandbox, serde_json::Value)]| {
+        answers
+            .iter()
+            .find(|(s, _)| *s == sandbox)
+            .map(|(_, v)| v.clone())
+    };
+    if let Some(v) = known(&ANSWERS.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Some(v);
+    }
+    let info = ask_engine(sandbox)?;
+    let mut answers = ANSWERS.lock().unwrap_or_else(|e| e.into_inner());
+    if known(&answers).is_none() {
+        answers.push((sandbox, info.clone()));
+    }
+    Some(info)
+}
+
+fn ask_engine(sandbox: Sandbox) -> Option<serde_json::Value> {
     use std::process::{Command, Stdio};
     let format = match sandbox {
         Sandbox::Docker => "{{json .}}",
@@ -191,15 +217,37 @@ pub(crate) fn report(
             })
             .collect()
     };
+    // In a container a limit's count is not known until its cgroup is
+    // read; without the limit there is nothing to count, as on the host.
+    let unknown = |asked: bool| (!(asked && in_container(sandbox))).then_some(0);
     Some(ResourcesReport {
         memory_bytes: limits.memory,
         pids: limits.pids,
         cpus: limits.cpus.map(|c| c.as_f64()),
         enforced,
-        oom_kills: 0,
-        oom_kills_at_limit: 0,
-        pids_limit_hits: 0,
+        oom_kills: unknown(limits.memory.is_some()),
+        oom_kills_at_limit: unknown(limits.memory.is_some()),
+        pids_limit_hits: unknown(limits.pids.is_some()),
     })
+}
+
+/// The name of the run's container (in a container sandbox), which its
+/// engine's `inspect` and `rm` take.
+pub(crate) fn container_name(run_id: &str) -> String {
+    format!("warden-{run_id}")
+}
+
+/// Starts counting what happens at a container's limits (`None`: not a
+/// container, or no memory or process limit, so nothing to count).
+pub(crate) fn watch_container(
+    limits: &ResourceLimits,
+    sandbox: Sandbox,
+    name: String,
+) -> Option<ContainerWatch> {
+    if !in_container(sandbox) {
+        return None;
+    }
+    ContainerWatch::start(sandbox.name(), name, limits)
 }
 
 /// Each limit in force and what enforces it, for the `spawned` event:
@@ -227,9 +275,22 @@ pub(crate) fn described(r: Option<&ResourcesReport>) -> Vec<String> {
 /// Puts what the kernel did at the limits into the report's section.
 pub(crate) fn count(report: &mut Option<ResourcesReport>, events: ResourceEvents) {
     if let Some(r) = report {
-        r.oom_kills = events.oom_kills;
-        r.oom_kills_at_limit = events.oom_at_limit.min(events.oom_kills);
-        r.pids_limit_hits = events.pids_max;
+        r.oom_kills = Some(events.oom_kills);
+        r.oom_kills_at_limit = Some(events.oom_at_limit.min(events.oom_kills));
+        r.pids_limit_hits = Some(events.pids_max);
+    }
+}
+
+/// Puts what was counted at a container's limits into the report's
+/// section: a limit's count stays `null` if its cgroup was never read.
+pub(crate) fn count_container(report: &mut Option<ResourcesReport>, counted: watch::Counted) {
+    let Some(r) = report else { return };
+    if r.memory_bytes.is_some() {
+        r.oom_kills = counted.memory.map(|(kills, _)| kills);
+        r.oom_kills_at_limit = counted.memory.map(|(kills, at)| at.min(kills));
+    }
+    if r.pids.is_some() {
+        r.pids_limit_hits = counted.pids;
     }
 }
 
@@ -243,16 +304,17 @@ pub(crate) fn explain(verdict: Verdict, reason: String, r: Option<&ResourcesRepo
         return reason;
     }
     let mut reason = reason;
-    if r.oom_kills > 0 {
+    let oom_kills = r.oom_kills.unwrap_or(0);
+    if oom_kills > 0 {
         let limit = r.memory_bytes.map(format_bytes).unwrap_or_default();
-        let killed = match r.oom_kills {
+        let killed = match oom_kills {
             1 => "a process".to_string(),
             n => format!("{n} processes"),
         };
         // The limit is named only when its own counter moved: the kills
         // also count an OOM against a parent cgroup's limit or the
         // machine's memory, which is not the run's limit at all.
-        let oom = if r.oom_kills_at_limit > 0 {
+        let oom = if r.oom_kills_at_limit.is_some_and(|n| n > 0) {
             format!(
                 "the memory limit (--memory {limit}) was reached: the kernel's OOM killer \
                  killed {killed} of the run"
@@ -269,9 +331,10 @@ pub(crate) fn explain(verdict: Verdict, reason: String, r: Option<&ResourcesRepo
             format!("{reason}; {oom}")
         };
     }
-    if r.pids_limit_hits > 0 {
+    let pids_limit_hits = r.pids_limit_hits.unwrap_or(0);
+    if pids_limit_hits > 0 {
         let limit = r.pids.map(|p| p.to_string()).unwrap_or_default();
-        let times = match r.pids_limit_hits {
+        let times = match pids_limit_hits {
             1 => "once".to_string(),
             n => format!("{n} times"),
         };
@@ -292,9 +355,9 @@ mod tests {
             pids: Some(20),
             cpus: None,
             enforced: Vec::new(),
-            oom_kills,
-            oom_kills_at_limit: oom_kills,
-            pids_limit_hits,
+            oom_kills: Some(oom_kills),
+            oom_kills_at_limit: Some(oom_kills),
+            pids_limit_hits: Some(pids_limit_hits),
         }
     }
 
@@ -322,7 +385,7 @@ mod tests {
     #[test]
     fn an_oom_that_was_not_at_the_runs_limit_does_not_name_it() {
         let r = ResourcesReport {
-            oom_kills_at_limit: 0,
+            oom_kills_at_limit: Some(0),
             ..section(1, 0)
         };
         let why = explain(
@@ -402,6 +465,27 @@ mod tests {
         assert_eq!(r.enforced.len(), 1);
         assert_eq!(r.enforced[0].by, "docker");
         assert_eq!(r.enforced[0].swap.as_deref(), Some("engine"));
+        // Not known until the container's cgroup is read.
+        assert_eq!(r.oom_kills, None);
+        assert_eq!(r.pids_limit_hits, Some(0), "no --pids, nothing to count");
+        let mut counted = Some(r.clone());
+        count_container(&mut counted, watch::Counted::default());
+        assert_eq!(counted.as_ref().unwrap().oom_kills, None, "never read");
+        count_container(
+            &mut counted,
+            watch::Counted {
+                memory: Some((2, 1)),
+                pids: Some(5),
+            },
+        );
+        let c = counted.unwrap();
+        assert_eq!(
+            (c.oom_kills, c.oom_kills_at_limit, c.pids_limit_hits),
+            (Some(2), Some(1), Some(0)),
+            "a limit not asked for counts nothing"
+        );
+        let host = report(&limits, Sandbox::Host, &[]).unwrap();
+        assert_eq!(host.oom_kills, Some(0));
         assert!(report(&ResourceLimits::default(), Sandbox::Host, &[]).is_none());
         assert_eq!(described(Some(&r)), ["memory 1GiB by docker"]);
         assert!(described(None).is_empty());

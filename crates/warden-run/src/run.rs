@@ -186,7 +186,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         workdir: plan.cwd.clone(),
         home: home_dir.unwrap_or_else(|| PathBuf::from("/")),
         env: agent_env.vars.clone(),
-        name: format!("warden-{run_id}"),
+        name: resources::container_name(&run_id),
         run_dir: run_dir.clone(),
         limits: matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
             .then(|| resources::for_container(&plan.limits.resources)),

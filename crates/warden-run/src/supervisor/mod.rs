@@ -202,6 +202,9 @@ struct Procs {
     /// The resource limits in force and, at the end, what happened at
     /// them (see [`crate::resources`]).
     resources: Option<crate::report::ResourcesReport>,
+    /// In a container with a memory or process limit: the count of what
+    /// happens at them, read from the engine's cgroups.
+    limits_watch: Option<crate::resources::ContainerWatch>,
 }
 
 /// What went wrong on warden's side.
@@ -331,6 +334,7 @@ impl Supervisor {
             final_left: Vec::new(),
             sandbox_kill_started: false,
             resources: None,
+            limits_watch: None,
         };
         let outcome = Outcome {
             summary: Summary::default(),
@@ -562,6 +566,11 @@ impl Supervisor {
             self.setup.sandbox,
             tree.limits_applied(),
         );
+        self.procs.limits_watch = crate::resources::watch_container(
+            &self.setup.limits.resources,
+            self.setup.sandbox,
+            crate::resources::container_name(&self.setup.run_id),
+        );
         self.emit(Event::Spawned {
             pid: tree.agent_pid(),
             command: self.setup.command.clone(),
@@ -597,6 +606,11 @@ impl Supervisor {
         let summary = std::mem::take(&mut self.outcome.summary);
         self.status_tick(now(), true, &summary, summary.reported.retries);
         self.outcome.summary = summary;
+        // Read before the container is removed, which takes its cgroups.
+        let container_counts = match self.procs.limits_watch.take() {
+            Some(w) => Some(w.finish().await),
+            None => None,
+        };
         // Whatever is still alive (a process that ignores SIGTERM and left
         // the pipes alone, say) is killed now; the shim makes sure of it.
         if !self.procs.empty {
@@ -606,6 +620,9 @@ impl Supervisor {
         self.judge_engine().await;
         let swept = tree.close().await;
         crate::resources::count(&mut self.procs.resources, tree.resource_events());
+        if let Some(counted) = container_counts {
+            crate::resources::count_container(&mut self.procs.resources, counted);
+        }
         self.after_close(swept);
         self.collect_commits(&mut control).await;
         let report = self.finish().await;

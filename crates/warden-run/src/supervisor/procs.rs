@@ -103,6 +103,10 @@ impl Supervisor {
         if let Some(cmd) = &self.setup.on_kill
             && !self.procs.sandbox_kill_started
         {
+            // The last count before the container and its cgroups go.
+            if let Some(w) = &self.procs.limits_watch {
+                w.sample();
+            }
             self.procs.sandbox_kill_started = true;
             if let Err(e) = quiet(cmd).spawn() {
                 self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy()));
@@ -323,6 +327,10 @@ impl Supervisor {
     /// SIGTERM of its own to each would cut the output and reach the
     /// agent twice. What is left at the end of the grace is killed.
     pub(super) fn signal_container(&mut self, tree: &impl Tree) {
+        // The container may end at this signal, its cgroups with it.
+        if let Some(w) = &self.procs.limits_watch {
+            w.sample();
+        }
         let client = tree.agent_pid();
         let Some(pid) = rustix::process::Pid::from_raw(client) else {
             return;

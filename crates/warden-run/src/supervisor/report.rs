@@ -157,12 +157,12 @@ impl Supervisor {
                 .procs
                 .resources
                 .as_ref()
-                .is_some_and(|r| r.oom_kills > 0),
+                .is_some_and(|r| r.oom_kills.is_some_and(|n| n > 0)),
             pids_limit_hit: self
                 .procs
                 .resources
                 .as_ref()
-                .is_some_and(|r| r.pids_limit_hits > 0),
+                .is_some_and(|r| r.pids_limit_hits.is_some_and(|n| n > 0)),
             env_dropped: self.setup.env_dropped.clone(),
             otel: None,
             written: false,

@@ -17,6 +17,7 @@ mod budgets;
 mod checks;
 mod clocks;
 mod containers;
+mod containers_limits;
 mod containers_setup;
 mod containers_user;
 mod endtoend;

@@ -709,7 +709,8 @@ enum Source {
     File,
 }
 
-/// A stand-in `docker` that records its arguments and runs nothing, and
+/// A stand-in `docker` that records its arguments and runs nothing (it
+/// has no container to `inspect`), and
 /// a stand-in `claude` that adds each prompt to `claude.prompts`; and a
 /// prompt file, `task.md`, with a command in it.
 fn fake_docker(case: &Case) -> std::path::PathBuf {
@@ -730,7 +731,7 @@ fn fake_docker(case: &Case) -> std::path::PathBuf {
     crate::support::write_script(
         &dir.join("docker"),
         &format!(
-            "#!/bin/sh\n[ \"$1\" = rm ] && exit 0\nprintf '%s\\n' \"$@\" > '{}'\n",
+            "#!/bin/sh\n[ \"$1\" = rm ] && exit 0\n[ \"$1\" = inspect ] && exit 1\nprintf '%s\\n' \"$@\" > '{}'\n",
             case.path().join("docker.args").display()
         ),
     );
