@@ -164,20 +164,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     tokio::task::spawn_blocking(move || resources::check(&limits, sandbox, containment))
         .await
         .unwrap_or(Ok(()))?;
-    let cid_dir = match sandbox {
-        Sandbox::Docker | Sandbox::Podman => Some(
-            tokio::task::spawn_blocking(crate::container_sweep::CidDir::create)
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-                .map_err(|e| SandboxError::Prepare {
-                    path: std::env::temp_dir(),
-                    message: format!(
-                        "could not make a directory for the container's id there: {e}"
-                    ),
-                })?,
-        ),
-        _ => None,
-    };
+    let cid_dir = cid_dir(sandbox).await?;
     let target = SandboxTarget {
         options: plan.sandbox.clone(),
         needs,
@@ -396,6 +383,23 @@ async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
         }
         Sandbox::Host => Ok(()),
     }
+}
+
+/// In a container, the directory of warden's own for the file the
+/// engine's client writes the container's id to; made off the clocks'
+/// thread.
+async fn cid_dir(sandbox: Sandbox) -> Result<Option<crate::container_sweep::CidDir>, SandboxError> {
+    if !matches!(sandbox, Sandbox::Docker | Sandbox::Podman) {
+        return Ok(None);
+    }
+    tokio::task::spawn_blocking(crate::container_sweep::CidDir::create)
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        .map(Some)
+        .map_err(|e| SandboxError::Prepare {
+            path: std::env::temp_dir(),
+            message: format!("could not make a directory for the container's id there: {e}"),
+        })
 }
 
 /// Gives a container engine's client the variables of warden's own
