@@ -434,3 +434,40 @@ fn a_running_container_is_labelled_with_its_run_and_owner() {
         assert_eq!(parts[3], child.id().to_string(), "{engine}: {owner}");
     }
 }
+
+/// Lines of the engine's shape are taken as the engine's only before the
+/// agent's first other stderr line: after it, the agent's own `WARNING:`
+/// and log-like lines stay in its log. One it prints first is shown as
+/// the engine's (its shape is all there is to tell by), control
+/// characters dropped.
+#[test]
+fn an_agents_lines_of_the_engines_shape_stay_in_its_log_after_its_first() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let (first, later) = if engine == "docker" {
+            ("WARNING: first \x1b[31mred", "WARNING: later")
+        } else {
+            (
+                "time=\"t\" level=warning msg=\"first \x1b[31mred\"",
+                "time=\"t\" level=warning msg=\"later\"",
+            )
+        };
+        let script =
+            format!("printf '%s\\n' '{first}' >&2; echo mine >&2; printf '%s\\n' '{later}' >&2");
+        let done = contained(&case, engine, &image, &[], &script);
+        assert_eq!(done.code, 0, "{engine}: {}", done.stderr);
+        assert_eq!(
+            String::from_utf8(done.log("stderr.log")).unwrap(),
+            format!("mine\n{later}\n"),
+            "{engine}"
+        );
+        let shown = done.events_of("engine_line");
+        assert_eq!(shown.len(), 1, "{engine}: {shown:?}");
+        let text = shown[0]["text"].as_str().unwrap();
+        assert!(
+            !text.contains('\x1b') && text.contains("first"),
+            "{engine}: {text:?}"
+        );
+    }
+}
