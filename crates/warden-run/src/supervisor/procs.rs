@@ -120,6 +120,9 @@ impl Supervisor {
         let Some(cmd) = self.setup.on_kill.clone() else {
             return;
         };
+        if self.client_removed_the_container() {
+            return;
+        }
         match quiet(&cmd).spawn() {
             Ok(mut child) => {
                 if tokio::time::timeout(Duration::from_secs(10), child.wait())
@@ -183,6 +186,24 @@ impl Supervisor {
         );
         self.errors.spawn = Some(why.clone());
         self.note_error(why);
+    }
+
+    /// Whether the engine's client (`run --rm`) has removed the container
+    /// itself: it exited on its own with the container's exit code, warden
+    /// never signalled it nor started a removal, and nothing of the run
+    /// was left to kill. Both engines' clients remove a `--rm` container
+    /// before they exit, so asking the engine again would only cost a
+    /// client's start-up (about a tenth of a second) on every run. 125 is
+    /// the engine's own failure, after which a container may be left.
+    fn client_removed_the_container(&self) -> bool {
+        let exited = self
+            .phase
+            .exit()
+            .is_some_and(|e| e.signal.is_none() && e.code.is_some_and(|c| c != 125));
+        exited
+            && self.phase.cause().is_none()
+            && !self.procs.sandbox_kill_started
+            && self.procs.orphans.is_empty()
     }
 
     /// SIGKILLs every process of the run (the final, bounded wait for the
