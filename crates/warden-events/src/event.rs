@@ -418,6 +418,12 @@ pub enum Event {
     Text { text: String },
     /// A line the agent wrote on stderr.
     Stderr { text: String },
+    /// A line a container engine's client wrote itself at the start of
+    /// the run's stderr (Docker's `WARNING: ...`, Podman's logged warnings
+    /// and errors), shown on warden's stderr and left out of
+    /// `stderr.log`. Told by its shape only, so an agent that prints such
+    /// a line first has it taken for the engine's.
+    EngineLine { text: String },
     /// Plain output lines that `events.jsonl` does not copy: they are
     /// `bytes` bytes at `offset` in `stdout.log` or `stderr.log`, and stand
     /// for `lines` `text` (stdout) or `stderr` events, one per non-blank
@@ -525,6 +531,7 @@ impl Event {
             Event::Spawned { .. } => "spawned",
             Event::Text { .. } => "text",
             Event::Stderr { .. } => "stderr",
+            Event::EngineLine { .. } => "engine_line",
             Event::Lines { .. } => "lines",
             Event::OversizedLine { .. } => "oversized_line",
             Event::StallWarning { .. } => "stall_warning",
@@ -576,7 +583,10 @@ impl Event {
                 opt(model, f);
                 opt(agent_version, f);
             }
-            Event::Thinking { text } | Event::Text { text } | Event::Stderr { text } => f(text),
+            Event::Thinking { text }
+            | Event::Text { text }
+            | Event::Stderr { text }
+            | Event::EngineLine { text } => f(text),
             Event::ToolStarted {
                 id, name, input, ..
             } => {

@@ -164,6 +164,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     tokio::task::spawn_blocking(move || resources::check(&limits, sandbox, containment))
         .await
         .unwrap_or(Ok(()))?;
+    let cid_dir = cid_dir(sandbox).await?;
     let target = SandboxTarget {
         options: plan.sandbox.clone(),
         needs,
@@ -176,6 +177,10 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         run_dir: run_dir.clone(),
         limits: matches!(sandbox, Sandbox::Docker | Sandbox::Podman)
             .then(|| resources::for_container(&plan.limits.resources)),
+        container: cid_dir.as_ref().map(|d| ContainerFlags {
+            run_id: run_id.clone(),
+            cidfile: d.file(),
+        }),
     };
     let mut wrapped = target.clone().wrap().await?;
     let output = output_spec(&plan)?;
@@ -212,6 +217,12 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
         output,
         env_dropped,
         shared: plan.shared,
+        container: target.container.as_ref().map(|_| supervisor::ContainerRun {
+            sandbox,
+            image: plan.sandbox.image.clone().unwrap_or_default(),
+            cid: cid_dir,
+            sweep: crate::container_sweep::start_once(sandbox),
+        }),
     };
     let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
     let (control_tx, control_rx) = mpsc::unbounded_channel();
@@ -225,11 +236,13 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     if wrapped.vanished() {
         wrapped = target.wrap().await?;
     }
+    let mut env = agent_env.vars;
+    add_client_vars(&mut env, sandbox);
     let process = warden_process::SpawnSpec {
         program: wrapped.program,
         args: wrapped.args,
         cwd: Some(plan.cwd.clone()),
-        env: agent_env.vars,
+        env,
         env_clear: agent_env.clear,
         stdin: plan.stdin.clone(),
         containment: plan.containment,
@@ -372,6 +385,49 @@ async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
     }
 }
 
+/// In a container, the directory of warden's own for the file the
+/// engine's client writes the container's id to; made off the clocks'
+/// thread.
+async fn cid_dir(sandbox: Sandbox) -> Result<Option<crate::container_sweep::CidDir>, SandboxError> {
+    if !matches!(sandbox, Sandbox::Docker | Sandbox::Podman) {
+        return Ok(None);
+    }
+    tokio::task::spawn_blocking(crate::container_sweep::CidDir::create)
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        .map(Some)
+        .map_err(|e| SandboxError::Prepare {
+            path: std::env::temp_dir(),
+            message: format!("could not make a directory for the container's id there: {e}"),
+        })
+}
+
+/// Gives a container engine's client the variables of warden's own
+/// environment that say where its engine is (`DOCKER_HOST`,
+/// `CONTAINER_HOST`, ...: [`warden_sandbox::container::client_vars`]),
+/// which the agent's allowlisted environment leaves out. They reach the
+/// client only: the container gets the variables its command line names
+/// with `-e`, made before these were added. One the agent's environment
+/// already has (given with `--env`, so also passed into the container) is
+/// left as it is.
+fn add_client_vars(env: &mut Vec<(OsString, OsString)>, sandbox: Sandbox) {
+    for name in warden_sandbox::container::client_vars(sandbox) {
+        if env.iter().any(|(k, _)| k == name) {
+            continue;
+        }
+        if let Some(v) = std::env::var_os(name) {
+            env.push((name.into(), v));
+        }
+    }
+}
+
+/// What names a run's container: its labels and its `--cidfile`.
+#[derive(Clone)]
+struct ContainerFlags {
+    run_id: String,
+    cidfile: PathBuf,
+}
+
 /// The structured output the run must give, its schema compiled.
 fn output_spec(plan: &RunPlan) -> Result<Option<supervisor::OutputSpec>, SetupError> {
     let Some(tag) = &plan.output_tag else {
@@ -405,6 +461,8 @@ struct SandboxTarget {
     run_dir: PathBuf,
     /// A container's resource limits, for its engine.
     limits: Option<warden_sandbox::container::ContainerLimits>,
+    /// A container's labels and `--cidfile`.
+    container: Option<ContainerFlags>,
 }
 
 impl SandboxTarget {
@@ -437,6 +495,14 @@ impl SandboxTarget {
             )?;
             if let Some(limits) = &self.limits {
                 warden_sandbox::container::add_limits(&mut wrapped, limits);
+            }
+            if let Some(c) = &self.container {
+                use crate::container_sweep::{OWNER_LABEL, RUN_LABEL, owner};
+                let labels = [
+                    (RUN_LABEL, c.run_id.clone()),
+                    (OWNER_LABEL, owner().to_string()),
+                ];
+                warden_sandbox::container::add_run_flags(&mut wrapped, &labels, &c.cidfile);
             }
             Ok(wrapped)
         })

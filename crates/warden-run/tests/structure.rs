@@ -107,6 +107,8 @@ const FLOORS: &[(&str, Floor)] = &[
     ("verdict", Floor::Records),
     ("crate", Floor::Run),
     ("clocks", Floor::Run),
+    // The containers of dead wardens, removed as a run starts.
+    ("container_sweep", Floor::Run),
     ("git", Floor::Run),
     ("live", Floor::Run),
     ("plan", Floor::Run),

@@ -334,6 +334,188 @@ pub fn add_limits(w: &mut Wrapped, limits: &ContainerLimits) {
     w.args.splice(at..at, flags);
 }
 
+/// The variables of warden's own environment that tell an engine's
+/// client where its engine is and how to reach it (`DOCKER_HOST`,
+/// `CONTAINER_HOST`, a config directory, rootless Podman's runtime
+/// directory and bus). The client is started in the agent's allowlisted
+/// environment, which leaves them out; they are given to the client only:
+/// what reaches the container is what `-e NAME` names, and these never
+/// are.
+pub fn client_vars(sandbox: Sandbox) -> &'static [&'static str] {
+    match sandbox {
+        Sandbox::Docker => &[
+            "DOCKER_HOST",
+            "DOCKER_CONTEXT",
+            "DOCKER_CONFIG",
+            "DOCKER_CERT_PATH",
+            "DOCKER_TLS_VERIFY",
+            "DOCKER_API_VERSION",
+            "DOCKER_DEFAULT_PLATFORM",
+            "DOCKER_CONTENT_TRUST",
+            "DOCKER_CONTENT_TRUST_SERVER",
+            "XDG_RUNTIME_DIR",
+        ],
+        Sandbox::Podman => &[
+            "CONTAINER_HOST",
+            "CONTAINER_CONNECTION",
+            "CONTAINER_SSHKEY",
+            "CONTAINER_PASSPHRASE",
+            "CONTAINERS_CONF",
+            "CONTAINERS_CONF_OVERRIDE",
+            "CONTAINERS_REGISTRIES_CONF",
+            "CONTAINERS_STORAGE_CONF",
+            "REGISTRY_AUTH_FILE",
+            "XDG_RUNTIME_DIR",
+            "DBUS_SESSION_BUS_ADDRESS",
+        ],
+        Sandbox::Host | Sandbox::Bwrap => &[],
+    }
+}
+
+/// Adds what names a run's container to its command line, right after
+/// `run`: each label (`--label KEY=VALUE`) and the file the client
+/// writes the container's id to once the engine has created it
+/// (`--cidfile`), which tells an engine that failed before any container
+/// existed from an agent that failed in one.
+pub fn add_run_flags(w: &mut Wrapped, labels: &[(&str, String)], cidfile: &std::path::Path) {
+    let mut flags: Vec<OsString> = Vec::new();
+    for (k, v) in labels {
+        flags.push("--label".into());
+        flags.push(format!("{k}={v}").into());
+    }
+    flags.push("--cidfile".into());
+    flags.push(cidfile.into());
+    let at = usize::from(w.args.first().is_some_and(|a| a == "run"));
+    w.args.splice(at..at, flags);
+}
+
+/// Whether `line` (without its newline) is one the engine's client wrote
+/// itself rather than the container: Docker's `WARNING: ...` (what the
+/// daemon said of the container it created, printed before the container
+/// starts) and Podman's log lines at warning and error level (`time="..."
+/// level=warning msg="..."`, or `WARN[0000] ...` on a terminal; Podman
+/// logs errors it goes on after, such as events it could not write, at
+/// the error level). Only the shape is known: a container can print the
+/// same.
+pub fn is_engine_line(sandbox: Sandbox, line: &[u8]) -> bool {
+    match sandbox {
+        Sandbox::Docker => line.starts_with(b"WARNING: "),
+        Sandbox::Podman => {
+            let logged = line.starts_with(b"time=\"")
+                && [&b"\" level=warning msg="[..], b"\" level=error msg="]
+                    .iter()
+                    .any(|l| line.windows(l.len()).any(|w| w == *l));
+            let on_terminal = (line.starts_with(b"WARN[") || line.starts_with(b"ERRO["))
+                && line.get(5..).is_some_and(|r| r.contains(&b']'));
+            logged || on_terminal
+        }
+        Sandbox::Host | Sandbox::Bwrap => false,
+    }
+}
+
+/// Whether `start`, the beginning of a line still being written, could
+/// end up an engine's line ([`is_engine_line`]).
+pub fn may_be_engine_line(sandbox: Sandbox, start: &[u8]) -> bool {
+    let prefixes: &[&[u8]] = match sandbox {
+        Sandbox::Docker => &[b"WARNING: "],
+        Sandbox::Podman => &[b"time=\"", b"WARN[", b"ERRO["],
+        Sandbox::Host | Sandbox::Bwrap => &[],
+    };
+    prefixes
+        .iter()
+        .any(|p| p.starts_with(start) || start.starts_with(p))
+}
+
+/// Why a container engine failed before it created the container, said
+/// for a person: the engine's own words (its last error line, and the
+/// line that says the image was not found, each cut to 200 characters)
+/// and what fixes it. `output` is what the client wrote (its stderr).
+pub fn engine_failure(sandbox: Sandbox, image: &str, output: &[u8]) -> String {
+    let engine = match sandbox {
+        Sandbox::Podman => "podman",
+        _ => "docker",
+    };
+    let text = String::from_utf8_lossy(output);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("Run '")
+                && !is_engine_line(sandbox, l.as_bytes())
+                && !l.starts_with("WARNING: ")
+        })
+        .collect();
+    let error = lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("docker: ") || l.starts_with("Error: "))
+        .or(lines.last())
+        .copied();
+    let not_found = lines
+        .iter()
+        .find(|l| l.starts_with("Unable to find image") || l.starts_with("Trying to pull"))
+        .copied();
+    // Judged on the engine's error lines only: a warning before them
+    // (Docker's about a config file it could not read) is not the cause.
+    let all = lines.join("\n").to_ascii_lowercase();
+    let fix = if all.contains("permission denied") {
+        match sandbox {
+            Sandbox::Podman => {
+                "warden cannot use the engine's socket: give this user access to it \
+                 (or run rootless podman without CONTAINER_HOST)"
+                    .to_string()
+            }
+            _ => "warden cannot use the daemon's socket: add yourself to the docker group, \
+                  or use --sandbox podman"
+                .to_string(),
+        }
+    } else if all.contains("cannot connect to the docker daemon")
+        || all.contains("cannot connect to podman")
+        || all.contains("is the docker daemon running")
+        || all.contains("error during connect")
+    {
+        match sandbox {
+            Sandbox::Podman => "start the Podman service (`podman system service`), or unset \
+                                CONTAINER_HOST to run podman locally"
+                .to_string(),
+            _ => "start the daemon (`systemctl start docker`, or `dockerd`), or point \
+                  DOCKER_HOST at a running one"
+                .to_string(),
+        }
+    } else if not_found.is_some()
+        || [
+            "no such image",
+            "image not known",
+            "pull access denied",
+            "manifest unknown",
+        ]
+        .iter()
+        .any(|p| all.contains(p))
+    {
+        format!(
+            "build or pull the image first (`{engine} pull {image}`, `{engine} build`, or \
+             `{engine} load`): it is not on this machine and could not be pulled"
+        )
+    } else {
+        "see the engine's message".to_string()
+    };
+    let cut = |l: &str| -> String {
+        let mut s: String = l.chars().filter(|c| !c.is_control()).take(200).collect();
+        if l.chars().count() > 200 {
+            s.push('…');
+        }
+        s
+    };
+    let said = match (not_found, error) {
+        (Some(n), Some(e)) if n != e => format!("\"{}\" / \"{}\"", cut(n), cut(e)),
+        (_, Some(e)) => format!("\"{}\"", cut(e)),
+        (Some(n), None) => format!("\"{}\"", cut(n)),
+        (None, None) => "no message".to_string(),
+    };
+    format!("{engine} could not create the container: {said}; {fix}")
+}
+
 /// Whether `pid` is one of Podman's own processes, which its client
 /// leaves in the run's process tree: `conmon`, which holds the container
 /// and its output, and `podman container cleanup`, which removes it. Told
@@ -720,6 +902,123 @@ mod tests {
             e.to_string(),
             "--device /dev/no-such-device: no such file or directory"
         );
+    }
+
+    #[test]
+    fn labels_and_the_cidfile_go_right_after_run() {
+        let options = SandboxOptions {
+            sandbox: Sandbox::Docker,
+            image: Some("img:1".into()),
+            ..SandboxOptions::default()
+        };
+        let mut w = wrap(&options, target(&[])).unwrap();
+        add_run_flags(
+            &mut w,
+            &[
+                ("warden.run", "r1".into()),
+                ("warden.owner", "m:b:1:2:3".into()),
+            ],
+            Path::new("/tmp/warden-cid-1/id"),
+        );
+        let a: Vec<String> = w
+            .args
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            a[..8].join(" "),
+            "run --label warden.run=r1 --label warden.owner=m:b:1:2:3 --cidfile /tmp/warden-cid-1/id --rm"
+        );
+    }
+
+    #[test]
+    fn the_engines_own_lines_are_told_by_their_shape() {
+        let d = Sandbox::Docker;
+        let p = Sandbox::Podman;
+        assert!(is_engine_line(
+            d,
+            b"WARNING: IPv4 forwarding is disabled. Networking will not work."
+        ));
+        assert!(!is_engine_line(d, b"warning: something of the agent's"));
+        assert!(is_engine_line(
+            p,
+            br#"time="2026-12-02T05:57:14Z" level=warning msg="Failed, retrying in 1s""#
+        ));
+        assert!(is_engine_line(p, b"WARN[0000] cannot set rlimits"));
+        assert!(!is_engine_line(p, br#"time="x" level=info msg="y""#));
+        assert!(is_engine_line(
+            p,
+            br#"time="x" level=error msg="Unable to write pod event: ...""#
+        ));
+        assert!(!is_engine_line(p, b"WARNING: a docker line under podman"));
+        assert!(may_be_engine_line(d, b"WARN"));
+        assert!(may_be_engine_line(d, b"WARNING: half a li"));
+        assert!(!may_be_engine_line(d, b"hello"));
+        assert!(may_be_engine_line(p, b"time=\"2026"));
+        assert!(!may_be_engine_line(p, b"tim e"));
+    }
+
+    #[test]
+    fn an_engine_failure_quotes_the_engine_and_says_what_fixes_it() {
+        let d = Sandbox::Docker;
+        let p = Sandbox::Podman;
+        let why = engine_failure(
+            d,
+            "img:1",
+            b"docker: Cannot connect to the Docker daemon at unix:///nope.sock. Is the docker daemon running?\n\nRun 'docker run --help' for more information\n",
+        );
+        assert!(
+            why.starts_with("docker could not create the container: \"docker: Cannot connect"),
+            "{why}"
+        );
+        assert!(why.contains("start the daemon"), "{why}");
+        let why = engine_failure(
+            d,
+            "img:1",
+            b"WARNING: Error loading config file: open /root/.docker/config.json: permission denied\n\
+              docker: permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: Head ...\n",
+        );
+        assert!(why.contains("docker group"), "{why}");
+        assert!(!why.contains("config file"), "{why}");
+        let why = engine_failure(
+            d,
+            "localhost/nope:1",
+            b"Unable to find image 'localhost/nope:1' locally\ndocker: Error response from daemon: Get \"http://localhost/v2/\": dial tcp 127.0.0.1:80: connect: connection refused.\n",
+        );
+        assert!(
+            why.contains(
+                "\"Unable to find image 'localhost/nope:1' locally\" / \"docker: Error response"
+            ),
+            "{why}"
+        );
+        assert!(why.contains("docker pull localhost/nope:1"), "{why}");
+        let why = engine_failure(
+            p,
+            "localhost/nope:1",
+            b"Trying to pull localhost/nope:1...\ntime=\"x\" level=warning msg=\"Failed, retrying in 1s\"\nError: initializing source docker://localhost/nope:1: pinging container registry localhost\n",
+        );
+        assert!(
+            why.starts_with("podman could not create the container: \"Trying to pull"),
+            "{why}"
+        );
+        assert!(why.contains("podman pull localhost/nope:1"), "{why}");
+        assert!(!why.contains("retrying"), "{why}");
+        let why = engine_failure(
+            p,
+            "img",
+            b"Cannot connect to Podman. Please verify your connection\nError: unable to connect to Podman socket: dial unix /nope.sock: connect: no such file or directory\n",
+        );
+        assert!(why.contains("Podman service"), "{why}");
+        let long = format!("docker: {}\n", "x".repeat(1000));
+        let why = engine_failure(d, "img", long.as_bytes());
+        assert!(why.len() < 600, "{why}");
+    }
+
+    #[test]
+    fn only_the_engines_variables_are_given_to_its_client() {
+        assert!(client_vars(Sandbox::Docker).contains(&"DOCKER_HOST"));
+        assert!(client_vars(Sandbox::Podman).contains(&"CONTAINER_HOST"));
+        assert!(client_vars(Sandbox::Bwrap).is_empty());
     }
 
     #[test]

@@ -101,6 +101,21 @@ pub(crate) struct Setup {
     /// What the run shares with the runs around it: budgets, the batch's
     /// pool, telemetry (the plan's, as one value).
     pub shared: crate::plan::Shared,
+    /// Under Docker or Podman: what tells the engine's failures and lines
+    /// from the agent's.
+    pub container: Option<ContainerRun>,
+}
+
+/// A run in a container, as the supervisor needs to know it.
+pub(crate) struct ContainerRun {
+    pub sandbox: warden_sandbox::Sandbox,
+    pub image: String,
+    /// Where the engine's client writes the container's id once the
+    /// container exists (`--cidfile`); taken when the run is judged.
+    pub cid: Option<crate::container_sweep::CidDir>,
+    /// The removal of dead wardens' containers this run started, waited
+    /// for at its end.
+    pub sweep: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Where a run's commits are collected from.
@@ -157,6 +172,12 @@ struct Streams {
     recent_text: String,
     /// The output cut when the drain window ran out.
     truncated: Option<Truncation>,
+    /// In a container: the engine's own lines at the start of stderr,
+    /// held back from the log (see [`lines::EngineGate`]).
+    gate: Option<lines::EngineGate>,
+    /// In a container: the start of stderr as read, where the engine's
+    /// error is when it could not create the container.
+    stderr_head: Vec<u8>,
 }
 
 /// The run's processes, as the supervisor has found them.
@@ -295,6 +316,11 @@ impl Supervisor {
             stderr_bytes: 0,
             recent_text: String::new(),
             truncated: None,
+            gate: setup
+                .container
+                .as_ref()
+                .map(|c| lines::EngineGate::new(c.sandbox)),
+            stderr_head: Vec::new(),
         };
         let procs = Procs {
             pid: None,
@@ -591,6 +617,7 @@ impl Supervisor {
             self.kill_rest(&tree);
         }
         self.remove_sandbox_leftovers().await;
+        self.judge_engine().await;
         let swept = tree.close().await;
         crate::resources::count(&mut self.procs.resources, tree.resource_events());
         if let Some(counted) = container_counts {

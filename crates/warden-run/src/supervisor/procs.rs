@@ -68,6 +68,10 @@ impl Supervisor {
 
     /// Stops reading both pipes, keeping a last line that had no newline.
     fn close_pipes(&mut self, pipes: &mut Pipes, now: Instant) {
+        // What a container's stderr gate still holds goes to the log first.
+        if self.streams.gate.is_some() {
+            self.through_gate(pipes, 0);
+        }
         for stream in [warden_events::Stream::Stdout, warden_events::Stream::Stderr] {
             pipes.get(stream).close(|line| self.on_line(line, now));
             self.after_lines(pipes, stream, now);
@@ -134,6 +138,54 @@ impl Supervisor {
             }
             Err(e) => self.note_error(format!("could not run `{}`: {e}", cmd[0].to_string_lossy())),
         }
+    }
+
+    /// In a container: whether the engine, not the agent, failed, and the
+    /// end of the sweep of dead wardens' containers this run started.
+    ///
+    /// The engine's client exits 125 when the engine fails (no daemon, an
+    /// image that cannot be had) and 126 when it is refused the daemon's
+    /// socket, but an agent may exit with either: the code does not tell.
+    /// What does is whether the container ever existed: the client writes
+    /// its id to the `--cidfile` as soon as the engine has created it,
+    /// before anything of the agent runs, and the agent cannot write that
+    /// file (it is in a directory of warden's own, outside the container). A
+    /// client that exited non-zero on its own with no id written failed
+    /// before there was a container: the run could not start, as when a
+    /// program is not found (`spawn_failed`), and the reason quotes the
+    /// engine and says what fixes it. Checked after the fact rather than
+    /// by asking the engine about the image first, which would add its
+    /// time (10 ms for `docker image inspect`, 30-40 ms for Podman's) to
+    /// every run's start.
+    pub(super) async fn judge_engine(&mut self) {
+        let Some(c) = self.setup.container.as_mut() else {
+            return;
+        };
+        if let Some(sweep) = c.sweep.take() {
+            let _ = sweep.await;
+        }
+        let failed_by_itself = self.phase.cause().is_none()
+            && self
+                .phase
+                .exit()
+                .is_some_and(|e| e.signal.is_none() && e.code.is_some_and(|c| c != 0));
+        // Read, and removed, off the clocks' thread.
+        let Some(cid) = c.cid.take() else {
+            return;
+        };
+        let created = tokio::task::spawn_blocking(move || cid.written())
+            .await
+            .unwrap_or(true);
+        if !failed_by_itself || self.errors.spawn.is_some() || created {
+            return;
+        }
+        let why = warden_sandbox::container::engine_failure(
+            c.sandbox,
+            &c.image,
+            &self.streams.stderr_head,
+        );
+        self.errors.spawn = Some(why.clone());
+        self.note_error(why);
     }
 
     /// Whether the engine's client (`run --rm`) has removed the container

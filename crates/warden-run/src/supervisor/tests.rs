@@ -340,6 +340,7 @@ fn setup(agent: Agent, limits: Limits, cwd: &Path, started: Instant) -> Setup {
         output: None,
         env_dropped: Vec::new(),
         shared: crate::plan::Shared::default(),
+        container: None,
     }
 }
 

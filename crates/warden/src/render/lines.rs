@@ -80,6 +80,8 @@ pub(crate) fn event_lines(
             }
         }
         Event::Stderr { text } => emit(Kind::Agent, &format!("  err| {text}")),
+        // Shown as warden's own warning: the engine's, not the agent's.
+        Event::EngineLine { text } => emit(Kind::Warn, &format!("container engine: {text}")),
         Event::SessionStarted {
             session_id,
             model,

@@ -18,6 +18,7 @@ mod checks;
 mod clocks;
 mod containers;
 mod containers_limits;
+mod containers_setup;
 mod containers_user;
 mod endtoend;
 mod gh_outputs;

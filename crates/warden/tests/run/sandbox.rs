@@ -178,7 +178,8 @@ fn a_secret_given_with_env_appears_nowhere_but_the_agents_own_output() {
 /// refused before anything starts); what a container does is tested
 /// against the real engines in `containers.rs`. Records its arguments and
 /// whether the secret reached its environment; `run` runs the command
-/// after the image; `rm -f NAME` is logged.
+/// after the image; `rm -f NAME` is logged; `ps` (the look for dead
+/// wardens' containers) lists none.
 fn fake_docker(case: &Case) -> PathBuf {
     let dir = case.path().join("bin");
     std::fs::create_dir_all(&dir).unwrap();
@@ -186,6 +187,7 @@ fn fake_docker(case: &Case) -> PathBuf {
         r#"#!/bin/sh
 log='{log}'
 if [ "$1" = rm ]; then echo "rm $*" >> "$log"; exit 0; fi
+if [ "$1" = ps ]; then exit 0; fi
 printf '%s\n' "$@" > '{args}'
 [ -n "$API_TOKEN" ] && echo "token in env" >> "$log"
 while [ "$1" != test-image ]; do shift; done
