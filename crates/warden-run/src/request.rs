@@ -580,7 +580,14 @@ impl RunRequest {
                 ],
             ));
         }
-        warnings.extend(container::check(&self.sandbox, self.agent, &self.cwd)?);
+        let needs = sandbox_needs(self.agent);
+        let found = container::check(&self.sandbox, self.agent, &needs, &self.cwd)
+            .map_err(|s| invalid(s.message, &s.fields))?;
+        warnings.extend(
+            found
+                .into_iter()
+                .map(|s| Finding::new(s.message, &s.fields)),
+        );
         // Limits this machine cannot enforce, refused up front.
         crate::resources::check(
             &self.limits.resources,

@@ -5,17 +5,32 @@
 use std::path::{Path, PathBuf};
 
 use warden_events::Agent;
-use warden_sandbox::SandboxOptions;
+use warden_sandbox::{SandboxNeeds, SandboxOptions};
 
-use super::{Finding, RequestError, invalid};
+/// What the check found: a message whose `{0}`, `{1}`, … name `fields`,
+/// made a finding of the request by the caller.
+#[derive(Debug)]
+pub(super) struct Said {
+    pub message: String,
+    pub fields: Vec<&'static str>,
+}
 
-/// Checks the container-only settings of `options`; warns of the agent's
-/// state directories the container's user cannot have.
+fn said(message: impl Into<String>, fields: &[&'static str]) -> Said {
+    Said {
+        message: message.into(),
+        fields: fields.to_vec(),
+    }
+}
+
+/// Checks the container-only settings of `options` for `agent` (whose
+/// CLI needs `needs`); warns of the agent's state directories the
+/// container's user cannot have.
 pub(super) fn check(
     options: &SandboxOptions,
     agent: Agent,
+    needs: &SandboxNeeds,
     cwd: &Path,
-) -> Result<Vec<Finding>, RequestError> {
+) -> Result<Vec<Said>, Said> {
     let given: [(&'static str, bool); 5] = [
         (
             "sandbox.container_network",
@@ -29,7 +44,7 @@ pub(super) fn check(
     if !options.is_container()
         && let Some((field, _)) = given.iter().find(|(_, given)| *given)
     {
-        return Err(invalid(
+        return Err(said(
             format!(
                 "{{0}} is for a container: set {{1}} to docker or podman (it is {})",
                 options.sandbox
@@ -42,7 +57,7 @@ pub(super) fn check(
             || network.starts_with('-')
             || network.chars().any(|c| c.is_whitespace() || c.is_control())
         {
-            return Err(invalid(
+            return Err(said(
                 format!(
                     "{{0}} `{network}` is not a network: name `host`, `none`, `bridge`, or a network the engine has"
                 ),
@@ -50,7 +65,7 @@ pub(super) fn check(
             ));
         }
         if options.no_network && network != "none" {
-            return Err(invalid(
+            return Err(said(
                 format!(
                     "{{0}} cuts the network, and {{1}} {network} would give the container one: drop one of them"
                 ),
@@ -61,15 +76,11 @@ pub(super) fn check(
     let mut warnings = Vec::new();
     let home = std::env::var_os("HOME").map(PathBuf::from);
     if let Some(home) = home
-        && let Some((uid, dirs)) = warden_sandbox::container::state_dirs_left_out(
-            options,
-            &super::sandbox_needs(agent),
-            cwd,
-            &home,
-        )
+        && let Some((uid, dirs)) =
+            warden_sandbox::container::state_dirs_left_out(options, needs, cwd, &home)
     {
         let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        warnings.push(Finding::new(
+        warnings.push(said(
             format!(
                 "the container runs as uid {uid} ({{0}}), which does not own {}: not mounted, so {agent} starts without the login and sessions kept there; give them to uid {uid}, or set {{0}} to image",
                 dirs.join(", ")
@@ -83,7 +94,25 @@ pub(super) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::{Finding, RequestError, invalid, sandbox_needs};
     use warden_sandbox::Sandbox;
+
+    /// The check as the request makes it.
+    fn checked(o: &SandboxOptions) -> Result<Vec<Finding>, RequestError> {
+        check(
+            o,
+            Agent::Exec,
+            &sandbox_needs(Agent::Exec),
+            Path::new("/nonexistent"),
+        )
+        .map(|found| {
+            found
+                .into_iter()
+                .map(|s| Finding::new(s.message, &s.fields))
+                .collect()
+        })
+        .map_err(|s| invalid(s.message, &s.fields))
+    }
 
     fn options(sandbox: Sandbox) -> SandboxOptions {
         SandboxOptions {
@@ -98,9 +127,7 @@ mod tests {
         for sandbox in [Sandbox::Host, Sandbox::Bwrap] {
             let mut o = options(sandbox);
             o.engine_args = vec!["--shm-size=1g".into()];
-            let e = check(&o, Agent::Exec, Path::new("/nonexistent"))
-                .unwrap_err()
-                .to_string();
+            let e = checked(&o).unwrap_err().to_string();
             assert_eq!(
                 e,
                 format!(
@@ -110,7 +137,7 @@ mod tests {
             let mut o = options(sandbox);
             o.container_network = Some("host".into());
             assert!(
-                check(&o, Agent::Exec, Path::new("/nonexistent"))
+                checked(&o)
                     .unwrap_err()
                     .to_string()
                     .starts_with("sandbox.container_network is for a container")
@@ -120,7 +147,7 @@ mod tests {
             let mut o = options(sandbox);
             o.container_network = Some("host".into());
             o.engine_args = vec!["--cap-add".into(), "SYS_PTRACE".into()];
-            check(&o, Agent::Exec, Path::new("/nonexistent")).unwrap();
+            checked(&o).unwrap();
         }
     }
 
@@ -129,9 +156,9 @@ mod tests {
         let mut o = options(Sandbox::Docker);
         o.no_network = true;
         o.container_network = Some("none".into());
-        check(&o, Agent::Exec, Path::new("/nonexistent")).unwrap();
+        checked(&o).unwrap();
         o.container_network = Some("host".into());
-        let e = check(&o, Agent::Exec, Path::new("/nonexistent")).unwrap_err();
+        let e = checked(&o).unwrap_err();
         assert_eq!(
             e.to_string(),
             "sandbox.no_network cuts the network, and sandbox.container_network host would give the container one: drop one of them"
@@ -140,7 +167,7 @@ mod tests {
             o.no_network = false;
             o.container_network = Some(bad.into());
             assert!(
-                check(&o, Agent::Exec, Path::new("/nonexistent"))
+                checked(&o)
                     .unwrap_err()
                     .to_string()
                     .contains("is not a network"),
