@@ -128,16 +128,35 @@ fn owned_by() -> String {
 pub(crate) struct CidDir(std::path::PathBuf);
 
 impl CidDir {
-    /// Makes a new one, named at random (never one that exists).
-    pub(crate) fn create() -> std::io::Result<Self> {
+    /// Makes a new one, named at random (never one that exists), in the
+    /// first temporary directory that lies inside none of `mounts` (the
+    /// host paths the container gets): in one of them the agent could
+    /// remove the file, and have its own failure taken for the engine's.
+    pub(crate) fn create(mounts: &[std::path::PathBuf]) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
+        let real =
+            |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let mounts: Vec<std::path::PathBuf> = mounts.iter().map(|m| real(m)).collect();
+        let base = temp_dirs()
+            .into_iter()
+            .find(|t| {
+                let t = real(t);
+                t.is_dir() && !mounts.iter().any(|m| t.starts_with(m))
+            })
+            .ok_or_else(|| {
+                std::io::Error::other(
+                    "every temporary directory (TMPDIR, /tmp, /var/tmp, /dev/shm) lies inside what \
+                     the container mounts; set TMPDIR to a directory outside the work tree and \
+                     the --ro/--rw paths",
+                )
+            })?;
         let mut last = None;
         for _ in 0..8 {
             let mut bytes = [0u8; 8];
             rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())
                 .map_err(std::io::Error::from)?;
             let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            let dir = std::env::temp_dir().join(format!("{CID_PREFIX}{}-{name}", owned_by()));
+            let dir = base.join(format!("{CID_PREFIX}{}-{name}", owned_by()));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => return Ok(Self(dir)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
@@ -165,38 +184,66 @@ impl Drop for CidDir {
     }
 }
 
+/// Where a [`CidDir`] may be made, in order.
+fn temp_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![std::env::temp_dir()];
+    for d in ["/tmp", "/var/tmp", "/dev/shm"] {
+        let d = std::path::PathBuf::from(d);
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
+}
+
 /// Removes the [`CidDir`]s of dead wardens of this PID namespace (a
 /// warden killed outright leaves its own behind).
 fn remove_stale_cid_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
     let here = Here::read();
     let mine = owned_by();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CID_PREFIX)) else {
+    for base in temp_dirs() {
+        let Ok(entries) = std::fs::read_dir(&base) else {
             continue;
         };
-        let parts: Vec<&str> = rest.split('-').collect();
-        let [pidns, pid, start, _] = parts[..] else {
-            continue;
-        };
-        if pidns != here.pidns || rest.starts_with(&format!("{mine}-")) {
-            continue;
-        }
-        let (Ok(pid), Ok(start)) = (pid.parse::<i32>(), start.parse::<u64>()) else {
-            continue;
-        };
-        if warden_process::os::procfs::entry(pid).is_some_and(|e| e.start == start) {
-            continue;
-        }
-        let dir = entry.path();
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = std::fs::remove_file(dir.join("id"));
-            let _ = std::fs::remove_dir(&dir);
+        for entry in entries.flatten() {
+            remove_if_stale(&entry, &here, &mine);
         }
     }
+}
+
+/// Removes `entry` if it is a [`CidDir`] of a dead warden of this PID
+/// namespace. Through the directory itself, never a link put in its
+/// place: another user may write the temporary directory.
+fn remove_if_stale(entry: &std::fs::DirEntry, here: &Here, mine: &str) {
+    let name = entry.file_name();
+    let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CID_PREFIX)) else {
+        return;
+    };
+    let parts: Vec<&str> = rest.split('-').collect();
+    let [pidns, pid, start, _] = parts[..] else {
+        return;
+    };
+    if pidns != here.pidns || rest.starts_with(&format!("{mine}-")) {
+        return;
+    }
+    let (Ok(pid), Ok(start)) = (pid.parse::<i32>(), start.parse::<u64>()) else {
+        return;
+    };
+    if warden_process::os::procfs::entry(pid).is_some_and(|e| e.start == start) {
+        return;
+    }
+    let dir = entry.path();
+    use rustix::fs::{AtFlags, CWD, Mode, OFlags, openat, unlinkat};
+    let Ok(fd) = openat(
+        CWD,
+        &dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let _ = unlinkat(&fd, "id", AtFlags::empty());
+    let _ = std::fs::remove_dir(&dir);
 }
 
 /// Starts the removal of dead owners' containers for `sandbox`'s engine,
@@ -251,8 +298,12 @@ pub(crate) async fn sweep(engine: &str) -> Vec<String> {
     };
     let here = Here::read();
     let me = owner();
-    let alive = |pid: i32, start: u64| {
-        warden_process::os::procfs::entry(pid).is_some_and(|e| e.start == start && !e.is_dead())
+    // Where /proc hides other users' processes, one not seen may be
+    // alive: its containers are left alone.
+    let hidden = proc_hides_processes();
+    let alive = |pid: i32, start: u64| match warden_process::os::procfs::entry(pid) {
+        Some(e) => e.start == start && !e.is_dead(),
+        None => hidden,
     };
     let dead: Vec<String> = listed
         .lines()
@@ -267,6 +318,32 @@ pub(crate) async fn sweep(engine: &str) -> Vec<String> {
     args.extend(dead.iter().map(String::as_str));
     run(engine, &args, LIST_LIMIT).await;
     dead
+}
+
+/// Whether this process's /proc is mounted with `hidepid` (1, 2,
+/// `noaccess`, `invisible`, `ptraceable`): then another user's process
+/// may run without a /proc entry this one can see.
+fn proc_hides_processes() -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo").map_or(true, |info| hides_processes(&info))
+}
+
+/// Whether the mount table `info` (`/proc/self/mountinfo`) has /proc with
+/// `hidepid` on.
+fn hides_processes(info: &str) -> bool {
+    info.lines().any(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            return false;
+        };
+        fields.get(4) == Some(&"/proc")
+            && fields.get(sep + 1) == Some(&"proc")
+            && fields.iter().any(|f| {
+                f.split(',').any(|o| {
+                    o.strip_prefix("hidepid=")
+                        .is_some_and(|v| v != "0" && v != "off")
+                })
+            })
+    })
 }
 
 /// Runs `engine ARGS` with no input and waits at most `limit`; its
@@ -291,6 +368,18 @@ async fn run(engine: &str, args: &[&str], limit: Duration) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_proc_mounted_with_hidepid_is_seen() {
+        let plain = "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n";
+        assert!(!super::hides_processes(plain));
+        let hidden = "22 1 0:21 / /proc rw,nosuid,relatime - proc proc rw,hidepid=invisible\n";
+        assert!(super::hides_processes(hidden));
+        let off = "22 1 0:21 / /proc rw,relatime - proc proc rw,hidepid=0\n";
+        assert!(!super::hides_processes(off));
+        let elsewhere = "30 22 0:40 / /other rw - proc proc rw,hidepid=2\n";
+        assert!(!super::hides_processes(elsewhere));
+    }
+
     use super::*;
 
     fn here() -> Here {
@@ -320,7 +409,7 @@ mod tests {
     #[test]
     fn the_id_file_lies_in_a_private_directory_that_goes_with_it() {
         use std::os::unix::fs::PermissionsExt;
-        let d = CidDir::create().unwrap();
+        let d = CidDir::create(&[]).unwrap();
         let dir = d.0.clone();
         assert_eq!(
             std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
@@ -345,7 +434,7 @@ mod tests {
         ));
         std::fs::create_dir_all(&dead).unwrap();
         std::fs::write(dead.join("id"), "x").unwrap();
-        let live = CidDir::create().unwrap();
+        let live = CidDir::create(&[]).unwrap();
         remove_stale_cid_dirs();
         assert!(!dead.exists());
         assert!(live.0.exists());

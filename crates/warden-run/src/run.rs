@@ -164,7 +164,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     tokio::task::spawn_blocking(move || resources::check(&limits, sandbox, containment))
         .await
         .unwrap_or(Ok(()))?;
-    let cid_dir = cid_dir(sandbox).await?;
+    let cid_dir = cid_dir(&plan).await?;
     let target = SandboxTarget {
         options: plan.sandbox.clone(),
         needs,
@@ -388,11 +388,18 @@ async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
 /// In a container, the directory of warden's own for the file the
 /// engine's client writes the container's id to; made off the clocks'
 /// thread.
-async fn cid_dir(sandbox: Sandbox) -> Result<Option<crate::container_sweep::CidDir>, SandboxError> {
-    if !matches!(sandbox, Sandbox::Docker | Sandbox::Podman) {
+async fn cid_dir(plan: &RunPlan) -> Result<Option<crate::container_sweep::CidDir>, SandboxError> {
+    let options = &plan.sandbox;
+    if !options.is_container() {
         return Ok(None);
     }
-    tokio::task::spawn_blocking(crate::container_sweep::CidDir::create)
+    // What the container mounts from the host (the agent's state
+    // directories lie in HOME, never a temporary directory).
+    let mut mounts = vec![plan.cwd.clone()];
+    mounts.extend(options.ro.iter().cloned());
+    mounts.extend(options.rw.iter().cloned());
+    mounts.extend(options.allow_sockets.iter().cloned());
+    tokio::task::spawn_blocking(move || crate::container_sweep::CidDir::create(&mounts))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e)))
         .map(Some)
@@ -407,14 +414,15 @@ async fn cid_dir(sandbox: Sandbox) -> Result<Option<crate::container_sweep::CidD
 /// `CONTAINER_HOST`, ...: [`warden_sandbox::container::client_vars`]),
 /// which the agent's allowlisted environment leaves out. They reach the
 /// client only: the container gets the variables its command line names
-/// with `-e`, made before these were added. One the agent's environment
-/// already has (given with `--env`, so also passed into the container) is
-/// left as it is.
+/// with `-e`, made before these were added. Always warden's values: the
+/// end of the run (`rm -f`, the shim's when warden dies, the limits'
+/// `inspect`, the sweep) asks the engine in warden's environment, so a
+/// client sent elsewhere by the agent's `--env DOCKER_HOST` would leave
+/// its container where nothing removes it; the agent's value goes into
+/// the container by value (`-e NAME=VALUE`).
 fn add_client_vars(env: &mut Vec<(OsString, OsString)>, sandbox: Sandbox) {
     for name in warden_sandbox::container::client_vars(sandbox) {
-        if env.iter().any(|(k, _)| k == name) {
-            continue;
-        }
+        env.retain(|(k, _)| k != name);
         if let Some(v) = std::env::var_os(name) {
             env.push((name.into(), v));
         }

@@ -156,14 +156,24 @@ pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxE
     }
     a.push("-w".into());
     a.push(t.workdir.into());
-    for (k, _) in t.env {
+    for (k, v) in t.env {
         // The host's PATH and HOME mean nothing inside the image (a HOME
         // warden gives the container is set above).
         if k == "PATH" || k == "HOME" {
             continue;
         }
         a.push("-e".into());
-        a.push(k.clone());
+        if client_vars(options.sandbox).iter().any(|c| k == c) {
+            // The client's own copy of this variable is warden's (it
+            // says which engine removes the container when the run ends);
+            // the agent's value, given with `--env`, goes in by value.
+            let mut kv = k.clone();
+            kv.push("=");
+            kv.push(v);
+            a.push(kv);
+        } else {
+            a.push(k.clone());
+        }
     }
     // The user's own arguments last, just before the image, where the
     // engine reads the options of `run` up to the first positional one.

@@ -73,6 +73,23 @@ pub(super) fn check(
             ));
         }
     }
+    if let Some(arg) = warden_owned_arg(&options.engine_args) {
+        return Err(said(
+            format!(
+                "{{0}} `{arg}` would change what warden itself gives the engine's `run` (`--rm -i --init`, \
+                 the container's name, its `warden.*` labels, its id file, signals passed in, no terminal), \
+                 which the supervision rests on: a detached or kept container outlives its run, a renamed \
+                 one is never removed; drop it (the settings {{1}}, {{2}} and {{3}} cover the user, the \
+                 network and the image)"
+            ),
+            &[
+                "sandbox.engine_args",
+                "sandbox.container_user",
+                "sandbox.container_network",
+                "sandbox.image",
+            ],
+        ));
+    }
     let mut warnings = Vec::new();
     let home = std::env::var_os("HOME").map(PathBuf::from);
     if let Some(home) = home
@@ -89,6 +106,67 @@ pub(super) fn check(
         ));
     }
     Ok(warnings)
+}
+
+/// The first of `args` that would override a flag warden gives `run`
+/// itself. The engine takes the last of two values, and the user's
+/// arguments come after warden's: `-d` would leave the container running
+/// unsupervised, `--rm=false` would keep it, `--name` or `--cidfile`
+/// would hide it from the run's end, a `warden.*` label would forge its
+/// owner, `--sig-proxy=false` would keep SIGTERM from the agent, and a
+/// terminal or a detached stream would change the output.
+fn warden_owned_arg(args: &[String]) -> Option<&str> {
+    const LONG: &[&str] = &[
+        "--detach",
+        "--rm",
+        "--cidfile",
+        "--name",
+        "--sig-proxy",
+        "--init",
+        "--init-path",
+        "--tty",
+        "--interactive",
+        "--attach",
+        "--detach-keys",
+    ];
+    // Short flags that take no value may be run together (`-dit`).
+    const SHORT: &[char] = &['d', 't', 'i', 'a'];
+    let mut label_value_next = false;
+    for arg in args {
+        if std::mem::take(&mut label_value_next) && arg.starts_with("warden.") {
+            return Some(arg);
+        }
+        let (name, value) = match arg.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (arg.as_str(), None),
+        };
+        if LONG.contains(&name) {
+            return Some(arg);
+        }
+        if name == "--label" || name == "-l" {
+            match value {
+                Some(v) if v.starts_with("warden.") => return Some(arg),
+                Some(_) => {}
+                None => label_value_next = true,
+            }
+            continue;
+        }
+        if let Some(flags) = arg.strip_prefix('-')
+            && !flags.starts_with('-')
+            && let Some(first) = flags.chars().next()
+        {
+            let cluster = flags.chars().all(|c| c.is_ascii_alphabetic());
+            if SHORT.contains(&first)
+                || (cluster && flags.len() <= 4 && flags.chars().any(|c| SHORT.contains(&c)))
+            {
+                return Some(arg);
+            }
+            if first == 'l' && flags[1..].trim_start_matches('=').starts_with("warden.") {
+                return Some(arg);
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -148,6 +226,43 @@ mod tests {
             o.container_network = Some("host".into());
             o.engine_args = vec!["--cap-add".into(), "SYS_PTRACE".into()];
             checked(&o).unwrap();
+        }
+    }
+
+    #[test]
+    fn engine_args_may_not_override_what_warden_gives_run() {
+        let mut o = options(Sandbox::Docker);
+        for bad in [
+            &["-d"][..],
+            &["--detach"],
+            &["-dit"],
+            &["--rm=false"],
+            &["--cidfile=/tmp/x"],
+            &["--name", "other"],
+            &["--sig-proxy=false"],
+            &["-t"],
+            &["--label", "warden.owner=forged"],
+            &["--label=warden.run=x"],
+            &["-lwarden.run=x"],
+        ] {
+            o.engine_args = bad.iter().map(|s| s.to_string()).collect();
+            let e = checked(&o).unwrap_err().to_string();
+            assert!(
+                e.starts_with("sandbox.engine_args `") && e.contains("outlives its run"),
+                "{bad:?}: {e}"
+            );
+        }
+        for good in [
+            &["--shm-size=1g"][..],
+            &["--cap-add", "SYS_PTRACE"],
+            &["-v", "/data:/data"],
+            &["-v/data:/data"],
+            &["--label", "team=a"],
+            &["-e", "FOO=1"],
+            &["--ulimit", "nofile=1024"],
+        ] {
+            o.engine_args = good.iter().map(|s| s.to_string()).collect();
+            assert!(checked(&o).is_ok(), "{good:?}");
         }
     }
 

@@ -183,6 +183,41 @@ fn an_agent_that_exits_with_the_engines_codes_failed_itself() {
     }
 }
 
+/// With the temporary directory inside the work tree, the file the engine
+/// writes the container's id to is made elsewhere: an agent that removes
+/// every id file it can reach and then fails like the engine still failed
+/// itself.
+#[test]
+fn the_container_id_file_is_out_of_the_agents_reach() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let tmp = case.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let mut cmd = case.command(&[
+            "run",
+            "exec",
+            "--sandbox",
+            engine,
+            "--image",
+            &image,
+            "--",
+            "sh",
+            "-c",
+            "rm -rf tmp/warden-cid-*; \
+             echo 'docker: Error response from daemon: pull access denied' >&2; exit 125",
+        ]);
+        cmd.env("TMPDIR", &tmp);
+        let done = case.finished(cmd.output().unwrap(), Instant::now());
+        assert_eq!(
+            (done.code, done.verdict()),
+            (1, "agent_failed".to_string()),
+            "{engine}: {}",
+            done.stderr
+        );
+    }
+}
+
 /// Each engine made to warn for real: Docker's client about a config file
 /// it cannot parse (`DOCKER_CONFIG`, from warden's environment), Podman
 /// about the events it cannot write (`CONTAINERS_CONF` with the journal as
@@ -299,6 +334,31 @@ fn docker_host_reaches_the_client_and_not_the_container() {
     );
     let done = case.finished(cmd.output().unwrap(), Instant::now());
     assert_eq!(done.code, 6, "{}", done.stderr);
+    // The agent's own `--env DOCKER_HOST` goes into the container, never
+    // to the client: the run's end asks warden's engine, so a client sent
+    // elsewhere would leave its container where nothing removes it.
+    let case = Case::new();
+    let mut cmd = case.command(&[
+        "run",
+        "exec",
+        "--sandbox",
+        "docker",
+        "--image",
+        &image,
+        "--env",
+        "DOCKER_HOST=unix:///nowhere.sock",
+        "--",
+        "sh",
+        "-c",
+        "echo \"host=${DOCKER_HOST:-unset}\"",
+    ]);
+    cmd.env("DOCKER_HOST", format!("unix://{}", link.display()));
+    let done = case.finished(cmd.output().unwrap(), Instant::now());
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(
+        String::from_utf8(done.log("stdout.log")).unwrap(),
+        "host=unix:///nowhere.sock\n"
+    );
 }
 
 /// This test process as an owner label names it, and the same with
