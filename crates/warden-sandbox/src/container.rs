@@ -526,6 +526,66 @@ pub fn engine_failure(sandbox: Sandbox, image: &str, output: &[u8]) -> String {
     format!("{engine} could not create the container: {said}; {fix}")
 }
 
+/// Why a container that the engine created never ran the agent, from
+/// the client's exit `code` and the start of its stderr (`head`), or
+/// `None`: the runtime refused to start it (a mount, a device or an engine
+/// argument it cannot apply), or the container's init could not execute
+/// the agent's program (not in the image). Told by the engine's or the
+/// init's own words as the first line and the code they exit with; an
+/// agent that prints the same first and exits so is taken at its word,
+/// and its run ends `spawn_failed` rather than `agent_failed`: a failure
+/// either way, with the line it wrote quoted.
+pub fn start_failure(sandbox: Sandbox, image: &str, code: i32, head: &[u8]) -> Option<String> {
+    let engine = match sandbox {
+        Sandbox::Podman => "podman",
+        _ => "docker",
+    };
+    let text = String::from_utf8_lossy(head);
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !is_engine_line(sandbox, l.as_bytes()))?;
+    let runtime = match sandbox {
+        Sandbox::Podman => first.starts_with("Error: OCI runtime"),
+        _ => {
+            first.starts_with("docker: Error response from daemon:")
+                && (first.contains("OCI runtime") || first.contains("failed to create"))
+        }
+    };
+    let init = match sandbox {
+        Sandbox::Podman => {
+            first.starts_with("ERROR (catatonit:") && first.contains("failed to exec")
+        }
+        _ => {
+            first.starts_with("[FATAL tini (")
+                && first.contains("exec ")
+                && first.contains(" failed")
+        }
+    };
+    let quoted: String = first
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(300)
+        .collect();
+    if runtime && matches!(code, 125..=127) {
+        return Some(format!(
+            "{engine} created the container but could not start it: \"{quoted}\"; check what the \
+             run mounts and passes to the engine (--ro, --rw, --device, --engine-arg)"
+        ));
+    }
+    let init_code = match sandbox {
+        Sandbox::Podman => matches!(code, 1 | 126 | 127),
+        _ => matches!(code, 126 | 127),
+    };
+    if init && init_code {
+        return Some(format!(
+            "the agent's program could not be started in the image {image}: \"{quoted}\"; \
+             install it in the image, or name its path there with --agent-bin"
+        ));
+    }
+    None
+}
+
 /// Whether `pid` is one of Podman's own processes, which its client
 /// leaves in the run's process tree: `conmon`, which holds the container
 /// and its output, and `podman container cleanup`, which removes it. Told
@@ -1029,6 +1089,48 @@ mod tests {
         assert!(client_vars(Sandbox::Docker).contains(&"DOCKER_HOST"));
         assert!(client_vars(Sandbox::Podman).contains(&"CONTAINER_HOST"));
         assert!(client_vars(Sandbox::Bwrap).is_empty());
+    }
+
+    #[test]
+    fn a_container_that_never_ran_the_agent_is_told_by_the_engines_words() {
+        let d = Sandbox::Docker;
+        let p = Sandbox::Podman;
+        let docker_oci = b"docker: Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: error mounting\n\nRun 'docker run --help' for more information\n";
+        let why = start_failure(d, "img", 125, docker_oci).unwrap();
+        assert!(
+            why.starts_with(
+                "docker created the container but could not start it: \"docker: Error response"
+            ),
+            "{why}"
+        );
+        assert_eq!(
+            start_failure(d, "img", 1, docker_oci),
+            None,
+            "not the engine's code"
+        );
+        let podman_oci = b"Error: OCI runtime error: runc: runc create failed: unable to start container process\n";
+        assert!(start_failure(p, "img", 126, podman_oci).is_some());
+        let tini = b"[FATAL tini (7)] exec no-such-cli failed: No such file or directory\n";
+        let why = start_failure(d, "img:1", 127, tini).unwrap();
+        assert!(
+            why.contains("could not be started in the image img:1"),
+            "{why}"
+        );
+        let catatonit = b"ERROR (catatonit:7): failed to exec pid1: No such file or directory\n";
+        assert!(start_failure(p, "img", 1, catatonit).is_some());
+        // The agent's own words first, then the engine's: the agent's.
+        let later = b"starting\n[FATAL tini (7)] exec x failed: y\n";
+        assert_eq!(start_failure(d, "img", 127, later), None);
+        assert_eq!(
+            start_failure(
+                d,
+                "img",
+                125,
+                b"docker: Error response from daemon: Cannot connect\n"
+            ),
+            None,
+            "no container at all is the creation's failure, not the start's"
+        );
     }
 
     #[test]

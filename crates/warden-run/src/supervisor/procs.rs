@@ -153,7 +153,11 @@ impl Supervisor {
     /// client that exited non-zero on its own with no id written failed
     /// before there was a container: the run could not start, as when a
     /// program is not found (`spawn_failed`), and the reason quotes the
-    /// engine and says what fixes it. Checked after the fact rather than
+    /// engine and says what fixes it. A container that was created but
+    /// never ran the agent (the runtime refused a mount; the image has no
+    /// such program) is told by the engine's or its init's words as the
+    /// first line of stderr ([`warden_sandbox::container::start_failure`]).
+    /// Checked after the fact rather than
     /// by asking the engine about the image first, which would add its
     /// time (10 ms for `docker image inspect`, 30-40 ms for Podman's) to
     /// every run's start.
@@ -176,14 +180,28 @@ impl Supervisor {
         let created = tokio::task::spawn_blocking(move || cid.written())
             .await
             .unwrap_or(true);
-        if !failed_by_itself || self.errors.spawn.is_some() || created {
+        if !failed_by_itself || self.errors.spawn.is_some() {
             return;
         }
-        let why = warden_sandbox::container::engine_failure(
-            c.sandbox,
-            &c.image,
-            &self.streams.stderr_head,
-        );
+        let why = if created {
+            // Created, and then it may never have run the agent.
+            let code = self.phase.exit().and_then(|e| e.code).unwrap_or_default();
+            let Some(why) = warden_sandbox::container::start_failure(
+                c.sandbox,
+                &c.image,
+                code,
+                &self.streams.stderr_head,
+            ) else {
+                return;
+            };
+            why
+        } else {
+            warden_sandbox::container::engine_failure(
+                c.sandbox,
+                &c.image,
+                &self.streams.stderr_head,
+            )
+        };
         self.errors.spawn = Some(why.clone());
         self.note_error(why);
     }

@@ -183,6 +183,66 @@ fn an_agent_that_exits_with_the_engines_codes_failed_itself() {
     }
 }
 
+/// A container the engine created but that never ran the agent is a
+/// set-up failure too: the runtime refused to start it (a file mounted
+/// over a directory), or the image has no such program.
+#[test]
+fn a_container_that_could_not_start_the_agent_is_a_set_up_failure() {
+    let Some(image) = image() else { return };
+    for engine in ENGINES {
+        let case = Case::new();
+        let done = case.run(&[
+            "run",
+            "exec",
+            "--sandbox",
+            engine,
+            "--image",
+            &image,
+            "--engine-arg=-v=/etc/hostname:/usr",
+            "--",
+            "true",
+        ]);
+        assert_eq!(
+            (done.code, done.verdict()),
+            (6, "spawn_failed".to_string()),
+            "{engine}: {}",
+            done.stderr
+        );
+        let reason = done.report()["reason"].as_str().unwrap().to_string();
+        assert!(
+            reason.starts_with(&format!(
+                "{engine} created the container but could not start it"
+            )),
+            "{engine}: {reason}"
+        );
+        let case = Case::new();
+        let done = case.run(&[
+            "run",
+            "exec",
+            "--sandbox",
+            engine,
+            "--image",
+            &image,
+            "--",
+            "no-such-agent-cli",
+        ]);
+        assert_eq!(
+            (done.code, done.verdict()),
+            (6, "spawn_failed".to_string()),
+            "{engine}: {}",
+            done.stderr
+        );
+        let reason = done.report()["reason"].as_str().unwrap().to_string();
+        assert!(
+            reason.starts_with(&format!(
+                "the agent's program could not be started in the image {image}"
+            )),
+            "{engine}: {reason}"
+        );
+        assert_eq!(leftover(engine, &done), None, "{engine}");
+    }
+}
+
 /// With the temporary directory inside the work tree, the file the engine
 /// writes the container's id to is made elsewhere: an agent that removes
 /// every id file it can reach and then fails like the engine still failed
