@@ -213,13 +213,15 @@ pub struct Report {
     pub resources: Option<ResourcesReport>,
     /// The kernel's OOM killer killed a process in the cgroup of the
     /// run's memory limit (`--memory`): at that limit, or for an OOM
-    /// elsewhere (`resources.oom_kills_at_limit` tells which).
+    /// elsewhere (`resources.oom_kills_at_limit` tells which). `None`
+    /// when it cannot be known: a container's cgroups never read (it
+    /// ended before warden found them).
     #[serde(default)]
-    pub oom_killed: bool,
+    pub oom_killed: Option<bool>,
     /// A fork was refused because the run was at its process limit
-    /// (`--pids`).
+    /// (`--pids`); `None` when that cannot be known, as for `oom_killed`.
     #[serde(default)]
-    pub pids_limit_hit: bool,
+    pub pids_limit_hit: Option<bool>,
     /// What the agent's set-up refers to that does not reach it, one line
     /// each, naming the variable first: a `--env NAME` warden's
     /// environment lacks; in a sandbox, a provider variable of a switch

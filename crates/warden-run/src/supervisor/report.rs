@@ -153,16 +153,17 @@ impl Supervisor {
             output_lost: self.errors.output_lost.clone(),
             logs: None,
             resources: self.procs.resources.clone(),
+            // No limit, nothing to have hit; a count never read, unknown.
             oom_killed: self
                 .procs
                 .resources
                 .as_ref()
-                .is_some_and(|r| r.oom_kills.is_some_and(|n| n > 0)),
+                .map_or(Some(false), |r| r.oom_kills.map(|n| n > 0)),
             pids_limit_hit: self
                 .procs
                 .resources
                 .as_ref()
-                .is_some_and(|r| r.pids_limit_hits.is_some_and(|n| n > 0)),
+                .map_or(Some(false), |r| r.pids_limit_hits.map(|n| n > 0)),
             env_dropped: self.setup.env_dropped.clone(),
             otel: None,
             written: false,
