@@ -209,36 +209,40 @@ fn a_stall_and_the_run_clock_end_the_run_and_its_container() {
     }
 }
 
+/// SIGTERM or SIGINT to warden: the run is cancelled and its container
+/// goes with it.
 #[test]
-fn sigterm_to_warden_cancels_the_run_and_removes_its_container() {
+fn sigterm_or_sigint_to_warden_cancels_the_run_and_removes_its_container() {
     let Some(image) = image() else { return };
     for engine in ENGINES {
-        let case = Case::new();
-        let child = case.spawn(&[
-            "run",
-            "exec",
-            "--sandbox",
-            engine,
-            "--image",
-            &image,
-            "--kill-grace",
-            "1s",
-            "--",
-            "sh",
-            "-c",
-            "echo ready; sleep 1000",
-        ]);
-        case.wait_for_output("stdout.log", "ready", Duration::from_secs(30));
-        crate::support::kill(child.id(), "TERM");
-        let out = child.wait_with_output().unwrap();
-        let done = case.finished(out, Instant::now());
-        assert_eq!(done.code, 130, "{engine}: {}", done.stderr);
-        assert_eq!(done.report()["verdict"], "cancelled", "{engine}");
-        assert_eq!(
-            leftover(engine, &done),
-            None,
-            "{engine}: the container stayed"
-        );
+        for signal in ["TERM", "INT"] {
+            let case = Case::new();
+            let child = case.spawn(&[
+                "run",
+                "exec",
+                "--sandbox",
+                engine,
+                "--image",
+                &image,
+                "--kill-grace",
+                "1s",
+                "--",
+                "sh",
+                "-c",
+                "echo ready; sleep 1000",
+            ]);
+            case.wait_for_output("stdout.log", "ready", Duration::from_secs(30));
+            crate::support::kill(child.id(), signal);
+            let out = child.wait_with_output().unwrap();
+            let done = case.finished(out, Instant::now());
+            assert_eq!(done.code, 130, "{engine} {signal}: {}", done.stderr);
+            assert_eq!(done.report()["verdict"], "cancelled", "{engine} {signal}");
+            assert_eq!(
+                leftover(engine, &done),
+                None,
+                "{engine} {signal}: the container stayed"
+            );
+        }
     }
 }
 
