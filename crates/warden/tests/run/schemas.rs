@@ -260,7 +260,11 @@ fn gc_json_matches_its_schema() {
     let mut cmd = case.command(&["gc", "--keep-runs", "0", "--dry-run", "--json"]);
     cmd.env_remove("WARDEN_RUN_DIR");
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("gc --json is one JSON document");
     assert_valid(&validator("gc.schema.json"), &doc, "gc --json");
     assert_eq!(doc["schema_version"], 1);

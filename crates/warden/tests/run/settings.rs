@@ -730,10 +730,11 @@ enum Source {
     File,
 }
 
-/// A stand-in `docker` that records its arguments and runs nothing (it
-/// has no container to `inspect`), and
-/// a stand-in `claude` that adds each prompt to `claude.prompts`; and a
-/// prompt file, `task.md`, with a command in it.
+/// A stand-in `docker` that records the arguments of its `run` alone and
+/// runs nothing (it has no container to `inspect`; the sweep of dead
+/// owners' containers, `ps` and `rm`, runs beside the run and would
+/// otherwise overwrite them), a stand-in `claude` that adds each prompt
+/// to `claude.prompts`, and a prompt file, `task.md`, with a command in it.
 fn fake_docker(case: &Case) -> std::path::PathBuf {
     let dir = case.path().join("bin");
     std::fs::create_dir_all(&dir).unwrap();
@@ -752,7 +753,7 @@ fn fake_docker(case: &Case) -> std::path::PathBuf {
     crate::support::write_script(
         &dir.join("docker"),
         &format!(
-            "#!/bin/sh\n[ \"$1\" = rm ] && exit 0\n[ \"$1\" = inspect ] && exit 1\nprintf '%s\\n' \"$@\" > '{}'\n",
+            "#!/bin/sh\n[ \"$1\" = inspect ] && exit 1\n[ \"$1\" = run ] || exit 0\nprintf '%s\\n' \"$@\" > '{}'\n",
             case.path().join("docker.args").display()
         ),
     );
