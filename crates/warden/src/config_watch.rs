@@ -35,6 +35,9 @@ pub(crate) enum Role {
     Named,
     /// The user's own, in `$XDG_CONFIG_HOME/warden/`.
     User,
+    /// A `.git` whose presence decides which `warden.toml` a warden
+    /// started below it finds.
+    GitMark,
     /// The file of `warden batch FILE`.
     BatchFile,
 }
@@ -64,6 +67,11 @@ impl ConfigWatch {
         }
     }
 
+    /// The `.git` at `path` as it is now (see [`Role::GitMark`]).
+    pub(crate) fn git_mark(path: &Path) -> Self {
+        Self::now(path, Role::GitMark)
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
@@ -77,6 +85,8 @@ impl ConfigWatch {
             let found = watch.before != Seen::Absent;
             watches.push(watch);
             if found {
+                let marks = crate::settings::discover::git_marks(cwd, &path);
+                watches.extend(marks.iter().map(|m| Self::git_mark(m)));
                 break;
             }
         }
@@ -133,6 +143,10 @@ impl ConfigWatch {
             Role::User => (
                 "every warden this user starts reads it",
                 "keep the agent from writing your home directory with a sandbox",
+            ),
+            Role::GitMark => (
+                "it decides which warden.toml a warden started below it reads",
+                "keep settings out of the agent's reach with --config FILE outside the work tree",
             ),
             Role::BatchFile => (
                 "a batch of this file runs what it says",

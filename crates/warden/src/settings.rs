@@ -228,6 +228,13 @@ impl RawSettings {
             ));
             if let Some(text) = text {
                 raw.add_file(&text, &path)?;
+                if !named {
+                    raw.config.extend(
+                        discover::git_marks(cwd, &path)
+                            .iter()
+                            .map(|m| crate::config_watch::ConfigWatch::git_mark(m)),
+                    );
+                }
                 break;
             }
         }

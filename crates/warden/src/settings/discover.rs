@@ -15,18 +15,45 @@ pub(crate) const FILE_NAME: &str = "warden.toml";
 /// The paths a config file may be at, nearest first: `cwd`'s, then each
 /// parent's up to the work tree's top; only `cwd`'s outside a work tree.
 pub(crate) fn candidates(cwd: &Path) -> Vec<PathBuf> {
-    // The physical path, so that `..` of a linked directory is the
-    // directory that holds it on disk, as git sees it.
-    let start = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    let dirs = up_to_top(
-        &start,
-        |d| std::fs::metadata(d).ok().map(|m| m.dev()),
-        |d| std::fs::symlink_metadata(d.join(".git")).is_ok(),
-    );
-    match dirs {
+    match work_tree_dirs(cwd) {
         Some(dirs) => dirs.iter().map(|d| d.join(FILE_NAME)).collect(),
         None => vec![cwd.join(FILE_NAME)],
     }
+}
+
+/// The `.git` entries whose presence made `found` the file read from
+/// `cwd`: none between `cwd` and `found`'s directory (one there would end
+/// the search below the file), one at the work tree's top (without it the
+/// search would not stop there, or `cwd` would be in no work tree). Empty
+/// when `found` is in `cwd` itself: nothing else decides that one.
+pub(crate) fn git_marks(cwd: &Path, found: &Path) -> Vec<PathBuf> {
+    let Some(dirs) = work_tree_dirs(cwd) else {
+        return Vec::new();
+    };
+    let at = dirs
+        .iter()
+        .position(|d| Some(d.as_path()) == found.parent());
+    match at {
+        Some(at) if at > 0 => {
+            let mut marks: Vec<PathBuf> = dirs[..at].iter().map(|d| d.join(".git")).collect();
+            marks.extend(dirs.last().map(|top| top.join(".git")));
+            marks
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The directories from `cwd` (its physical path) up to its work tree's
+/// top; `None` outside a work tree.
+fn work_tree_dirs(cwd: &Path) -> Option<Vec<PathBuf>> {
+    // The physical path, so that `..` of a linked directory is the
+    // directory that holds it on disk, as git sees it.
+    let start = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    up_to_top(
+        &start,
+        |d| std::fs::metadata(d).ok().map(|m| m.dev()),
+        |d| std::fs::symlink_metadata(d.join(".git")).is_ok(),
+    )
 }
 
 /// The user's own `warden.toml`, read beneath the project's:
@@ -128,6 +155,12 @@ mod tests {
             candidates(&sub),
             [real.join(FILE_NAME), real.parent().unwrap().join(FILE_NAME)]
         );
+        assert_eq!(
+            git_marks(&sub, &real.parent().unwrap().join(FILE_NAME)),
+            [real.join(".git"), real.parent().unwrap().join(".git")],
+            "none may appear below the file found, the top's must stay"
+        );
+        assert!(git_marks(&sub, &real.join(FILE_NAME)).is_empty());
         std::fs::write(t.path().join("a/b/.git"), "gitdir: elsewhere\n").unwrap();
         assert_eq!(
             candidates(&sub),

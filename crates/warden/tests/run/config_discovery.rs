@@ -254,3 +254,41 @@ fn the_user_file_applies_beneath_the_project_file_key_by_key() {
         warned[0]
     );
 }
+
+#[test]
+fn a_git_the_agent_makes_between_here_and_the_file_found_is_reported() {
+    let case = Case::new();
+    let (repo, deeper) = repository(&case);
+    std::fs::write(repo.join("warden.toml"), "startup_timeout = \"5s\"\n").unwrap();
+    // A `.git` in `sub` would end the next search there, below the file.
+    let make = ["run", "exec", "--", "sh", "-c", "mkdir ../.git"];
+    let done = run_in(&case, &deeper, &make);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let mark = repo.join("sub/.git");
+    assert!(
+        done.stderr.contains(&format!(
+            "{} was created while warden ran: it decides which warden.toml",
+            mark.display()
+        )),
+        "{}",
+        done.stderr
+    );
+    std::fs::remove_dir(&mark).unwrap();
+    // So would the top's, taken away.
+    let hide = [
+        "run",
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mv ../../.git ../../.git.away",
+    ];
+    let done = run_in(&case, &deeper, &hide);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(
+        done.stderr
+            .contains(&format!("{} was removed", repo.join(".git").display())),
+        "{}",
+        done.stderr
+    );
+}
