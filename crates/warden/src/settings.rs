@@ -307,6 +307,12 @@ impl RawSettings {
     }
 
     fn add_file(&mut self, text: &str, path: &Path) -> Result<(), SettingsError> {
+        // A nearer file read before this one gave every agent's image: this
+        // file's images per agent lie beneath it.
+        let images_given = self
+            .values
+            .get("image")
+            .is_some_and(|v| v.iter().any(|s| s.from_file));
         let table: toml::Table =
             text.parse()
                 .map_err(|e: toml::de::Error| SettingsError::Read {
@@ -315,7 +321,7 @@ impl RawSettings {
                 })?;
         for (k, v) in table {
             if k == AGENT_TABLE {
-                self.add_agent_tables(v, path)?;
+                self.add_agent_tables(v, path, images_given)?;
                 continue;
             }
             let Some(setting) = find(&k) else {
@@ -361,7 +367,12 @@ impl RawSettings {
     /// `[agent.claude]` and the like: settings of one agent's runs (only
     /// `image` for now). An agent warden does not know, or a key the
     /// table cannot have, is an error naming it.
-    fn add_agent_tables(&mut self, v: toml::Value, path: &Path) -> Result<(), SettingsError> {
+    fn add_agent_tables(
+        &mut self,
+        v: toml::Value,
+        path: &Path,
+        images_given: bool,
+    ) -> Result<(), SettingsError> {
         let bad = |what: String, says: String| SettingsError::AgentTable {
             what,
             path: path.to_path_buf(),
@@ -403,7 +414,7 @@ impl RawSettings {
                     // (the user's) gives an agent's image only where
                     // the nearer gave none.
                     toml::Value::String(image) if !image.trim().is_empty() => {
-                        if !self.agent_images.iter().any(|(a, _)| *a == agent) {
+                        if !images_given && !self.agent_images.iter().any(|(a, _)| *a == agent) {
                             self.agent_images.push((agent, image));
                         }
                     }
@@ -500,6 +511,19 @@ mod tests {
         assert_eq!(r.limits.stall_timeout, Some(Duration::from_secs(3)));
         assert_eq!(r.image_for(Agent::Claude).as_deref(), Some("near"));
         assert_eq!(r.image_for(Agent::Codex).as_deref(), Some("far"));
+
+        // The nearer file's image for every agent beats the farther
+        // file's image for one.
+        let mut r = RawSettings::default();
+        r.add_file("image = \"near\"\n", Path::new("/w/warden.toml"))
+            .unwrap();
+        r.add_file(
+            "[agent.claude]\nimage = \"far\"\n",
+            Path::new("/home/u/.config/warden/warden.toml"),
+        )
+        .unwrap();
+        let r = r.resolve().unwrap();
+        assert_eq!(r.image_for(Agent::Claude).as_deref(), Some("near"));
     }
 
     /// A valid value of each kind that is no setting's default.
