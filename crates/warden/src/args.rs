@@ -129,7 +129,8 @@ pub(crate) struct GcArgs {
     /// current directory, and the top of its git repository].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Read settings from this file instead of ./warden.toml.
+    /// Read settings from this file instead of the nearest warden.toml
+    /// (here, up to the git work tree's top).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Print what was decided as one JSON document instead.

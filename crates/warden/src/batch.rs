@@ -71,15 +71,18 @@ pub(crate) async fn batch(args: BatchArgs, signals: Signals) -> Outcome {
         );
         // The config files the runs' directories hold now: the runs to
         // come may write them.
-        let (name, role) = match std::env::var_os("WARDEN_CONFIG") {
-            Some(p) => (PathBuf::from(p), Role::Named),
-            None => (PathBuf::from("warden.toml"), Role::Found),
-        };
-        let mut paths: Vec<PathBuf> = batch.entries().map(|(_, r)| r.cwd.join(&name)).collect();
+        let named = std::env::var_os("WARDEN_CONFIG").map(PathBuf::from);
+        let mut cwds: Vec<&Path> = batch.entries().map(|(_, r)| r.cwd.as_path()).collect();
         // Runs mostly share a directory: each file is read once.
-        paths.sort();
-        paths.dedup();
-        let configs = paths.iter().map(|p| ConfigWatch::now(p, role)).collect();
+        cwds.sort();
+        cwds.dedup();
+        let mut configs: Vec<ConfigWatch> = Vec::new();
+        for cwd in cwds {
+            match &named {
+                Some(name) => configs.push(ConfigWatch::now(&cwd.join(name), Role::Named)),
+                None => configs.extend(ConfigWatch::found_now(cwd)),
+            }
+        }
         return drive(batch, shown, &args, signals, Some(note), dir, configs).await;
     }
     let Some(file) = args.file.clone() else {
@@ -219,7 +222,7 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
 /// `heartbeat` and OpenTelemetry export (a batch file's runs cannot set
 /// them: there is one view and one exporter), and the config file they
 /// came from.
-fn process_settings() -> Result<(crate::settings::Resolved, Option<ConfigWatch>), CliError> {
+fn process_settings() -> Result<(crate::settings::Resolved, Vec<ConfigWatch>), CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| usage(format_args!("cannot read the current directory: {e}")))?;
     let raw = RawSettings::gather(&SettingFlags::default(), &cwd).map_err(usage)?;

@@ -1,6 +1,7 @@
 //! The config file a later warden would read, looked at again when the
-//! work is done. `./warden.toml` sits in the agent's work tree, so an
-//! agent can write the settings of the next warden started there: turn
+//! work is done. `warden.toml` sits in the agent's work tree (in the
+//! directory warden runs in or one above it, up to the work tree's top),
+//! so an agent can write the settings of the next warden started there: turn
 //! its sandbox off, lift its budgets, send its spans elsewhere. warden
 //! cannot refuse that write without touching the user's files (under
 //! `bwrap` the work tree is writable by design); it can say that it
@@ -27,10 +28,16 @@ enum Seen {
 /// What the file is to a later warden.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
-    /// `./warden.toml`, found in the directory.
+    /// A `warden.toml` found from the directory up to its work tree's top
+    /// (or looked for there and not found).
     Found,
     /// Named with `--config` or `WARDEN_CONFIG`.
     Named,
+    /// The user's own, in `$XDG_CONFIG_HOME/warden/`.
+    User,
+    /// A `.git` whose presence decides which `warden.toml` a warden
+    /// started below it finds.
+    GitMark,
     /// The file of `warden batch FILE`.
     BatchFile,
 }
@@ -50,6 +57,40 @@ impl ConfigWatch {
             role: if named { Role::Named } else { Role::Found },
             before: text.map_or(Seen::Absent, |t| Seen::Text(t.to_string())),
         }
+    }
+
+    /// The user's own file at `path` as the settings read it.
+    pub(crate) fn user(path: &Path, text: Option<&str>) -> Self {
+        Self {
+            role: Role::User,
+            ..Self::new(path, false, text)
+        }
+    }
+
+    /// The `.git` at `path` as it is now (see [`Role::GitMark`]).
+    pub(crate) fn git_mark(path: &Path) -> Self {
+        Self::now(path, Role::GitMark)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The `warden.toml` a warden started in `cwd` would read, and the
+    /// nearer places it looks in first, as they are now.
+    pub(crate) fn found_now(cwd: &Path) -> Vec<Self> {
+        let mut watches = Vec::new();
+        for path in crate::settings::discover::candidates(cwd) {
+            let watch = Self::now(&path, Role::Found);
+            let found = watch.before != Seen::Absent;
+            watches.push(watch);
+            if found {
+                let marks = crate::settings::discover::git_marks(cwd, &path);
+                watches.extend(marks.iter().map(|m| Self::git_mark(m)));
+                break;
+            }
+        }
+        watches
     }
 
     /// The file at `path` as it is now.
@@ -92,11 +133,19 @@ impl ConfigWatch {
         let Some(change) = self.change() else { return };
         let (next, remedy) = match self.role {
             Role::Found => (
-                "a warden started in this directory reads it",
+                "a warden started in its directory or below reads it",
                 "keep settings out of the agent's reach with --config FILE outside the work tree",
             ),
             Role::Named => (
                 "a warden given the same config file reads it",
+                "keep settings out of the agent's reach with --config FILE outside the work tree",
+            ),
+            Role::User => (
+                "every warden this user starts reads it",
+                "keep the agent from writing your home directory with a sandbox",
+            ),
+            Role::GitMark => (
+                "it decides which warden.toml a warden started below it reads",
                 "keep settings out of the agent's reach with --config FILE outside the work tree",
             ),
             Role::BatchFile => (

@@ -1,5 +1,6 @@
-//! Settings: flags, then `WARDEN_*` variables, then `warden.toml`, then the
-//! defaults (in `warden_run::defaults`).
+//! Settings: flags, then `WARDEN_*` variables, then the project's
+//! `warden.toml` (named, or found as `discover.rs` says), then the user's
+//! own, then the defaults (in `warden_run::defaults`).
 //!
 //! Every source gives text; every value goes through the same parser, so a
 //! bad value gets the same clear message wherever it came from, naming the
@@ -29,6 +30,7 @@ use warden_run::{ContainmentChoice, Limits, SandboxChoice};
 /// The `warden.toml` table of per-agent settings: `[agent.claude]`.
 const AGENT_TABLE: &str = "agent";
 
+pub(crate) mod discover;
 mod flags;
 mod kind;
 pub(crate) mod table;
@@ -65,8 +67,8 @@ pub(crate) enum SettingsError {
     },
 }
 
-/// The text of a config file; `None` if `./warden.toml` is simply not
-/// there (a file named with `--config` must exist). The work tree is the
+/// The text of a config file; `None` if a `warden.toml` looked for is
+/// simply not there (a file named with `--config` must exist). The work tree is the
 /// agent's to change, so the file is read as one it may have planted:
 /// only a regular file, bounded, without blocking on a FIFO. Anything
 /// else that is there (a directory, a FIFO, a file warden may not read,
@@ -125,8 +127,9 @@ struct Sourced {
 #[derive(Debug, Default)]
 pub(crate) struct RawSettings {
     values: HashMap<&'static str, Vec<Sourced>>,
-    /// The config file in play, as it was read.
-    config: Option<crate::config_watch::ConfigWatch>,
+    /// The config file in play, as it was read, and the nearer places
+    /// looked in and found empty.
+    config: Vec<crate::config_watch::ConfigWatch>,
     /// `[agent.NAME] image = "…"` of the config file.
     agent_images: Vec<(Agent, String)>,
 }
@@ -209,25 +212,52 @@ impl RawSettings {
             .config
             .clone()
             .or_else(|| std::env::var_os("WARDEN_CONFIG").map(PathBuf::from));
-        let (path, named) = match config {
-            Some(path) => (cwd.join(path), true),
-            None => (cwd.join("warden.toml"), false),
+        let (paths, named) = match config {
+            Some(path) => (vec![cwd.join(path)], true),
+            None => (discover::candidates(cwd), false),
         };
-        let text = read_config(&path, named)?;
-        raw.config = Some(crate::config_watch::ConfigWatch::new(
-            &path,
-            named,
-            text.as_deref(),
-        ));
-        if let Some(text) = text {
-            raw.add_file(&text, &path)?;
+        // Each place looked in is watched: a file the agent creates
+        // nearer than the one read (or where none was) is what the next
+        // warden started there reads.
+        for path in paths {
+            let text = read_config(&path, named)?;
+            raw.config.push(crate::config_watch::ConfigWatch::new(
+                &path,
+                named,
+                text.as_deref(),
+            ));
+            if let Some(text) = text {
+                raw.add_file(&text, &path)?;
+                if !named {
+                    raw.config.extend(
+                        discover::git_marks(cwd, &path)
+                            .iter()
+                            .map(|m| crate::config_watch::ConfigWatch::git_mark(m)),
+                    );
+                }
+                break;
+            }
+        }
+        // The user's own file, beneath the project's: each of its keys
+        // applies where no other source gives the setting.
+        if let Some(path) = discover::user_file()
+            && !raw.config.iter().any(|w| w.path() == path)
+        {
+            let text = read_config(&path, false)?;
+            raw.config.push(crate::config_watch::ConfigWatch::user(
+                &path,
+                text.as_deref(),
+            ));
+            if let Some(text) = text {
+                raw.add_file(&text, &path)?;
+            }
         }
         Ok(raw)
     }
 
-    /// The config file these settings read (or found absent), to be
-    /// looked at again when the work is done.
-    pub(crate) fn config_watch(&self) -> Option<crate::config_watch::ConfigWatch> {
+    /// The config files these settings read, and the places looked in
+    /// and found empty, to be looked at again when the work is done.
+    pub(crate) fn config_watch(&self) -> Vec<crate::config_watch::ConfigWatch> {
         self.config.clone()
     }
 
@@ -277,6 +307,12 @@ impl RawSettings {
     }
 
     fn add_file(&mut self, text: &str, path: &Path) -> Result<(), SettingsError> {
+        // A nearer file read before this one gave every agent's image: this
+        // file's images per agent lie beneath it.
+        let images_given = self
+            .values
+            .get("image")
+            .is_some_and(|v| v.iter().any(|s| s.from_file));
         let table: toml::Table =
             text.parse()
                 .map_err(|e: toml::de::Error| SettingsError::Read {
@@ -285,7 +321,7 @@ impl RawSettings {
                 })?;
         for (k, v) in table {
             if k == AGENT_TABLE {
-                self.add_agent_tables(v, path)?;
+                self.add_agent_tables(v, path, images_given)?;
                 continue;
             }
             let Some(setting) = find(&k) else {
@@ -331,7 +367,12 @@ impl RawSettings {
     /// `[agent.claude]` and the like: settings of one agent's runs (only
     /// `image` for now). An agent warden does not know, or a key the
     /// table cannot have, is an error naming it.
-    fn add_agent_tables(&mut self, v: toml::Value, path: &Path) -> Result<(), SettingsError> {
+    fn add_agent_tables(
+        &mut self,
+        v: toml::Value,
+        path: &Path,
+        images_given: bool,
+    ) -> Result<(), SettingsError> {
         let bad = |what: String, says: String| SettingsError::AgentTable {
             what,
             path: path.to_path_buf(),
@@ -369,9 +410,13 @@ impl RawSettings {
                     return Err(bad(what, format!("unknown key `{key}`; known keys: image")));
                 }
                 match value {
+                    // The first file read is the nearer one: a later
+                    // (the user's) gives an agent's image only where
+                    // the nearer gave none.
                     toml::Value::String(image) if !image.trim().is_empty() => {
-                        self.agent_images.retain(|(a, _)| *a != agent);
-                        self.agent_images.push((agent, image));
+                        if !images_given && !self.agent_images.iter().any(|(a, _)| *a == agent) {
+                            self.agent_images.push((agent, image));
+                        }
                     }
                     other => {
                         return Err(SettingsError::Invalid {
@@ -445,6 +490,40 @@ mod tests {
             r.add_file(text, Path::new("/w/warden.toml"))?;
         }
         r.resolve()
+    }
+
+    #[test]
+    fn a_file_read_later_gives_only_what_the_nearer_one_does_not() {
+        let mut r = RawSettings::default();
+        r.add_file(
+            "kill_grace = \"1s\"\n[agent.claude]\nimage = \"near\"\n",
+            Path::new("/w/warden.toml"),
+        )
+        .unwrap();
+        r.add_file(
+            "kill_grace = \"2s\"\nstall_timeout = \"3s\"\n\
+             [agent.claude]\nimage = \"far\"\n[agent.codex]\nimage = \"far\"\n",
+            Path::new("/home/u/.config/warden/warden.toml"),
+        )
+        .unwrap();
+        let r = r.resolve().unwrap();
+        assert_eq!(r.limits.kill_grace, Duration::from_secs(1));
+        assert_eq!(r.limits.stall_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(r.image_for(Agent::Claude).as_deref(), Some("near"));
+        assert_eq!(r.image_for(Agent::Codex).as_deref(), Some("far"));
+
+        // The nearer file's image for every agent beats the farther
+        // file's image for one.
+        let mut r = RawSettings::default();
+        r.add_file("image = \"near\"\n", Path::new("/w/warden.toml"))
+            .unwrap();
+        r.add_file(
+            "[agent.claude]\nimage = \"far\"\n",
+            Path::new("/home/u/.config/warden/warden.toml"),
+        )
+        .unwrap();
+        let r = r.resolve().unwrap();
+        assert_eq!(r.image_for(Agent::Claude).as_deref(), Some("near"));
     }
 
     /// A valid value of each kind that is no setting's default.

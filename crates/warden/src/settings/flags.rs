@@ -18,7 +18,7 @@ const CONFIG: &str = "config";
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SettingFlags {
     values: BTreeMap<&'static str, String>,
-    /// Read settings from this file instead of `./warden.toml`.
+    /// Read settings from this file instead of the nearest `warden.toml`.
     pub config: Option<PathBuf>,
 }
 
@@ -83,7 +83,7 @@ impl clap::Args for SettingFlags {
                 .value_name("FILE")
                 .value_parser(clap::value_parser!(PathBuf))
                 .action(ArgAction::Set)
-                .help("Read settings from this file instead of ./warden.toml"),
+                .help("Read settings from this file instead of the nearest warden.toml (here, up to the git work tree's top)"),
         )
     }
 

@@ -127,6 +127,8 @@ impl Case {
             .env("WARDEN_TEST_MARK", &self.mark)
             .env("WARDEN_RUN_DIR", self.run_dir())
             .env("XDG_STATE_HOME", self.state.path())
+            // The user's own warden.toml, if any, stays out of the tests.
+            .env("XDG_CONFIG_HOME", self.state.path())
             .env_remove("GITHUB_ACTIONS")
             // A test that sets GITHUB_ACTIONS must not append to the CI
             // job's own outputs.
