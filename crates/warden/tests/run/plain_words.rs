@@ -44,3 +44,40 @@ fn a_budget_warning_first_given_at_the_limit_says_100_percent() {
     );
     assert!(!done.stderr.contains("80%"), "{}", done.stderr);
 }
+
+#[test]
+fn a_multi_line_error_leaves_the_summary_line_one_line() {
+    let case = Case::new();
+    let bin = case.path().join("fake-pi");
+    // A model call that failed with a three-line message, then pi gives up.
+    write_script(
+        &bin,
+        r#"#!/bin/sh
+cat > /dev/null
+printf '%s\n' '{"type":"agent_start"}' '{"type":"turn_start"}' '{"type":"message_end","message":{"role":"assistant","content":[],"stopReason":"error","errorMessage":"400 Bad Request\nline two\r\nline three\n"}}'
+exit 1
+"#,
+    );
+    let done = case.run(&["run", "pi", "do it", "--agent-bin", bin.to_str().unwrap()]);
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    let summary: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warden: agent_failed in "))
+        .collect();
+    assert_eq!(summary.len(), 1, "{}", done.stderr);
+    assert!(
+        summary[0].contains(": 400 Bad Request \u{23ce} line two \u{23ce} line three; 0 turn(s)"),
+        "{}",
+        done.stderr
+    );
+    // The whole text, line breaks and all, is in the report.
+    let reason = done.report()["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.contains("400 Bad Request\nline two\r\nline three"),
+        "{reason}"
+    );
+}
