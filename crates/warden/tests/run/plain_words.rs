@@ -81,3 +81,52 @@ exit 1
         "{reason}"
     );
 }
+
+#[test]
+fn a_replay_of_a_command_that_stalled_says_stalled_not_succeeded() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--stall-timeout",
+        "300ms",
+        "--startup-timeout",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        "echo hi; sleep 5",
+    ]);
+    assert_eq!(done.verdict(), "stalled", "{}", done.stderr);
+    let log = done.run_dir.join("stdout.log");
+    let out = case
+        .command(&["replay", "exec", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("outcome: stalled (the run's run.json)"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let out = case
+        .command(&["replay", "exec", log.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a summary line")).unwrap();
+    assert_eq!(summary["outcome"], "stalled", "{text}");
+
+    // The same lines away from their run: the stream alone does not say.
+    let alone = case.path().join("alone.log");
+    std::fs::copy(&log, &alone).unwrap();
+    let out = case
+        .command(&["replay", "exec", alone.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("outcome: unknown ("), "{text}");
+    assert!(!text.contains("succeeded"), "{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
+}
