@@ -169,6 +169,13 @@ pub struct Profile {
     pub env: &'static [(&'static str, &'static str)],
     /// What it needs from a sandbox.
     pub sandbox: SandboxNeeds,
+    /// How long the CLI may take to print its first line on top of a
+    /// stall timeout, before that line: its start (loading, reading its
+    /// settings, its first request). About ten times what it took against
+    /// a local model server (first line after 0.4-0.7 s for Codex,
+    /// 1.0-1.3 s Claude Code, 1.6-1.9 s pi, 2.7-3.6 s Gemini CLI, 5.6-7.1 s
+    /// OpenCode, on 2 busy cores); none for a command of the user's.
+    pub first_line_allowance: std::time::Duration,
 }
 
 /// What an agent's CLI needs from a sandbox: the sandbox (`warden-sandbox`)
@@ -383,6 +390,7 @@ static PROFILES: [Profile; 6] = [
                 config_files: &[".claude/settings.json"],
             },
         },
+        first_line_allowance: std::time::Duration::from_secs(20),
     },
     Profile {
         agent: Agent::Codex,
@@ -412,6 +420,7 @@ static PROFILES: [Profile; 6] = [
                 ..ProviderEnv::NONE
             },
         },
+        first_line_allowance: std::time::Duration::from_secs(15),
     },
     Profile {
         agent: Agent::OpenCode,
@@ -476,6 +485,7 @@ static PROFILES: [Profile; 6] = [
                 ],
             },
         },
+        first_line_allowance: std::time::Duration::from_secs(60),
     },
     Profile {
         agent: Agent::Pi,
@@ -539,6 +549,7 @@ static PROFILES: [Profile; 6] = [
                 config_files: &[".pi/agent/models.json", ".pi/agent/settings.json"],
             },
         },
+        first_line_allowance: std::time::Duration::from_secs(20),
     },
     Profile {
         agent: Agent::Gemini,
@@ -579,6 +590,7 @@ static PROFILES: [Profile; 6] = [
                 ..ProviderEnv::NONE
             },
         },
+        first_line_allowance: std::time::Duration::from_secs(30),
     },
     Profile {
         agent: Agent::Exec,
@@ -592,6 +604,7 @@ static PROFILES: [Profile; 6] = [
         trailing: &[],
         env: &[],
         sandbox: SandboxNeeds::NONE,
+        first_line_allowance: std::time::Duration::from_secs(0),
     },
 ];
 

@@ -74,6 +74,13 @@ pub(crate) struct ClockState {
     pub timeout: Option<Duration>,
     pub startup_timeout: Option<Duration>,
     pub stall_timeout: Option<Duration>,
+    /// Before the first line: the stall timeout plus the time the agent's
+    /// CLI may take to print its first line (none for a command of the
+    /// user's). Whichever of this and the startup clock comes first ends a
+    /// run that never printed: `--stall-timeout 2s` on a silent command
+    /// stalls after 2 s, while the defaults (15 min of stall against 2 min
+    /// of startup) leave the startup clock to govern as before.
+    pub stall_before_first_line: Option<Duration>,
     /// While a tool call that declared its own time limit is open: that
     /// limit plus a margin. The stall clock is at least this long.
     pub stall_floor: Option<Duration>,
@@ -137,6 +144,9 @@ impl ClockState {
                     }
                     (None, _, Some(s)) if starting => {
                         candidates.extend(after(started, s).map(|at| (at, Clock::Startup)));
+                        if let Some(stall) = self.stall_before_first_line {
+                            candidates.extend(after(started, stall).map(|at| (at, Clock::Stall)));
+                        }
                     }
                     // With the startup clock off, the stall clock runs from
                     // the spawn: silence is silence.
@@ -230,6 +240,26 @@ mod tests {
         assert_eq!(
             s.next(RUNNING),
             Some((act + Duration::from_secs(20), Clock::Stall))
+        );
+    }
+
+    #[test]
+    fn before_the_first_line_a_stall_shorter_than_the_startup_clock_ends_the_run() {
+        let (t0, mut s) = base();
+        // 2 s of stall and no allowance (a command of the user's), against
+        // 10 s of startup: the stall comes first.
+        s.stall_timeout = Some(Duration::from_secs(2));
+        s.stall_before_first_line = Some(Duration::from_secs(2));
+        assert_eq!(
+            s.next(STARTING),
+            Some((t0 + Duration::from_secs(2), Clock::Stall))
+        );
+        // An agent's CLI gets its allowance on top: 2 + 15 s, so the
+        // startup clock (10 s) governs.
+        s.stall_before_first_line = Some(Duration::from_secs(17));
+        assert_eq!(
+            s.next(STARTING),
+            Some((t0 + Duration::from_secs(10), Clock::Startup))
         );
     }
 

@@ -50,7 +50,7 @@ pub struct GcOptions {
 
 /// What a directory gc looked at is.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ItemKind {
     Run,
@@ -72,7 +72,7 @@ impl ItemKind {
 
 /// What gc did with it.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     Removed,
@@ -86,7 +86,7 @@ pub enum Action {
 
 /// One directory gc decided about (directories it keeps because they are
 /// new enough are not listed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Item {
     pub kind: ItemKind,
     pub path: PathBuf,
@@ -94,9 +94,10 @@ pub struct Item {
     pub why: String,
 }
 
-/// Everything gc decided.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Everything gc decided: `warden gc --json` (`schemas/gc.schema.json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct GcReport {
+    pub schema_version: warden_events::SchemaVersion,
     pub items: Vec<Item>,
 }
 

@@ -277,6 +277,9 @@ impl Supervisor {
             timeout: l.timeout,
             startup_timeout: l.startup_timeout,
             stall_timeout: l.armed_stall_timeout(),
+            stall_before_first_line: l.armed_stall_timeout().and_then(|s| {
+                s.checked_add(warden_agents::profile(setup.agent).first_line_allowance)
+            }),
             completion_timeout: l.completion_timeout,
             fatal_error_grace: l.fatal_error_grace(),
             kill_grace: l.kill_grace,

@@ -14,7 +14,6 @@
 //! step summary (see `github`).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -80,8 +79,7 @@ impl BatchView {
         // sized) cannot hold status lines: it gets the plain lines.
         let sized = rustix::termios::tcgetwinsize(std::io::stderr())
             .is_ok_and(|w| w.ws_col > 0 && w.ws_row > 0);
-        let tty =
-            std::io::stderr().is_terminal() && crate::signals::in_foreground() && !quiet && sized;
+        let tty = console::can_redraw() && !quiet && sized;
         Self {
             quiet,
             multi: tty.then(|| MultiProgress::with_draw_target(console::QueuedTerm::target())),

@@ -348,6 +348,24 @@ impl QueuedTerm {
     }
 }
 
+/// Whether a status line can be drawn (and redrawn in place) on stderr:
+/// a terminal, this job in its foreground, and not one that says it
+/// cannot move the cursor (`TERM=dumb`: an editor's shell buffer, some CI
+/// logs), which gets the plain lines instead.
+pub(crate) fn can_redraw() -> bool {
+    use std::io::IsTerminal;
+    io::stderr().is_terminal()
+        && crate::signals::in_foreground()
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+}
+
+/// Whether colour may be used: not with `NO_COLOR` set (and not empty),
+/// nor on a terminal that says it is dumb.
+pub(crate) fn color() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+}
+
 /// The terminal's size on stderr as (columns, rows): 80 x 24 where it
 /// cannot be read, and for a side the terminal says is 0 (a pseudo-terminal
 /// nobody sized, or resized to nothing), which nothing can be drawn into.

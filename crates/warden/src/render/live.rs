@@ -26,7 +26,7 @@ impl Live {
         bar.enable_steady_tick(Duration::from_millis(120));
         Self {
             bar,
-            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            color: super::console::color(),
             saved: keep_output_on_interrupt(),
         }
     }

@@ -20,7 +20,6 @@ mod json;
 pub(crate) mod lines;
 pub(crate) mod live;
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -225,7 +224,7 @@ impl Reporters {
         }
         // A job in the background of its terminal gets plain lines, not a
         // status line drawn over the foreground's.
-        let tty = std::io::stderr().is_terminal() && crate::signals::in_foreground();
+        let tty = console::can_redraw();
         let github = github::GitHub::from_env();
         all.push(match github {
             _ if tty && !settings.quiet => Box::new(human::Human::new(

@@ -78,6 +78,55 @@ fn no_output_at_all_is_a_startup_timeout() {
     case.assert_nothing_left();
 }
 
+/// `--stall-timeout` alone on a command that never prints: the stall
+/// ends it, not the startup clock's two minutes later. An agent's CLI
+/// gets its first-line allowance on top, so a shorter startup clock still
+/// governs there.
+#[test]
+fn a_short_stall_timeout_ends_a_command_that_never_prints() {
+    let case = Case::new();
+    let start = std::time::Instant::now();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "--stall-timeout",
+        "300ms",
+        "--kill-grace",
+        "200ms",
+        "--",
+        "sleep",
+        "600",
+    ]);
+    assert_eq!(done.code, 3, "{}", done.stderr);
+    assert_eq!(done.report()["verdict"], "stalled");
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+    case.assert_nothing_left();
+
+    let case = Case::new();
+    let silent = case.path().join("silent-agent");
+    crate::support::write_script(&silent, "#!/bin/sh\nexec sleep 600\n");
+    let done = case.run(&[
+        "run",
+        "claude",
+        "hello",
+        "--agent-bin",
+        silent.to_str().unwrap(),
+        "--stall-timeout",
+        "300ms",
+        "--startup-timeout",
+        "1s",
+        "--kill-grace",
+        "200ms",
+    ]);
+    assert_eq!(
+        done.report()["verdict"],
+        "startup_timeout",
+        "{}",
+        done.stderr
+    );
+    case.assert_nothing_left();
+}
+
 #[test]
 fn run_clock_ends_a_busy_run_as_timed_out() {
     let case = Case::new();

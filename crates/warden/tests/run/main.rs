@@ -58,6 +58,7 @@ mod slurm_cluster;
 mod slurm_state;
 mod startup;
 mod startup2;
+mod terminal;
 mod transient_retries;
 mod typed_report;
 mod verdicts;

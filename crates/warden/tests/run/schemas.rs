@@ -40,6 +40,7 @@ fn generated() -> Vec<(&'static str, String)> {
         ("event.schema.json", schema_of::<FeedLine<'static>>()),
         ("session.schema.json", schema_of::<SessionReport>()),
         ("batch.schema.json", schema_of::<BatchReport>()),
+        ("gc.schema.json", schema_of::<warden_run::gc::GcReport>()),
     ]
 }
 
@@ -246,4 +247,25 @@ fn the_json_feed_matches_the_event_schema() {
     for line in &lines {
         assert_valid(&events, line, "a --json line");
     }
+}
+
+/// `warden gc --json` against its schema, with an item in it.
+#[test]
+fn gc_json_matches_its_schema() {
+    let case = Case::new();
+    // Into .warden/runs, where gc looks.
+    let mut run = case.command(&["run", "exec", "-q", "--", "true"]);
+    run.env_remove("WARDEN_RUN_DIR");
+    assert!(run.status().unwrap().success());
+    let mut cmd = case.command(&["gc", "--keep-runs", "0", "--dry-run", "--json"]);
+    cmd.env_remove("WARDEN_RUN_DIR");
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("gc --json is one JSON document");
+    assert_valid(&validator("gc.schema.json"), &doc, "gc --json");
+    assert_eq!(doc["schema_version"], 1);
+    assert!(
+        doc["items"].as_array().is_some_and(|i| !i.is_empty()),
+        "the run would go: {doc}"
+    );
 }
