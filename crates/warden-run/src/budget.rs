@@ -300,11 +300,14 @@ impl BudgetLine {
         )
     }
 
-    /// `80% of the run cost budget $0.50 used: $0.41 spent`.
+    /// `82% of the run cost budget $0.50 used: $0.41 spent`. The share is
+    /// the one reached, not the 80% the warning waits for: with whole turns
+    /// the first count past 80% of a small limit can be all of it
+    /// (`100% of the run turn budget 3 used: 3 turns`).
     pub fn warning(&self) -> String {
         format!(
-            "{:.0}% of the {} used: {}",
-            WARN_AT * 100.0,
+            "{}% of the {} used: {}",
+            share(self.budget, self.reached, self.limit),
             self.name_and_limit(),
             spent(self.budget, self.reached)
         )
@@ -325,7 +328,7 @@ impl BudgetLine {
     }
 }
 
-/// What a view says for a `budget_warning` event: `80% of the run cost
+/// What a view says for a `budget_warning` event: `82% of the run cost
 /// budget $0.50 used: $0.41 spent`.
 pub fn warning(scope: BudgetScope, kind: BudgetKind, limit: f64, reached: f64) -> String {
     BudgetLine {
@@ -357,6 +360,17 @@ pub fn amount(kind: BudgetKind, value: f64) -> String {
         BudgetKind::Cost => format!("${value:.4}"),
         BudgetKind::Tokens | BudgetKind::Turns => format!("{}", value.round() as u64),
     }
+}
+
+/// The whole percent of `limit` that `reached` is, rounded down so that a
+/// share short of the limit never reads as 100%; cost compared as the
+/// watch compares it, in micro-dollars, so $0.7999999999999999 of $0.80
+/// (0.7 + 0.1 in floats) is 100%.
+fn share(kind: BudgetKind, reached: f64, limit: f64) -> u64 {
+    if limit <= 0.0 {
+        return 100;
+    }
+    (compared(kind, reached) * 100.0 / compared(kind, limit)).floor() as u64
 }
 
 /// `$0.53 spent`, `1200 tokens`, `4 turns`.
@@ -673,13 +687,34 @@ mod tests {
         assert_eq!(c.warnings.len(), 1);
         assert_eq!(
             c.warnings[0].warning(),
-            "80% of the run cost budget $0.50 used: $0.41 spent"
+            "82% of the run cost budget $0.50 used: $0.41 spent"
         );
         assert!(w.check(&spent(0.45, 0, 0)).warnings.is_empty(), "once");
         let hit = w.check(&spent(0.53, 0, 0)).exceeded.unwrap();
         assert_eq!(
             hit.exceeded(),
             "run cost budget $0.50 exceeded: $0.53 spent"
+        );
+    }
+
+    #[test]
+    fn the_warning_says_the_share_reached() {
+        // 80% of 3 turns is 2.4: the first whole count past it is all 3.
+        let mut w = Watch::new(&budget(None, None, Some(3)), Spent::default(), &[], None);
+        assert!(w.check(&spent(0.0, 0, 2)).warnings.is_empty());
+        let c = w.check(&spent(0.0, 0, 3));
+        assert_eq!(
+            c.warnings[0].warning(),
+            "100% of the run turn budget 3 used: 3 turns"
+        );
+        assert_eq!(
+            warning(BudgetScope::Run, BudgetKind::Tokens, 1000.0, 999.0),
+            "99% of the run token budget 1000 used: 999 tokens",
+            "short of the limit is never 100%"
+        );
+        assert_eq!(
+            warning(BudgetScope::Session, BudgetKind::Cost, 0.8, 0.7 + 0.1),
+            "100% of the session cost budget $0.80 used: $0.80 spent"
         );
     }
 

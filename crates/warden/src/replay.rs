@@ -22,7 +22,9 @@ struct ReplaySummary<'a> {
     oversized_lines: u64,
     /// What the verdict would be from the stream alone (the exit status is
     /// not in a recording): `succeeded`, `agent_failed`, or
-    /// `no_terminal_event`.
+    /// `no_terminal_event`. An `exec` stream has no terminal event: its
+    /// outcome is the verdict of the run whose directory holds the file
+    /// (its `run.json`), else `unknown`.
     outcome: &'static str,
     #[serde(flatten)]
     summary: &'a Summary,
@@ -118,7 +120,7 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
     let outcome = match summary.terminal_in_force() {
         Some(true) => "succeeded",
         Some(false) => "agent_failed",
-        None if agent == Agent::Exec => "succeeded",
+        None if agent == Agent::Exec => recorded_verdict(&args.file, agent).unwrap_or("unknown"),
         None => "no_terminal_event",
     };
     if args.json {
@@ -136,7 +138,14 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
     } else {
         let t = &summary.reported.tokens;
         let _ = writeln!(out, "---");
-        let _ = writeln!(out, "outcome: {outcome}");
+        let _ = match (agent, outcome) {
+            (Agent::Exec, "unknown") => writeln!(
+                out,
+                "outcome: unknown (a command's output does not say how it ended, and no run.json of the run is beside the file)"
+            ),
+            (Agent::Exec, _) => writeln!(out, "outcome: {outcome} (the run's run.json)"),
+            _ => writeln!(out, "outcome: {outcome}"),
+        };
         let _ = writeln!(
             out,
             "lines: {lines} ({malformed} malformed, {oversized} oversized)"
@@ -169,9 +178,28 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
     }
     let _ = out.flush();
     Ok(match outcome {
-        "succeeded" => 0,
+        // Nothing in a command's plain output says it failed.
+        "succeeded" | "unknown" => 0,
         _ => 1,
     })
+}
+
+/// The verdict in the `run.json` beside `file` (a run's `stdout.log` or
+/// `stderr.log`), if that report is of a run of `agent`: how a command's
+/// run ended is in no line of its output (a run that printed and then
+/// stalled reads like one that printed and exited 0).
+fn recorded_verdict(file: &std::path::Path, agent: Agent) -> Option<&'static str> {
+    #[derive(serde::Deserialize)]
+    struct Recorded {
+        agent: String,
+        verdict: Option<warden_run::Verdict>,
+    }
+    let text = std::fs::read(file.parent()?.join("run.json")).ok()?;
+    let r: Recorded = serde_json::from_slice(&text).ok()?;
+    (r.agent == agent.name())
+        .then_some(r.verdict)
+        .flatten()
+        .map(warden_run::Verdict::as_str)
 }
 
 /// How much of the recording is read at a time. The decoder keeps only

@@ -244,7 +244,7 @@ impl BatchView {
             "{} in {}: {}",
             report.verdict.map_or("unknown", |v| v.as_str()),
             ms(report.duration_ms),
-            report.reason
+            lines::one_line(&report.reason)
         );
         self.ended(i, &end, report.verdict, Some(&report.run_dir));
     }
@@ -468,8 +468,8 @@ impl BatchView {
         if unseen {
             let last = run.session.as_ref().and_then(|s| s.runs.last());
             let reason = last
-                .map(|r| r.reason.clone())
-                .or_else(|| run.error.clone())
+                .map(|r| lines::one_line(&r.reason))
+                .or_else(|| run.error.as_deref().map(lines::one_line))
                 .unwrap_or_default();
             let job = run
                 .job

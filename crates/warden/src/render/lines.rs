@@ -277,10 +277,29 @@ pub(crate) fn report_warnings(report: &Report) -> Vec<String> {
     out
 }
 
+/// `text` on one line: each line break (and a run of them, and the blank
+/// lines between) as ` ⏎ `, none at either end. A reason can hold an
+/// agent's multi-line error, and the line that says how a run ended
+/// must stay one line for whoever reads the last line of warden's
+/// output; the text as it was is in `run.json`.
+pub(crate) fn one_line(text: &str) -> String {
+    text.split([
+        '\n', '\r', '\u{0b}', '\u{0c}', '\u{85}', '\u{2028}', '\u{2029}',
+    ])
+    .map(str::trim_end)
+    .filter(|l| !l.trim_start().is_empty())
+    .collect::<Vec<_>>()
+    .join(" \u{23ce} ")
+}
+
 /// The one line that says how a run ended.
 pub(crate) fn summary_line(report: &Report, agent: Agent) -> String {
     let verdict = report.verdict.map_or("unknown", |v| v.as_str());
-    let mut line = format!("{verdict} in {}: {}", ms(report.duration_ms), report.reason);
+    let mut line = format!(
+        "{verdict} in {}: {}",
+        ms(report.duration_ms),
+        one_line(&report.reason)
+    );
     if agent != Agent::Exec {
         let t = &report.reported.tokens;
         line.push_str(&format!(
@@ -463,6 +482,16 @@ mod tests {
             "duration_ms": 1200, "run_id": "R", "run_dir": "/s/x",
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_multi_line_reason_is_shown_on_one_line() {
+        assert_eq!(
+            one_line("400 Bad Request\r\n\n  detail: no\nend\n"),
+            "400 Bad Request \u{23ce}   detail: no \u{23ce} end"
+        );
+        assert_eq!(one_line("exited with code 1"), "exited with code 1");
+        assert_eq!(one_line("a\u{2028}b"), "a \u{23ce} b");
     }
 
     #[test]

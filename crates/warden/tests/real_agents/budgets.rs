@@ -121,7 +121,7 @@ kill_grace = \"2s\"
     assert!(
         batch
             .stderr
-            .contains("[a] warning: 80% of the run cost budget $0.25 used: $0.22 spent"),
+            .contains("[a] warning: 88% of the run cost budget $0.25 used: $0.22 spent"),
         "{why}"
     );
     assert!(
@@ -184,7 +184,7 @@ fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
     );
     assert!(
         done.stderr
-            .contains("warning: 80% of the run cost budget $0.25 used: $0.22 spent"),
+            .contains("warning: 88% of the run cost budget $0.25 used: $0.22 spent"),
         "the live view shows the warning\n{why}"
     );
     let terminating = events_of(&done.run_dir, "terminating");
@@ -245,7 +245,7 @@ fn claude_is_ended_at_the_turn_past_its_turn_budget() {
     assert_eq!(warnings[0]["reached"], 2.0, "{}", warnings[0]);
     assert!(
         done.stderr
-            .contains("::warning title=warden::80%25 of the run turn budget 2 used: 2 turns"),
+            .contains("::warning title=warden::100%25 of the run turn budget 2 used: 2 turns"),
         "{why}"
     );
     let md = std::fs::read_to_string(&summary).unwrap_or_default();

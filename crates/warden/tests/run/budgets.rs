@@ -116,7 +116,7 @@ fn a_session_starts_no_run_once_nothing_is_left_of_its_budget() {
         s["error"], "no further run started: session cost budget $1.00 used up: $1.00 spent",
         "{why}"
     );
-    // The second run began with $0.50 spent: 80% came with its call.
+    // The second run began with $0.50 spent: its call passed 80% and reached 100%.
     let second: Value = serde_json::from_str(
         &std::fs::read_to_string(case.run_dir().join("iteration-2/run.json")).unwrap(),
     )
@@ -125,7 +125,7 @@ fn a_session_starts_no_run_once_nothing_is_left_of_its_budget() {
     assert_eq!(second["budgets"][0]["reached"], 1.0, "{second}");
     assert!(
         done.stderr
-            .contains("warning: 80% of the session cost budget $1.00 used: $1.00 spent"),
+            .contains("warning: 100% of the session cost budget $1.00 used: $1.00 spent"),
         "{why}"
     );
 }
@@ -390,7 +390,7 @@ fn runs_holding_a_batch_budget_together_warn_of_its_80_percent_once() {
     assert_eq!(done.code, 0, "{}", done.stderr);
     let warnings = done
         .stderr
-        .matches("warning: 80% of the batch cost budget $1.00 used")
+        .matches("warning: 90% of the batch cost budget $1.00 used")
         .count();
     assert_eq!(warnings, 1, "{}", done.stderr);
 }

@@ -40,6 +40,7 @@ mod orphans;
 mod otel;
 mod output;
 mod phases;
+mod plain_words;
 mod preserve_status;
 mod replay;
 mod resource_limits;
