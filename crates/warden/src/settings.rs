@@ -240,8 +240,16 @@ impl RawSettings {
         }
         // The user's own file, beneath the project's: each of its keys
         // applies where no other source gives the setting.
+        // A HOME this user may not search (warden started under another
+        // uid with the caller's HOME) holds no file of this user's: it is
+        // neither read nor watched.
+        let searchable = |p: &Path| {
+            !matches!(std::fs::symlink_metadata(p),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied)
+        };
         if let Some(path) = discover::user_file()
             && !raw.config.iter().any(|w| w.path() == path)
+            && searchable(&path)
         {
             let text = read_config(&path, false)?;
             raw.config.push(crate::config_watch::ConfigWatch::user(
