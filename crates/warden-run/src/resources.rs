@@ -75,34 +75,15 @@ fn engine_info(sandbox: Sandbox) -> Option<serde_json::Value> {
 }
 
 fn ask_engine(sandbox: Sandbox) -> Option<serde_json::Value> {
-    use std::process::{Command, Stdio};
     let format = match sandbox {
         Sandbox::Docker => "{{json .}}",
         _ => "json",
     };
-    let mut child = Command::new(sandbox.name())
-        .args(["info", "--format", format])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    // An engine whose daemon hangs must not hang the check.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break,
-            Ok(Some(_)) | Err(_) => return None,
-            Ok(None) if std::time::Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
-        }
-    }
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    let out = watch::engine_output(
+        sandbox.name(),
+        &["info", "--format", format],
+        std::time::Duration::from_secs(10),
+    )?;
     serde_json::from_str(&out).ok()
 }
 

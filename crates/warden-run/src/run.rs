@@ -368,11 +368,7 @@ async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
                 .map_err(SandboxError::BwrapUnavailable)
         }
         Sandbox::Docker | Sandbox::Podman => {
-            let engine = if sandbox == Sandbox::Docker {
-                "docker"
-            } else {
-                "podman"
-            };
+            let engine = sandbox.name();
             let on_path = std::env::var_os("PATH")
                 .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(engine).is_file()));
             if on_path {

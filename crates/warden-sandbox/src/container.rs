@@ -15,11 +15,17 @@ use std::ffi::OsString;
 
 use crate::{ContainerUser, Sandbox, SandboxError, SandboxOptions, Target, Wrapped};
 
-pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxError> {
-    let engine = match options.sandbox {
+/// The engine's client for a container sandbox: `podman` for Podman,
+/// `docker` for the rest.
+fn engine(sandbox: Sandbox) -> &'static str {
+    match sandbox {
         Sandbox::Podman => "podman",
         _ => "docker",
-    };
+    }
+}
+
+pub fn wrap(options: &SandboxOptions, t: Target<'_>) -> Result<Wrapped, SandboxError> {
+    let engine = engine(options.sandbox);
     let image =
         options
             .image
@@ -441,10 +447,7 @@ pub fn may_be_engine_line(sandbox: Sandbox, start: &[u8]) -> bool {
 /// line that says the image was not found, each cut to 200 characters)
 /// and what fixes it. `output` is what the client wrote (its stderr).
 pub fn engine_failure(sandbox: Sandbox, image: &str, output: &[u8]) -> String {
-    let engine = match sandbox {
-        Sandbox::Podman => "podman",
-        _ => "docker",
-    };
+    let engine = engine(sandbox);
     let text = String::from_utf8_lossy(output);
     let lines: Vec<&str> = text
         .lines()
@@ -536,10 +539,7 @@ pub fn engine_failure(sandbox: Sandbox, image: &str, output: &[u8]) -> String {
 /// and its run ends `spawn_failed` rather than `agent_failed`: a failure
 /// either way, with the line it wrote quoted.
 pub fn start_failure(sandbox: Sandbox, image: &str, code: i32, head: &[u8]) -> Option<String> {
-    let engine = match sandbox {
-        Sandbox::Podman => "podman",
-        _ => "docker",
-    };
+    let engine = engine(sandbox);
     let text = String::from_utf8_lossy(head);
     let first = text
         .lines()

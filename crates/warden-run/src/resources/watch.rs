@@ -330,18 +330,20 @@ fn memory_dir_events(shared: &Shared) -> Option<u64> {
     s.memory.as_deref().and_then(v2_oom_events)
 }
 
-/// The pid of the container's init, in the engine's pid namespace, once
-/// it runs, and the container's id.
-fn init_pid(engine: &str, name: &str) -> Option<(i32, String)> {
+/// What `engine ARGS` printed, if it exited 0 within `limit` (killed
+/// after it: a daemon that hangs must not hang the caller). Blocking: for
+/// threads of their own. The answer is expected to be small (it is read
+/// once the client has exited).
+pub(super) fn engine_output(engine: &str, args: &[&str], limit: Duration) -> Option<String> {
     use std::process::{Command, Stdio};
     let mut child = Command::new(engine)
-        .args(["inspect", "--format", "{{.State.Pid}} {{.Id}}", name])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    let deadline = Instant::now() + INSPECT_TIMEOUT;
+    let deadline = Instant::now() + limit;
     loop {
         match child.try_wait() {
             Ok(Some(status)) if status.success() => break,
@@ -356,6 +358,17 @@ fn init_pid(engine: &str, name: &str) -> Option<(i32, String)> {
     }
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    Some(out)
+}
+
+/// The pid of the container's init, in the engine's pid namespace, once
+/// it runs, and the container's id.
+fn init_pid(engine: &str, name: &str) -> Option<(i32, String)> {
+    let out = engine_output(
+        engine,
+        &["inspect", "--format", "{{.State.Pid}} {{.Id}}", name],
+        INSPECT_TIMEOUT,
+    )?;
     let (pid, id) = out.trim().split_once(' ')?;
     let pid: i32 = pid.parse().ok().filter(|&pid| pid > 0)?;
     // A full id (64 hex digits for both engines), never a short prefix
