@@ -44,6 +44,7 @@ use warden_process::{ShimMessage, Signal};
 
 use crate::artifacts::RunDir;
 
+mod engine_gate;
 mod lines;
 pub(crate) mod phase;
 mod procs;
@@ -173,8 +174,8 @@ struct Streams {
     /// The output cut when the drain window ran out.
     truncated: Option<Truncation>,
     /// In a container: the engine's own lines at the start of stderr,
-    /// held back from the log (see [`lines::EngineGate`]).
-    gate: Option<lines::EngineGate>,
+    /// held back from the log (see [`engine_gate::EngineGate`]).
+    gate: Option<engine_gate::EngineGate>,
     /// In a container: the start of stderr as read, where the engine's
     /// error is when it could not create the container.
     stderr_head: Vec<u8>,
@@ -322,7 +323,7 @@ impl Supervisor {
             gate: setup
                 .container
                 .as_ref()
-                .map(|c| lines::EngineGate::new(c.sandbox)),
+                .map(|c| engine_gate::EngineGate::new(c.sandbox)),
             stderr_head: Vec::new(),
         };
         let procs = Procs {
