@@ -107,6 +107,22 @@ pub(super) fn overrides(listed: &[u8]) -> Vec<(OsString, OsString)> {
             None => rest,
         };
         let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        // A hook the configuration defines (git 2.54 on: `hook.<name>.command`
+        // run on each `hook.<name>.event`), which `core.hooksPath` does not
+        // reach: that hook switched off (`enabled`, 2.54 on) and its command
+        // made one that does nothing, whichever of its keys is found.
+        if section == "hook"
+            && let Some(last) = rest.iter().rposition(|b| *b == b'.')
+        {
+            let hook = &key[..dot + 1 + last];
+            for (suffix, value) in [(&b".enabled"[..], "false"), (b".command", "true")] {
+                let k = OsString::from_vec([hook, suffix].concat());
+                if !out.iter().any(|(o, _)| *o == k) {
+                    out.push((k, value.into()));
+                }
+            }
+            continue;
+        }
         let key = OsString::from_vec(key.to_vec());
         if let Some(value) = neutral(&section, &name)
             && !out.iter().any(|(k, _)| *k == key)
@@ -192,6 +208,27 @@ local\0lfs.standalonetransferagent\0local\0lfs.url\0";
         assert_eq!(get("lfs.customtransfer.t.path"), Some("false"));
         assert_eq!(get("lfs.standalonetransferagent"), Some(""));
         assert_eq!(get("lfs.url"), None, "no program");
+    }
+
+    #[test]
+    fn a_hook_the_repository_configures_is_switched_off() {
+        let o = overrides(b"local\0hook.evil.event\0local\0hook.evil.command\0local\0hook.Odd.Name.event\0local\0hook.jobs\0global\0hook.mine.command\0");
+        let get = |k: &str| {
+            o.iter()
+                .rev()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.to_str().unwrap())
+        };
+        assert_eq!(get("hook.evil.enabled"), Some("false"));
+        assert_eq!(get("hook.evil.command"), Some("true"));
+        assert_eq!(
+            o.iter().filter(|(k, _)| k == "hook.evil.command").count(),
+            1
+        );
+        assert_eq!(get("hook.Odd.Name.enabled"), Some("false"));
+        assert_eq!(get("hook.Odd.Name.command"), Some("true"));
+        assert_eq!(get("hook.jobs"), None, "no hook of its own");
+        assert_eq!(get("hook.mine.enabled"), None, "the user's own file");
     }
 
     #[test]
