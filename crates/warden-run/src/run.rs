@@ -550,6 +550,12 @@ pub(crate) trait Cancel: Send + Sync {
     /// Ends it gracefully: SIGTERM to the running agents, the kill grace,
     /// SIGKILL; a session or batch starts no more runs.
     fn cancel(&self);
+    /// [`cancel`](Self::cancel), saying why: `why` completes "cancelled
+    /// …" in the runs' reasons.
+    fn cancel_because(&self, why: &str) {
+        let _ = why;
+        self.cancel();
+    }
     /// Ends it now: SIGKILL to every process of its runs.
     fn kill(&self);
     /// What it is, for `Debug`.
@@ -559,6 +565,10 @@ pub(crate) trait Cancel: Send + Sync {
 impl Cancel for mpsc::UnboundedSender<Control> {
     fn cancel(&self) {
         let _ = self.send(Control::Cancel);
+    }
+
+    fn cancel_because(&self, why: &str) {
+        let _ = self.send(Control::CancelBecause(why.to_string()));
     }
 
     fn kill(&self) {
@@ -581,6 +591,14 @@ impl Canceller {
     /// SIGKILL; a session or batch starts no more runs.
     pub fn cancel(&self) {
         self.0.cancel();
+    }
+
+    /// [`cancel`](Self::cancel), saying why: `why` completes the sentence
+    /// "cancelled …" in the reason of each run it ends (`because the
+    /// reader of the output went away`); without it the reason says a
+    /// signal to warden did it.
+    pub fn cancel_because(&self, why: &str) {
+        self.0.cancel_because(why);
     }
 
     /// Ends it now: SIGKILL to every process of its runs.

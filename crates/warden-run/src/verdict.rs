@@ -121,6 +121,8 @@ pub(crate) struct Facts {
     /// The agent's error is about credentials: the reason says so.
     pub authentication_error: bool,
     pub completion_signal_seen: bool,
+    /// Why the caller cancelled the run, when it said.
+    pub cancelled_because: Option<String>,
     /// A budget exceeded during the run, said in full (`run cost budget
     /// $0.50 exceeded: $0.53 spent`).
     pub budget_exceeded: Option<String>,
@@ -187,7 +189,11 @@ pub(crate) fn decide(f: &Facts) -> (Verdict, String) {
             );
         }
         Some(Cause::Cancelled) => {
-            return (Verdict::Cancelled, "cancelled by a signal to warden".into());
+            let why = f.cancelled_because.as_deref();
+            return (
+                Verdict::Cancelled,
+                format!("cancelled {}", why.unwrap_or("by a signal to warden")),
+            );
         }
         Some(Cause::FatalError) => {
             let class = if f.authentication_error {

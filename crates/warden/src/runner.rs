@@ -7,6 +7,7 @@ use warden_run::telemetry::{MetricsFlushed, Telemetry, TelemetryConfig};
 use warden_run::{Run, RunRequest};
 
 use crate::error::Outcome;
+use crate::render::forward::{Forward, Passthrough};
 use crate::render::{Reporter, Reporters};
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
@@ -118,7 +119,11 @@ pub(crate) async fn run_once(
         run = run.telemetry(t.clone());
     }
     let mut handle = run.start().await?;
-    let mut view = Reporters::for_runs(resolved, agent, None);
+    let pass = Passthrough::decide(agent, resolved.json, crate::render::live_view(resolved));
+    let mut view = Reporters::for_runs(resolved, agent, None, pass);
+    let canceller = handle.canceller();
+    let mut forward = Forward::new(pass, canceller.clone());
+    forward.started(handle.run_dir());
     view.update(&Update::IterationStarted {
         entry: None,
         iteration: 1,
@@ -126,7 +131,6 @@ pub(crate) async fn run_once(
         run_dir: handle.run_dir().to_path_buf(),
         run_id: handle.run_id().to_string(),
     });
-    let canceller = handle.canceller();
     let mut wake = Wakeups::new(signals);
     let on_wake = |view: &mut Reporters, w: Wake| match w {
         Wake::Tick => view.tick(),
@@ -142,7 +146,10 @@ pub(crate) async fn run_once(
     loop {
         tokio::select! {
             ev = handle.next_event() => match ev {
-                Some(event) => view.update(&Update::Event { entry: None, event }),
+                Some(event) => {
+                    forward.poke();
+                    view.update(&Update::Event { entry: None, event })
+                }
                 None => break,
             },
             w = wake.next() => on_wake(&mut view, w),
@@ -169,6 +176,9 @@ pub(crate) async fn run_once(
         (out, file)
     });
     let outputs = text.map(|(out, file)| (out, report.clone(), file));
+    // The command's output is all passed on before the lines that say how
+    // its run ended.
+    forward.finished(&report);
     view.update(&Update::IterationFinished {
         entry: None,
         iteration: 1,
@@ -200,13 +210,24 @@ pub(crate) async fn run_session_cli(
     junit: Option<&std::path::Path>,
     telemetry: Option<&Telemetry>,
 ) -> Outcome {
-    let mut view = Reporters::for_runs(&resolved, request.agent, Some(request.session.iterations));
+    let pass = Passthrough::decide(
+        request.agent,
+        resolved.json,
+        crate::render::live_view(&resolved),
+    );
+    let mut view = Reporters::for_runs(
+        &resolved,
+        request.agent,
+        Some(request.session.iterations),
+        pass,
+    );
     let mut session = Session::new(request);
     if let Some(t) = telemetry {
         session = session.telemetry(t.clone());
     }
     let mut session = session.start().await?;
     let canceller = session.canceller();
+    let mut forward = Forward::new(pass, canceller.clone());
     let mut wake = Wakeups::new(signals);
     let mut final_text: Option<String> = None;
     let on_wake = |view: &mut Reporters, w: Wake| match w {
@@ -220,9 +241,16 @@ pub(crate) async fn run_session_cli(
         tokio::select! {
             update = session.next_update() => match update {
                 Some(u) => {
-                    // The last run's answer is the session's.
-                    if let Update::IterationFinished { report, .. } = &u {
-                        final_text = report.reported.final_text.clone();
+                    match &u {
+                        Update::IterationStarted { run_dir, .. } => forward.started(run_dir),
+                        Update::Event { .. } => forward.poke(),
+                        // The last run's answer is the session's; its
+                        // output is all passed on before its last lines.
+                        Update::IterationFinished { report, .. } => {
+                            final_text = report.reported.final_text.clone();
+                            forward.finished(report);
+                        }
+                        _ => {}
                     }
                     view.update(&u)
                 }

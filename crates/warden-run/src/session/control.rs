@@ -19,18 +19,37 @@ struct ControlState {
     stopped: bool,
     /// How many times `cancel` was called.
     cancels: u32,
+    /// Why, when the first cancel said.
+    why: Option<String>,
     current: Option<Canceller>,
 }
 
 impl SessionControl {
     /// First call: cancel gracefully; second: kill at once.
     pub fn cancel(&self) {
+        self.cancel_saying(None);
+    }
+
+    /// [`cancel`](Self::cancel), saying why (see
+    /// [`Canceller::cancel_because`]).
+    pub fn cancel_because(&self, why: &str) {
+        self.cancel_saying(Some(why));
+    }
+
+    fn cancel_saying(&self, why: Option<&str>) {
         let mut s = self.inner.lock().expect("lock");
         let again = s.stopped;
         s.stopped = true;
         s.cancels += 1;
+        if !again {
+            s.why = why.map(str::to_string);
+        }
         if let Some(c) = &s.current {
-            if again { c.kill() } else { c.cancel() }
+            match (again, &s.why) {
+                (true, _) => c.kill(),
+                (false, Some(why)) => c.cancel_because(why),
+                (false, None) => c.cancel(),
+            }
         }
         drop(s);
         self.cancelled.notify_waiters();
@@ -60,7 +79,10 @@ impl SessionControl {
         if s.stopped
             && let Some(c) = &c
         {
-            c.cancel();
+            match &s.why {
+                Some(why) => c.cancel_because(why),
+                None => c.cancel(),
+            }
         }
         s.current = c;
     }
@@ -84,6 +106,10 @@ pub(super) async fn backoff(control: &SessionControl, delay: std::time::Duration
 impl crate::run::Cancel for SessionControl {
     fn cancel(&self) {
         SessionControl::cancel(self);
+    }
+
+    fn cancel_because(&self, why: &str) {
+        SessionControl::cancel_because(self, why);
     }
 
     fn kill(&self) {

@@ -67,10 +67,12 @@ use tree::Tree;
 
 /// A request to the running supervisor.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
     /// End the run gracefully (SIGTERM, grace, SIGKILL): `cancelled`.
     Cancel,
+    /// [`Control::Cancel`], saying why (the reason in the report).
+    CancelBecause(String),
     /// End it now (SIGKILL).
     Kill,
 }
@@ -161,6 +163,8 @@ struct Activity {
     /// How many terminal events the supervisor has acted on.
     terminal_events: u32,
     stall_extensions: Vec<StallExtension>,
+    /// Why the caller cancelled the run, when it said.
+    cancelled_because: Option<String>,
 }
 
 /// The agent's output as it was read.
@@ -680,6 +684,10 @@ impl Supervisor {
     fn on_control(&mut self, tree: &impl Tree, pipes: &mut Pipes, c: Control) {
         let input = match c {
             Control::Cancel => Input::Cancel,
+            Control::CancelBecause(why) => {
+                self.activity.cancelled_because.get_or_insert(why);
+                Input::Cancel
+            }
             Control::Kill => Input::Kill,
         };
         self.step(tree, pipes, input);

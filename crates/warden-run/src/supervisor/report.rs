@@ -351,6 +351,7 @@ impl Supervisor {
             authentication_error: self.outcome.summary.reported.error_class
                 == Some(warden_events::ErrorClass::Authentication),
             completion_signal_seen: self.activity.completion_seen.is_some(),
+            cancelled_because: self.activity.cancelled_because.clone(),
             budget_exceeded: self.budget_exceeded().map(|b| b.exceeded()),
             stall_timeout: fmt(self.clocks.effective_stall()),
             startup_timeout: fmt(l.startup_timeout),

@@ -237,7 +237,7 @@ impl BatchView {
     /// A run of entry `i` ended: its end line, its warnings, and for a
     /// failure the tail of its stderr and an annotation.
     fn finished(&mut self, i: usize, report: &warden_run::Report) {
-        for w in lines::report_warnings(report) {
+        for w in lines::report_warnings(report, true) {
             self.warn(i, &w);
         }
         let end = format!(

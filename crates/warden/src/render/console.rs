@@ -18,8 +18,13 @@
 //!   the start of one line to the end of another (which could make a new
 //!   line start with a CI workflow command, or cut a JSON line in two).
 //!
-//! At exit, [`finish`] gives what is queued a bounded time to go out (in a
-//! run), and says how many lines were dropped.
+//! - The command's own output, passed on by [`pass_on`], is never dropped:
+//!   the thread that passes it on waits for room, for as long as the reader
+//!   takes something.
+//!
+//! At exit, [`finish`] lets what is queued go out while the reader takes
+//! it (in a run, until nothing has gone for a while), and says how many
+//! lines were dropped.
 
 use std::collections::VecDeque;
 use std::io;
@@ -52,7 +57,8 @@ pub(crate) enum Priority {
 const QUEUE_BYTES: usize = 256 * 1024;
 /// What important lines may add on top of a full queue.
 const RESERVE_BYTES: usize = 64 * 1024;
-/// How long the end of a run waits for the last lines to go out.
+/// How long the end of a run waits for the last lines to go out while
+/// none goes.
 pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Default)]
@@ -64,6 +70,9 @@ struct Queue {
     /// A write failed: the stream is closed for good.
     broken: bool,
     dropped: u64,
+    /// Bytes written so far: what tells a slow reader from one that
+    /// stopped.
+    written: u64,
     writer: Writer,
 }
 
@@ -187,6 +196,7 @@ impl Channel {
             let mut q = self.lock();
             q.writing = false;
             q.bytes = q.bytes.saturating_sub(chunk.len());
+            q.written += chunk.len() as u64;
             if written.is_err() {
                 q.broken = true;
                 q.chunks.clear();
@@ -196,15 +206,21 @@ impl Channel {
         }
     }
 
-    /// Waits until everything queued is written, the stream breaks, or
-    /// the deadline passes.
-    fn drain(&self, deadline: Option<Instant>) {
+    /// Waits until everything queued is written or the stream breaks; with
+    /// `stuck`, no longer than until nothing has been written for that
+    /// long (a reader that reads slowly still gets everything, one that
+    /// stopped costs `stuck`).
+    fn drain(&self, stuck: Option<Duration>) {
         let mut q = self.lock();
+        let mut seen = (q.written, Instant::now());
         while (q.writing || !q.chunks.is_empty()) && !q.broken {
-            q = match deadline {
+            q = match stuck {
                 None => self.progress.wait(q).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
+                Some(stuck) => {
+                    if q.written != seen.0 {
+                        seen = (q.written, Instant::now());
+                    }
+                    let left = stuck.saturating_sub(seen.1.elapsed());
                     if left.is_zero() {
                         return;
                     }
@@ -215,6 +231,49 @@ impl Channel {
                 }
             };
         }
+    }
+
+    /// Queues `bytes`, waiting for room however long the reader takes, as
+    /// long as it takes something every `stuck`: how the command's own
+    /// output is passed on (never dropped; the caller is no thread that
+    /// drives a clock).
+    fn push_waiting(&'static self, bytes: Vec<u8>, stuck: Duration) -> Passed {
+        let mut q = self.lock();
+        if q.broken {
+            return Passed::Closed;
+        }
+        if !self.ensure_writer(&mut q) {
+            drop(q);
+            return match crate::signals::without_tty_stop(|| write_all(self.stream, &bytes)) {
+                Ok(()) => Passed::Yes,
+                Err(_) => {
+                    self.lock().broken = true;
+                    Passed::Closed
+                }
+            };
+        }
+        let mut seen = (q.written, Instant::now());
+        while q.bytes > 0 && q.bytes + bytes.len() > QUEUE_BYTES && !q.broken {
+            if q.written != seen.0 {
+                seen = (q.written, Instant::now());
+            }
+            let left = stuck.saturating_sub(seen.1.elapsed());
+            if left.is_zero() {
+                return Passed::Stuck;
+            }
+            q = self
+                .progress
+                .wait_timeout(q, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        if q.broken {
+            return Passed::Closed;
+        }
+        q.bytes += bytes.len();
+        q.chunks.push_back(bytes);
+        self.work.notify_one();
+        Passed::Yes
     }
 
     fn dropped(&self) -> u64 {
@@ -285,6 +344,26 @@ pub(crate) fn important(text: &str) {
     );
 }
 
+/// What became of bytes handed to [`pass_on`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Passed {
+    Yes,
+    /// The stream is closed (its reader went away, or a write failed).
+    Closed,
+    /// Nothing was taken from the stream for the time allowed.
+    Stuck,
+}
+
+/// Queues the command's own bytes on `stream`, as they are: waits for
+/// room while the reader takes something every `stuck` (see
+/// [`Channel::push_waiting`]).
+pub(crate) fn pass_on(stream: Stream, bytes: Vec<u8>, stuck: Duration) -> Passed {
+    if bytes.is_empty() {
+        return Passed::Yes;
+    }
+    channel(stream).push_waiting(bytes, stuck)
+}
+
 /// Queues bytes as they are (a whole redraw of the status line, a page).
 pub(crate) fn raw(stream: Stream, priority: Priority, bytes: Vec<u8>) {
     if !bytes.is_empty() {
@@ -319,9 +398,9 @@ pub(crate) fn finish() {
             );
         }
     }
-    let deadline = run.then(|| Instant::now() + FINISH_WAIT);
-    channel(Stream::Stdout).drain(deadline);
-    channel(Stream::Stderr).drain(deadline);
+    let stuck = run.then_some(FINISH_WAIT);
+    channel(Stream::Stdout).drain(stuck);
+    channel(Stream::Stderr).drain(stuck);
 }
 
 /// A terminal for indicatif that draws through the stderr queue, so a

@@ -215,6 +215,9 @@ pub(crate) struct Human<S> {
     /// The check, hook or prompt command running now: its name and
     /// since when.
     step: Option<(String, Instant)>,
+    /// The command's output passed on as it is, which the view leaves
+    /// out (its `out|` and `err|` lines).
+    pass: super::forward::Passthrough,
 }
 
 impl<S: Surface> Human<S> {
@@ -223,8 +226,10 @@ impl<S: Surface> Human<S> {
         agent: Agent,
         settings: &crate::settings::Resolved,
         iterations: Option<u32>,
+        pass: super::forward::Passthrough,
     ) -> Self {
         Self {
+            pass,
             surface,
             agent,
             limits: settings.limits.clone(),
@@ -281,12 +286,22 @@ impl<S: Surface> Human<S> {
             agent,
             quiet,
             current,
+            pass,
             ..
         } = self;
         let Some(current) = current.as_mut() else {
             return;
         };
         current.state.observe(ev);
+        let passed = match &ev.event {
+            warden_events::Event::Text { .. } => pass.stdout,
+            warden_events::Event::Stderr { .. } => pass.stderr,
+            _ => false,
+        };
+        if passed {
+            surface.redraw(&current.state);
+            return;
+        }
         lines::event_lines(&ev.event, *agent, &current.run_dir, *quiet, &mut |k, t| {
             show_on(surface, *quiet, elapsed, k, t);
         });
@@ -295,7 +310,8 @@ impl<S: Surface> Human<S> {
 
     fn finished(&mut self, report: &Report) {
         self.surface.end_run();
-        for w in lines::report_warnings(report) {
+        let shown_live = !(self.pass.stdout && self.pass.stderr);
+        for w in lines::report_warnings(report, shown_live) {
             self.show(Kind::Warn, &w);
         }
         let line = lines::summary_line(report, self.agent);

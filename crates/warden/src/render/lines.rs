@@ -249,10 +249,12 @@ pub(crate) fn event_lines(
     }
 }
 
-/// The warnings a finished run's report calls for.
-pub(crate) fn report_warnings(report: &Report) -> Vec<String> {
+/// The warnings a finished run's report calls for; `shown_live`: the
+/// view shows the run's output lines (not when they are passed on as they
+/// are, and then none was missed).
+pub(crate) fn report_warnings(report: &Report, shown_live: bool) -> Vec<String> {
     let mut out = Vec::new();
-    if report.live_events_dropped > 0 {
+    if shown_live && report.live_events_dropped > 0 {
         out.push(format!(
             "{} lines were not shown live because the output could not keep up; all are in the logs and events.jsonl",
             report.live_events_dropped

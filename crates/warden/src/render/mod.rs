@@ -14,6 +14,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod console;
+pub(crate) mod forward;
 pub(crate) mod github;
 mod human;
 mod json;
@@ -216,33 +217,52 @@ pub(crate) struct Reporters(Vec<Box<dyn Reporter>>);
 impl Reporters {
     /// `--json` lines (if asked) and the view for a person on stderr:
     /// a terminal's status line, GitHub Actions' annotations, or plain
-    /// lines. `iterations`: `Some(n)` for a session of `n` runs.
-    pub(crate) fn for_runs(settings: &Resolved, agent: Agent, iterations: Option<u32>) -> Self {
+    /// lines. `iterations`: `Some(n)` for a session of `n` runs; `pass`:
+    /// what of the command's output is passed on as it is (the view then
+    /// leaves it out).
+    pub(crate) fn for_runs(
+        settings: &Resolved,
+        agent: Agent,
+        iterations: Option<u32>,
+        pass: forward::Passthrough,
+    ) -> Self {
         let mut all: Vec<Box<dyn Reporter>> = Vec::new();
         if settings.json {
             all.push(Box::new(json::JsonLines::default()));
         }
-        // A job in the background of its terminal gets plain lines, not a
-        // status line drawn over the foreground's.
-        let tty = console::can_redraw();
         let github = github::GitHub::from_env();
         all.push(match github {
-            _ if tty && !settings.quiet => Box::new(human::Human::new(
+            _ if live_view(settings) => Box::new(human::Human::new(
                 human::Tty::new(github),
                 agent,
                 settings,
                 iterations,
+                pass,
             )),
             Some(g) => Box::new(human::Human::new(
                 human::GitHubLog(g),
                 agent,
                 settings,
                 iterations,
+                pass,
             )),
-            None => Box::new(human::Human::new(human::Plain, agent, settings, iterations)),
+            None => Box::new(human::Human::new(
+                human::Plain,
+                agent,
+                settings,
+                iterations,
+                pass,
+            )),
         });
         Self(all)
     }
+}
+
+/// Whether a run's view is the live status line on a terminal. A job in
+/// the background of its terminal gets plain lines, not a status line
+/// drawn over the foreground's.
+pub(crate) fn live_view(settings: &Resolved) -> bool {
+    console::can_redraw() && !settings.quiet
 }
 
 impl Reporter for Reporters {

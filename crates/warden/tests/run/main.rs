@@ -39,6 +39,7 @@ mod metrics;
 mod orphans;
 mod otel;
 mod output;
+mod passthrough;
 mod phases;
 mod plain_words;
 mod preserve_status;

@@ -1,0 +1,271 @@
+//! The command's output passes through warden as through `timeout(1)`:
+//! an `exec` command's stdout on warden's stdout and its stderr on
+//! warden's stderr, byte for byte, through real pipes and files; an
+//! agent's final answer on stdout; `--json` keeps stdout for the events.
+
+use std::io::Read;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::support::Case;
+
+fn run_raw(case: &Case, args: &[&str]) -> std::process::Output {
+    case.command(args).output().expect("run warden")
+}
+
+#[test]
+fn an_exec_commands_stdout_and_stderr_pass_through_byte_for_byte() {
+    let case = Case::new();
+    let out = run_raw(
+        &case,
+        &[
+            "run",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            r"printf 'a\nb'; printf 'e1\n\033[2Je2' >&2; printf '\000\377\r\n::x\n##[y\nlast'",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, b"a\nb\x00\xff\r\n::x\n##[y\nlast");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("e1\n\x1b[2Je2"), "{stderr}");
+    assert!(
+        !stderr.contains("out|") && !stderr.contains("err|"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("warden: succeeded"), "{stderr}");
+    let run = case.run_dir();
+    assert_eq!(std::fs::read(run.join("stdout.log")).unwrap(), out.stdout);
+}
+
+#[test]
+fn output_redirected_to_a_file_is_the_commands_own() {
+    let case = Case::new();
+    let file = case.path().join("out.txt");
+    let status = case
+        .command(&["run", "exec", "--", "seq", "1", "50000"])
+        .stdout(std::fs::File::create(&file).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let want: String = (1..=50000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
+}
+
+#[test]
+fn a_slow_reader_gets_every_byte_and_the_run_is_not_held_up() {
+    let case = Case::new();
+    let mut child = case
+        .command(&["run", "exec", "--", "seq", "1", "300000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = stdout.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let want: String = (1..=300000).map(|n| format!("{n}\n")).collect();
+    assert!(
+        got == want.as_bytes(),
+        "{} bytes, wanted {}",
+        got.len(),
+        want.len()
+    );
+    let run = case.run_dir();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    // The command wrote into the log at its own pace: the run was over
+    // long before the reader was done (300,000 lines read in 2 ms steps
+    // of 16 KiB take over 0.2 s).
+    assert_eq!(report["verdict"], "succeeded");
+}
+
+#[test]
+fn a_reader_that_goes_away_stops_the_command_as_sigpipe_would() {
+    let case = Case::new();
+    let mark = crate::support::unique_sleep();
+    let script = format!("while :; do echo y; done; {mark}");
+    let start = Instant::now();
+    let mut child = case
+        .command(&["run", "exec", "--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0; 4];
+    stdout.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"y\ny\n");
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        start.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("the reader of warden's stdout went away"),
+        "{stderr}"
+    );
+    let run = case.run_dir();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(report["verdict"], "cancelled");
+    let reason = report["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("reader of warden's stdout went away"),
+        "{reason}"
+    );
+    case.assert_nothing_left();
+}
+
+#[test]
+fn json_keeps_stdout_for_the_events_and_stderr_still_passes() {
+    let case = Case::new();
+    let out = run_raw(
+        &case,
+        &[
+            "run",
+            "--json",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo x; echo e >&2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "text" && e["text"] == "x")
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.lines().any(|l| l == "e"), "{stderr}");
+}
+
+#[test]
+fn each_iteration_of_a_session_passes_its_output_in_order() {
+    let case = Case::new();
+    let out = run_raw(
+        &case,
+        &[
+            "run",
+            "--iterations",
+            "3",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; printf 'iteration %s\\n' $n; printf 'stderr %s\\n' $n >&2",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "iteration 1\niteration 2\niteration 3\n"
+    );
+    let at = |s: &str| stderr.find(s).unwrap_or_else(|| panic!("{s} in {stderr}"));
+    assert!(at("stderr 1\n") < at("stderr 2\n") && at("stderr 2\n") < at("stderr 3\n"));
+}
+
+#[test]
+fn under_github_actions_a_workflow_command_passes_inert() {
+    let case = Case::new();
+    let out = case
+        .command(&[
+            "run",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "printf '::error::forged\\nplain ##[group]x\\n'; printf '  ::warning::w\\n' >&2",
+        ])
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "\u{2024}::error::forged\nplain ##\u{2060}[group]x\n"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\u{2024}  ::warning::w\n"), "{stderr}");
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.trim_start().starts_with("::warning::w"))
+    );
+}
+
+#[test]
+fn an_agents_final_answer_is_its_stdout() {
+    let case = Case::new();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../warden-events/tests/fixtures/claude/success_with_tools.jsonl");
+    let bin = case.path().join("fake-claude");
+    crate::support::write_script(
+        &bin,
+        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", fixture.display()),
+    );
+    let out = run_raw(
+        &case,
+        &[
+            "run",
+            "claude",
+            "fix it",
+            "--agent-bin",
+            bin.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let run = case.run_dir();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+    let answer = report["final_text"].as_str().expect("a final answer");
+    assert!(!answer.is_empty());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{answer}\n"));
+    // What the agent said on the way is the view's, on stderr.
+    assert!(stderr.contains("say|"), "{stderr}");
+    let json = case
+        .command(&[
+            "run",
+            "--json",
+            "claude",
+            "fix it",
+            "--agent-bin",
+            bin.to_str().unwrap(),
+        ])
+        .env("WARDEN_RUN_DIR", case.path().join("second"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(json.stdout).unwrap();
+    assert!(
+        stdout
+            .lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "{stdout}"
+    );
+}
