@@ -119,7 +119,7 @@ pub(crate) async fn run_once(
         run = run.telemetry(t.clone());
     }
     let mut handle = run.start().await?;
-    let pass = Passthrough::decide(agent, resolved.json, crate::render::live_view(resolved));
+    let pass = Passthrough::decide(agent, resolved.json);
     let mut view = Reporters::for_runs(resolved, agent, None, pass);
     let canceller = handle.canceller();
     let mut forward = Forward::new(pass, canceller.clone());
@@ -210,11 +210,7 @@ pub(crate) async fn run_session_cli(
     junit: Option<&std::path::Path>,
     telemetry: Option<&Telemetry>,
 ) -> Outcome {
-    let pass = Passthrough::decide(
-        request.agent,
-        resolved.json,
-        crate::render::live_view(&resolved),
-    );
+    let pass = Passthrough::decide(request.agent, resolved.json);
     let mut view = Reporters::for_runs(
         &resolved,
         request.agent,

@@ -1,5 +1,5 @@
-//! The command's own output, passed on as it is, so that warden stands in
-//! a pipeline where the command would (`warden run exec -- cmd | jq`,
+//! The command's own output, passed on, so that warden stands in a
+//! pipeline where the command would (`warden run exec -- cmd | jq`,
 //! `> file`): an `exec` command's stdout goes to warden's stdout and its
 //! stderr to warden's stderr, byte for byte, and an agent CLI's final
 //! answer goes to stdout when its run ends (as `claude -p` prints it).
@@ -12,11 +12,14 @@
 //! console, waiting for room as long as the reader takes something; the
 //! end of each run waits until everything is passed on.
 //!
-//! Where warden draws its live status line on a terminal, the lines of
-//! that terminal's streams are shown in the view instead (`out|`, `err|`),
-//! and `--json` keeps stdout for the events. Under GitHub Actions, whose
-//! log runs workflow commands, a line that would be one is made inert as
-//! in warden's own lines (the one change to the bytes).
+//! Byte for byte only where no terminal is: a terminal is a person's, and
+//! the agent's bytes there could clear it, retitle it or write the
+//! clipboard. A stream that is the terminal warden's view is drawn on
+//! leaves the output to the view (its `out|` and `err|` lines); a stdout
+//! that is another terminal gets the lines made harmless as the view's
+//! are. `--json` keeps stdout for the events. Under GitHub Actions, whose
+//! log runs workflow commands, a line that would be one is made inert (the
+//! one change to the bytes).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -37,43 +40,83 @@ const LOOK_EVERY: Duration = Duration::from_millis(20);
 /// What a follower reads at once.
 const CHUNK: usize = 64 * 1024;
 
-/// Which of the command's output is passed on.
+/// How one stream of the command's output is passed on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Not: the view shows it, or it is not the command's to pass.
+    #[default]
+    No,
+    /// Byte for byte (workflow commands made inert under GitHub Actions).
+    Raw,
+    /// To a terminal the view is not drawn on: line by line, each made
+    /// harmless as the view's lines are.
+    Shown,
+}
+
+/// Which of the command's output is passed on, and how.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Passthrough {
     /// An `exec` command's stdout, to warden's stdout.
-    pub stdout: bool,
+    pub stdout: Pass,
     /// An `exec` command's stderr, to warden's stderr.
-    pub stderr: bool,
+    pub stderr: Pass,
     /// An agent CLI's final answer, to warden's stdout.
-    pub answer: bool,
+    pub answer: Pass,
     /// Workflow commands made inert (under GitHub Actions).
     github: bool,
 }
 
 impl Passthrough {
-    /// What is passed on for a run of `agent`: each stream, unless it is
-    /// the terminal the live view is drawn on (`live`), and stdout unless
-    /// it holds `--json`'s events.
-    pub(crate) fn decide(agent: Agent, json: bool, live: bool) -> Self {
-        let stdout_on_live = live && stdout_is_stderrs_terminal();
+    /// What is passed on for a run of `agent`: a stream byte for byte
+    /// where it is no terminal; stdout on a terminal of its own, as lines
+    /// made harmless; a terminal the view is drawn on (stderr, and stdout
+    /// when it is the same terminal), not at all (the view shows it); and
+    /// stdout not with `--json` (`json`), which holds the events.
+    pub(crate) fn decide(agent: Agent, json: bool) -> Self {
+        use std::io::IsTerminal;
+        let out_tty = std::io::stdout().is_terminal();
+        let err_tty = std::io::stderr().is_terminal();
+        let stdout = match () {
+            _ if json => Pass::No,
+            _ if !out_tty => Pass::Raw,
+            _ if err_tty && stdout_is_stderrs_terminal() => Pass::No,
+            _ => Pass::Shown,
+        };
         let exec = agent == Agent::Exec;
         Self {
-            stdout: exec && !json && !stdout_on_live,
-            stderr: exec && !live,
-            answer: !exec && !json && !stdout_on_live,
+            stdout: if exec { stdout } else { Pass::No },
+            stderr: match () {
+                _ if !exec => Pass::No,
+                _ if err_tty => Pass::No,
+                _ => Pass::Raw,
+            },
+            answer: if exec { Pass::No } else { stdout },
             github: super::github::GitHub::from_env().is_some(),
+        }
+    }
+
+    /// Whether the view leaves out the lines of `stream`.
+    pub(crate) fn passes(&self, stream: Stream) -> bool {
+        match stream {
+            Stream::Stdout => self.stdout != Pass::No,
+            Stream::Stderr => self.stderr != Pass::No,
+        }
+    }
+
+    /// What makes bytes of a stream passed on as `how` fit to pass.
+    fn filter(&self, how: Pass) -> Filter {
+        match how {
+            Pass::Shown => Filter::Shown(Lines::default()),
+            _ if self.github => Filter::Inert(Lines::default()),
+            _ => Filter::None,
         }
     }
 }
 
 /// Whether stdout is the very terminal stderr is.
 fn stdout_is_stderrs_terminal() -> bool {
-    use std::io::IsTerminal;
     let (out, err) = (std::io::stdout(), std::io::stderr());
-    if !(out.is_terminal() && err.is_terminal()) {
-        return false;
-    }
-    match (rustix::fs::fstat(&out), rustix::fs::fstat(&err)) {
+    match (rustix::fs::fstat(out), rustix::fs::fstat(err)) {
         (Ok(a), Ok(b)) => a.st_rdev == b.st_rdev,
         _ => true,
     }
@@ -128,11 +171,11 @@ impl Forward {
     pub(crate) fn started(&mut self, run_dir: &Path) {
         let shared = Arc::new(Shared::default());
         let mut threads = Vec::new();
-        for (on, stream, file) in [
+        for (how, stream, file) in [
             (self.pass.stdout, Stream::Stdout, "stdout.log"),
             (self.pass.stderr, Stream::Stderr, "stderr.log"),
         ] {
-            if !on {
+            if how == Pass::No {
                 continue;
             }
             let path = run_dir.join(file);
@@ -141,10 +184,10 @@ impl Forward {
                 said: self.reader_gone.clone(),
                 stop: self.stop.clone(),
             };
-            let github = self.pass.github;
+            let filter = self.pass.filter(how);
             let spawned = std::thread::Builder::new()
                 .name(format!("warden-pass-{}", file.trim_end_matches(".log")))
-                .spawn(move || follow(&path, stream, &shared, github, &gone));
+                .spawn(move || follow(&path, stream, &shared, filter, &gone));
             match spawned {
                 Ok(t) => threads.push((stream, t)),
                 Err(e) => important(&format!(
@@ -192,20 +235,16 @@ impl Forward {
                 }
             }
         }
-        if self.pass.answer
+        if self.pass.answer != Pass::No
             && let Some(text) = report.reported.final_text.as_deref()
             && !text.is_empty()
         {
-            let mut bytes = text.as_bytes().to_vec();
+            let mut bytes = Vec::with_capacity(text.len() + 8);
+            let mut filter = self.pass.filter(self.pass.answer);
+            filter.push(text.as_bytes(), &mut bytes);
+            filter.finish(&mut bytes);
             if !bytes.ends_with(b"\n") {
                 bytes.push(b'\n');
-            }
-            if self.pass.github {
-                let mut inert = Inert::default();
-                let mut out = Vec::with_capacity(bytes.len() + 8);
-                inert.push(&bytes, &mut out);
-                inert.finish(&mut out);
-                bytes = out;
             }
             let _ = console::pass_on(Stream::Stdout, bytes, READER_STUCK);
         }
@@ -237,13 +276,18 @@ const READER_GONE: &str = "because the reader of warden's stdout went away (a cl
 
 /// Follows the log at `path` until the run has ended and all of it is
 /// passed on to `stream`, or the stream's reader has gone or is stuck.
-fn follow(path: &Path, stream: Stream, shared: &Shared, github: bool, gone: &Gone) -> Followed {
+fn follow(
+    path: &Path,
+    stream: Stream,
+    shared: &Shared,
+    mut filter: Filter,
+    gone: &Gone,
+) -> Followed {
     let mut followed = Followed {
         passed: 0,
         stopped: None,
     };
     let mut file = None;
-    let mut inert = github.then(Inert::default);
     let mut buf = vec![0; CHUNK];
     let pass = |bytes: Vec<u8>, followed: &mut Followed| -> bool {
         let n = bytes.len() as u64;
@@ -276,23 +320,17 @@ fn follow(path: &Path, stream: Stream, shared: &Shared, github: bool, gone: &Gon
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(_) => break,
                 };
-                let bytes = match inert.as_mut() {
-                    Some(i) => {
-                        let mut out = Vec::with_capacity(n + 8);
-                        i.push(&buf[..n], &mut out);
-                        out
-                    }
-                    None => buf[..n].to_vec(),
-                };
+                let mut bytes = Vec::with_capacity(n + 8);
+                filter.push(&buf[..n], &mut bytes);
                 if !pass(bytes, &mut followed) {
                     return followed;
                 }
             }
         }
         if ended {
-            if let Some(mut i) = inert {
-                let mut out = Vec::new();
-                i.finish(&mut out);
+            let mut out = Vec::new();
+            filter.finish(&mut out);
+            if !out.is_empty() {
                 pass(out, &mut followed);
             }
             return followed;
@@ -326,27 +364,55 @@ fn open_log(path: &Path) -> Option<std::fs::File> {
     Some(std::fs::File::from(fd))
 }
 
-/// Makes workflow commands inert in a stream of bytes, line by line: a
-/// line that would start one (`::name::`, after blanks) gets a dot
-/// leader before it, and the old `##[` form a word joiner inside it, as
-/// in warden's own lines. Whole lines are needed to tell, so a line is
-/// held until it ends (or grows past [`CHUNK`], when it is let through
-/// as it stands).
-#[derive(Debug, Default)]
-struct Inert {
-    line: Vec<u8>,
+/// What is done to the bytes passed on.
+#[derive(Debug)]
+enum Filter {
+    None,
+    /// Workflow commands made inert, line by line: a line that would
+    /// start one (`::name::`, after blanks) gets a dot leader before it,
+    /// and the old `##[` form a word joiner inside it, as in warden's own
+    /// lines; nothing else changes.
+    Inert(Lines),
+    /// Each line made harmless for a terminal, as the view's lines are
+    /// (controls shown as symbols, workflow commands inert).
+    Shown(Lines),
 }
 
-impl Inert {
+/// A line held until it ends (or grows past [`CHUNK`], when it is let
+/// through as it stands): whole lines are needed to tell what they are.
+#[derive(Debug, Default)]
+struct Lines(Vec<u8>);
+
+impl Filter {
     fn push(&mut self, mut bytes: &[u8], out: &mut Vec<u8>) {
-        while let Some(at) = memchr::memchr2(b'\n', b'\r', bytes) {
-            self.line.extend_from_slice(&bytes[..=at]);
+        let end = |f: &Filter, b: &[u8]| match f {
+            Filter::None => None,
+            Filter::Inert(_) => memchr::memchr2(b'\n', b'\r', b),
+            Filter::Shown(_) => memchr::memchr(b'\n', b),
+        };
+        let Some(_) = self.held() else {
+            return out.extend_from_slice(bytes);
+        };
+        while let Some(at) = end(self, bytes) {
+            self.held()
+                .into_iter()
+                .for_each(|l| l.extend_from_slice(&bytes[..=at]));
             self.flush(out);
             bytes = &bytes[at + 1..];
         }
-        self.line.extend_from_slice(bytes);
-        if self.line.len() > CHUNK {
-            self.flush(out);
+        if let Some(l) = self.held() {
+            l.extend_from_slice(bytes);
+            if l.len() > CHUNK {
+                self.flush(out);
+            }
+        }
+    }
+
+    /// The line held, if the filter holds lines.
+    fn held(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            Filter::None => None,
+            Filter::Inert(l) | Filter::Shown(l) => Some(&mut l.0),
         }
     }
 
@@ -355,39 +421,64 @@ impl Inert {
     }
 
     fn flush(&mut self, out: &mut Vec<u8>) {
-        let line = std::mem::take(&mut self.line);
-        if line.is_empty() {
-            return;
+        match self {
+            Filter::None => {}
+            Filter::Inert(l) => inert(&std::mem::take(&mut l.0), out),
+            Filter::Shown(l) => {
+                let line = std::mem::take(&mut l.0);
+                if line.is_empty() {
+                    return;
+                }
+                let (text, newline) = match line.strip_suffix(b"\n") {
+                    Some(text) => (text, true),
+                    None => (&line[..], false),
+                };
+                let text = String::from_utf8_lossy(text);
+                out.extend_from_slice(super::github::neutralize(&text).as_bytes());
+                if newline {
+                    out.push(b'\n');
+                }
+            }
         }
-        let blank = line
-            .iter()
-            .position(|b| !matches!(b, b' ' | b'\t'))
-            .unwrap_or(line.len());
-        if line[blank..].starts_with(b"::") {
-            out.extend_from_slice("\u{2024}".as_bytes());
-        }
-        let mut from = 0;
-        for at in memchr::memmem::find_iter(&line, b"##[") {
-            out.extend_from_slice(&line[from..at + 2]);
-            out.extend_from_slice("\u{2060}".as_bytes());
-            from = at + 2;
-        }
-        out.extend_from_slice(&line[from..]);
     }
+}
+
+/// `line` with workflow commands made inert (see [`Filter::Inert`]).
+fn inert(line: &[u8], out: &mut Vec<u8>) {
+    if line.is_empty() {
+        return;
+    }
+    let blank = line
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(line.len());
+    if line[blank..].starts_with(b"::") {
+        out.extend_from_slice("\u{2024}".as_bytes());
+    }
+    let mut from = 0;
+    for at in memchr::memmem::find_iter(line, b"##[") {
+        out.extend_from_slice(&line[from..at + 2]);
+        out.extend_from_slice("\u{2060}".as_bytes());
+        from = at + 2;
+    }
+    out.extend_from_slice(&line[from..]);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn inert(pieces: &[&[u8]]) -> Vec<u8> {
-        let mut i = Inert::default();
+    fn through(mut f: Filter, pieces: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
         for p in pieces {
-            i.push(p, &mut out);
+            f.push(p, &mut out);
         }
-        i.finish(&mut out);
+        f.finish(&mut out);
         out
+    }
+
+    fn inert(pieces: &[&[u8]]) -> Vec<u8> {
+        through(Filter::Inert(Lines::default()), pieces)
     }
 
     #[test]
@@ -406,5 +497,17 @@ mod tests {
         );
         let out = inert(&[b"a\r::warning::b"]);
         assert_eq!(String::from_utf8(out).unwrap(), "a\r\u{2024}::warning::b");
+    }
+
+    #[test]
+    fn lines_for_a_terminal_show_controls_as_symbols() {
+        let f = || Filter::Shown(Lines::default());
+        let out = through(f(), &[b"a\x1b[2J", b"b\r\nc\x07"]);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "a\u{241b}[2Jb\u{240d}\nc\u{2407}"
+        );
+        assert_eq!(through(f(), &[b"plain\n"]), b"plain\n");
+        assert_eq!(through(Filter::None, &[b"\x1b", b"x"]), b"\x1bx");
     }
 }

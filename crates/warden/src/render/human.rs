@@ -294,8 +294,8 @@ impl<S: Surface> Human<S> {
         };
         current.state.observe(ev);
         let passed = match &ev.event {
-            warden_events::Event::Text { .. } => pass.stdout,
-            warden_events::Event::Stderr { .. } => pass.stderr,
+            warden_events::Event::Text { .. } => pass.passes(super::console::Stream::Stdout),
+            warden_events::Event::Stderr { .. } => pass.passes(super::console::Stream::Stderr),
             _ => false,
         };
         if passed {
@@ -310,7 +310,8 @@ impl<S: Surface> Human<S> {
 
     fn finished(&mut self, report: &Report) {
         self.surface.end_run();
-        let shown_live = !(self.pass.stdout && self.pass.stderr);
+        let shown_live = !(self.pass.passes(super::console::Stream::Stdout)
+            && self.pass.passes(super::console::Stream::Stderr));
         for w in lines::report_warnings(report, shown_live) {
             self.show(Kind::Warn, &w);
         }

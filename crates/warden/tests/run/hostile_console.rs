@@ -759,26 +759,35 @@ fn the_agents_escape_sequences_never_reach_the_terminal() {
     // a CSI in its one-byte C1 form, a bare CR that would overwrite
     // warden's timestamp, and a right-to-left override, on both streams.
     let script = r#"printf 'a\033[2Jb\033]0;owned\007c\033]52;c;b3duZWQ=\007d\302\233e\rf\342\200\256g\n'; printf 'x\033[31my\rz\n' >&2"#;
-    let done = case.run(&["run", "exec", "--", "sh", "-c", script]);
-    assert_eq!(done.code, 0, "{}", done.stderr);
-    for c in ['\u{1b}', '\r', '\u{7}', '\u{9b}', '\u{202e}'] {
+    std::fs::write(case.path().join("agent.sh"), script).unwrap();
+    // On a terminal (a dumb one, so warden draws no sequence of its own):
+    // every control is shown as a symbol.
+    let Some(screen) = crate::terminal::on_a_terminal(&case, "dumb", "run exec -- sh agent.sh")
+    else {
+        return;
+    };
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    for c in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
         assert!(
-            !done.stderr.contains(c),
-            "{c:?} from the agent reached warden's stderr:\n{}",
-            done.stderr.escape_debug()
+            !screen.contains(c),
+            "{c:?} from the agent reached the terminal:\n{}",
+            screen.escape_debug()
         );
     }
     assert!(
-        done.stderr
-            .contains("a\u{241b}[2Jb\u{241b}]0;owned\u{2407}c"),
-        "the sequences are shown as symbols:\n{}",
-        done.stderr
+        screen.contains("a\u{241b}[2Jb\u{241b}]0;owned\u{2407}c"),
+        "the sequences are shown as symbols:\n{screen}"
     );
-    assert!(
-        done.stderr.contains("x\u{241b}[31my\u{240d}z"),
-        "{}",
-        done.stderr
-    );
+    assert!(screen.contains("x\u{241b}[31my\u{240d}z"), "{screen}");
+    // Into pipes, as into files, the command's bytes pass as they are (no
+    // terminal reads them), and warden's own lines carry none of them.
+    let done = case.run(&["run", "exec", "--", "sh", "agent.sh"]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert!(done.stdout.starts_with("a\x1b[2Jb\x1b]0;owned\x07c"));
+    assert!(done.stderr.contains("x\x1b[31my\rz\n"));
+    for l in done.stderr.lines().filter(|l| l.contains("warden")) {
+        assert!(!l.contains('\u{1b}'), "{}", l.escape_debug());
+    }
     // The logs keep the agent's bytes exactly.
     assert!(
         done.log("stdout.log")

@@ -351,11 +351,7 @@ const EFFECTS: &[Effect] = &[
             "-c",
             "echo \"exporting to $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT\"",
         ],
-        took: |_, d| {
-            d.code == 0
-                && d.stderr
-                    .contains("out| exporting to http://127.0.0.1:9/v1/traces")
-        },
+        took: |_, d| d.code == 0 && d.stdout == "exporting to http://127.0.0.1:9/v1/traces\n",
     },
     Effect {
         key: "otel_flush",
@@ -382,7 +378,10 @@ const EFFECTS: &[Effect] = &[
         value: "true",
         flags: &[],
         command: &["echo", "an-echoed-line"],
-        took: |_, d| d.code == 0 && !d.stderr.contains("an-echoed-line"),
+        // warden's own notices go; the command's output still passes.
+        took: |_, d| {
+            d.code == 0 && !d.stderr.contains("exec started") && d.stdout == "an-echoed-line\n"
+        },
     },
     // The resource limits, through the stand-in container engine (which
     // takes them as its own flags: no cgroup, no root needed here; the

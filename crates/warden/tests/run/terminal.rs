@@ -8,7 +8,7 @@ use crate::support::{Case, WARDEN};
 
 /// What a sized terminal showed while `warden ARGS` ran in it with `TERM`
 /// set to `term`; `None` where `script` (util-linux) is not installed.
-fn on_a_terminal(case: &Case, term: &str, args: &str) -> Option<String> {
+pub(crate) fn on_a_terminal(case: &Case, term: &str, args: &str) -> Option<String> {
     let have_script = Command::new("sh")
         .args(["-c", "command -v script"])
         .output()

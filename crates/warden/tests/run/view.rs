@@ -201,10 +201,13 @@ fn off_a_terminal_lines_are_timestamped_with_a_heartbeat_about_silence() {
         "echo start; sleep 1",
     ]);
     assert_eq!(done.code, 0, "{}", done.stderr);
+    // The command's output is its own, on stdout; the view's lines on
+    // stderr.
+    assert_eq!(done.stdout, "start\n");
     assert!(
         done.stderr
             .lines()
-            .any(|l| l.starts_with("[00:00]   out| start")),
+            .any(|l| l.starts_with("[00:00] warden: exec started")),
         "{}",
         done.stderr
     );
