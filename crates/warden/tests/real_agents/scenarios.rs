@@ -58,6 +58,11 @@ pub fn happy_path(agent: &'static str) {
         "final text: {}\n{why}",
         r["final_text"]
     );
+    // The answer is warden's stdout, as `claude -p` prints it (the test
+    // reads warden through pipes).
+    let answer = r["final_text"].as_str().unwrap_or_default();
+    let nl = if answer.ends_with('\n') { "" } else { "\n" };
+    assert_eq!(done.stdout, format!("{answer}{nl}"), "{why}");
     assert!(
         r["session_id"].as_str().is_some_and(|s| !s.is_empty()),
         "no session id\n{why}"
