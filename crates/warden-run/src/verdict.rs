@@ -51,6 +51,44 @@ impl std::fmt::Display for Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, in the order of their exit codes.
+    pub const ALL: [Verdict; 13] = [
+        Verdict::Succeeded,
+        Verdict::AgentFailed,
+        Verdict::Stalled,
+        Verdict::StartupTimeout,
+        Verdict::TimedOut,
+        Verdict::SpawnFailed,
+        Verdict::BudgetExceeded,
+        Verdict::CheckFailed,
+        Verdict::SetupFailed,
+        Verdict::HookFailed,
+        Verdict::MergeConflict,
+        Verdict::InternalError,
+        Verdict::Cancelled,
+    ];
+
+    /// What it means, in a few words (a manual's line).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Verdict::Succeeded => "the command exited 0 (an agent also reported success)",
+            Verdict::AgentFailed => {
+                "a non-zero exit, a signal warden did not send, or an error the agent reported"
+            }
+            Verdict::Stalled => "no activity for the stall timeout",
+            Verdict::StartupTimeout => "no activity at all within the startup timeout",
+            Verdict::TimedOut => "the run clock ran out",
+            Verdict::SpawnFailed => "the command or the agent's CLI could not be started",
+            Verdict::BudgetExceeded => "a cost, token or turn budget was passed",
+            Verdict::CheckFailed => "a session's iterations ran out with its check failing",
+            Verdict::SetupFailed => "a session's setup hook or prompt command failed",
+            Verdict::HookFailed => "a session succeeded, then its --on-success or --finally failed",
+            Verdict::MergeConflict => "a session succeeded and --merge found a conflict",
+            Verdict::InternalError => "warden itself failed",
+            Verdict::Cancelled => "warden was asked to stop (SIGINT, SIGTERM, SIGHUP)",
+        }
+    }
+
     /// The process exit code of `warden run` for this verdict.
     pub fn exit_code(self) -> i32 {
         match self {
@@ -286,6 +324,34 @@ pub(crate) fn signal_name(sig: i32) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn all_lists_each_verdict_once() {
+        let names: std::collections::BTreeSet<&str> =
+            Verdict::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!(names.len(), Verdict::ALL.len());
+        for v in Verdict::ALL {
+            // Every verdict is one of ALL: a new one must be added there
+            // (this match fails to compile without it).
+            let i = match v {
+                Verdict::Succeeded => 0,
+                Verdict::AgentFailed => 1,
+                Verdict::Stalled => 2,
+                Verdict::StartupTimeout => 3,
+                Verdict::TimedOut => 4,
+                Verdict::SpawnFailed => 5,
+                Verdict::BudgetExceeded => 6,
+                Verdict::CheckFailed => 7,
+                Verdict::SetupFailed => 8,
+                Verdict::HookFailed => 9,
+                Verdict::MergeConflict => 10,
+                Verdict::InternalError => 11,
+                Verdict::Cancelled => 12,
+            };
+            assert_eq!(Verdict::ALL[i], v);
+            assert!(!v.meaning().is_empty());
+        }
+    }
+
     use super::*;
 
     fn json(exit: i32, terminal: Option<bool>) -> Facts {

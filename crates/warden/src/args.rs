@@ -6,6 +6,52 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::SettingFlags;
+use crate::settings::table::Group;
+
+// Headings of `warden run --help` for the flags that are not settings
+// (those are listed under their group's heading).
+const AGENT: &str = Group::Agent.heading();
+const SANDBOX: &str = Group::Sandbox.heading();
+const SESSION: &str = Group::Session.heading();
+const OUTPUT: &str = Group::Output.heading();
+const CI: &str = Group::Ci.heading();
+
+/// The examples at the end of `warden run --help` (and its man page).
+pub(crate) const RUN_EXAMPLES: &str = "\
+  warden run exec -- ./build.sh | tail -5     supervise any command; its stdout is yours
+  warden run claude \"Fix the failing test\" > answer.md
+  warden run codex -f task.md --stall-timeout 5m --timeout 30m
+  warden run claude \"Do the next step of TODO.md\" --iterations 10 --worktree --check 'cargo test' --merge
+  warden run claude -f task.md --sandbox bwrap --env ANTHROPIC_API_KEY --max-cost 2
+  warden run --json exec -- make | jq -c 'select(.kind == \"finished\")'";
+
+/// The examples of `warden batch`.
+pub(crate) const BATCH_EXAMPLES: &str = "\
+  warden batch runs.toml -j 8                     eight at a time, a table at the end
+  warden batch runs.toml --junit junit.xml        and a JUnit report for CI
+  warden batch runs.toml --executor slurm         each run a job of a Slurm array
+  warden batch --resume .warden/batches/ID --rerun-failed";
+
+/// The examples of `warden report`.
+pub(crate) const REPORT_EXAMPLES: &str = "\
+  warden report .warden/runs/RUN-ID                why it ended, what it did, its silences
+  warden report .warden/runs/RUN-ID --html run.html
+  warden report .warden/sessions/ID --json | jq .verdict";
+
+/// The examples of `warden replay`.
+pub(crate) const REPLAY_EXAMPLES: &str = "\
+  warden replay claude .warden/runs/RUN-ID/stdout.log
+  warden replay codex recorded.jsonl --json | jq -c 'select(.kind == \"tool_started\")'";
+
+/// The examples of `warden doctor`.
+pub(crate) const DOCTOR_EXAMPLES: &str = "\
+  warden doctor                                   agent CLIs, sandboxes, containment, limits here
+  warden doctor --json";
+
+/// The examples of `warden gc`.
+pub(crate) const GC_EXAMPLES: &str = "\
+  warden gc --dry-run                             what would go
+  warden gc --keep-runs 20 --keep-days 7";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -21,12 +67,16 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run an agent (or any command with `exec`) under supervision.
+    #[command(after_help = format!("Examples:\n{RUN_EXAMPLES}\n\nEvery setting also comes from its WARDEN_* variable or a warden.toml key of its name\n(found from here up to the git work tree's top; see `warden man run`)."))]
     Run(Box<RunArgs>),
     /// Decode a recorded stdout (a run's stdout.log) offline and summarize it.
+    #[command(after_help = format!("Examples:\n{REPLAY_EXAMPLES}"))]
     Replay(ReplayArgs),
     /// What this machine can do: agent CLIs, sandboxes, containment.
+    #[command(after_help = format!("Examples:\n{DOCTOR_EXAMPLES}"))]
     Doctor(DoctorArgs),
     /// Explain a finished run (or session) from its directory; --html draws its timeline.
+    #[command(after_help = format!("Examples:\n{REPORT_EXAMPLES}"))]
     Report(ReportArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
@@ -39,9 +89,11 @@ pub(crate) enum Command {
         dir: Option<PathBuf>,
     },
     /// Run many agents from a TOML file, N at a time.
+    #[command(after_help = format!("Examples:\n{BATCH_EXAMPLES}"))]
     Batch(BatchArgs),
     /// Remove old run, session and batch directories and stale worktrees
     /// (never one in use); --dry-run lists what would go.
+    #[command(after_help = format!("Examples:\n{GC_EXAMPLES}"))]
     Gc(GcArgs),
     /// Run one serialized request (what a cluster job of a batch runs).
     #[command(hide = true)]
@@ -177,6 +229,7 @@ pub(crate) struct RunArgs {
 
     /// The prompt, for one that starts with `-`.
     #[arg(
+        help_heading = AGENT,
         long = "prompt",
         value_name = "TEXT",
         allow_hyphen_values = true,
@@ -185,86 +238,86 @@ pub(crate) struct RunArgs {
     pub prompt_text: Option<String>,
 
     /// Read the prompt from this file (`-` for stdin).
-    #[arg(short = 'f', long = "prompt-file", value_name = "FILE")]
+    #[arg(help_heading = AGENT, short = 'f', long = "prompt-file", value_name = "FILE")]
     pub prompt_file: Option<PathBuf>,
 
     /// The model, passed to the agent's CLI.
-    #[arg(long, value_name = "MODEL")]
+    #[arg(help_heading = AGENT, long, value_name = "MODEL")]
     pub model: Option<String>,
 
     /// Reasoning effort, for CLIs that take one (codex, opencode, pi).
-    #[arg(long, value_name = "LEVEL")]
+    #[arg(help_heading = AGENT, long, value_name = "LEVEL")]
     pub effort: Option<String>,
 
     /// Continue this session of the agent.
-    #[arg(long, value_name = "SESSION")]
+    #[arg(help_heading = AGENT, long, value_name = "SESSION")]
     pub resume: Option<String>,
 
     /// The agent CLI's executable, if it is not on PATH under its usual name.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = AGENT, long, value_name = "PATH")]
     pub agent_bin: Option<PathBuf>,
 
     /// Give the agent this variable (from warden's environment, or with a
     /// value); it passes into a sandbox and is masked in every report. Repeatable.
-    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    #[arg(help_heading = SANDBOX, long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
 
     /// Make PATH visible read-only inside the sandbox. Repeatable.
-    #[arg(long = "ro", value_name = "PATH")]
+    #[arg(help_heading = SANDBOX, long = "ro", value_name = "PATH")]
     pub ro: Vec<PathBuf>,
 
     /// Make PATH writable inside the sandbox. Repeatable.
-    #[arg(long = "rw", value_name = "PATH")]
+    #[arg(help_heading = SANDBOX, long = "rw", value_name = "PATH")]
     pub rw: Vec<PathBuf>,
 
     /// Work in a new git worktree on a new branch (named, or
     /// warden/<name>/<id>), made from HEAD or --base.
-    #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = "")]
+    #[arg(help_heading = SESSION, long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = "")]
     pub worktree: Option<String>,
 
     /// The commit or ref the worktree starts from [default: HEAD].
-    #[arg(long, value_name = "REF", requires = "worktree")]
+    #[arg(help_heading = SESSION, long, value_name = "REF", requires = "worktree")]
     pub base: Option<String>,
 
     /// Keep the worktree at the end even when it is clean.
-    #[arg(long, requires = "worktree")]
+    #[arg(help_heading = SESSION, long, requires = "worktree")]
     pub keep_worktree: bool,
 
     /// Work in DIR instead of the current directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = SESSION, long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
 
     /// Run up to N iterations, a fresh agent each, until one prints the completion signal.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = SESSION, long, value_name = "N", default_value_t = 1)]
     pub iterations: u32,
 
     /// A name for the session (used in branch names).
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = SESSION, long, value_name = "NAME")]
     pub name: Option<String>,
 
     /// Fill {{NAME}} in the prompt file. Repeatable.
-    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    #[arg(help_heading = SESSION, long = "arg", value_name = "NAME=VALUE")]
     pub arg: Vec<String>,
 
     /// Add a short note to the prompt: the deadline and the completion signal to print.
-    #[arg(long)]
+    #[arg(help_heading = SESSION, long)]
     pub preamble: bool,
 
     /// Take the last <TAG>…</TAG> of the agent's final text into the report's `output`.
-    #[arg(long, value_name = "TAG")]
+    #[arg(help_heading = OUTPUT, long, value_name = "TAG")]
     pub output_tag: Option<String>,
 
     /// At the end, also write a JUnit XML report to FILE: one test case
     /// (one per run of a session), for CI.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = CI, long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
     /// Validate the tagged output as JSON against this JSON Schema.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = OUTPUT, long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
 
     /// When the output is missing or invalid, resume the agent's session with a correction, up to N times.
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(help_heading = OUTPUT, long, value_name = "N", default_value_t = 0)]
     pub output_retries: u32,
 
     /// For `exec`: the command and its arguments. For an agent: extra

@@ -158,31 +158,22 @@ fn for_a_run() -> Signals {
     signals
 }
 
-/// The man pages: `warden` and one per command (`warden-run`, ...).
+/// `warden man`: a page on stdout, or every page into a directory.
 fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> Outcome {
-    use clap::CommandFactory;
-    let top = Cli::command();
-    let mut pages: Vec<(String, clap::Command)> = vec![("warden".into(), top.clone())];
-    for sub in top.get_subcommands() {
-        let name = format!("warden-{}", sub.get_name());
-        pages.push((name.clone(), sub.clone().name(name)));
-    }
-    let render = |page: &clap::Command, out: &mut dyn std::io::Write| {
-        clap_mangen::Man::new(page.clone()).render(out)
-    };
+    let pages = crate::man::pages();
     if let Some(dir) = dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| usage(format_args!("could not create {}: {e}", dir.display())))?;
         for (name, page) in &pages {
             let path = dir.join(format!("{name}.1"));
             std::fs::File::create(&path)
-                .and_then(|mut f| render(page, &mut f))
+                .and_then(|mut f| crate::man::render(name, page, &mut f))
                 .map_err(|e| usage(format_args!("could not write {}: {e}", path.display())))?;
         }
         return Ok(0);
     }
     let wanted = command.map_or_else(|| "warden".to_string(), |c| format!("warden-{c}"));
-    let Some((_, page)) = pages.iter().find(|(name, _)| *name == wanted) else {
+    let Some((name, page)) = pages.iter().find(|(name, _)| *name == wanted) else {
         return Err(usage(format_args!(
             "no command `{}`; pages: {}",
             command.unwrap_or_default(),
@@ -194,7 +185,7 @@ fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> Outcome {
         )));
     };
     let mut page_text = Vec::new();
-    render(page, &mut page_text).map_err(|e| {
+    crate::man::render(name, page, &mut page_text).map_err(|e| {
         CliError::new(
             Kind::Internal,
             format_args!("could not write the man page: {e}"),

@@ -51,6 +51,7 @@ mod doctor;
 mod error;
 mod gc;
 mod junit_file;
+mod man;
 mod metrics_endpoint;
 mod prompt_input;
 mod render;

@@ -51,6 +51,7 @@ fn arg(setting: &Setting) -> Arg {
     let arg = Arg::new(setting.name)
         .long(setting.flag())
         .help(setting.help())
+        .help_heading(setting.group.heading())
         .required(false);
     let arg = match setting.short {
         Some(c) => arg.short(c),
@@ -83,6 +84,7 @@ impl clap::Args for SettingFlags {
                 .value_name("FILE")
                 .value_parser(clap::value_parser!(PathBuf))
                 .action(ArgAction::Set)
+                .help_heading(super::table::Group::Records.heading())
                 .help("Read settings from this file instead of the nearest warden.toml (here, up to the git work tree's top)"),
         )
     }

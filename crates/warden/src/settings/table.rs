@@ -19,12 +19,47 @@ pub(crate) enum Shown {
     Unset,
 }
 
+/// The headings `warden run --help` lists the settings under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Group {
+    /// The agent and its prompt (flags of `warden run` only).
+    Agent,
+    Clocks,
+    Sandbox,
+    Limits,
+    Retries,
+    Session,
+    Output,
+    Ci,
+    Records,
+    Telemetry,
+}
+
+impl Group {
+    pub(crate) const fn heading(self) -> &'static str {
+        match self {
+            Group::Agent => "Agent",
+            Group::Clocks => "Clocks",
+            Group::Sandbox => "Sandbox",
+            Group::Limits => "Budgets and resource limits",
+            Group::Retries => "Retries",
+            Group::Session => "Session: iterations, worktree, checks, hooks, merge",
+            Group::Output => "Output",
+            Group::Ci => "CI",
+            Group::Records => "Run directories",
+            Group::Telemetry => "Telemetry",
+        }
+    }
+}
+
 /// One setting. Its name is its `warden.toml` key and its batch key; the
 /// flag is the name with dashes, the variable `WARDEN_` and the name in
 /// capitals.
 #[derive(Clone, Copy)]
 pub(crate) struct Setting {
     pub name: &'static str,
+    /// Where `--help` lists it.
+    pub group: Group,
     pub kind: Kind,
     pub default: Shown,
     /// The `--help` line, without the default.
@@ -49,18 +84,19 @@ impl Setting {
         format!("WARDEN_{}", self.name.to_ascii_uppercase())
     }
 
-    /// The `--help` line: the doc, then the default.
+    /// The `--help` line: the doc, the default, then the variable.
     pub(crate) fn help(&self) -> String {
         let disables = if matches!(self.kind, Kind::Clock(_)) {
             "; 0 disables"
         } else {
             ""
         };
+        let env = self.env();
         match self.default {
             Shown::Value(d) | Shown::Described(d) => {
-                format!("{} [default: {d}{disables}]", self.doc)
+                format!("{} [default: {d}{disables}] [env: {env}]", self.doc)
             }
-            Shown::Off | Shown::Unset => self.doc.to_string(),
+            Shown::Off | Shown::Unset => format!("{} [env: {env}]", self.doc),
         }
     }
 }
@@ -68,6 +104,7 @@ impl Setting {
 pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         name: "timeout",
+        group: Group::Clocks,
         kind: Kind::Clock(|r, d| r.limits.timeout = d),
         default: Shown::Value("1h"),
         doc: "Wall clock for the run",
@@ -78,6 +115,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "stall_timeout",
+        group: Group::Clocks,
         kind: Kind::Clock(|r, d| r.limits.stall_timeout = d),
         default: Shown::Value("15m"),
         doc: "Kill the run after this long with no activity",
@@ -88,6 +126,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "startup_timeout",
+        group: Group::Clocks,
         kind: Kind::Clock(|r, d| r.limits.startup_timeout = d),
         default: Shown::Value("2m"),
         doc: "Kill the run if no activity at all comes this soon",
@@ -98,6 +137,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "completion_timeout",
+        group: Group::Clocks,
         kind: Kind::Clock(|r, d| r.limits.completion_timeout = d),
         default: Shown::Value("60s"),
         doc: "After the agent says it is done, end the run after this much silence",
@@ -108,6 +148,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "completion_signal",
+        group: Group::Clocks,
         kind: Kind::Text(|r, t| r.limits.completion_signal = t),
         default: Shown::Value("<promise>COMPLETE</promise>"),
         doc: "The string that says the task is done",
@@ -118,6 +159,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "on_fatal_error",
+        group: Group::Clocks,
         kind: Kind::OnFatalError(|r, o| r.limits.on_fatal_error = o),
         default: Shown::Value("end"),
         doc: "When the agent reports an error no retry fixes (bad credentials, unknown model, \
@@ -129,6 +171,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "drain_grace",
+        group: Group::Clocks,
         kind: Kind::Grace(|r, d| r.limits.drain_grace = d),
         default: Shown::Value("5s"),
         doc: "After the agent exits, how long to keep reading its output",
@@ -139,6 +182,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "kill_grace",
+        group: Group::Clocks,
         kind: Kind::Grace(|r, d| r.limits.kill_grace = d),
         default: Shown::Value("10s"),
         doc: "Between SIGTERM and SIGKILL",
@@ -149,6 +193,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "max_line",
+        group: Group::Clocks,
         kind: Kind::Bytes(|r, b| r.limits.max_line = b),
         default: Shown::Value("8MiB"),
         doc: "Lines longer than this are logged but not decoded",
@@ -159,6 +204,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "containment",
+        group: Group::Clocks,
         kind: Kind::Containment(|r, c| r.containment = c),
         default: Shown::Value("auto"),
         doc: "How to contain the run's processes: auto, cgroup or subreaper",
@@ -169,6 +215,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "run_dir",
+        group: Group::Records,
         kind: Kind::Path(|r, p| r.run_dir = Some(p)),
         default: Shown::Described(".warden/runs/<run-id>"),
         doc: "Where the run's artifacts go",
@@ -180,6 +227,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "sandbox",
+        group: Group::Sandbox,
         kind: Kind::Sandbox(|r, s| r.sandbox = s),
         default: Shown::Value("host"),
         doc: "Where the agent runs: host, bwrap, docker, podman, or auto (bwrap where it works)",
@@ -190,6 +238,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "no_network",
+        group: Group::Sandbox,
         kind: Kind::Switch(|r, on| r.no_network = on),
         default: Shown::Off,
         doc: "Cut the network inside the sandbox (agents that call a model API need it)",
@@ -200,6 +249,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "allow_socket",
+        group: Group::Sandbox,
         kind: Kind::Paths(|r, p| r.allow_sockets = p),
         default: Shown::Unset,
         doc: "Let the agent in a sandbox connect to this host unix socket (every other one is hidden). Repeatable",
@@ -210,6 +260,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "image",
+        group: Group::Sandbox,
         kind: Kind::Text(|r, t| r.image = Some(t)),
         default: Shown::Unset,
         doc: "The container image, for --sandbox docker or podman",
@@ -220,6 +271,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "container_network",
+        group: Group::Sandbox,
         kind: Kind::Text(|r, t| r.container_network = Some(t)),
         default: Shown::Unset,
         doc: "The container's network, for --sandbox docker or podman: host, none, bridge, or a \
@@ -231,6 +283,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "engine_arg",
+        group: Group::Sandbox,
         kind: Kind::Args(|r, a| r.engine_args = a),
         default: Shown::Unset,
         doc: "An argument for the engine's `run`, before the image, for --sandbox docker or \
@@ -242,6 +295,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "container_user",
+        group: Group::Sandbox,
         kind: Kind::ContainerUser(|r, u| r.container_user = u),
         default: Shown::Value("auto"),
         doc: "Who the agent runs as in a container: auto (the work directory's owner, with a \
@@ -254,6 +308,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "device",
+        group: Group::Sandbox,
         kind: Kind::Words(|r, d| r.devices = d),
         default: Shown::Unset,
         doc: "A host device for the container, HOST[:CONTAINER[:PERMS]] (--sandbox docker or \
@@ -265,6 +320,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "group_add",
+        group: Group::Sandbox,
         kind: Kind::Words(|r, g| r.group_add = g),
         default: Shown::Unset,
         doc: "A group (name or id) for the container's user (--sandbox docker or podman). \
@@ -276,6 +332,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "heartbeat",
+        group: Group::Output,
         kind: Kind::Clock(|r, d| r.heartbeat = d),
         default: Shown::Value("30s"),
         doc: "Off a terminal: how often to say the run is alive, and how long it has been quiet",
@@ -287,6 +344,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "otel_endpoint",
+        group: Group::Telemetry,
         kind: Kind::Text(|r, t| r.otel_endpoint = Some(t)),
         default: Shown::Unset,
         doc: "Export OpenTelemetry traces and metrics to this OTLP collector, by its base URL (http://127.0.0.1:4318; the OTEL_EXPORTER_OTLP_* variables also turn export on)",
@@ -298,6 +356,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "otel_protocol",
+        group: Group::Telemetry,
         kind: Kind::OtlpProtocol(|r, p| r.otel_protocol = Some(p)),
         // Not set, the standard variable decides.
         default: Shown::Described("http/protobuf"),
@@ -309,6 +368,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "otel_agent",
+        group: Group::Telemetry,
         kind: Kind::Switch(|r, on| r.otel_agent = on),
         default: Shown::Off,
         doc: "Make the agent CLI export its own traces to the same collector, nested under the run's span (Claude Code, Codex; exec gets the OTEL_* variables)",
@@ -319,6 +379,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "otel_flush",
+        group: Group::Telemetry,
         kind: Kind::Grace(|r, d| r.otel_flush = Some(d)),
         // Not set, the library's bound (`telemetry::DEFAULT_FLUSH`).
         default: Shown::Described("5s"),
@@ -330,6 +391,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "json",
+        group: Group::Output,
         kind: Kind::Switch(|r, on| r.json = on),
         default: Shown::Off,
         doc: "Write the events as JSON lines on stdout (instead of the command's output or the agent's answer)",
@@ -340,6 +402,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "quiet",
+        group: Group::Output,
         kind: Kind::Switch(|r, on| r.quiet = on),
         default: Shown::Off,
         doc: "Show no status line and none of the agent's lines; warnings and the summary remain (an exec command's own output still passes through)",
@@ -350,6 +413,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "memory",
+        group: Group::Limits,
         kind: Kind::Memory(|r, m| r.limits.resources.memory = m),
         default: Shown::Unset,
         doc: "Memory limit for all the run's processes together, swap off (cgroups; the \
@@ -361,6 +425,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "pids",
+        group: Group::Limits,
         kind: Kind::Pids(|r, n| r.limits.resources.pids = n),
         default: Shown::Unset,
         doc: "Most processes and threads the run may have at once (cgroups)",
@@ -371,6 +436,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "cpus",
+        group: Group::Limits,
         kind: Kind::Cpus(|r, c| r.limits.resources.cpus = c),
         default: Shown::Unset,
         doc: "CPU quota for the run, in CPUs, e.g. 1.5 (cgroups)",
@@ -381,6 +447,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "preserve_status",
+        group: Group::Ci,
         kind: Kind::Switch(|r, on| r.preserve_status = on),
         default: Shown::Off,
         doc: "Exit with the command's own exit code when the verdict is succeeded or agent_failed (as timeout --preserve-status)",
@@ -392,6 +459,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "keep_runs",
+        group: Group::Records,
         kind: Kind::Count(|r, n| r.keep_runs = Some(u64::from(n))),
         default: Shown::Unset,
         doc: "Retention: keep this many of the newest run, session and batch directories (each kind); `warden gc` and the end of each `warden run` remove the rest",
@@ -403,6 +471,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "keep_days",
+        group: Group::Records,
         kind: Kind::Count(|r, n| r.keep_days = Some(u64::from(n))),
         default: Shown::Unset,
         doc: "Retention: remove run, session and batch directories last changed more than this many days ago (`warden gc`, and the end of each `warden run`)",
@@ -413,6 +482,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "retries",
+        group: Group::Retries,
         kind: Kind::Count(|r, n| r.retry.retries = n),
         default: Shown::Value("0"),
         doc: "Try a run that ended by a transient failure (see --retry-on) again, up to this many \
@@ -424,6 +494,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "retry_on",
+        group: Group::Retries,
         kind: Kind::RetryOn(|r, on| r.retry.on = on),
         default: Shown::Value("rate_limited,server_error,overloaded,network,startup_timeout"),
         doc: "Which transient failures --retries retries: rate_limited, server_error, overloaded, \
@@ -435,6 +506,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "retry_backoff",
+        group: Group::Retries,
         kind: Kind::Grace(|r, d| r.retry.backoff = d),
         default: Shown::Value("5s"),
         doc: "The first retry waits up to this long, each next one up to twice as long (at most \
@@ -446,6 +518,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "max_cost",
+        group: Group::Limits,
         kind: Kind::Usd(|r, usd| r.limits.budget.max_cost_usd = Some(usd)),
         default: Shown::Unset,
         doc: "End the run (budget_exceeded) once the cost the agent reports passes this many \
@@ -457,6 +530,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "max_tokens",
+        group: Group::Limits,
         kind: Kind::Positive(|r, n| r.limits.budget.max_tokens = Some(n)),
         default: Shown::Unset,
         doc: "End the run (budget_exceeded) once its tokens.total (input, cache read and \
@@ -468,6 +542,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "max_turns",
+        group: Group::Limits,
         kind: Kind::Positive(|r, n| r.limits.budget.max_turns = Some(n)),
         default: Shown::Unset,
         doc: "End the run (budget_exceeded) once it makes more model calls than this",
@@ -478,6 +553,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "session_max_cost",
+        group: Group::Limits,
         kind: Kind::Usd(|r, usd| r.session_budget.max_cost_usd = Some(usd)),
         default: Shown::Unset,
         doc: "Like --max-cost, for the runs of a session together: the run that passes it \
@@ -489,6 +565,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "session_max_tokens",
+        group: Group::Limits,
         kind: Kind::Positive(|r, n| r.session_budget.max_tokens = Some(n)),
         default: Shown::Unset,
         doc: "Like --max-tokens, for the runs of a session together",
@@ -499,6 +576,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "session_max_turns",
+        group: Group::Limits,
         kind: Kind::Positive(|r, n| r.session_budget.max_turns = Some(n)),
         default: Shown::Unset,
         doc: "Like --max-turns, for the runs of a session together",
@@ -509,6 +587,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "check",
+        group: Group::Session,
         kind: Kind::Command(|r, c| r.check.command = c),
         default: Shown::Unset,
         doc: "After each iteration, run CMD (sh -c) in the same directory and sandbox, \
@@ -521,6 +600,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "check_timeout",
+        group: Group::Session,
         kind: Kind::Clock(|r, d| r.check.timeout = d),
         default: Shown::Value("10m"),
         doc: "Wall clock for each --check",
@@ -531,6 +611,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "check_stall_timeout",
+        group: Group::Session,
         kind: Kind::Clock(|r, d| r.check.stall_timeout = d),
         default: Shown::Value("5m"),
         doc: "End a --check that prints nothing for this long (stalled)",
@@ -541,6 +622,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "check_feedback",
+        group: Group::Session,
         kind: Kind::CheckFeedback(|r, f| r.check.feedback = f),
         default: Shown::Value("auto"),
         doc: "How a failed --check reaches the next iteration: `auto` (through \
@@ -553,6 +635,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "check_first",
+        group: Group::Session,
         kind: Kind::Switch(|r, on| r.check.first = on),
         default: Shown::Off,
         doc: "Run --check once before the first iteration: if it passes, there is nothing to do",
@@ -563,6 +646,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "host_setup",
+        group: Group::Session,
         kind: Kind::Command(|r, c| r.hooks.host_setup = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD on the host (outside any sandbox) in the work directory, once, before \
@@ -574,6 +658,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "setup",
+        group: Group::Session,
         kind: Kind::Command(|r, c| r.hooks.setup = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD in the sandbox, once, before the first iteration (installing \
@@ -585,6 +670,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "on_success",
+        group: Group::Session,
         kind: Kind::Command(|r, c| r.hooks.on_success = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD in the sandbox after a session that succeeded; failing: hook_failed",
@@ -595,6 +681,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "finally",
+        group: Group::Session,
         kind: Kind::Command(|r, c| r.hooks.finally = Some(c)),
         default: Shown::Unset,
         doc: "Run CMD in the sandbox at the end of the session, whatever its verdict",
@@ -605,6 +692,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "hook_timeout",
+        group: Group::Session,
         kind: Kind::Clock(|r, d| r.hooks.timeout = d),
         default: Shown::Value("5m"),
         doc: "Wall clock for each of --host-setup, --setup, --on-success and --finally",
@@ -615,6 +703,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "prompt_command_timeout",
+        group: Group::Session,
         kind: Kind::Clock(|r, d| r.hooks.prompt_command_timeout = d),
         default: Shown::Value("30s"),
         doc: "Wall clock for each {{$ CMD}} of a prompt file",
@@ -625,6 +714,7 @@ pub(crate) const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "merge",
+        group: Group::Session,
         kind: Kind::Switch(|r, on| r.merge = on),
         default: Shown::Off,
         doc: "With --worktree: once the session succeeded, merge its branch into the branch \

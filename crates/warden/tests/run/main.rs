@@ -23,6 +23,7 @@ mod containers_setup;
 mod containers_user;
 mod endtoend;
 mod gh_outputs;
+mod help_man;
 mod hooks_merge;
 mod hostile_console;
 mod hostile_files;
