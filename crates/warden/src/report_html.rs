@@ -495,6 +495,8 @@ const VIEW_WIDTH: f64 = 1200.0;
 const LABEL_WIDTH: f64 = 240.0;
 /// Characters of a tool call's label.
 const TOOL_LABEL: usize = 38;
+/// The height of a lane of marks.
+const LANE: f64 = 14.0;
 
 fn section(out: &mut String, v: &RunView) {
     let (r, t, check): (&Report, &Timeline, &LogCheck) = (&v.report, &v.timeline, &v.check);
@@ -580,7 +582,14 @@ fn drawing(out: &mut String, v: &RunView, verdict: &str) {
     let span = t.duration.max(1) as f64;
     let x = |ms: u64| left + (ms.min(t.duration) as f64 / span) * (width - left - 16.0);
     let tool_rows = t.tools.len().min(30);
-    let height = 150.0 + tool_rows as f64 * 16.0;
+    // A lane per kind of mark, so that marks at the same moment are all
+    // seen; then the end's.
+    let mut kinds: Vec<MarkKind> = t.marks.iter().map(|m| m.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    let lane_y = |i: usize| 84.0 + i as f64 * LANE;
+    let below = LANE * kinds.len() as f64;
+    let height = 150.0 + below + tool_rows as f64 * 16.0;
     let _ = writeln!(
         out,
         "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"100%\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"timeline\">"
@@ -629,15 +638,29 @@ fn drawing(out: &mut String, v: &RunView, verdict: &str) {
         );
     }
     // Marks, the gravest drawn last (on top); then the end of the run.
-    let _ = writeln!(out, "<text x=\"4\" y=\"88\" font-size=\"11\">events</text>");
+    for (i, k) in kinds.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "<text x=\"4\" y=\"{:.1}\" font-size=\"11\">{}</text>",
+            lane_y(i) + 4.0,
+            esc(k.words())
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text x=\"4\" y=\"{:.1}\" font-size=\"11\">end</text>",
+        lane_y(kinds.len()) + 4.0
+    );
     let mut marks: Vec<&Mark> = t.marks.iter().collect();
     marks.sort_by_key(|m| (m.level, m.at_ms));
     for m in marks {
+        let lane = kinds.iter().position(|k| *k == m.kind).unwrap_or(0);
         let _ = writeln!(
             out,
-            "<circle class=\"mark {}\" cx=\"{:.1}\" cy=\"84\" r=\"6\" fill=\"{}\"><title>{} at {}: {}</title></circle>",
+            "<circle class=\"mark {}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{}\"><title>{} at {}: {}</title></circle>",
             m.level.as_str(),
             x(m.at_ms),
+            lane_y(lane),
             mark_color(m.kind),
             esc(m.kind.words()),
             esc(&ms(m.at_ms)),
@@ -646,8 +669,9 @@ fn drawing(out: &mut String, v: &RunView, verdict: &str) {
     }
     let _ = writeln!(
         out,
-        "<circle class=\"end\" cx=\"{:.1}\" cy=\"84\" r=\"7\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"1.5\"><title>end at {}: {}</title></circle>",
+        "<circle class=\"end\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"6\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"1.5\"><title>end at {}: {}</title></circle>",
         x(t.duration),
+        lane_y(kinds.len()),
         end_color(verdict),
         esc(&ms(t.duration)),
         esc(verdict)
@@ -655,12 +679,13 @@ fn drawing(out: &mut String, v: &RunView, verdict: &str) {
     // Tokens over time: a step each time the count changed.
     let _ = writeln!(
         out,
-        "<text x=\"4\" y=\"116\" font-size=\"11\">tokens</text>"
+        "<text x=\"4\" y=\"{:.1}\" font-size=\"11\">tokens</text>",
+        116.0 + below
     );
     let mut drew_tokens = false;
     if let Some(max) = t.tokens.iter().map(|(_, n)| *n).max().filter(|m| *m > 0) {
         drew_tokens = true;
-        let y = |n: u64| 126.0 - (n as f64 / max as f64) * 24.0;
+        let y = |n: u64| 126.0 + below - (n as f64 / max as f64) * 24.0;
         let mut d = format!("M{:.1} {:.1}", x(0), y(0));
         for (at, n) in &t.tokens {
             let _ = write!(d, " H{:.1} V{:.1}", x(*at), y(*n));
@@ -674,7 +699,7 @@ fn drawing(out: &mut String, v: &RunView, verdict: &str) {
     // Tool calls as bars, labelled with what they ran.
     let mut tool_colors: Vec<(&str, &str)> = Vec::new();
     for (i, tool) in t.tools.iter().take(30).enumerate() {
-        let y = 140.0 + i as f64 * 16.0;
+        let y = 140.0 + below + i as f64 * 16.0;
         let (color, what) = if !tool.finished {
             (TOOL_OPEN, "tool call never finished")
         } else if tool.failed {
@@ -721,9 +746,6 @@ fn drawing(out: &mut String, v: &RunView, verdict: &str) {
         ),
     );
     legend(out, ACTIVITY, "activity (a line of output)");
-    let mut kinds: Vec<MarkKind> = t.marks.iter().map(|m| m.kind).collect();
-    kinds.sort();
-    kinds.dedup();
     for k in kinds {
         legend(out, mark_color(k), k.words());
     }
