@@ -845,19 +845,7 @@ pub struct BatchOutcome {
 
 impl BatchOutcome {
     fn new(report: BatchReport, written: std::io::Result<PathBuf>) -> Self {
-        let verdict = if report.cancelled > 0 {
-            Verdict::Cancelled
-        } else if report
-            .runs
-            .iter()
-            .any(|r| r.verdict == Some(Verdict::BudgetExceeded))
-        {
-            Verdict::BudgetExceeded
-        } else if report.failed > 0 {
-            Verdict::AgentFailed
-        } else {
-            Verdict::Succeeded
-        };
+        let verdict = report.verdict();
         Self {
             verdict,
             report,
@@ -869,15 +857,10 @@ impl BatchOutcome {
     /// not be written) first, then its verdict's: 130 if any run was
     /// cancelled, 7 if any exceeded a budget, 1 if any failed, else 0.
     pub fn exit_code(&self) -> u8 {
-        let lost = self
-            .report
-            .runs
-            .iter()
-            .any(|r| r.session.as_ref().is_some_and(|s| s.output_lost.is_some()));
-        if lost || self.written.is_err() {
+        if self.written.is_err() {
             crate::report::OUTPUT_LOST_EXIT
         } else {
-            u8::try_from(self.verdict.exit_code()).unwrap_or(1)
+            self.report.warden_exit_code()
         }
     }
 }

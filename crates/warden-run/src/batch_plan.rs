@@ -365,6 +365,7 @@ pub(crate) mod tests {
             iteration: 1,
             output_retry: false,
             attempt: 1,
+            attempts: 3,
             resumed: false,
             retried_because: None,
             retry_delay_ms: None,
@@ -436,6 +437,7 @@ pub(crate) mod tests {
         let run = old["runs"][0].as_object_mut().unwrap();
         for key in [
             "attempt",
+            "attempts",
             "resumed",
             "retried_because",
             "retry_delay_ms",

@@ -124,3 +124,41 @@ pub struct BatchReport {
     #[serde(default)]
     pub otel: Option<crate::telemetry::OtelReport>,
 }
+
+impl BatchReport {
+    /// The batch's verdict, from its entries': `cancelled` if any was
+    /// cancelled, else `budget_exceeded` if any crossed a budget, else
+    /// `agent_failed` if any did not succeed (or never ran), else
+    /// `succeeded`.
+    pub fn verdict(&self) -> Verdict {
+        if self.cancelled > 0 {
+            Verdict::Cancelled
+        } else if self
+            .runs
+            .iter()
+            .any(|r| r.verdict == Some(Verdict::BudgetExceeded))
+        {
+            Verdict::BudgetExceeded
+        } else if self.failed > 0 {
+            Verdict::AgentFailed
+        } else {
+            Verdict::Succeeded
+        }
+    }
+
+    /// warden's exit code for the batch, as `batch.json` has it: output
+    /// lost by an entry first ([`crate::report::OUTPUT_LOST_EXIT`]), then
+    /// its verdict's: 130 if any run was cancelled, 7 if any exceeded a
+    /// budget, 1 if any failed, else 0.
+    pub fn warden_exit_code(&self) -> u8 {
+        let lost = self
+            .runs
+            .iter()
+            .any(|r| r.session.as_ref().is_some_and(|s| s.output_lost.is_some()));
+        if lost {
+            crate::report::OUTPUT_LOST_EXIT
+        } else {
+            u8::try_from(self.verdict().exit_code()).unwrap_or(1)
+        }
+    }
+}

@@ -549,6 +549,7 @@ mod tests {
             iteration,
             output_retry: false,
             attempt,
+            attempts: 3,
             resumed: false,
             retried_because: None,
             retry_delay_ms: None,

@@ -1,6 +1,6 @@
 //! Reading a finished (or unfinished) run back from its directory: the
 //! report (`run.json`, or a session's `session.json` and each of its
-//! runs'), the events, the check of each log against the digest warden
+//! runs', or a batch's `batch.json` and each of its entries'), the events, the check of each log against the digest warden
 //! recorded, and the lines a `lines` event stands for.
 //!
 //! Every file is read as warden's own type (`run.json` as a [`Report`],
@@ -20,6 +20,7 @@ use warden_events::SCHEMA_VERSION;
 use warden_events::event::Stamped;
 
 use crate::Report;
+use crate::batch_report::BatchReport;
 use crate::regular_file::open_written;
 use crate::report::LogDigest;
 use crate::session::SessionReport;
@@ -49,9 +50,9 @@ pub enum ReadError {
         what: &'static str,
         source: serde_json::Error,
     },
-    /// The directory holds neither a run's report nor a session's.
+    /// The directory holds no report of a run, a session or a batch.
     #[error(
-        "{} has no run.json or session.json: name a run directory (.warden/runs/<id>) or a session directory",
+        "{} has no run.json, session.json or batch.json: name a run directory (.warden/runs/<id>), a session directory or a batch directory",
         dir.display()
     )]
     NoRecord { dir: PathBuf },
@@ -104,6 +105,24 @@ pub struct Record {
     pub runs: Vec<(PathBuf, Report)>,
 }
 
+/// What a batch directory records: `batch.json`, and for each of its
+/// entries (in its order) the entry's session and runs, or `None` for an
+/// entry whose session never started (`batch.json` says why).
+#[derive(Debug)]
+pub struct BatchRecord {
+    pub batch: BatchReport,
+    pub entries: Vec<Option<Record>>,
+}
+
+/// What a directory given to `warden report` records.
+#[derive(Debug)]
+pub enum Recorded {
+    /// A run, or a session and its runs.
+    Runs(Box<Record>),
+    /// A batch and each entry's session and runs.
+    Batch(Box<BatchRecord>),
+}
+
 /// Reads every report of a run directory, or of a session directory with
 /// one run per iteration; the first that cannot be read is the error.
 pub fn read_record(dir: &Path) -> Result<Record, ReadError> {
@@ -114,16 +133,41 @@ pub fn read_record(dir: &Path) -> Result<Record, ReadError> {
     } else {
         return Err(ReadError::NoRecord { dir: dir.into() });
     };
-    let run_dirs: Vec<PathBuf> = match &session {
-        Some(s) => s.runs.iter().map(|r| r.run_dir.clone()).collect(),
-        None => vec![dir.to_path_buf()],
+    let runs = match &session {
+        Some(s) => read_runs(s)?,
+        None => vec![(dir.to_path_buf(), read_report(dir)?)],
     };
-    let mut runs = Vec::with_capacity(run_dirs.len());
-    for run_dir in run_dirs {
-        let report = read_report(&run_dir)?;
-        runs.push((run_dir, report));
-    }
     Ok(Record { session, runs })
+}
+
+/// Each run of a session: its directory and `run.json`.
+fn read_runs(s: &SessionReport) -> Result<Vec<(PathBuf, Report)>, ReadError> {
+    s.runs
+        .iter()
+        .map(|r| Ok((r.run_dir.clone(), read_report(&r.run_dir)?)))
+        .collect()
+}
+
+/// Reads a run, session or batch directory ([`read_record`] for the
+/// first two). A batch's entries are read from the session reports
+/// `batch.json` holds, and each of their runs' `run.json`; the first
+/// that cannot be read is the error.
+pub fn read_any(dir: &Path) -> Result<Recorded, ReadError> {
+    if dir.join("run.json").exists() || !dir.join("batch.json").exists() {
+        return read_record(dir).map(|r| Recorded::Runs(Box::new(r)));
+    }
+    let batch: BatchReport = read_as(&dir.join("batch.json"), "batch report")?;
+    let mut entries = Vec::with_capacity(batch.runs.len());
+    for entry in &batch.runs {
+        entries.push(match &entry.session {
+            Some(s) => Some(Record {
+                runs: read_runs(s)?,
+                session: Some(s.clone()),
+            }),
+            None => None,
+        });
+    }
+    Ok(Recorded::Batch(Box::new(BatchRecord { batch, entries })))
 }
 
 /// The events of `events.jsonl`'s text this warden can read. A line that

@@ -72,11 +72,65 @@ impl Level {
     }
 }
 
+/// What a [`Mark`] is, for a view that draws each kind its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MarkKind {
+    /// Half the stall timeout passed with no activity (`stall_warning`).
+    StallWarning,
+    /// The agent retried an API call (`retry`).
+    Retry,
+    /// 80% of a budget was spent (`budget_warning`).
+    BudgetWarning,
+    /// A process of the run outlived the agent; warden killed it (`orphan`).
+    Orphan,
+    /// The agent reported an error (`error`).
+    Error,
+    /// warden began to end the run (`terminating`).
+    Ending,
+    /// The agent process exited (`exited`).
+    Exit,
+    /// The completion signal, or the agent's own terminal event.
+    Done,
+    /// The drain was cut short (`output_truncated`).
+    Truncated,
+}
+
+impl MarkKind {
+    /// Every kind, in the order a legend lists them.
+    pub const ALL: [MarkKind; 9] = [
+        MarkKind::StallWarning,
+        MarkKind::Retry,
+        MarkKind::BudgetWarning,
+        MarkKind::Orphan,
+        MarkKind::Error,
+        MarkKind::Ending,
+        MarkKind::Exit,
+        MarkKind::Done,
+        MarkKind::Truncated,
+    ];
+
+    /// For people, as a legend names it.
+    pub fn words(self) -> &'static str {
+        match self {
+            MarkKind::StallWarning => "stall warning",
+            MarkKind::Retry => "API retry by the agent",
+            MarkKind::BudgetWarning => "budget warning",
+            MarkKind::Orphan => "orphan killed",
+            MarkKind::Error => "error",
+            MarkKind::Ending => "warden ending the run",
+            MarkKind::Exit => "exit",
+            MarkKind::Done => "agent done / completion signal",
+            MarkKind::Truncated => "output truncated",
+        }
+    }
+}
+
 /// A notable moment: a warning, an error, the exit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {
     pub at_ms: u64,
     pub level: Level,
+    pub kind: MarkKind,
     pub text: String,
 }
 
@@ -202,10 +256,11 @@ impl Fold {
     /// Takes in one event; what it added goes to `out`.
     pub fn push(&mut self, e: &Stamped, mut out: impl FnMut(Folded)) {
         let t = e.t_ms;
-        let mark = |level, text: String| {
+        let mark = |kind, level, text: String| {
             Folded::Mark(Mark {
                 at_ms: t,
                 level,
+                kind,
                 text,
             })
         };
@@ -313,13 +368,51 @@ impl Fold {
                 }
             }
             Event::StallWarning { silent_ms, .. } => out(mark(
+                MarkKind::StallWarning,
                 Level::Warning,
                 format!("no activity for {silent_ms} ms"),
             )),
-            Event::Retry { reason, .. } => out(mark(Level::Warning, format!("retry: {reason}"))),
-            Event::Error { message, .. } => out(mark(Level::Error, message.clone())),
-            Event::CompletionSignal => out(mark(Level::Info, "completion signal".into())),
+            Event::Retry { reason, .. } => out(mark(
+                MarkKind::Retry,
+                Level::Warning,
+                format!("retry: {reason}"),
+            )),
+            Event::BudgetWarning {
+                scope,
+                budget,
+                limit,
+                reached,
+            } => out(mark(
+                MarkKind::BudgetWarning,
+                Level::Warning,
+                crate::budget::warning(*scope, *budget, *limit, *reached),
+            )),
+            Event::Orphan {
+                pid,
+                cmdline,
+                held_pipe,
+            } => out(mark(
+                MarkKind::Orphan,
+                Level::Warning,
+                format!(
+                    "orphan killed: pid {pid} `{cmdline}`{}",
+                    if *held_pipe {
+                        ", holding the output pipe"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
+            Event::Error { message, .. } => {
+                out(mark(MarkKind::Error, Level::Error, message.clone()));
+            }
+            Event::CompletionSignal => out(mark(
+                MarkKind::Done,
+                Level::Info,
+                "completion signal".into(),
+            )),
             Event::Result { success, .. } => out(mark(
+                MarkKind::Done,
                 Level::Info,
                 if *success {
                     "agent: done".into()
@@ -328,6 +421,7 @@ impl Fold {
                 },
             )),
             Event::Exited { exit_code, signal } => out(mark(
+                MarkKind::Exit,
                 // Killed, or failed by its own exit: not a good sign.
                 if signal.is_none() && *exit_code == Some(0) {
                     Level::Info
@@ -340,8 +434,16 @@ impl Fold {
                     or_null(*signal)
                 ),
             )),
-            Event::Terminating { reason } => out(mark(Level::Error, format!("ending: {reason}"))),
-            Event::OutputTruncated { .. } => out(mark(Level::Warning, "output truncated".into())),
+            Event::Terminating { reason } => out(mark(
+                MarkKind::Ending,
+                Level::Error,
+                format!("ending: {reason}"),
+            )),
+            Event::OutputTruncated { .. } => out(mark(
+                MarkKind::Truncated,
+                Level::Warning,
+                "output truncated".into(),
+            )),
             _ => {}
         }
     }

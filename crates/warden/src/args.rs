@@ -199,22 +199,27 @@ pub(crate) struct DoctorArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
-    /// A run directory (.warden/runs/<id>) or a session directory.
+    /// A run directory (.warden/runs/<id>), a session directory or a
+    /// batch directory (with its batch.json).
     pub dir: PathBuf,
-    /// Also write the timeline as one self-contained HTML file.
+    /// Also write the report as self-contained HTML: for a run or a
+    /// session, the page FILE; for a batch, the batch's page FILE
+    /// (FILE/index.html when FILE is a directory) and each entry's page
+    /// beside it, named <stem>-<N>-<name>.html.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Silences at least this long are listed and marked.
-    #[arg(long, value_name = "DURATION", default_value = "30s")]
-    pub silence: String,
+    /// Silences at least this long are listed and marked [default: each
+    /// run's own stall timeout, or 30s for a run without one].
+    #[arg(long, value_name = "DURATION")]
+    pub silence: Option<String>,
     /// Print the run's events as JSON lines instead (as `--json` showed
     /// them): each `lines` event of events.jsonl becomes the `text` or
     /// `stderr` events it stands for, read back from the logs.
     #[arg(long, conflicts_with = "html")]
     pub events: bool,
     /// Print the report as one JSON document instead: `run.json` (and
-    /// `session.json`) read back, and whether each run's logs still match
-    /// what warden wrote.
+    /// `session.json`, or `batch.json` and each entry's runs) read back,
+    /// and whether each run's logs still match what warden wrote.
     #[arg(long, conflicts_with_all = ["html", "events"])]
     pub json: bool,
 }

@@ -57,6 +57,7 @@ mod prompt_input;
 mod render;
 mod replay;
 mod report_cmd;
+mod report_html;
 mod request;
 mod runner;
 mod settings;

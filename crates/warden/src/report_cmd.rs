@@ -1,81 +1,206 @@
-//! `warden report DIR`: a run (or a session) explained after the fact, on
-//! the terminal, and with `--html FILE` as one self-contained page with a
-//! timeline.
+//! `warden report DIR`: a run, a session or a batch explained after the
+//! fact, on the terminal, and with `--html FILE` as self-contained pages
+//! with a timeline (`report_html`).
 //!
 //! Every file is read as warden's own type (`run.json` as a [`Report`],
-//! `session.json` as a [`SessionReport`], each `events.jsonl` line as a
-//! [`Stamped`](warden_run::Stamped) event), so a field renamed or retyped is an error that names
-//! the file, never a view that silently shows nothing.
+//! `session.json` as a [`SessionReport`], `batch.json` as a
+//! [`BatchReport`](warden_run::BatchReport), each `events.jsonl` line as a
+//! [`Stamped`](warden_run::Stamped) event), so a field renamed or retyped
+//! is an error that names the file, never a view that silently shows
+//! nothing.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use warden_events::Tokens;
-use warden_run::SessionReport;
 use warden_run::git::Commit;
-use warden_run::readback::{self, EventLine, LogCheck};
-use warden_run::timeline::{Level, Mark};
-use warden_run::{Report, Verdict};
+use warden_run::readback::{self, BatchRecord, EventLine, LogCheck, Record, Recorded};
+use warden_run::session::SessionRun;
+use warden_run::timeline::{Level, MarkKind};
+use warden_run::{BatchReport, BatchRun, Report, SessionReport, Verdict};
 
 use crate::args::ReportArgs;
 use crate::render::github::neutralize;
+pub(crate) use crate::render::lines::one_line;
 use crate::render::lines::{step_finished_line, steps_in_order};
 use crate::render::ms;
 use crate::timeline::{self, Timeline};
 
-pub(crate) fn report(args: &ReportArgs) -> u8 {
-    let silence = match crate::settings::parse_duration(&args.silence) {
-        Some(d) => d.as_millis() as u64,
-        None => {
-            eprintln!(
-                "warden: error: invalid value `{}` for --silence: expected a duration such as `30s` or `2m`",
-                args.silence
-            );
-            return 2;
-        }
+/// The silence listed and drawn when neither `--silence` nor the run's
+/// own stall timeout says (a run with its stall clock off).
+const DEFAULT_SILENCE_MS: u64 = 30_000;
+
+/// One run as the report shows it: its report, its timeline and the
+/// check of its logs, with the silence threshold it was drawn with and,
+/// in a session, its line of `session.json` (its attempt).
+pub(crate) struct RunView {
+    pub dir: PathBuf,
+    pub report: Report,
+    pub timeline: Timeline,
+    pub check: LogCheck,
+    /// Silences at least this long are listed and drawn.
+    pub silence_ms: u64,
+    /// Where the threshold came from, for the legend.
+    pub silence_from: &'static str,
+    /// Its line of `session.json`, in a session.
+    pub in_session: Option<SessionRun>,
+    /// How its attempt came about, in a session that retries.
+    pub attempt: Option<String>,
+}
+
+/// A run or a session, as the report shows it: a run directory, a
+/// session directory, or an entry of a batch.
+pub(crate) struct Shown {
+    pub session: Option<SessionReport>,
+    pub runs: Vec<RunView>,
+}
+
+/// The silence threshold of a run: `--silence` when given, else the
+/// run's own stall timeout (so that the silence behind a stall is always
+/// drawn), else 30 s.
+fn silence_of(given: Option<u64>, r: &Report) -> (u64, &'static str) {
+    if let Some(ms) = given {
+        return (ms, "--silence");
+    }
+    match r.limits.stall_timeout_ms.filter(|ms| *ms > 0) {
+        Some(ms) => (ms, "the run's stall timeout"),
+        None => (
+            DEFAULT_SILENCE_MS,
+            "the default (the run has no stall timeout)",
+        ),
+    }
+}
+
+fn shown(record: Record, given: Option<u64>) -> Shown {
+    let attempts: Vec<SessionRun> = record
+        .session
+        .as_ref()
+        .map(|s| s.runs.clone())
+        .unwrap_or_default();
+    let runs = record
+        .runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (dir, report))| {
+            let events = readback::read_events(&dir);
+            let (silence_ms, silence_from) = silence_of(given, &report);
+            let t = timeline::build(&report, &events, silence_ms);
+            let check = readback::check_logs(&dir, &report);
+            RunView {
+                attempt: attempt_text(&attempts, i),
+                in_session: attempts.get(i).cloned(),
+                dir,
+                report,
+                timeline: t,
+                check,
+                silence_ms,
+                silence_from,
+            }
+        })
+        .collect();
+    Shown {
+        session: record.session,
+        runs,
+    }
+}
+
+/// How run `i` of a session came about, when the session retries (or
+/// the run was retried): `attempt 2 of 3, resumed: retried after
+/// attempt 1 ended by rate limited`. `None` for a run that was its
+/// iteration's only possible attempt.
+pub(crate) fn attempt_text(runs: &[SessionRun], i: usize) -> Option<String> {
+    let run = runs.get(i)?;
+    if run.attempt <= 1 && run.attempts <= 1 && run.retried_because.is_none() {
+        return None;
+    }
+    let mut text = if run.attempts > 0 {
+        format!("attempt {} of {}", run.attempt, run.attempts)
+    } else {
+        format!("attempt {}", run.attempt)
     };
-    // A run directory, or a session directory with one per iteration.
-    // Every report is read before anything is printed, so a directory
-    // that is not a run is exit 2 with nothing else said.
-    let (session, runs) = match readback::read_record(&args.dir) {
-        Ok(r) => (r.session, r.runs),
+    if run.attempt > 1 {
+        let before = i
+            .checked_sub(1)
+            .and_then(|b| runs.get(b))
+            .filter(|b| b.iteration == run.iteration);
+        let why = before.and_then(|b| b.retried_because).map_or_else(
+            || "retried".to_string(),
+            |on| {
+                format!(
+                    "retried after attempt {} ended by {}",
+                    run.attempt - 1,
+                    on.words()
+                )
+            },
+        );
+        let how = if run.resumed {
+            "resumed"
+        } else {
+            "not resumed (started afresh)"
+        };
+        let _ = write!(text, ", {how}: {why}");
+    }
+    if let Some(on) = run.retried_because {
+        let _ = write!(
+            text,
+            "; retried because it ended by {}{}",
+            on.words(),
+            run.retry_delay_ms
+                .map(|d| format!(", after a wait of {}", ms(d)))
+                .unwrap_or_default()
+        );
+    }
+    Some(text)
+}
+
+pub(crate) fn report(args: &ReportArgs) -> u8 {
+    let given = match &args.silence {
+        None => None,
+        Some(s) => match crate::settings::parse_duration(s) {
+            Some(d) => Some(d.as_millis() as u64),
+            None => {
+                eprintln!(
+                    "warden: error: invalid value `{s}` for --silence: expected a duration such as `30s` or `2m`"
+                );
+                return 2;
+            }
+        },
+    };
+    // A run directory, a session directory with one per iteration, or a
+    // batch directory with a session per entry. Every report is read
+    // before anything is printed, so a directory that is not one is exit
+    // 2 with nothing else said.
+    let recorded = match readback::read_any(&args.dir) {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("warden: error: {e}");
             return 2;
         }
     };
+    let record = match recorded {
+        Recorded::Runs(r) => *r,
+        Recorded::Batch(b) => return report_batch(args, *b, given),
+    };
     // What `warden run` exited with for this run (or session).
-    let verdict_exit = verdict_exit(session.as_ref(), &runs);
+    let verdict_exit = verdict_exit(record.session.as_ref(), &record.runs);
     // The report's own findings win: a changed log (1) or an unreadable
     // file (2) say more than a verdict read from such a record.
     let or_verdict = |code: u8| if code == 0 { verdict_exit } else { code };
     if args.events {
-        return or_verdict(print_events(&runs));
+        return or_verdict(print_events(&record.runs));
     }
     if args.json {
-        return or_verdict(print_json(session.as_ref(), &runs));
+        return or_verdict(print_json(
+            None,
+            record.session.as_ref(),
+            &record.runs,
+            Vec::new(),
+        ));
     }
-    if let Some(s) = &session {
-        print_session(s);
-    }
-    let mut sections = Vec::new();
-    let mut tampered = false;
-    for (run_dir, report) in runs {
-        let events = readback::read_events(&run_dir);
-        let t = timeline::build(&report, &events, silence);
-        let check = readback::check_logs(&run_dir, &report);
-        print_run(&report, &t, silence, &check);
-        for c in &check.changed {
-            tampered = true;
-            eprintln!(
-                "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
-                run_dir.display()
-            );
-        }
-        sections.push((report, t, check));
-    }
+    let shown = shown(record, given);
+    let tampered = print_shown(&shown, "");
     if let Some(out) = &args.html {
-        let page = html(session.as_ref(), &sections, silence);
+        let page = crate::report_html::page(&shown, None);
         if let Err(e) = std::fs::write(out, page) {
             eprintln!("warden: error: could not write {}: {e}", out.display());
             return 2;
@@ -83,6 +208,223 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
         println!("timeline written to {}", out.display());
     }
     or_verdict(if tampered { LOGS_CHANGED_EXIT } else { 0 })
+}
+
+/// Prints a run or a session (each line after `indent`); whether a log
+/// was changed after its run.
+fn print_shown(shown: &Shown, indent: &str) -> bool {
+    if let Some(s) = &shown.session {
+        print_session(s, &shown.runs, indent);
+    }
+    let mut tampered = false;
+    for v in &shown.runs {
+        print_run(v, indent);
+        for c in &v.check.changed {
+            tampered = true;
+            eprintln!(
+                "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
+                v.dir.display()
+            );
+        }
+    }
+    tampered
+}
+
+/// `warden report BATCH_DIR`: the batch, a line per entry, then each
+/// entry's session and runs; `--html` writes the batch's page and one
+/// page per entry beside it.
+fn report_batch(args: &ReportArgs, b: BatchRecord, given: Option<u64>) -> u8 {
+    let runs: Vec<(PathBuf, Report)> = b
+        .entries
+        .iter()
+        .flatten()
+        .flat_map(|r| r.runs.iter().cloned())
+        .collect();
+    let verdict_exit = b.batch.warden_exit_code();
+    let or_verdict = |code: u8| if code == 0 { verdict_exit } else { code };
+    if args.events {
+        return or_verdict(print_events(&runs));
+    }
+    if args.json {
+        let entries = b
+            .batch
+            .runs
+            .iter()
+            .zip(&b.entries)
+            .map(|(entry, record)| {
+                let runs = record.as_ref().map_or(&[][..], |r| &r.runs[..]);
+                (entry.name.clone(), runs.to_vec())
+            })
+            .collect();
+        return or_verdict(print_json(Some(&b.batch), None, &[], entries));
+    }
+    let BatchRecord { batch, entries } = b;
+    let shown: Vec<Option<Shown>> = entries
+        .into_iter()
+        .map(|e| e.map(|r| shown(r, given)))
+        .collect();
+    print_batch(&batch, &shown);
+    let mut tampered = false;
+    for (entry, s) in batch.runs.iter().zip(&shown) {
+        println!("entry {}:", entry.name);
+        match s {
+            Some(s) => tampered |= print_shown(s, "  "),
+            None => println!(
+                "  never ran: {}\n",
+                entry.error.as_deref().unwrap_or("no report")
+            ),
+        }
+    }
+    if let Some(out) = &args.html {
+        match crate::report_html::write_batch(out, &batch, &shown) {
+            Ok(index) => println!("batch report written to {}", index.display()),
+            Err(e) => {
+                eprintln!("warden: error: {e}");
+                return 2;
+            }
+        }
+    }
+    or_verdict(if tampered { LOGS_CHANGED_EXIT } else { 0 })
+}
+
+/// A batch's summary and a line per entry.
+fn print_batch(b: &BatchReport, shown: &[Option<Shown>]) {
+    println!(
+        "batch {}: {} entr{} from {} ({}): {} succeeded, {} failed, {} cancelled, {} never ran; in {}",
+        b.batch_id,
+        b.runs.len(),
+        if b.runs.len() == 1 { "y" } else { "ies" },
+        b.file.display(),
+        b.executor,
+        b.succeeded,
+        b.failed,
+        b.cancelled,
+        b.never_ran.len(),
+        ms(b.duration_ms)
+    );
+    for line in &b.budgets {
+        println!("  {}", budget_text(line));
+    }
+    for (entry, s) in b.runs.iter().zip(shown) {
+        let f = EntryFacts::of(entry, s.as_ref());
+        println!(
+            "  {:<16} {:<16} {:>8}  tokens {}  cost {}  orphans killed {}{}{}  why: {}",
+            entry.name,
+            f.verdict,
+            ms(entry.duration_ms),
+            f.tokens,
+            f.cost,
+            f.orphans_killed,
+            if f.attempts > f.iterations {
+                format!("  {} attempt(s)", f.attempts)
+            } else {
+                String::new()
+            },
+            if f.budget_warnings > 0 {
+                format!("  {} budget warning(s)", f.budget_warnings)
+            } else {
+                String::new()
+            },
+            neutralize(&one_line(&f.reason))
+        );
+    }
+    println!();
+}
+
+/// What the batch's row says of an entry.
+pub(crate) struct EntryFacts {
+    pub verdict: String,
+    pub reason: String,
+    pub tokens: String,
+    pub cost: String,
+    pub orphans_killed: u64,
+    pub budget_warnings: usize,
+    /// Runs (attempts included) and iterations.
+    pub attempts: usize,
+    pub iterations: usize,
+}
+
+impl EntryFacts {
+    pub(crate) fn of(entry: &BatchRun, shown: Option<&Shown>) -> Self {
+        let session = entry.session.as_ref();
+        let runs = shown.map_or(&[][..], |s| &s.runs[..]);
+        Self {
+            verdict: entry
+                .verdict
+                .map_or("never ran", Verdict::as_str)
+                .to_string(),
+            reason: entry
+                .error
+                .clone()
+                .or_else(|| {
+                    session
+                        .and_then(|s| s.runs.last())
+                        .map(|r| r.reason.clone())
+                })
+                .unwrap_or_default(),
+            tokens: session.map_or("none".into(), |s| s.tokens.total().to_string()),
+            cost: session
+                .and_then(|s| s.cost_usd)
+                .map_or("not reported".into(), |c| format!("${c:.4}")),
+            orphans_killed: runs
+                .iter()
+                .map(|v| u64::from(v.report.orphans_killed))
+                .sum(),
+            budget_warnings: runs
+                .iter()
+                .map(|v| count_marks(&v.timeline, MarkKind::BudgetWarning))
+                .sum(),
+            attempts: runs.len(),
+            iterations: session.map_or(0, |s| s.iterations_run as usize),
+        }
+    }
+}
+
+/// How many marks of `kind` a timeline has.
+pub(crate) fn count_marks(t: &Timeline, kind: MarkKind) -> usize {
+    t.marks.iter().filter(|m| m.kind == kind).count()
+}
+
+/// A budget line of a report: `run cost budget $0.60: $0.50 reached`.
+pub(crate) fn budget_text(b: &warden_run::budget::BudgetLine) -> String {
+    format!(
+        "{}: {} reached",
+        b.name_and_limit(),
+        warden_run::budget::amount(b.budget, b.reached)
+    )
+}
+
+/// The orphans a run left and warden killed: `1 orphan killed: pid 12
+/// `sleep 300``; `None` when there were none.
+pub(crate) fn orphans_text(r: &Report) -> Option<String> {
+    if r.orphans_killed == 0 && r.orphans.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        "{} orphan{} killed",
+        r.orphans_killed,
+        if r.orphans_killed == 1 { "" } else { "s" }
+    );
+    let each: Vec<String> = r
+        .orphans
+        .iter()
+        .map(|o| {
+            format!(
+                "pid {} `{}`{}",
+                o.pid,
+                o.cmdline,
+                if o.held_pipe {
+                    " (held the output pipe)"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    if !each.is_empty() {
+        let _ = write!(text, ": {}", each.join(", "));
+    }
+    Some(text)
 }
 
 /// `warden report`'s exit code for a run (or session) with no verdict:
@@ -175,34 +517,56 @@ fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
 
 /// `warden report --json`: the reports read back as warden's own types (so
 /// a file that is not one is an error, not a partial document), with what
-/// the check of each run's logs found.
-fn print_json(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> u8 {
+/// the check of each run's logs found. For a batch: `batch.json` and each
+/// entry's runs (its session is in `batch.json`).
+fn print_json(
+    batch: Option<&BatchReport>,
+    session: Option<&SessionReport>,
+    runs: &[(PathBuf, Report)],
+    entries: Vec<(String, Vec<(PathBuf, Report)>)>,
+) -> u8 {
     let mut code = 0;
-    let mut out = Vec::new();
-    for (run_dir, report) in runs {
-        let check = readback::check_logs(run_dir, report);
-        for c in &check.changed {
-            code = LOGS_CHANGED_EXIT;
-            eprintln!(
-                "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
-                run_dir.display()
-            );
+    let mut runs_json = |runs: &[(PathBuf, Report)]| -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        for (run_dir, report) in runs {
+            let check = readback::check_logs(run_dir, report);
+            for c in &check.changed {
+                code = LOGS_CHANGED_EXIT;
+                eprintln!(
+                    "warden: error: {}: {c}; it was changed after the run, so it is not the record of what happened",
+                    run_dir.display()
+                );
+            }
+            out.push(serde_json::json!({
+                "run_dir": run_dir,
+                "report": report,
+                "logs": {
+                    "match": check.matches(),
+                    "changed": check.changed,
+                    "unchecked": check.unchecked,
+                },
+            }));
         }
-        out.push(serde_json::json!({
-            "run_dir": run_dir,
-            "report": report,
-            "logs": {
-                "match": check.matches(),
-                "changed": check.changed,
-                "unchecked": check.unchecked,
-            },
-        }));
-    }
-    let doc = serde_json::json!({
-        "schema_version": 1,
-        "session": session,
-        "runs": out,
-    });
+        out
+    };
+    let doc = match batch {
+        None => serde_json::json!({
+            "schema_version": 1,
+            "session": session,
+            "runs": runs_json(runs),
+        }),
+        Some(b) => {
+            let entries: Vec<serde_json::Value> = entries
+                .iter()
+                .map(|(name, runs)| serde_json::json!({"name": name, "runs": runs_json(runs)}))
+                .collect();
+            serde_json::json!({
+                "schema_version": 1,
+                "batch": b,
+                "entries": entries,
+            })
+        }
+    };
     // One line, made safe for a CI log as every `--json` line is.
     match serde_json::to_vec(&doc) {
         Ok(mut line) => {
@@ -225,13 +589,13 @@ fn print_json(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> u8
 const LOGS_CHANGED_EXIT: u8 = 1;
 
 /// A verdict as the report names it, or `none` when there is none.
-fn verdict_or(v: Option<Verdict>, none: &'static str) -> &'static str {
+pub(crate) fn verdict_or(v: Option<Verdict>, none: &'static str) -> &'static str {
     v.map_or(none, Verdict::as_str)
 }
 
-fn print_session(s: &SessionReport) {
+fn print_session(s: &SessionReport, runs: &[RunView], indent: &str) {
     println!(
-        "session {}: {} after {} of {} iteration(s), stopped by {}",
+        "{indent}session {}: {} after {} of {} iteration(s), stopped by {}",
         s.session_id,
         verdict_or(s.verdict, "no verdict"),
         s.iterations_run,
@@ -239,30 +603,77 @@ fn print_session(s: &SessionReport) {
         s.stopped_because.as_str().replace('_', " ")
     );
     println!(
-        "  in {}; tokens {}; cost {}; {} commit(s)",
+        "{indent}  in {}; tokens {}; cost {}; {} commit(s)",
         ms(s.duration_ms),
         tokens_text(&s.tokens),
         cost_text(s.cost_usd),
         warden_run::git::count_shown(s.commits.as_deref())
     );
     if let Some(wt) = &s.worktree {
-        println!("  worktree {} on branch {}", wt.path.display(), wt.branch);
+        println!(
+            "{indent}  worktree {} on branch {}",
+            wt.path.display(),
+            wt.branch
+        );
+    }
+    println!("{indent}  runs:");
+    for (i, r) in s.runs.iter().enumerate() {
+        println!(
+            "{indent}    iteration {}{}: {} in {}: {}",
+            r.iteration,
+            attempt_text(&s.runs, i)
+                .map(|a| format!(", {a}"))
+                .unwrap_or_default(),
+            verdict_or(r.verdict, "no verdict"),
+            ms(r.duration_ms),
+            neutralize(&one_line(&r.reason))
+        );
+    }
+    let retried = s
+        .runs
+        .iter()
+        .filter(|r| r.retried_because.is_some())
+        .count();
+    if retried > 0 {
+        println!("{indent}  {retried} run(s) retried");
+    }
+    for b in &s.budgets {
+        println!("{indent}  {}", budget_text(b));
+    }
+    if let Some(b) = &s.budget_exceeded {
+        println!("{indent}  {}", b.exceeded());
+    }
+    let warnings: Vec<&str> = runs
+        .iter()
+        .flat_map(|v| &v.timeline.marks)
+        .filter(|m| m.kind == MarkKind::BudgetWarning)
+        .map(|m| m.text.as_str())
+        .collect();
+    for w in warnings {
+        println!("{indent}  budget warning: {w}");
+    }
+    let orphans: u64 = runs
+        .iter()
+        .map(|v| u64::from(v.report.orphans_killed))
+        .sum();
+    if orphans > 0 {
+        println!("{indent}  {orphans} orphan(s) killed in all");
     }
     let steps = steps_in_order(s);
     if !steps.is_empty() {
-        println!("  checks and hooks:");
+        println!("{indent}  checks and hooks:");
         for step in steps {
-            println!("    {}", neutralize(&step_finished_line(step)));
+            println!("{indent}    {}", neutralize(&step_finished_line(step)));
         }
     }
     for line in merge_lines(s) {
-        println!("  {}", neutralize(&line));
+        println!("{indent}  {}", neutralize(&line));
     }
     println!();
 }
 
 /// What the session's `--merge` did: merged, or the conflict.
-fn merge_lines(s: &SessionReport) -> Vec<String> {
+pub(crate) fn merge_lines(s: &SessionReport) -> Vec<String> {
     let mut out = Vec::new();
     if let (Some(into), Some(commit)) = (&s.merged_into, &s.merge_commit) {
         out.push(format!("merged into {into} at {commit}"));
@@ -277,7 +688,7 @@ fn merge_lines(s: &SessionReport) -> Vec<String> {
 }
 
 /// The model a report names, or what to say when it names none.
-fn model_text(r: &Report) -> &str {
+pub(crate) fn model_text(r: &Report) -> &str {
     r.reported
         .model
         .as_deref()
@@ -285,10 +696,11 @@ fn model_text(r: &Report) -> &str {
         .unwrap_or("not reported")
 }
 
-fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
+fn print_run(v: &RunView, indent: &str) {
+    let (r, t, check, silence) = (&v.report, &v.timeline, &v.check, v.silence_ms);
     if t.finished {
         println!(
-            "run {}  {}  {} in {}: {}",
+            "{indent}run {}  {}  {} in {}: {}",
             r.run_id,
             r.agent,
             verdict_or(r.verdict, "?"),
@@ -297,25 +709,34 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
         );
     } else {
         println!(
-            "run {}  {}  UNFINISHED: no verdict; the run is still going, or its warden was killed before it could finish (its events go up to {})",
+            "{indent}run {}  {}  UNFINISHED: no verdict; the run is still going, or its warden was killed before it could finish (its events go up to {})",
             r.run_id,
             r.agent,
             ms(t.duration),
         );
     }
+    if let (Some(a), Some(run)) = (&v.attempt, &v.in_session) {
+        println!("{indent}  iteration {}, {a}", run.iteration);
+    }
     println!(
-        "  started {}; first activity after {}; longest silence {}{}",
+        "{indent}  started {}; first activity after {}; longest silence {}{}",
         r.started_at,
         t.first_activity.map_or("never".into(), ms),
         ms(t.longest_silence),
         if t.finished { "" } else { " so far" }
     );
+    println!(
+        "{indent}  clocks: stall timeout {}, startup timeout {}, timeout {}",
+        r.limits.stall_timeout_ms.map_or("off".into(), ms),
+        r.limits.startup_timeout_ms.map_or("off".into(), ms),
+        r.limits.timeout_ms.map_or("off".into(), ms)
+    );
     if t.silences.is_empty() {
-        println!("  no silence of {} or more", ms(silence));
+        println!("{indent}  no silence of {} or more", ms(silence));
     } else {
         for (a, b) in &t.silences {
             println!(
-                "  quiet from {} to {} ({})",
+                "{indent}  quiet from {} to {} ({})",
                 ms(*a),
                 ms(*b),
                 ms(b.saturating_sub(*a))
@@ -323,25 +744,29 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
         }
     }
     if !check.changed.is_empty() {
-        println!("  LOGS CHANGED AFTER THE RUN:");
+        println!("{indent}  LOGS CHANGED AFTER THE RUN:");
         for c in &check.changed {
-            println!("    {c}");
+            println!("{indent}    {c}");
         }
     } else if let Some(why) = &check.unchecked {
-        println!("  logs not checked: {why}");
+        println!("{indent}  logs not checked: {why}");
     } else {
-        println!("  logs as warden wrote them (sizes and SHA-256 checked)");
+        println!("{indent}  logs as warden wrote them (sizes and SHA-256 checked)");
     }
     if let Some(lost) = &r.output_lost {
-        println!("  OUTPUT LOST: {lost}");
+        println!("{indent}  OUTPUT LOST: {lost}");
+    }
+    match orphans_text(r) {
+        Some(o) => println!("{indent}  {}", neutralize(&o)),
+        None => println!("{indent}  no orphans: nothing of the run outlived it"),
     }
     if !t.tools.is_empty() {
         let mut tools = t.tools.clone();
         tools.sort_by_key(|x| std::cmp::Reverse(x.end_ms.saturating_sub(x.start_ms)));
-        println!("  {} tool call(s); the longest:", tools.len());
+        println!("{indent}  {} tool call(s); the longest:", tools.len());
         for x in tools.iter().take(5) {
             println!(
-                "    {} {} at {}{}: {}",
+                "{indent}    {} {} at {}{}: {}",
                 x.name,
                 ms(x.end_ms.saturating_sub(x.start_ms)),
                 ms(x.start_ms),
@@ -363,65 +788,47 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
     }
     if r.agent != "exec" {
         println!(
-            "  model {}; tokens {}; cost {}",
+            "{indent}  model {}; tokens {}; cost {}; {} API retr{} by the agent",
             model_text(r),
             tokens_text(&r.reported.tokens),
-            cost_text(r.reported.cost_usd)
+            cost_text(r.reported.cost_usd),
+            r.reported.retries,
+            if r.reported.retries == 1 { "y" } else { "ies" }
         );
     }
+    for b in &r.budgets {
+        println!("{indent}  {}", budget_text(b));
+    }
+    if let Some(b) = &r.budget_exceeded {
+        println!("{indent}  {}", b.exceeded());
+    }
     for m in t.marks.iter().filter(|m| m.level != Level::Info) {
-        println!("  {} at {}: {}", m.level.as_str(), ms(m.at_ms), m.text);
+        println!(
+            "{indent}  {} at {}: {}",
+            m.level.as_str(),
+            ms(m.at_ms),
+            neutralize(&m.text)
+        );
     }
     if r.commits.is_none() {
-        println!("  commits unknown: git could not say (see the error)");
+        println!("{indent}  commits unknown: git could not say (see the error)");
     }
     if let Some(commits) = r.commits.as_ref().filter(|c| !c.is_empty()) {
-        println!("  {} commit(s):", commits.len());
+        println!("{indent}  {} commit(s):", commits.len());
         for c in commits {
-            println!("    {} {}", short_sha(c), c.subject);
+            println!("{indent}    {} {}", short_sha(c), c.subject);
         }
     }
     println!();
 }
 
 /// A commit's sha cut to the 10 characters a view shows.
-fn short_sha(c: &Commit) -> String {
+pub(crate) fn short_sha(c: &Commit) -> String {
     c.sha.chars().take(10).collect()
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// The page: a session summary (for a session directory), then one
-/// section per run, each an inline SVG timeline as wide as the page.
-fn html(
-    session: Option<&SessionReport>,
-    runs: &[(Report, Timeline, LogCheck)],
-    silence: u64,
-) -> String {
-    let mut out = String::from(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>warden report</title>\n<style>\
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h2{margin:8px 0}.ok{color:#1a7f37}.bad{color:#cf222e}\
-table{border-collapse:collapse;margin:8px 0}td{padding:2px 10px 2px 0;vertical-align:top}svg.timeline{display:block;width:100%;height:auto;border:1px solid #ddd;background:#fafafa}\
-.legend span{display:inline-block;margin-right:14px}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}code{font-size:12px}\
-</style></head><body>\n<h1>warden report</h1>\n",
-    );
-    if let Some(s) = session {
-        session_summary(&mut out, s, runs);
-    }
-    for (r, t, check) in runs {
-        section(&mut out, r, t, silence, check);
-    }
-    out.push_str("</body></html>\n");
-    out
-}
-
 /// `text`'s first line, cut to `max` characters with an ellipsis.
-fn shorten(text: &str, max: usize) -> String {
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or("");
     if line.chars().count() <= max && !text.contains('\n') {
         return line.to_string();
@@ -431,7 +838,7 @@ fn shorten(text: &str, max: usize) -> String {
     cut
 }
 
-fn tokens_text(t: &Tokens) -> String {
+pub(crate) fn tokens_text(t: &Tokens) -> String {
     format!(
         "{} in / {} out / {} cache read / {} cache write ({} in all)",
         t.input,
@@ -442,308 +849,6 @@ fn tokens_text(t: &Tokens) -> String {
     )
 }
 
-fn cost_text(c: Option<f64>) -> String {
+pub(crate) fn cost_text(c: Option<f64>) -> String {
     c.map_or("not reported by the agent".into(), |c| format!("${c:.4}"))
-}
-
-/// Commits as HTML list items (escaped), or a sentence when there are none.
-fn commits_html(commits: Option<&[Commit]>) -> String {
-    let Some(commits) = commits else {
-        return "unknown: git could not say (see the error)".into();
-    };
-    if commits.is_empty() {
-        return "none".into();
-    }
-    let mut html = format!("{}<ul style=\"margin:0;padding-left:18px\">", commits.len());
-    for c in commits {
-        let _ = write!(
-            html,
-            "<li><code>{}</code> {}</li>",
-            esc(&short_sha(c)),
-            esc(&c.subject)
-        );
-    }
-    html.push_str("</ul>");
-    html
-}
-
-fn row(out: &mut String, key: &str, value_html: &str) {
-    let _ = write!(out, "<tr><td>{key}</td><td>{value_html}</td></tr>");
-}
-
-fn session_summary(out: &mut String, s: &SessionReport, runs: &[(Report, Timeline, LogCheck)]) {
-    let verdict = verdict_or(s.verdict, "no verdict");
-    let class = if verdict == "succeeded" { "ok" } else { "bad" };
-    let _ = writeln!(
-        out,
-        "<section class=\"session\"><h2>session {} <span class=\"{class}\">{}</span></h2><table>",
-        esc(&s.session_id),
-        esc(verdict)
-    );
-    row(
-        out,
-        "iterations",
-        &format!("{} of {}", s.iterations_run, s.iterations_requested),
-    );
-    row(
-        out,
-        "stopped because",
-        &esc(&s.stopped_because.as_str().replace('_', " ")),
-    );
-    row(out, "duration", &esc(&ms(s.duration_ms)));
-    let mut each = String::from("<ol style=\"margin:0;padding-left:18px\">");
-    for (r, t, _) in runs {
-        let verdict = r
-            .verdict
-            .filter(|_| t.finished)
-            .map_or("unfinished", Verdict::as_str);
-        let _ = write!(
-            each,
-            "<li><span class=\"{}\">{}</span> in {}: {}</li>",
-            if verdict == "succeeded" { "ok" } else { "bad" },
-            esc(verdict),
-            esc(&ms(t.duration)),
-            esc(&r.reason)
-        );
-    }
-    each.push_str("</ol>");
-    row(out, "each iteration", &each);
-    let tool_calls: u64 = runs
-        .iter()
-        .map(|(r, _, _)| u64::from(r.reported.tool_calls))
-        .sum();
-    row(out, "tool calls", &tool_calls.to_string());
-    row(out, "tokens", &esc(&tokens_text(&s.tokens)));
-    row(out, "cost", &esc(&cost_text(s.cost_usd)));
-    row(out, "commits", &commits_html(s.commits.as_deref()));
-    if let Some(wt) = &s.worktree {
-        row(
-            out,
-            "worktree",
-            &esc(&format!("{} on branch {}", wt.path.display(), wt.branch)),
-        );
-    }
-    let steps = steps_in_order(s);
-    if !steps.is_empty() {
-        let mut each = String::from("<ol style=\"margin:0;padding-left:18px\">");
-        for step in steps {
-            let _ = write!(
-                each,
-                "<li><span class=\"{}\">{}</span> {}</li>",
-                if step.passed { "ok" } else { "bad" },
-                if step.passed { "passed" } else { "failed" },
-                esc(&step_finished_line(step))
-            );
-        }
-        each.push_str("</ol>");
-        row(out, "checks and hooks", &each);
-    }
-    for line in merge_lines(s) {
-        let class = if s.merge_conflicts.is_empty() {
-            "ok"
-        } else {
-            "bad"
-        };
-        row(
-            out,
-            "merge",
-            &format!("<span class=\"{class}\">{}</span>", esc(&line)),
-        );
-    }
-    out.push_str("</table></section>\n");
-}
-
-/// The drawing's own width; the page scales it to its width.
-const VIEW_WIDTH: f64 = 1200.0;
-/// The column of row labels (wide enough for a shortened command).
-const LABEL_WIDTH: f64 = 240.0;
-/// Characters of a tool call's label.
-const TOOL_LABEL: usize = 38;
-
-fn section(out: &mut String, r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
-    let verdict = r
-        .verdict
-        .filter(|_| t.finished)
-        .map_or("unfinished", Verdict::as_str);
-    let class = if verdict == "succeeded" { "ok" } else { "bad" };
-    let _ = writeln!(
-        out,
-        "<section class=\"run\"><h2>{} <span class=\"{class}\">{}</span></h2>",
-        esc(&r.run_id),
-        esc(verdict)
-    );
-    for c in &check.changed {
-        let _ = writeln!(
-            out,
-            "<p class=\"bad\"><strong>log changed after the run:</strong> {}</p>",
-            esc(c)
-        );
-    }
-    if let Some(lost) = &r.output_lost {
-        let _ = writeln!(
-            out,
-            "<p class=\"bad\"><strong>output lost:</strong> {}</p>",
-            esc(lost)
-        );
-    }
-    out.push_str("<table>");
-    let why = if t.finished {
-        r.reason.clone()
-    } else {
-        "no verdict: still going, or its warden was killed before it could finish".to_string()
-    };
-    let rows = [
-        ("agent", r.agent.clone()),
-        ("model", model_text(r).to_string()),
-        ("why", why),
-        ("duration", ms(t.duration)),
-        ("longest silence", ms(t.longest_silence)),
-        ("tool calls", t.tools.len().to_string()),
-        ("tokens", tokens_text(&r.reported.tokens)),
-        ("cost", cost_text(r.reported.cost_usd)),
-    ];
-    for (k, v) in rows {
-        row(out, k, &esc(&v));
-    }
-    row(out, "commits", &commits_html(r.commits.as_deref()));
-    out.push_str("</table>\n");
-
-    let width = VIEW_WIDTH;
-    let left = LABEL_WIDTH;
-    let span = t.duration.max(1) as f64;
-    let x = |ms: u64| left + (ms.min(t.duration) as f64 / span) * (width - left - 16.0);
-    let tool_rows = t.tools.len().min(30);
-    let height = 150.0 + tool_rows as f64 * 16.0;
-    let _ = writeln!(
-        out,
-        "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"100%\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"timeline\">"
-    );
-    // Time axis.
-    for i in 0..=10 {
-        let at = (u128::from(t.duration) * i / 10) as u64;
-        let _ = writeln!(
-            out,
-            "<line x1=\"{0:.1}\" y1=\"18\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#eee\"/><text x=\"{0:.1}\" y=\"12\" font-size=\"10\" text-anchor=\"middle\">{2}</text>",
-            x(at),
-            height - 4.0,
-            esc(&ms(at))
-        );
-    }
-    // Silences: one band each, inset so that two in a row (split by one
-    // line of activity) are two bands.
-    let _ = writeln!(
-        out,
-        "<text x=\"4\" y=\"40\" font-size=\"11\">silence ≥ {}</text>",
-        esc(&ms(silence))
-    );
-    for (a, b) in &t.silences {
-        let (xa, xb) = (x(*a), x(*b));
-        let inset = ((xb - xa) / 4.0).min(1.5);
-        let _ = writeln!(
-            out,
-            "<rect class=\"silence\" x=\"{:.1}\" y=\"28\" width=\"{:.1}\" height=\"18\" rx=\"2\" fill=\"#f6c445\" stroke=\"#bf8700\" stroke-width=\"0.5\" opacity=\"0.8\"><title>quiet {} from {} to {}</title></rect>",
-            xa + inset,
-            (xb - xa - 2.0 * inset).max(1.0),
-            esc(&ms(b.saturating_sub(*a))),
-            esc(&ms(*a)),
-            esc(&ms(*b))
-        );
-    }
-    // Activity ticks.
-    let _ = writeln!(
-        out,
-        "<text x=\"4\" y=\"64\" font-size=\"11\">activity</text>"
-    );
-    for &a in &t.activity {
-        let _ = writeln!(
-            out,
-            "<line class=\"activity\" x1=\"{0:.1}\" y1=\"52\" x2=\"{0:.1}\" y2=\"68\" stroke=\"#0969da\" stroke-width=\"1\"/>",
-            x(a)
-        );
-    }
-    // Marks, the gravest drawn last (on top); then the end of the run.
-    let _ = writeln!(out, "<text x=\"4\" y=\"88\" font-size=\"11\">events</text>");
-    let mut marks: Vec<&Mark> = t.marks.iter().collect();
-    marks.sort_by_key(|m| (m.level, m.at_ms));
-    for m in marks {
-        let color = match m.level {
-            Level::Error => "#cf222e",
-            Level::Warning => "#bf8700",
-            Level::Info => "#1a7f37",
-        };
-        let _ = writeln!(
-            out,
-            "<circle class=\"mark {}\" cx=\"{:.1}\" cy=\"84\" r=\"5\" fill=\"{color}\"><title>{} at {}: {}</title></circle>",
-            m.level.as_str(),
-            x(m.at_ms),
-            m.level.as_str(),
-            esc(&ms(m.at_ms)),
-            esc(&m.text)
-        );
-    }
-    let end_color = match verdict {
-        "succeeded" => "#1a7f37",
-        "unfinished" => "#8c959f",
-        _ => "#cf222e",
-    };
-    let _ = writeln!(
-        out,
-        "<circle class=\"end\" cx=\"{:.1}\" cy=\"84\" r=\"6\" fill=\"{end_color}\" stroke=\"#fff\" stroke-width=\"1.5\"><title>end at {}: {}</title></circle>",
-        x(t.duration),
-        esc(&ms(t.duration)),
-        esc(verdict)
-    );
-    // Tokens over time: a step each time the count changed.
-    let _ = writeln!(
-        out,
-        "<text x=\"4\" y=\"116\" font-size=\"11\">tokens</text>"
-    );
-    if let Some(max) = t.tokens.iter().map(|(_, n)| *n).max().filter(|m| *m > 0) {
-        let y = |n: u64| 126.0 - (n as f64 / max as f64) * 24.0;
-        let mut d = format!("M{:.1} {:.1}", x(0), y(0));
-        for (at, n) in &t.tokens {
-            let _ = write!(d, " H{:.1} V{:.1}", x(*at), y(*n));
-        }
-        let _ = write!(d, " H{:.1}", x(t.duration));
-        let _ = writeln!(
-            out,
-            "<path class=\"tokens\" d=\"{d}\" fill=\"none\" stroke=\"#8250df\" stroke-width=\"2\"><title>{max} tokens in all</title></path>"
-        );
-    }
-    // Tool calls as bars, labelled with what they ran.
-    for (i, tool) in t.tools.iter().take(30).enumerate() {
-        let y = 140.0 + i as f64 * 16.0;
-        let color = if !tool.finished {
-            "#cf222e"
-        } else if tool.failed {
-            "#fa4549"
-        } else {
-            "#2da44e"
-        };
-        let input = tool.input.as_deref().unwrap_or_default();
-        let label = if input.trim().is_empty() {
-            tool.name.clone()
-        } else {
-            format!("{}: {}", tool.name, input.trim())
-        };
-        let full = if input.is_empty() {
-            tool.name.clone()
-        } else {
-            format!("{}: {}", tool.name, input)
-        };
-        let _ = writeln!(
-            out,
-            "<text class=\"tool\" x=\"4\" y=\"{:.1}\" font-size=\"10\" font-family=\"monospace\"><title>{}</title>{}</text><rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"11\" fill=\"{color}\"><title>{} at {}: {}</title></rect>",
-            y + 9.0,
-            esc(&full),
-            esc(&shorten(&label, TOOL_LABEL)),
-            x(tool.start_ms),
-            y,
-            (x(tool.end_ms) - x(tool.start_ms)).max(2.0),
-            esc(&ms(tool.end_ms.saturating_sub(tool.start_ms))),
-            esc(&ms(tool.start_ms)),
-            esc(&full)
-        );
-    }
-    out.push_str("</svg>\n<p class=\"legend\"><span><i class=\"sw\" style=\"background:#f6c445\"></i>silence</span><span><i class=\"sw\" style=\"background:#0969da\"></i>activity</span><span><i class=\"sw\" style=\"background:#2da44e\"></i>tool call</span><span><i class=\"sw\" style=\"background:#cf222e\"></i>error / unfinished</span><span><i class=\"sw\" style=\"background:#8250df\"></i>tokens</span></p></section>\n");
 }

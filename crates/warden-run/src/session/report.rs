@@ -25,6 +25,11 @@ pub struct SessionRun {
     /// one that never ended, and runs it (and pays for it) again.
     #[serde(default = "first_attempt")]
     pub attempt: u32,
+    /// How many attempts this run was allowed: 1 and one for each retry
+    /// (`--retries`); 0 in a `session.json` of a warden before this field
+    /// (not known).
+    #[serde(default)]
+    pub attempts: u32,
     /// Whether this attempt resumed the agent's session of the attempt
     /// before (else it started afresh).
     #[serde(default)]

@@ -299,6 +299,7 @@ impl<'a> Runs<'a> {
             iteration: step.iteration,
             output_retry: step.output_retry.is_some(),
             attempt: step.attempt,
+            attempts: self.request.retry.retries.saturating_add(1),
             resumed: step.resumed(),
             retried_because: None,
             retry_delay_ms: None,

@@ -45,6 +45,7 @@ mod phases;
 mod plain_words;
 mod preserve_status;
 mod replay;
+mod report_pages;
 mod resource_limits;
 mod resume;
 mod retention;

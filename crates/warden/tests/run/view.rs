@@ -333,7 +333,7 @@ fn report_explains_a_run_and_draws_a_self_contained_timeline() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("run.json or session.json"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("session.json or batch.json"));
 
     if !have("chromium") {
         return;

@@ -173,7 +173,7 @@ fn a_session_page_opens_with_the_sessions_summary() {
         "<td>tokens</td>",
         "<td>tool calls</td>",
         "<td>commits</td><td>none</td>",
-        "<td>each iteration</td><td><ol",
+        "<td>runs</td><td><table",
     ] {
         assert!(page.contains(row), "the session summary has {row}:\n{page}");
     }
