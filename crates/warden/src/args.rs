@@ -17,40 +17,38 @@ const OUTPUT: &str = Group::Output.heading();
 const CI: &str = Group::Ci.heading();
 
 /// The examples at the end of `warden run --help` (and its man page).
-pub(crate) const RUN_EXAMPLES: &str = "\
-  warden run exec -- ./build.sh | tail -5     supervise any command; its stdout is yours
+pub(crate) const RUN_EXAMPLES: &str =
+    "  warden run exec -- ./build.sh | tail -5     supervise any command; its stdout is yours
   warden run claude \"Fix the failing test\" > answer.md
   warden run codex -f task.md --stall-timeout 5m --timeout 30m
-  warden run claude \"Do the next step of TODO.md\" --iterations 10 --worktree --check 'cargo test' --merge
+  warden run claude -f next-step.md --iterations 10 --worktree --check 'cargo test' --merge
   warden run claude -f task.md --sandbox bwrap --env ANTHROPIC_API_KEY --max-cost 2
   warden run --json exec -- make | jq -c 'select(.kind == \"finished\")'";
 
 /// The examples of `warden batch`.
-pub(crate) const BATCH_EXAMPLES: &str = "\
-  warden batch runs.toml -j 8                     eight at a time, a table at the end
+pub(crate) const BATCH_EXAMPLES: &str =
+    "  warden batch runs.toml -j 8                     eight at a time, a table at the end
   warden batch runs.toml --junit junit.xml        and a JUnit report for CI
   warden batch runs.toml --executor slurm         each run a job of a Slurm array
   warden batch --resume .warden/batches/ID --rerun-failed";
 
 /// The examples of `warden report`.
-pub(crate) const REPORT_EXAMPLES: &str = "\
-  warden report .warden/runs/RUN-ID                why it ended, what it did, its silences
+pub(crate) const REPORT_EXAMPLES: &str =
+    "  warden report .warden/runs/RUN-ID                why it ended, what it did, its silences
   warden report .warden/runs/RUN-ID --html run.html
-  warden report .warden/sessions/ID --json | jq .verdict";
+  warden report .warden/runs/RUN-ID --json | jq '.runs[0].report.verdict'";
 
 /// The examples of `warden replay`.
-pub(crate) const REPLAY_EXAMPLES: &str = "\
-  warden replay claude .warden/runs/RUN-ID/stdout.log
+pub(crate) const REPLAY_EXAMPLES: &str = "  warden replay claude .warden/runs/RUN-ID/stdout.log
   warden replay codex recorded.jsonl --json | jq -c 'select(.kind == \"tool_started\")'";
 
 /// The examples of `warden doctor`.
-pub(crate) const DOCTOR_EXAMPLES: &str = "\
-  warden doctor                                   agent CLIs, sandboxes, containment, limits here
+pub(crate) const DOCTOR_EXAMPLES: &str = "  warden doctor                                   agent CLIs, sandboxes, containment, limits here
   warden doctor --json";
 
 /// The examples of `warden gc`.
-pub(crate) const GC_EXAMPLES: &str = "\
-  warden gc --dry-run                             what would go
+pub(crate) const GC_EXAMPLES: &str =
+    "  warden gc --dry-run                             what would go
   warden gc --keep-runs 20 --keep-days 7";
 
 #[derive(Debug, Parser)]
