@@ -28,8 +28,12 @@ pub(crate) struct RunPlan {
     pub(crate) command: Vec<OsString>,
     /// The working directory of the agent.
     pub(crate) cwd: PathBuf,
-    /// Where the artifacts go; `<cwd>/.warden/runs/<run-id>` if `None`.
+    /// Where the artifacts go; `<project>/.warden/runs/<run-id>` if
+    /// `None`.
     pub(crate) run_dir: Option<PathBuf>,
+    /// The directory whose `.warden/` holds the run's directory when
+    /// `run_dir` is `None`; `cwd` if `None`.
+    pub(crate) project: Option<PathBuf>,
     pub(crate) limits: Limits,
     pub(crate) containment: ContainmentChoice,
     /// Variables the agent's CLI needs set (its invocation's), on top of
@@ -119,6 +123,7 @@ impl RunRequest {
             } else {
                 self.dir.clone()
             },
+            project: self.project.clone(),
             limits: self.limits.clone(),
             containment: self.containment,
             env,

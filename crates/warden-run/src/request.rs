@@ -321,9 +321,17 @@ pub struct RunRequest {
     /// The directory to work in (or to make the worktree from).
     pub cwd: PathBuf,
     /// Where the report goes: the run directory of a single run, the
-    /// session directory of a session; under `cwd/.warden/` if `None`.
+    /// session directory of a session; under `project`'s `.warden/` if
+    /// `None`.
     #[serde(default)]
     pub dir: Option<PathBuf>,
+    /// The project's root, whose `.warden/` holds the run's (or the
+    /// session's) directory when `dir` is `None`: `warden` gives the
+    /// directory of the `warden.toml` it found, else the top of the git
+    /// work tree, else `cwd`. When `None`, a run's directory goes under
+    /// `cwd`, a session's under the top of its repository.
+    #[serde(default)]
+    pub project: Option<PathBuf>,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -515,6 +523,7 @@ impl RunRequest {
             command: Vec::new(),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             dir: None,
+            project: None,
             limits: Limits::default(),
             containment: ContainmentChoice::Auto,
             sandbox: SandboxOptions::default(),

@@ -143,10 +143,13 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     let started_at = SystemTime::now();
     let started = crate::clocks::now();
     let run_id = new_run_id(started_at);
-    let run_dir = plan
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| plan.cwd.join(defaults::RUNS_DIR).join(&run_id));
+    let run_dir = plan.run_dir.clone().unwrap_or_else(|| {
+        plan.project
+            .as_ref()
+            .unwrap_or(&plan.cwd)
+            .join(defaults::RUNS_DIR)
+            .join(&run_id)
+    });
     let run_dir = absolute(&plan.cwd, &run_dir);
     let fixed = warden_env(&mut plan, &run_id, started_at)?;
 

@@ -93,6 +93,10 @@ pub(crate) enum Command {
     /// (never one in use); --dry-run lists what would go.
     #[command(after_help = format!("Examples:\n{GC_EXAMPLES}"))]
     Gc(GcArgs),
+    /// Print each setting in effect here and where it came from: a
+    /// WARDEN_* variable, which warden.toml (the project's or your own),
+    /// or the default.
+    Config(ConfigArgs),
     /// Run one serialized request (what a cluster job of a batch runs).
     #[command(hide = true)]
     RunRequest {
@@ -184,6 +188,22 @@ pub(crate) struct GcArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Print what was decided as one JSON document instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConfigArgs {
+    /// Look for warden.toml from DIR, as `warden run --cwd DIR` does
+    /// [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Read settings from this file instead of the nearest warden.toml
+    /// (here, up to the git work tree's top), as `warden run --config`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print them as one JSON document instead
+    /// (`schemas/config.schema.json`).
     #[arg(long)]
     pub json: bool,
 }
@@ -351,7 +371,9 @@ pub(crate) struct ReplayArgs {
     /// (Gemini CLI, OpenCode) announce only there are counted too.
     #[arg(long, value_name = "FILE")]
     pub stderr: Option<PathBuf>,
-    /// Print the events as JSON lines, then the summary object.
+    /// Print the events as JSON lines (each valid by the event schema,
+    /// at t_ms 0: a recording keeps no times), and the summary as one
+    /// JSON object on stderr (schemas/replay.schema.json).
     #[arg(long)]
     pub json: bool,
 }

@@ -133,7 +133,12 @@ async fn from_file(file: &Path, args: &BatchArgs, mut signals: Signals) -> Outco
                 ..
             },
         ) => Batch::under(&absolute_dir(shared)?, jobs),
-        (None, _) => Batch::in_default_dir(&cwd, jobs),
+        // At the project's root, as a run's directory is.
+        (None, _) => Batch::in_default_dir(
+            &RawSettings::gather(&SettingFlags::default(), &cwd)
+                .map_or_else(|_| cwd.clone(), |r| r.project_root(&cwd)),
+            jobs,
+        ),
     }
     .source(file)
     .budget(budget);

@@ -73,6 +73,7 @@ pub(crate) async fn dispatch(cli: Cli) -> Outcome {
         }
         Command::Man { command, dir } => man(command.as_deref(), dir.as_deref()),
         Command::Gc(args) => crate::gc::gc(&args).await,
+        Command::Config(args) => crate::config_cmd::config(&args),
         Command::RunRequest { file } => run_request(&file, for_a_run()).await,
     }
 }
@@ -219,6 +220,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     let cwd = crate::request::working_dir(args.cwd.as_deref())?;
     let raw = RawSettings::gather(&args.settings, &cwd).map_err(usage)?;
     let config = raw.config_watch();
+    let project = raw.project_root(&cwd);
     let resolved = raw.resolve().map_err(usage)?;
     if args.iterations == 0 {
         return Err(usage("--iterations must be at least 1"));
@@ -243,7 +245,10 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     }
 
     // What stays the same for every run of the session.
-    let request = crate::request::build(&args, agent, &cwd, &resolved)?;
+    let mut request = crate::request::build(&args, agent, &cwd, &resolved)?;
+    // `.warden/` at the project's root, from whichever directory of it
+    // warden was started in.
+    request.project = Some(project.clone());
     let retention = (resolved.keep_runs, resolved.keep_days);
     let telemetry = crate::runner::start_telemetry(&resolved, &[agent], false)?;
     let mut ended = Vec::new();
@@ -261,7 +266,7 @@ async fn run(args: RunArgs, mut signals: Signals) -> Outcome {
     // Retention, when the settings ask for it: after the run, whose own
     // directory is the newest and no longer in use.
     if outcome.is_ok() {
-        crate::gc::after_run(&cwd, retention, ended).await;
+        crate::gc::after_run(&cwd, &project, retention, ended).await;
     }
     outcome
 }

@@ -24,9 +24,9 @@ pub(crate) async fn gc(args: &GcArgs) -> Outcome {
             flags.set(setting, v.clone());
         }
     }
-    let resolved = RawSettings::gather(&flags, &cwd)
-        .and_then(|raw| raw.resolve())
-        .map_err(usage)?;
+    let raw = RawSettings::gather(&flags, &cwd).map_err(usage)?;
+    let project = raw.project_root(&cwd);
+    let resolved = raw.resolve().map_err(usage)?;
     let options = GcOptions {
         keep_runs: resolved.keep_runs,
         keep_days: resolved.keep_days,
@@ -34,7 +34,7 @@ pub(crate) async fn gc(args: &GcArgs) -> Outcome {
         spare: Vec::new(),
     };
     let report = warden_run::gc::collect(
-        &projects(&cwd).await,
+        &projects(&cwd, &project).await,
         &options,
         std::time::SystemTime::now(),
     )
@@ -59,6 +59,7 @@ pub(crate) async fn gc(args: &GcArgs) -> Outcome {
 /// would otherwise delete the report warden just printed the path of).
 pub(crate) async fn after_run(
     cwd: &Path,
+    project: &Path,
     (keep_runs, keep_days): (Option<u64>, Option<u64>),
     spare: Vec<PathBuf>,
 ) {
@@ -71,8 +72,12 @@ pub(crate) async fn after_run(
         dry_run: false,
         spare,
     };
-    match warden_run::gc::collect(&projects(cwd).await, &options, std::time::SystemTime::now())
-        .await
+    match warden_run::gc::collect(
+        &projects(cwd, project).await,
+        &options,
+        std::time::SystemTime::now(),
+    )
+    .await
     {
         Ok(report) => {
             for line in lines(&report)
@@ -88,12 +93,16 @@ pub(crate) async fn after_run(
 
 /// The working directory and the top of its repository (sessions and
 /// worktrees live there).
-async fn projects(cwd: &Path) -> Vec<PathBuf> {
-    let mut all = vec![cwd.to_path_buf()];
-    if let Some(root) = warden_run::git::repo_root(cwd).await
-        && root != cwd
-    {
-        all.push(root);
+/// The directories whose `.warden/` gc cleans: the project's root (where
+/// runs go), the current directory (runs made there by an older warden)
+/// and the top of its git repository.
+async fn projects(cwd: &Path, project: &Path) -> Vec<PathBuf> {
+    let mut all = vec![project.to_path_buf()];
+    let root = warden_run::git::repo_root(cwd).await;
+    for dir in std::iter::once(cwd.to_path_buf()).chain(root) {
+        if !all.contains(&dir) {
+            all.push(dir);
+        }
     }
     all
 }

@@ -46,6 +46,7 @@ macro_rules! println {
 mod args;
 mod batch;
 mod cli;
+mod config_cmd;
 mod config_watch;
 mod doctor;
 mod error;

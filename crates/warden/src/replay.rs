@@ -6,16 +6,19 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 
-use serde::Serialize;
-use warden_events::{Agent, Event, LineKind, StreamDecoder, Summary};
+use warden_events::SchemaVersion;
+use warden_events::event::Stamped;
+use warden_events::{Agent, Event, LineKind, StreamDecoder};
 
 use crate::args::ReplayArgs;
 use crate::error::{Outcome, usage};
 
-/// The last line of `--json`: the summary and the line counts.
-#[derive(Serialize)]
+/// `--json`'s summary, on stderr (`schemas/replay.schema.json`): the
+/// summary and the line counts. Not on stdout, which holds only event
+/// lines: it is no event.
+#[derive(serde::Serialize)]
 struct ReplaySummary<'a> {
-    kind: &'static str,
+    schema_version: SchemaVersion,
     agent: &'static str,
     lines: u64,
     malformed_lines: u64,
@@ -27,7 +30,7 @@ struct ReplaySummary<'a> {
     /// (its `run.json`), else `unknown`.
     outcome: &'static str,
     #[serde(flatten)]
-    summary: &'a Summary,
+    summary: &'a warden_events::Summary,
 }
 
 pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
@@ -70,6 +73,13 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
         }
         for e in events.drain(..) {
             if args.json {
+                // An event line as `warden run --json` writes it (the event
+                // schema), at `t_ms` 0: a recording keeps no times.
+                let e = Stamped {
+                    schema_version: SchemaVersion,
+                    t_ms: 0,
+                    event: e,
+                };
                 // `##[` inside a string written so a CI log cannot take it
                 // for a command (the same text to a JSON reader).
                 json.clear();
@@ -123,19 +133,12 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
         None if agent == Agent::Exec => recorded_verdict(&args.file, agent).unwrap_or("unknown"),
         None => "no_terminal_event",
     };
-    if args.json {
-        let s = ReplaySummary {
-            kind: "summary",
-            agent: agent.name(),
-            lines,
-            malformed_lines: malformed,
-            oversized_lines: oversized,
-            outcome,
-            summary,
-        };
-        let _ = serde_json::to_writer(&mut out, &s);
-        let _ = out.write_all(b"\n");
-    } else {
+    // The summary follows the events; with `--json` it goes to stderr as
+    // one JSON object, so that stdout holds only event lines (each valid
+    // by the event schema).
+    let mut text = Vec::new();
+    if !args.json {
+        let out = &mut text;
         let t = &summary.reported.tokens;
         let _ = writeln!(out, "---");
         let _ = match (agent, outcome) {
@@ -176,7 +179,27 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
             let _ = writeln!(out, "final text: {f}");
         }
     }
+    let _ = out.write_all(&text);
     let _ = out.flush();
+    if args.json {
+        let s = ReplaySummary {
+            schema_version: SchemaVersion,
+            agent: agent.name(),
+            lines,
+            malformed_lines: malformed,
+            oversized_lines: oversized,
+            outcome,
+            summary,
+        };
+        if let Ok(mut line) = serde_json::to_vec(&s) {
+            line.push(b'\n');
+            crate::render::console::raw(
+                crate::render::console::Stream::Stderr,
+                crate::render::console::Priority::Important,
+                crate::render::github::json_line(line),
+            );
+        }
+    }
     Ok(match outcome {
         // Nothing in a command's plain output says it failed.
         "succeeded" | "unknown" => 0,

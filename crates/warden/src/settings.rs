@@ -96,6 +96,23 @@ fn read_config(path: &Path, named: bool) -> Result<Option<String>, SettingsError
     }
 }
 
+/// `value` (a path, or paths joined by `sep`) with each relative path
+/// made relative to `dir` (a config file's directory).
+fn relative_to(dir: &Path, value: &str, sep: &str) -> String {
+    value
+        .split(sep)
+        .map(|item| {
+            let p = Path::new(item.trim());
+            if item.trim().is_empty() || p.is_absolute() {
+                item.to_string()
+            } else {
+                dir.join(p).to_string_lossy().into_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 /// A TOML error as its place and message, without the quoted line that
 /// `toml` shows: `./warden.toml` may be a link the agent planted to a file
 /// it cannot read itself (a key, `/etc/shadow`), and warden's error must
@@ -113,10 +130,44 @@ fn toml_error(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// Where a setting's value came from (`warden config` says it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A flag (or a batch file's key, which fills the flags).
+    Flag(String),
+    /// A `WARDEN_*` variable, by name.
+    Env(String),
+    /// A config file, and which one it is.
+    File(PathBuf, FileScope),
+}
+
+/// Which config file a value came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum FileScope {
+    /// The project's `warden.toml`, found from the current directory up.
+    #[default]
+    Project,
+    /// The file `--config` or `WARDEN_CONFIG` named.
+    Named,
+    /// The user's own, `$XDG_CONFIG_HOME/warden/warden.toml`.
+    User,
+}
+
+impl FileScope {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            FileScope::Project => "project",
+            FileScope::Named => "named",
+            FileScope::User => "user",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Sourced {
     value: String,
     origin: String,
+    source: Source,
     /// Came from `SettingFlags` (which a batch file fills as well).
     from_flags: bool,
     /// Came from the config file's top level.
@@ -130,8 +181,16 @@ pub(crate) struct RawSettings {
     /// The config file in play, as it was read, and the nearer places
     /// looked in and found empty.
     config: Vec<crate::config_watch::ConfigWatch>,
-    /// `[agent.NAME] image = "…"` of the config file.
+    /// `[agent.NAME] image = "…"` of the config file, and the file.
     agent_images: Vec<(Agent, String)>,
+    agent_image_files: Vec<PathBuf>,
+    /// The kind of the file being read (`add_file`).
+    reading: FileScope,
+    /// The config files read, in the order read (nearest first).
+    files: Vec<(PathBuf, FileScope)>,
+    /// The project's `warden.toml` found by looking up from the current
+    /// directory (not one named): its directory is the project's root.
+    found: Option<PathBuf>,
 }
 
 /// Settings the rest of the program trusts.
@@ -227,8 +286,14 @@ impl RawSettings {
                 text.as_deref(),
             ));
             if let Some(text) = text {
+                raw.reading = if named {
+                    FileScope::Named
+                } else {
+                    FileScope::Project
+                };
                 raw.add_file(&text, &path)?;
                 if !named {
+                    raw.found = Some(path.clone());
                     raw.config.extend(
                         discover::git_marks(cwd, &path)
                             .iter()
@@ -257,10 +322,69 @@ impl RawSettings {
                 text.as_deref(),
             ));
             if let Some(text) = text {
+                raw.reading = FileScope::User;
                 raw.add_file(&text, &path)?;
             }
         }
         Ok(raw)
+    }
+
+    /// The directory whose `.warden/` holds the runs', sessions' and
+    /// batches' directories: the project's `warden.toml`'s (found from
+    /// `cwd` up, not one named), else the top of the git work tree `cwd`
+    /// is in, else `cwd`. So a run started in a subdirectory of the
+    /// project goes where one started at its top does.
+    pub(crate) fn project_root(&self, cwd: &Path) -> PathBuf {
+        self.found
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .or_else(|| discover::work_tree_top(cwd))
+            .unwrap_or_else(|| cwd.to_path_buf())
+    }
+
+    /// The config files read, nearest first, with their kind.
+    pub(crate) fn files(&self) -> &[(PathBuf, FileScope)] {
+        &self.files
+    }
+
+    /// Each setting's value in effect and where it came from; `None` for
+    /// the default. Call [`RawSettings::resolve`] too: this does not
+    /// check the values.
+    pub(crate) fn in_effect(&self) -> Vec<(&'static Setting, Option<(String, Source)>)> {
+        SETTINGS
+            .iter()
+            .map(|setting| {
+                let winner = self
+                    .values
+                    .get(setting.name)
+                    .and_then(|v| v.first())
+                    .map(|s| (s.value.clone(), s.source.clone()));
+                (setting, winner)
+            })
+            .collect()
+    }
+
+    /// `[agent.NAME] image` in effect, with the file each came from (none
+    /// when a flag or variable gave `image` for every agent).
+    pub(crate) fn agent_images_in_effect(&self) -> Vec<(Agent, String, PathBuf)> {
+        if self.image_beats_agents() {
+            return Vec::new();
+        }
+        self.agent_images
+            .iter()
+            .zip(&self.agent_image_files)
+            .map(|((a, i), p)| (*a, i.clone(), p.clone()))
+            .collect()
+    }
+
+    /// An image from a flag or a variable is every agent's; one from the
+    /// file's top level is for the agents without their own.
+    fn image_beats_agents(&self) -> bool {
+        self.values
+            .get("image")
+            .and_then(|v| v.first())
+            .is_some_and(|s| !s.from_file)
     }
 
     /// The config files these settings read, and the places looked in
@@ -269,10 +393,11 @@ impl RawSettings {
         self.config.clone()
     }
 
-    fn push(&mut self, name: &'static str, value: String, origin: String) {
+    fn push(&mut self, name: &'static str, value: String, origin: String, source: Source) {
         self.values.entry(name).or_default().push(Sourced {
             value,
             origin,
+            source,
             from_flags: false,
             from_file: false,
         });
@@ -293,10 +418,12 @@ impl RawSettings {
     fn add_flags(&mut self, f: &SettingFlags) {
         for (name, value) in f.given() {
             let Some(setting) = find(name) else { continue };
+            let flag = format!("--{}", setting.flag());
             self.push(
                 setting.name,
                 value.to_string(),
-                format!("--{}", setting.flag()),
+                flag.clone(),
+                Source::Flag(flag),
             );
             if let Some(last) = self.values.get_mut(setting.name).and_then(|v| v.last_mut()) {
                 last.from_flags = true;
@@ -309,12 +436,13 @@ impl RawSettings {
         for setting in SETTINGS {
             let var = setting.env();
             if let Some(v) = vars.get(&var) {
-                self.push(setting.name, v.clone(), var);
+                self.push(setting.name, v.clone(), var.clone(), Source::Env(var));
             }
         }
     }
 
     fn add_file(&mut self, text: &str, path: &Path) -> Result<(), SettingsError> {
+        self.files.push((path.to_path_buf(), self.reading));
         // A nearer file read before this one gave every agent's image: this
         // file's images per agent lie beneath it.
         let images_given = self
@@ -364,7 +492,17 @@ impl RawSettings {
                     });
                 }
             };
-            self.push(setting.name, value, origin);
+            // A path in a file is relative to the file's directory, not to
+            // wherever warden was started (a file found from a
+            // subdirectory means the same paths as from the top).
+            let value = match (setting.kind, path.parent()) {
+                (Kind::Path(_) | Kind::Paths(_), Some(dir)) => {
+                    relative_to(dir, &value, setting.kind.list_separator())
+                }
+                _ => value,
+            };
+            let source = Source::File(path.to_path_buf(), self.reading);
+            self.push(setting.name, value, origin, source);
             if let Some(last) = self.values.get_mut(setting.name).and_then(|v| v.last_mut()) {
                 last.from_file = true;
             }
@@ -424,6 +562,7 @@ impl RawSettings {
                     toml::Value::String(image) if !image.trim().is_empty() => {
                         if !images_given && !self.agent_images.iter().any(|(a, _)| *a == agent) {
                             self.agent_images.push((agent, image));
+                            self.agent_image_files.push(path.to_path_buf());
                         }
                     }
                     other => {
@@ -466,14 +605,7 @@ impl RawSettings {
                 set(&mut resolved);
             }
         }
-        // An image from a flag or a variable is every agent's; one from
-        // the file's top level is for the agents without their own.
-        let image_beats_agents = self
-            .values
-            .get("image")
-            .and_then(|v| v.first())
-            .is_some_and(|s| !s.from_file);
-        if !image_beats_agents {
+        if !self.image_beats_agents() {
             resolved.agent_images = self.agent_images;
         }
         Ok(resolved)
@@ -541,7 +673,8 @@ mod tests {
             Kind::Grace(_) => "3s",
             Kind::Text(_) => "sample-text",
             Kind::Command(_) => "make test",
-            Kind::Path(_) => "some/dir",
+            // Absolute: a relative one in a file is the file's directory's.
+            Kind::Path(_) => "/some/dir",
             Kind::Switch(_) => "true",
             Kind::Bytes(_) => "4KiB",
             Kind::Paths(_) => "/run/a.sock,/run/b.sock",
@@ -776,6 +909,24 @@ mod tests {
         assert_eq!(r.limits.timeout, Some(Duration::from_secs(90 * 60)));
         assert_eq!(r.limits.kill_grace, Duration::from_secs(1));
         assert_eq!(r.limits.drain_grace, warden_run::defaults::DRAIN_GRACE);
+    }
+
+    #[test]
+    fn a_relative_path_in_a_file_is_the_files_directorys() {
+        let r = raw(
+            SettingFlags::default(),
+            &[],
+            Some("run_dir = \"out/runs\"\nallow_socket = [\"a.sock\", \"/run/b.sock\"]"),
+        )
+        .unwrap();
+        assert_eq!(r.run_dir.as_deref(), Some(Path::new("/w/out/runs")));
+        assert_eq!(
+            r.allow_sockets,
+            [PathBuf::from("/w/a.sock"), PathBuf::from("/run/b.sock")]
+        );
+        // From a flag or a variable, it stays relative (to the cwd).
+        let r = raw(SettingFlags::of(&[("run_dir", "out")]), &[], None).unwrap();
+        assert_eq!(r.run_dir.as_deref(), Some(Path::new("out")));
     }
 
     #[test]

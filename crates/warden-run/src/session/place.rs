@@ -83,9 +83,10 @@ impl Place {
         };
         // The top of the repository is asked for only when it names the
         // directory (a batch names every run's).
-        let session_dir = match request.dir.clone() {
-            Some(dir) => dir,
-            None => git::repo_root(&request.cwd)
+        let session_dir = match (request.dir.clone(), &request.project) {
+            (Some(dir), _) => dir,
+            (None, Some(project)) => project.join(".warden/sessions").join(session_id),
+            (None, None) => git::repo_root(&request.cwd)
                 .await
                 .unwrap_or_else(|| request.cwd.clone())
                 .join(".warden/sessions")

@@ -173,6 +173,7 @@ impl Runs<'_> {
             command: ["sh", "-c", order.command].map(Into::into).to_vec(),
             cwd: self.place.workdir.clone(),
             run_dir: Some(run_dir.to_path_buf()),
+            project: None,
             limits,
             containment: request.containment,
             env: Vec::new(),

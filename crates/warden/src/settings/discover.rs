@@ -43,6 +43,13 @@ pub(crate) fn git_marks(cwd: &Path, found: &Path) -> Vec<PathBuf> {
     }
 }
 
+/// The top of the git work tree `cwd` is in (its physical path, the
+/// directory holding `.git`), found as the config file is; `None` outside
+/// one, or past a file-system boundary.
+pub(crate) fn work_tree_top(cwd: &Path) -> Option<PathBuf> {
+    work_tree_dirs(cwd)?.pop()
+}
+
 /// The directories from `cwd` (its physical path) up to its work tree's
 /// top; `None` outside a work tree.
 fn work_tree_dirs(cwd: &Path) -> Option<Vec<PathBuf>> {

@@ -454,8 +454,11 @@ fn replay_decodes_a_recording_offline() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines[0]["kind"], "session_started");
-    let last = lines.last().unwrap();
-    assert_eq!(last["kind"], "summary");
+    // Only events on stdout; the summary on stderr's last line.
+    assert!(lines.iter().all(|l| l["schema_version"] == 1), "{text}");
+    assert_eq!(lines.last().unwrap()["kind"], "result");
+    let err = String::from_utf8(out.stderr).unwrap();
+    let last: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
     assert_eq!(last["outcome"], "succeeded");
     assert_eq!(last["tool_calls"], 1);
     assert_eq!(last["lines"], 9);

@@ -16,6 +16,7 @@ mod batch_state;
 mod budgets;
 mod checks;
 mod clocks;
+mod config_cmd;
 mod config_discovery;
 mod containers;
 mod containers_limits;

@@ -113,7 +113,8 @@ fn a_replay_of_a_command_that_stalled_says_stalled_not_succeeded() {
         .command(&["replay", "exec", log.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    // The summary: the last line of stderr.
+    let text = String::from_utf8_lossy(&out.stderr);
     let summary: serde_json::Value =
         serde_json::from_str(text.lines().last().expect("a summary line")).unwrap();
     assert_eq!(summary["outcome"], "stalled", "{text}");

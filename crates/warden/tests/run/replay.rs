@@ -75,9 +75,10 @@ fn replay_counts_every_line_when_read_in_chunks() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The summary: the last line of stderr.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     let summary: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("a summary line")).unwrap();
+        serde_json::from_str(stderr.lines().last().expect("a summary line")).unwrap();
     assert_eq!(summary["lines"], 61, "summary: {summary}");
     assert_eq!(summary["oversized_lines"], 0, "summary: {summary}");
 }

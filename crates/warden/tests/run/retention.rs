@@ -446,6 +446,9 @@ fn gc_keeps_the_worktree_of_a_batch_started_in_a_subdirectory() {
     repo(&case);
     let sub = case.path().join("sub");
     std::fs::create_dir(&sub).unwrap();
+    // A project of its own in `sub` (its warden.toml): the batch goes in
+    // `sub/.warden/batches`, not at the repository's top.
+    std::fs::write(sub.join("warden.toml"), "").unwrap();
     let file = crate::batch::write(
         &case,
         "[defaults]\nagent = \"exec\"\nworktree = true\nkeep_worktree = true\n\

@@ -106,7 +106,11 @@ fn replay_counts_the_retries_on_stderr_too() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         let retries = lines.iter().filter(|l| l["kind"] == "retry").count();
-        (retries, lines.last().unwrap()["retries"].clone())
+        // The summary: the last line of stderr.
+        let err = String::from_utf8(out.stderr).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_str(err.lines().last().expect("a summary")).unwrap();
+        (retries, summary["retries"].clone())
     };
     assert_eq!(replay(&[]), (0, serde_json::json!(0)));
     assert_eq!(
