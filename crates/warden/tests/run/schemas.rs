@@ -101,16 +101,43 @@ mod json_docs {
     use warden_events::SchemaVersion;
     use warden_run::{Report, SessionReport};
 
-    /// `warden report --json` (`schemas/report.schema.json`): the run's or
-    /// the session's reports read back, and whether each run's logs are
-    /// still what warden wrote.
+    /// `warden report --json` (`schemas/report.schema.json`): the reports
+    /// of a run, a session or a batch read back, and whether each run's
+    /// logs are still what warden wrote.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(untagged)]
+    pub enum ReportJson {
+        Runs(ReportOfRuns),
+        Batch(ReportOfBatch),
+    }
+
+    /// A run's or a session's directory.
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     #[serde(deny_unknown_fields)]
-    pub struct ReportJson {
+    pub struct ReportOfRuns {
         pub schema_version: SchemaVersion,
         /// `session.json`, for a session directory; `null` for a run's.
         pub session: Option<SessionReport>,
         /// Each run: its directory, its `run.json`, its logs' check.
+        pub runs: Vec<ReportRun>,
+    }
+
+    /// A batch's directory.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct ReportOfBatch {
+        pub schema_version: SchemaVersion,
+        /// `batch.json` (`schemas/batch.schema.json`).
+        pub batch: warden_run::BatchReport,
+        /// Each entry of the batch, by name, with its runs.
+        pub entries: Vec<BatchEntry>,
+    }
+
+    /// One entry of a batch's `report --json`.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct BatchEntry {
+        pub name: String,
         pub runs: Vec<ReportRun>,
     }
 
@@ -579,6 +606,9 @@ fn report_json_matches_its_schema() {
     assert_eq!(doc["schema_version"], 1);
     let r: json_docs::ReportJson =
         serde_json::from_value(doc).expect("report --json reads back as its type");
+    let json_docs::ReportJson::Runs(r) = r else {
+        panic!("a run's report --json is no batch's");
+    };
     assert_eq!(r.runs.len(), 1);
     assert!(r.runs[0].logs.matches);
     // `--events`: event lines, as `run --json` printed them.
@@ -682,6 +712,29 @@ fn batch_json_matches_the_batch_schema() {
     let doc = json_doc(&out, "batch --json");
     assert_valid(&validator("batch.schema.json"), &doc, "batch --json");
     assert_eq!(doc["schema_version"], 1);
+    // The batch's directory read back by `report --json`.
+    let out = case
+        .command(&["report", dir.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json_doc(&out, "report --json of a batch");
+    assert_valid(
+        &validator("report.schema.json"),
+        &doc,
+        "report --json of a batch",
+    );
+    let r: json_docs::ReportJson = serde_json::from_value(doc).expect("reads back");
+    let json_docs::ReportJson::Batch(b) = r else {
+        panic!("a batch's report --json is a batch's");
+    };
+    assert_eq!(b.entries.len(), 1);
+    assert_eq!(b.entries[0].name, "good");
+    assert_eq!(b.entries[0].runs.len(), 1);
 }
 
 /// Every line of `warden replay --json` is an event line by the event
