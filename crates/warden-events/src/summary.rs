@@ -307,7 +307,7 @@ impl Out<'_> {
         });
     }
 
-    /// One more model call answered (see `turns` in the README).
+    /// One more model call answered (see `turns` in the book's run directory chapter).
     pub fn turn(&mut self) {
         self.summary.reported.turns += 1;
     }

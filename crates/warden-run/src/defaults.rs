@@ -1,4 +1,4 @@
-//! Every default of warden, in one place. The README's table of flags is
+//! Every default of warden, in one place. The book's table of settings (docs/src/settings.md) is
 //! written from this file; change both together.
 
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The report of one run, written as `run.json`.
 //!
-//! Field names are stable and snake_case; the README documents each one.
+//! Field names are stable and snake_case; the book (`docs/src/run-directory.md`) documents each one.
 //! Durations are in milliseconds, times in RFC 3339 UTC.
 
 use std::collections::BTreeMap;

@@ -187,20 +187,25 @@ fn batch_runs_every_entry_and_writes_batch_json() {
     assert_eq!(report["runs"][0]["verdict"], "agent_failed");
 }
 
-/// The README's programs are these examples, word for word: what a reader
-/// copies is what CI compiles.
+/// The programs of the book's library chapter (and the README's one) are
+/// these examples, word for word: what a reader copies is what CI
+/// compiles.
 #[test]
 fn the_readme_shows_the_examples_as_they_are() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let (readme, chapter) = (read("../../README.md"), read("../../docs/src/library.md"));
+    let block = |name: &str| format!("```rust\n{}```\n", read(&format!("examples/{name}.rs")));
     for name in ["one_run", "one_session", "one_batch"] {
-        let file = std::fs::read_to_string(root.join(format!("examples/{name}.rs"))).unwrap();
-        let block = format!("```rust\n{file}```\n");
         assert!(
-            readme.contains(&block),
-            "README.md does not show examples/{name}.rs as it is"
+            chapter.contains(&block(name)),
+            "docs/src/library.md does not show examples/{name}.rs as it is"
         );
     }
+    assert!(
+        readme.contains(&block("one_run")),
+        "README.md does not show examples/one_run.rs as it is"
+    );
     let one_run = std::fs::read_to_string(root.join("examples/one_run.rs")).unwrap();
     assert!(one_run.lines().count() <= 15, "{one_run}");
 }

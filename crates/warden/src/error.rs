@@ -1,5 +1,5 @@
 //! The one error type of warden's commands: what stopped a command, and
-//! the documented exit code it maps to (README, "Verdicts and exit
+//! the documented exit code it maps to (the book's run directory chapter, "Verdicts and exit
 //! codes"). A command returns it; `main` prints it, once.
 
 use std::fmt;

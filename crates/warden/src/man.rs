@@ -201,7 +201,7 @@ fn examples(roff: &mut Roff, command: Option<&str>) {
         roff.control("fi", []);
     }
     roff.text([
-        roman("More in the README and "),
+        roman("More in the book (docs/ in the source) and "),
         italic("warden COMMAND --help"),
         roman("."),
     ]);

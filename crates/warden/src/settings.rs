@@ -17,7 +17,7 @@
 //! is planned and started, not here.
 //!
 //! To add a setting: add its row and the field of [`Resolved`] it fills
-//! (with its default in `Resolved::default`), its line in the README's
+//! (with its default in `Resolved::default`), its line in the book's settings
 //! table, and its effect in the settings test of `tests/run`.
 
 use std::collections::HashMap;
@@ -826,26 +826,30 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_setting_as_the_table_has_it() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).expect("the README");
+    fn the_book_lists_every_setting_as_the_table_has_it() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/settings.md");
+        let readme = std::fs::read_to_string(path).expect("the book's settings chapter");
+        // The chapter's own part, before its first section.
         let section = readme
-            .split("\n## Settings\n")
-            .nth(1)
+            .strip_prefix("# Settings\n")
             .and_then(|s| s.split("\n## ").next())
-            .expect("a Settings section");
+            .expect("the Settings chapter");
         let rows: Vec<Vec<&str>> = section
             .lines()
             .filter(|l| l.starts_with("| `"))
             .map(|l| l.split(" | ").collect())
             .collect();
-        assert_eq!(rows.len(), SETTINGS.len(), "one README row per setting");
+        assert_eq!(
+            rows.len(),
+            SETTINGS.len(),
+            "one row per setting in docs/src/settings.md"
+        );
         for setting in SETTINGS {
             let key = format!("`{}`", setting.name);
             let row = rows
                 .iter()
                 .find(|row| row.get(2) == Some(&key.as_str()))
-                .unwrap_or_else(|| panic!("no README row for {key}"));
+                .unwrap_or_else(|| panic!("no row in docs/src/settings.md for {key}"));
             let default = match setting.default {
                 Shown::Value(v) | Shown::Described(v) => format!("`{v}`"),
                 Shown::Off => "off".into(),
@@ -860,8 +864,10 @@ mod tests {
             assert_eq!(row[1], format!("`{}`", setting.env()), "{row:?}");
             assert_eq!(row[3], default, "README default of `{}`", setting.name);
         }
-        // The batch keys, in `warden batch`'s section.
-        let batch = readme
+        // The batch keys, in the batches chapter.
+        let batches = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/batches.md");
+        let batches = std::fs::read_to_string(batches).expect("the book's batches chapter");
+        let batch = batches
             .split("and the\nsettings (")
             .nth(1)
             .and_then(|s| s.split(')').next())

@@ -813,14 +813,14 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_the_keys_of_a_run_as_the_batch_file_reads_them() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).expect("the README");
+    fn the_book_lists_the_keys_of_a_run_as_the_batch_file_reads_them() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/batches.md");
+        let readme = std::fs::read_to_string(path).expect("the book's batches chapter");
         let listed: Vec<&str> = readme
             .split("\nRun keys: ")
             .nth(1)
             .and_then(|s| s.split(", and the\nsettings").next())
-            .expect("the README's list of run keys")
+            .expect("the batches chapter's list of run keys")
             .split(',')
             .map(|k| k.split('`').nth(1).expect("a key in backquotes"))
             .collect();

@@ -6,7 +6,7 @@
 
 use super::{Kind, Resolved};
 
-/// The default a setting shows in `--help` and the README.
+/// The default a setting shows in `--help` and the book.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shown {
     /// A value in the setting's own syntax that gives the default.

@@ -22,6 +22,7 @@ mod containers;
 mod containers_limits;
 mod containers_setup;
 mod containers_user;
+mod docs_links;
 mod endtoend;
 mod gh_outputs;
 mod help_man;
