@@ -192,7 +192,11 @@ const FATAL_CATEGORIES: &[&str] = &[
     "billing_error",
 ];
 
-fn class_of(category: &str) -> ErrorClass {
+/// The class of a synthetic message's error `category`; for a category
+/// that names no class (`server_error`, `unknown`), its `text` decides
+/// (`API Error: 529 ...`: Claude Code calls a 529 whose body is not
+/// Anthropic's `overloaded_error` a `server_error`).
+fn class_of(category: &str, text: &str) -> ErrorClass {
     match category {
         // Used-up credit: `quota`, as for the other CLIs, not bad
         // credentials.
@@ -201,8 +205,11 @@ fn class_of(category: &str) -> ErrorClass {
         "rate_limit" => ErrorClass::RateLimit,
         "overloaded" => ErrorClass::Overloaded,
         "invalid_request" => ErrorClass::InvalidRequest,
-        "unknown" => ErrorClass::Other,
-        _ => ErrorClass::Api,
+        "unknown" => ErrorClass::classify(text, None),
+        _ => match ErrorClass::classify(text, None) {
+            ErrorClass::Other => ErrorClass::Api,
+            c => c,
+        },
     }
 }
 
@@ -264,7 +271,7 @@ impl Decode for Claude {
                     reason,
                 );
                 if FATAL_CATEGORIES.contains(&category.as_str()) {
-                    let class = class_of(&category);
+                    let class = class_of(&category, "");
                     let what = if class == ErrorClass::Quota {
                         "credit used up"
                     } else {
@@ -390,7 +397,7 @@ impl Claude {
             .error
             .and_then(|e| serde_json::from_str::<String>(e.get()).ok())
         {
-            let class = class_of(&category);
+            let class = class_of(&category, &text);
             let message = if text.is_empty() {
                 category.clone()
             } else {

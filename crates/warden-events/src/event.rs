@@ -298,7 +298,10 @@ impl ErrorClass {
             ])
         {
             ErrorClass::Network
-        } else if status.is_some() || has(&["api error", "500", "502", "504", "server"]) {
+        } else if status.is_some()
+            // Codex's words for an HTTP 5xx, said with no status.
+            || has(&["api error", "500", "502", "504", "server", "experiencing high demand"])
+        {
             ErrorClass::Api
         } else {
             ErrorClass::Other
@@ -730,6 +733,13 @@ mod tests {
         assert_eq!(c("503 Service Unavailable", None), ErrorClass::Overloaded);
         assert_eq!(c("API Error: 500 internal", None), ErrorClass::Api);
         assert_eq!(c("x", Some(502)), ErrorClass::Api);
+        assert_eq!(
+            c(
+                "We\u{2019}re currently experiencing high demand, which may cause temporary errors.",
+                None
+            ),
+            ErrorClass::Api
+        );
         assert_eq!(c("fetch failed", None), ErrorClass::Network);
         assert_eq!(c("API Error: Connection error.", None), ErrorClass::Network);
         assert_eq!(

@@ -19,7 +19,7 @@ use warden_run::{Report, Verdict};
 
 use crate::args::ReportArgs;
 use crate::render::github::neutralize;
-use crate::render::lines::{step_finished_line, steps_in_order};
+use crate::render::lines::{one_line, step_finished_line, steps_in_order};
 use crate::render::ms;
 use crate::timeline::{self, Timeline};
 
@@ -293,7 +293,7 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
             r.agent,
             verdict_or(r.verdict, "?"),
             ms(t.duration),
-            r.reason
+            one_line(&r.reason)
         );
     } else {
         println!(
@@ -370,7 +370,12 @@ fn print_run(r: &Report, t: &Timeline, silence: u64, check: &LogCheck) {
         );
     }
     for m in t.marks.iter().filter(|m| m.level != Level::Info) {
-        println!("  {} at {}: {}", m.level.as_str(), ms(m.at_ms), m.text);
+        println!(
+            "  {} at {}: {}",
+            m.level.as_str(),
+            ms(m.at_ms),
+            one_line(&m.text)
+        );
     }
     if r.commits.is_none() {
         println!("  commits unknown: git could not say (see the error)");
