@@ -389,6 +389,7 @@ pub(crate) mod tests {
             session_dir: "/tmp/x".into(),
             workdir: "/tmp".into(),
             worktree: None,
+            branch: None,
             started_at: "2026-01-01T00:00:00.000Z".into(),
             duration_ms: 10,
             iterations_requested: 1,

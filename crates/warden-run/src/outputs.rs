@@ -57,8 +57,8 @@ impl Outputs {
             ("verdict", r.verdict.map_or("", |v| v.as_str()).to_string()),
             ("exit_code", exit_code.to_string()),
             ("run_dir", r.run_dir.display().to_string()),
-            // A single run has no worktree of its own.
-            ("branch", String::new()),
+            // The branch its commits are on, as `run.json` says.
+            ("branch", r.branch.clone().unwrap_or_default()),
             ("commits", count(r.commits.as_deref())),
             ("cost_usd", cost_text(r.reported.cost_usd)),
             ("tokens", r.reported.tokens.total().to_string()),
@@ -71,19 +71,13 @@ impl Outputs {
     }
 
     /// A session's outputs: `run_dir` is the session's directory, `branch`
-    /// its worktree's branch (empty without one).
+    /// the branch its commits are on (`session.json`'s `branch`).
     pub fn for_session(s: &SessionReport, exit_code: u8, final_text_file: Option<&Path>) -> Self {
         Self(vec![
             ("verdict", s.verdict.map_or("", |v| v.as_str()).to_string()),
             ("exit_code", exit_code.to_string()),
             ("run_dir", s.session_dir.display().to_string()),
-            (
-                "branch",
-                s.worktree
-                    .as_ref()
-                    .map(|w| w.branch.clone())
-                    .unwrap_or_default(),
-            ),
+            ("branch", s.branch.clone().unwrap_or_default()),
             ("commits", count(s.commits.as_deref())),
             ("cost_usd", cost_text(s.cost_usd)),
             ("tokens", s.tokens.total().to_string()),

@@ -246,6 +246,12 @@ pub struct SessionReport {
     pub session_dir: PathBuf,
     pub workdir: PathBuf,
     pub worktree: Option<WorktreeReport>,
+    /// The branch the session's commits are on: its worktree's branch,
+    /// else the branch HEAD was on when its last run ended (`branch` of
+    /// that run's `run.json`); `null` on a detached HEAD or outside a
+    /// repository.
+    #[serde(default)]
+    pub branch: Option<String>,
     pub started_at: String,
     pub duration_ms: u64,
     pub iterations_requested: u32,

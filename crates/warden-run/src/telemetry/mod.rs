@@ -589,8 +589,9 @@ impl SessionSpans {
         if let Some(c) = r.cost_usd {
             attributes.push(("warden.cost_usd", c.into()));
         }
-        if let Some(wt) = &r.worktree {
-            attributes.push(("warden.branch", wt.branch.as_str().into()));
+        // `session.json`'s `branch`: the branch the commits are on.
+        if let Some(b) = &r.branch {
+            attributes.push(("warden.branch", b.as_str().into()));
         }
         all.push(SpanRecord {
             trace_id: self.ids.trace(),
