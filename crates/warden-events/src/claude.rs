@@ -136,10 +136,12 @@ struct Usage {
 
 impl Usage {
     /// `earlier` with the counts this usage gives replaced (a count not
-    /// believed is 0, as in [`Usage::tokens`]).
+    /// believed is not known, as in [`Usage::tokens`]).
     fn over(self, earlier: Tokens, out: &mut Out<'_>) -> Tokens {
         let given = self.tokens(out);
-        let or = |v: Option<Figure>, now: u64, e: u64| if v.is_some() { now } else { e };
+        let or = |v: Option<Figure>, now: Option<u64>, e: Option<u64>| {
+            if v.is_some() { now } else { e }
+        };
         Tokens {
             input: or(self.input_tokens, given.input, earlier.input),
             output: or(self.output_tokens, given.output, earlier.output),
@@ -153,7 +155,8 @@ impl Usage {
                 given.cache_write,
                 earlier.cache_write,
             ),
-            reasoning: 0,
+            // Claude Code reports no reasoning count: not known.
+            reasoning: None,
         }
     }
 
@@ -171,7 +174,7 @@ impl Usage {
                 "usage.cache_creation_input_tokens",
                 self.cache_creation_input_tokens,
             ),
-            reasoning: 0,
+            reasoning: None,
         }
     }
 }

@@ -176,7 +176,7 @@ impl Decode for Codex {
                     let tokens = Tokens {
                         input: out
                             .count("usage.input_tokens", u.input_tokens)
-                            .saturating_sub(cached),
+                            .map(|i| i.saturating_sub(cached.unwrap_or(0))),
                         output: out.count("usage.output_tokens", u.output_tokens),
                         cache_read: cached,
                         cache_write: out

@@ -316,7 +316,7 @@ pub(crate) fn attempts_spent(
                 } else {
                     0.0
                 },
-                tokens: run.tokens.unwrap_or_default().total(),
+                tokens: run.tokens.unwrap_or_default().spent(),
                 turns: u64::from(run.turns),
             };
             spent.add(&counted);

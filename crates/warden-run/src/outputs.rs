@@ -32,6 +32,11 @@ fn count(commits: Option<&[crate::git::Commit]>) -> String {
     commits.map(|c| c.len().to_string()).unwrap_or_default()
 }
 
+/// A token count; empty when it is not known.
+fn count_text(c: Option<u64>) -> String {
+    c.map(|c| c.to_string()).unwrap_or_default()
+}
+
 fn cost_text(c: Option<f64>) -> String {
     c.map(|c| c.to_string()).unwrap_or_default()
 }
@@ -61,7 +66,7 @@ impl Outputs {
             ("branch", r.branch.clone().unwrap_or_default()),
             ("commits", count(r.commits.as_deref())),
             ("cost_usd", cost_text(r.reported.cost_usd)),
-            ("tokens", r.reported.tokens.total().to_string()),
+            ("tokens", count_text(r.reported.tokens.total())),
             ("final_text_file", path_text(final_text_file)),
             // A single run has no check and merges nothing.
             ("check", String::new()),
@@ -80,7 +85,7 @@ impl Outputs {
             ("branch", s.branch.clone().unwrap_or_default()),
             ("commits", count(s.commits.as_deref())),
             ("cost_usd", cost_text(s.cost_usd)),
-            ("tokens", s.tokens.total().to_string()),
+            ("tokens", count_text(s.tokens.total())),
             ("final_text_file", path_text(final_text_file)),
             ("check", check_text(s).to_string()),
             ("merged_into", s.merged_into.clone().unwrap_or_default()),

@@ -436,14 +436,19 @@ fn shorten(text: &str, max: usize) -> String {
     cut
 }
 
+/// The counts, `?` where one is not known (the CLI does not report it,
+/// or the run ended before it reported any).
 fn tokens_text(t: &Tokens) -> String {
+    if t.total().is_none() {
+        return "not reported".into();
+    }
     format!(
         "{} in / {} out / {} cache read / {} cache write ({} in all)",
-        t.input,
-        t.output,
-        t.cache_read,
-        t.cache_write,
-        t.total()
+        Tokens::shown(t.input),
+        Tokens::shown(t.output),
+        Tokens::shown(t.cache_read),
+        Tokens::shown(t.cache_write),
+        Tokens::shown(t.total())
     )
 }
 

@@ -316,7 +316,7 @@ pub struct SessionReport {
 impl crate::budget::Spent {
     /// What a session's runs spent, as its report sums them.
     pub fn of_session(s: &SessionReport) -> Self {
-        Self::new(s.cost_usd, s.tokens.total(), s.turns)
+        Self::new(s.cost_usd, s.tokens.spent(), s.turns)
     }
 }
 

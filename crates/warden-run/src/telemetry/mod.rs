@@ -583,9 +583,15 @@ impl SessionSpans {
                 "warden.commits",
                 (r.commits.as_ref().map_or(0, Vec::len) as u64).into(),
             ),
-            ("gen_ai.usage.input_tokens", r.tokens.input.into()),
-            ("gen_ai.usage.output_tokens", r.tokens.output.into()),
         ];
+        for (name, count) in [
+            ("gen_ai.usage.input_tokens", r.tokens.input),
+            ("gen_ai.usage.output_tokens", r.tokens.output),
+        ] {
+            if let Some(c) = count {
+                attributes.push((name, c.into()));
+            }
+        }
         if let Some(c) = r.cost_usd {
             attributes.push(("warden.cost_usd", c.into()));
         }

@@ -653,6 +653,16 @@ fn tokens_only_at_the_end(agent: &'static str, sleep: &str) {
     assert_eq!(done.code, 5, "{why}");
     let r = done.report();
     assert_eq!(r["turns"], 3, "{why}");
+    for count in ["input", "output", "total"] {
+        assert!(
+            r["tokens"][count].is_null(),
+            "tokens.{count}: not known, not 0\n{why}"
+        );
+    }
+    assert!(
+        done.stderr.contains("tokens ? in / ? out"),
+        "the summary line says not known\n{why}"
+    );
     let left = kit.leftovers(sleep);
     assert!(left.is_empty(), "left running: {left:?}");
 
