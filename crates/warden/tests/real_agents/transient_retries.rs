@@ -123,6 +123,16 @@ fn resumes_after(agent: &'static str, status: u16, because: &str) {
             .contains(&format!("{}, attempt 2 of 3)", because.replace('_', " "))),
         "{why}"
     );
+    // Each attempt counts its own model calls (21 in, 8 out each): Codex
+    // reports none when a turn fails, and then the whole thread's when the
+    // resumed one completes; the failed attempt's come from Codex's own
+    // record of the thread, and are taken off the resumed attempt's.
+    if agent == "codex" {
+        assert_eq!(first["tokens"]["total"], 29, "the first call: {first}");
+        assert_eq!(second["tokens"]["total"], 29, "its own only: {second}");
+        assert_eq!(s["tokens"]["total"], 58, "{why}");
+        assert_eq!(s["tokens"]["input"], 42, "{why}");
+    }
 }
 
 /// `failures` error answers in a row, more than `--retries` allows: one
