@@ -55,15 +55,30 @@ impl Agent {
     /// stream, as its decoder reads it). The figure is always the CLI's
     /// own, computed by it from token counts and its price list; warden
     /// estimates none.
-    pub fn cost_reporting(self) -> CostReporting {
+    pub fn cost_reporting(self) -> UsageReporting {
         match self {
             // `total_cost_usd` of the final `result` line.
-            Agent::Claude => CostReporting::AtEnd,
+            Agent::Claude => UsageReporting::AtEnd,
             // `usage.cost.total` of each assistant message, before its
             // tools run (pi); `cost` of each `step_finish` (OpenCode), which
             // comes once the step's tools have run.
-            Agent::OpenCode | Agent::Pi => CostReporting::PerStep,
-            Agent::Codex | Agent::Gemini | Agent::Exec => CostReporting::None,
+            Agent::OpenCode | Agent::Pi => UsageReporting::PerStep,
+            Agent::Codex | Agent::Gemini | Agent::Exec => UsageReporting::None,
+        }
+    }
+
+    /// Whether and when the agent's CLI reports its token counts (in its
+    /// stream, as its decoder reads it).
+    pub fn token_reporting(self) -> UsageReporting {
+        match self {
+            // The usage of each assistant message (Claude Code), each
+            // `message_end` (pi), each `step_finish` (OpenCode).
+            Agent::Claude | Agent::OpenCode | Agent::Pi => UsageReporting::PerStep,
+            // Codex: only `turn.completed` (one turn is the whole `codex
+            // exec` run); Gemini CLI: only the `stats` of its final
+            // `result`. A run ended before then reported none.
+            Agent::Codex | Agent::Gemini => UsageReporting::AtEnd,
+            Agent::Exec => UsageReporting::None,
         }
     }
 
@@ -72,17 +87,18 @@ impl Agent {
     }
 }
 
-/// When an agent's CLI reports its cost.
+/// When an agent's CLI reports a figure of its usage (its cost, its
+/// tokens).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CostReporting {
+pub enum UsageReporting {
     /// With each model call (pi: as it answers; OpenCode: when the step's
-    /// tools have run): a cost budget can end the run mid-way.
+    /// tools have run): a budget of it can end the run mid-way.
     PerStep,
-    /// Only in its last line, when the run is over: a cost budget is
+    /// Only in its last line, when the run is over: a budget of it is
     /// judged then (and a session stops on it), but cannot cut the run
     /// short.
     AtEnd,
-    /// Never: a cost budget could never fire.
+    /// Never: a budget of it could never fire.
     None,
 }
 

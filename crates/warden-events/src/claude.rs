@@ -136,10 +136,12 @@ struct Usage {
 
 impl Usage {
     /// `earlier` with the counts this usage gives replaced (a count not
-    /// believed is 0, as in [`Usage::tokens`]).
+    /// believed is not known, as in [`Usage::tokens`]).
     fn over(self, earlier: Tokens, out: &mut Out<'_>) -> Tokens {
         let given = self.tokens(out);
-        let or = |v: Option<Figure>, now: u64, e: u64| if v.is_some() { now } else { e };
+        let or = |v: Option<Figure>, now: Option<u64>, e: Option<u64>| {
+            if v.is_some() { now } else { e }
+        };
         Tokens {
             input: or(self.input_tokens, given.input, earlier.input),
             output: or(self.output_tokens, given.output, earlier.output),
@@ -153,7 +155,8 @@ impl Usage {
                 given.cache_write,
                 earlier.cache_write,
             ),
-            reasoning: 0,
+            // Claude Code reports no reasoning count: not known.
+            reasoning: None,
         }
     }
 
@@ -171,7 +174,7 @@ impl Usage {
                 "usage.cache_creation_input_tokens",
                 self.cache_creation_input_tokens,
             ),
-            reasoning: 0,
+            reasoning: None,
         }
     }
 }
@@ -192,7 +195,11 @@ const FATAL_CATEGORIES: &[&str] = &[
     "billing_error",
 ];
 
-fn class_of(category: &str) -> ErrorClass {
+/// The class of a synthetic message's error `category`; for a category
+/// that names no class (`server_error`, `unknown`), its `text` decides
+/// (`API Error: 529 ...`: Claude Code calls a 529 whose body is not
+/// Anthropic's `overloaded_error` a `server_error`).
+fn class_of(category: &str, text: &str) -> ErrorClass {
     match category {
         // Used-up credit: `quota`, as for the other CLIs, not bad
         // credentials.
@@ -201,8 +208,11 @@ fn class_of(category: &str) -> ErrorClass {
         "rate_limit" => ErrorClass::RateLimit,
         "overloaded" => ErrorClass::Overloaded,
         "invalid_request" => ErrorClass::InvalidRequest,
-        "unknown" => ErrorClass::Other,
-        _ => ErrorClass::Api,
+        "unknown" => ErrorClass::classify(text, None),
+        _ => match ErrorClass::classify(text, None) {
+            ErrorClass::Other => ErrorClass::Api,
+            c => c,
+        },
     }
 }
 
@@ -264,7 +274,7 @@ impl Decode for Claude {
                     reason,
                 );
                 if FATAL_CATEGORIES.contains(&category.as_str()) {
-                    let class = class_of(&category);
+                    let class = class_of(&category, "");
                     let what = if class == ErrorClass::Quota {
                         "credit used up"
                     } else {
@@ -390,7 +400,7 @@ impl Claude {
             .error
             .and_then(|e| serde_json::from_str::<String>(e.get()).ok())
         {
-            let class = class_of(&category);
+            let class = class_of(&category, &text);
             let message = if text.is_empty() {
                 category.clone()
             } else {

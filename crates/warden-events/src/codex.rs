@@ -176,7 +176,7 @@ impl Decode for Codex {
                     let tokens = Tokens {
                         input: out
                             .count("usage.input_tokens", u.input_tokens)
-                            .saturating_sub(cached),
+                            .map(|i| i.saturating_sub(cached.unwrap_or(0))),
                         output: out.count("usage.output_tokens", u.output_tokens),
                         cache_read: cached,
                         cache_write: out
@@ -195,7 +195,9 @@ impl Decode for Codex {
                     .or_else(|| self.last_error.clone())
                     .unwrap_or_else(|| "turn failed".into());
                 let class = ErrorClass::classify(&message, None);
-                out.error(message.clone(), class, true);
+                // Fatal as for every agent: only an error no retry fixes
+                // (a 500 or 529 that ends the turn is one a retry may).
+                out.error(message.clone(), class, class.no_retry_fixes());
                 out.result(false, None, Some(message));
             }
             "error" => {

@@ -83,7 +83,10 @@ impl FigureProblem {
 }
 
 /// Token counts, one meaning for every agent (each decoder converts its
-/// CLI's own terms to these). Absent counts are zero.
+/// CLI's own terms to these). A count the CLI does not report (pi's and
+/// Claude Code's reasoning, Gemini CLI's cache writes), or that no usage
+/// came for (a run ended before the CLI reported any), is `None`: not
+/// known, written `null`, never 0.
 ///
 /// - `input`: prompt tokens neither read from nor written to the cache;
 /// - `cache_read`: prompt tokens read from the cache;
@@ -93,73 +96,141 @@ impl FigureProblem {
 ///   top of it);
 /// - `total` (serialized, not stored): `input + cache_read + cache_write +
 ///   output`, every token the model read or wrote.
+///
+/// A sum (of steps, of a session's runs, of a batch's entries) adds the
+/// counts that are known: it is `None` only when none of its parts is
+/// known, and otherwise counts what the CLIs reported (an unknown part
+/// adds nothing, so it is what is known to have been spent, at least).
 #[non_exhaustive]
 #[derive(serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cache_read: u64,
-    pub cache_write: u64,
-    pub reasoning: u64,
+    #[serde(default)]
+    pub input: Option<u64>,
+    #[serde(default)]
+    pub output: Option<u64>,
+    #[serde(default)]
+    pub cache_read: Option<u64>,
+    #[serde(default)]
+    pub cache_write: Option<u64>,
+    #[serde(default)]
+    pub reasoning: Option<u64>,
+}
+
+/// Two counts added: unknown only when both are.
+fn plus(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.saturating_add(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
 }
 
 impl Tokens {
-    /// Adds `other`, count by count; a count that would overflow (numbers
-    /// from a stream anyone could write) stops at the maximum.
+    /// Every count known, with these values.
+    pub fn known(
+        input: u64,
+        output: u64,
+        cache_read: u64,
+        cache_write: u64,
+        reasoning: u64,
+    ) -> Self {
+        Tokens {
+            input: Some(input),
+            output: Some(output),
+            cache_read: Some(cache_read),
+            cache_write: Some(cache_write),
+            reasoning: Some(reasoning),
+        }
+    }
+
+    /// Adds `other`, count by count (see [`Tokens`] for a sum with unknown
+    /// parts); a count that would overflow (numbers from a stream anyone
+    /// could write) stops at the maximum.
     pub fn add(&mut self, other: &Tokens) {
-        self.input = self.input.saturating_add(other.input);
-        self.output = self.output.saturating_add(other.output);
-        self.cache_read = self.cache_read.saturating_add(other.cache_read);
-        self.cache_write = self.cache_write.saturating_add(other.cache_write);
-        self.reasoning = self.reasoning.saturating_add(other.reasoning);
+        self.input = plus(self.input, other.input);
+        self.output = plus(self.output, other.output);
+        self.cache_read = plus(self.cache_read, other.cache_read);
+        self.cache_write = plus(self.cache_write, other.cache_write);
+        self.reasoning = plus(self.reasoning, other.reasoning);
     }
 
-    /// Every token the model read or wrote.
-    pub fn total(&self) -> u64 {
-        self.input
-            .saturating_add(self.cache_read)
-            .saturating_add(self.cache_write)
-            .saturating_add(self.output)
+    /// Every token the model read or wrote, of the counts known; `None`
+    /// when none of them is.
+    pub fn total(&self) -> Option<u64> {
+        [self.input, self.cache_read, self.cache_write, self.output]
+            .into_iter()
+            .fold(None, plus)
     }
 
-    /// What `self` has beyond `earlier`, count by count (never below zero).
+    /// [`Self::total`], with nothing known counted as nothing spent (for a
+    /// budget, a sum).
+    pub fn spent(&self) -> u64 {
+        self.total().unwrap_or(0)
+    }
+
+    /// What `self` has beyond `earlier`, count by count (never below
+    /// zero; unknown where `self` does not know it).
     pub fn beyond(&self, earlier: &Tokens) -> Tokens {
+        let less = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
         Tokens {
-            input: self.input.saturating_sub(earlier.input),
-            output: self.output.saturating_sub(earlier.output),
-            cache_read: self.cache_read.saturating_sub(earlier.cache_read),
-            cache_write: self.cache_write.saturating_sub(earlier.cache_write),
-            reasoning: self.reasoning.saturating_sub(earlier.reasoning),
+            input: less(self.input, earlier.input),
+            output: less(self.output, earlier.output),
+            cache_read: less(self.cache_read, earlier.cache_read),
+            cache_write: less(self.cache_write, earlier.cache_write),
+            reasoning: less(self.reasoning, earlier.reasoning),
         }
     }
 
-    /// The larger of each count.
+    /// The larger of each count (unknown only where both are).
     pub fn max(&self, other: &Tokens) -> Tokens {
+        let most = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, None) => a,
+            (None, b) => b,
+        };
         Tokens {
-            input: self.input.max(other.input),
-            output: self.output.max(other.output),
-            cache_read: self.cache_read.max(other.cache_read),
-            cache_write: self.cache_write.max(other.cache_write),
-            reasoning: self.reasoning.max(other.reasoning),
+            input: most(self.input, other.input),
+            output: most(self.output, other.output),
+            cache_read: most(self.cache_read, other.cache_read),
+            cache_write: most(self.cache_write, other.cache_write),
+            reasoning: most(self.reasoning, other.reasoning),
         }
     }
 
+    /// Whether no count is above zero (unknown ones included).
     pub fn is_zero(&self) -> bool {
-        *self == Tokens::default()
+        [
+            self.input,
+            self.output,
+            self.cache_read,
+            self.cache_write,
+            self.reasoning,
+        ]
+        .iter()
+        .all(|c| c.unwrap_or(0) == 0)
+    }
+
+    /// A count as a person reads it: the number, or `?` when not known.
+    pub fn shown(count: Option<u64>) -> String {
+        count.map_or_else(|| "?".to_string(), |c| c.to_string())
     }
 }
 
-/// `Tokens` as written: the counts and their `total`.
+/// `Tokens` as written: the counts and their `total`, each `null` when
+/// not known.
 #[derive(schemars::JsonSchema)]
 #[allow(dead_code)] // only its schema is used
 struct TokensJson {
-    input: u64,
-    output: u64,
-    cache_read: u64,
-    cache_write: u64,
-    reasoning: u64,
-    /// `input + cache_read + cache_write + output`.
-    total: u64,
+    input: Option<u64>,
+    output: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+    /// The part of `output` that was reasoning; `null` for a CLI that
+    /// does not report it.
+    reasoning: Option<u64>,
+    /// `input + cache_read + cache_write + output`, of the counts known;
+    /// `null` when none is.
+    total: Option<u64>,
 }
 
 impl schemars::JsonSchema for Tokens {
@@ -298,7 +369,10 @@ impl ErrorClass {
             ])
         {
             ErrorClass::Network
-        } else if status.is_some() || has(&["api error", "500", "502", "504", "server"]) {
+        } else if status.is_some()
+            // Codex's words for an HTTP 5xx, said with no status.
+            || has(&["api error", "500", "502", "504", "server", "experiencing high demand"])
+        {
             ErrorClass::Api
         } else {
             ErrorClass::Other
@@ -730,6 +804,13 @@ mod tests {
         assert_eq!(c("503 Service Unavailable", None), ErrorClass::Overloaded);
         assert_eq!(c("API Error: 500 internal", None), ErrorClass::Api);
         assert_eq!(c("x", Some(502)), ErrorClass::Api);
+        assert_eq!(
+            c(
+                "We\u{2019}re currently experiencing high demand, which may cause temporary errors.",
+                None
+            ),
+            ErrorClass::Api
+        );
         assert_eq!(c("fetch failed", None), ErrorClass::Network);
         assert_eq!(c("API Error: Connection error.", None), ErrorClass::Network);
         assert_eq!(

@@ -94,21 +94,22 @@ impl Stats {
         let cached = out.count("stats.cached", self.cached);
         let candidates = out.count("stats.output_tokens", self.output_tokens);
         // The thoughts are what the total has beyond prompt and answer.
-        let thoughts = self
+        let total = self
             .total_tokens
-            .map(|t| {
-                out.count("stats.total_tokens", Some(t))
-                    .saturating_sub(prompt.saturating_add(candidates))
-            })
-            .unwrap_or(0);
+            .and_then(|t| out.count("stats.total_tokens", Some(t)));
+        let thoughts = match (total, prompt, candidates) {
+            (Some(t), Some(p), Some(c)) => Some(t.saturating_sub(p.saturating_add(c))),
+            _ => None,
+        };
         Tokens {
             input: match self.input {
                 Some(i) => out.count("stats.input", Some(i)),
-                None => prompt.saturating_sub(cached),
+                None => prompt.map(|p| p.saturating_sub(cached.unwrap_or(0))),
             },
-            output: candidates.saturating_add(thoughts),
+            output: candidates.map(|c| c.saturating_add(thoughts.unwrap_or(0))),
             cache_read: cached,
-            cache_write: 0,
+            // Gemini CLI reports no cache writes: not known.
+            cache_write: None,
             reasoning: thoughts,
         }
     }

@@ -34,7 +34,7 @@ mod skim;
 pub mod stderr;
 pub mod summary;
 
-pub use agent::{Agent, CostReporting, UnknownAgent};
+pub use agent::{Agent, UnknownAgent, UsageReporting};
 pub use decoder::{AgentDecoder, Decode, LineKind, StreamDecoder};
 pub use event::{
     BudgetKind, BudgetScope, ErrorClass, Event, FigureProblem, Holder, OpenCall, Stream, Tokens,

@@ -193,7 +193,7 @@ impl Decode for OpenCode {
                         input: out.count("part.tokens.input", t.input),
                         output: out
                             .count("part.tokens.output", t.output)
-                            .saturating_add(reasoning),
+                            .map(|o| o.saturating_add(reasoning.unwrap_or(0))),
                         cache_read: out.count("part.tokens.cache.read", cache.read),
                         cache_write: out.count("part.tokens.cache.write", cache.write),
                         reasoning,

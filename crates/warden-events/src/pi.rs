@@ -247,7 +247,8 @@ impl Pi {
                 output: out.count("message.usage.output", u.output),
                 cache_read: out.count("message.usage.cacheRead", u.cache_read),
                 cache_write: out.count("message.usage.cacheWrite", u.cache_write),
-                reasoning: 0,
+                // pi reports no reasoning count: not known.
+                reasoning: None,
             };
             let cost = out.cost("message.usage.cost.total", u.cost.and_then(|c| c.total));
             out.usage_step(tokens, cost);

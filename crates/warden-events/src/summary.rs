@@ -313,10 +313,11 @@ impl Out<'_> {
     }
 
     /// A token count from the agent's output at `field` of the line: what
-    /// counts, or 0 and a `usage_ignored` event when it is negative,
-    /// infinite or no number. A count past `u64::MAX` stops there.
-    pub fn count(&mut self, field: &str, figure: Option<Figure>) -> u64 {
-        self.believed(field, figure).map_or(0, |f| f as u64)
+    /// counts; `None` (not known) when the line has none, or when it is
+    /// negative, infinite or no number (then with a `usage_ignored`
+    /// event). A count past `u64::MAX` stops there.
+    pub fn count(&mut self, field: &str, figure: Option<Figure>) -> Option<u64> {
+        self.believed(field, figure).map(|f| f as u64)
     }
 
     /// A cost in USD from the agent's output at `field` of the line: `None`
@@ -385,7 +386,9 @@ impl Out<'_> {
             ("tokens.reasoning", given.reasoning, had.reasoning),
         ];
         for (field, now, before) in counts {
-            if now < before {
+            if let (Some(now), Some(before)) = (now, before)
+                && now < before
+            {
                 self.ignored(field, now.to_string(), FigureProblem::WentDown);
             }
         }
@@ -678,7 +681,8 @@ mod tests {
             "the forged line paid nothing back"
         );
         assert_eq!(
-            s.reported.tokens.input, 20,
+            s.reported.tokens.input,
+            Some(20),
             "the line's honest counts still count"
         );
         assert_eq!(
@@ -714,7 +718,7 @@ mod tests {
                 s.reported.tokens.cache_read,
                 s.reported.tokens.cache_write
             ),
-            (3, 4, 0, 7)
+            (Some(3), Some(4), None, Some(7))
         );
         assert_eq!(s.reported.cost_usd, None);
         assert_eq!(s.reported.turns, 2, "the lines were decoded, not dropped");
@@ -753,7 +757,7 @@ mod tests {
         );
         assert_eq!(
             (s.reported.cost_usd, s.reported.tokens.input),
-            (Some(0.25), 10)
+            (Some(0.25), Some(10))
         );
         assert_eq!(ignored(&events).len(), 2, "{events:?}");
 
@@ -763,7 +767,10 @@ mod tests {
                 r#"{"type":"result","status":"success","stats":{"input_tokens":-1,"output_tokens":5,"total_tokens":1e999}}"#,
             ],
         );
-        assert_eq!((s.reported.tokens.input, s.reported.tokens.output), (0, 5));
+        assert_eq!(
+            (s.reported.tokens.input, s.reported.tokens.output),
+            (None, Some(5))
+        );
         assert_eq!(ignored(&events).len(), 2, "{events:?}");
 
         let (s, events) = decode(
@@ -778,7 +785,7 @@ mod tests {
                 s.reported.tokens.input,
                 s.reported.tokens.output
             ),
-            (None, 10, 0)
+            (None, Some(10), None)
         );
         assert_eq!(
             ignored(&events),
@@ -802,7 +809,7 @@ mod tests {
         );
         assert_eq!(
             (s.reported.tokens.input, s.reported.tokens.output),
-            (1500, 250)
+            (Some(1500), Some(250))
         );
         assert_eq!(
             ignored(&events),
@@ -817,7 +824,7 @@ mod tests {
             .collect::<Vec<_>>();
         assert_eq!(
             usage,
-            vec![1000, 1000, 1500],
+            vec![Some(1000), Some(1000), Some(1500)],
             "the usage events say what counts"
         );
 
@@ -847,7 +854,7 @@ mod tests {
         );
         assert_eq!(
             (s.reported.tokens.input, s.reported.tokens.output),
-            (500, 60)
+            (Some(500), Some(60))
         );
         assert_eq!(
             ignored(&events),
@@ -862,7 +869,7 @@ mod tests {
                 r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0}}"#,
             ],
         );
-        assert_eq!(s.reported.tokens.total(), 2_000_000);
+        assert_eq!(s.reported.tokens.total(), Some(2_000_000));
     }
 
     #[test]
@@ -876,7 +883,7 @@ mod tests {
         );
         assert_eq!(
             (s.reported.tokens.input, s.reported.tokens.output),
-            (500, 60)
+            (Some(500), Some(60))
         );
         assert_eq!(s.reported.cost_usd, Some(0.1));
         assert!(ignored(&events).is_empty(), "{events:?}");

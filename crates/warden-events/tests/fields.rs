@@ -27,9 +27,10 @@ fn claude_counts_the_last_usage_of_each_message() {
         ],
     );
     let mut want = Tokens::default();
-    want.input = 996;
-    want.output = 103;
-    want.cache_read = 15;
+    want.input = Some(996);
+    want.output = Some(103);
+    want.cache_read = Some(15);
+    want.cache_write = Some(0);
     assert_eq!(s.reported.tokens, want);
     assert_eq!(s.reported.turns, 1);
 }
@@ -52,13 +53,13 @@ fn codex_input_leaves_out_the_cached_tokens_and_turns_are_model_calls() {
     );
     assert_eq!(
         (s.reported.tokens.input, s.reported.tokens.cache_read),
-        (996, 15)
+        (Some(996), Some(15))
     );
     assert_eq!(
         (s.reported.tokens.output, s.reported.tokens.reasoning),
-        (103, 40)
+        (Some(103), Some(40))
     );
-    assert_eq!(s.reported.tokens.total(), 1114);
+    assert_eq!(s.reported.tokens.total(), Some(1114));
     // Two tools asked for at once, then the answer: two model calls.
     assert_eq!(s.reported.turns, 2);
 }
@@ -79,11 +80,11 @@ fn gemini_output_includes_the_thoughts() {
     );
     assert_eq!(
         (s.reported.tokens.input, s.reported.tokens.cache_read),
-        (996, 15)
+        (Some(996), Some(15))
     );
     assert_eq!(
         (s.reported.tokens.output, s.reported.tokens.reasoning),
-        (103, 40)
+        (Some(103), Some(40))
     );
     assert_eq!(s.reported.turns, 2);
 }
@@ -104,7 +105,7 @@ fn pi_counts_a_retried_call_once() {
         ],
     );
     assert_eq!(s.reported.turns, 1);
-    assert_eq!(s.reported.tokens.total(), 1114);
+    assert_eq!(s.reported.tokens.total(), Some(1114));
 }
 
 #[test]
@@ -121,7 +122,7 @@ fn opencode_output_includes_reasoning_and_tools_keep_their_duration() {
     let s = d.summary();
     assert_eq!(
         (s.reported.tokens.output, s.reported.tokens.reasoning),
-        (103, 40)
+        (Some(103), Some(40))
     );
     assert_eq!(s.reported.turns, 1);
     let took = events.iter().find_map(|e| match e {
@@ -145,13 +146,13 @@ fn forged_token_counts_saturate_instead_of_overflowing() {
             ),
         ],
     );
-    assert_eq!(s.reported.tokens.output, u64::MAX);
-    assert_eq!(s.reported.tokens.total(), u64::MAX);
+    assert_eq!(s.reported.tokens.output, Some(u64::MAX));
+    assert_eq!(s.reported.tokens.total(), Some(u64::MAX));
     let s = decode(
         Agent::Gemini,
         &[&format!(
             r#"{{"type":"result","status":"success","stats":{{"total_tokens":{big},"input_tokens":{big},"output_tokens":{big},"cached":{big}}}}}"#
         )],
     );
-    assert_eq!(s.reported.tokens.output, u64::MAX);
+    assert_eq!(s.reported.tokens.output, Some(u64::MAX));
 }

@@ -316,7 +316,7 @@ pub(crate) fn attempts_spent(
                 } else {
                     0.0
                 },
-                tokens: run.tokens.unwrap_or_default().total(),
+                tokens: run.tokens.unwrap_or_default().spent(),
                 turns: u64::from(run.turns),
             };
             spent.add(&counted);
@@ -390,6 +390,7 @@ pub(crate) mod tests {
             session_dir: "/tmp/x".into(),
             workdir: "/tmp".into(),
             worktree: None,
+            branch: None,
             started_at: "2026-01-01T00:00:00.000Z".into(),
             duration_ms: 10,
             iterations_requested: 1,

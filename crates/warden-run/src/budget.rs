@@ -166,7 +166,7 @@ impl Spent {
     pub(crate) fn of_summary(s: &warden_events::Summary) -> Spent {
         Spent::new(
             s.reported.cost_usd,
-            s.reported.tokens.total(),
+            s.reported.tokens.spent(),
             u64::from(s.reported.turns),
         )
     }

@@ -577,6 +577,7 @@ mod tests {
             session_dir: "/s".into(),
             workdir: "/".into(),
             worktree: None,
+            branch: None,
             started_at: format!("2026-01-01T00:00:0{}.000Z", name.len() % 10),
             duration_ms: 5000,
             iterations_requested: requested,

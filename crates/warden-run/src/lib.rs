@@ -69,6 +69,7 @@ mod batch_plan;
 pub mod batch_report;
 pub mod budget;
 mod clocks;
+mod codex_thread;
 mod container_sweep;
 pub mod defaults;
 pub mod executor;

@@ -32,6 +32,11 @@ fn count(commits: Option<&[crate::git::Commit]>) -> String {
     commits.map(|c| c.len().to_string()).unwrap_or_default()
 }
 
+/// A token count; empty when it is not known.
+fn count_text(c: Option<u64>) -> String {
+    c.map(|c| c.to_string()).unwrap_or_default()
+}
+
 fn cost_text(c: Option<f64>) -> String {
     c.map(|c| c.to_string()).unwrap_or_default()
 }
@@ -57,11 +62,11 @@ impl Outputs {
             ("verdict", r.verdict.map_or("", |v| v.as_str()).to_string()),
             ("exit_code", exit_code.to_string()),
             ("run_dir", r.run_dir.display().to_string()),
-            // A single run has no worktree of its own.
-            ("branch", String::new()),
+            // The branch its commits are on, as `run.json` says.
+            ("branch", r.branch.clone().unwrap_or_default()),
             ("commits", count(r.commits.as_deref())),
             ("cost_usd", cost_text(r.reported.cost_usd)),
-            ("tokens", r.reported.tokens.total().to_string()),
+            ("tokens", count_text(r.reported.tokens.total())),
             ("final_text_file", path_text(final_text_file)),
             // A single run has no check and merges nothing.
             ("check", String::new()),
@@ -71,22 +76,16 @@ impl Outputs {
     }
 
     /// A session's outputs: `run_dir` is the session's directory, `branch`
-    /// its worktree's branch (empty without one).
+    /// the branch its commits are on (`session.json`'s `branch`).
     pub fn for_session(s: &SessionReport, exit_code: u8, final_text_file: Option<&Path>) -> Self {
         Self(vec![
             ("verdict", s.verdict.map_or("", |v| v.as_str()).to_string()),
             ("exit_code", exit_code.to_string()),
             ("run_dir", s.session_dir.display().to_string()),
-            (
-                "branch",
-                s.worktree
-                    .as_ref()
-                    .map(|w| w.branch.clone())
-                    .unwrap_or_default(),
-            ),
+            ("branch", s.branch.clone().unwrap_or_default()),
             ("commits", count(s.commits.as_deref())),
             ("cost_usd", cost_text(s.cost_usd)),
-            ("tokens", s.tokens.total().to_string()),
+            ("tokens", count_text(s.tokens.total())),
             ("final_text_file", path_text(final_text_file)),
             ("check", check_text(s).to_string()),
             ("merged_into", s.merged_into.clone().unwrap_or_default()),

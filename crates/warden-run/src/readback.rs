@@ -286,8 +286,9 @@ pub fn check_logs(run_dir: &Path, report: &Report) -> LogCheck {
 /// reads back the lines a `lines` event stands for.
 #[derive(Debug)]
 pub enum EventsLine {
-    /// A `lines` event (an error when it is not one this warden reads).
-    Lines(Result<Stamped, serde_json::Error>),
+    /// A `lines` event (an error when it is not one this warden reads);
+    /// boxed, as an event is large and most lines are copied.
+    Lines(Box<Result<Stamped, serde_json::Error>>),
     /// Any other line, to be copied byte for byte; `true`: an object with
     /// fields and no `run_id`, which can be named with its run by
     /// splicing `"run_id":…,` before its own fields.
@@ -323,7 +324,7 @@ pub fn events_line(line: &[u8]) -> EventsLine {
     }
     match serde_json::from_slice::<LineHead>(line) {
         Ok(h) if h.kind.as_deref() == Some("lines") => {
-            EventsLine::Lines(serde_json::from_slice(line))
+            EventsLine::Lines(Box::new(serde_json::from_slice(line)))
         }
         // An object with a kind has a field: the splice leaves it valid.
         Ok(h) if h.kind.is_some() => EventsLine::Copy(!h.run_id.0),
@@ -370,21 +371,23 @@ pub fn read_event_lines(
     for line in std::io::BufReader::new(file).split(b'\n') {
         let line = line.map_err(io)?;
         let go_on = match events_line(&line) {
-            EventsLine::Lines(Ok(e)) => {
-                let mut go_on = true;
-                let r = logs.expand(&e, |s| {
-                    if go_on {
-                        go_on = each(EventLine::Expanded(s));
+            EventsLine::Lines(l) => match *l {
+                Ok(e) => {
+                    let mut go_on = true;
+                    let r = logs.expand(&e, |s| {
+                        if go_on {
+                            go_on = each(EventLine::Expanded(s));
+                        }
+                    });
+                    match r {
+                        Ok(()) => go_on,
+                        Err(e) => go_on && each(EventLine::Broken(e.to_string())),
                     }
-                });
-                match r {
-                    Ok(()) => go_on,
-                    Err(e) => go_on && each(EventLine::Broken(e.to_string())),
                 }
-            }
-            EventsLine::Lines(Err(e)) => each(EventLine::Broken(format!(
-                "a `lines` event of events.jsonl is not one this warden reads, so the lines it stands for cannot be read back: {e}"
-            ))),
+                Err(e) => each(EventLine::Broken(format!(
+                    "a `lines` event of events.jsonl is not one this warden reads, so the lines it stands for cannot be read back: {e}"
+                ))),
+            },
             EventsLine::Copy(named) => each(EventLine::Copied { line: &line, named }),
         };
         if !go_on {
@@ -461,7 +464,7 @@ mod tests {
         assert_eq!(events[0].t_ms, 5);
         assert!(matches!(
             events_line(br#"{"kind":"lines","t_ms":1}"#),
-            EventsLine::Lines(Err(_))
+            EventsLine::Lines(l) if l.is_err()
         ));
         assert!(matches!(
             events_line(br#"{"kind":"text","text":"x"}"#),

@@ -325,7 +325,7 @@ impl crate::budget::Spent {
     pub fn of_report(r: &Report) -> Self {
         Self::new(
             r.reported.cost_usd,
-            r.reported.tokens.total(),
+            r.reported.tokens.spent(),
             u64::from(r.reported.turns),
         )
     }

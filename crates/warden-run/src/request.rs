@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use warden_agents::{AgentError, AgentRequest, profile};
-use warden_events::Agent;
+use warden_events::{Agent, UsageReporting};
 use warden_process::ContainmentChoice;
 use warden_sandbox::env::EnvArg;
 use warden_sandbox::{Sandbox, SandboxNeeds, SandboxOptions};
@@ -828,7 +828,7 @@ impl RunRequest {
         let mut warnings = Vec::new();
         if let Some((_, field)) = set.iter().find(|(k, _)| *k == BudgetKind::Cost) {
             match self.agent.cost_reporting() {
-                warden_events::CostReporting::None => {
+                UsageReporting::None => {
                     return Err(invalid(
                         format!(
                             "{{0}}: `{}` reports no cost in its output, so a cost budget could \
@@ -838,7 +838,7 @@ impl RunRequest {
                         &[field, tokens, turns],
                     ));
                 }
-                warden_events::CostReporting::AtEnd => warnings.push(Finding::new(
+                UsageReporting::AtEnd => warnings.push(Finding::new(
                     format!(
                         "{{0}}: `{}` reports its cost only in its last line, so a cost budget \
                          cannot end one of its runs mid-way: a run over it ends budget_exceeded \
@@ -847,7 +847,32 @@ impl RunRequest {
                     ),
                     &[field, tokens],
                 )),
-                warden_events::CostReporting::PerStep => {}
+                UsageReporting::PerStep => {}
+            }
+        }
+        if let Some((_, field)) = set.iter().find(|(k, _)| *k == BudgetKind::Tokens) {
+            match self.agent.token_reporting() {
+                UsageReporting::None => {
+                    return Err(invalid(
+                        format!(
+                            "{{0}}: `{}` reports no tokens in its output, so a token budget \
+                             could never fire; use {{1}} instead",
+                            self.agent
+                        ),
+                        &[field, turns],
+                    ));
+                }
+                UsageReporting::AtEnd => warnings.push(Finding::new(
+                    format!(
+                        "{{0}}: `{}` reports its tokens only when its run ends, so a token \
+                         budget cannot end one of its runs mid-way (a run ended first, by \
+                         {{2}} say, reports none): a run over it ends budget_exceeded (and a \
+                         session or batch stops there); {{1}} stops it mid-way",
+                        self.agent
+                    ),
+                    &[field, turns, "limits.timeout"],
+                )),
+                UsageReporting::PerStep => {}
             }
         }
         Ok(warnings)
@@ -1201,7 +1226,29 @@ mod tests {
         );
         r.limits.budget.max_cost_usd = None;
         r.limits.budget.max_tokens = Some(1000);
-        assert!(r.check().unwrap().is_empty(), "tokens are reported");
+        let w = r.check().unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].to_string()
+                .contains("reports its tokens only when its run ends")
+                && w[0].fields()
+                    == [
+                        "limits.budget.max_tokens",
+                        "limits.budget.max_turns",
+                        "limits.timeout"
+                    ],
+            "{w:?}"
+        );
+        r.limits.budget.max_tokens = None;
+        r.session.budget.max_tokens = Some(1000);
+        assert_eq!(
+            r.check().unwrap()[0].fields()[0],
+            "session.budget.max_tokens"
+        );
+        let mut r = RunRequest::agent(Agent::Pi, "x");
+        r.agent_bin = Some("/bin/true".into());
+        r.limits.budget.max_tokens = Some(1000);
+        assert!(r.check().unwrap().is_empty(), "pi reports tokens per call");
 
         let mut r = RunRequest::agent(Agent::Claude, "x");
         r.agent_bin = Some("/bin/true".into());

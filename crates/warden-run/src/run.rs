@@ -160,6 +160,9 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     let needs = crate::request::sandbox_needs(plan.agent);
     let home_dir = std::env::var_os("HOME").map(PathBuf::from);
     let (agent_env, env_dropped) = agent_environment(&plan, &needs, &fixed, home_dir.as_deref());
+    let codex_home = (plan.agent == warden_events::Agent::Codex)
+        .then(|| crate::codex_thread::home(&agent_env.vars, home_dir.as_deref()))
+        .flatten();
     sandbox_available(sandbox).await?;
     // Limits nothing here can enforce are refused before anything is
     // made (they are never silently dropped).
@@ -226,6 +229,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
             cid: cid_dir,
             sweep: crate::container_sweep::start_once(sandbox),
         }),
+        codex_home,
     };
     let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
     let (control_tx, control_rx) = mpsc::unbounded_channel();

@@ -361,8 +361,10 @@ impl Fold {
                     self.last_activity_ms = Some(last);
                 }
                 self.longest_silence_ms = self.longest_silence_ms.max(*longest_silence_ms);
-                let total = tokens.total();
-                if self.tokens != Some(total) {
+                // No point on the curve while no count is known.
+                if let Some(total) = tokens.total()
+                    && self.tokens != Some(total)
+                {
                     self.tokens = Some(total);
                     out(Folded::Tokens { at_ms: t, total });
                 }
@@ -513,8 +515,8 @@ mod tests {
 
     fn usage(input: u64, output: u64) -> Event {
         let mut tokens = Tokens::default();
-        tokens.input = input;
-        tokens.output = output;
+        tokens.input = Some(input);
+        tokens.output = Some(output);
         Event::Usage {
             tokens,
             cost_usd: Some(0.5),
@@ -524,7 +526,7 @@ mod tests {
 
     fn status(last: u64, before: u64, tokens: u64) -> Event {
         let mut t = Tokens::default();
-        t.input = tokens;
+        t.input = Some(tokens);
         Event::Status {
             last_activity_ms: Some(last),
             activity_lines: 1,
@@ -649,7 +651,7 @@ mod tests {
         assert_eq!((requests[0].start_ms, requests[0].end_ms), (5, 30));
         assert_eq!(
             (requests[0].tokens.input, requests[0].tokens.output),
-            (100, 41)
+            (Some(100), Some(41))
         );
         assert_eq!(requests[0].cost_usd, Some(1.0));
         assert_eq!((requests[1].start_ms, requests[1].end_ms), (50, 70));

@@ -167,7 +167,11 @@ pub(crate) fn replay(args: &ReplayArgs) -> Outcome {
         let _ = writeln!(
             out,
             "tokens: {} in, {} out, {} cache read, {} cache write, {} reasoning",
-            t.input, t.output, t.cache_read, t.cache_write, t.reasoning
+            warden_events::Tokens::shown(t.input),
+            warden_events::Tokens::shown(t.output),
+            warden_events::Tokens::shown(t.cache_read),
+            warden_events::Tokens::shown(t.cache_write),
+            warden_events::Tokens::shown(t.reasoning)
         );
         if let Some(c) = summary.reported.cost_usd {
             let _ = writeln!(out, "cost: ${c:.4}");

@@ -362,7 +362,7 @@ impl EntryFacts {
                         .map(|r| r.reason.clone())
                 })
                 .unwrap_or_default(),
-            tokens: session.map_or("none".into(), |s| s.tokens.total().to_string()),
+            tokens: session.map_or("none".into(), |s| Tokens::shown(s.tokens.total())),
             cost: session
                 .and_then(|s| s.cost_usd)
                 .map_or("not reported".into(), |c| format!("${c:.4}")),
@@ -705,7 +705,7 @@ fn print_run(v: &RunView, indent: &str) {
             r.agent,
             verdict_or(r.verdict, "?"),
             ms(t.duration),
-            r.reason
+            one_line(&r.reason)
         );
     } else {
         println!(
@@ -807,7 +807,7 @@ fn print_run(v: &RunView, indent: &str) {
             "{indent}  {} at {}: {}",
             m.level.as_str(),
             ms(m.at_ms),
-            neutralize(&m.text)
+            neutralize(&one_line(&m.text))
         );
     }
     if r.commits.is_none() {
@@ -838,14 +838,19 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     cut
 }
 
+/// The counts, `?` where one is not known (the CLI does not report it,
+/// or the run ended before it reported any).
 pub(crate) fn tokens_text(t: &Tokens) -> String {
+    if t.total().is_none() {
+        return "not reported".into();
+    }
     format!(
         "{} in / {} out / {} cache read / {} cache write ({} in all)",
-        t.input,
-        t.output,
-        t.cache_read,
-        t.cache_write,
-        t.total()
+        Tokens::shown(t.input),
+        Tokens::shown(t.output),
+        Tokens::shown(t.cache_read),
+        Tokens::shown(t.cache_write),
+        Tokens::shown(t.total())
     )
 }
 

@@ -377,7 +377,7 @@ fn session_summary(out: &mut String, s: &SessionReport, runs: &[RunView]) {
             class_of(verdict),
             esc(verdict),
             esc(&ms(r.duration_ms)),
-            r.tokens.total(),
+            warden_events::Tokens::shown(r.tokens.total()),
             esc(&r
                 .cost_usd
                 .map_or("not reported".into(), |c| format!("${c:.4}"))),

@@ -271,8 +271,8 @@ pub(crate) async fn run_session_cli(
         report.iterations_requested,
         report.stopped_because.as_str().replace('_', " "),
         warden_run::git::count_shown(report.commits.as_deref()),
-        report.tokens.input,
-        report.tokens.output,
+        warden_events::Tokens::shown(report.tokens.input),
+        warden_events::Tokens::shown(report.tokens.output),
         report
             .cost_usd
             .map(|c| format!(", ${c:.4}"))

@@ -858,11 +858,15 @@ mod tests {
             assert!(
                 row[0].ends_with(&format!("`--{}`", setting.flag()))
                     || row[0].contains(&format!("`--{} ", setting.flag())),
-                "README flag of `{}`: {row:?}",
+                "flag of `{}` in docs/src/settings.md: {row:?}",
                 setting.name
             );
             assert_eq!(row[1], format!("`{}`", setting.env()), "{row:?}");
-            assert_eq!(row[3], default, "README default of `{}`", setting.name);
+            assert_eq!(
+                row[3], default,
+                "default of `{}` in docs/src/settings.md",
+                setting.name
+            );
         }
         // The batch keys, in the batches chapter.
         let batches = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/batches.md");

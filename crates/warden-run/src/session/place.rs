@@ -386,6 +386,7 @@ impl SessionReport {
             session_dir: place.session_dir.clone(),
             workdir: place.workdir.clone(),
             worktree: None,
+            branch: place.branch.clone(),
             started_at: humantime::format_rfc3339_millis(started_at).to_string(),
             duration_ms: 0,
             iterations_requested: iterations,

@@ -251,6 +251,12 @@ pub struct SessionReport {
     pub session_dir: PathBuf,
     pub workdir: PathBuf,
     pub worktree: Option<WorktreeReport>,
+    /// The branch the session's commits are on: its worktree's branch,
+    /// else the branch HEAD was on when its last run ended (`branch` of
+    /// that run's `run.json`); `null` on a detached HEAD or outside a
+    /// repository.
+    #[serde(default)]
+    pub branch: Option<String>,
     pub started_at: String,
     pub duration_ms: u64,
     pub iterations_requested: u32,
@@ -315,7 +321,7 @@ pub struct SessionReport {
 impl crate::budget::Spent {
     /// What a session's runs spent, as its report sums them.
     pub fn of_session(s: &SessionReport) -> Self {
-        Self::new(s.cost_usd, s.tokens.total(), s.turns)
+        Self::new(s.cost_usd, s.tokens.spent(), s.turns)
     }
 }
 

@@ -270,6 +270,10 @@ impl<'a> Runs<'a> {
         report: &mut SessionReport,
     ) {
         report.iterations_run = step.iteration;
+        // In a worktree the session's branch stays its worktree's.
+        if self.place.worktree.is_none() {
+            report.branch.clone_from(&run.branch);
+        }
         if let Some(baseline) = thread_baseline
             && let Some(id) = &run.reported.session_id
         {

@@ -107,6 +107,10 @@ pub(crate) struct Setup {
     /// Under Docker or Podman: what tells the engine's failures and lines
     /// from the agent's.
     pub container: Option<ContainerRun>,
+    /// Codex: where it keeps its state (its session files), to read a
+    /// thread's usage the stream did not report (see
+    /// [`crate::codex_thread`]).
+    pub codex_home: Option<PathBuf>,
 }
 
 /// A run in a container, as the supervisor needs to know it.
@@ -611,6 +615,7 @@ impl Supervisor {
         pipes: Pipes,
         mut control: UnboundedReceiver<Control>,
     ) -> Report {
+        self.usage_codex_recorded().await;
         let summary = std::mem::take(&mut self.outcome.summary);
         self.status_tick(now(), true, &summary, summary.reported.retries);
         self.outcome.summary = summary;
@@ -636,6 +641,38 @@ impl Supervisor {
         let report = self.finish().await;
         drop(pipes);
         report
+    }
+
+    /// A Codex run whose stream reported no usage (it failed, or was ended
+    /// before `turn.completed`): the thread's running total as Codex
+    /// recorded it in its session file, less what the thread had before
+    /// this run (a resumed thread), counted as the run's usage, with a
+    /// `usage` event. Nothing when there is no record.
+    async fn usage_codex_recorded(&mut self) {
+        let reported = &self.outcome.summary.reported;
+        let (Some(home), Some(thread)) = (&self.setup.codex_home, &reported.session_id) else {
+            return;
+        };
+        if reported.tokens.total().is_some() {
+            return;
+        }
+        let (home, thread) = (home.clone(), thread.clone());
+        let recorded = tokio::task::spawn_blocking(move || {
+            crate::codex_thread::recorded_total(&home, &thread)
+        })
+        .await
+        .ok()
+        .flatten();
+        let Some(total) = recorded else {
+            return;
+        };
+        let tokens = total.beyond(&self.setup.shared.usage_baseline);
+        self.outcome.summary.reported.tokens = tokens;
+        self.emit(Event::Usage {
+            tokens,
+            cost_usd: None,
+            cumulative: true,
+        });
     }
 
     /// A deadline is due. An exit the shim reported in the same instant

@@ -341,6 +341,7 @@ fn setup(agent: Agent, limits: Limits, cwd: &Path, started: Instant) -> Setup {
         env_dropped: Vec::new(),
         shared: crate::plan::Shared::default(),
         container: None,
+        codex_home: None,
     }
 }
 

@@ -174,7 +174,8 @@ fn agent_label(agent: &str) -> &'static str {
         .map_or("other", |a| a.name())
 }
 
-/// Each count of a report's tokens, by its `type` label.
+/// Each count of a report's tokens, by its `type` label: what a counter
+/// adds, so a count not known adds nothing.
 fn token_counts(t: &warden_events::Tokens) -> [(&'static str, u64); 5] {
     [
         ("input", t.input),
@@ -183,6 +184,7 @@ fn token_counts(t: &warden_events::Tokens) -> [(&'static str, u64); 5] {
         ("cache_write", t.cache_write),
         ("reasoning", t.reasoning),
     ]
+    .map(|(label, count)| (label, count.unwrap_or(0)))
 }
 
 fn seconds(ms: u64) -> f64 {

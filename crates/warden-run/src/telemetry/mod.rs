@@ -583,14 +583,21 @@ impl SessionSpans {
                 "warden.commits",
                 (r.commits.as_ref().map_or(0, Vec::len) as u64).into(),
             ),
-            ("gen_ai.usage.input_tokens", r.tokens.input.into()),
-            ("gen_ai.usage.output_tokens", r.tokens.output.into()),
         ];
+        for (name, count) in [
+            ("gen_ai.usage.input_tokens", r.tokens.input),
+            ("gen_ai.usage.output_tokens", r.tokens.output),
+        ] {
+            if let Some(c) = count {
+                attributes.push((name, c.into()));
+            }
+        }
         if let Some(c) = r.cost_usd {
             attributes.push(("warden.cost_usd", c.into()));
         }
-        if let Some(wt) = &r.worktree {
-            attributes.push(("warden.branch", wt.branch.as_str().into()));
+        // `session.json`'s `branch`: the branch the commits are on.
+        if let Some(b) = &r.branch {
+            attributes.push(("warden.branch", b.as_str().into()));
         }
         all.push(SpanRecord {
             trace_id: self.ids.trace(),

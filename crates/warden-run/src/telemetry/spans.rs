@@ -61,6 +61,22 @@ impl From<bool> for Value {
 
 pub(crate) type Attributes = Vec<(&'static str, Value)>;
 
+/// The GenAI token attributes of `t`: a count not known is left out, not
+/// written as 0.
+pub(crate) fn usage_attributes(t: &warden_events::Tokens, attributes: &mut Attributes) {
+    let counts = [
+        ("gen_ai.usage.input_tokens", t.input),
+        ("gen_ai.usage.output_tokens", t.output),
+        ("gen_ai.usage.cache_read.input_tokens", t.cache_read),
+        ("gen_ai.usage.cache_creation.input_tokens", t.cache_write),
+    ];
+    for (name, count) in counts {
+        if let Some(c) = count {
+            attributes.push((name, c.into()));
+        }
+    }
+}
+
 /// What a span is to its caller, as OpenTelemetry's span kinds say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -296,17 +312,8 @@ impl RunSpans {
         let mut attributes: Attributes = vec![
             ("gen_ai.operation.name", "chat".into()),
             ("gen_ai.provider.name", provider(self.agent).into()),
-            ("gen_ai.usage.input_tokens", r.tokens.input.into()),
-            ("gen_ai.usage.output_tokens", r.tokens.output.into()),
-            (
-                "gen_ai.usage.cache_read.input_tokens",
-                r.tokens.cache_read.into(),
-            ),
-            (
-                "gen_ai.usage.cache_creation.input_tokens",
-                r.tokens.cache_write.into(),
-            ),
         ];
+        usage_attributes(&r.tokens, &mut attributes);
         if let Some(m) = &model {
             attributes.push(("gen_ai.request.model", m.as_str().into()));
         }
@@ -354,21 +361,9 @@ impl RunSpans {
             ("warden.forced_completion", r.forced_completion.into()),
             ("warden.tool_calls", r.reported.tool_calls.into()),
             ("warden.turns", r.reported.turns.into()),
-            ("gen_ai.usage.input_tokens", r.reported.tokens.input.into()),
-            (
-                "gen_ai.usage.output_tokens",
-                r.reported.tokens.output.into(),
-            ),
-            (
-                "gen_ai.usage.cache_read.input_tokens",
-                r.reported.tokens.cache_read.into(),
-            ),
-            (
-                "gen_ai.usage.cache_creation.input_tokens",
-                r.reported.tokens.cache_write.into(),
-            ),
             ("warden.run_dir", r.run_dir.display().to_string().into()),
         ];
+        usage_attributes(&r.reported.tokens, &mut attributes);
         if let Some(m) = r.reported.model.as_ref().or(self.model.as_ref()) {
             attributes.push(("gen_ai.request.model", cap(m, NAME_CHARS).into()));
         }
@@ -447,8 +442,8 @@ mod tests {
 
     fn usage(input: u64, output: u64) -> Event {
         let mut tokens = Tokens::default();
-        tokens.input = input;
-        tokens.output = output;
+        tokens.input = Some(input);
+        tokens.output = Some(output);
         Event::Usage {
             tokens,
             cost_usd: None,

@@ -529,7 +529,11 @@ pub(crate) fn print_table(r: &BatchReport) {
                     .map_or_else(|| "not run".into(), |v| v.as_str().to_string()),
                 ms(run.duration_ms),
                 s.map_or("-".into(), |s| {
-                    format!("{}/{}", s.tokens.input, s.tokens.output)
+                    format!(
+                        "{}/{}",
+                        warden_events::Tokens::shown(s.tokens.input),
+                        warden_events::Tokens::shown(s.tokens.output)
+                    )
                 }),
                 s.and_then(|s| s.cost_usd)
                     .map_or("-".into(), |c| format!("${c:.4}")),

@@ -290,7 +290,9 @@ pub(crate) fn summary_markdown(r: &Report) -> String {
             "tokens",
             format!(
                 "{} in, {} out, {} cache read",
-                r.reported.tokens.input, r.reported.tokens.output, r.reported.tokens.cache_read
+                warden_events::Tokens::shown(r.reported.tokens.input),
+                warden_events::Tokens::shown(r.reported.tokens.output),
+                warden_events::Tokens::shown(r.reported.tokens.cache_read)
             ),
         );
         if let Some(c) = r.reported.cost_usd {
@@ -448,7 +450,11 @@ pub(crate) fn batch_summary_markdown(
                 cell(&why),
                 super::ms(run.duration_ms),
                 s.map_or("-".into(), |s| {
-                    format!("{} in, {} out", s.tokens.input, s.tokens.output)
+                    format!(
+                        "{} in, {} out",
+                        warden_events::Tokens::shown(s.tokens.input),
+                        warden_events::Tokens::shown(s.tokens.output)
+                    )
                 }),
                 cost_cell(s.and_then(|s| s.cost_usd)),
                 s.map_or("-".into(), |s| {
@@ -498,7 +504,11 @@ pub(crate) fn session_summary_markdown(s: &warden_run::SessionReport) -> String 
         vec!["duration".into(), super::ms(s.duration_ms)],
         vec![
             "tokens".into(),
-            format!("{} in, {} out", s.tokens.input, s.tokens.output),
+            format!(
+                "{} in, {} out",
+                warden_events::Tokens::shown(s.tokens.input),
+                warden_events::Tokens::shown(s.tokens.output)
+            ),
         ],
         vec!["cost".into(), cost_cell(s.cost_usd)],
         vec![
@@ -591,7 +601,11 @@ pub(crate) fn session_summary_markdown(s: &warden_run::SessionReport) -> String 
                 verdict_cell(r.verdict, "unknown"),
                 cell(&r.reason),
                 super::ms(r.duration_ms),
-                format!("{} in, {} out", r.tokens.input, r.tokens.output),
+                format!(
+                    "{} in, {} out",
+                    warden_events::Tokens::shown(r.tokens.input),
+                    warden_events::Tokens::shown(r.tokens.output)
+                ),
                 cost_cell(r.cost_usd),
                 warden_run::git::count_shown(r.commits.as_deref()),
             ]

@@ -306,7 +306,11 @@ pub(crate) fn summary_line(report: &Report, agent: Agent) -> String {
         let t = &report.reported.tokens;
         line.push_str(&format!(
             "; {} turn(s), {} tool call(s), tokens {} in / {} out / {} cached",
-            report.reported.turns, report.reported.tool_calls, t.input, t.output, t.cache_read
+            report.reported.turns,
+            report.reported.tool_calls,
+            warden_events::Tokens::shown(t.input),
+            warden_events::Tokens::shown(t.output),
+            warden_events::Tokens::shown(t.cache_read)
         ));
         if let Some(c) = report.reported.cost_usd {
             line.push_str(&format!(", ${c:.4}"));

@@ -126,7 +126,7 @@ pub(crate) fn status(s: &ViewState, color: bool) -> String {
     if s.tool_calls > 0 {
         parts.push(format!("{} tools", s.tool_calls));
     }
-    if s.tokens.input + s.tokens.output > 0 {
+    if s.tokens.input.unwrap_or(0) + s.tokens.output.unwrap_or(0) > 0 {
         let mut t = format!("{}/{} tok", kilo(s.tokens.input), kilo(s.tokens.output));
         if let Some(c) = s.cost {
             t.push_str(&format!(" ${c:.2}"));
@@ -147,7 +147,11 @@ pub(crate) fn status(s: &ViewState, color: bool) -> String {
     parts.join(" │ ")
 }
 
-fn kilo(n: u64) -> String {
+/// A count, shortened; `?` when it is not known.
+fn kilo(n: Option<u64>) -> String {
+    let Some(n) = n else {
+        return "?".into();
+    };
     if n >= 10_000 {
         format!("{}k", n / 1000)
     } else if n >= 1000 {

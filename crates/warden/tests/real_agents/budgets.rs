@@ -612,3 +612,105 @@ fn claude_is_ended_at_the_message_that_passes_its_token_budget() {
     let left = kit.leftovers("sleep 36.477");
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// Codex and Gemini CLI report their tokens only when the run ends
+/// (Codex's `turn.completed`, Gemini's final `result`): a token budget
+/// cannot stop them mid-way. warden says so at the start, naming
+/// `--max-turns`, which does stop them. A run ended by `--timeout` before
+/// the CLI reported its usage: Gemini CLI's has tokens `null` (not
+/// known), not 0; Codex's has what Codex recorded in its session file by
+/// then (at least the first call's 29).
+fn tokens_only_at_the_end(agent: &'static str, sleep: &str) {
+    let script = |_: &Path| {
+        vec![
+            Turn::Shell("echo one".into()),
+            Turn::Shell("echo two".into()),
+            Turn::Shell(format!("sleep {sleep}; echo three")),
+            Turn::Text("done".into()),
+        ]
+    };
+    let Some(kit) = Kit::with(agent, script) else {
+        return;
+    };
+    // Codex ends a tool call itself after 10 s: the run ends first.
+    let done = kit.run(
+        "run three commands",
+        &[
+            "--max-tokens",
+            "50",
+            "--kill-grace",
+            "1s",
+            "--timeout",
+            "7s",
+        ],
+    );
+    let why = explain(&kit, &done, &done.run_dir);
+    assert!(
+        done.stderr.contains(&format!(
+            "--max-tokens: `{agent}` reports its tokens only when its run ends"
+        )) && done.stderr.contains("--max-turns stops it mid-way"),
+        "warned at the start\n{why}"
+    );
+    assert_eq!(done.verdict(), "timed_out", "{why}");
+    assert_eq!(done.code, 5, "{why}");
+    let r = done.report();
+    assert_eq!(r["turns"], 3, "{why}");
+    if agent == "codex" {
+        let total = r["tokens"]["total"].as_u64();
+        assert!(
+            total.is_some_and(|t| t >= 29 && t % 29 == 0),
+            "tokens.total {total:?}: Codex's record of its calls\n{why}"
+        );
+    } else {
+        for count in ["input", "output", "total"] {
+            assert!(
+                r["tokens"][count].is_null(),
+                "tokens.{count}: not known, not 0\n{why}"
+            );
+        }
+        assert!(
+            done.stderr.contains("tokens ? in / ? out"),
+            "the summary line says not known\n{why}"
+        );
+    }
+    let left = kit.leftovers(sleep);
+    assert!(left.is_empty(), "left running: {left:?}");
+
+    // `--max-turns` stops it at the third model call, while its tool runs.
+    let Some(kit) = Kit::with(agent, script) else {
+        return;
+    };
+    let done = kit.run(
+        "run three commands",
+        &[
+            "--max-tokens",
+            "50",
+            "--max-turns",
+            "2",
+            "--kill-grace",
+            "2s",
+            "--timeout",
+            "120s",
+        ],
+    );
+    let why = explain(&kit, &done, &done.run_dir);
+    assert_eq!(done.code, 7, "{why}");
+    assert_eq!(
+        done.report()["reason"],
+        "run turn budget 2 exceeded: 3 turns; the run was ended",
+        "{why}"
+    );
+    assert!(done.elapsed < Duration::from_secs(25), "{why}");
+    let left = kit.leftovers(sleep);
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+#[test]
+fn codex_is_warned_that_a_token_budget_waits_for_its_end() {
+    tokens_only_at_the_end("codex", "37.613");
+}
+
+#[test]
+fn gemini_is_warned_that_a_token_budget_waits_for_its_end() {
+    tokens_only_at_the_end("gemini", "38.721");
+}

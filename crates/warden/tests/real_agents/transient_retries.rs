@@ -123,6 +123,16 @@ fn resumes_after(agent: &'static str, status: u16, because: &str) {
             .contains(&format!("{}, attempt 2 of 3)", because.replace('_', " "))),
         "{why}"
     );
+    // Each attempt counts its own model calls (21 in, 8 out each): Codex
+    // reports none when a turn fails, and then the whole thread's when the
+    // resumed one completes; the failed attempt's come from Codex's own
+    // record of the thread, and are taken off the resumed attempt's.
+    if agent == "codex" {
+        assert_eq!(first["tokens"]["total"], 29, "the first call: {first}");
+        assert_eq!(second["tokens"]["total"], 29, "its own only: {second}");
+        assert_eq!(s["tokens"]["total"], 58, "{why}");
+        assert_eq!(s["tokens"]["input"], 42, "{why}");
+    }
 }
 
 /// `failures` error answers in a row, more than `--retries` allows: one
@@ -244,6 +254,68 @@ fn a_stall_is_retried_only_when_asked(agent: &'static str) {
     }
 }
 
+/// `status` twice, then an answer, with `--retries 1 --retry-on LIST`:
+/// the run is tried again exactly when `class` (the class warden gives
+/// the CLI's report of that status) is in the list.
+fn retried_only_as_listed(agent: &'static str, status: u16, class: &str, because: &str) {
+    for (retry_on, retried) in [
+        (
+            "rate_limited,server_error,overloaded,network"
+                .split(',')
+                .filter(|o| *o != because)
+                .collect::<Vec<_>>()
+                .join(","),
+            false,
+        ),
+        (because.to_string(), true),
+    ] {
+        let script = vec![
+            Turn::Status(status),
+            Turn::Status(status),
+            Turn::Text("recovered".into()),
+        ];
+        let Some(kit) = Kit::new(agent, script) else {
+            return;
+        };
+        no_silent_retries(&kit);
+        let done = kit.run(
+            "say hi",
+            &[
+                "--retries",
+                "1",
+                "--retry-on",
+                &retry_on,
+                "--retry-backoff",
+                "1ms",
+                "--timeout",
+                "120s",
+            ],
+        );
+        let why = why(&kit, &done);
+        let first = run_json(&kit, "iteration-1");
+        assert_eq!(first["error_class"], class, "{why}");
+        let s = session(&kit);
+        let runs = s["runs"].as_array().unwrap();
+        if retried {
+            assert_eq!(runs.len(), 2, "--retry-on {retry_on}: {why}");
+            assert_eq!(runs[0]["retried_because"], because, "{why}");
+        } else {
+            assert_eq!(runs.len(), 1, "--retry-on {retry_on}: {why}");
+            assert_eq!(runs[0]["retried_because"], Value::Null, "{why}");
+            assert!(!done.stderr.contains("retrying in"), "{why}");
+        }
+        // The error that ended the run is one a retry may fix: not fatal.
+        let fatal: Vec<Value> =
+            std::fs::read_to_string(kit.case.run_dir().join("iteration-1/events.jsonl"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|e| e["kind"] == "error" && e["fatal"] == true)
+                .collect();
+        assert!(fatal.is_empty(), "{fatal:?}\n{why}");
+    }
+}
+
 mod claude {
     #[test]
     fn a_stall_is_retried_only_when_asked() {
@@ -268,6 +340,11 @@ mod claude {
     #[test]
     fn a_401_is_never_retried() {
         super::never_after_401("claude");
+    }
+
+    #[test]
+    fn a_529_is_retried_only_when_overloaded_is_listed() {
+        super::retried_only_as_listed("claude", 529, "overloaded", "overloaded");
     }
 
     /// Claude Code retries once itself, waiting the server's retry-after
@@ -359,6 +436,18 @@ mod codex {
     fn a_401_is_never_retried() {
         super::never_after_401("codex");
     }
+
+    /// Codex says "We're currently experiencing high demand" for an HTTP
+    /// 500, with no status: a server error, retried as one.
+    #[test]
+    fn a_500_it_calls_high_demand_is_a_server_error() {
+        super::retried_only_as_listed("codex", 500, "api", "server_error");
+    }
+
+    #[test]
+    fn a_529_is_retried_only_when_overloaded_is_listed() {
+        super::retried_only_as_listed("codex", 529, "overloaded", "overloaded");
+    }
 }
 
 mod pi {
@@ -370,5 +459,10 @@ mod pi {
     #[test]
     fn retries_run_out() {
         super::exhausts("pi", &[500, 500], 1, "server_error");
+    }
+
+    #[test]
+    fn a_529_is_retried_only_when_overloaded_is_listed() {
+        super::retried_only_as_listed("pi", 529, "overloaded", "overloaded");
     }
 }

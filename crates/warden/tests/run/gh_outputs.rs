@@ -128,7 +128,9 @@ fn a_run_sets_every_output_and_the_final_text_keeps_its_lines() {
     assert_eq!(o["verdict"], "succeeded");
     assert_eq!(o["exit_code"], "0");
     assert_eq!(Path::new(&o["run_dir"]), done.run_dir);
-    assert_eq!(o["branch"], "");
+    // The branch the run's commits are on, as `run.json` says.
+    assert_eq!(o["branch"], "main");
+    assert_eq!(r["branch"], "main");
     assert_eq!(o["commits"], "1");
     assert_eq!(o["cost_usd"], cost(&r["cost_usd"]));
     assert_eq!(o["tokens"], tokens(&r["tokens"]).to_string());
@@ -190,6 +192,7 @@ fn a_session_with_a_worktree_gives_its_branch_and_commits() {
     let branch = &o["branch"];
     assert!(branch.starts_with("warden/fixer/"), "{branch}");
     assert_eq!(s["worktree"]["branch"], *branch);
+    assert_eq!(s["branch"], *branch);
     assert_eq!(o["commits"], "2");
     assert_eq!(
         git(
@@ -199,8 +202,42 @@ fn a_session_with_a_worktree_gives_its_branch_and_commits() {
         "2"
     );
     assert_eq!(o["cost_usd"], "", "exec has no cost");
-    assert_eq!(o["tokens"], "0");
+    assert_eq!(o["tokens"], "", "exec reports no tokens: not known");
     assert_eq!(o["final_text_file"], "", "exec has no final text");
+}
+
+/// Without a worktree, `branch` is the branch HEAD was on when the last
+/// run ended, in the outputs, `session.json` and the last `run.json`
+/// alike: one meaning, the branch the commits are on.
+#[test]
+fn a_session_without_a_worktree_gives_the_branch_its_commits_are_on() {
+    let case = Case::new();
+    repo(&case);
+    let (done, file) = under_actions(
+        &case,
+        &[
+            "run",
+            "exec",
+            "--iterations",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "git checkout -q -B feature; echo x >> f; git add f; git commit -qm it; echo done",
+        ],
+    );
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let o = outputs(&file);
+    let session_dir = PathBuf::from(&o["run_dir"]);
+    let read = |p: PathBuf| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let s = read(session_dir.join("session.json"));
+    let last = read(session_dir.join("iteration-2/run.json"));
+    assert_eq!(o["branch"], "feature", "{}", done.stderr);
+    assert_eq!(s["branch"], "feature");
+    assert_eq!(last["branch"], "feature");
+    assert_eq!(s["worktree"], Value::Null);
 }
 
 #[test]

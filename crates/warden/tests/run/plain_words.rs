@@ -1,6 +1,7 @@
 //! What warden's own lines say is what happened: a budget warning names
-//! the share reached, the summary line stays one line, and a replay
-//! claims no verdict the recording does not show.
+//! the share reached, the summary line (live and in `warden report`)
+//! stays one line, and a replay claims no verdict the recording does
+//! not show.
 
 use crate::support::*;
 
@@ -80,6 +81,23 @@ exit 1
         reason.contains("400 Bad Request\nline two\r\nline three"),
         "{reason}"
     );
+    // `warden report` says it on one line too.
+    let out = case
+        .command(&["report", done.run_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let runs: Vec<&str> = text.lines().filter(|l| l.starts_with("run ")).collect();
+    assert_eq!(runs.len(), 1, "{text}");
+    assert!(
+        runs[0].ends_with(": 400 Bad Request \u{23ce} line two \u{23ce} line three"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  error at ") && text.contains(": 400 Bad Request \u{23ce} line two"),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("line")), "{text}");
 }
 
 #[test]

@@ -135,6 +135,7 @@ fn empty_report() -> SessionReport {
         session_dir: PathBuf::from("/s"),
         workdir: PathBuf::from("/w"),
         worktree: None,
+        branch: None,
         started_at: String::new(),
         duration_ms: 0,
         iterations_requested: 1,

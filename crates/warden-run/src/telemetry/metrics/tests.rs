@@ -25,17 +25,17 @@ fn three_runs() -> [Report; 3] {
     ok.reported.model = Some("claude-sonnet-4-5".into());
     ok.duration_ms = 12_500;
     ok.time_to_first_activity_ms = Some(800);
-    ok.reported.tokens.input = 100;
-    ok.reported.tokens.output = 20;
-    ok.reported.tokens.cache_read = 1000;
-    ok.reported.tokens.cache_write = 50;
-    ok.reported.tokens.reasoning = 5;
+    ok.reported.tokens.input = Some(100);
+    ok.reported.tokens.output = Some(20);
+    ok.reported.tokens.cache_read = Some(1000);
+    ok.reported.tokens.cache_write = Some(50);
+    ok.reported.tokens.reasoning = Some(5);
     ok.reported.cost_usd = Some(0.25);
     let mut failed = report("claude", Verdict::AgentFailed);
     failed.reported.model = Some("claude-sonnet-4-5".into());
     failed.duration_ms = 40_000;
     failed.time_to_first_activity_ms = Some(3_000);
-    failed.reported.tokens.input = 7;
+    failed.reported.tokens.input = Some(7);
     failed.reported.cost_usd = Some(0.125);
     let mut stalled = report("exec", Verdict::Stalled);
     stalled.duration_ms = 3_000;
@@ -166,7 +166,7 @@ fn model_labels_are_bounded_in_length_and_number() {
     for i in 0..100 {
         let mut r = report("codex", Verdict::Succeeded);
         r.reported.model = Some(format!("gpt-{i}"));
-        r.reported.tokens.input = 1;
+        r.reported.tokens.input = Some(1);
         m.record(&r);
     }
     let text = m.prometheus_text().unwrap();

@@ -1,5 +1,5 @@
 //! `action.yml` against what the runner requires, its expressions against
-//! its own inputs and steps, and the README against both.
+//! its own inputs and steps, and the book's Action chapter against both.
 
 use super::runner::StepKind;
 use super::*;
@@ -62,13 +62,9 @@ fn the_action_is_well_formed_and_documented() {
             i.name
         );
     }
-    // The README documents every input and output of the action.
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let section = readme
-        .split("\n## GitHub Action\n")
-        .nth(1)
-        .expect("a `## GitHub Action` section in the README");
-    let section = section.split("\n## ").next().unwrap();
+    // The book's Action chapter documents every input and output.
+    let section = std::fs::read_to_string(repo_root().join("docs/src/github-action.md"))
+        .expect("the book's GitHub Action chapter");
     for name in a
         .inputs
         .iter()
@@ -77,7 +73,7 @@ fn the_action_is_well_formed_and_documented() {
     {
         assert!(
             section.contains(&format!("| `{name}` |")),
-            "the README's GitHub Action section has no row for `{name}`"
+            "docs/src/github-action.md has no row for `{name}`"
         );
     }
 }

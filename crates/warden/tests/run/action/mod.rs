@@ -126,7 +126,15 @@ fn run_outputs(
             .map(|c| c.to_string())
             .unwrap_or_default(),
     );
-    set(&mut e, "tokens", report["tokens"]["total"].to_string());
+    // Empty when not known (`null`).
+    set(
+        &mut e,
+        "tokens",
+        report["tokens"]["total"]
+            .as_u64()
+            .map(|t| t.to_string())
+            .unwrap_or_default(),
+    );
     // The junit file is the action's own; checked by the caller.
     set(&mut e, "junit_file", o.outputs["junit_file"].clone());
     set(&mut e, "warden", o.step("warden").outputs["warden"].clone());
