@@ -107,8 +107,8 @@ mod json_docs {
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     #[serde(untagged)]
     pub enum ReportJson {
-        Runs(ReportOfRuns),
-        Batch(ReportOfBatch),
+        Runs(Box<ReportOfRuns>),
+        Batch(Box<ReportOfBatch>),
     }
 
     /// A run's or a session's directory.
