@@ -207,7 +207,8 @@ fn orphan_run(case: &Case) {
     assert_eq!(done.report()["orphans_killed"], 1, "{}", done.stderr);
 }
 
-/// A run that prints once and then says nothing: stalled after 1 s.
+/// A run that prints once and then says nothing: stalled after 1 s (one
+/// process, so that ending it leaves no orphan to draw).
 fn stalled_run(case: &Case) {
     let done = case.run(&[
         "run",
@@ -219,7 +220,7 @@ fn stalled_run(case: &Case) {
         "--",
         "sh",
         "-c",
-        "echo hi; sleep 8",
+        "echo hi; exec sleep 8",
     ]);
     assert_eq!(done.code, 3, "stalled: {}", done.stderr);
 }
