@@ -48,8 +48,14 @@ pub(crate) const DOCTOR_EXAMPLES: &str = "  warden doctor                       
 
 /// The examples of `warden gc`.
 pub(crate) const GC_EXAMPLES: &str =
-    "  warden gc --dry-run                             what would go
-  warden gc --keep-runs 20 --keep-days 7";
+    "  warden gc --keep-runs 20 --dry-run              what would go, keeping the newest 20
+  warden gc --keep-runs 20 --keep-days 7          keep 20, and anything younger than 7 days";
+
+/// The examples of `warden config`.
+pub(crate) const CONFIG_EXAMPLES: &str =
+    "  warden config                                   each setting in effect here, and where it came from
+  warden config --json | jq '.settings[] | select(.name == \"stall_timeout\")'
+  WARDEN_TIMEOUT=90m warden config --cwd ../other-project";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -73,7 +79,7 @@ pub(crate) enum Command {
     /// What this machine can do: agent CLIs, sandboxes, containment.
     #[command(after_help = format!("Examples:\n{DOCTOR_EXAMPLES}"))]
     Doctor(DoctorArgs),
-    /// Explain a finished run (or session) from its directory; --html draws its timeline.
+    /// Explain a finished run, session or batch from its directory; --html draws its pages.
     #[command(after_help = format!("Examples:\n{REPORT_EXAMPLES}"))]
     Report(ReportArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
@@ -96,6 +102,7 @@ pub(crate) enum Command {
     /// Print each setting in effect here and where it came from: a
     /// WARDEN_* variable, which warden.toml (the project's or your own),
     /// or the default.
+    #[command(after_help = format!("Examples:\n{CONFIG_EXAMPLES}"))]
     Config(ConfigArgs),
     /// Run one serialized request (what a cluster job of a batch runs).
     #[command(hide = true)]

@@ -29,6 +29,31 @@ pub(crate) fn render(
     page: &clap::Command,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
+    let mut page_text = Vec::new();
+    write_page(name, page, &mut page_text)?;
+    out.write_all(escape_non_ascii(&String::from_utf8_lossy(&page_text)).as_bytes())
+}
+
+/// Every character roff has no plain input for (`\u{2026}`, `\u{2014}`)
+/// as its `\[uXXXX]` escape: groff reads its input as Latin-1, and warns.
+fn escape_non_ascii(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\[u{:04X}]", c as u32));
+        }
+    }
+    out
+}
+
+/// [`render`], before the escapes.
+fn write_page(
+    name: &str,
+    page: &clap::Command,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let man = clap_mangen::Man::new(page.clone());
     man.render_title(out)?;
     man.render_name_section(out)?;
@@ -60,39 +85,98 @@ fn item(roff: &mut Roff, tag: &str, text: &str) {
 
 fn exit_status(roff: &mut Roff, command: Option<&str>) {
     roff.control("SH", ["EXIT STATUS"]);
-    let what = match command {
+    match command {
+        None | Some("run") => {
+            roff.text([roman(
+                "The verdict of the run (or of the session), each with its code:",
+            )]);
+            verdicts(roff, &Verdict::ALL);
+            item(
+                roff,
+                "2",
+                "A usage or settings error: a bad flag or value, an unknown key; nothing ran.",
+            );
+            item(
+                roff,
+                "74",
+                "Output lost: warden could not keep all of the run's output (a full disk), or could not pass all of the command's output on to its own stdout or stderr; the verdict in run.json is still the agent's.",
+            );
+            roff.text([
+                roman("With "),
+                bold("--preserve-status"),
+                roman(", succeeded and agent_failed exit with the command's own code (128 + the signal that killed it)."),
+            ]);
+        }
         Some("batch") => {
-            "A batch exits 0 when every run succeeded, else 1 (the report names each run's verdict); 130 when it was cancelled."
+            roff.text([roman(
+                "The batch's own verdict, from its runs': 130 when any was cancelled, else 7 when any exceeded a budget, else 1 when any did not succeed, else 0.",
+            )]);
+            verdicts(
+                roff,
+                &[
+                    Verdict::Succeeded,
+                    Verdict::AgentFailed,
+                    Verdict::BudgetExceeded,
+                    Verdict::Cancelled,
+                ],
+            );
+            item(
+                roff,
+                "2",
+                "A usage or settings error, or a batch file that is not one; nothing ran.",
+            );
+            item(roff, "74", "Output lost by one of its runs (a full disk).");
         }
         Some("report") => {
-            "The code of the run (or session, or batch) it reads, as below; 1 when a log changed after the run; 75 for a run with no verdict yet."
+            roff.text([roman(
+                "The code of the run, session or batch it reads (as warden-run(1) and warden-batch(1) list them), unless:",
+            )]);
+            item(
+                roff,
+                "1",
+                "A log changed after the run: it is not what warden wrote.",
+            );
+            item(
+                roff,
+                "2",
+                "The directory is no run, session or batch, or a file in it is not warden's.",
+            );
+            item(
+                roff,
+                "75",
+                "A run with no verdict yet (still running, or its warden was killed).",
+            );
         }
-        Some("replay") => "0, or the code of the verdict in the run.json beside the file.",
-        _ => "The verdict of the run (or of the session), each with its code:",
-    };
-    roff.text([roman(what)]);
-    for v in Verdict::ALL {
+        Some("replay") => {
+            roff.text([roman(
+                "0, or the code of the verdict in the run.json beside the recording (see warden-run(1)); 2 for a file that cannot be read.",
+            )]);
+        }
+        Some(_) => {
+            item(roff, "0", "It did what was asked.");
+            item(
+                roff,
+                "2",
+                "A usage or settings error: a bad flag or value, an unknown key, a file that is not what it must be.",
+            );
+        }
+    }
+}
+
+/// A tagged paragraph per verdict: its code, its name and what it means.
+fn verdicts(roff: &mut Roff, verdicts: &[Verdict]) {
+    for v in verdicts {
+        let extra = if *v == Verdict::Cancelled {
+            "; or the reader of warden's stdout went away while the command ran"
+        } else {
+            ""
+        };
         item(
             roff,
             &v.exit_code().to_string(),
-            &format!("{}: {}.", v.as_str(), v.meaning()),
+            &format!("{}: {}{extra}.", v.as_str(), v.meaning()),
         );
     }
-    item(
-        roff,
-        "2",
-        "A usage or settings error: a bad flag or value, an unknown key; nothing ran.",
-    );
-    item(
-        roff,
-        "74",
-        "Output lost: warden could not keep all of the run's output (a full disk); the verdict in run.json is still the agent's.",
-    );
-    roff.text([
-        roman("With "),
-        bold("--preserve-status"),
-        roman(", succeeded and agent_failed exit with the command's own code (128 + the signal that killed it)."),
-    ]);
 }
 
 /// Variables that are not settings, and what they do.
@@ -180,6 +264,7 @@ fn examples(roff: &mut Roff, command: Option<&str>) {
         ("replay", args::REPLAY_EXAMPLES),
         ("doctor", args::DOCTOR_EXAMPLES),
         ("gc", args::GC_EXAMPLES),
+        ("config", args::CONFIG_EXAMPLES),
     ];
     let shown: Vec<&str> = match command {
         None => all.iter().map(|(_, e)| *e).collect(),

@@ -4,7 +4,7 @@
 //!
 //! Every file is read as warden's own type (`run.json` as a [`Report`],
 //! `session.json` as a [`SessionReport`], `batch.json` as a
-//! [`BatchReport`](warden_run::BatchReport), each `events.jsonl` line as a
+//! [`BatchReport`], each `events.jsonl` line as a
 //! [`Stamped`](warden_run::Stamped) event), so a field renamed or retyped
 //! is an error that names the file, never a view that silently shows
 //! nothing.

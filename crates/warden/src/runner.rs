@@ -7,7 +7,7 @@ use warden_run::telemetry::{MetricsFlushed, Telemetry, TelemetryConfig};
 use warden_run::{Run, RunRequest};
 
 use crate::error::Outcome;
-use crate::render::forward::{Forward, Passthrough};
+use crate::render::forward::{Delivered, Forward, Passthrough};
 use crate::render::{Reporter, Reporters};
 use crate::signals::Signals;
 use crate::wakeups::{Wake, Wakeups};
@@ -104,6 +104,18 @@ pub(crate) fn end_telemetry(telemetry: Option<Telemetry>) {
     }
 }
 
+/// The exit code once the passing on of the command's output ended as
+/// `delivered`: a run that would exit 0 but whose output did not all
+/// reach warden's stdout or stderr exits 74 (its logs have it all), and
+/// the warning says why; a run that failed keeps its own code.
+fn short_of(delivered: &Delivered, code: u8) -> u8 {
+    let Delivered::Short(why) = delivered else {
+        return code;
+    };
+    important!("warden: warning: the command's output was not all passed on: {why}");
+    if code == 0 { 74 } else { code }
+}
+
 /// `ended`: gets the run's directory, which the gc after it must spare.
 pub(crate) async fn run_once(
     request: RunRequest,
@@ -177,8 +189,16 @@ pub(crate) async fn run_once(
     });
     let outputs = text.map(|(out, file)| (out, report.clone(), file));
     // The command's output is all passed on before the lines that say how
-    // its run ended.
-    forward.finished(&report);
+    // its run ended (a signal meanwhile stops the waiting for a reader).
+    let abandon = forward.abandon();
+    let delivered = wake
+        .while_waiting(forward.finished(&report), |w| {
+            if matches!(w, Wake::Signal { .. }) {
+                abandon.now();
+            }
+        })
+        .await;
+    let code = short_of(&delivered, code);
     view.update(&Update::IterationFinished {
         entry: None,
         iteration: 1,
@@ -226,6 +246,8 @@ pub(crate) async fn run_session_cli(
     let mut forward = Forward::new(pass, canceller.clone());
     let mut wake = Wakeups::new(signals);
     let mut final_text: Option<String> = None;
+    // Some run's output was not all passed on.
+    let mut short: Option<Delivered> = None;
     let on_wake = |view: &mut Reporters, w: Wake| match w {
         Wake::Tick => view.tick(),
         Wake::Signal { nth, name } => {
@@ -244,7 +266,18 @@ pub(crate) async fn run_session_cli(
                         // output is all passed on before its last lines.
                         Update::IterationFinished { report, .. } => {
                             final_text = report.reported.final_text.clone();
-                            forward.finished(report);
+                            let abandon = forward.abandon();
+                            let delivered = wake
+                                .while_waiting(forward.finished(report), |w| {
+                                    if matches!(w, Wake::Signal { .. }) {
+                                        abandon.now();
+                                        canceller.cancel();
+                                    }
+                                })
+                                .await;
+                            if delivered != Delivered::All {
+                                short = Some(delivered);
+                            }
                         }
                         _ => {}
                     }
@@ -322,6 +355,7 @@ pub(crate) async fn run_session_cli(
     } else {
         report.warden_exit_code()
     };
+    let code = short.map_or(code, |d| short_of(&d, code));
     let code = match junit {
         Some(path) => crate::junit_file::write(
             path,

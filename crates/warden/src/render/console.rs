@@ -57,6 +57,11 @@ pub(crate) enum Priority {
 const QUEUE_BYTES: usize = 256 * 1024;
 /// What important lines may add on top of a full queue.
 const RESERVE_BYTES: usize = 64 * 1024;
+/// How long a reader of the command's own output passed on may take
+/// nothing before the rest is left in the run's log.
+pub(crate) const READER_STUCK: Duration = Duration::from_secs(10);
+/// How much the writer writes at once: what a slow reader is seen to take.
+const WRITE_PIECE: usize = 16 * 1024;
 /// How long the end of a run waits for the last lines to go out while
 /// none goes.
 pub(crate) const FINISH_WAIT: Duration = Duration::from_secs(3);
@@ -67,8 +72,8 @@ struct Queue {
     /// Bytes queued, including the chunk being written.
     bytes: usize,
     writing: bool,
-    /// A write failed: the stream is closed for good.
-    broken: bool,
+    /// A write failed: the stream is closed for good (and why).
+    broken: Option<Closed>,
     dropped: u64,
     /// Bytes written so far: what tells a slow reader from one that
     /// stopped.
@@ -143,14 +148,14 @@ impl Channel {
 
     fn push(&'static self, bytes: Vec<u8>, priority: Priority) {
         let mut q = self.lock();
-        if q.broken {
+        if q.broken.is_some() {
             return;
         }
         if !self.ensure_writer(&mut q) {
             // No thread: write in place, as the last resort it is.
             drop(q);
-            if crate::signals::without_tty_stop(|| write_all(self.stream, &bytes)).is_err() {
-                self.lock().broken = true;
+            if let Err(e) = crate::signals::without_tty_stop(|| write_all(self.stream, &bytes)) {
+                self.lock().broken = Some(Closed::of(&e));
             }
             return;
         }
@@ -168,10 +173,10 @@ impl Channel {
                 return;
             }
         } else {
-            while q.bytes > 0 && q.bytes + bytes.len() > limit && !q.broken {
+            while q.bytes > 0 && q.bytes + bytes.len() > limit && q.broken.is_none() {
                 q = self.progress.wait(q).unwrap_or_else(|p| p.into_inner());
             }
-            if q.broken {
+            if q.broken.is_some() {
                 return;
             }
         }
@@ -190,18 +195,26 @@ impl Channel {
                 q.writing = true;
                 q.chunks.pop_front().unwrap_or_default()
             };
-            // A background process writing to its terminal with `stty
-            // tostop` would be stopped, supervisor and all.
-            let written = crate::signals::without_tty_stop(|| write_all(self.stream, &chunk));
-            let mut q = self.lock();
-            q.writing = false;
-            q.bytes = q.bytes.saturating_sub(chunk.len());
-            q.written += chunk.len() as u64;
-            if written.is_err() {
-                q.broken = true;
-                q.chunks.clear();
-                q.bytes = 0;
+            // In pieces, each counted as it goes: a reader that takes a
+            // few KiB a second is seen taking them (a blocking write to a
+            // pipe returns only once all of it is taken).
+            for piece in chunk.chunks(WRITE_PIECE) {
+                // A background process writing to its terminal with `stty
+                // tostop` would be stopped, supervisor and all.
+                let written = crate::signals::without_tty_stop(|| write_all(self.stream, piece));
+                let mut q = self.lock();
+                q.bytes = q.bytes.saturating_sub(piece.len());
+                q.written += piece.len() as u64;
+                if let Err(e) = written {
+                    q.broken = Some(Closed::of(&e));
+                    q.chunks.clear();
+                    q.bytes = 0;
+                    self.progress.notify_all();
+                    break;
+                }
+                self.progress.notify_all();
             }
+            self.lock().writing = false;
             self.progress.notify_all();
         }
     }
@@ -213,7 +226,7 @@ impl Channel {
     fn drain(&self, stuck: Option<Duration>) {
         let mut q = self.lock();
         let mut seen = (q.written, Instant::now());
-        while (q.writing || !q.chunks.is_empty()) && !q.broken {
+        while (q.writing || !q.chunks.is_empty()) && q.broken.is_none() {
             q = match stuck {
                 None => self.progress.wait(q).unwrap_or_else(|p| p.into_inner()),
                 Some(stuck) => {
@@ -234,26 +247,68 @@ impl Channel {
     }
 
     /// Queues `bytes`, waiting for room however long the reader takes, as
-    /// long as it takes something every `stuck`: how the command's own
-    /// output is passed on (never dropped; the caller is no thread that
-    /// drives a clock).
-    fn push_waiting(&'static self, bytes: Vec<u8>, stuck: Duration) -> Passed {
+    /// long as it takes something every `stuck` and `abandon` is not set:
+    /// how the command's own output is passed on (never dropped; the
+    /// caller is no thread that drives a clock).
+    fn push_waiting(
+        &'static self,
+        bytes: Vec<u8>,
+        stuck: Duration,
+        abandon: &AtomicBool,
+    ) -> Passed {
         let mut q = self.lock();
-        if q.broken {
-            return Passed::Closed;
+        if let Some(c) = &q.broken {
+            return Passed::Closed(c.clone());
         }
         if !self.ensure_writer(&mut q) {
             drop(q);
             return match crate::signals::without_tty_stop(|| write_all(self.stream, &bytes)) {
                 Ok(()) => Passed::Yes,
-                Err(_) => {
-                    self.lock().broken = true;
-                    Passed::Closed
+                Err(e) => {
+                    let c = Closed::of(&e);
+                    self.lock().broken = Some(c.clone());
+                    Passed::Closed(c)
                 }
             };
         }
         let mut seen = (q.written, Instant::now());
-        while q.bytes > 0 && q.bytes + bytes.len() > QUEUE_BYTES && !q.broken {
+        while q.bytes > 0 && q.bytes + bytes.len() > QUEUE_BYTES && q.broken.is_none() {
+            if abandon.load(Ordering::Relaxed) {
+                return Passed::Abandoned;
+            }
+            if q.written != seen.0 {
+                seen = (q.written, Instant::now());
+            }
+            let left = stuck.saturating_sub(seen.1.elapsed());
+            if left.is_zero() {
+                return Passed::Stuck;
+            }
+            // In slices, to see `abandon` soon.
+            q = self
+                .progress
+                .wait_timeout(q, left.min(Duration::from_millis(100)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        if let Some(c) = &q.broken {
+            return Passed::Closed(c.clone());
+        }
+        q.bytes += bytes.len();
+        q.chunks.push_back(bytes);
+        self.work.notify_one();
+        Passed::Yes
+    }
+
+    /// Waits until what is queued is written, as long as the reader takes
+    /// something every `stuck` and `abandon` is not set: `Yes` when all
+    /// of it went.
+    fn flush_waiting(&self, stuck: Duration, abandon: &AtomicBool) -> Passed {
+        let mut q = self.lock();
+        let mut seen = (q.written, Instant::now());
+        while (q.writing || !q.chunks.is_empty()) && q.broken.is_none() {
+            if abandon.load(Ordering::Relaxed) {
+                return Passed::Abandoned;
+            }
             if q.written != seen.0 {
                 seen = (q.written, Instant::now());
             }
@@ -263,17 +318,14 @@ impl Channel {
             }
             q = self
                 .progress
-                .wait_timeout(q, left)
+                .wait_timeout(q, left.min(Duration::from_millis(100)))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        if q.broken {
-            return Passed::Closed;
+        match &q.broken {
+            Some(c) => Passed::Closed(c.clone()),
+            None => Passed::Yes,
         }
-        q.bytes += bytes.len();
-        q.chunks.push_back(bytes);
-        self.work.notify_one();
-        Passed::Yes
     }
 
     fn dropped(&self) -> u64 {
@@ -344,24 +396,63 @@ pub(crate) fn important(text: &str) {
     );
 }
 
-/// What became of bytes handed to [`pass_on`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Passed {
-    Yes,
-    /// The stream is closed (its reader went away, or a write failed).
-    Closed,
-    /// Nothing was taken from the stream for the time allowed.
-    Stuck,
+/// Why a stream was closed for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// Its reader went away (`EPIPE`).
+    ReaderGone,
+    /// A write failed otherwise (`ENOSPC`, `EIO`, ...).
+    Failed(String),
 }
 
+impl Closed {
+    fn of(e: &io::Error) -> Self {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Closed::ReaderGone
+        } else {
+            Closed::Failed(e.to_string())
+        }
+    }
+}
+
+/// What became of bytes handed to [`pass_on`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Passed {
+    Yes,
+    /// The stream is closed.
+    Closed(Closed),
+    /// Nothing was taken from the stream for the time allowed.
+    Stuck,
+    /// The caller stopped waiting (a signal to warden).
+    Abandoned,
+}
+
+/// Set once any of the command's own output was passed on: the end of
+/// the program then waits for a slow reader as the passing on does.
+static PASSED_ON: AtomicBool = AtomicBool::new(false);
+
 /// Queues the command's own bytes on `stream`, as they are: waits for
-/// room while the reader takes something every `stuck` (see
-/// [`Channel::push_waiting`]).
-pub(crate) fn pass_on(stream: Stream, bytes: Vec<u8>, stuck: Duration) -> Passed {
+/// room while the reader takes something every [`READER_STUCK`] and
+/// `abandon` is not set (see [`Channel::push_waiting`]).
+pub(crate) fn pass_on(stream: Stream, bytes: Vec<u8>, abandon: &AtomicBool) -> Passed {
     if bytes.is_empty() {
         return Passed::Yes;
     }
-    channel(stream).push_waiting(bytes, stuck)
+    PASSED_ON.store(true, Ordering::Relaxed);
+    channel(stream).push_waiting(bytes, READER_STUCK, abandon)
+}
+
+/// The waiting for the command's output was called off (a signal to
+/// warden): the end of the program waits for it no longer than for
+/// warden's own lines.
+pub(crate) fn stop_waiting_for_output() {
+    PASSED_ON.store(false, Ordering::Relaxed);
+}
+
+/// Waits until what is queued on `stream` is written (see
+/// [`Channel::flush_waiting`]).
+pub(crate) fn flush_passed(stream: Stream, abandon: &AtomicBool) -> Passed {
+    channel(stream).flush_waiting(READER_STUCK, abandon)
 }
 
 /// Queues bytes as they are (a whole redraw of the status line, a page).
@@ -398,7 +489,11 @@ pub(crate) fn finish() {
             );
         }
     }
-    let stuck = run.then_some(FINISH_WAIT);
+    let stuck = run.then_some(if PASSED_ON.load(Ordering::Relaxed) {
+        READER_STUCK
+    } else {
+        FINISH_WAIT
+    });
     channel(Stream::Stdout).drain(stuck);
     channel(Stream::Stderr).drain(stuck);
 }

@@ -22,7 +22,7 @@
 //! one change to the bytes).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -31,10 +31,8 @@ use std::time::Duration;
 use warden_events::Agent;
 use warden_run::{Canceller, Report};
 
-use super::console::{self, Passed, Stream, important};
+use super::console::{self, Closed, Passed, READER_STUCK, Stream, important};
 
-/// How long a reader may take nothing before the rest is left in the log.
-pub(crate) const READER_STUCK: Duration = Duration::from_secs(10);
 /// How often a follower looks at its log when nothing pokes it.
 const LOOK_EVERY: Duration = Duration::from_millis(20);
 /// What a follower reads at once.
@@ -130,30 +128,56 @@ struct Shared {
     poke: Condvar,
 }
 
-/// How a follower ended.
-struct Followed {
-    passed: u64,
-    /// `Some` when it stopped before the end of its log: why.
-    stopped: Option<Passed>,
-}
+/// How a follower ended: `Some` when it stopped before the end of its
+/// log, and why.
+type Followed = Option<Passed>;
 
 /// One run's followers.
 struct Current {
-    run_dir: PathBuf,
     shared: Arc<Shared>,
     threads: Vec<(Stream, JoinHandle<Followed>)>,
+}
+
+/// What every run of a command shares.
+struct Common {
+    /// Stops the run (or session) when the reader of warden's stdout has
+    /// gone while it runs: its output has nowhere to go, and in a
+    /// pipeline `SIGPIPE` would have stopped the command.
+    stop: Canceller,
+    /// The reader went away: said and acted on once.
+    gone: AtomicBool,
+    /// A reader took nothing for [`READER_STUCK`]: nothing more is passed
+    /// on to it (the next runs do not wait for it again).
+    given_up: AtomicBool,
+    /// A signal to warden: stop waiting for the reader.
+    abandon: AtomicBool,
+}
+
+/// Stops the waiting for a slow reader (a signal to warden).
+#[derive(Clone)]
+pub(crate) struct Abandon(Arc<Common>);
+
+impl Abandon {
+    pub(crate) fn now(&self) {
+        self.0.abandon.store(true, Ordering::Relaxed);
+        console::stop_waiting_for_output();
+    }
+}
+
+/// How the passing on of a run's output ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Delivered {
+    /// All of it, or nothing was to be passed on.
+    All,
+    /// Not all of it: why, in a sentence (the logs have it all).
+    Short(String),
 }
 
 /// Passes the command's output on, run after run.
 pub(crate) struct Forward {
     pass: Passthrough,
     current: Option<Current>,
-    /// Stops the run (or session) when the reader of warden's stdout has
-    /// gone: its output has nowhere to go, and in a pipeline `SIGPIPE`
-    /// would have stopped the command.
-    stop: Option<Canceller>,
-    /// Said once.
-    reader_gone: Arc<AtomicBool>,
+    common: Arc<Common>,
 }
 
 impl Forward {
@@ -162,32 +186,39 @@ impl Forward {
         Self {
             pass,
             current: None,
-            stop: Some(stop),
-            reader_gone: Arc::default(),
+            common: Arc::new(Common {
+                stop,
+                gone: AtomicBool::new(false),
+                given_up: AtomicBool::new(false),
+                abandon: AtomicBool::new(false),
+            }),
         }
+    }
+
+    /// What stops the waiting at the end of a run.
+    pub(crate) fn abandon(&self) -> Abandon {
+        Abandon(self.common.clone())
     }
 
     /// A run started, its logs in `run_dir`: follows them.
     pub(crate) fn started(&mut self, run_dir: &Path) {
         let shared = Arc::new(Shared::default());
         let mut threads = Vec::new();
+        let stopped = self.common.given_up.load(Ordering::Relaxed)
+            || self.common.gone.load(Ordering::Relaxed);
         for (how, stream, file) in [
             (self.pass.stdout, Stream::Stdout, "stdout.log"),
             (self.pass.stderr, Stream::Stderr, "stderr.log"),
         ] {
-            if how == Pass::No {
+            if how == Pass::No || stopped {
                 continue;
             }
             let path = run_dir.join(file);
-            let shared = shared.clone();
-            let gone = Gone {
-                said: self.reader_gone.clone(),
-                stop: self.stop.clone(),
-            };
+            let (shared, common) = (shared.clone(), self.common.clone());
             let filter = self.pass.filter(how);
             let spawned = std::thread::Builder::new()
                 .name(format!("warden-pass-{}", file.trim_end_matches(".log")))
-                .spawn(move || follow(&path, stream, &shared, filter, &gone));
+                .spawn(move || follow(&path, stream, &shared, filter, &common));
             match spawned {
                 Ok(t) => threads.push((stream, t)),
                 Err(e) => important(&format!(
@@ -197,11 +228,7 @@ impl Forward {
                 )),
             }
         }
-        self.current = Some(Current {
-            run_dir: run_dir.to_path_buf(),
-            shared,
-            threads,
-        });
+        self.current = Some(Current { shared, threads });
     }
 
     /// The run said something: its logs may have grown.
@@ -211,63 +238,101 @@ impl Forward {
         }
     }
 
-    /// The run ended with `report`: what is left of its logs is passed on
-    /// (waiting while the reader takes it), then an agent's final answer.
-    pub(crate) fn finished(&mut self, report: &Report) {
-        if let Some(c) = self.current.take() {
-            *c.shared.ended.lock().unwrap_or_else(|p| p.into_inner()) = true;
-            c.shared.poke.notify_all();
-            for (stream, thread) in c.threads {
-                let Ok(followed) = thread.join() else {
-                    continue;
-                };
-                if followed.stopped == Some(Passed::Stuck) {
-                    let name = match stream {
-                        Stream::Stdout => "stdout",
-                        Stream::Stderr => "stderr",
-                    };
-                    important(&format!(
-                        "warden: warning: the reader of warden's {name} took nothing for {}: the command's {name} was passed on up to byte {} only; {} has it all",
-                        humantime::format_duration(READER_STUCK),
-                        followed.passed,
-                        c.run_dir.join(format!("{name}.log")).display()
-                    ));
-                }
-            }
+    /// The run ended with `report`: what is left of its logs is passed on,
+    /// then an agent's final answer, waiting (off the runtime's thread)
+    /// while the reader takes them; how it went.
+    pub(crate) async fn finished(&mut self, report: &Report) -> Delivered {
+        let current = self.current.take();
+        let answer = match self.pass.answer {
+            Pass::No => None,
+            how => report
+                .reported
+                .final_text
+                .clone()
+                .filter(|t| !t.is_empty())
+                .map(|t| (t, self.pass.filter(how))),
+        };
+        let passes = [Stream::Stdout, Stream::Stderr]
+            .into_iter()
+            .filter(|s| self.pass.passes(*s) || (*s == Stream::Stdout && answer.is_some()))
+            .collect::<Vec<_>>();
+        if current.as_ref().is_none_or(|c| c.threads.is_empty()) && answer.is_none() {
+            return Delivered::All;
         }
-        if self.pass.answer != Pass::No
-            && let Some(text) = report.reported.final_text.as_deref()
-            && !text.is_empty()
-        {
-            let mut bytes = Vec::with_capacity(text.len() + 8);
-            let mut filter = self.pass.filter(self.pass.answer);
-            filter.push(text.as_bytes(), &mut bytes);
-            filter.finish(&mut bytes);
-            if !bytes.ends_with(b"\n") {
-                bytes.push(b'\n');
-            }
-            let _ = console::pass_on(Stream::Stdout, bytes, READER_STUCK);
-        }
+        let common = self.common.clone();
+        let run_dir = report.run_dir.clone();
+        let work = move || finish(current, answer, &passes, &common, &run_dir);
+        tokio::task::spawn_blocking(work)
+            .await
+            .unwrap_or_else(|e| Delivered::Short(format!("passing it on failed: {e}")))
     }
 }
 
-/// What a follower does when the reader of stdout has gone.
-struct Gone {
-    said: Arc<AtomicBool>,
-    stop: Option<Canceller>,
-}
-
-impl Gone {
-    fn now(&self) {
-        if self.said.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        important(
-            "warden: the reader of warden's stdout went away (a closed pipe): stopping the run, as SIGPIPE would stop the command",
+/// The end of a run's passing on (see [`Forward::finished`]).
+fn finish(
+    current: Option<Current>,
+    answer: Option<(String, Filter)>,
+    passes: &[Stream],
+    common: &Common,
+    run_dir: &Path,
+) -> Delivered {
+    let mut short = Vec::new();
+    let mut note = |stream: Stream, why: Passed| {
+        let name = match stream {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        };
+        let why = match why {
+            Passed::Yes => return,
+            Passed::Stuck => {
+                common.given_up.store(true, Ordering::Relaxed);
+                format!(
+                    "the reader of warden's {name} took nothing for {}",
+                    humantime::format_duration(READER_STUCK)
+                )
+            }
+            Passed::Closed(Closed::ReaderGone) => {
+                format!("the reader of warden's {name} went away")
+            }
+            Passed::Closed(Closed::Failed(e)) => format!("writing warden's {name} failed: {e}"),
+            Passed::Abandoned => "a signal to warden stopped the passing on".into(),
+        };
+        let line = format!(
+            "{why}; {} has it all",
+            run_dir.join(format!("{name}.log")).display()
         );
-        if let Some(stop) = &self.stop {
-            stop.cancel_because(READER_GONE);
+        if !short.contains(&line) {
+            short.push(line);
         }
+    };
+    if let Some(c) = current {
+        *c.shared.ended.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        c.shared.poke.notify_all();
+        for (stream, thread) in c.threads {
+            if let Ok(Some(why)) = thread.join() {
+                note(stream, why);
+            }
+        }
+    }
+    if let Some((text, mut filter)) = answer {
+        let mut bytes = Vec::with_capacity(text.len() + 8);
+        filter.push(text.as_bytes(), &mut bytes);
+        filter.finish(&mut bytes);
+        if !bytes.ends_with(b"\n") {
+            bytes.push(b'\n');
+        }
+        let passed = console::pass_on(Stream::Stdout, bytes, &common.abandon);
+        note(Stream::Stdout, passed);
+    }
+    // What is queued is written (or fails) before the run's last lines:
+    // a full disk or a closed pipe at the very end is seen too.
+    for stream in passes {
+        note(*stream, console::flush_passed(*stream, &common.abandon));
+    }
+    if short.is_empty() {
+        Delivered::All
+    } else {
+        Delivered::Short(short.join("; "))
     }
 }
 
@@ -281,28 +346,24 @@ fn follow(
     stream: Stream,
     shared: &Shared,
     mut filter: Filter,
-    gone: &Gone,
+    common: &Common,
 ) -> Followed {
-    let mut followed = Followed {
-        passed: 0,
-        stopped: None,
-    };
     let mut file = None;
     let mut buf = vec![0; CHUNK];
-    let pass = |bytes: Vec<u8>, followed: &mut Followed| -> bool {
-        let n = bytes.len() as u64;
-        match console::pass_on(stream, bytes, READER_STUCK) {
-            Passed::Yes => {
-                followed.passed += n;
-                true
-            }
-            stopped => {
-                if stopped == Passed::Closed && stream == Stream::Stdout {
-                    gone.now();
+    let pass = |bytes: Vec<u8>| -> Followed {
+        match console::pass_on(stream, bytes, &common.abandon) {
+            Passed::Yes => None,
+            Passed::Closed(Closed::ReaderGone) if stream == Stream::Stdout => {
+                let running = !*shared.ended.lock().unwrap_or_else(|p| p.into_inner());
+                if running && !common.gone.swap(true, Ordering::Relaxed) {
+                    important(
+                        "warden: the reader of warden's stdout went away (a closed pipe): stopping the run, as SIGPIPE would stop the command",
+                    );
+                    common.stop.cancel_because(READER_GONE);
                 }
-                followed.stopped = Some(stopped);
-                false
+                Some(Passed::Closed(Closed::ReaderGone))
             }
+            other => Some(other),
         }
     };
     loop {
@@ -322,18 +383,15 @@ fn follow(
                 };
                 let mut bytes = Vec::with_capacity(n + 8);
                 filter.push(&buf[..n], &mut bytes);
-                if !pass(bytes, &mut followed) {
-                    return followed;
+                if let Some(why) = pass(bytes) {
+                    return Some(why);
                 }
             }
         }
         if ended {
             let mut out = Vec::new();
             filter.finish(&mut out);
-            if !out.is_empty() {
-                pass(out, &mut followed);
-            }
-            return followed;
+            return pass(out);
         }
         let guard = shared.ended.lock().unwrap_or_else(|p| p.into_inner());
         if !*guard {
@@ -381,78 +439,86 @@ enum Filter {
 /// A line held until it ends (or grows past [`CHUNK`], when it is let
 /// through as it stands): whole lines are needed to tell what they are.
 #[derive(Debug, Default)]
-struct Lines(Vec<u8>);
+struct Lines {
+    line: Vec<u8>,
+    /// The line held goes on from a part let through already.
+    continued: bool,
+}
 
 impl Filter {
     fn push(&mut self, mut bytes: &[u8], out: &mut Vec<u8>) {
-        let end = |f: &Filter, b: &[u8]| match f {
-            Filter::None => None,
-            Filter::Inert(_) => memchr::memchr2(b'\n', b'\r', b),
-            Filter::Shown(_) => memchr::memchr(b'\n', b),
+        let shown = matches!(self, Filter::Shown(_));
+        let lines = match self {
+            Filter::None => return out.extend_from_slice(bytes),
+            Filter::Inert(l) | Filter::Shown(l) => l,
         };
-        let Some(_) = self.held() else {
-            return out.extend_from_slice(bytes);
-        };
-        while let Some(at) = end(self, bytes) {
-            self.held()
-                .into_iter()
-                .for_each(|l| l.extend_from_slice(&bytes[..=at]));
-            self.flush(out);
+        loop {
+            let end = if shown {
+                memchr::memchr(b'\n', bytes)
+            } else {
+                memchr::memchr2(b'\n', b'\r', bytes)
+            };
+            let Some(at) = end else { break };
+            lines.line.extend_from_slice(&bytes[..=at]);
+            let_through(lines, shown, true, out);
             bytes = &bytes[at + 1..];
         }
-        if let Some(l) = self.held() {
-            l.extend_from_slice(bytes);
-            if l.len() > CHUNK {
-                self.flush(out);
-            }
-        }
-    }
-
-    /// The line held, if the filter holds lines.
-    fn held(&mut self) -> Option<&mut Vec<u8>> {
-        match self {
-            Filter::None => None,
-            Filter::Inert(l) | Filter::Shown(l) => Some(&mut l.0),
+        lines.line.extend_from_slice(bytes);
+        if lines.line.len() > CHUNK {
+            let_through(lines, shown, false, out);
         }
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) {
-        self.flush(out);
-    }
-
-    fn flush(&mut self, out: &mut Vec<u8>) {
-        match self {
-            Filter::None => {}
-            Filter::Inert(l) => inert(&std::mem::take(&mut l.0), out),
-            Filter::Shown(l) => {
-                let line = std::mem::take(&mut l.0);
-                if line.is_empty() {
-                    return;
-                }
-                let (text, newline) = match line.strip_suffix(b"\n") {
-                    Some(text) => (text, true),
-                    None => (&line[..], false),
-                };
-                let text = String::from_utf8_lossy(text);
-                out.extend_from_slice(super::github::neutralize(&text).as_bytes());
-                if newline {
-                    out.push(b'\n');
-                }
-            }
+        let shown = matches!(self, Filter::Shown(_));
+        if let Filter::Inert(l) | Filter::Shown(l) = self {
+            let_through(l, shown, true, out);
         }
     }
 }
 
-/// `line` with workflow commands made inert (see [`Filter::Inert`]).
-fn inert(line: &[u8], out: &mut Vec<u8>) {
+/// Lets the line held through, made fit. `whole`: it ended; else it is a
+/// long line's part, and a `#` or two at its end wait for what follows
+/// (a `##[` across the cut is still seen).
+fn let_through(l: &mut Lines, shown: bool, whole: bool, out: &mut Vec<u8>) {
+    let mut line = std::mem::take(&mut l.line);
+    let keep = if whole {
+        Vec::new()
+    } else {
+        let hashes = line
+            .iter()
+            .rev()
+            .take(2)
+            .take_while(|b| **b == b'#')
+            .count();
+        line.split_off(line.len() - hashes)
+    };
+    if shown {
+        let (text, newline) = match line.strip_suffix(b"\n") {
+            Some(text) => (text, true),
+            None => (&line[..], false),
+        };
+        let text = String::from_utf8_lossy(text);
+        out.extend_from_slice(super::github::neutralize(&text).as_bytes());
+        if newline {
+            out.push(b'\n');
+        }
+    } else {
+        inert(&line, l.continued, out);
+    }
+    l.continued = !whole;
+    l.line = keep;
+}
+
+/// `line` with workflow commands made inert (see [`Filter::Inert`]);
+/// `continued`: it is the rest of a line, which starts no command.
+fn inert(line: &[u8], continued: bool, out: &mut Vec<u8>) {
     if line.is_empty() {
         return;
     }
-    let blank = line
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(line.len());
-    if line[blank..].starts_with(b"::") {
+    // The runner trims every Unicode blank (vertical tab, no-break space,
+    // ...) before it looks for `::`, as warden's own lines are checked.
+    if !continued && String::from_utf8_lossy(line).trim_start().starts_with("::") {
         out.extend_from_slice("\u{2024}".as_bytes());
     }
     let mut from = 0;
@@ -497,6 +563,29 @@ mod tests {
         );
         let out = inert(&[b"a\r::warning::b"]);
         assert_eq!(String::from_utf8(out).unwrap(), "a\r\u{2024}::warning::b");
+    }
+
+    #[test]
+    fn every_blank_before_a_command_and_a_cut_long_line_are_seen() {
+        let out = inert(&[b"\x0b::error::vt\n\x0c::e::ff\n\xc2\xa0::e::nbsp\n"]);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\u{2024}\u{b}::error::vt\n\u{2024}\u{c}::e::ff\n\u{2024}\u{a0}::e::nbsp\n"
+        );
+        // Cut after `##`, the `[` in the next piece.
+        let long = format!("{}##", "a".repeat(CHUNK - 1));
+        let out = String::from_utf8(inert(&[long.as_bytes(), b"[error]x\n"])).unwrap();
+        assert!(
+            out.ends_with("##\u{2060}[error]x\n"),
+            "{}",
+            &out[out.len() - 20..]
+        );
+        let long = format!("{}::error::not a command\n", "a".repeat(CHUNK + 5));
+        let out = String::from_utf8(inert(&[long.as_bytes()])).unwrap();
+        assert!(
+            !out.contains('\u{2024}'),
+            "the rest of a line starts no command"
+        );
     }
 
     #[test]

@@ -86,7 +86,19 @@ fn each_man_page_has_exit_status_environment_files_and_examples() {
             .env("MANWIDTH", "100")
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+        // groff itself, with every warning on (a character it cannot
+        // read, a bad request).
+        let groff = Command::new("groff")
+            .args(["-man", "-ww", "-z", page.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            groff.stderr.is_empty(),
+            "{}: {}",
+            page.display(),
+            String::from_utf8_lossy(&groff.stderr)
+        );
+        let text = plain(&String::from_utf8_lossy(&out.stdout));
         assert!(
             out.status.success(),
             "{}",
@@ -105,6 +117,24 @@ fn each_man_page_has_exit_status_environment_files_and_examples() {
     }
     let run = std::fs::read_to_string(dir.join("warden-run.1")).unwrap();
     assert!(run.contains(".SH EXAMPLES"));
+    assert!(run.is_ascii(), "every other character as a roff escape");
+    // Each command's page says its own exit codes.
+    let exit_status = |page: &str| {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        let from = text
+            .split(".SH \"EXIT STATUS\"")
+            .nth(1)
+            .unwrap()
+            .to_string();
+        from.split(".SH ").next().unwrap().to_string()
+    };
+    let config = exit_status("warden-config.1");
+    assert!(!config.contains("budget_exceeded"), "{config}");
+    let batch = exit_status("warden-batch.1");
+    assert!(
+        batch.contains("budget_exceeded") && !batch.contains("merge_conflict"),
+        "{batch}"
+    );
     assert!(run.contains("WARDEN_STALL_TIMEOUT"));
     assert!(run.contains("budget_exceeded"));
     // The man command of the binary prints the same page.

@@ -269,3 +269,98 @@ fn an_agents_final_answer_is_its_stdout() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_reader_slower_than_the_waits_still_gets_every_byte() {
+    // 16 KiB a second: a 64 KiB write takes 4 s, longer than the end of a
+    // run waited for one before (it lost the rest, with exit 0).
+    let case = Case::new();
+    let mut child = case
+        .command(&["run", "exec", "--", "head", "-c", "100000", "/dev/zero"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut got = 0;
+    let mut buf = vec![0; 4096];
+    loop {
+        let n = stdout.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got += n;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(got, 100_000, "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("not all passed on"), "{stderr}");
+}
+
+#[test]
+fn output_that_cannot_be_written_is_a_failure_that_names_the_log() {
+    let case = Case::new();
+    // A full disk.
+    let out = case
+        .command(&["run", "exec", "--", "sh", "-c", "echo important-result"])
+        .stdout(
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    assert!(
+        stderr.contains("not all passed on: writing warden's stdout failed")
+            && stderr.contains("stdout.log has it all"),
+        "{stderr}"
+    );
+    // A reader gone once the command had ended (`cmd | true`).
+    let case = Case::new();
+    let mut child = case
+        .command(&["run", "exec", "--", "sh", "-c", "sleep 0.3; echo result"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+    assert!(
+        stderr.contains("the reader of warden's stdout went away"),
+        "{stderr}"
+    );
+    // An agent's answer that cannot be written.
+    let case = Case::new();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../warden-events/tests/fixtures/claude/success_with_tools.jsonl");
+    let bin = case.path().join("fake-claude");
+    crate::support::write_script(
+        &bin,
+        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", fixture.display()),
+    );
+    let out = case
+        .command(&[
+            "run",
+            "claude",
+            "fix it",
+            "--agent-bin",
+            bin.to_str().unwrap(),
+        ])
+        .stdout(
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{stderr}");
+}
