@@ -3,6 +3,12 @@
 //! runs', or a batch's `batch.json` and each of its entries'), the events, the check of each log against the digest warden
 //! recorded, and the lines a `lines` event stands for.
 //!
+//! A session's runs and a batch's entries are found under the directory
+//! given, by the last name of each directory recorded, never at the
+//! absolute paths recorded: a moved or copied directory reads as itself,
+//! and nothing outside it is read. What is not there is missing
+//! ([`MissingRun`]), not an error.
+//!
 //! Every file is read as warden's own type (`run.json` as a [`Report`],
 //! `session.json` as a [`SessionReport`], each `events.jsonl` line as a
 //! [`Stamped`] event), so a field renamed or retyped is an error that names
@@ -597,6 +603,17 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn only_a_plain_last_name_of_a_recorded_directory_is_taken() {
+        let name = |p: &str| last_name(Path::new(p)).map(|n| n.to_string_lossy().into_owned());
+        assert_eq!(name("/old/batch/two").as_deref(), Ok("two"));
+        assert_eq!(name("/old/s/iteration-1/.").as_deref(), Ok("iteration-1"));
+        assert_eq!(name("iteration-2").as_deref(), Ok("iteration-2"));
+        for refused in ["/etc/..", "..", "/", ""] {
+            assert!(name(refused).is_err(), "{refused:?} is refused");
+        }
     }
 
     #[test]

@@ -65,7 +65,7 @@ fn exit_status(roff: &mut Roff, command: Option<&str>) {
             "A batch exits 0 when every run succeeded, else 1 (the report names each run's verdict); 130 when it was cancelled."
         }
         Some("report") => {
-            "The code of the run (or session, or batch) it reads, as below; 1 when a log changed after the run; 75 for a run with no verdict yet."
+            "The code of the run (or session, or batch) it reads, as below; 1 when a log changed after the run, or an entry or run it lists is missing; 75 for a run with no verdict yet."
         }
         Some("replay") => "0, or the code of the verdict in the run.json beside the file.",
         _ => "The verdict of the run (or of the session), each with its code:",
