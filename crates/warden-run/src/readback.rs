@@ -3,6 +3,12 @@
 //! runs', or a batch's `batch.json` and each of its entries'), the events, the check of each log against the digest warden
 //! recorded, and the lines a `lines` event stands for.
 //!
+//! A session's runs and a batch's entries are found under the directory
+//! given, by the last name of each directory recorded, never at the
+//! absolute paths recorded: a moved or copied directory reads as itself,
+//! and nothing outside it is read. What is not there is missing
+//! ([`MissingRun`]), not an error.
+//!
 //! Every file is read as warden's own type (`run.json` as a [`Report`],
 //! `session.json` as a [`SessionReport`], each `events.jsonl` line as a
 //! [`Stamped`] event), so a field renamed or retyped is an error that names
@@ -101,8 +107,39 @@ pub fn read_report(run_dir: &Path) -> Result<Report, ReadError> {
 pub struct Record {
     /// `session.json`, for a session directory.
     pub session: Option<SessionReport>,
-    /// Each run's directory and report, in the order they ran.
-    pub runs: Vec<(PathBuf, Report)>,
+    /// Each run read: its directory and report, in the order they ran.
+    pub runs: Vec<ReadRun>,
+    /// The runs `session.json` lists that are not there to be read, in
+    /// its order.
+    pub missing: Vec<MissingRun>,
+    /// For a batch entry: why its directory is not there, if so (every
+    /// run it lists is then in `missing`).
+    pub gone: Option<String>,
+}
+
+/// A run read back.
+#[derive(Debug, Clone)]
+pub struct ReadRun {
+    /// Its directory, under the directory given to the reader.
+    pub dir: PathBuf,
+    pub report: Report,
+    /// Its place in `session.json`'s runs (0 for a lone run).
+    pub index: usize,
+}
+
+/// A run `session.json` lists that is not there: its directory was
+/// deleted or never copied, or it has no `run.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingRun {
+    /// Its place in `session.json`'s runs.
+    pub index: usize,
+    /// The directory `session.json` recorded (where the run was then).
+    pub recorded: PathBuf,
+    /// Where it was looked for: the recorded directory's name under the
+    /// session's directory; `None` when that name is refused.
+    pub dir: Option<PathBuf>,
+    /// Why it is missing, as a sentence.
+    pub why: String,
 }
 
 /// What a batch directory records: `batch.json`, and for each of its
@@ -114,6 +151,20 @@ pub struct BatchRecord {
     pub entries: Vec<Option<Record>>,
 }
 
+impl Record {
+    /// Whether a run it lists, or its directory, is not there.
+    pub fn incomplete(&self) -> bool {
+        !self.missing.is_empty() || self.gone.is_some()
+    }
+}
+
+impl BatchRecord {
+    /// Whether an entry, or a run of one, is not there.
+    pub fn incomplete(&self) -> bool {
+        self.entries.iter().flatten().any(Record::incomplete)
+    }
+}
+
 /// What a directory given to `warden report` records.
 #[derive(Debug)]
 pub enum Recorded {
@@ -123,8 +174,56 @@ pub enum Recorded {
     Batch(Box<BatchRecord>),
 }
 
+/// The one plain name that ends `recorded`, a directory a report
+/// recorded: a name that would lead elsewhere (`..`, `/`, an empty path)
+/// is refused.
+fn last_name(recorded: &Path) -> Result<&std::ffi::OsStr, String> {
+    match recorded.components().next_back() {
+        Some(std::path::Component::Normal(name)) => Ok(name),
+        _ => Err(format!(
+            "its recorded directory `{}` does not end in a directory name, so it is not read",
+            recorded.display()
+        )),
+    }
+}
+
+/// Where a directory a report recorded is looked for, and why it is not
+/// there when it is not.
+struct NotThere {
+    /// `None` when its name is refused.
+    dir: Option<PathBuf>,
+    why: String,
+}
+
+/// The directory named like `recorded` (its last component) in `parent`:
+/// a report's directories are found under the directory given, wherever
+/// they were when it was written, and never anywhere else. A link there
+/// is not followed.
+fn dir_in(parent: &Path, recorded: &Path) -> Result<PathBuf, NotThere> {
+    let name = last_name(recorded).map_err(|why| NotThere { dir: None, why })?;
+    let dir = parent.join(name);
+    let why = match std::fs::symlink_metadata(&dir) {
+        Ok(m) if m.is_dir() => return Ok(dir),
+        Ok(m) if m.file_type().is_symlink() => format!(
+            "{} is a link, not a directory: it is not followed",
+            dir.display()
+        ),
+        Ok(_) => format!("{} is not a directory", dir.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            format!("{} is not there", dir.display())
+        }
+        Err(e) => format!("{} cannot be read: {e}", dir.display()),
+    };
+    Err(NotThere {
+        dir: Some(dir),
+        why,
+    })
+}
+
 /// Reads every report of a run directory, or of a session directory with
-/// one run per iteration; the first that cannot be read is the error.
+/// one run per iteration (each found under `dir` by its directory's name:
+/// a run not there is [`Record::missing`]); the first that is there and
+/// cannot be read is the error.
 pub fn read_record(dir: &Path) -> Result<Record, ReadError> {
     let session: Option<SessionReport> = if dir.join("run.json").exists() {
         None
@@ -133,25 +232,65 @@ pub fn read_record(dir: &Path) -> Result<Record, ReadError> {
     } else {
         return Err(ReadError::NoRecord { dir: dir.into() });
     };
-    let runs = match &session {
-        Some(s) => read_runs(s)?,
-        None => vec![(dir.to_path_buf(), read_report(dir)?)],
-    };
-    Ok(Record { session, runs })
+    match session {
+        Some(s) => read_session(dir, s),
+        None => Ok(Record {
+            session: None,
+            runs: vec![ReadRun {
+                dir: dir.to_path_buf(),
+                report: read_report(dir)?,
+                index: 0,
+            }],
+            missing: Vec::new(),
+            gone: None,
+        }),
+    }
 }
 
-/// Each run of a session: its directory and `run.json`.
-fn read_runs(s: &SessionReport) -> Result<Vec<(PathBuf, Report)>, ReadError> {
-    s.runs
-        .iter()
-        .map(|r| Ok((r.run_dir.clone(), read_report(&r.run_dir)?)))
-        .collect()
+/// Each run of the session `s`, whose directory is `dir`: found there by
+/// its directory's name, or missing.
+fn read_session(dir: &Path, s: SessionReport) -> Result<Record, ReadError> {
+    let mut runs = Vec::new();
+    let mut missing = Vec::new();
+    for (index, r) in s.runs.iter().enumerate() {
+        let missed = |dir: Option<PathBuf>, why: String| MissingRun {
+            index,
+            recorded: r.run_dir.clone(),
+            dir,
+            why,
+        };
+        match dir_in(dir, &r.run_dir) {
+            Ok(d) => match read_report(&d) {
+                Ok(report) => runs.push(ReadRun {
+                    dir: d,
+                    report,
+                    index,
+                }),
+                Err(ReadError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound =>
+                {
+                    let why = format!("{} has no run.json", d.display());
+                    missing.push(missed(Some(d), why));
+                }
+                Err(e) => return Err(e),
+            },
+            Err(NotThere { dir, why }) => missing.push(missed(dir, why)),
+        }
+    }
+    Ok(Record {
+        session: Some(s),
+        runs,
+        missing,
+        gone: None,
+    })
 }
 
 /// Reads a run, session or batch directory ([`read_record`] for the
 /// first two). A batch's entries are read from the session reports
-/// `batch.json` holds, and each of their runs' `run.json`; the first
-/// that cannot be read is the error.
+/// `batch.json` holds, each entry's runs found under the batch directory
+/// by the names of the entry's and the run's directories (an entry or a
+/// run not there is missing); the first that is there and cannot be
+/// read is the error.
 pub fn read_any(dir: &Path) -> Result<Recorded, ReadError> {
     if dir.join("run.json").exists() || !dir.join("batch.json").exists() {
         return read_record(dir).map(|r| Recorded::Runs(Box::new(r)));
@@ -160,14 +299,38 @@ pub fn read_any(dir: &Path) -> Result<Recorded, ReadError> {
     let mut entries = Vec::with_capacity(batch.runs.len());
     for entry in &batch.runs {
         entries.push(match &entry.session {
-            Some(s) => Some(Record {
-                runs: read_runs(s)?,
-                session: Some(s.clone()),
+            Some(s) => Some(match dir_in(dir, &s.session_dir) {
+                Ok(entry_dir) => read_session(&entry_dir, s.clone())?,
+                Err(not_there) => gone_entry(s, not_there),
             }),
             None => None,
         });
     }
     Ok(Recorded::Batch(Box::new(BatchRecord { batch, entries })))
+}
+
+/// An entry whose directory is not there: every run it lists missing.
+fn gone_entry(s: &SessionReport, entry: NotThere) -> Record {
+    let missing = s
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(index, r)| MissingRun {
+            index,
+            recorded: r.run_dir.clone(),
+            dir: entry
+                .dir
+                .as_ref()
+                .and_then(|d| last_name(&r.run_dir).ok().map(|n| d.join(n))),
+            why: format!("the entry's directory is missing: {}", entry.why),
+        })
+        .collect();
+    Record {
+        session: Some(s.clone()),
+        runs: Vec::new(),
+        missing,
+        gone: Some(entry.why),
+    }
 }
 
 /// The events of `events.jsonl`'s text this warden can read. A line that
@@ -440,6 +603,17 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn only_a_plain_last_name_of_a_recorded_directory_is_taken() {
+        let name = |p: &str| last_name(Path::new(p)).map(|n| n.to_string_lossy().into_owned());
+        assert_eq!(name("/old/batch/two").as_deref(), Ok("two"));
+        assert_eq!(name("/old/s/iteration-1/.").as_deref(), Ok("iteration-1"));
+        assert_eq!(name("iteration-2").as_deref(), Ok("iteration-2"));
+        for refused in ["/etc/..", "..", "/", ""] {
+            assert!(name(refused).is_err(), "{refused:?} is refused");
+        }
     }
 
     #[test]

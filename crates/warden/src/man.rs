@@ -134,7 +134,7 @@ fn exit_status(roff: &mut Roff, command: Option<&str>) {
             item(
                 roff,
                 "1",
-                "A log changed after the run: it is not what warden wrote.",
+                "A log changed after the run (it is not what warden wrote), or an entry or run the directory lists is missing.",
             );
             item(
                 roff,

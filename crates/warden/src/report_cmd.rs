@@ -14,7 +14,9 @@ use std::path::PathBuf;
 
 use warden_events::Tokens;
 use warden_run::git::Commit;
-use warden_run::readback::{self, BatchRecord, EventLine, LogCheck, Record, Recorded};
+use warden_run::readback::{
+    self, BatchRecord, EventLine, LogCheck, MissingRun, ReadRun, Record, Recorded,
+};
 use warden_run::session::SessionRun;
 use warden_run::timeline::{Level, MarkKind};
 use warden_run::{BatchReport, BatchRun, Report, SessionReport, Verdict};
@@ -53,6 +55,10 @@ pub(crate) struct RunView {
 pub(crate) struct Shown {
     pub session: Option<SessionReport>,
     pub runs: Vec<RunView>,
+    /// The runs `session.json` lists that are not there to be read.
+    pub missing: Vec<MissingRun>,
+    /// For a batch entry: why its directory is not there, if so.
+    pub gone: Option<String>,
 }
 
 /// The silence threshold of a run: `--silence` when given, else the
@@ -80,15 +86,14 @@ fn shown(record: Record, given: Option<u64>) -> Shown {
     let runs = record
         .runs
         .into_iter()
-        .enumerate()
-        .map(|(i, (dir, report))| {
+        .map(|ReadRun { dir, report, index }| {
             let events = readback::read_events(&dir);
             let (silence_ms, silence_from) = silence_of(given, &report);
             let t = timeline::build(&report, &events, silence_ms);
             let check = readback::check_logs(&dir, &report);
             RunView {
-                attempt: attempt_text(&attempts, i),
-                in_session: attempts.get(i).cloned(),
+                attempt: attempt_text(&attempts, index),
+                in_session: attempts.get(index).cloned(),
                 dir,
                 report,
                 timeline: t,
@@ -101,6 +106,8 @@ fn shown(record: Record, given: Option<u64>) -> Shown {
     Shown {
         session: record.session,
         runs,
+        missing: record.missing,
+        gone: record.gone,
     }
 }
 
@@ -183,17 +190,25 @@ pub(crate) fn report(args: &ReportArgs) -> u8 {
     };
     // What `warden run` exited with for this run (or session).
     let verdict_exit = verdict_exit(record.session.as_ref(), &record.runs);
-    // The report's own findings win: a changed log (1) or an unreadable
-    // file (2) say more than a verdict read from such a record.
-    let or_verdict = |code: u8| if code == 0 { verdict_exit } else { code };
+    // The report's own findings win: a changed log or a missing run (1)
+    // or an unreadable file (2) say more than a verdict read from such a
+    // record.
+    let incomplete = record.incomplete();
+    let or_verdict = |code: u8| match code {
+        0 if incomplete => MISSING_EXIT,
+        0 => verdict_exit,
+        _ => code,
+    };
     if args.events {
+        say_missing(&record.missing);
         return or_verdict(print_events(&record.runs));
     }
     if args.json {
+        say_missing(&record.missing);
         return or_verdict(print_json(
             None,
             record.session.as_ref(),
-            &record.runs,
+            (&record.runs, &record.missing),
             Vec::new(),
         ));
     }
@@ -217,6 +232,10 @@ fn print_shown(shown: &Shown, indent: &str) -> bool {
         print_session(s, &shown.runs, indent);
     }
     let mut tampered = false;
+    for m in &shown.missing {
+        print_missing(m, shown.session.as_ref(), indent);
+    }
+    say_missing(&shown.missing);
     for v in &shown.runs {
         print_run(v, indent);
         for c in &v.check.changed {
@@ -234,29 +253,44 @@ fn print_shown(shown: &Shown, indent: &str) -> bool {
 /// entry's session and runs; `--html` writes the batch's page and one
 /// page per entry beside it.
 fn report_batch(args: &ReportArgs, b: BatchRecord, given: Option<u64>) -> u8 {
-    let runs: Vec<(PathBuf, Report)> = b
+    let runs: Vec<ReadRun> = b
         .entries
         .iter()
         .flatten()
         .flat_map(|r| r.runs.iter().cloned())
         .collect();
     let verdict_exit = b.batch.warden_exit_code();
-    let or_verdict = |code: u8| if code == 0 { verdict_exit } else { code };
+    let incomplete = b.incomplete();
+    let or_verdict = |code: u8| match code {
+        0 if incomplete => MISSING_EXIT,
+        0 => verdict_exit,
+        _ => code,
+    };
+    let missing: Vec<MissingRun> = b
+        .entries
+        .iter()
+        .flatten()
+        .flat_map(|r| r.missing.iter().cloned())
+        .collect();
     if args.events {
+        say_missing(&missing);
         return or_verdict(print_events(&runs));
     }
     if args.json {
+        say_missing(&missing);
         let entries = b
             .batch
             .runs
             .iter()
             .zip(&b.entries)
-            .map(|(entry, record)| {
-                let runs = record.as_ref().map_or(&[][..], |r| &r.runs[..]);
-                (entry.name.clone(), runs.to_vec())
+            .map(|(entry, record)| EntryJson {
+                name: entry.name.clone(),
+                runs: record.as_ref().map_or(&[][..], |r| &r.runs[..]),
+                missing_runs: record.as_ref().map_or(&[][..], |r| &r.missing[..]),
+                missing: record.as_ref().and_then(|r| r.gone.clone()),
             })
             .collect();
-        return or_verdict(print_json(Some(&b.batch), None, &[], entries));
+        return or_verdict(print_json(Some(&b.batch), None, (&[], &[]), entries));
     }
     let BatchRecord { batch, entries } = b;
     let shown: Vec<Option<Shown>> = entries
@@ -268,7 +302,12 @@ fn report_batch(args: &ReportArgs, b: BatchRecord, given: Option<u64>) -> u8 {
     for (entry, s) in batch.runs.iter().zip(&shown) {
         println!("entry {}:", entry.name);
         match s {
-            Some(s) => tampered |= print_shown(s, "  "),
+            Some(s) => {
+                if let Some(why) = &s.gone {
+                    println!("  MISSING: {why}; its session is as batch.json records it");
+                }
+                tampered |= print_shown(s, "  ");
+            }
             None => println!(
                 "  never ran: {}\n",
                 entry.error.as_deref().unwrap_or("no report")
@@ -308,7 +347,7 @@ fn print_batch(b: &BatchReport, shown: &[Option<Shown>]) {
     for (entry, s) in b.runs.iter().zip(shown) {
         let f = EntryFacts::of(entry, s.as_ref());
         println!(
-            "  {:<16} {:<16} {:>8}  tokens {}  cost {}  orphans killed {}{}{}  why: {}",
+            "  {:<16} {:<16} {:>8}  tokens {}  cost {}  orphans killed {}{}{}{}  why: {}",
             entry.name,
             f.verdict,
             ms(entry.duration_ms),
@@ -324,6 +363,11 @@ fn print_batch(b: &BatchReport, shown: &[Option<Shown>]) {
                 format!("  {} budget warning(s)", f.budget_warnings)
             } else {
                 String::new()
+            },
+            match s {
+                Some(Shown { gone: Some(_), .. }) => "  MISSING".to_string(),
+                Some(s) if !s.missing.is_empty() => format!("  {} run(s) MISSING", s.missing.len()),
+                _ => String::new(),
             },
             neutralize(&one_line(&f.reason))
         );
@@ -435,7 +479,7 @@ const UNFINISHED_EXIT: u8 = 75;
 /// The exit code `warden run` gave (or gives, once it ends) for this run
 /// or session: its verdict's code, 74 when output was lost, and
 /// [`UNFINISHED_EXIT`] when there is no verdict yet.
-fn verdict_exit(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> u8 {
+fn verdict_exit(session: Option<&SessionReport>, runs: &[ReadRun]) -> u8 {
     if let Some(s) = session {
         return if s.verdict.is_none() && s.output_lost.is_none() {
             UNFINISHED_EXIT
@@ -443,8 +487,8 @@ fn verdict_exit(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> 
             s.warden_exit_code()
         };
     }
-    match runs.first() {
-        Some((_, r)) if r.verdict.is_some() || r.output_lost.is_some() => r.warden_exit_code(),
+    match runs.first().map(|r| &r.report) {
+        Some(r) if r.verdict.is_some() || r.output_lost.is_some() => r.warden_exit_code(),
         _ => UNFINISHED_EXIT,
     }
 }
@@ -453,12 +497,17 @@ fn verdict_exit(session: Option<&SessionReport>, runs: &[(PathBuf, Report)]) -> 
 /// with each `lines` event turned back into the line events it stands for.
 /// The logs are checked first, as for the report: lines read from a log
 /// changed after the run are not the record of what happened.
-fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
+fn print_events(runs: &[ReadRun]) -> u8 {
     use std::io::Write;
     let mut code = 0;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(128 * 1024, stdout.lock());
-    for (run_dir, report) in runs {
+    for ReadRun {
+        dir: run_dir,
+        report,
+        ..
+    } in runs
+    {
         for c in readback::check_logs(run_dir, report).changed {
             code = LOGS_CHANGED_EXIT;
             eprintln!(
@@ -522,13 +571,18 @@ fn print_events(runs: &[(PathBuf, Report)]) -> u8 {
 fn print_json(
     batch: Option<&BatchReport>,
     session: Option<&SessionReport>,
-    runs: &[(PathBuf, Report)],
-    entries: Vec<(String, Vec<(PathBuf, Report)>)>,
+    (runs, missing): (&[ReadRun], &[MissingRun]),
+    entries: Vec<EntryJson<'_>>,
 ) -> u8 {
     let mut code = 0;
-    let mut runs_json = |runs: &[(PathBuf, Report)]| -> Vec<serde_json::Value> {
+    let mut runs_json = |runs: &[ReadRun]| -> Vec<serde_json::Value> {
         let mut out = Vec::new();
-        for (run_dir, report) in runs {
+        for ReadRun {
+            dir: run_dir,
+            report,
+            ..
+        } in runs
+        {
             let check = readback::check_logs(run_dir, report);
             for c in &check.changed {
                 code = LOGS_CHANGED_EXIT;
@@ -554,11 +608,19 @@ fn print_json(
             "schema_version": 1,
             "session": session,
             "runs": runs_json(runs),
+            "missing_runs": missing_json(missing),
         }),
         Some(b) => {
             let entries: Vec<serde_json::Value> = entries
                 .iter()
-                .map(|(name, runs)| serde_json::json!({"name": name, "runs": runs_json(runs)}))
+                .map(|e| {
+                    serde_json::json!({
+                        "name": e.name,
+                        "missing": e.missing,
+                        "runs": runs_json(e.runs),
+                        "missing_runs": missing_json(e.missing_runs),
+                    })
+                })
                 .collect();
             serde_json::json!({
                 "schema_version": 1,
@@ -587,6 +649,61 @@ fn print_json(
 
 /// `warden report`'s exit code when a log no longer matches its digest.
 const LOGS_CHANGED_EXIT: u8 = 1;
+
+/// `warden report`'s exit code when a run, or a batch's entry, that the
+/// report lists is not there to be read (moved, deleted, never copied):
+/// what is there is shown, and the record is incomplete.
+const MISSING_EXIT: u8 = 1;
+
+/// A batch entry of `report --json`.
+struct EntryJson<'a> {
+    name: String,
+    runs: &'a [ReadRun],
+    missing_runs: &'a [MissingRun],
+    /// Why the entry's directory is not there, if so.
+    missing: Option<String>,
+}
+
+/// The runs that are not there, as `report --json` lists them.
+fn missing_json(missing: &[MissingRun]) -> Vec<serde_json::Value> {
+    missing
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "index": m.index,
+                "recorded_run_dir": m.recorded,
+                "run_dir": m.dir,
+                "why": m.why,
+            })
+        })
+        .collect()
+}
+
+/// Names each run that is not there on stderr.
+fn say_missing(missing: &[MissingRun]) {
+    for m in missing {
+        eprintln!(
+            "warden: error: a run is missing (run {} of its session, recorded at {}), so it is not reported: {}",
+            m.index + 1,
+            m.recorded.display(),
+            m.why
+        );
+    }
+}
+
+/// A run its session lists that is not there: said, never read from
+/// where it was recorded.
+fn print_missing(m: &MissingRun, session: Option<&SessionReport>, indent: &str) {
+    let run = session.and_then(|s| s.runs.get(m.index));
+    println!(
+        "{indent}run {}  MISSING{}: {}; not read, nothing of it is checked",
+        run.map_or("?", |r| r.run_id.as_str()),
+        run.map(|r| format!(" (iteration {})", r.iteration))
+            .unwrap_or_default(),
+        m.why
+    );
+    println!();
+}
 
 /// A verdict as the report names it, or `none` when there is none.
 pub(crate) fn verdict_or(v: Option<Verdict>, none: &'static str) -> &'static str {

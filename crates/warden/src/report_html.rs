@@ -99,6 +99,17 @@ pub(crate) fn page(shown: &Shown, back: Option<(&str, &str)>) -> String {
     if let Some(s) = &shown.session {
         session_summary(&mut out, s, &shown.runs);
     }
+    for m in &shown.missing {
+        let run = shown.session.as_ref().and_then(|s| s.runs.get(m.index));
+        let _ = writeln!(
+            out,
+            "<section class=\"run missing\"><h2>{} <span class=\"bad\">missing</span></h2><p class=\"bad\"><strong>missing{}:</strong> {}; not read, nothing of it is checked</p></section>",
+            esc(run.map_or("?", |r| r.run_id.as_str())),
+            run.map(|r| format!(" (iteration {})", r.iteration))
+                .unwrap_or_default(),
+            esc(&m.why)
+        );
+    }
     for v in &shown.runs {
         section(&mut out, v);
     }
@@ -147,7 +158,9 @@ pub(crate) fn write_batch(
     };
     let mut links = Vec::with_capacity(b.runs.len());
     for (i, (entry, s)) in b.runs.iter().zip(shown).enumerate() {
-        let Some(s) = s else {
+        // An entry that never ran, or whose directory is missing, has no
+        // page.
+        let Some(s) = s.as_ref().filter(|s| s.gone.is_none()) else {
             links.push(None);
             continue;
         };
@@ -193,10 +206,29 @@ fn batch_page(b: &BatchReport, shown: &[Option<Shown>], links: &[Option<String>]
     let mut any_silence = false;
     for (i, ((entry, s), link)) in b.runs.iter().zip(shown).zip(links).enumerate() {
         let f = EntryFacts::of(entry, s.as_ref());
-        let name = match link {
+        let mut name = match link {
             Some(href) => format!("<a href=\"{}\">{}</a>", esc(href), esc(&entry.name)),
             None => esc(&entry.name),
         };
+        match s {
+            Some(Shown {
+                gone: Some(why), ..
+            }) => {
+                let _ = write!(
+                    name,
+                    " <span class=\"bad\">(missing: {}; not read)</span>",
+                    esc(why)
+                );
+            }
+            Some(s) if !s.missing.is_empty() => {
+                let _ = write!(
+                    name,
+                    " <span class=\"bad\">({} run(s) missing)</span>",
+                    s.missing.len()
+                );
+            }
+            _ => {}
+        }
         let reason = one_line(&f.reason);
         let strip = s.as_ref().map_or_else(String::new, |s| {
             for v in &s.runs {

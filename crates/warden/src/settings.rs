@@ -96,21 +96,23 @@ fn read_config(path: &Path, named: bool) -> Result<Option<String>, SettingsError
     }
 }
 
-/// `value` (a path, or paths joined by `sep`) with each relative path
-/// made relative to `dir` (a config file's directory).
-fn relative_to(dir: &Path, value: &str, sep: &str) -> String {
-    value
-        .split(sep)
-        .map(|item| {
-            let p = Path::new(item.trim());
-            if item.trim().is_empty() || p.is_absolute() {
-                item.to_string()
-            } else {
-                dir.join(p).to_string_lossy().into_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(sep)
+/// `value` (one path, or with `sep` paths joined by it) with each
+/// relative path made relative to `dir` (a config file's directory).
+/// Only a list is split: a single path may hold the separator in a name
+/// (`run_dir = "a,b"` is the one directory `a,b`).
+fn relative_to(dir: &Path, value: &str, sep: Option<&str>) -> String {
+    let one = |item: &str| {
+        let p = Path::new(item.trim());
+        if item.trim().is_empty() || p.is_absolute() {
+            item.to_string()
+        } else {
+            dir.join(p).to_string_lossy().into_owned()
+        }
+    };
+    match sep {
+        Some(sep) => value.split(sep).map(one).collect::<Vec<_>>().join(sep),
+        None => one(value),
+    }
 }
 
 /// A TOML error as its place and message, without the quoted line that
@@ -496,8 +498,9 @@ impl RawSettings {
             // wherever warden was started (a file found from a
             // subdirectory means the same paths as from the top).
             let value = match (setting.kind, path.parent()) {
-                (Kind::Path(_) | Kind::Paths(_), Some(dir)) => {
-                    relative_to(dir, &value, setting.kind.list_separator())
+                (Kind::Path(_), Some(dir)) => relative_to(dir, &value, None),
+                (Kind::Paths(_), Some(dir)) => {
+                    relative_to(dir, &value, Some(setting.kind.list_separator()))
                 }
                 _ => value,
             };

@@ -256,6 +256,30 @@ fn a_run_started_in_a_subdirectory_goes_to_the_projects_root() {
     assert!(sub.join("mine/run.json").is_file(), "run_dir is the file's");
     assert!(!deeper.join("mine").exists());
 
+    // One path is never split at a comma (only a list like allow_socket
+    // is): `a,b` is the one directory `sub/a,b`, in `config` and for a run.
+    std::fs::write(sub.join("warden.toml"), "run_dir = \"a,b\"\n").unwrap();
+    let out = warden_in(&case, &deeper, &xdg, &[], &["config", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("config --json is JSON");
+    assert_eq!(
+        setting(&doc, "run_dir")["value"],
+        Value::from(sub.join("a,b").display().to_string()),
+        "run_dir with a comma is one path"
+    );
+    let out = warden_in(&case, &deeper, &xdg, &[], &run);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(sub.join("a,b/run.json").is_file(), "the run is in `a,b`");
+    assert!(!sub.join("a").exists(), "no run in a bogus `a`");
+
     // A session too: its directory under the root's `.warden/sessions`.
     std::fs::write(sub.join("warden.toml"), "").unwrap();
     let out = warden_in(

@@ -47,6 +47,7 @@ mod phases;
 mod plain_words;
 mod preserve_status;
 mod replay;
+mod report_moved;
 mod report_pages;
 mod resource_limits;
 mod resume;

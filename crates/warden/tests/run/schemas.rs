@@ -118,8 +118,12 @@ mod json_docs {
         pub schema_version: SchemaVersion,
         /// `session.json`, for a session directory; `null` for a run's.
         pub session: Option<SessionReport>,
-        /// Each run: its directory, its `run.json`, its logs' check.
+        /// Each run read: its directory, its `run.json`, its logs' check.
         pub runs: Vec<ReportRun>,
+        /// The runs `session.json` lists that are not there to be read
+        /// (empty for a run directory): never read from where they were
+        /// recorded.
+        pub missing_runs: Vec<MissingRun>,
     }
 
     /// A batch's directory.
@@ -138,7 +142,30 @@ mod json_docs {
     #[serde(deny_unknown_fields)]
     pub struct BatchEntry {
         pub name: String,
+        /// Why the entry's directory is not there (moved, deleted, never
+        /// copied); `null` when it is, or the entry never ran.
+        pub missing: Option<String>,
+        /// Each run read, found under the batch directory.
         pub runs: Vec<ReportRun>,
+        /// The runs its session lists that are not there to be read.
+        pub missing_runs: Vec<MissingRun>,
+    }
+
+    /// A run a session lists that is not there: its directory is looked
+    /// for under the directory given to `report`, by the last component
+    /// of the one recorded, and never elsewhere.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct MissingRun {
+        /// Its place (from 0) in its session's `runs`.
+        pub index: usize,
+        /// The directory `session.json` recorded, where it was then.
+        pub recorded_run_dir: PathBuf,
+        /// Where it was looked for; `null` when the recorded directory
+        /// does not end in a plain name (`..`, `/`), which is refused.
+        pub run_dir: Option<PathBuf>,
+        /// Why it is missing, as a sentence.
+        pub why: String,
     }
 
     /// One run of `warden report --json`.
