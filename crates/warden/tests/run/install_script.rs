@@ -6,8 +6,10 @@
 //! with no archive refused, nothing installed), the binstall template in
 //! crates/warden/Cargo.toml resolving to that archive and its layout, and
 //! the release workflow (.github/workflows/release.yml): it packages with
-//! `.ci/package`, pins every action by commit, and its release step run
-//! here with bash on the packaged archives.
+//! `.ci/package` and pins every action by commit; its steps after the
+//! build (package, run the packaged programs, checksums and install.sh
+//! for the release) and its version check run here with bash as the
+//! runner runs them.
 //!
 //! The packaged programs are this test build's (glibc, debug), named for
 //! this machine's musl target as the release's are: what is checked is
@@ -776,4 +778,85 @@ fn a_release_needs_its_version_tagged_and_dated() {
     let out = run_step("build", step, ws, &[("TAG", "v9.9.9")]);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("is not v"));
+}
+
+/// The build job's packaging steps as the workflow has them, on this
+/// build's programs (in place of the release build of TARGET): `Package`
+/// makes the archive in `dist/`, and `Run the packaged programs` finds
+/// that the packaged warden runs and starts the packaged shim.
+#[test]
+fn the_build_jobs_package_and_check_steps_run_on_this_build() {
+    let case = Case::new();
+    let ws = case.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::os::unix::fs::symlink(repo_root().join(".ci"), ws.join(".ci")).unwrap();
+    std::fs::copy(repo_root().join("Cargo.toml"), ws.join("Cargo.toml")).unwrap();
+    let tmp = case.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let target = host_target();
+    let bin_dir = Path::new(WARDEN)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let env = [
+        ("TARGET", target.as_str()),
+        ("WARDEN_BIN_DIR", bin_dir.as_str()),
+        ("TMPDIR", tmp.to_str().unwrap()),
+        ("WARDEN_TEST_MARK", case.mark.as_str()),
+    ];
+    let out = run_step("build", "Package", &ws, &env);
+    assert!(out.status.success(), "{}", text(&out));
+    let archive = format!("warden-{}-{target}.tar.gz", version());
+    assert_eq!(
+        tree(&ws.join("dist")),
+        [archive.clone(), format!("{archive}.sha256")]
+    );
+
+    let out = run_step("build", "Run the packaged programs", &ws, &env);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("warden {}", version())),
+        "{}",
+        text(&out)
+    );
+
+    // The same step fails when the packaged shim is not warden's.
+    let dist = ws.join("dist");
+    let x = case.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    let untar = Command::new("tar")
+        .args([
+            "-xzf",
+            dist.join(&archive).to_str().unwrap(),
+            "-C",
+            x.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let top = format!("warden-{}-{target}", version());
+    write_script(&x.join(&top).join("warden-shim"), "#!/bin/sh\nexit 1\n");
+    let retar = Command::new("tar")
+        .args([
+            "-czf",
+            dist.join(&archive).to_str().unwrap(),
+            "-C",
+            x.to_str().unwrap(),
+            &top,
+        ])
+        .status()
+        .unwrap();
+    assert!(retar.success());
+    let out = run_step("build", "Run the packaged programs", &ws, &env);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(
+            "the packaged warden did not use the packaged warden-shim (its runs' shim: warden)"
+        ),
+        "{}",
+        text(&out)
+    );
+    case.assert_nothing_left();
 }
