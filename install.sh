@@ -38,10 +38,13 @@ fail() {
   exit 1
 }
 
-# Fetches URL into FILE with curl or wget, whichever this machine has.
+# Fetches URL into FILE with curl or wget, whichever this machine has;
+# curl follows no redirect to another protocol than `protocols` (https
+# only, unless WARDEN_INSTALL_BASE is an http:// or file:// one).
+protocols='=https'
 download() { # URL FILE
   if command -v curl >/dev/null 2>&1; then
-    curl --proto '=https,http,file' -fsSL -o "$2" "$1"
+    curl --proto "$protocols" --proto-redir "$protocols" -fsSL -o "$2" "$1"
   elif command -v wget >/dev/null 2>&1; then
     wget -q -O "$2" "$1"
   else
@@ -64,6 +67,11 @@ command -v tar >/dev/null 2>&1 || fail "tar is not installed: it is needed to un
 
 if [ -n "${WARDEN_INSTALL_BASE:-}" ]; then
   base=${WARDEN_INSTALL_BASE%/}
+  case "$base" in
+  https://*) ;;
+  http://* | file://*) protocols='=https,http,file' ;;
+  *) fail "WARDEN_INSTALL_BASE must be an https://, http:// or file:// URL, not '$base'" ;;
+  esac
 elif [ -n "$repository" ]; then
   base=https://github.com/$repository/releases
 else

@@ -487,6 +487,16 @@ fn install_sh_without_a_base_says_there_is_no_release_location() {
         "{}",
         text(&out)
     );
+    // A base that is not a URL is named.
+    let out = install_sh(case.path(), &[("WARDEN_INSTALL_BASE", "/srv/mirror")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "WARDEN_INSTALL_BASE must be an https://, http:// or file:// URL, not '/srv/mirror'"
+        ),
+        "{}",
+        text(&out)
+    );
 }
 
 /// cargo-binstall's rendering of a template: `{ var }` (spaces optional)
@@ -839,8 +849,10 @@ fn the_build_jobs_package_and_check_steps_run_on_this_build() {
     let top = format!("warden-{}-{target}", version());
     write_script(&x.join(&top).join("warden-shim"), "#!/bin/sh\nexit 1\n");
     let retar = Command::new("tar")
+        // gzip's fastest: the debug build is large.
         .args([
-            "-czf",
+            "--use-compress-program=gzip -1",
+            "-cf",
             dist.join(&archive).to_str().unwrap(),
             "-C",
             x.to_str().unwrap(),
