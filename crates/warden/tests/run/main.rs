@@ -34,6 +34,7 @@ mod hostile_procs;
 mod hostile_records;
 mod hostile_sandbox;
 mod hostile_tree;
+mod install_script;
 mod json_out;
 mod junit;
 mod launch;
