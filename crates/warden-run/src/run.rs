@@ -163,13 +163,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     let codex_home = (plan.agent == warden_events::Agent::Codex)
         .then(|| crate::codex_thread::home(&agent_env.vars, home_dir.as_deref()))
         .flatten();
-    sandbox_available(sandbox).await?;
-    // Limits nothing here can enforce are refused before anything is
-    // made (they are never silently dropped).
-    let (limits, containment) = (plan.limits.resources, plan.containment);
-    tokio::task::spawn_blocking(move || resources::check(&limits, sandbox, containment))
-        .await
-        .unwrap_or(Ok(()))?;
+    enforceable(&plan).await?;
     let cid_dir = cid_dir(&plan).await?;
     let target = SandboxTarget {
         options: plan.sandbox.clone(),
@@ -390,6 +384,19 @@ async fn sandbox_available(sandbox: Sandbox) -> Result<(), SandboxError> {
 
 /// In a container, the directory of warden's own for the file the
 /// engine's client writes the container's id to; made off the clocks'
+/// The sandbox can be made here, and every resource limit asked for can
+/// be enforced: refused before anything is made (a limit is never
+/// silently dropped).
+async fn enforceable(plan: &RunPlan) -> Result<(), SetupError> {
+    let sandbox = plan.sandbox.sandbox;
+    sandbox_available(sandbox).await?;
+    let (limits, containment) = (plan.limits.resources, plan.containment);
+    tokio::task::spawn_blocking(move || resources::check(&limits, sandbox, containment))
+        .await
+        .unwrap_or(Ok(()))?;
+    Ok(())
+}
+
 /// thread.
 async fn cid_dir(plan: &RunPlan) -> Result<Option<crate::container_sweep::CidDir>, SandboxError> {
     let options = &plan.sandbox;

@@ -256,14 +256,6 @@ impl Fold {
     /// Takes in one event; what it added goes to `out`.
     pub fn push(&mut self, e: &Stamped, mut out: impl FnMut(Folded)) {
         let t = e.t_ms;
-        let mark = |kind, level, text: String| {
-            Folded::Mark(Mark {
-                at_ms: t,
-                level,
-                kind,
-                text,
-            })
-        };
         match &e.event {
             Event::SessionStarted { .. }
             | Event::Text { .. }
@@ -296,32 +288,7 @@ impl Fold {
                 is_error,
                 duration_ms,
                 ..
-            } => {
-                let b = self.bounds;
-                let id = cap(id, b.name_chars);
-                let open = self
-                    .open
-                    .iter()
-                    .position(|o| o.id == id)
-                    .map(|p| self.open.remove(p));
-                // An agent that prints a tool only when done (OpenCode)
-                // says how long it ran: that, not the events' 0 ms.
-                let start_ms = match (duration_ms, &open) {
-                    (Some(d), _) => t.saturating_sub(*d),
-                    (None, Some(o)) => o.since_ms,
-                    (None, None) => t,
-                };
-                out(Folded::Tool(ToolCall {
-                    id,
-                    name: cap(name, b.name_chars),
-                    input: open.and_then(|o| o.input),
-                    start_ms,
-                    end_ms: t,
-                    failed: *is_error,
-                    finished: true,
-                }));
-                self.turn_since_ms = Some(t);
-            }
+            } => self.tool_finished(t, id, name, *is_error, *duration_ms, &mut out),
             Event::Usage {
                 tokens,
                 cost_usd,
@@ -346,107 +313,93 @@ impl Fold {
                 longest_silence_ms,
                 tokens,
                 ..
-            } => {
-                if let Some(last) = *last_activity_ms {
-                    if self.last_activity_ms != Some(last) {
-                        out(Folded::Activity { at_ms: last });
-                        let before = *silence_before_ms;
-                        if self.silence_ms > 0 && before >= self.silence_ms {
-                            out(Folded::Silence {
-                                from_ms: last.saturating_sub(before),
-                                to_ms: last,
-                            });
-                        }
-                    }
-                    self.last_activity_ms = Some(last);
-                }
-                self.longest_silence_ms = self.longest_silence_ms.max(*longest_silence_ms);
-                // No point on the curve while no count is known.
-                if let Some(total) = tokens.total()
-                    && self.tokens != Some(total)
-                {
-                    self.tokens = Some(total);
-                    out(Folded::Tokens { at_ms: t, total });
+            } => self.status(
+                t,
+                *last_activity_ms,
+                *silence_before_ms,
+                *longest_silence_ms,
+                tokens,
+                &mut out,
+            ),
+            event => {
+                if let Some((kind, level, text)) = mark_of(event) {
+                    out(Folded::Mark(Mark {
+                        at_ms: t,
+                        level,
+                        kind,
+                        text,
+                    }));
                 }
             }
-            Event::StallWarning { silent_ms, .. } => out(mark(
-                MarkKind::StallWarning,
-                Level::Warning,
-                format!("no activity for {silent_ms} ms"),
-            )),
-            Event::Retry { reason, .. } => out(mark(
-                MarkKind::Retry,
-                Level::Warning,
-                format!("retry: {reason}"),
-            )),
-            Event::BudgetWarning {
-                scope,
-                budget,
-                limit,
-                reached,
-            } => out(mark(
-                MarkKind::BudgetWarning,
-                Level::Warning,
-                crate::budget::warning(*scope, *budget, *limit, *reached),
-            )),
-            Event::Orphan {
-                pid,
-                cmdline,
-                held_pipe,
-            } => out(mark(
-                MarkKind::Orphan,
-                Level::Warning,
-                format!(
-                    "orphan killed: pid {pid} `{cmdline}`{}",
-                    if *held_pipe {
-                        ", holding the output pipe"
-                    } else {
-                        ""
-                    }
-                ),
-            )),
-            Event::Error { message, .. } => {
-                out(mark(MarkKind::Error, Level::Error, message.clone()));
+        }
+    }
+
+    /// A tool call ended (see [`Fold::push`]).
+    fn tool_finished(
+        &mut self,
+        t: u64,
+        id: &str,
+        name: &str,
+        is_error: bool,
+        duration_ms: Option<u64>,
+        out: &mut impl FnMut(Folded),
+    ) {
+        let b = self.bounds;
+        let id = cap(id, b.name_chars);
+        let open = self
+            .open
+            .iter()
+            .position(|o| o.id == id)
+            .map(|p| self.open.remove(p));
+        // An agent that prints a tool only when done (OpenCode)
+        // says how long it ran: that, not the events' 0 ms.
+        let start_ms = match (duration_ms, &open) {
+            (Some(d), _) => t.saturating_sub(d),
+            (None, Some(o)) => o.since_ms,
+            (None, None) => t,
+        };
+        out(Folded::Tool(ToolCall {
+            id,
+            name: cap(name, b.name_chars),
+            input: open.and_then(|o| o.input),
+            start_ms,
+            end_ms: t,
+            failed: is_error,
+            finished: true,
+        }));
+        self.turn_since_ms = Some(t);
+    }
+
+    /// A status snapshot: activity, silences, tokens (see [`Fold::push`]).
+    fn status(
+        &mut self,
+        t: u64,
+        last_activity_ms: Option<u64>,
+        silence_before_ms: u64,
+        longest_silence_ms: u64,
+        tokens: &Tokens,
+        out: &mut impl FnMut(Folded),
+    ) {
+        if let Some(last) = last_activity_ms {
+            if self.last_activity_ms != Some(last) {
+                out(Folded::Activity { at_ms: last });
+                let before = silence_before_ms;
+                if self.silence_ms > 0 && before >= self.silence_ms {
+                    out(Folded::Silence {
+                        from_ms: last.saturating_sub(before),
+                        to_ms: last,
+                    });
+                }
             }
-            Event::CompletionSignal => out(mark(
-                MarkKind::Done,
-                Level::Info,
-                "completion signal".into(),
-            )),
-            Event::Result { success, .. } => out(mark(
-                MarkKind::Done,
-                Level::Info,
-                if *success {
-                    "agent: done".into()
-                } else {
-                    "agent: failed".into()
-                },
-            )),
-            Event::Exited { exit_code, signal } => out(mark(
-                MarkKind::Exit,
-                // Killed, or failed by its own exit: not a good sign.
-                if signal.is_none() && *exit_code == Some(0) {
-                    Level::Info
-                } else {
-                    Level::Error
-                },
-                format!(
-                    "exited (code {}, signal {})",
-                    or_null(*exit_code),
-                    or_null(*signal)
-                ),
-            )),
-            Event::Terminating { reason } => out(mark(
-                MarkKind::Ending,
-                Level::Error,
-                format!("ending: {reason}"),
-            )),
-            Event::OutputTruncated { .. } => out(mark(
-                MarkKind::Truncated,
-                Level::Warning,
-                "output truncated".into(),
-            )),
-            _ => {}
+            self.last_activity_ms = Some(last);
+        }
+        self.longest_silence_ms = self.longest_silence_ms.max(longest_silence_ms);
+        // No point on the curve while no count is known.
+        if let Some(total) = tokens.total()
+            && self.tokens != Some(total)
+        {
+            self.tokens = Some(total);
+            out(Folded::Tokens { at_ms: t, total });
         }
     }
 
@@ -478,6 +431,81 @@ impl Fold {
 /// An optional number as `run.json` writes it: the number, or `null`.
 fn or_null(n: Option<i32>) -> String {
     n.map_or_else(|| "null".into(), |n| n.to_string())
+}
+
+/// The mark an event puts on the timeline, if any: its kind, level and
+/// text.
+fn mark_of(event: &Event) -> Option<(MarkKind, Level, String)> {
+    Some(match event {
+        Event::StallWarning { silent_ms, .. } => (
+            MarkKind::StallWarning,
+            Level::Warning,
+            format!("no activity for {silent_ms} ms"),
+        ),
+        Event::Retry { reason, .. } => {
+            (MarkKind::Retry, Level::Warning, format!("retry: {reason}"))
+        }
+        Event::BudgetWarning {
+            scope,
+            budget,
+            limit,
+            reached,
+        } => (
+            MarkKind::BudgetWarning,
+            Level::Warning,
+            crate::budget::warning(*scope, *budget, *limit, *reached),
+        ),
+        Event::Orphan {
+            pid,
+            cmdline,
+            held_pipe,
+        } => (
+            MarkKind::Orphan,
+            Level::Warning,
+            format!(
+                "orphan killed: pid {pid} `{cmdline}`{}",
+                if *held_pipe {
+                    ", holding the output pipe"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Event::Error { message, .. } => (MarkKind::Error, Level::Error, message.clone()),
+        Event::CompletionSignal => (MarkKind::Done, Level::Info, "completion signal".into()),
+        Event::Result { success, .. } => (
+            MarkKind::Done,
+            Level::Info,
+            if *success {
+                "agent: done".into()
+            } else {
+                "agent: failed".into()
+            },
+        ),
+        Event::Exited { exit_code, signal } => (
+            MarkKind::Exit,
+            // Killed, or failed by its own exit: not a good sign.
+            if signal.is_none() && *exit_code == Some(0) {
+                Level::Info
+            } else {
+                Level::Error
+            },
+            format!(
+                "exited (code {}, signal {})",
+                or_null(*exit_code),
+                or_null(*signal)
+            ),
+        ),
+        Event::Terminating { reason } => {
+            (MarkKind::Ending, Level::Error, format!("ending: {reason}"))
+        }
+        Event::OutputTruncated { .. } => (
+            MarkKind::Truncated,
+            Level::Warning,
+            "output truncated".into(),
+        ),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -107,6 +107,9 @@ const FLOORS: &[(&str, Floor)] = &[
     ("verdict", Floor::Records),
     ("crate", Floor::Run),
     ("clocks", Floor::Run),
+    // Codex's own record of a thread's tokens, read for a run that ended
+    // without reporting them.
+    ("codex_thread", Floor::Run),
     // The containers of dead wardens, removed as a run starts.
     ("container_sweep", Floor::Run),
     ("git", Floor::Run),
