@@ -15,9 +15,11 @@
 #                               or a new build
 #
 # Inputs: INPUT_WARDEN_INSTALL (auto, build, path); INPUT_RELEASE_URL, else
-# WARDEN_RELEASE_URL, else the action's repository's releases: the base
-# under which `v<version>/warden-<version>-<target>.tar.gz` and its
-# `.sha256` are found; ACTION_REF and ACTION_REPOSITORY (github.action_ref,
+# WARDEN_INSTALL_BASE (the variable install.sh reads too), else the
+# action's repository's releases: where the releases are, laid out as
+# GitHub's https://github.com/OWNER/REPO/releases, with
+# `download/v<version>/warden-<version>-<target>.tar.gz` and its `.sha256`;
+# ACTION_REF and ACTION_REPOSITORY (github.action_ref,
 # github.action_repository). For install: WARDEN_FOUND, WARDEN_ROOT,
 # WARDEN_URL and WARDEN_SHA256 (lookup's `path`, `root`, `url`, `sha256`).
 # WARDEN_ACTION_DRY_RUN=1 prints the build command instead of running it.
@@ -54,14 +56,14 @@ release_version() {
 # action was taken from, or the GitHub origin of its checkout; nothing
 # when none says.
 release_base() {
-  local base=${INPUT_RELEASE_URL:-${WARDEN_RELEASE_URL:-}} repo=${ACTION_REPOSITORY:-} origin
+  local base=${INPUT_RELEASE_URL:-${WARDEN_INSTALL_BASE:-}} repo=${ACTION_REPOSITORY:-} origin
   if [[ -z $base && -z $repo ]] && command -v git >/dev/null &&
     origin=$(git -C "$ACTION_ROOT" remote get-url origin 2>/dev/null) &&
     [[ $origin =~ github\.com[:/]([^/]+/[^/]+)$ ]]; then
     repo=${BASH_REMATCH[1]%.git}
   fi
   if [[ -z $base && -n $repo ]]; then
-    base=${GITHUB_SERVER_URL:-https://github.com}/$repo/releases/download
+    base=${GITHUB_SERVER_URL:-https://github.com}/$repo/releases
   fi
   echo "${base%/}"
 }
@@ -80,10 +82,13 @@ machine_targets() {
 }
 
 # GETs $1 into file $2; prints the HTTP status (000 when there was no
-# answer, curl saying why on stderr).
+# answer, curl saying why on stderr). From an https:// URL, redirects
+# (GitHub's, to its storage) keep to https.
 http_get() {
-  local code
-  code=$(curl -sSL --retry 2 --connect-timeout 10 --max-time 300 -o "$2" -w '%{http_code}' -- "$1") || code=000
+  local code proto=()
+  [[ $1 == https://* ]] && proto=(--proto "=https" --proto-redir "=https")
+  code=$(curl -sSL "${proto[@]}" --retry 2 --connect-timeout 10 --max-time 300 \
+    -o "$2" -w '%{http_code}' -- "$1") || code=000
   echo "${code:-000}"
 }
 
@@ -106,7 +111,7 @@ lookup() {
     base=$(release_base)
     targets=$(machine_targets)
     if [[ -z $base ]]; then
-      note "no release location (the action is not used as OWNER/REPO@REF, and neither the input \`release-url\` nor WARDEN_RELEASE_URL is set): warden $version will be built from source"
+      note "no release location (the action is not used as OWNER/REPO@REF, and neither the input \`release-url\` nor WARDEN_INSTALL_BASE is set): warden $version will be built from source"
     elif [[ -z $targets ]]; then
       note "releases have no archive for a $(uname -m) machine: warden $version will be built from source"
     else
@@ -114,7 +119,7 @@ lookup() {
         fail "downloading warden needs curl, and there is none on PATH: install curl, or set \`warden-install: build\`"
       tmp=$(mktemp)
       for t in $targets; do
-        url=$base/v$release/warden-$release-$t.tar.gz
+        url=$base/download/v$release/warden-$release-$t.tar.gz
         code=$(http_get "$url.sha256" "$tmp")
         case $code in
           200)

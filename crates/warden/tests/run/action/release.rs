@@ -132,9 +132,12 @@ fn release_routes(
 ) -> BTreeMap<String, (u16, Vec<u8>)> {
     let name = format!("warden-{version}-{target}.tar.gz");
     BTreeMap::from([
-        (format!("/releases/v{version}/{name}"), (200, bytes)),
         (
-            format!("/releases/v{version}/{name}.sha256"),
+            format!("/releases/download/v{version}/{name}"),
+            (200, bytes),
+        ),
+        (
+            format!("/releases/download/v{version}/{name}.sha256"),
             (200, format!("{sha}  {name}\n").into_bytes()),
         ),
     ])
@@ -185,22 +188,25 @@ fn the_release_archive_is_downloaded_checked_cached_and_run_in_seconds() {
     let lookup = o.step("warden-lookup");
     let name = format!("warden-{version}-{target}.tar.gz");
     assert_eq!(lookup.outputs["source"], "release");
-    assert_eq!(lookup.outputs["url"], format!("{base}/v{version}/{name}"));
+    assert_eq!(
+        lookup.outputs["url"],
+        format!("{base}/download/v{version}/{name}")
+    );
     assert_eq!(lookup.outputs["sha256"], sha);
     assert_eq!(
         lookup.outputs["cache-key"],
         format!("warden-{version}-{target}")
     );
     let musl = format!(
-        "/releases/v{version}/warden-{version}-{}-unknown-linux-musl.tar.gz.sha256",
+        "/releases/download/v{version}/warden-{version}-{}-unknown-linux-musl.tar.gz.sha256",
         std::env::consts::ARCH
     );
     assert_eq!(
         server.paths(),
         [
             musl.clone(),
-            format!("/releases/v{version}/{name}.sha256"),
-            format!("/releases/v{version}/{name}"),
+            format!("/releases/download/v{version}/{name}.sha256"),
+            format!("/releases/download/v{version}/{name}"),
         ],
         "the checksum is read before the archive, once each"
     );
@@ -363,7 +369,7 @@ fn without_a_release_for_its_version_the_action_builds_from_source_and_says_so()
     let lookup = o.step("warden-lookup");
     assert_eq!(lookup.outputs["source"], "release", "{}", o.log());
     assert!(
-        lookup.outputs["url"].contains("/v0.0.1/warden-0.0.1-"),
+        lookup.outputs["url"].contains("/download/v0.0.1/warden-0.0.1-"),
         "{}",
         lookup.outputs["url"]
     );
@@ -381,7 +387,7 @@ fn without_a_release_for_its_version_the_action_builds_from_source_and_says_so()
     runner.github.remove("action_ref");
     let broken = Server::start(BTreeMap::from([(
         format!(
-            "/v{version}/warden-{version}-{}-unknown-linux-musl.tar.gz.sha256",
+            "/download/v{version}/warden-{version}-{}-unknown-linux-musl.tar.gz.sha256",
             std::env::consts::ARCH
         ),
         (503, b"busy".to_vec()),
@@ -427,12 +433,7 @@ fn used_as_owner_repo_at_a_tag_the_action_finds_that_release_by_itself() {
     let (bytes, sha) = release_archive(&t.path().join("dist"), &version, &target);
     let routes = release_routes(&version, &target, bytes, &sha)
         .into_iter()
-        .map(|(p, v)| {
-            (
-                p.replace("/releases/", "/acme/warden/releases/download/"),
-                v,
-            )
-        })
+        .map(|(p, v)| (format!("/acme/warden{p}"), v))
         .collect();
     let server = Server::start(routes);
     let checkout = t.path().join(format!("_actions/acme/warden/v{version}"));
