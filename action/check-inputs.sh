@@ -75,9 +75,24 @@ check_inputs() {
   case ${INPUT_CACHE:-true} in true | false) ;;
     *) fail "input \`cache\`: \`$INPUT_CACHE\`; use true or false" ;; esac
   case ${INPUT_WARDEN_INSTALL:-auto} in auto | build | path) ;;
-    *) fail "input \`warden-install\`: \`$INPUT_WARDEN_INSTALL\`; use auto (a warden of this version on PATH or in the cache, else build it), build (always build), or path (the warden on PATH, whatever its version)" ;; esac
+    *) fail "input \`warden-install\`: \`$INPUT_WARDEN_INSTALL\`; use auto (a warden of this version on PATH or in the cache, else the release archive, else build it), build (always build from source), or path (the warden on PATH, whatever its version)" ;; esac
   case ${INPUT_UPLOAD_ARTIFACT:-on-failure} in on-failure | always | never) ;;
     *) fail "input \`upload-artifact\`: \`$INPUT_UPLOAD_ARTIFACT\`; use on-failure (when a run did not succeed), always, or never" ;; esac
+
+  local bedrock=${INPUT_USE_BEDROCK:-false} vertex=${INPUT_USE_VERTEX:-false}
+  case $bedrock in true | false) ;;
+    *) fail "input \`use_bedrock\`: \`$bedrock\`; use true or false" ;; esac
+  case $vertex in true | false) ;;
+    *) fail "input \`use_vertex\`: \`$vertex\`; use true or false" ;; esac
+  if [[ $bedrock == true && $vertex == true ]]; then fail "inputs \`use_bedrock\` and \`use_vertex\` exclude each other: choose one"; fi
+  if [[ $bedrock == true && -z ${AWS_REGION:-} ]]; then
+    fail "input \`use_bedrock\` needs AWS_REGION (and AWS credentials) in the environment: set it in the step's \`env:\`, or with aws-actions/configure-aws-credentials before this action"
+  fi
+  if [[ $vertex == true ]]; then
+    for v in ANTHROPIC_VERTEX_PROJECT_ID CLOUD_ML_REGION; do
+      [[ -n ${!v:-} ]] || fail "input \`use_vertex\` needs $v in the environment: set it in the step's \`env:\` (with google-github-actions/auth before this action for the credentials)"
+    done
+  fi
 
   local name=${INPUT_ARTIFACT_NAME:-}
   if [[ $name == *[\":\<\>\|\*\?\\/$'\r\n']* ]]; then

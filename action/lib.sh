@@ -13,6 +13,16 @@ ACTION_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # The agents warden runs, in the order its documentation lists them.
 KNOWN_AGENTS=(claude codex opencode pi gemini exec)
 
+# The cloud variables Claude Code reads for Bedrock and for Vertex AI: the
+# action passes those that are set (`use_bedrock`, `use_vertex`); the
+# first of each list must be, and ANTHROPIC_VERTEX_PROJECT_ID too.
+# shellcheck disable=SC2034 # used by check-inputs.sh and run.sh
+BEDROCK_VARS=(AWS_REGION AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE
+  AWS_BEARER_TOKEN_BEDROCK AWS_ROLE_ARN AWS_WEB_IDENTITY_TOKEN_FILE ANTHROPIC_BEDROCK_BASE_URL)
+# shellcheck disable=SC2034
+VERTEX_VARS=(CLOUD_ML_REGION ANTHROPIC_VERTEX_PROJECT_ID GOOGLE_APPLICATION_CREDENTIALS
+  GOOGLE_CLOUD_PROJECT ANTHROPIC_VERTEX_BASE_URL)
+
 # A user's mistake: one line that names the input and how to fix it, as an
 # error annotation under Actions (so it shows on the run's page), then
 # exit 1. The message is escaped as the runner decodes it, so a value in it
@@ -148,4 +158,39 @@ warden_version_of() {
   out=$("$1" --version 2>/dev/null) || return 0
   out=${out%%$'\n'*}
   echo "${out##* }"
+}
+
+# The oldest Rust that builds warden: the workspace's `rust-version`, the
+# one place it is written down.
+rust_version() {
+  awk '
+    /^\[/ { in_pkg = ($0 == "[workspace.package]") }
+    in_pkg && /^rust-version *=/ { gsub(/.*= *"|".*/, ""); print; exit }
+  ' "$ACTION_ROOT/Cargo.toml"
+}
+
+# Whether version $1 (like 1.2 or 1.2.3) is at least version $2.
+version_at_least() {
+  local IFS=.
+  local -a a b
+  read -r -a a <<<"$1"
+  read -r -a b <<<"$2"
+  local i
+  for i in 0 1 2; do
+    ((${a[i]:-0} > ${b[i]:-0})) && return 0
+    ((${a[i]:-0} < ${b[i]:-0})) && return 1
+  done
+  return 0
+}
+
+# Writes each line of a secret as `::add-mask::` so the runner hides it in
+# every later line of the log (the command itself is never shown).
+mask() {
+  local line
+  [[ ${GITHUB_ACTIONS:-} == true && -n $1 ]] || return 0
+  while IFS= read -r line || [[ -n $line ]]; do
+    line=${line%$'\r'}
+    [[ -n $line ]] && printf '::add-mask::%s\n' "$line"
+  done <<<"$1"
+  return 0
 }

@@ -5,7 +5,9 @@
 # when warden says the run did not succeed.
 #
 # Inputs (all INPUT_*): AGENT, PROMPT, PROMPT_FILE, COMMAND, BATCH, ARGS
-# (one argument per line), WORKING_DIRECTORY, UPLOAD_ARTIFACT, ARTIFACT_NAME;
+# (one argument per line), WORKING_DIRECTORY, UPLOAD_ARTIFACT, ARTIFACT_NAME,
+# the credentials (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN,
+# OPENAI_API_KEY, GEMINI_API_KEY, USE_BEDROCK, USE_VERTEX);
 # and WARDEN_EXECUTABLE, the warden to run (default: the one on PATH).
 # Outputs: every output warden writes (it writes them itself under
 # GITHUB_ACTIONS=true), `exit_code` even when warden stopped before
@@ -29,11 +31,52 @@ artifact_name=${INPUT_ARTIFACT_NAME:-}
 args=()
 split_lines "${INPUT_ARGS:-}" args
 cd -- "${INPUT_WORKING_DIRECTORY:-.}"
+
+# The credential inputs: each becomes the variable its agent CLI reads,
+# in this step's environment only, hidden in the log (::add-mask::), and
+# is given to the agent by name (`--env NAME`), which warden passes into a
+# sandbox and masks in every report. Never an argument, never printed.
+cred_args=()
+pass_credential() {
+  local name=$1 value=$2
+  [[ -n $value ]] || return 0
+  mask "$value"
+  export "$name=$value"
+  cred_args+=(--env "$name")
+}
+pass_credential ANTHROPIC_API_KEY "${INPUT_ANTHROPIC_API_KEY:-}"
+pass_credential CLAUDE_CODE_OAUTH_TOKEN "${INPUT_CLAUDE_CODE_OAUTH_TOKEN:-}"
+pass_credential OPENAI_API_KEY "${INPUT_OPENAI_API_KEY:-}"
+pass_credential GEMINI_API_KEY "${INPUT_GEMINI_API_KEY:-}"
+# Bedrock and Vertex take the cloud's own variables, set on the job or by
+# an earlier step (aws-actions/configure-aws-credentials,
+# google-github-actions/auth); the action passes those that are set.
+if [[ ${INPUT_USE_BEDROCK:-false} == true ]]; then
+  export CLAUDE_CODE_USE_BEDROCK=1 # a switch, not a secret: not masked
+  cred_args+=(--env CLAUDE_CODE_USE_BEDROCK)
+  for v in "${BEDROCK_VARS[@]}"; do
+    if [[ -n ${!v:-} ]]; then cred_args+=(--env "$v"); fi
+  done
+fi
+if [[ ${INPUT_USE_VERTEX:-false} == true ]]; then
+  export CLAUDE_CODE_USE_VERTEX=1 # a switch, not a secret: not masked
+  cred_args+=(--env CLAUDE_CODE_USE_VERTEX)
+  for v in "${VERTEX_VARS[@]}"; do
+    if [[ -n ${!v:-} ]]; then cred_args+=(--env "$v"); fi
+  done
+fi
+if [[ -n $batch ]]; then
+  # `warden batch` has no --env: its runs inherit the variables (on the
+  # host; a sandboxed run needs them in the batch file's settings).
+  cred_args=()
+fi
 # The inputs are the action's, not the agent's: none of them (the prompt
 # above all) is left in the environment warden and the agent get.
 unset INPUT_AGENT INPUT_PROMPT INPUT_PROMPT_FILE INPUT_COMMAND INPUT_BATCH INPUT_ARGS \
   INPUT_WORKING_DIRECTORY INPUT_AGENT_VERSION INPUT_INSTALL_AGENT INPUT_WARDEN_INSTALL \
-  INPUT_CACHE INPUT_UPLOAD_ARTIFACT INPUT_ARTIFACT_NAME INPUT_ARTIFACT_RETENTION_DAYS
+  INPUT_CACHE INPUT_UPLOAD_ARTIFACT INPUT_ARTIFACT_NAME INPUT_ARTIFACT_RETENTION_DAYS \
+  INPUT_ANTHROPIC_API_KEY INPUT_CLAUDE_CODE_OAUTH_TOKEN INPUT_OPENAI_API_KEY INPUT_GEMINI_API_KEY \
+  INPUT_USE_BEDROCK INPUT_USE_VERTEX
 warden=${WARDEN_EXECUTABLE:-warden}
 unset WARDEN_EXECUTABLE
 
@@ -51,15 +94,15 @@ if [[ -n $batch ]]; then
   cmd=("$warden" batch "$batch" --junit "$junit" "${args[@]}")
 elif [[ $agent == exec ]]; then
   # The command is a bash script, run as GitHub runs a `run:` step.
-  cmd=("$warden" run exec --junit "$junit" "${args[@]}" -- bash --noprofile --norc -eo pipefail -c "$command")
+  cmd=("$warden" run exec --junit "$junit" "${cred_args[@]}" "${args[@]}" -- bash --noprofile --norc -eo pipefail -c "$command")
 elif [[ -n $prompt_file ]]; then
-  cmd=("$warden" run "$agent" --junit "$junit" -f "$prompt_file" "${args[@]}")
+  cmd=("$warden" run "$agent" --junit "$junit" -f "$prompt_file" "${cred_args[@]}" "${args[@]}")
 else
   # On stdin, as warden passes it on: never an argument, so no size limit
   # and nothing in `ps`.
   printf '%s' "$prompt" >"$work/prompt"
   stdin=$work/prompt
-  cmd=("$warden" run "$agent" --junit "$junit" -f - "${args[@]}")
+  cmd=("$warden" run "$agent" --junit "$junit" -f - "${cred_args[@]}" "${args[@]}")
 fi
 printf 'warden action: running' >&2
 printf ' %q' "${cmd[@]}" >&2

@@ -10,7 +10,26 @@ pub struct Context {
     pub steps: BTreeMap<String, BTreeMap<String, String>>,
     pub action_path: String,
     pub runner_temp: String,
+    /// The `github` context, by path (`actor`,
+    /// `event.pull_request.head.repo.fork`); a path of [`GITHUB_PATHS`]
+    /// that is not here is empty, as a missing property is to the runner.
+    pub github: BTreeMap<String, String>,
 }
+
+/// The paths of the `github` context this runner knows (besides
+/// `github.action_path`); any other is an error.
+pub const GITHUB_PATHS: &[&str] = &[
+    "action_ref",
+    "action_repository",
+    "actor",
+    "api_url",
+    "event_name",
+    "repository",
+    "repository_owner",
+    "token",
+    "event.pull_request.head.repo.fork",
+    "event.pull_request.head.repo.full_name",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 enum Value {
@@ -255,6 +274,12 @@ impl Parser<'_> {
                 .map(|o| o.get(*name).cloned().unwrap_or_default())
                 .ok_or_else(|| format!("`{path}`: no step with id `{id}` before this point")),
             ["github", "action_path"] => Ok(self.ctx.action_path.clone()),
+            ["github", rest @ ..] if GITHUB_PATHS.contains(&rest.join(".").as_str()) => Ok(self
+                .ctx
+                .github
+                .get(&rest.join("."))
+                .cloned()
+                .unwrap_or_default()),
             ["runner", "temp"] => Ok(self.ctx.runner_temp.clone()),
             _ => Err(format!("`{path}` is not understood by this runner")),
         }
@@ -276,6 +301,7 @@ fn the_expression_subset_is_evaluated_as_the_runner_does_and_the_rest_refused() 
         steps,
         action_path: "/a".into(),
         runner_temp: "/t".into(),
+        github: BTreeMap::from([("actor".to_string(), "octocat".to_string())]),
     };
     assert_eq!(
         condition(
@@ -306,8 +332,18 @@ fn the_expression_subset_is_evaluated_as_the_runner_does_and_the_rest_refused() 
         .unwrap(),
         "/t/w-exec it's"
     );
+    // A known path of the github context: its value, or empty when the
+    // event has none (no pull request).
+    assert_eq!(
+        template(
+            "${{ github.actor }}:${{ github.event.pull_request.head.repo.fork }}",
+            &ctx
+        ),
+        Ok("octocat:".to_string())
+    );
     for bad in [
         "${{ github.job }}",
+        "${{ github.event.issue.title }}",
         "${{ inputs.nope }}",
         "${{ steps.later.outputs.x }}",
         "${{ failure() }}",

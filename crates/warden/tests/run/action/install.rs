@@ -189,11 +189,40 @@ fn warden_is_built_only_when_no_warden_of_the_actions_version_is_at_hand() {
     assert!(s.stderr.contains("from the cache"), "{}", s.stderr);
     assert_eq!(s.path_added, format!("{root_s}/bin\n"));
 
-    // Without cargo, a build says what to do.
+    // Without cargo, a build says what to do, with the workspace's Rust.
+    let rust = std::fs::read_to_string(repo_root().join("Cargo.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("rust-version = \"")
+                .map(|v| v.trim_end_matches('"').to_string())
+        })
+        .unwrap();
     let s = install(&[&tools], &[("INPUT_WARDEN_INSTALL", "build")]);
     assert_eq!(s.status, 1);
     assert!(
-        s.stderr.contains("building warden needs cargo"),
+        s.stderr.contains(&format!(
+            "building warden needs cargo, and there is none on PATH: add a Rust toolchain step ({rust} or later)"
+        )),
+        "{}",
+        s.stderr
+    );
+    // An older cargo is refused before it starts a build that would fail.
+    let old = t.path().join("old-cargo");
+    std::fs::create_dir(&old).unwrap();
+    write_script(
+        &old.join("cargo"),
+        "#!/bin/sh
+[ \"$1\" = --version ] && echo 'cargo 1.88.0 (873a06493 2025-05-10)' && exit 0
+exit 9
+",
+    );
+    let s = install(&[&old, &tools], &[("INPUT_WARDEN_INSTALL", "build")]);
+    assert_eq!(s.status, 1);
+    assert!(
+        s.stderr.contains(&format!(
+            "building warden needs Rust {rust} or later, and cargo on PATH is 1.88.0"
+        )),
         "{}",
         s.stderr
     );

@@ -39,8 +39,13 @@ fn the_action_is_well_formed_and_documented() {
                 assert!(s.id.is_some(), "a run step has an id");
             }
             StepKind::Uses { action, .. } => {
-                let (name, tag) = action.split_once('@').expect("pinned");
-                assert!(tag.starts_with('v'), "{action}: pinned by tag");
+                // Pinned by a commit's full SHA (organisations may require
+                // it); the tag is in the comment, checked below.
+                let (name, sha) = action.split_once('@').expect("pinned");
+                assert!(
+                    sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
+                    "{action}: not pinned by a full commit SHA"
+                );
                 assert!(
                     [
                         "actions/cache/restore",
@@ -53,8 +58,35 @@ fn the_action_is_well_formed_and_documented() {
             }
         }
     }
-    // Every input is used by a step.
     let text = std::fs::read_to_string(repo_root().join("action.yml")).unwrap();
+    // Each pin says which release it is, and a sub-action's two pins
+    // (cache/restore, cache/save) are the same commit.
+    let mut pins = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| l.trim_start().starts_with("uses:")) {
+        let (uses, tag) = line
+            .split_once(" # ")
+            .unwrap_or_else(|| panic!("{line}: no `# vX.Y.Z` comment"));
+        assert!(
+            tag.starts_with('v') && tag[1..].split('.').count() == 3,
+            "{line}: the comment is not a release tag"
+        );
+        let (name, sha) = uses
+            .trim()
+            .trim_start_matches("uses: ")
+            .split_once('@')
+            .unwrap();
+        let repo: String = name.split('/').take(2).collect::<Vec<_>>().join("/");
+        if let Some((other, other_tag)) =
+            pins.insert(repo.clone(), (sha.to_string(), tag.to_string()))
+        {
+            assert_eq!(
+                (other, other_tag),
+                (sha.to_string(), tag.to_string()),
+                "{repo}: two pins"
+            );
+        }
+    }
+    // Every input is used by a step.
     for i in &a.inputs {
         assert!(
             text.contains(&format!("inputs.{} }}}}", i.name)),
@@ -76,4 +108,44 @@ fn the_action_is_well_formed_and_documented() {
             "docs/src/github-action.md has no row for `{name}`"
         );
     }
+}
+
+/// One Rust version everywhere: every "1.NN or later" the README, the
+/// book and the action say is the workspace's `rust-version`, and the
+/// action's scripts read it from Cargo.toml rather than write it down.
+#[test]
+fn the_rust_version_is_the_workspaces_everywhere() {
+    let root = repo_root();
+    let cargo = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let want = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = \""))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("rust-version in Cargo.toml");
+    let mut files = vec![root.join("README.md"), root.join("action.yml")];
+    for dir in ["docs/src", "action"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            files.push(e.unwrap().path());
+        }
+    }
+    let mut seen = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, _) in text.match_indices(" or later") {
+            let before = text[..i].trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+            let version = &text[before.len()..i];
+            if version.starts_with("1.") {
+                assert_eq!(version, want, "{}: Rust {version}", f.display());
+                seen += 1;
+            }
+        }
+        if f.extension().is_some_and(|e| e == "sh") {
+            assert!(
+                !text.contains(want),
+                "{}: writes the version down",
+                f.display()
+            );
+        }
+    }
+    assert!(seen >= 2, "the install chapter and the action's say it");
 }

@@ -4,13 +4,18 @@
 //! is checked against what warden wrote (`run.json`, `batch.json`), and
 //! so are the upload step's condition and path, the step's exit status
 //! (`runs.rs`), the errors for bad inputs (`inputs.rs`), the install
-//! steps' decisions, without running cargo or npm (`install.rs`), and
-//! what the runner requires of `action.yml` (`manifest.rs`).
+//! steps' decisions, without running cargo or npm (`install.rs`), a
+//! stand-in release downloaded, checked and run, and the build decided
+//! when there is none (`release.rs`), the credentials and the actor check
+//! (`access.rs`), and what the runner requires of `action.yml`
+//! (`manifest.rs`).
 
+mod access;
 mod expr;
 mod inputs;
 mod install;
 mod manifest;
+mod release;
 mod runner;
 mod runs;
 

@@ -17,8 +17,8 @@
 //!   `if:` is evaluated and their `with:` recorded, for the tests to check.
 //!
 //! Expressions: only the few forms the action uses are understood
-//! (`inputs.NAME`, `steps.ID.outputs.NAME`, `github.action_path`,
-//! `runner.temp`, `always()`, `==`, `!=`, `&&`, `||`, parentheses, string
+//! (`inputs.NAME`, `steps.ID.outputs.NAME`, `github.action_path` and the
+//! few `github` paths of `expr::GITHUB_PATHS`, `runner.temp`, `always()`, `==`, `!=`, `&&`, `||`, parentheses, string
 //! literals). Anything else fails the test, so the action cannot grow an
 //! expression this runner would silently get wrong. `${{ }}` in a `run:`
 //! body is refused too: inputs reach the scripts through `env:` only.
@@ -250,6 +250,7 @@ impl Action {
             steps: steps.clone(),
             action_path: "/action".into(),
             runner_temp: "/tmp".into(),
+            github: BTreeMap::new(),
         };
         for (i, s) in self.steps.iter().enumerate() {
             let ctx = ctx_with(&known);
@@ -352,6 +353,10 @@ pub struct Runner {
     pub env: BTreeMap<String, String>,
     /// PATH before any `GITHUB_PATH` addition.
     pub path: Vec<PathBuf>,
+    /// The `github` context (see [`super::expr::GITHUB_PATHS`]): by
+    /// default a `workflow_dispatch` by the repository's owner, with no
+    /// API to ask (a test that needs one serves it).
+    pub github: BTreeMap<String, String>,
 }
 
 impl Runner {
@@ -382,12 +387,26 @@ impl Runner {
             "GITHUB_ACTION_PATH".into(),
             action_path.display().to_string(),
         );
+        let github = [
+            ("actor", "octocat"),
+            ("repository", "octocat/project"),
+            ("repository_owner", "octocat"),
+            ("event_name", "workflow_dispatch"),
+            // Nothing listens on the discard port: a test that asks the
+            // API without serving one fails at once.
+            ("api_url", "http://127.0.0.1:9"),
+            ("token", "ghs_simulated0token"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
         Self {
             action_path: action_path.to_path_buf(),
             workspace,
             temp,
             env,
             path,
+            github,
         }
     }
 
@@ -427,6 +446,7 @@ impl Runner {
             steps: BTreeMap::new(),
             action_path: self.action_path.display().to_string(),
             runner_temp: self.temp.display().to_string(),
+            github: self.github.clone(),
         };
         let files = self.temp.join("_runner_file_commands");
         std::fs::create_dir_all(&files).unwrap();

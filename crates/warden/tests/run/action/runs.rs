@@ -121,9 +121,9 @@ fn a_failing_run_fails_the_step_with_wardens_exit_code_and_is_uploaded() {
     let key = &cache.with["key"];
     assert!(
         key.starts_with(&format!(
-            "warden-Linux-{}-{}-",
+            "warden-{}-{}-linux-source-",
+            warden_version(),
             std::env::consts::ARCH,
-            warden_version()
         )),
         "{key}"
     );
@@ -170,8 +170,11 @@ fn a_build_is_put_on_path_and_saved_to_the_cache_at_once() {
     write_script(
         &fake.join("cargo"),
         &format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n\
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'cargo 1.95.0 (stand-in)'; exit 0; }}\n\
+             printf '%s\\n' \"$@\" > '{}'\n\
+             root=\n\
              while [ $# -gt 0 ]; do [ \"$1\" = --root ] && root=$2; shift; done\n\
+             [ -n \"$root\" ] || exit 9\n\
              mkdir -p \"$root/bin\" && ln -s '{WARDEN}' \"$root/bin/warden\"\n",
             cargo_args.display()
         ),
