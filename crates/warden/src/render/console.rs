@@ -271,25 +271,11 @@ impl Channel {
                 }
             };
         }
-        let mut seen = (q.written, Instant::now());
-        while q.bytes > 0 && q.bytes + bytes.len() > QUEUE_BYTES && q.broken.is_none() {
-            if abandon.load(Ordering::Relaxed) {
-                return Passed::Abandoned;
-            }
-            if q.written != seen.0 {
-                seen = (q.written, Instant::now());
-            }
-            let left = stuck.saturating_sub(seen.1.elapsed());
-            if left.is_zero() {
-                return Passed::Stuck;
-            }
-            // In slices, to see `abandon` soon.
-            q = self
-                .progress
-                .wait_timeout(q, left.min(Duration::from_millis(100)))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        let full = |q: &Queue| q.bytes > 0 && q.bytes + bytes.len() > QUEUE_BYTES;
+        let mut q = match self.wait_while(q, full, stuck, abandon) {
+            Ok(q) => q,
+            Err(passed) => return passed,
+        };
         if let Some(c) = &q.broken {
             return Passed::Closed(c.clone());
         }
@@ -303,29 +289,46 @@ impl Channel {
     /// something every `stuck` and `abandon` is not set: `Yes` when all
     /// of it went.
     fn flush_waiting(&self, stuck: Duration, abandon: &AtomicBool) -> Passed {
-        let mut q = self.lock();
+        let busy = |q: &Queue| q.writing || !q.chunks.is_empty();
+        match self.wait_while(self.lock(), busy, stuck, abandon) {
+            Ok(q) => match &q.broken {
+                Some(c) => Passed::Closed(c.clone()),
+                None => Passed::Yes,
+            },
+            Err(passed) => passed,
+        }
+    }
+
+    /// Waits while `waiting` holds of the queue and the stream is open, as
+    /// long as something is written every `stuck` and `abandon` is not
+    /// set; else why it stopped.
+    fn wait_while<'a>(
+        &self,
+        mut q: MutexGuard<'a, Queue>,
+        waiting: impl Fn(&Queue) -> bool,
+        stuck: Duration,
+        abandon: &AtomicBool,
+    ) -> Result<MutexGuard<'a, Queue>, Passed> {
         let mut seen = (q.written, Instant::now());
-        while (q.writing || !q.chunks.is_empty()) && q.broken.is_none() {
+        while waiting(&q) && q.broken.is_none() {
             if abandon.load(Ordering::Relaxed) {
-                return Passed::Abandoned;
+                return Err(Passed::Abandoned);
             }
             if q.written != seen.0 {
                 seen = (q.written, Instant::now());
             }
             let left = stuck.saturating_sub(seen.1.elapsed());
             if left.is_zero() {
-                return Passed::Stuck;
+                return Err(Passed::Stuck);
             }
+            // In slices, to see `abandon` soon.
             q = self
                 .progress
                 .wait_timeout(q, left.min(Duration::from_millis(100)))
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        match &q.broken {
-            Some(c) => Passed::Closed(c.clone()),
-            None => Passed::Yes,
-        }
+        Ok(q)
     }
 
     fn dropped(&self) -> u64 {
