@@ -38,13 +38,20 @@ fail() {
   exit 1
 }
 
-# Fetches URL into FILE with curl or wget, whichever this machine has;
-# curl follows no redirect to another protocol than `protocols` (https
-# only, unless WARDEN_INSTALL_BASE is an http:// or file:// one).
+# Fetches URL into FILE with curl or wget, whichever this machine has.
+# curl reads only `protocols` and follows a redirect only to `redirects`:
+# https alone, unless WARDEN_INSTALL_BASE is an http:// or file:// one
+# (then http too, and never a redirect to a local file). wget cannot be
+# kept from following a redirect from https to plain http, which would
+# let anyone on the way swap the archive and its checksum together: it is
+# used only for a base that is not https.
 protocols='=https'
+redirects='=https'
 download() { # URL FILE
   if command -v curl >/dev/null 2>&1; then
-    curl --proto "$protocols" --proto-redir "$protocols" -fsSL -o "$2" "$1"
+    curl --proto "$protocols" --proto-redir "$redirects" -fsSL -o "$2" "$1"
+  elif [ "$protocols" = '=https' ]; then
+    fail "curl is not installed: it is needed to download warden over https (wget would follow a redirect to plain http); install curl"
   elif command -v wget >/dev/null 2>&1; then
     wget -q -O "$2" "$1"
   else
@@ -69,7 +76,10 @@ if [ -n "${WARDEN_INSTALL_BASE:-}" ]; then
   base=${WARDEN_INSTALL_BASE%/}
   case "$base" in
   https://*) ;;
-  http://* | file://*) protocols='=https,http,file' ;;
+  http://* | file://*)
+    protocols='=https,http,file'
+    redirects='=https,http'
+    ;;
   *) fail "WARDEN_INSTALL_BASE must be an https://, http:// or file:// URL, not '$base'" ;;
   esac
 elif [ -n "$repository" ]; then
@@ -86,12 +96,15 @@ trap 'exit 143' TERM
 
 version=${WARDEN_VERSION:-}
 version=${version#v}
+case "$version" in
+*[!0-9A-Za-z.+-]* | *..*) fail "WARDEN_VERSION '$version' is not a version (as 0.1.0)" ;;
+esac
 if [ -z "$version" ]; then
   download "$base/latest/download/warden-version.txt" "$tmp/version" ||
     fail "could not find the latest version at $base/latest/download/warden-version.txt (set WARDEN_VERSION to pick one)"
   version=$(tr -d ' \t\r\n' <"$tmp/version")
   case "$version" in
-  '' | *[!0-9A-Za-z.+-]*) fail "$base/latest/download/warden-version.txt does not hold a version" ;;
+  '' | *[!0-9A-Za-z.+-]* | *..*) fail "$base/latest/download/warden-version.txt does not hold a version" ;;
   esac
 fi
 
@@ -119,16 +132,22 @@ for program in warden warden-shim; do
 done
 
 mkdir -p "$dir" || fail "could not create $dir"
-# Each program is copied beside its final name and renamed over it, so a
-# running warden is never overwritten in place; warden-shim first, as
-# warden uses only a shim of its own build.
+# Both programs are copied beside their final names first, then renamed
+# over them, so a running warden is never overwritten in place and a copy
+# that fails (a full disk) leaves the old pair as it was: warden uses only
+# a shim of its own build.
 for program in warden-shim warden; do
   if ! { cp "$tmp/x/$name/$program" "$dir/.$program.new.$$" &&
-    chmod 0755 "$dir/.$program.new.$$" &&
-    mv -f "$dir/.$program.new.$$" "$dir/$program"; }; then
-    rm -f "$dir/.$program.new.$$"
-    fail "could not write $dir/$program"
+    chmod 0755 "$dir/.$program.new.$$"; }; then
+    rm -f "$dir/.warden-shim.new.$$" "$dir/.warden.new.$$"
+    fail "could not write $dir/.$program.new.$$; nothing installed"
   fi
+done
+for program in warden-shim warden; do
+  mv -f "$dir/.$program.new.$$" "$dir/$program" || {
+    rm -f "$dir/.warden-shim.new.$$" "$dir/.warden.new.$$"
+    fail "could not rename $dir/.$program.new.$$ to $dir/$program"
+  }
 done
 
 say "installed warden $version ($target): $dir/warden and $dir/warden-shim"

@@ -153,7 +153,10 @@ lookup() {
   # Not under the workspace: nothing there is the action's to keep.
   set_output root "${RUNNER_TEMP:?RUNNER_TEMP is not set}/warden"
   if [[ $source == release ]]; then
-    set_output cache-key "warden-$release-$target"
+    # The archive's checksum in the key: a cache saved for another
+    # archive of the same name is never restored for this one (and what
+    # is restored is checked again before it is used).
+    set_output cache-key "warden-$release-$target-${sha:0:16}"
   else
     set_output cache-key "$(build_cache_key "$version")"
   fi
@@ -189,12 +192,14 @@ install() {
   if [[ -n $url ]]; then
     want=$(release_version "$version")
   fi
-  if [[ $mode == auto && -x $root/bin/warden &&
-    $(warden_version_of "$root/bin/warden") == "$want" ]]; then
-    note "using $root/bin/warden (warden $want, from the cache)"
-  elif [[ -n $url ]]; then
+  if [[ -n $url ]]; then
+    # A release: its archive, cached or downloaded, is checked against the
+    # release's checksum every time, and unpacked again.
     download "$root" "$url" "${WARDEN_SHA256:?}" "$want"
-    downloaded=true
+    [[ $fetched == true ]] && downloaded=true
+  elif [[ $mode == auto && -x $root/bin/warden &&
+    $(warden_version_of "$root/bin/warden") == "$want" ]]; then
+    note "using $root/bin/warden (warden $want, built earlier, from the cache)"
   else
     build "$root" "$version"
     [[ ${WARDEN_ACTION_DRY_RUN:-} == 1 ]] || built=true
@@ -206,29 +211,51 @@ install() {
   set_output downloaded "$downloaded"
 }
 
+# Whether the last `download` fetched its archive (else the cache had it).
+fetched=false
+
 download() {
   local root=$1 url=$2 want=$3 version=$4
-  local name tmp got code dir
+  local name archive got code tmp dir
   name=$(basename "$url")
-  tmp=$(mktemp -d)
-  note "downloading $url"
-  code=$(http_get "$url" "$tmp/$name")
-  [[ $code == 200 ]] || fail "cannot download $url (HTTP $code)"
-  got=$(sha256sum "$tmp/$name" | awk '{ print $1 }')
-  if [[ $got != "$want" ]]; then
-    rm -rf "$tmp"
-    fail "checksum mismatch: $name has SHA-256 $got, but $name.sha256 says $want: refused (a damaged download, or not the release's archive)"
+  archive=$root/archive/$name
+  mkdir -p "$root/archive"
+  fetched=false
+  if [[ -f $archive ]] && [[ $(sha256sum "$archive" | awk '{ print $1 }') == "$want" ]]; then
+    note "$name: from the cache, SHA-256 $want, as $name.sha256 says"
+  else
+    rm -f "$archive"
+    note "downloading $url"
+    code=$(http_get "$url" "$archive.part")
+    if [[ $code != 200 ]]; then
+      rm -f "$archive.part"
+      fail "cannot download $url (HTTP $code)"
+    fi
+    got=$(sha256sum "$archive.part" | awk '{ print $1 }')
+    if [[ $got != "$want" ]]; then
+      rm -f "$archive.part"
+      fail "checksum mismatch: $name has SHA-256 $got, but $name.sha256 says $want: refused (a damaged download, or not the release's archive)"
+    fi
+    mv "$archive.part" "$archive"
+    fetched=true
+    note "$name: SHA-256 $got, as $name.sha256 says"
   fi
-  note "$name: SHA-256 $got, as $name.sha256 says"
-  tar -xzf "$tmp/$name" -C "$tmp"
+  tmp=$(mktemp -d)
   dir=$tmp/${name%.tar.gz}
-  [[ -f $dir/warden && -f $dir/warden-shim ]] ||
+  # Unpacked, and run, apart: nothing replaces the programs in place
+  # until the pair is known to be this version's.
+  if ! tar -xzf "$archive" -C "$tmp" || ! [[ -f $dir/warden && -f $dir/warden-shim ]]; then
+    rm -rf "$tmp"
     fail "$name does not hold ${name%.tar.gz}/warden and ${name%.tar.gz}/warden-shim"
+  fi
+  chmod 755 "$dir/warden" "$dir/warden-shim"
+  if [[ $(warden_version_of "$dir/warden") != "$version" ]]; then
+    rm -rf "$tmp"
+    fail "$name's warden does not run as warden $version on this machine ($(uname -m))"
+  fi
   mkdir -p "$root/bin"
   command install -m 755 "$dir/warden" "$dir/warden-shim" "$root/bin/"
   rm -rf "$tmp"
-  [[ $(warden_version_of "$root/bin/warden") == "$version" ]] ||
-    fail "$name's warden does not run as warden $version on this machine ($(uname -m))"
   note "installed warden $version from the release into $root/bin"
 }
 

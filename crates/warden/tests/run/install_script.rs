@@ -391,6 +391,35 @@ fn install_sh_downloads_with_wget_when_there_is_no_curl() {
         "{}",
         text(&out)
     );
+    // wget would follow a redirect from https to plain http: over https
+    // only curl is used.
+    let other = Case::new();
+    let out = install_sh(
+        other.path(),
+        &[
+            ("WARDEN_INSTALL_BASE", "https://127.0.0.1:9/releases"),
+            ("WARDEN_VERSION", &version()),
+            ("PATH", tools.to_str().unwrap()),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("curl is not installed"),
+        "{}",
+        text(&out)
+    );
+    // A version that is not one never makes a URL.
+    let out = install_sh(
+        other.path(),
+        &[
+            ("WARDEN_INSTALL_BASE", &base),
+            ("WARDEN_VERSION", "0.1.0/../../x"),
+            ("PATH", tools.to_str().unwrap()),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("is not a version"), "{}", text(&out));
+    assert!(!other.path().join(".local/bin").exists());
 }
 
 #[test]

@@ -225,6 +225,10 @@ fn the_actor_check_refuses_a_fork_and_an_actor_without_write_permission() {
             "/repos/acme/project/collaborators/alice/permission".to_string(),
             permission("write"),
         ),
+        (
+            "/repos/acme/project/collaborators/helper[bot]/permission".to_string(),
+            permission("write"),
+        ),
     ]));
     let a = action();
     let run = |runner: &Runner, extra: &[(&str, &str)]| {
@@ -300,8 +304,6 @@ fn the_actor_check_refuses_a_fork_and_an_actor_without_write_permission() {
     let fork = |n: &str| {
         let mut r = runner_for(&dir(n), "alice", &api.base);
         r.github.insert("event_name".into(), "pull_request".into());
-        r.github
-            .insert("event.pull_request.head.repo.fork".into(), "true".into());
         r.github.insert(
             "event.pull_request.head.repo.full_name".into(),
             "mallory/project".into(),
@@ -323,6 +325,45 @@ fn the_actor_check_refuses_a_fork_and_an_actor_without_write_permission() {
         o.step("actor")
             .stderr
             .contains("allowed (allow_forks is true)")
+    );
+
+    // A deleted fork's pull request (no head repository) is a fork's; a
+    // pull request between branches of this repository is not, even in a
+    // repository that is itself a fork; a workflow_run of a fork's run is.
+    let mut gone = runner_for(&dir("10"), "alice", &api.base);
+    gone.github
+        .insert("event_name".into(), "pull_request_target".into());
+    let o = run(&gone, &[]);
+    refused(&o, "comes from a fork ((a deleted repository))");
+    let mut own_branch = runner_for(&dir("11"), "alice", &api.base);
+    own_branch
+        .github
+        .insert("event_name".into(), "pull_request".into());
+    own_branch.github.insert(
+        "event.pull_request.head.repo.full_name".into(),
+        "Acme/Project".into(),
+    );
+    let o = run(&own_branch, &[]);
+    allowed(
+        &o,
+        "actor alice: allowed (write permission on acme/project)",
+    );
+    let mut after = runner_for(&dir("12"), "alice", &api.base);
+    after
+        .github
+        .insert("event_name".into(), "workflow_run".into());
+    after.github.insert(
+        "event.workflow_run.head_repository.full_name".into(),
+        "mallory/project".into(),
+    );
+    let o = run(&after, &[]);
+    refused(&o, "this workflow_run comes from a fork (mallory/project)");
+
+    // A bot's login has brackets, which curl would take for a range.
+    let o = run(&runner_for(&dir("13"), "helper[bot]", &api.base), &[]);
+    allowed(
+        &o,
+        "actor helper[bot]: allowed (write permission on acme/project)",
     );
 
     // The repository's owner (a user's repository) needs no API.

@@ -11,7 +11,7 @@ pub struct Context {
     pub action_path: String,
     pub runner_temp: String,
     /// The `github` context, by path (`actor`,
-    /// `event.pull_request.head.repo.fork`); a path of [`GITHUB_PATHS`]
+    /// `event.pull_request.head.repo.full_name`); a path of [`GITHUB_PATHS`]
     /// that is not here is empty, as a missing property is to the runner.
     pub github: BTreeMap<String, String>,
 }
@@ -27,8 +27,8 @@ pub const GITHUB_PATHS: &[&str] = &[
     "repository",
     "repository_owner",
     "token",
-    "event.pull_request.head.repo.fork",
     "event.pull_request.head.repo.full_name",
+    "event.workflow_run.head_repository.full_name",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -336,7 +336,7 @@ fn the_expression_subset_is_evaluated_as_the_runner_does_and_the_rest_refused() 
     // event has none (no pull request).
     assert_eq!(
         template(
-            "${{ github.actor }}:${{ github.event.pull_request.head.repo.fork }}",
+            "${{ github.actor }}:${{ github.event.pull_request.head.repo.full_name }}",
             &ctx
         ),
         Ok("octocat:".to_string())
