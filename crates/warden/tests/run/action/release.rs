@@ -195,7 +195,7 @@ fn the_release_archive_is_downloaded_checked_cached_and_run_in_seconds() {
     assert_eq!(lookup.outputs["sha256"], sha);
     assert_eq!(
         lookup.outputs["cache-key"],
-        format!("warden-{version}-{target}")
+        format!("warden-{version}-{target}-{}", &sha[..16])
     );
     let musl = format!(
         "/releases/download/v{version}/warden-{version}-{}-unknown-linux-musl.tar.gz.sha256",
@@ -260,6 +260,22 @@ fn the_release_archive_is_downloaded_checked_cached_and_run_in_seconds() {
     assert!(!o.step("warden-cache-save").ran);
     assert_eq!(server.paths().len(), 5, "{:?}", server.paths());
     assert!(!server.paths()[3..].iter().any(|p| p.ends_with(".tar.gz")));
+
+    // A cache someone else filled: a program that says the right version
+    // and an archive that is not the release's. Neither is believed: the
+    // archive fails the release's checksum and is fetched again, and the
+    // programs are the release's once more.
+    let fake = "#!/bin/sh\necho 'warden 0.1.0'\necho EVIL >&2\n";
+    std::fs::write(root.join("bin/warden"), fake).unwrap();
+    std::fs::write(root.join("archive").join(&name), b"not the archive").unwrap();
+    let (o, _) = run_timed(&runner, &[("release-url", &base)]);
+    assert!(!o.failed, "{}", o.log());
+    assert_eq!(o.step("warden").outputs["downloaded"], "true");
+    assert_eq!(
+        std::fs::read(root.join("bin/warden")).unwrap(),
+        std::fs::read(warden_dir().join("warden")).unwrap()
+    );
+    assert!(!o.log().contains("EVIL"));
 }
 
 #[test]
