@@ -247,7 +247,7 @@ pub(crate) async fn run_session_cli(
     let mut wake = Wakeups::new(signals);
     let mut final_text: Option<String> = None;
     // Some run's output was not all passed on.
-    let mut short: Option<Delivered> = None;
+    let mut short = false;
     let on_wake = |view: &mut Reporters, w: Wake| match w {
         Wake::Tick => view.tick(),
         Wake::Signal { nth, name } => {
@@ -275,9 +275,9 @@ pub(crate) async fn run_session_cli(
                                     }
                                 })
                                 .await;
-                            if delivered != Delivered::All {
-                                short = Some(delivered);
-                            }
+                            // Said at once, for this run; the session's
+                            // exit code says it at the end.
+                            short |= short_of(&delivered, 0) != 0;
                         }
                         _ => {}
                     }
@@ -355,7 +355,7 @@ pub(crate) async fn run_session_cli(
     } else {
         report.warden_exit_code()
     };
-    let code = short.map_or(code, |d| short_of(&d, code));
+    let code = if short && code == 0 { 74 } else { code };
     let code = match junit {
         Some(path) => crate::junit_file::write(
             path,

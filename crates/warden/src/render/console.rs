@@ -428,6 +428,8 @@ pub(crate) enum Passed {
     Stuck,
     /// The caller stopped waiting (a signal to warden).
     Abandoned,
+    /// Not passed on at all: the stream's reader was given up on before.
+    Skipped,
 }
 
 /// Set once any of the command's own output was passed on: the end of

@@ -136,6 +136,9 @@ type Followed = Option<Passed>;
 struct Current {
     shared: Arc<Shared>,
     threads: Vec<(Stream, JoinHandle<Followed>)>,
+    /// Streams not passed on at all: their reader was given up on (or
+    /// went away) in an earlier run.
+    skipped: Vec<Stream>,
 }
 
 /// What every run of a command shares.
@@ -146,11 +149,21 @@ struct Common {
     stop: Canceller,
     /// The reader went away: said and acted on once.
     gone: AtomicBool,
-    /// A reader took nothing for [`READER_STUCK`]: nothing more is passed
-    /// on to it (the next runs do not wait for it again).
-    given_up: AtomicBool,
+    /// A stream's reader took nothing for [`READER_STUCK`]: nothing more
+    /// is passed on to it (the next runs do not wait for it again). By
+    /// stream: stdout, stderr.
+    given_up: [AtomicBool; 2],
     /// A signal to warden: stop waiting for the reader.
     abandon: AtomicBool,
+}
+
+impl Common {
+    /// Whether nothing more is passed on to `stream`: its reader was given
+    /// up on, or (stdout) went away.
+    fn stopped(&self, stream: Stream) -> bool {
+        self.given_up[stream as usize].load(Ordering::Relaxed)
+            || (stream == Stream::Stdout && self.gone.load(Ordering::Relaxed))
+    }
 }
 
 /// Stops the waiting for a slow reader (a signal to warden).
@@ -189,7 +202,7 @@ impl Forward {
             common: Arc::new(Common {
                 stop,
                 gone: AtomicBool::new(false),
-                given_up: AtomicBool::new(false),
+                given_up: [AtomicBool::new(false), AtomicBool::new(false)],
                 abandon: AtomicBool::new(false),
             }),
         }
@@ -204,13 +217,16 @@ impl Forward {
     pub(crate) fn started(&mut self, run_dir: &Path) {
         let shared = Arc::new(Shared::default());
         let mut threads = Vec::new();
-        let stopped = self.common.given_up.load(Ordering::Relaxed)
-            || self.common.gone.load(Ordering::Relaxed);
+        let mut skipped = Vec::new();
         for (how, stream, file) in [
             (self.pass.stdout, Stream::Stdout, "stdout.log"),
             (self.pass.stderr, Stream::Stderr, "stderr.log"),
         ] {
-            if how == Pass::No || stopped {
+            if how == Pass::No {
+                continue;
+            }
+            if self.common.stopped(stream) {
+                skipped.push(stream);
                 continue;
             }
             let path = run_dir.join(file);
@@ -228,7 +244,11 @@ impl Forward {
                 )),
             }
         }
-        self.current = Some(Current { shared, threads });
+        self.current = Some(Current {
+            shared,
+            threads,
+            skipped,
+        });
     }
 
     /// The run said something: its logs may have grown.
@@ -256,7 +276,11 @@ impl Forward {
             .into_iter()
             .filter(|s| self.pass.passes(*s) || (*s == Stream::Stdout && answer.is_some()))
             .collect::<Vec<_>>();
-        if current.as_ref().is_none_or(|c| c.threads.is_empty()) && answer.is_none() {
+        if current
+            .as_ref()
+            .is_none_or(|c| c.threads.is_empty() && c.skipped.is_empty())
+            && answer.is_none()
+        {
             return Delivered::All;
         }
         let common = self.common.clone();
@@ -285,7 +309,9 @@ fn finish(
         let why = match why {
             Passed::Yes => return,
             Passed::Stuck => {
-                common.given_up.store(true, Ordering::Relaxed);
+                common.given_up[stream as usize].store(true, Ordering::Relaxed);
+                // Nor is it waited for again at the very end.
+                console::stop_waiting_for_output();
                 format!(
                     "the reader of warden's {name} took nothing for {}",
                     humantime::format_duration(READER_STUCK)
@@ -296,6 +322,11 @@ fn finish(
             }
             Passed::Closed(Closed::Failed(e)) => format!("writing warden's {name} failed: {e}"),
             Passed::Abandoned => "a signal to warden stopped the passing on".into(),
+            Passed::Skipped => {
+                format!(
+                    "nothing of this run was passed on to warden's {name}, whose reader was given up on before"
+                )
+            }
         };
         let line = format!(
             "{why}; {} has it all",
@@ -306,6 +337,9 @@ fn finish(
         }
     };
     if let Some(c) = current {
+        for stream in &c.skipped {
+            note(*stream, Passed::Skipped);
+        }
         *c.shared.ended.lock().unwrap_or_else(|p| p.into_inner()) = true;
         c.shared.poke.notify_all();
         for (stream, thread) in c.threads {
@@ -325,9 +359,12 @@ fn finish(
         note(Stream::Stdout, passed);
     }
     // What is queued is written (or fails) before the run's last lines:
-    // a full disk or a closed pipe at the very end is seen too.
+    // a full disk or a closed pipe at the very end is seen too (not
+    // waited for on a stream whose reader was given up on).
     for stream in passes {
-        note(*stream, console::flush_passed(*stream, &common.abandon));
+        if !common.stopped(*stream) {
+            note(*stream, console::flush_passed(*stream, &common.abandon));
+        }
     }
     if short.is_empty() {
         Delivered::All
