@@ -9,6 +9,26 @@ use std::time::{Duration, Instant};
 
 use crate::support::Case;
 
+/// A stand-in Claude Code that plays a recorded successful stream.
+fn fake_claude(case: &Case) -> std::path::PathBuf {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../warden-events/tests/fixtures/claude/success_with_tools.jsonl");
+    let bin = case.path().join("fake-claude");
+    crate::support::write_script(
+        &bin,
+        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", fixture.display()),
+    );
+    bin
+}
+
+/// A stdout whose every write fails with `ENOSPC`.
+fn full_disk() -> std::fs::File {
+    std::fs::File::options()
+        .write(true)
+        .open("/dev/full")
+        .unwrap()
+}
+
 fn run_raw(case: &Case, args: &[&str]) -> std::process::Output {
     case.command(args).output().expect("run warden")
 }
@@ -222,13 +242,7 @@ fn under_github_actions_a_workflow_command_passes_inert() {
 #[test]
 fn an_agents_final_answer_is_its_stdout() {
     let case = Case::new();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../warden-events/tests/fixtures/claude/success_with_tools.jsonl");
-    let bin = case.path().join("fake-claude");
-    crate::support::write_script(
-        &bin,
-        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", fixture.display()),
-    );
+    let bin = fake_claude(&case);
     let out = run_raw(
         &case,
         &[
@@ -305,12 +319,7 @@ fn output_that_cannot_be_written_is_a_failure_that_names_the_log() {
     // A full disk.
     let out = case
         .command(&["run", "exec", "--", "sh", "-c", "echo important-result"])
-        .stdout(
-            std::fs::File::options()
-                .write(true)
-                .open("/dev/full")
-                .unwrap(),
-        )
+        .stdout(full_disk())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -338,13 +347,7 @@ fn output_that_cannot_be_written_is_a_failure_that_names_the_log() {
     );
     // An agent's answer that cannot be written.
     let case = Case::new();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../warden-events/tests/fixtures/claude/success_with_tools.jsonl");
-    let bin = case.path().join("fake-claude");
-    crate::support::write_script(
-        &bin,
-        &format!("#!/bin/sh\ncat > /dev/null\ncat '{}'\n", fixture.display()),
-    );
+    let bin = fake_claude(&case);
     let out = case
         .command(&[
             "run",
@@ -353,12 +356,7 @@ fn output_that_cannot_be_written_is_a_failure_that_names_the_log() {
             "--agent-bin",
             bin.to_str().unwrap(),
         ])
-        .stdout(
-            std::fs::File::options()
-                .write(true)
-                .open("/dev/full")
-                .unwrap(),
-        )
+        .stdout(full_disk())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
