@@ -300,8 +300,15 @@ impl ErrorClass {
 
     /// Guesses the class from an error message and an HTTP status.
     pub fn classify(message: &str, status: Option<i64>) -> Self {
-        let m = message.to_ascii_lowercase();
-        let has = |words: &[&str]| words.iter().any(|w| m.contains(w));
+        // A URL in the message names the server, not the error: the port of
+        // `http://127.0.0.1:40403/` must not read as an HTTP 403.
+        let m = message
+            .split_whitespace()
+            .filter(|w| !w.contains("://"))
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_ascii_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| contains_word(&m, w));
         // Used-up quota first: its 429 is no rate limit that passes.
         if has(&[
             "insufficient_quota",
@@ -378,6 +385,19 @@ impl ErrorClass {
             ErrorClass::Other
         }
     }
+}
+
+/// Whether `word` is in `text`; a number counts only as a whole number, so
+/// "429" is not found in "14290 tokens".
+fn contains_word(text: &str, word: &str) -> bool {
+    if !word.bytes().all(|b| b.is_ascii_digit()) {
+        return text.contains(word);
+    }
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].bytes().next_back();
+        let after = text[at + word.len()..].bytes().next();
+        !before.is_some_and(|b| b.is_ascii_digit()) && !after.is_some_and(|b| b.is_ascii_digit())
+    })
 }
 
 /// A process of the run, as found in /proc.
@@ -818,6 +838,19 @@ mod tests {
             ErrorClass::Network
         );
         assert_eq!(c("Invalid API key", None), ErrorClass::Authentication);
+        // A port or a count that holds a status's digits is no status.
+        assert_eq!(
+            c(
+                "unexpected status 529: HTTP 529, url: http://127.0.0.1:40403/v1/responses",
+                None
+            ),
+            ErrorClass::Overloaded
+        );
+        assert_eq!(
+            c("used 14290 tokens, then 529", None),
+            ErrorClass::Overloaded
+        );
+        assert_eq!(c("port 40401 refused", None), ErrorClass::Other);
         assert_eq!(c("x", Some(401)), ErrorClass::Authentication);
         assert_eq!(
             c("429 You exceeded your current quota", Some(429)),
