@@ -349,13 +349,38 @@ pub fn read_events(run_dir: &Path) -> Vec<Stamped> {
     parse_events(&read_text(&run_dir.join("events.jsonl")).unwrap_or_default())
 }
 
-/// The byte count and SHA-256 (hex) of a file, read in pieces.
-pub fn digest_of(path: &Path) -> std::io::Result<(u64, String)> {
-    use sha2::{Digest, Sha256};
+/// The hash a log's digest in `run.json` was made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogHash {
+    /// What warden records.
+    Blake3,
+    /// What earlier versions recorded; still checked.
+    Sha256,
+}
+
+impl LogHash {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogHash::Blake3 => "blake3",
+            LogHash::Sha256 => "sha256",
+        }
+    }
+}
+
+/// The byte count and digest (lowercase hex) of a file, read in pieces.
+pub fn digest_of(path: &Path, hash: LogHash) -> std::io::Result<(u64, String)> {
+    use sha2::Digest;
     use std::io::Read;
+    enum Hasher {
+        Blake3(Box<blake3::Hasher>),
+        Sha256(sha2::Sha256),
+    }
     let mut f = open_written(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut hasher = match hash {
+        LogHash::Blake3 => Hasher::Blake3(Box::default()),
+        LogHash::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
+    };
+    let mut buf = vec![0u8; 256 * 1024];
     let mut bytes = 0u64;
     loop {
         let n = match f.read(&mut buf) {
@@ -364,15 +389,17 @@ pub fn digest_of(path: &Path) -> std::io::Result<(u64, String)> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        hasher.update(&buf[..n]);
+        match &mut hasher {
+            Hasher::Blake3(h) => _ = h.update(&buf[..n]),
+            Hasher::Sha256(h) => h.update(&buf[..n]),
+        }
         bytes += n as u64;
     }
-    let sha = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((bytes, sha))
+    let hex = match hasher {
+        Hasher::Blake3(h) => h.finalize().to_hex().to_string(),
+        Hasher::Sha256(h) => h.finalize().iter().map(|b| format!("{b:02x}")).collect(),
+    };
+    Ok((bytes, hex))
 }
 
 /// What the check of a run's logs found.
@@ -391,13 +418,13 @@ impl LogCheck {
     }
 }
 
-/// Checks each log of `report` against the byte count and SHA-256 that it
+/// Checks each log of `report` against the byte count and digest that it
 /// recorded when warden finished writing it; `digest` gives a log's
 /// current ones by its file name (only a plain file name of the run
-/// directory is asked for).
+/// directory is asked for) and the hash its record was made with.
 pub fn check_digests(
     report: &Report,
-    mut digest: impl FnMut(&str) -> std::io::Result<(u64, String)>,
+    mut digest: impl FnMut(&str, LogHash) -> std::io::Result<(u64, String)>,
 ) -> LogCheck {
     let mut check = LogCheck::default();
     let Some(logs) = &report.logs else {
@@ -414,23 +441,39 @@ pub fn check_digests(
 
 fn changed_logs(
     logs: &BTreeMap<String, LogDigest>,
-    digest: &mut impl FnMut(&str) -> std::io::Result<(u64, String)>,
+    digest: &mut impl FnMut(&str, LogHash) -> std::io::Result<(u64, String)>,
 ) -> Vec<String> {
     let mut changed = Vec::new();
     for (name, want) in logs {
-        let (bytes, sha) = (want.bytes, &want.sha256);
         // Only a plain file name: run.json must not send the check
         // elsewhere.
         if name.contains('/') || name == ".." || name == "." {
             changed.push(format!("`{name}`: not a file of the run directory"));
             continue;
         }
-        match digest(name) {
-            Ok((n, got)) if n == bytes && got == *sha => {}
+        // BLAKE3 when recorded (a record with both is checked against the
+        // one warden writes now).
+        let recorded = match (&want.blake3, &want.sha256) {
+            (Some(h), _) => Some((LogHash::Blake3, h)),
+            (None, Some(h)) => Some((LogHash::Sha256, h)),
+            (None, None) => None,
+        };
+        let Some((hash, recorded)) = recorded else {
+            changed.push(format!(
+                "{name}: run.json records no digest of it, so it cannot be checked"
+            ));
+            continue;
+        };
+        let bytes = want.bytes;
+        let short = |h: &str| h.get(..16).unwrap_or(h).to_string();
+        match digest(name, hash) {
+            Ok((n, got)) if n == bytes && got == *recorded => {}
             Ok((n, got)) => changed.push(format!(
-                "{name} no longer matches what warden wrote: warden wrote {bytes} bytes (sha256 {}), the file now has {n} bytes (sha256 {})",
-                sha.get(..16).unwrap_or(sha),
-                got.get(..16).unwrap_or(&got)
+                "{name} no longer matches what warden wrote: warden wrote {bytes} bytes ({} {}), the file now has {n} bytes ({} {})",
+                hash.as_str(),
+                short(recorded),
+                hash.as_str(),
+                short(&got)
             )),
             Err(e) => changed.push(format!(
                 "{name} can no longer be read as warden wrote it: {e}"
@@ -442,7 +485,7 @@ fn changed_logs(
 
 /// Checks each log of the run in `run_dir` against its recorded digest.
 pub fn check_logs(run_dir: &Path, report: &Report) -> LogCheck {
-    check_digests(report, |name| digest_of(&run_dir.join(name)))
+    check_digests(report, |name, hash| digest_of(&run_dir.join(name), hash))
 }
 
 /// What a line of `events.jsonl` is to a reader that copies the lines and
@@ -564,8 +607,8 @@ pub fn read_event_lines(
 mod tests {
     use super::*;
 
-    fn digest(bytes: u64, sha: &str) -> LogDigest {
-        serde_json::from_value(serde_json::json!({"bytes": bytes, "sha256": sha}))
+    fn digest(bytes: u64, hash: &str) -> LogDigest {
+        serde_json::from_value(serde_json::json!({"bytes": bytes, "blake3": hash}))
             .expect("a digest")
     }
 
@@ -573,7 +616,9 @@ mod tests {
     fn a_log_that_changed_or_is_no_file_of_the_run_is_named() {
         let mut r = crate::report::sample();
         assert_eq!(
-            check_digests(&r, |_| unreachable!()).unchecked.as_deref(),
+            check_digests(&r, |_, _| unreachable!())
+                .unchecked
+                .as_deref(),
             Some("the run is unfinished, so its logs have no recorded digests to check")
         );
         r.verdict = Some(crate::Verdict::Succeeded);
@@ -583,7 +628,8 @@ mod tests {
             ("../run.json".to_string(), digest(0, "c")),
         ]));
         let mut asked = Vec::new();
-        let check = check_digests(&r, |name| {
+        let check = check_digests(&r, |name, hash| {
+            assert_eq!(hash, LogHash::Blake3);
             asked.push(name.to_string());
             match name {
                 "stdout.log" => Ok((3, "a".repeat(64))),
@@ -597,9 +643,51 @@ mod tests {
             [
                 "`../run.json`: not a file of the run directory".to_string(),
                 format!(
-                    "stderr.log no longer matches what warden wrote: warden wrote 0 bytes (sha256 {}), the file now has 5 bytes (sha256 {})",
+                    "stderr.log no longer matches what warden wrote: warden wrote 0 bytes (blake3 {}), the file now has 5 bytes (blake3 {})",
                     "b".repeat(16),
                     "d".repeat(16)
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_earlier_runs_sha256_is_checked_as_sha256_and_no_digest_is_named() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("stdout.log"), b"abc").unwrap();
+        std::fs::write(t.path().join("stderr.log"), b"").unwrap();
+        let mut r = crate::report::sample();
+        r.verdict = Some(crate::Verdict::Succeeded);
+        let old = |bytes: u64, sha: &str| -> LogDigest {
+            serde_json::from_value(serde_json::json!({"bytes": bytes, "sha256": sha})).unwrap()
+        };
+        // SHA-256("abc"): the record of a run from before BLAKE3.
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        r.logs = Some(BTreeMap::from([("stdout.log".to_string(), old(3, abc))]));
+        assert!(check_logs(t.path(), &r).matches());
+        assert_eq!(
+            digest_of(&t.path().join("stdout.log"), LogHash::Blake3).unwrap(),
+            (
+                3,
+                "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85".to_string()
+            )
+        );
+        r.logs = Some(BTreeMap::from([
+            ("stdout.log".to_string(), old(3, &"0".repeat(64))),
+            (
+                "stderr.log".to_string(),
+                serde_json::from_value(serde_json::json!({"bytes": 0, "blake3": null})).unwrap(),
+            ),
+        ]));
+        let check = check_logs(t.path(), &r);
+        assert_eq!(
+            check.changed,
+            [
+                "stderr.log: run.json records no digest of it, so it cannot be checked".to_string(),
+                format!(
+                    "stdout.log no longer matches what warden wrote: warden wrote 3 bytes (sha256 {}), the file now has 3 bytes (sha256 {})",
+                    "0".repeat(16),
+                    &abc[..16]
                 ),
             ]
         );

@@ -335,8 +335,14 @@ impl crate::budget::Spent {
 #[derive(schemars::JsonSchema, Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct LogDigest {
     pub bytes: u64,
-    /// Lowercase hex.
-    pub sha256: String,
+    /// BLAKE3 of the bytes, lowercase hex: what warden records; `null`
+    /// only if the log's hashing failed (then the log cannot be checked).
+    #[serde(default)]
+    pub blake3: Option<String>,
+    /// SHA-256 of the bytes, lowercase hex: what earlier versions of
+    /// warden recorded instead of `blake3`; checked when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// A commit made during a run.
