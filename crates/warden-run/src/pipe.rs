@@ -142,6 +142,14 @@ impl Pipe {
         let middle = &self.buf[first + 1..=last];
         let mut run = None;
         if !middle.is_empty() {
+            // No line of this read is longer than the read itself.
+            if middle.len() <= self.max_line
+                && let Some(not_blank) = lines_if_none_blank(&self.buf[first..=last])
+            {
+                let at = base + first as u64 + 1..base + last as u64 + 1;
+                self.line_start = at.end;
+                return self.end_of_counting(base, last, len, Some((at, not_blank)), on_line);
+            }
             let mut start = 0;
             let mut not_blank = 0u64;
             let mut fits = true;
@@ -166,7 +174,20 @@ impl Pipe {
                 self.decode_part(base, first + 1, last + 1, &mut on_line);
             }
         }
-        // The start of a line the next read ends: kept by the splitter.
+        self.end_of_counting(base, last, len, run, on_line)
+    }
+
+    /// What [`decode_counting`](Self::decode_counting) does after the
+    /// lines it counted: the start of a line the next read ends goes to
+    /// the splitter, which keeps it.
+    fn end_of_counting(
+        &mut self,
+        base: u64,
+        last: usize,
+        len: usize,
+        run: Option<(Range<u64>, u64)>,
+        mut on_line: impl FnMut(Line<'_>),
+    ) -> Option<(Range<u64>, u64)> {
         self.decode_part(base, last + 1, len, &mut on_line);
         run
     }
@@ -276,6 +297,25 @@ pub(crate) struct Line<'a> {
 
 /// Where the newline after `line` is in `chunk`, if `line` is a piece of
 /// `chunk` (not the splitter's own copy of a line cut across reads).
+/// How many lines `span` ends, if none of them is blank: `span` starts at
+/// the newline before its first line and ends with its last line's
+/// newline. A blank line (whitespace only) ends with a newline that
+/// follows whitespace (or another newline), so a span in which no newline
+/// does is counted in two passes the compiler vectorizes, instead of line
+/// by line; one that has such a newline (a blank line, or lines that end
+/// in `\r` or a space) is left to the caller (`None`).
+fn lines_if_none_blank(span: &[u8]) -> Option<u64> {
+    let after_space = span
+        .iter()
+        .zip(&span[1..])
+        .map(|(&before, &b)| u8::from(b == b'\n' && before.is_ascii_whitespace()))
+        .fold(0u8, |seen, x| seen | x);
+    if after_space != 0 {
+        return None;
+    }
+    Some(memchr::memchr_iter(b'\n', &span[1..]).count() as u64)
+}
+
 fn newline_after(chunk: &[u8], line: &[u8]) -> Option<usize> {
     let start = (line.as_ptr() as usize).checked_sub(chunk.as_ptr() as usize)?;
     let end = start + line.len();
@@ -378,6 +418,64 @@ mod tests {
                 assert_eq!(oversized, 1, "cut at {cut}, {cut2}");
             }
         }
+    }
+
+    /// Counts `data` cut at `cut` and `cut2` as the supervisor does; the
+    /// lines' ranges must tile the stream. How many are not blank.
+    fn counted(data: &[u8], cut: usize, cut2: usize, max_line: usize) -> u64 {
+        let mut pipe = Pipe::new(Stream::Stdout, Agent::Exec, None, max_line);
+        let mut got: Vec<(Range<u64>, u64)> = Vec::new();
+        let mut prev = 0;
+        for c in [cut, cut2, data.len()] {
+            let piece = &data[prev..c];
+            prev = c;
+            pipe.buf[..piece.len()].copy_from_slice(piece);
+            pipe.bytes += piece.len() as u64;
+            let run = pipe.decode_counting(piece.len(), |l| {
+                got.push((l.at, (l.kind == LineKind::WellFormed) as u64));
+            });
+            got.extend(run);
+        }
+        pipe.close(|l| got.push((l.at, (l.kind == LineKind::WellFormed) as u64)));
+        let mut end = 0;
+        for (at, _) in &got {
+            assert_eq!(at.start, end, "cut at {cut}, {cut2}: {got:?}");
+            end = at.end;
+        }
+        assert_eq!(end, data.len() as u64);
+        got.iter().map(|g| g.1).sum()
+    }
+
+    #[test]
+    fn lines_counted_whole_and_line_by_line_agree() {
+        // Indented lines, a lone `\r`, a line of a form feed: none blank;
+        // then every kind of blank line, and lines that end in whitespace
+        // (which send the count line by line).
+        for data in [
+            &b"first\n  indented\n\tx\nab\rc\n\x0cz\nlast\nend"[..],
+            b"a\n\nb\n \t \nc \nd\r\n\r\n\x0c\ne\nf",
+            b"\n\n\n",
+            b"x\n\ny\n",
+        ] {
+            let whole = ranges(Agent::Exec, data, &[]);
+            let not_blank = whole
+                .iter()
+                .filter(|(_, k)| *k == LineKind::WellFormed)
+                .count() as u64;
+            for cut in 0..=data.len() {
+                for cut2 in cut..=data.len() {
+                    assert_eq!(
+                        counted(data, cut, cut2, 1 << 20),
+                        not_blank,
+                        "{:?} cut at {cut}, {cut2}",
+                        String::from_utf8_lossy(data)
+                    );
+                }
+            }
+        }
+        assert_eq!(lines_if_none_blank(b"\nab\ncd\n"), Some(2));
+        assert_eq!(lines_if_none_blank(b"\nab\n\ncd\n"), None);
+        assert_eq!(lines_if_none_blank(b"\nab \ncd\n"), None);
     }
 
     #[test]

@@ -35,8 +35,11 @@ use super::console::{self, Closed, Passed, READER_STUCK, Stream, important};
 
 /// How often a follower looks at its log when nothing pokes it.
 const LOOK_EVERY: Duration = Duration::from_millis(20);
-/// What a follower reads at once.
+/// The longest piece of a line a filter holds before letting it through.
 const CHUNK: usize = 64 * 1024;
+/// What a follower reads at once: a flood is read as the supervisor
+/// reads it, in few big pieces.
+const READ: usize = 256 * 1024;
 
 /// How one stream of the command's output is passed on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,6 +52,10 @@ pub(crate) enum Pass {
     /// To a terminal the view is not drawn on: line by line, each made
     /// harmless as the view's lines are.
     Shown,
+    /// Nowhere: the stream is `/dev/null`, which takes everything and
+    /// keeps nothing, so the log is not read back for it (the view leaves
+    /// the stream out, as for any stream passed on).
+    Discarded,
 }
 
 /// Which of the command's output is passed on, and how.
@@ -76,6 +83,7 @@ impl Passthrough {
         let err_tty = std::io::stderr().is_terminal();
         let stdout = match () {
             _ if json => Pass::No,
+            _ if is_dev_null(std::io::stdout()) => Pass::Discarded,
             _ if !out_tty => Pass::Raw,
             _ if err_tty && stdout_is_stderrs_terminal() => Pass::No,
             _ => Pass::Shown,
@@ -85,6 +93,7 @@ impl Passthrough {
             stdout: if exec { stdout } else { Pass::No },
             stderr: match () {
                 _ if !exec => Pass::No,
+                _ if is_dev_null(std::io::stderr()) => Pass::Discarded,
                 _ if err_tty => Pass::No,
                 _ => Pass::Raw,
             },
@@ -108,6 +117,17 @@ impl Passthrough {
             _ if self.github => Filter::Inert(Lines::default()),
             _ => Filter::None,
         }
+    }
+}
+
+/// Whether `fd` is `/dev/null` (the same character device).
+fn is_dev_null(fd: impl std::os::fd::AsFd) -> bool {
+    use rustix::fs::FileType;
+    let char_dev =
+        |st: &rustix::fs::Stat| FileType::from_raw_mode(st.st_mode) == FileType::CharacterDevice;
+    match (rustix::fs::fstat(fd), rustix::fs::stat("/dev/null")) {
+        (Ok(a), Ok(b)) => char_dev(&a) && char_dev(&b) && a.st_rdev == b.st_rdev,
+        _ => false,
     }
 }
 
@@ -222,7 +242,7 @@ impl Forward {
             (self.pass.stdout, Stream::Stdout, "stdout.log"),
             (self.pass.stderr, Stream::Stderr, "stderr.log"),
         ] {
-            if how == Pass::No {
+            if matches!(how, Pass::No | Pass::Discarded) {
                 continue;
             }
             if self.common.stopped(stream) {
@@ -264,7 +284,7 @@ impl Forward {
     pub(crate) async fn finished(&mut self, report: &Report) -> Delivered {
         let current = self.current.take();
         let answer = match self.pass.answer {
-            Pass::No => None,
+            Pass::No | Pass::Discarded => None,
             how => report
                 .reported
                 .final_text
@@ -386,7 +406,6 @@ fn follow(
     common: &Common,
 ) -> Followed {
     let mut file = None;
-    let mut buf = vec![0; CHUNK];
     let pass = |bytes: Vec<u8>| -> Followed {
         match console::pass_on(stream, bytes, &common.abandon) {
             Passed::Yes => None,
@@ -412,16 +431,29 @@ fn follow(
         }
         if let Some(f) = file.as_mut() {
             loop {
-                let n = match f.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
+                // Read into a buffer of its own, which is queued as it is
+                // when nothing filters it (no copy, no zeroing).
+                let mut read = Vec::with_capacity(READ);
+                // A failed read passes on what it got before failing.
+                let failed = Read::by_ref(f)
+                    .take(READ as u64)
+                    .read_to_end(&mut read)
+                    .is_err();
+                if read.is_empty() {
+                    break;
+                }
+                let bytes = if matches!(filter, Filter::None) {
+                    read
+                } else {
+                    let mut bytes = Vec::with_capacity(read.len() + 8);
+                    filter.push(&read, &mut bytes);
+                    bytes
                 };
-                let mut bytes = Vec::with_capacity(n + 8);
-                filter.push(&buf[..n], &mut bytes);
                 if let Some(why) = pass(bytes) {
                     return Some(why);
+                }
+                if failed {
+                    break;
                 }
             }
         }

@@ -75,6 +75,37 @@ fn output_redirected_to_a_file_is_the_commands_own() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
 }
 
+/// `> /dev/null` throws the output away: nothing is read back for it, and
+/// the view still leaves it out (it is the command's, sent where the user
+/// chose); the logs have it all.
+#[test]
+fn output_sent_to_dev_null_is_not_shown_and_the_logs_keep_it() {
+    let case = Case::new();
+    let out = case
+        .command(&[
+            "run",
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "seq 1 20000; echo to-stderr >&2",
+        ])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("to-stderr\n"), "{stderr}");
+    assert!(
+        !stderr.contains("out|") && !stderr.contains("19999"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("warden: succeeded"), "{stderr}");
+    let want: String = (1..=20000).map(|n| format!("{n}\n")).collect();
+    let log = std::fs::read_to_string(case.run_dir().join("stdout.log")).unwrap();
+    assert_eq!(log, want);
+}
+
 #[test]
 fn a_slow_reader_gets_every_byte_and_the_run_is_not_held_up() {
     let case = Case::new();
