@@ -305,15 +305,30 @@ pub(crate) struct Line<'a> {
 /// by line; one that has such a newline (a blank line, or lines that end
 /// in `\r` or a space) is left to the caller (`None`).
 fn lines_if_none_blank(span: &[u8]) -> Option<u64> {
-    let after_space = span
-        .iter()
-        .zip(&span[1..])
-        .map(|(&before, &b)| u8::from(b == b'\n' && before.is_ascii_whitespace()))
-        .fold(0u8, |seen, x| seen | x);
-    if after_space != 0 {
+    // ASCII whitespace as `u8::is_ascii_whitespace` has it, written as
+    // compares the compiler turns into vector ones.
+    fn space(b: u8) -> bool {
+        (b == b' ') | (b == b'\t') | (b == b'\n') | (b == b'\r') | (b == 0x0c)
+    }
+    const BLOCK: usize = 64;
+    let (before, after) = (&span[..span.len() - 1], &span[1..]);
+    let mut seen = false;
+    let blocks = before.chunks_exact(BLOCK).zip(after.chunks_exact(BLOCK));
+    for (x, y) in blocks {
+        let mut block = false;
+        for i in 0..BLOCK {
+            block |= (y[i] == b'\n') & space(x[i]);
+        }
+        seen |= block;
+    }
+    let tail = before.len() / BLOCK * BLOCK;
+    for (&x, &y) in before[tail..].iter().zip(&after[tail..]) {
+        seen |= (y == b'\n') & space(x);
+    }
+    if seen {
         return None;
     }
-    Some(memchr::memchr_iter(b'\n', &span[1..]).count() as u64)
+    Some(memchr::memchr_iter(b'\n', after).count() as u64)
 }
 
 fn newline_after(chunk: &[u8], line: &[u8]) -> Option<usize> {

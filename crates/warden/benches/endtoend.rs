@@ -9,7 +9,13 @@
 //!    deltas, every 40th round a large tool result with escapes);
 //! 2. `warden run exec -- cat FILE` on plain lines.
 //!
-//! It prints each one's MB/s, the ratio to the reference of the same run,
+//! Each is measured twice: free to use every CPU, and with everything
+//! pinned to one (`taskset -c 0`: the CPU per byte, with no second core
+//! to hide work on). warden's stdout goes to `/dev/null` (the reference's
+//! second `cat` keeps only its file; warden's is its log).
+//!
+//! It prints each one's MB/s (best and median), the ratio to the
+//! reference of the same turns (best to best, median to median),
 //! the agent's decoder alone on the same file (in this process, 64 KiB
 //! pieces, nothing written: what no supervisor of that agent can beat),
 //! warden's peak RSS (GNU time's `%M`: the figure of warden alone, not of
@@ -17,8 +23,10 @@
 //!
 //! `WARDEN_BENCH_MB` is the size of the Claude stream in MB (default 20,
 //! a quick run); the plain-lines file is five times that (`200` gives the
-//! full figures: 200 MB and 1 GB). `WARDEN_BENCH_REPS` (default 3) turns
-//! of each, the best kept. `WARDEN_BENCH_BIN=PATH` times another warden.
+//! full figures: 200 MB and 1 GB). `WARDEN_BENCH_REPS` (default 5) turns
+//! of each. `WARDEN_BENCH_BIN=PATH` times another warden;
+//! `WARDEN_BENCH_BASE=PATH` times a second one in the same turns (a
+//! before/after measured in the same minutes).
 //! `WARDEN_BENCH_DIR=DIR` writes the files there and keeps them (to
 //! profile one run by hand: `DIR/claude` is the agent, `DIR/plain.log`).
 
@@ -29,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use warden_events::{Agent, StreamDecoder};
 
+mod measure;
 #[path = "../../warden-events/benches/streams/mod.rs"]
 mod streams;
 use streams::{big_text, claude_partial};
@@ -50,7 +59,7 @@ fn warden() -> PathBuf {
 
 fn main() {
     let mb = env_num("WARDEN_BENCH_MB", 20);
-    let reps = env_num("WARDEN_BENCH_REPS", 3).max(1) as usize;
+    let reps = env_num("WARDEN_BENCH_REPS", 5).max(1) as usize;
     if !Path::new(GNU_TIME).exists() {
         eprintln!("{GNU_TIME} (GNU time) is needed to measure warden's peak memory");
         std::process::exit(2);
@@ -77,21 +86,36 @@ fn main() {
         std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
-    println!("# warden end to end (best of {reps}, taking turns with the reference)\n");
+    let base = std::env::var_os("WARDEN_BENCH_BASE").map(PathBuf::from);
+    let machine = measure::Machine::start();
     println!(
-        "| stream | size | `cat FILE \\| cat > out` | warden | warden / cat | decoder alone | warden's peak RSS | events.jsonl |"
+        "# warden end to end ({reps} turns of each, taking turns with the reference; MB/s best / median)\n"
     );
-    println!("|---|---|---|---|---|---|---|---|");
-    let claude_run = |dir: &Path| {
-        let mut c = Command::new(warden());
+    if let Some(b) = &base {
+        println!("base: {} (timed in the same turns)\n", b.display());
+    }
+    println!(
+        "| stream | CPUs | size | `cat FILE \\| cat > out` | warden | warden / cat | {}decoder alone | warden's peak RSS | events.jsonl |",
+        if base.is_some() {
+            "base | base / cat | "
+        } else {
+            ""
+        }
+    );
+    println!(
+        "|---|---|---|---|---|---|{}---|---|---|",
+        if base.is_some() { "---|---|" } else { "" }
+    );
+    let claude_run = |bin: &Path, dir: &Path| {
+        let mut c = Command::new(bin);
         c.args(["run", "claude", "go", "-q", "--agent-bin"])
             .arg(&agent)
             .arg("--run-dir")
             .arg(dir);
         c
     };
-    let plain_run = |dir: &Path| {
-        let mut c = Command::new(warden());
+    let plain_run = |bin: &Path, dir: &Path| {
+        let mut c = Command::new(bin);
         c.args(["run", "exec", "-q", "--run-dir"])
             .arg(dir)
             .arg("--")
@@ -99,60 +123,140 @@ fn main() {
             .arg(&plain);
         c
     };
-    compare(
-        "Claude, partial messages",
-        Agent::Claude,
-        &claude,
-        tmp.path(),
-        reps,
-        &claude_run,
-    );
-    compare(
-        "plain lines (`exec`)",
-        Agent::Exec,
-        &plain,
-        tmp.path(),
-        reps,
-        &plain_run,
-    );
+    let pinned = Command::new("taskset")
+        .args(["-c", "0", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    for one_cpu in [false, true] {
+        if one_cpu && !pinned {
+            println!("| (one CPU: `taskset` is missing, not measured) |");
+            continue;
+        }
+        let bench = Bench {
+            tmp: tmp.path(),
+            reps,
+            one_cpu,
+            base: base.as_deref(),
+        };
+        bench.compare(
+            "Claude, partial messages",
+            Agent::Claude,
+            &claude,
+            &claude_run,
+        );
+        bench.compare("plain lines (`exec`)", Agent::Exec, &plain, &plain_run);
+    }
+    machine.end();
 }
 
-/// One figure: the best wall time of each, run in turns.
-fn compare(
-    label: &str,
-    agent: Agent,
-    file: &Path,
-    tmp: &Path,
+/// How each figure is taken.
+struct Bench<'a> {
+    tmp: &'a Path,
     reps: usize,
-    warden_cmd: &dyn Fn(&Path) -> Command,
-) {
-    let size = std::fs::metadata(file).unwrap().len();
-    let out = tmp.join("out");
-    let run_dir = tmp.join("run");
-    let mut cat = Duration::MAX;
-    let mut best = Duration::MAX;
-    let mut peak_kib = 0u64;
-    let mut events_bytes = 0u64;
-    for _ in 0..reps {
-        let t = Instant::now();
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "cat '{}' | cat > '{}'",
-                file.display(),
-                out.display()
-            ))
-            .status()
-            .unwrap();
-        cat = cat.min(t.elapsed());
-        assert!(status.success());
-        let _ = std::fs::remove_file(&out);
+    /// Everything pinned to one CPU (`taskset -c 0`): the CPU per byte a
+    /// machine running many agents pays, with no second core to hide work
+    /// on.
+    one_cpu: bool,
+    /// Another warden, timed in the same turns.
+    base: Option<&'a Path>,
+}
 
+/// What the runs of one warden binary came to.
+#[derive(Default)]
+struct Runs {
+    times: measure::Samples,
+    peak_kib: u64,
+    events_bytes: u64,
+}
+
+impl Bench<'_> {
+    /// `cmd`, under `taskset -c 0` when pinned.
+    fn command(&self, program: &str) -> Command {
+        if self.one_cpu {
+            let mut c = Command::new("taskset");
+            c.args(["-c", "0", program]);
+            c
+        } else {
+            Command::new(program)
+        }
+    }
+
+    /// One row: the reference and warden (and the base), in turns.
+    fn compare(
+        &self,
+        label: &str,
+        agent: Agent,
+        file: &Path,
+        warden_cmd: &dyn Fn(&Path, &Path) -> Command,
+    ) {
+        let size = std::fs::metadata(file).unwrap().len();
+        let out = self.tmp.join("out");
+        let mut cat = measure::Samples::new();
+        let mut ours = Runs::default();
+        let mut theirs = Runs::default();
+        for _ in 0..self.reps {
+            let t = Instant::now();
+            let status = self
+                .command("sh")
+                .arg("-c")
+                .arg(format!(
+                    "cat '{}' | cat > '{}'",
+                    file.display(),
+                    out.display()
+                ))
+                .status()
+                .unwrap();
+            cat.push(t.elapsed());
+            assert!(status.success());
+            let _ = std::fs::remove_file(&out);
+            self.run_warden(
+                label,
+                size,
+                &warden_cmd(&warden(), &self.tmp.join("run")),
+                &mut ours,
+            );
+            if let Some(base) = self.base {
+                self.run_warden(
+                    label,
+                    size,
+                    &warden_cmd(base, &self.tmp.join("run")),
+                    &mut theirs,
+                );
+            }
+        }
+        let decoder = (0..self.reps).map(|_| decode(agent, file)).min().unwrap();
+        let rate = |d: Duration| size as f64 / d.as_secs_f64() / 1e6;
+        let rates =
+            |s: &measure::Samples| format!("{:.0} / {:.0} MB/s", rate(s.min()), rate(s.median()));
+        // Throughput ratio: the reference's time over warden's.
+        let ratio = |s: &measure::Samples| measure::ratio(&cat, s);
+        let base_cols = if self.base.is_some() {
+            format!("{} | {} | ", rates(&theirs.times), ratio(&theirs.times))
+        } else {
+            String::new()
+        };
+        println!(
+            "| {label} | {} | {} MB | {} | {} | {} | {base_cols}{:.0} MB/s | {:.1} MiB | {:.2} MB |",
+            if self.one_cpu { "one" } else { "all" },
+            size / 1_000_000,
+            rates(&cat),
+            rates(&ours.times),
+            ratio(&ours.times),
+            rate(decoder),
+            ours.peak_kib as f64 / 1024.0,
+            ours.events_bytes as f64 / 1e6
+        );
+    }
+
+    /// One run of a warden, its stdout thrown away as the reference's
+    /// second `cat` keeps nothing but its file: warden's file is its log.
+    fn run_warden(&self, label: &str, size: u64, inner: &Command, runs: &mut Runs) {
+        let run_dir = self.tmp.join("run");
         let _ = std::fs::remove_dir_all(&run_dir);
-        let peak_file = tmp.join("peak");
-        let inner = warden_cmd(&run_dir);
+        let peak_file = self.tmp.join("peak");
         let t = Instant::now();
-        let status = Command::new(GNU_TIME)
+        let status = self
+            .command(GNU_TIME)
             .arg("-f")
             .arg("%M")
             .arg("-o")
@@ -160,6 +264,7 @@ fn compare(
             .arg(inner.get_program())
             .args(inner.get_args())
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .unwrap();
@@ -167,30 +272,18 @@ fn compare(
         assert!(status.success(), "{label}: warden failed: {status}");
         let logged = std::fs::metadata(run_dir.join("stdout.log")).unwrap().len();
         assert_eq!(logged, size, "{label}: stdout.log is not the whole stream");
-        best = best.min(took);
+        runs.times.push(took);
         let peak: u64 = std::fs::read_to_string(&peak_file)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
-        peak_kib = peak_kib.max(peak);
-        events_bytes = std::fs::metadata(run_dir.join("events.jsonl"))
+        runs.peak_kib = runs.peak_kib.max(peak);
+        runs.events_bytes = std::fs::metadata(run_dir.join("events.jsonl"))
             .unwrap()
             .len();
+        let _ = std::fs::remove_dir_all(&run_dir);
     }
-    let _ = std::fs::remove_dir_all(&run_dir);
-    let decoder = (0..reps).map(|_| decode(agent, file)).min().unwrap();
-    let rate = |d: Duration| size as f64 / d.as_secs_f64() / 1e6;
-    println!(
-        "| {label} | {} MB | {:.0} MB/s | {:.0} MB/s | {:.2}× | {:.0} MB/s | {:.1} MiB | {:.2} MB |",
-        size / 1_000_000,
-        rate(cat),
-        rate(best),
-        rate(best) / rate(cat),
-        rate(decoder),
-        peak_kib as f64 / 1024.0,
-        events_bytes as f64 / 1e6
-    );
 }
 
 /// The Claude stream's last line: the CLI's terminal event.
