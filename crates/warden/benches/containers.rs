@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
+mod measure;
+
 fn main() {
     let quick = std::env::var_os("WARDEN_BENCH_QUICK").is_some();
     let reps = if quick { 5 } else { 20 };
@@ -24,11 +26,8 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
-        "# container start-up ({reps} runs of each, in turn; median wall time; load {})\n",
-        load.split_whitespace().next().unwrap_or("?")
-    );
+    let machine = measure::Machine::start();
+    println!("# container start-up ({reps} runs of each, in turn; wall time min / median)\n");
     println!("image: {image}\n");
     println!(
         "| engine | `ENGINE run --rm -i --init IMAGE true` | `warden run exec --sandbox ENGINE --image IMAGE -- true` | warden adds | ratio |"
@@ -39,7 +38,7 @@ fn main() {
             println!("| {engine} | skipped: {why} | | | |");
             continue;
         }
-        let (mut bare, mut warden) = (Vec::new(), Vec::new());
+        let (mut bare, mut warden) = (measure::Samples::new(), measure::Samples::new());
         // One warm-up of each: page cache, the image's layers mounted once.
         for i in 0..=reps {
             let a = time(
@@ -70,15 +69,16 @@ fn main() {
                 warden.push(b);
             }
         }
-        let (a, b) = (median(&mut bare), median(&mut warden));
+        let (a, b) = (bare.median(), warden.median());
         println!(
-            "| {engine} | {} | {} | {:+.1} ms | {:.2}x |",
-            fmt(a),
-            fmt(b),
+            "| {engine} | {} | {} | {:+.1} ms (median) | {} |",
+            bare.ms(),
+            warden.ms(),
             (b.as_secs_f64() - a.as_secs_f64()) * 1e3,
-            b.as_secs_f64() / a.as_secs_f64()
+            measure::ratio(&warden, &bare)
         );
     }
+    machine.end();
 }
 
 /// Why `engine` cannot run `image` here, or `None` when it can.
@@ -110,13 +110,4 @@ fn time(dir: &Path, program: &str, args: &[&str]) -> Duration {
     let took = start.elapsed();
     assert!(status.success(), "{program} {args:?} failed: {status}");
     took
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn fmt(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }

@@ -62,15 +62,13 @@ fn run(
 /// many runs it gets, and whether only spans are exported (no metrics).
 type Row<'a> = (&'a str, Option<(String, &'a str)>, usize, bool);
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+mod measure;
 
 fn main() {
     let quick = std::env::var_os("WARDEN_BENCH_QUICK").is_some();
     let (fast_reps, slow_reps) = if quick { (10, 3) } else { (40, 7) };
     let tmp = tempfile::tempdir().unwrap();
+    let machine = measure::Machine::start();
     let http = Receiver::start_http();
     let grpc = Receiver::start_grpc();
     let pki = TestPki::new();
@@ -169,16 +167,25 @@ fn main() {
             }
         }
     }
-    let reference = median(times[0].clone());
-    println!("# warden run exec -- true, exporting traces (median wall time; flush bound 5s)\n");
-    println!("| collector | runs | median | extra over no export |");
+    let times: Vec<measure::Samples> = times
+        .into_iter()
+        .map(|t| {
+            let mut s = measure::Samples::new();
+            t.into_iter().for_each(|d| s.push(d));
+            s
+        })
+        .collect();
+    let reference = times[0].median();
+    println!(
+        "# warden run exec -- true, exporting traces (wall time min / median; flush bound 5s)\n"
+    );
+    println!("| collector | runs | wall time | extra over no export (median) |");
     println!("|---|---|---|---|");
-    for ((name, _, reps, _), t) in rows.iter().zip(times) {
-        let m = median(t);
+    for ((name, _, reps, _), t) in rows.iter().zip(&times) {
         println!(
-            "| {name} | {reps} | {:.1} ms | {:+.1} ms |",
-            m.as_secs_f64() * 1e3,
-            (m.as_secs_f64() - reference.as_secs_f64()) * 1e3
+            "| {name} | {reps} | {} | {:+.1} ms |",
+            t.ms(),
+            (t.median().as_secs_f64() - reference.as_secs_f64()) * 1e3
         );
     }
     println!(
@@ -188,4 +195,5 @@ fn main() {
         https.spans().len(),
         grpcs.spans().len()
     );
+    machine.end();
 }

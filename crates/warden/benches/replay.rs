@@ -9,7 +9,7 @@
 //!   output to `/dev/null`, as MB/s and as a ratio to the decoder;
 //! - replay's peak resident memory (from GNU `time`).
 //!
-//! Best of 3 (`WARDEN_BENCH_QUICK=1`: 1).
+//! Three turns of each, best and median (`WARDEN_BENCH_QUICK=1`: one).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -17,6 +17,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use warden_events::{Agent, StreamDecoder};
+
+mod measure;
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 const CLAUDE: &str = include_str!(concat!(
@@ -35,7 +37,10 @@ fn main() {
         3
     };
     let tmp = tempfile::tempdir().unwrap();
-    println!("# replay throughput ({mb} MB per stream, best of {reps})\n");
+    let machine = measure::Machine::start();
+    println!(
+        "# replay throughput ({mb} MB per stream, {reps} turns of each; MB/s best / median)\n"
+    );
     println!(
         "| stream | decoder | `replay` | / decoder | `replay --json` | / decoder | peak RSS of `replay` |"
     );
@@ -48,37 +53,34 @@ fn main() {
         write_stream(&file, agent, mb << 20);
         let size = std::fs::metadata(&file).unwrap().len() as f64;
         let rate = |d: Duration| size / d.as_secs_f64() / 1e6;
-        let decoder = best(reps, || {
+        let rates =
+            |s: &measure::Samples| format!("{:.0} / {:.0} MB/s", rate(s.min()), rate(s.median()));
+        // The three take turns, so a change in the machine's load hits
+        // each alike.
+        let (mut decoder, mut text, mut json) = Default::default();
+        let mut rss = 0i64;
+        for _ in 0..reps {
             let start = Instant::now();
             decode(agent, &file);
-            (start.elapsed(), 0)
-        })
-        .0;
-        let (text, text_rss) = best(reps, || replay(agent, &file, false));
-        let (json, json_rss) = best(reps, || replay(agent, &file, true));
+            measure::Samples::push(&mut decoder, start.elapsed());
+            for (samples, as_json) in [(&mut text, false), (&mut json, true)] {
+                let (took, peak) = replay(agent, &file, as_json);
+                measure::Samples::push(samples, took);
+                rss = rss.max(peak);
+            }
+        }
         println!(
-            "| {name} | {:.0} MB/s | {:.0} MB/s | {:.2}× | {:.0} MB/s | {:.2}× | {:.1} MiB |",
-            rate(decoder),
-            rate(text),
-            decoder.as_secs_f64() / text.as_secs_f64(),
-            rate(json),
-            decoder.as_secs_f64() / json.as_secs_f64(),
-            text_rss.max(json_rss) as f64 / 1024.0,
+            "| {name} | {} | {} | {} | {} | {} | {:.1} MiB |",
+            rates(&decoder),
+            rates(&text),
+            measure::ratio(&decoder, &text),
+            rates(&json),
+            measure::ratio(&decoder, &json),
+            rss as f64 / 1024.0,
         );
         let _ = std::fs::remove_file(&file);
     }
-}
-
-/// The fastest of `reps` runs, and the largest memory any of them used.
-fn best(reps: usize, mut f: impl FnMut() -> (Duration, i64)) -> (Duration, i64) {
-    let mut fastest = Duration::MAX;
-    let mut peak = 0;
-    for _ in 0..reps {
-        let (d, rss) = f();
-        fastest = fastest.min(d);
-        peak = peak.max(rss);
-    }
-    (fastest, peak)
+    machine.end();
 }
 
 fn write_stream(path: &Path, agent: Agent, size: usize) {

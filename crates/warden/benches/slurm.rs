@@ -30,10 +30,7 @@ fn env_num(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
+mod measure;
 
 /// Submits `args` with sbatch and polls until every task is done.
 fn sbatch_until_done(conf: &Path, dir: &Path, args: &[&str]) -> Duration {
@@ -120,7 +117,9 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
 
-    let (mut one_w, mut one_s, mut many_w, mut many_s) = (vec![], vec![], vec![], vec![]);
+    let machine = measure::Machine::start();
+    let mut one_w = measure::Samples::new();
+    let (mut one_s, mut many_w, mut many_s) = (one_w.clone(), one_w.clone(), one_w.clone());
     for _ in 0..reps {
         one_s.push(sbatch_until_done(&conf, dir, &["--wrap", "true"]));
         one_w.push(warden_batch(&bin, &conf, dir, 1));
@@ -128,26 +127,29 @@ fn main() {
         many_s.push(sbatch_until_done(&conf, dir, &[&array, "--wrap", "true"]));
         many_w.push(warden_batch(&bin, &conf, dir, n));
     }
-    let (one_w, one_s, many_w, many_s) =
-        (median(one_w), median(one_s), median(many_w), median(many_s));
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!("# warden on Slurm (median of {reps}, taking turns with Slurm alone)\n");
+    println!("# warden on Slurm ({reps} turns of each with Slurm alone; wall time min / median)\n");
     println!(
-        "| work | Slurm alone (`sbatch` + polling `scontrol`) | `warden batch --executor slurm` | warden − Slurm | per run |"
+        "| work | Slurm alone (`sbatch` + polling `scontrol`) | `warden batch --executor slurm` | warden − Slurm (median) | per run | ratio |"
     );
-    println!("|---|---|---|---|---|");
-    println!(
-        "| 1 run of `true` | {:.0} ms | {:.0} ms | {:+.0} ms | {:+.0} ms |",
-        ms(one_s),
-        ms(one_w),
-        ms(one_w) - ms(one_s),
-        ms(one_w) - ms(one_s)
-    );
-    println!(
-        "| {n} runs of `true`, all at once | {:.0} ms | {:.0} ms | {:+.0} ms | {:+.1} ms |",
-        ms(many_s),
-        ms(many_w),
-        ms(many_w) - ms(many_s),
-        (ms(many_w) - ms(many_s)) / n as f64
-    );
+    println!("|---|---|---|---|---|---|");
+    for (work, runs, slurm, warden) in [
+        ("1 run of `true`".to_string(), 1, &one_s, &one_w),
+        (
+            format!("{n} runs of `true`, all at once"),
+            n,
+            &many_s,
+            &many_w,
+        ),
+    ] {
+        let extra = ms(warden.median()) - ms(slurm.median());
+        println!(
+            "| {work} | {} | {} | {extra:+.0} ms | {:+.1} ms | {} |",
+            slurm.ms(),
+            warden.ms(),
+            extra / runs as f64,
+            measure::ratio(warden, slurm)
+        );
+    }
+    machine.end();
 }

@@ -23,6 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use warden_run::{Limits, Run, RunRequest};
 
+mod measure;
+
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
 fn main() {
@@ -38,10 +40,11 @@ fn main() {
     let reps = if quick { 5 } else { 20 };
     let tmp = tempfile::tempdir().unwrap();
 
+    let machine = measure::Machine::start();
     println!("# warden supervisor benchmarks ({reps} repetitions each)\n");
     println!("## 1. Clock lateness (fired minus due)\n");
-    println!("| clock | due after | median | worst | bare `sleep`: median | worst |");
-    println!("|---|---|---|---|---|---|");
+    println!("| clock | due after | min / median / worst | bare `sleep`: min / median / worst |");
+    println!("|---|---|---|---|");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -54,8 +57,8 @@ fn main() {
         "The reference is `timeout 10 sh -c ...` on the healthy child: the least a \
          supervisor that waits for its child pays.\n"
     );
-    println!("| child | under | median | worst |");
-    println!("|---|---|---|---|");
+    println!("| child | under | min / median / worst |");
+    println!("|---|---|---|");
     let healthy = "echo did the work; date +%s%N > $T; exit 0";
     for (k, (name, under, script)) in [
         ("healthy: `echo; exit 0`", "`timeout 10`", healthy),
@@ -99,8 +102,7 @@ fn main() {
                 .unwrap();
             samples.push(Duration::from_nanos((returned - exited) as u64));
         }
-        let (med, worst) = stats(&mut samples);
-        println!("| {name} | {under} | {} | {} |", fmt(med), fmt(worst));
+        println!("| {name} | {under} | {} |", stats(&mut samples));
     }
 
     println!("\nThe cost of starting a run is in `cargo bench -p agent-warden --bench startup`.");
@@ -167,6 +169,7 @@ fn main() {
         "\nwarden's CPU is {:.1}x `cat`'s for the same lines.",
         cpu as f64 / cat_usage.cpu_ms.max(1) as f64
     );
+    machine.end();
 }
 
 struct Usage {
@@ -300,22 +303,18 @@ async fn clock_lateness(tmp: &Path, reps: usize) {
             let late = fired.unwrap() - from.unwrap();
             samples.push(late.saturating_sub(case.due));
         }
-        let (med, worst) = stats(&mut samples);
+        let ours = stats(&mut samples);
         let mut bare: Vec<Duration> = Vec::with_capacity(reps);
         for _ in 0..reps {
             let t0 = Instant::now();
             tokio::time::sleep(case.due).await;
             bare.push(t0.elapsed().saturating_sub(case.due));
         }
-        let (bare_med, bare_worst) = stats(&mut bare);
         println!(
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {ours} | {} |",
             case.name,
             fmt(case.due),
-            fmt(med),
-            fmt(worst),
-            fmt(bare_med),
-            fmt(bare_worst)
+            stats(&mut bare)
         );
     }
 }
@@ -349,9 +348,15 @@ fn now_ns() -> u128 {
         .as_nanos()
 }
 
-fn stats(samples: &mut [Duration]) -> (Duration, Duration) {
+/// "min / median / worst".
+fn stats(samples: &mut [Duration]) -> String {
     samples.sort();
-    (samples[samples.len() / 2], samples[samples.len() - 1])
+    format!(
+        "{} / {} / {}",
+        fmt(samples[0]),
+        fmt(samples[samples.len() / 2]),
+        fmt(samples[samples.len() - 1])
+    )
 }
 
 fn fmt(d: Duration) -> String {
