@@ -301,7 +301,7 @@ pub(crate) struct Line<'a> {
 /// the newline before its first line and ends with its last line's
 /// newline. A blank line (whitespace only) ends with a newline that
 /// follows whitespace (or another newline), so a span in which no newline
-/// does is counted in two passes the compiler vectorizes, instead of line
+/// does is counted in one pass the compiler vectorizes, instead of line
 /// by line; one that has such a newline (a blank line, or lines that end
 /// in `\r` or a space) is left to the caller (`None`).
 fn lines_if_none_blank(span: &[u8]) -> Option<u64> {
@@ -313,22 +313,24 @@ fn lines_if_none_blank(span: &[u8]) -> Option<u64> {
     const BLOCK: usize = 64;
     let (before, after) = (&span[..span.len() - 1], &span[1..]);
     let mut seen = false;
+    let mut lines = 0u64;
     let blocks = before.chunks_exact(BLOCK).zip(after.chunks_exact(BLOCK));
     for (x, y) in blocks {
-        let mut block = false;
+        let (mut block_seen, mut block_lines) = (false, 0u8);
         for i in 0..BLOCK {
-            block |= (y[i] == b'\n') & space(x[i]);
+            let newline = y[i] == b'\n';
+            block_seen |= newline & space(x[i]);
+            block_lines += u8::from(newline);
         }
-        seen |= block;
+        seen |= block_seen;
+        lines += u64::from(block_lines);
     }
     let tail = before.len() / BLOCK * BLOCK;
     for (&x, &y) in before[tail..].iter().zip(&after[tail..]) {
         seen |= (y == b'\n') & space(x);
+        lines += u64::from(y == b'\n');
     }
-    if seen {
-        return None;
-    }
-    Some(memchr::memchr_iter(b'\n', after).count() as u64)
+    (!seen).then_some(lines)
 }
 
 fn newline_after(chunk: &[u8], line: &[u8]) -> Option<usize> {
