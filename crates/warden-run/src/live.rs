@@ -11,6 +11,8 @@
 //! milestones). Text in the feed is capped at `LIVE_EVENT_TEXT`.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc::{Sender, error::TrySendError};
 use warden_events::Event;
@@ -33,6 +35,11 @@ pub(crate) struct LiveFeed {
     /// caller, which runs on the same thread, cannot have made room in
     /// between). Cleared by [`flush`](Self::flush), once a turn.
     full: bool,
+    /// Whether the caller takes the output's lines (`text` and `stderr`
+    /// events); one that shows none of them turns this off (see
+    /// [`RunHandle::without_output_lines`](crate::RunHandle::without_output_lines)):
+    /// then none is made for the feed, and none counts as dropped.
+    output_lines: Arc<AtomicBool>,
 }
 
 impl LiveFeed {
@@ -42,7 +49,17 @@ impl LiveFeed {
             backlog: VecDeque::new(),
             dropped: 0,
             full: false,
+            output_lines: Arc::new(AtomicBool::new(true)),
         }
+    }
+
+    /// What turns the output's lines off for this feed's caller.
+    pub(crate) fn output_lines(&self) -> Arc<AtomicBool> {
+        self.output_lines.clone()
+    }
+
+    fn wants_output_lines(&self) -> bool {
+        self.output_lines.load(Ordering::Relaxed)
     }
 
     /// Line events left out of the feed because the caller fell behind.
@@ -51,6 +68,11 @@ impl LiveFeed {
     }
 
     pub(crate) fn deliver(&mut self, mut ev: Stamped) {
+        if matches!(ev.event, Event::Text { .. } | Event::Stderr { .. })
+            && !self.wants_output_lines()
+        {
+            return;
+        }
         ev.event.cap_text(crate::defaults::LIVE_EVENT_TEXT);
         self.send_backlog();
         if self.tx.is_none() {
@@ -95,6 +117,9 @@ impl LiveFeed {
     /// counted as dropped here, so the caller can skip making it. `false`
     /// without counting when nobody listens.
     pub(crate) fn line_has_room(&mut self) -> bool {
+        if !self.wants_output_lines() {
+            return false;
+        }
         if self.full {
             self.dropped += 1;
             return false;
@@ -119,7 +144,7 @@ impl LiveFeed {
     /// nobody listens): then the caller need not make them, and counts
     /// them with [`skip_lines`](Self::skip_lines).
     pub(crate) fn takes_no_lines(&mut self) -> bool {
-        if self.full {
+        if self.full || !self.wants_output_lines() {
             return true;
         }
         self.send_backlog();
@@ -138,7 +163,7 @@ impl LiveFeed {
 
     /// `n` line events left out: dropped, if anyone listens.
     pub(crate) fn skip_lines(&mut self, n: u64) {
-        if self.tx.is_some() {
+        if self.tx.is_some() && self.wants_output_lines() {
             self.dropped += n;
         }
     }
@@ -198,6 +223,33 @@ mod tests {
             t_ms: 0,
             event,
         }
+    }
+
+    #[tokio::test]
+    async fn output_lines_turned_off_are_neither_sent_nor_counted_as_dropped() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let mut feed = LiveFeed::new(Some(tx));
+        assert!(feed.line_has_room());
+        assert!(!feed.takes_no_lines());
+        feed.output_lines().store(false, Ordering::Relaxed);
+        assert!(!feed.line_has_room());
+        assert!(feed.takes_no_lines());
+        feed.deliver(stamped(Event::Text { text: "out".into() }));
+        feed.deliver(stamped(Event::Stderr { text: "err".into() }));
+        feed.skip_lines(5);
+        // Other events, other lines (an oversized one) go on as before.
+        feed.deliver(stamped(Event::OversizedLine {
+            stream: warden_events::Stream::Stdout,
+            bytes: 9,
+        }));
+        feed.deliver(stamped(Event::CompletionSignal));
+        assert_eq!(feed.dropped(), 0);
+        assert!(matches!(
+            rx.recv().await.unwrap().event,
+            Event::OversizedLine { .. }
+        ));
+        assert_eq!(rx.recv().await.unwrap().event, Event::CompletionSignal);
+        assert!(rx.try_recv().is_err());
     }
 
     #[tokio::test]

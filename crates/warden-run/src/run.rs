@@ -228,6 +228,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     let (event_tx, event_rx) = mpsc::channel(live::CAPACITY);
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let supervisor = Supervisor::new(setup, dir, Some(event_tx));
+    let output_lines = supervisor.output_lines();
     let fallback = supervisor.report(None, "starting".into());
 
     // A daemon's socket covered by the command line may have gone since
@@ -264,6 +265,7 @@ pub(crate) async fn start(mut plan: RunPlan) -> Result<RunHandle, SetupError> {
     Ok(RunHandle {
         run_id,
         run_dir,
+        output_lines,
         events: event_rx,
         control: control_tx,
         task,
@@ -546,6 +548,8 @@ impl SandboxTarget {
 pub struct RunHandle {
     run_id: String,
     run_dir: PathBuf,
+    /// Whether the feed carries the output's lines.
+    output_lines: std::sync::Arc<std::sync::atomic::AtomicBool>,
     events: mpsc::Receiver<Stamped>,
     control: mpsc::UnboundedSender<Control>,
     task: JoinHandle<Report>,
@@ -642,6 +646,17 @@ impl RunHandle {
     /// The next event itself (see [`next_update`](Self::next_update)).
     pub async fn next_event(&mut self) -> Option<Stamped> {
         self.events.recv().await
+    }
+
+    /// Leaves the output's lines (`text` and `stderr` events) out of the
+    /// live feed from now on, for a caller that shows none of them (it
+    /// passes the output on itself, or wants only the other events). They
+    /// are not counted in `live_events_dropped`, and an `exec` run then
+    /// makes no event for a line at all, however fast its output comes:
+    /// the logs and `events.jsonl` keep every line as before.
+    pub fn without_output_lines(&self) {
+        self.output_lines
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn canceller(&self) -> Canceller {

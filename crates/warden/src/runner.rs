@@ -133,6 +133,9 @@ pub(crate) async fn run_once(
     let mut handle = run.start().await?;
     let pass = Passthrough::decide(agent, resolved.json);
     let mut view = Reporters::for_runs(resolved, agent, None, pass);
+    if !view.wants_output_lines() {
+        handle.without_output_lines();
+    }
     let canceller = handle.canceller();
     let mut forward = Forward::new(pass, canceller.clone());
     forward.started(handle.run_dir());

@@ -279,6 +279,12 @@ fn quiet(cmd: &[std::ffi::OsString]) -> tokio::process::Command {
 }
 
 impl Supervisor {
+    /// What turns the output's lines off in the live feed (see
+    /// [`RunHandle::without_output_lines`](crate::RunHandle::without_output_lines)).
+    pub(crate) fn output_lines(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.sinks.live.output_lines()
+    }
+
     pub(crate) fn new(setup: Setup, dir: RunDir, events: Option<Sender<Stamped>>) -> Self {
         let l = &setup.limits;
         let clocks = ClockState {

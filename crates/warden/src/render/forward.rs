@@ -146,6 +146,8 @@ struct Shared {
     /// The run has ended: its logs are whole.
     ended: Mutex<bool>,
     poke: Condvar,
+    /// Followers waiting on `poke`.
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 /// How a follower ended: `Some` when it stopped before the end of its
@@ -271,9 +273,15 @@ impl Forward {
         });
     }
 
-    /// The run said something: its logs may have grown.
+    /// The run said something: its logs may have grown. Only a follower
+    /// that waits is woken (a wake-up costs a system call even when
+    /// nobody waits, and a flood says something thousands of times a
+    /// second); one that starts waiting just after this looks again
+    /// within [`LOOK_EVERY`].
     pub(crate) fn poke(&self) {
-        if let Some(c) = &self.current {
+        if let Some(c) = &self.current
+            && c.shared.waiting.load(Ordering::Relaxed) > 0
+        {
             c.shared.poke.notify_all();
         }
     }
@@ -464,12 +472,14 @@ fn follow(
         }
         let guard = shared.ended.lock().unwrap_or_else(|p| p.into_inner());
         if !*guard {
+            shared.waiting.fetch_add(1, Ordering::Relaxed);
             drop(
                 shared
                     .poke
                     .wait_timeout(guard, LOOK_EVERY)
                     .unwrap_or_else(|p| p.into_inner()),
             );
+            shared.waiting.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -34,6 +34,11 @@ pub(crate) trait Surface {
     fn heartbeats(&self) -> bool {
         true
     }
+    /// Whether it shows the output's last line live (a status line), so
+    /// it needs every line of the output, passed on or not.
+    fn shows_last_line(&self) -> bool {
+        false
+    }
     /// The run ended: nothing live any more.
     fn end_run(&mut self) {}
     /// A check or hook runs: what shows a run live shows `text` (its
@@ -87,6 +92,10 @@ impl Surface for Tty {
 
     fn heartbeats(&self) -> bool {
         self.live.is_none()
+    }
+
+    fn shows_last_line(&self) -> bool {
+        true
     }
 
     fn end_run(&mut self) {
@@ -406,6 +415,13 @@ fn show_on<S: Surface>(surface: &mut S, quiet: bool, at: Clock, kind: Kind, msg:
 }
 
 impl<S: Surface> Reporter for Human<S> {
+    /// Lines passed on are not shown (but for a status line's last line).
+    fn wants_output_lines(&self) -> bool {
+        let passed = self.pass.passes(super::console::Stream::Stdout)
+            && self.pass.passes(super::console::Stream::Stderr);
+        !passed || self.surface.shows_last_line()
+    }
+
     fn update(&mut self, update: &Update) {
         match update {
             Update::Worktree { worktree: wt, .. } => {

@@ -205,6 +205,11 @@ fn dur(d: Option<Duration>) -> String {
 /// stream ([`json`]) and the batch view each implement it.
 pub(crate) trait Reporter {
     fn update(&mut self, update: &Update);
+    /// Whether it shows the output's lines (`text` and `stderr` events);
+    /// when no view does, the run is asked to leave them out of its feed.
+    fn wants_output_lines(&self) -> bool {
+        true
+    }
     /// Redraws what is live; says "still running" when it is time.
     fn tick(&mut self) {}
     /// A notice from warden itself (a signal received, say).
@@ -266,6 +271,10 @@ pub(crate) fn live_view(settings: &Resolved) -> bool {
 }
 
 impl Reporter for Reporters {
+    fn wants_output_lines(&self) -> bool {
+        self.0.iter().any(|r| r.wants_output_lines())
+    }
+
     fn update(&mut self, update: &Update) {
         for r in &mut self.0 {
             r.update(update);
