@@ -415,11 +415,12 @@ fn show_on<S: Surface>(surface: &mut S, quiet: bool, at: Clock, kind: Kind, msg:
 }
 
 impl<S: Surface> Reporter for Human<S> {
-    /// Lines passed on are not shown (but for a status line's last line).
+    /// Lines passed on are not shown, nor any with `--quiet`, but for a
+    /// status line's last line.
     fn wants_output_lines(&self) -> bool {
         let passed = self.pass.passes(super::console::Stream::Stdout)
             && self.pass.passes(super::console::Stream::Stderr);
-        !passed || self.surface.shows_last_line()
+        self.surface.shows_last_line() || !(passed || self.quiet)
     }
 
     fn update(&mut self, update: &Update) {
