@@ -144,7 +144,8 @@ impl Pipe {
         if !middle.is_empty() {
             // No line of this read is longer than the read itself.
             if middle.len() <= self.max_line
-                && let Some(not_blank) = lines_if_none_blank(&self.buf[first..=last])
+                && let Some(not_blank) =
+                    warden_events::exec::lines_if_none_blank(&self.buf[first..=last])
             {
                 let at = base + first as u64 + 1..base + last as u64 + 1;
                 self.line_start = at.end;
@@ -297,42 +298,6 @@ pub(crate) struct Line<'a> {
 
 /// Where the newline after `line` is in `chunk`, if `line` is a piece of
 /// `chunk` (not the splitter's own copy of a line cut across reads).
-/// How many lines `span` ends, if none of them is blank: `span` starts at
-/// the newline before its first line and ends with its last line's
-/// newline. A blank line (whitespace only) ends with a newline that
-/// follows whitespace (or another newline), so a span in which no newline
-/// does is counted in one pass the compiler vectorizes, instead of line
-/// by line; one that has such a newline (a blank line, or lines that end
-/// in `\r` or a space) is left to the caller (`None`).
-fn lines_if_none_blank(span: &[u8]) -> Option<u64> {
-    // ASCII whitespace as `u8::is_ascii_whitespace` has it, written as
-    // compares the compiler turns into vector ones.
-    fn space(b: u8) -> bool {
-        (b == b' ') | (b == b'\t') | (b == b'\n') | (b == b'\r') | (b == 0x0c)
-    }
-    const BLOCK: usize = 64;
-    let (before, after) = (&span[..span.len() - 1], &span[1..]);
-    let mut seen = false;
-    let mut lines = 0u64;
-    let blocks = before.chunks_exact(BLOCK).zip(after.chunks_exact(BLOCK));
-    for (x, y) in blocks {
-        let (mut block_seen, mut block_lines) = (false, 0u8);
-        for i in 0..BLOCK {
-            let newline = y[i] == b'\n';
-            block_seen |= newline & space(x[i]);
-            block_lines += u8::from(newline);
-        }
-        seen |= block_seen;
-        lines += u64::from(block_lines);
-    }
-    let tail = before.len() / BLOCK * BLOCK;
-    for (&x, &y) in before[tail..].iter().zip(&after[tail..]) {
-        seen |= (y == b'\n') & space(x);
-        lines += u64::from(y == b'\n');
-    }
-    (!seen).then_some(lines)
-}
-
 fn newline_after(chunk: &[u8], line: &[u8]) -> Option<usize> {
     let start = (line.as_ptr() as usize).checked_sub(chunk.as_ptr() as usize)?;
     let end = start + line.len();
@@ -490,9 +455,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(lines_if_none_blank(b"\nab\ncd\n"), Some(2));
-        assert_eq!(lines_if_none_blank(b"\nab\n\ncd\n"), None);
-        assert_eq!(lines_if_none_blank(b"\nab \ncd\n"), None);
     }
 
     #[test]
