@@ -13,6 +13,9 @@
 //! not judge, such as surrogate escapes or deep nesting), the caller falls
 //! back to the full parse, which decides.
 
+mod masks;
+use masks::Classify;
+
 /// Deeper than this is left to the full parse (serde_json's limit is 128).
 const MAX_DEPTH: usize = 100;
 
@@ -424,6 +427,32 @@ impl<'a> Skim<'a> {
                 _ => return false,
             }
         }
+        self.blocks()
+    }
+
+    /// The rest of a string (from `self.i`, between escapes), 64 bytes
+    /// at a time, with the widest compares this CPU has.
+    fn blocks(&mut self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = masks::Avx2::detect() {
+            // SAFETY: `detect` made an `Avx2`, so this CPU has what
+            // `blocks_avx2` is compiled for.
+            return unsafe { self.blocks_avx2(avx2) };
+        }
+        self.blocks_with(masks::Baseline)
+    }
+
+    /// [`Skim::blocks_with`] compiled for AVX2 (with POPCNT and BMI1).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt,bmi1")]
+    fn blocks_avx2(&mut self, avx2: masks::Avx2) -> bool {
+        self.blocks_with(avx2)
+    }
+
+    /// [`Skim::blocks`] with the masks `classify` finds; inlined into each
+    /// caller, so that it is compiled with the instructions its caller is.
+    #[inline(always)]
+    fn blocks_with(&mut self, classify: impl Classify) -> bool {
         // Whether the first byte of the next block is escaped by a run of
         // backslashes that ended the block before (none before here: the
         // words above stop between escapes).
@@ -441,7 +470,7 @@ impl<'a> Skim<'a> {
                     &pad
                 }
             };
-            let m = Masks::of(block);
+            let m = classify.masks(block);
             self.non_ascii |= m.high != 0;
             let escaped = escaped(m.backslash, &mut carry);
             let quotes = m.quote & !escaped;
@@ -459,7 +488,7 @@ impl<'a> Skim<'a> {
             if escapes != 0 {
                 // Each one-character escape is two bytes for one.
                 self.shrink += u64::from(escapes.count_ones());
-                escapes &= !(m.quote | m.backslash | Masks::escapable(block));
+                escapes &= !(m.quote | m.backslash | classify.escapable(block));
             }
             while escapes != 0 {
                 let p = at + escapes.trailing_zeros() as usize;
@@ -516,113 +545,6 @@ fn plain(w: u64) -> (u64, u64) {
 
 /// How far into a string it is read a word at a time before the blocks.
 const WORDS_FIRST: usize = 64;
-
-/// One bit per byte of a 64-byte block.
-struct Masks {
-    quote: u64,
-    backslash: u64,
-    control: u64,
-    /// Bytes that are not ASCII.
-    high: u64,
-}
-
-impl Masks {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    fn of(block: &[u8; 64]) -> Self {
-        // SAFETY: this is compiled only where SSE2 is enabled, which every
-        // x86-64 target does (it is part of the architecture's baseline).
-        unsafe { Self::sse2(block) }
-    }
-
-    /// 16 bytes per compare.
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    #[target_feature(enable = "sse2")]
-    fn sse2(block: &[u8; 64]) -> Self {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_max_epu8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8,
-        };
-        let (mut quote, mut backslash, mut control, mut high) = (0u64, 0u64, 0u64, 0u64);
-        for (k, part) in block.chunks_exact(16).enumerate() {
-            let word =
-                |at: usize| i64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
-            let v: __m128i = _mm_set_epi64x(word(8), word(0));
-            let bits = |m: __m128i| u64::from(_mm_movemask_epi8(m) as u16) << (16 * k);
-            quote |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)));
-            backslash |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)));
-            // A byte below 0x20: max(byte, 0x1f) is 0x1f.
-            control |= bits(_mm_cmpeq_epi8(
-                _mm_max_epu8(v, _mm_set1_epi8(0x1f)),
-                _mm_set1_epi8(0x1f),
-            ));
-            high |= bits(v);
-        }
-        Self {
-            quote,
-            backslash,
-            control,
-            high,
-        }
-    }
-
-    /// The bytes that, after a backslash, make a one-character escape
-    /// other than `\"` and `\\\\` (which [`Masks::of`] has): `/bfnrt`.
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    fn escapable(block: &[u8; 64]) -> u64 {
-        // SAFETY: as in `of`, SSE2 is enabled wherever this is compiled.
-        unsafe { Self::escapable_sse2(block) }
-    }
-
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    #[target_feature(enable = "sse2")]
-    fn escapable_sse2(block: &[u8; 64]) -> u64 {
-        use std::arch::x86_64::{
-            _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x, _mm_set1_epi8,
-        };
-        let mut mask = 0u64;
-        for (k, part) in block.chunks_exact(16).enumerate() {
-            let word =
-                |at: usize| i64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
-            let v = _mm_set_epi64x(word(8), word(0));
-            let is = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
-            let any = _mm_or_si128(
-                _mm_or_si128(
-                    _mm_or_si128(is(b'/'), is(b'b')),
-                    _mm_or_si128(is(b'f'), is(b'n')),
-                ),
-                _mm_or_si128(is(b'r'), is(b't')),
-            );
-            mask |= u64::from(_mm_movemask_epi8(any) as u16) << (16 * k);
-        }
-        mask
-    }
-
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    fn escapable(block: &[u8; 64]) -> u64 {
-        let mut mask = 0u64;
-        for (j, &c) in block.iter().enumerate() {
-            mask |= u64::from(matches!(c, b'/' | b'b' | b'f' | b'n' | b'r' | b't')) << j;
-        }
-        mask
-    }
-
-    /// Elsewhere, a plain loop.
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    fn of(block: &[u8; 64]) -> Self {
-        let (mut quote, mut backslash, mut control, mut high) = (0u64, 0u64, 0u64, 0u64);
-        for (j, &c) in block.iter().enumerate() {
-            quote |= u64::from(c == b'"') << j;
-            backslash |= u64::from(c == b'\\') << j;
-            control |= u64::from(c < 0x20) << j;
-            high |= u64::from(c >= 0x80) << j;
-        }
-        Self {
-            quote,
-            backslash,
-            control,
-            high,
-        }
-    }
-}
 
 /// The bytes of a block that a backslash escapes, given its backslashes
 /// and whether its first byte is escaped (`carry`, updated for the next
