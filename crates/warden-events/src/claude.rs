@@ -31,7 +31,9 @@ use crate::skim::Step;
 use crate::summary::Out;
 
 mod content;
+mod stream_line;
 use content::Content;
+use stream_line::StreamLine;
 
 #[derive(Debug, Default)]
 pub struct Claude {
@@ -238,9 +240,23 @@ pub(crate) const BIG: &[&[Step]] = &[
 
 impl Decode for Claude {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
-        if out.summary.reported.session_id.is_some() && quiet_stream_event(line) {
+        if let Some(s) = StreamLine::of(line) {
+            if let Some(id) = s.session_id {
+                out.session_id(id);
+            }
+            if let Some(event) = s.event {
+                self.stream_event(event, s.parent, out);
+            }
             return true;
         }
+        self.parsed(line, out)
+    }
+}
+
+impl Claude {
+    /// [`Decode::line`] for a line read by serde: any line but the
+    /// `stream_event`s that [`StreamLine`] reads.
+    fn parsed(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
         let cut = Cut::new(line, BIG);
         let line = cut.line();
         let Some(l) = parse::<Line<'_>>(line) else {
@@ -297,7 +313,11 @@ impl Decode for Claude {
                     }
                 }
             }
-            ("stream_event", _) => self.stream_event(&l, out),
+            ("stream_event", _) => {
+                if let Some(e) = l.event {
+                    self.stream_event(e.get().as_bytes(), l.parent_tool_use_id.as_deref(), out);
+                }
+            }
             ("tool_progress", _) => out.tool_progress(
                 l.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
                 l.elapsed_time_seconds.map(|s| (s * 1000.0) as u64),
@@ -455,16 +475,15 @@ impl Claude {
         }
     }
 
-    /// A partial message: `message_start` names the message a stream is
-    /// on, and `message_delta` carries its final usage.
-    fn stream_event(&mut self, l: &Line<'_>, out: &mut Out<'_>) {
-        let Some(e) = l
-            .event
-            .and_then(|e| serde_json::from_str::<StreamEvent<'_>>(e.get()).ok())
-        else {
+    /// A partial message, whose API event is the raw JSON `event`, in the
+    /// stream of subagent `parent` (`None` at the top level):
+    /// `message_start` names the message a stream is on, and
+    /// `message_delta` carries its final usage.
+    fn stream_event(&mut self, event: &[u8], parent: Option<&str>, out: &mut Out<'_>) {
+        let Ok(e) = serde_json::from_slice::<StreamEvent<'_>>(event) else {
             return;
         };
-        let parent = l.parent_tool_use_id.as_deref().map(str::to_string);
+        let parent = parent.map(str::to_string);
         let top_level = parent.is_none();
         match e.ty.as_ref() {
             "message_start" => {
@@ -499,101 +518,34 @@ impl Claude {
     }
 }
 
-/// Every field of [`Line`]: a line that repeats one would be refused by
-/// the full parse.
-const LINE_FIELDS: &[&[u8]] = &[
-    b"type",
-    b"subtype",
-    b"session_id",
-    b"model",
-    b"claude_code_version",
-    b"message",
-    b"parent_tool_use_id",
-    b"error",
-    b"is_error",
-    b"result",
-    b"errors",
-    b"total_cost_usd",
-    b"usage",
-    b"terminal_reason",
-    b"api_error_status",
-    b"attempt",
-    b"max_retries",
-    b"retry_delay_ms",
-    b"error_status",
-    b"tool_use_id",
-    b"elapsed_time_seconds",
-    b"event",
-];
-
-/// Whether `line` is a well-formed `stream_event` whose API event carries
-/// nothing warden reads (text and tool-input deltas, block starts and
-/// stops, `message_stop`, pings): most lines of a stream with partial
-/// messages. Such a line is only checked, not parsed. Anything this does
-/// not vouch for (another shape, field order, or an unusual field) goes
-/// to the full parse, which decides as before; the session id is the one
-/// thing the full parse would take from such a line, so callers use this
-/// only once it is known.
-fn quiet_stream_event(line: &[u8]) -> bool {
-    const PREFIX: &[u8] = br#"{"type":"stream_event","event":{"type":""#;
-    let Some(rest) = line.strip_prefix(PREFIX) else {
-        return false;
-    };
-    let Some(end) = memchr::memchr(b'"', rest) else {
-        return false;
-    };
-    let ty = &rest[..end];
-    if ty.contains(&b'\\') || ty == b"message_start" || ty == b"message_delta" {
-        return false;
-    }
-    let mut seen = 0usize;
-    let (mut session, mut parent) = (false, false);
-    crate::skim::object(line, |key, value| {
-        seen += 1;
-        let once = |flag: &mut bool| {
-            let fresh = !*flag && (value == b"null" || value.first() == Some(&b'"'));
-            *flag = true;
-            fresh
-        };
-        match (seen, key) {
-            (1, b"type") | (2, b"event") => true,
-            (_, b"session_id") => once(&mut session),
-            (_, b"parent_tool_use_id") => once(&mut parent),
-            (_, key) => !LINE_FIELDS.contains(&key),
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_well_formed_quiet_stream_events_skip_the_parse() {
-        let quiet = [
-            r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a \"b\""}},"session_id":"s","parent_tool_use_id":null,"uuid":"u"}"#,
-            r#"{"type":"stream_event","event":{"type":"message_stop"},"parent_tool_use_id":"toolu_1"}"#,
-        ];
-        for l in quiet {
-            assert!(quiet_stream_event(l.as_bytes()), "{l}");
-            assert!(parse::<Line<'_>>(l.as_bytes()).is_some(), "{l}");
-        }
-        let parsed = [
-            // They carry usage.
-            r#"{"type":"stream_event","event":{"type":"message_start","message":{}}}"#,
-            r#"{"type":"stream_event","event":{"type":"message_delta","usage":{}}}"#,
-            // The full parse refuses these, and must be the one to say so.
-            r#"{"type":"stream_event","event":{"type":"ping"},"session_id":"a","session_id":"b"}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"},"type":"x"}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"},"session_id":1}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"},"usage":[]}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"}} x"#,
-        ];
-        for l in parsed {
-            assert!(!quiet_stream_event(l.as_bytes()), "{l}");
-        }
-    }
+/// Whether `key` names a field of [`Line`]: a line that repeats one, or
+/// gives one a value of another type, is refused by the full parse.
+fn line_field(key: &[u8]) -> bool {
+    matches!(
+        key,
+        b"type"
+            | b"subtype"
+            | b"session_id"
+            | b"model"
+            | b"claude_code_version"
+            | b"message"
+            | b"parent_tool_use_id"
+            | b"error"
+            | b"is_error"
+            | b"result"
+            | b"errors"
+            | b"total_cost_usd"
+            | b"usage"
+            | b"terminal_reason"
+            | b"api_error_status"
+            | b"attempt"
+            | b"max_retries"
+            | b"retry_delay_ms"
+            | b"error_status"
+            | b"tool_use_id"
+            | b"elapsed_time_seconds"
+            | b"event"
+    )
 }
 
 #[cfg(test)]
