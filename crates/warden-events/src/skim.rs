@@ -185,7 +185,8 @@ impl<'a> Skim<'a> {
             }
             let b = self.b;
             let key = &b[key_start..self.i - 1];
-            if key.contains(&b'\\') {
+            // Each escape makes the text shorter than the string.
+            if self.shrink != 0 {
                 return false;
             }
             self.ws();
@@ -357,8 +358,34 @@ impl<'a> Skim<'a> {
     /// themselves are then looked at one by one.
     #[inline(always)]
     fn string(&mut self) -> bool {
-        // Keys and short values usually end in their first word with
+        // Keys and short values usually end in their first bytes with
         // nothing to escape: that case is done here, without a call.
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        {
+            // Sixteen bytes at a time, for up to four times: past that,
+            // the blocks of `long_string` are faster.
+            let mut at = self.i + 1;
+            while let Some(part) = self.b.get(at..at + 16)
+                && at - self.i <= 64
+            {
+                let (quote, stop) = masks::sixteen(part.try_into().expect("16 bytes"));
+                let before = if quote == 0 {
+                    u32::MAX
+                } else {
+                    (quote & quote.wrapping_neg()) - 1
+                };
+                if stop & before != 0 {
+                    break;
+                }
+                if quote != 0 {
+                    self.shrink = 0;
+                    self.i = at + quote.trailing_zeros() as usize + 1;
+                    return true;
+                }
+                at += 16;
+            }
+        }
+        // Near the end of the line, or where there are no vectors, a word.
         if let Some(word) = self.b.get(self.i + 1..self.i + 9) {
             let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
             let (quote, other) = plain(w);
