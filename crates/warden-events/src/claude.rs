@@ -241,11 +241,17 @@ pub(crate) const BIG: &[&[Step]] = &[
 impl Decode for Claude {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
         if let Some(s) = StreamLine::of(line) {
-            if let Some(id) = s.session_id {
-                out.session_id(id);
+            // The text of the ids is needed only now and then: only then
+            // is it made a `str` (`StreamLine` found it UTF-8, so nothing
+            // is replaced).
+            if let Some(id) = s.session_id
+                && out.summary.reported.session_id.is_none()
+            {
+                out.session_id(&String::from_utf8_lossy(id));
             }
             if let Some(event) = s.event {
-                self.stream_event(event, s.parent, out);
+                let parent = s.parent.map(String::from_utf8_lossy);
+                self.stream_event(event, parent.as_deref(), out);
             }
             return true;
         }

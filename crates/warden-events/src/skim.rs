@@ -167,7 +167,7 @@ impl<'a> Skim<'a> {
 
     /// An object, each member handed raw to `member`; keys with escapes
     /// are refused.
-    fn members(&mut self, member: &mut dyn FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
+    fn members(&mut self, member: &mut impl FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
         if self.peek() != Some(b'{') {
             return false;
         }

@@ -22,8 +22,10 @@ use super::line_field;
 /// stops, `message_stop`, pings), and are only checked, never parsed; only
 /// an event that may carry usage is handed, raw, to serde.
 pub(super) struct StreamLine<'a> {
-    pub(super) session_id: Option<&'a str>,
-    pub(super) parent: Option<&'a str>,
+    /// The text of `session_id`, and of `parent_tool_use_id` (UTF-8, as
+    /// the check found the line).
+    pub(super) session_id: Option<&'a [u8]>,
+    pub(super) parent: Option<&'a [u8]>,
     /// The raw event, unless it is one warden does not read.
     pub(super) event: Option<&'a [u8]>,
 }
@@ -51,7 +53,7 @@ impl<'a> StreamLine<'a> {
             b"parent_tool_use_id" => once(&mut parent, value),
             key => !line_field(key),
         });
-        if !well_formed || ty != Some(br#""stream_event""#) {
+        if !well_formed || !matches!(ty, Some(br#""stream_event""#)) {
             return None;
         }
         Some(Self {
@@ -63,18 +65,16 @@ impl<'a> StreamLine<'a> {
 }
 
 /// The text of a raw optional string field, absent or `null` or a string
-/// without escapes; `None` for any other value (which the full parse
-/// reads, or refuses).
-fn plain_string(raw: Option<&[u8]>) -> Option<Option<&str>> {
+/// without escapes (so that its text is its bytes); `None` for any other
+/// value (which the full parse reads, or refuses).
+fn plain_string(raw: Option<&[u8]>) -> Option<Option<&[u8]>> {
     match raw {
         None | Some(b"null") => Some(None),
         Some(raw) => {
             let text = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-            if text.contains(&b'\\') {
-                return None;
-            }
-            // A string [`skim`](crate::skim) accepted is UTF-8.
-            std::str::from_utf8(text).ok().map(Some)
+            // Short: a plain loop is quicker than a search.
+            let escaped = text.iter().fold(false, |e, b| e | (*b == b'\\'));
+            (!escaped).then_some(Some(text))
         }
     }
 }
@@ -87,11 +87,10 @@ fn quiet_event(event: &[u8]) -> bool {
     let Some(rest) = event.strip_prefix(br#"{"type":""#) else {
         return false;
     };
-    let Some(end) = memchr::memchr2(b'"', b'\\', rest) else {
+    let Some(end) = rest.iter().position(|b| matches!(b, b'"' | b'\\')) else {
         return false;
     };
-    let ty = &rest[..end];
-    rest[end] == b'"' && ty != b"message_start" && ty != b"message_delta"
+    rest[end] == b'"' && !matches!(&rest[..end], b"message_start" | b"message_delta")
 }
 
 #[cfg(test)]
