@@ -458,7 +458,8 @@ impl Claude {
         if id.is_empty() {
             return;
         }
-        match self.counted.iter_mut().find(|(c, _)| c == id) {
+        // From the newest: the lines of one message come together.
+        match self.counted.iter_mut().rev().find(|(c, _)| c == id) {
             Some((_, counted)) => {
                 let now = u.over(*counted, out).max(counted);
                 let more = now.beyond(counted);
