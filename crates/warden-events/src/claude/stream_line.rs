@@ -46,14 +46,15 @@ impl<'a> StreamLine<'a> {
         }
         let (mut ty, mut event, mut session, mut parent) = (None, None, None, None);
         let once = |slot: &mut Option<&'a [u8]>, value: &'a [u8]| slot.replace(value).is_none();
+        // A line of another type is left as soon as its type is seen.
         let well_formed = crate::skim::object(line, |key, value| match key {
-            b"type" => once(&mut ty, value),
+            b"type" => matches!(value, br#""stream_event""#) && once(&mut ty, value),
             b"event" => once(&mut event, value),
             b"session_id" => once(&mut session, value),
             b"parent_tool_use_id" => once(&mut parent, value),
             key => !line_field(key),
         });
-        if !well_formed || !matches!(ty, Some(br#""stream_event""#)) {
+        if !well_formed || ty.is_none() {
             return None;
         }
         Some(Self {
