@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::figure::Figure;
+use crate::figure::{Figure, RawFigure};
 use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
@@ -76,8 +76,8 @@ struct Line<'a> {
     errors: Option<Vec<serde_json::Value>>,
     #[serde(default)]
     total_cost_usd: Option<Figure>,
-    #[serde(default)]
-    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    usage: Option<Usage<'a>>,
     #[serde(default)]
     terminal_reason: Option<String>,
     #[serde(default)]
@@ -108,8 +108,8 @@ struct StreamEvent<'a> {
     ty: Cow<'a, str>,
     #[serde(default, borrow)]
     message: Option<Message<'a>>,
-    #[serde(default)]
-    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    usage: Option<Usage<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -120,28 +120,28 @@ struct Message<'a> {
     model: Option<String>,
     #[serde(default, borrow)]
     content: Content<'a>,
-    #[serde(default)]
-    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    usage: Option<Usage<'a>>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
-struct Usage {
-    #[serde(default)]
-    input_tokens: Option<Figure>,
-    #[serde(default)]
-    output_tokens: Option<Figure>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<Figure>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<Figure>,
+struct Usage<'a> {
+    #[serde(default, borrow)]
+    input_tokens: Option<RawFigure<'a>>,
+    #[serde(default, borrow)]
+    output_tokens: Option<RawFigure<'a>>,
+    #[serde(default, borrow)]
+    cache_read_input_tokens: Option<RawFigure<'a>>,
+    #[serde(default, borrow)]
+    cache_creation_input_tokens: Option<RawFigure<'a>>,
 }
 
-impl Usage {
+impl Usage<'_> {
     /// `earlier` with the counts this usage gives replaced (a count not
     /// believed is not known, as in [`Usage::tokens`]).
     fn over(self, earlier: Tokens, out: &mut Out<'_>) -> Tokens {
         let given = self.tokens(out);
-        let or = |v: Option<Figure>, now: Option<u64>, e: Option<u64>| {
+        let or = |v: Option<RawFigure<'_>>, now: Option<u64>, e: Option<u64>| {
             if v.is_some() { now } else { e }
         };
         Tokens {
@@ -166,15 +166,21 @@ impl Usage {
     /// cached parts, and thinking is output.
     fn tokens(self, out: &mut Out<'_>) -> Tokens {
         Tokens {
-            input: out.count("usage.input_tokens", self.input_tokens),
-            output: out.count("usage.output_tokens", self.output_tokens),
+            input: out.count(
+                "usage.input_tokens",
+                self.input_tokens.map(RawFigure::figure),
+            ),
+            output: out.count(
+                "usage.output_tokens",
+                self.output_tokens.map(RawFigure::figure),
+            ),
             cache_read: out.count(
                 "usage.cache_read_input_tokens",
-                self.cache_read_input_tokens,
+                self.cache_read_input_tokens.map(RawFigure::figure),
             ),
             cache_write: out.count(
                 "usage.cache_creation_input_tokens",
-                self.cache_creation_input_tokens,
+                self.cache_creation_input_tokens.map(RawFigure::figure),
             ),
             reasoning: None,
         }
@@ -454,7 +460,7 @@ impl Claude {
     /// model call), a later one adds only what it has beyond what was
     /// counted, so the last and largest usage of each message is what
     /// adds up.
-    fn usage_seen(&mut self, id: &str, u: Usage, top_level: bool, out: &mut Out<'_>) {
+    fn usage_seen(&mut self, id: &str, u: Usage<'_>, top_level: bool, out: &mut Out<'_>) {
         if id.is_empty() {
             return;
         }
