@@ -88,10 +88,18 @@ fn quiet_event(event: &[u8]) -> bool {
     let Some(rest) = event.strip_prefix(br#"{"type":""#) else {
         return false;
     };
-    let Some(end) = rest.iter().position(|b| matches!(b, b'"' | b'\\')) else {
-        return false;
-    };
-    rest[end] == b'"' && !matches!(&rest[..end], b"message_start" | b"message_delta")
+    match rest.first() {
+        // A type that does not start with `m`, however it goes on (the
+        // string is well formed, and its first character is written as
+        // it is): most, such as `content_block_delta`.
+        Some(c) if *c != b'm' && *c != b'\\' => true,
+        _ => {
+            let Some(end) = rest.iter().position(|b| matches!(b, b'"' | b'\\')) else {
+                return false;
+            };
+            rest[end] == b'"' && !matches!(&rest[..end], b"message_start" | b"message_delta")
+        }
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +180,7 @@ mod tests {
             // or the event is no object: serde decides.
             r#"{"type":"stream_event","event":{"usage":{"output_tokens":9},"type":"message_delta"}}"#,
             r#"{"type":"stream_event","event":{"type":"message\u005fdelta","usage":{"output_tokens":9}}}"#,
+            r#"{"type":"stream_event","event":{"type":"\u006dessage_delta","usage":{"output_tokens":9}}}"#,
             r#"{"type":"stream_event","event":{"type" :"message_delta","usage":{"output_tokens":9}}}"#,
             r#"{"type":"stream_event","event":[]}"#,
             r#"{"event":{"type":"message_delta","usage":{"output_tokens":9}},"type":"stream_event"}"#,
@@ -337,6 +346,8 @@ mod tests {
             r#"{"type":"message_stop"}"#,
             r#"{"type":"ping"}"#,
             r#"{"type":"message\u005fdelta","usage":{"output_tokens":42}}"#,
+            r#"{"type":"\u006dessage_delta","usage":{"output_tokens":42}}"#,
+            r#"{"type":"","usage":{"output_tokens":42}}"#,
             r#"{"type":"message_delta","type":"ping","usage":{"output_tokens":42}}"#,
             r#"{"type":"ping","type":"message_delta","usage":{"output_tokens":42}}"#,
             r#"{"type":"message_start"}"#,
