@@ -212,12 +212,21 @@ impl<'a> Skim<'a> {
     }
 
     /// A value at nesting `depth`; `live` has a bit for each of the
-    /// [`values_at`] paths that lead here.
+    /// [`values_at`] paths that lead here. Where none does, the value is
+    /// only checked, by code that does not look for them (`FIND` false).
     fn value(&mut self, depth: usize, live: u32) -> bool {
+        if live == 0 {
+            self.value_of::<false>(depth, 0)
+        } else {
+            self.value_of::<true>(depth, live)
+        }
+    }
+
+    fn value_of<const FIND: bool>(&mut self, depth: usize, live: u32) -> bool {
         match self.peek() {
             Some(b'"') => self.string(),
-            Some(b'{') => self.container(depth, b'}', true, live),
-            Some(b'[') => self.container(depth, b']', false, live),
+            Some(b'{') => self.container::<FIND>(depth, b'}', true, live),
+            Some(b'[') => self.container::<FIND>(depth, b']', false, live),
             Some(b't') => self.literal(b"true"),
             Some(b'f') => self.literal(b"false"),
             Some(b'n') => self.literal(b"null"),
@@ -249,7 +258,13 @@ impl<'a> Skim<'a> {
         (next & !end, end)
     }
 
-    fn container(&mut self, depth: usize, close: u8, keyed: bool, live: u32) -> bool {
+    fn container<const FIND: bool>(
+        &mut self,
+        depth: usize,
+        close: u8,
+        keyed: bool,
+        live: u32,
+    ) -> bool {
         if depth >= MAX_DEPTH {
             return false;
         }
@@ -267,7 +282,7 @@ impl<'a> Skim<'a> {
                 if self.peek() != Some(b'"') || !self.string() {
                     return false;
                 }
-                if live != 0 {
+                if FIND {
                     (next, end) = self.step(live, depth - 1, Some(&self.b[key_start..self.i - 1]));
                 }
                 self.ws();
@@ -276,7 +291,7 @@ impl<'a> Skim<'a> {
                 }
                 self.i += 1;
                 self.ws();
-            } else if live != 0 {
+            } else if FIND {
                 (next, end) = self.step(live, depth - 1, None);
             }
             let start = self.i;
@@ -284,8 +299,11 @@ impl<'a> Skim<'a> {
                 return false;
             }
             // A value holding one found already is not taken whole.
-            let holds = self.found.last().is_some_and(|f| f.range.start >= start);
-            if end != 0 && self.i - start >= self.min && !holds {
+            if FIND
+                && end != 0
+                && self.i - start >= self.min
+                && !self.found.last().is_some_and(|f| f.range.start >= start)
+            {
                 let text_len =
                     (self.b[start] == b'"').then(|| (self.i - start - 2) as u64 - self.shrink);
                 self.found.push(Found {
