@@ -75,6 +75,24 @@ pub(crate) fn array_of_objects<'a>(
     s.i == raw.len()
 }
 
+/// Where the JSON string that starts (with its quote) at `at` in `b` ends,
+/// past its closing quote, judged as strictly as [`object`] judges one;
+/// and whether it has a byte that is not ASCII (the caller then checks
+/// that the text is UTF-8, which this does not).
+pub(crate) fn string_at(b: &[u8], at: usize) -> Option<(usize, bool)> {
+    let mut s = Skim::new(b);
+    s.i = at;
+    (s.peek() == Some(b'"') && s.string()).then_some((s.i, s.non_ascii))
+}
+
+/// Where the JSON number that starts at `at` in `b` ends, judged as
+/// strictly as [`object`] judges one.
+pub(crate) fn number_at(b: &[u8], at: usize) -> Option<usize> {
+    let mut s = Skim::new(b);
+    s.i = at;
+    s.number().then_some(s.i)
+}
+
 /// A value [`values_at`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Found {
@@ -302,7 +320,7 @@ impl<'a> Skim<'a> {
             if FIND
                 && end != 0
                 && self.i - start >= self.min
-                && !self.found.last().is_some_and(|f| f.range.start >= start)
+                && self.found.last().is_none_or(|f| f.range.start < start)
             {
                 let text_len =
                     (self.b[start] == b'"').then(|| (self.i - start - 2) as u64 - self.shrink);
