@@ -31,8 +31,10 @@ use crate::skim::Step;
 use crate::summary::Out;
 
 mod content;
+mod shape;
 mod stream_line;
 use content::Content;
+use shape::Shapes;
 use stream_line::StreamLine;
 
 #[derive(Debug, Default)]
@@ -46,6 +48,8 @@ pub struct Claude {
     streaming: Vec<(Option<String>, String)>,
     /// Text of the last top-level assistant message, the fallback final text.
     last_text: Option<(String, String)>,
+    /// The shapes of the last quiet partial-message lines.
+    shapes: Shapes,
 }
 
 #[derive(Deserialize)]
@@ -246,6 +250,11 @@ pub(crate) const BIG: &[&[Step]] = &[
 
 impl Decode for Claude {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
+        // Once the session is known, a quiet line of a shape seen before
+        // is only compared with it (see `shape`).
+        if out.summary.reported.session_id.is_some() && self.shapes.fit(line) {
+            return true;
+        }
         if let Some(s) = StreamLine::of(line) {
             // The text of the ids is needed only now and then: only then
             // is it made a `str` (`StreamLine` found it UTF-8, so nothing
@@ -255,9 +264,12 @@ impl Decode for Claude {
             {
                 out.session_id(&String::from_utf8_lossy(id));
             }
-            if let Some(event) = s.event {
-                let parent = s.parent.map(String::from_utf8_lossy);
-                self.stream_event(event, parent.as_deref(), out);
+            match s.event {
+                Some(event) => {
+                    let parent = s.parent.map(String::from_utf8_lossy);
+                    self.stream_event(event, parent.as_deref(), out);
+                }
+                None => self.shapes.learn(line),
             }
             return true;
         }

@@ -396,6 +396,87 @@ mod tests {
         )
     }
 
+    /// A run of partial messages of one shape, as Claude Code writes
+    /// them, with every hole (text, index, ids) drawn from well-formed
+    /// and broken values, now and then another event or a byte changed.
+    fn run_of_one_shape() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let text = prop::collection::vec(
+            prop::sample::select(vec![
+                &b"plain words "[..],
+                br#"\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}"#,
+                br#"\n\t\\"#,
+                br#"\u00e9"#,
+                b"\xc3\xa9",
+                br#"\ud83d\ude00"#,
+                b"\"",
+                b"\x01",
+                br#"\x"#,
+                b"\xff",
+            ]),
+            0..6,
+        )
+        .prop_map(|p| p.concat());
+        let index = prop::sample::select(vec![
+            "0", "1", "12", "-3", "1.5e2", "01", "1.", "-", "\"0\"",
+        ]);
+        let session =
+            prop::sample::select(vec![r#""s1""#, r#""s\u0031""#, "\"\"", "\"\"", "null", "7"]);
+        let parent = prop::sample::select(vec!["null", r#""toolu_1""#, r#""toolu\u005f1""#, "1"]);
+        let ty = prop::sample::select(vec![
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_delta",
+            "message_delta",
+            "message_start",
+            "content_block_stop",
+        ]);
+        let line = (ty, index, text, session, parent, any::<u16>(), 0u8..12, any::<prop::sample::Index>())
+            .prop_map(|(ty, index, text, session, parent, uuid, how, at)| {
+                let mut l = format!(
+                    r#"{{"type":"stream_event","event":{{"type":"{ty}","index":{index},"delta":{{"type":"text_delta","text":""#
+                )
+                .into_bytes();
+                l.extend_from_slice(&text);
+                l.extend_from_slice(
+                    format!(
+                        r#""}},"usage":{{"output_tokens":{uuid}}}}},"session_id":{session},"parent_tool_use_id":{parent},"uuid":"e{uuid}"}}"#
+                    )
+                    .as_bytes(),
+                );
+                let at = at.index(l.len());
+                match how {
+                    0 => l.truncate(at),
+                    1 => l[at] = b'"',
+                    _ => {}
+                }
+                l
+            });
+        // With the session known from the start, or only from a line of
+        // the run (while a session id of `""` leaves it unknown).
+        (prop::collection::vec(line, 1..30), any::<bool>()).prop_map(|(mut lines, init)| {
+            if init {
+                let init = br#"{"type":"system","subtype":"init","session_id":"s1"}"#;
+                lines.insert(0, init.to_vec());
+            }
+            lines
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// Lines of a shape seen before, whatever their holes hold, read
+        /// as the full parse reads them.
+        #[test]
+        fn runs_of_one_shape_read_as_the_full_parse_reads_them(lines in run_of_one_shape()) {
+            let (fast, full) = (decode(&lines, false), decode(&lines, true));
+            for (i, (f, p)) in fast.0.iter().zip(&full.0).enumerate() {
+                prop_assert_eq!(f, p, "line {} read otherwise: {}", i + 1, lines[i].escape_ascii());
+            }
+            prop_assert_eq!(fast.1, full.1);
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
