@@ -8,7 +8,9 @@
 //! as activity, so each is checked by [`skim`](crate::skim), much faster
 //! than serde parses it, and nothing else is done with it. Only an event
 //! that may carry usage (`message_start`, `message_delta`, or one whose
-//! type is not plain to see) goes to serde, alone, not its whole line.
+//! type is not plain to see) goes to serde, alone, not its whole line. A
+//! quiet line is then kept as a shape, which the lines like it are
+//! compared with, more cheaply still ([`super::shape`]).
 //!
 //! The line must be one the full parse ([`super::Claude::parsed`]) would
 //! read the same way; anything this does not vouch for goes there.
@@ -34,10 +36,11 @@ impl<'a> StreamLine<'a> {
     /// `Some` only for a line the full parse would accept as a
     /// `stream_event`, read the same way: one JSON object whose `type` is
     /// `"stream_event"`, in any order with its other fields, no field of
-    /// [`Line`](super::Line) twice, `session_id` and `parent_tool_use_id` `null` or
-    /// strings (without escapes, so that their text is their raw bytes),
-    /// and no other field of [`Line`](super::Line) but `event`. Anything else (another
-    /// type, an unusual field, an escape) goes to the full parse.
+    /// [`Line`](super::Line) twice, `session_id` and `parent_tool_use_id`
+    /// `null` or strings (without escapes, so that their text is their
+    /// raw bytes), and no other field of [`Line`](super::Line) but
+    /// `event`. Anything else (another type, an unusual field, an escape)
+    /// goes to the full parse.
     pub(super) fn of(line: &'a [u8]) -> Option<Self> {
         // Lines of other types are told apart by their start, as Claude
         // Code writes them; in another order, by the check below.
@@ -81,9 +84,9 @@ fn plain_string(raw: Option<&[u8]>) -> Option<Option<&[u8]>> {
 }
 
 /// Whether the raw API event `event` (well-formed JSON) is sure to carry
-/// nothing [`Claude::stream_event`] reads: it starts with a `type` other
-/// than the two that carry usage, written without escapes. Any other
-/// event, in whatever shape, is left to serde.
+/// nothing [`super::Claude::stream_event`] reads: it starts with a `type`
+/// other than the two that carry usage, written without escapes. Any
+/// other event, in whatever shape, is left to serde.
 fn quiet_event(event: &[u8]) -> bool {
     let Some(rest) = event.strip_prefix(br#"{"type":""#) else {
         return false;
