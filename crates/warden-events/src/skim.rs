@@ -152,7 +152,16 @@ struct Skim<'a> {
     /// Whether a string had a byte that is not ASCII. Outside strings,
     /// only ASCII is accepted, so a line without one is UTF-8.
     non_ascii: bool,
+    /// The last long string checked in this line (where it starts, its
+    /// length with its quotes, and its `shrink`), so that a copy of it is
+    /// known at once to be as well formed: Claude Code writes each tool
+    /// result twice in one line.
+    last_long: Option<(usize, usize, u64)>,
 }
+
+/// Strings at least this long (with their quotes) are remembered, and
+/// compared with the next long string.
+const REPEATED: usize = 1 << 10;
 
 impl<'a> Skim<'a> {
     fn new(b: &'a [u8]) -> Self {
@@ -164,6 +173,7 @@ impl<'a> Skim<'a> {
             found: Vec::new(),
             shrink: 0,
             non_ascii: false,
+            last_long: None,
         }
     }
 
@@ -437,9 +447,30 @@ impl<'a> Skim<'a> {
         self.long_string()
     }
 
-    /// [`Skim::string`] past its first word.
+    /// [`Skim::string`] past its first bytes. A string that is a copy of
+    /// the last long one, byte for byte from its opening quote to its
+    /// closing one, is as well formed and has as many escapes: it is only
+    /// compared (memory speed), not checked again. Its bytes of the same
+    /// line were checked for UTF-8 as the first's were.
     #[inline(never)]
     fn long_string(&mut self) -> bool {
+        let start = self.i;
+        if let Some((from, len, shrink)) = self.last_long
+            && self.b.get(start..start + len) == Some(&self.b[from..from + len])
+        {
+            self.i = start + len;
+            self.shrink = shrink;
+            return true;
+        }
+        let ok = self.check_long_string();
+        if ok && self.i - start >= REPEATED {
+            self.last_long = Some((start, self.i - start, self.shrink));
+        }
+        ok
+    }
+
+    /// [`Skim::long_string`] for a string that is no copy.
+    fn check_long_string(&mut self) -> bool {
         self.i += 1;
         self.shrink = 0;
         // Most strings (keys, short values) end within a few words: those
@@ -756,6 +787,52 @@ mod tests {
                 prop_assert!(!ours || serde);
             } else {
                 prop_assert_eq!(ours, serde, "{}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// A long string and a copy of it, or a copy with one byte
+        /// changed, are judged as serde judges them, and their text's
+        /// lengths are found alike.
+        #[test]
+        fn copies_of_long_strings_are_judged_as_serde_judges_them(
+            b in body(),
+            times in 1usize..40,
+            at in any::<prop::sample::Index>(),
+            byte in prop::option::of(prop::sample::select(b"\"\\nu\x01\xffa".to_vec())),
+        ) {
+            let first = b.repeat(times);
+            let mut copy = first.clone();
+            if let Some(byte) = byte && !copy.is_empty() {
+                let i = at.index(copy.len());
+                copy[i] = byte;
+            }
+            let mut line = br#"{"a":""#.to_vec();
+            line.extend_from_slice(&first);
+            line.extend_from_slice(br#"","b":""#);
+            line.extend_from_slice(&copy);
+            line.extend_from_slice(br#""}"#);
+            let ours = object(&line, |_, _| true);
+            let serde = std::str::from_utf8(&line).is_ok_and(serde_ok);
+            let surrogates = b.windows(3).any(|w| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D'));
+            if surrogates {
+                prop_assert!(!ours || serde);
+            } else {
+                prop_assert_eq!(ours, serde, "{}", String::from_utf8_lossy(&line));
+            }
+            if ours {
+                let paths: &[&[Step]] = &[&[Step::Key("a")], &[Step::Key("b")]];
+                let found = values_at(&line, paths, 0).expect("well formed");
+                let text = |f: &Found| f.text_len;
+                prop_assert_eq!(found.len(), 2);
+                if copy == first {
+                    prop_assert_eq!(text(&found[0]), text(&found[1]));
+                }
+                let serde_len = |raw: &[u8]| serde_json::from_slice::<String>(raw).ok().map(|t| t.len() as u64);
+                prop_assert_eq!(text(&found[1]), serde_len(&line[found[1].range.clone()]));
             }
         }
     }
