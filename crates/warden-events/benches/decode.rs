@@ -7,7 +7,9 @@
 //! the same run. `WARDEN_BENCH_MB` sets the stream size (default 64);
 //! `WARDEN_BENCH_ONLY` (words, such as `pi claude`) keeps the streams
 //! whose label contains one of them; `WARDEN_BENCH_RUNS` sets how many
-//! turns decoder and `wc -l` take (default 5; the best of each counts).
+//! turns decoder and `wc -l` take (default 5). Each rate is given for the
+//! fastest turn (the min time) and the median one, and so is the ratio of
+//! decoder to `wc -l`: fastest over fastest, median over median.
 //!
 //! Claude is measured twice: as `claude -p --output-format stream-json`
 //! writes, and with `--include-partial-messages` (how warden starts it),
@@ -20,7 +22,14 @@ use std::time::{Duration, Instant};
 
 use warden_events::{Agent, StreamDecoder};
 
+#[path = "../../warden/benches/measure/mod.rs"]
+#[expect(
+    unreachable_pub,
+    reason = "the module is the warden benchmarks' too, written for their crate"
+)]
+mod measure;
 mod streams;
+use measure::{Machine, Samples};
 use streams::{big_text, claude_partial, json_str};
 
 fn main() {
@@ -33,8 +42,11 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let tmp = tempfile::tempdir().unwrap();
-    println!("# decode throughput ({mb} MB per agent, best of {runs}, each beside `wc -l`)\n");
-    println!("| stream | lines | events | decoder | `wc -l` | decoder / wc |");
+    println!("# decode throughput ({mb} MB per agent, {runs} turns each beside `wc -l`)\n");
+    let machine = Machine::start();
+    println!(
+        "| stream | lines | events | decoder MB/s (fastest / median) | `wc -l` MB/s (fastest / median) | decoder / wc (fastest / median) |"
+    );
     println!("|---|---|---|---|---|---|");
     let shapes = Agent::ALL.into_iter().flat_map(|agent| {
         let partial = (agent == Agent::Claude).then_some((agent, true));
@@ -57,14 +69,14 @@ fn main() {
             .write_all(&data)
             .unwrap();
         // Decoder and `wc -l` take turns, so both see the same load on a
-        // shared machine; the best of each counts.
-        let (mut best, mut wc_best) = (Duration::MAX, Duration::MAX);
+        // shared machine.
+        let (mut ours, mut wc) = (Samples::new(), Samples::new());
         let mut lines = 0;
         let mut events = 0;
         for _ in 0..runs {
             let start = Instant::now();
             let (l, e, malformed) = decode(agent, &data);
-            best = best.min(start.elapsed());
+            ours.push(start.elapsed());
             // A malformed line costs a decoder less than a real one.
             assert_eq!(
                 malformed, 0,
@@ -77,17 +89,22 @@ fn main() {
                 .arg(&file)
                 .output()
                 .unwrap();
-            wc_best = wc_best.min(start.elapsed());
+            wc.push(start.elapsed());
             assert!(out.status.success());
         }
-        let rate = |d: Duration| data.len() as f64 / d.as_secs_f64() / 1e6;
+        // As rates, the fastest turn is the min time, the highest rate.
+        let rate = |d: Duration| data.len() as f64 / d.as_secs_f64().max(1e-12) / 1e6;
+        let rates = |s: &Samples| format!("{:.0} / {:.0}", rate(s.min()), rate(s.median()));
+        let ratio = |a: Duration, b: Duration| rate(a) / rate(b);
         println!(
-            "| {label} | {lines} | {events} | {:.0} MB/s | {:.0} MB/s | {:.2} |",
-            rate(best),
-            rate(wc_best),
-            rate(best) / rate(wc_best)
+            "| {label} | {lines} | {events} | {} | {} | {:.2} / {:.2} |",
+            rates(&ours),
+            rates(&wc),
+            ratio(ours.min(), wc.min()),
+            ratio(ours.median(), wc.median()),
         );
     }
+    machine.end();
 }
 
 /// Decodes `data` as the supervisor does: (lines, events, malformed lines).

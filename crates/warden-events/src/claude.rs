@@ -25,13 +25,17 @@ use serde_json::value::RawValue;
 use crate::cut::Cut;
 use crate::decoder::Decode;
 use crate::event::{ErrorClass, Tokens};
-use crate::figure::Figure;
+use crate::figure::{Figure, RawFigure};
 use crate::json::{input_view, parse};
 use crate::skim::Step;
 use crate::summary::Out;
 
 mod content;
+mod shape;
+mod stream_line;
 use content::Content;
+use shape::Shapes;
+use stream_line::StreamLine;
 
 #[derive(Debug, Default)]
 pub struct Claude {
@@ -44,6 +48,8 @@ pub struct Claude {
     streaming: Vec<(Option<String>, String)>,
     /// Text of the last top-level assistant message, the fallback final text.
     last_text: Option<(String, String)>,
+    /// The shapes of the last quiet partial-message lines.
+    shapes: Shapes,
 }
 
 #[derive(Deserialize)]
@@ -74,8 +80,8 @@ struct Line<'a> {
     errors: Option<Vec<serde_json::Value>>,
     #[serde(default)]
     total_cost_usd: Option<Figure>,
-    #[serde(default)]
-    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    usage: Option<Usage<'a>>,
     #[serde(default)]
     terminal_reason: Option<String>,
     #[serde(default)]
@@ -106,8 +112,8 @@ struct StreamEvent<'a> {
     ty: Cow<'a, str>,
     #[serde(default, borrow)]
     message: Option<Message<'a>>,
-    #[serde(default)]
-    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    usage: Option<Usage<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -118,28 +124,28 @@ struct Message<'a> {
     model: Option<String>,
     #[serde(default, borrow)]
     content: Content<'a>,
-    #[serde(default)]
-    usage: Option<Usage>,
+    #[serde(default, borrow)]
+    usage: Option<Usage<'a>>,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
-struct Usage {
-    #[serde(default)]
-    input_tokens: Option<Figure>,
-    #[serde(default)]
-    output_tokens: Option<Figure>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<Figure>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<Figure>,
+struct Usage<'a> {
+    #[serde(default, borrow)]
+    input_tokens: Option<RawFigure<'a>>,
+    #[serde(default, borrow)]
+    output_tokens: Option<RawFigure<'a>>,
+    #[serde(default, borrow)]
+    cache_read_input_tokens: Option<RawFigure<'a>>,
+    #[serde(default, borrow)]
+    cache_creation_input_tokens: Option<RawFigure<'a>>,
 }
 
-impl Usage {
+impl Usage<'_> {
     /// `earlier` with the counts this usage gives replaced (a count not
     /// believed is not known, as in [`Usage::tokens`]).
     fn over(self, earlier: Tokens, out: &mut Out<'_>) -> Tokens {
         let given = self.tokens(out);
-        let or = |v: Option<Figure>, now: Option<u64>, e: Option<u64>| {
+        let or = |v: Option<RawFigure<'_>>, now: Option<u64>, e: Option<u64>| {
             if v.is_some() { now } else { e }
         };
         Tokens {
@@ -164,15 +170,21 @@ impl Usage {
     /// cached parts, and thinking is output.
     fn tokens(self, out: &mut Out<'_>) -> Tokens {
         Tokens {
-            input: out.count("usage.input_tokens", self.input_tokens),
-            output: out.count("usage.output_tokens", self.output_tokens),
+            input: out.count(
+                "usage.input_tokens",
+                self.input_tokens.map(RawFigure::figure),
+            ),
+            output: out.count(
+                "usage.output_tokens",
+                self.output_tokens.map(RawFigure::figure),
+            ),
             cache_read: out.count(
                 "usage.cache_read_input_tokens",
-                self.cache_read_input_tokens,
+                self.cache_read_input_tokens.map(RawFigure::figure),
             ),
             cache_write: out.count(
                 "usage.cache_creation_input_tokens",
-                self.cache_creation_input_tokens,
+                self.cache_creation_input_tokens.map(RawFigure::figure),
             ),
             reasoning: None,
         }
@@ -238,9 +250,37 @@ pub(crate) const BIG: &[&[Step]] = &[
 
 impl Decode for Claude {
     fn line(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
-        if out.summary.reported.session_id.is_some() && quiet_stream_event(line) {
+        // Once the session is known, a quiet line of a shape seen before
+        // is only compared with it (see `shape`).
+        if out.summary.reported.session_id.is_some() && self.shapes.fit(line) {
             return true;
         }
+        if let Some(s) = StreamLine::of(line) {
+            // The text of the ids is needed only now and then: only then
+            // is it made a `str` (`StreamLine` found it UTF-8, so nothing
+            // is replaced).
+            if let Some(id) = s.session_id
+                && out.summary.reported.session_id.is_none()
+            {
+                out.session_id(&String::from_utf8_lossy(id));
+            }
+            match s.event {
+                Some(event) => {
+                    let parent = s.parent.map(String::from_utf8_lossy);
+                    self.stream_event(event, parent.as_deref(), out);
+                }
+                None => self.shapes.learn(line),
+            }
+            return true;
+        }
+        self.parsed(line, out)
+    }
+}
+
+impl Claude {
+    /// [`Decode::line`] for a line read by serde: any line but the
+    /// `stream_event`s that [`StreamLine`] reads.
+    fn parsed(&mut self, line: &[u8], out: &mut Out<'_>) -> bool {
         let cut = Cut::new(line, BIG);
         let line = cut.line();
         let Some(l) = parse::<Line<'_>>(line) else {
@@ -297,7 +337,11 @@ impl Decode for Claude {
                     }
                 }
             }
-            ("stream_event", _) => self.stream_event(&l, out),
+            ("stream_event", _) => {
+                if let Some(e) = l.event {
+                    self.stream_event(e.get().as_bytes(), l.parent_tool_use_id.as_deref(), out);
+                }
+            }
             ("tool_progress", _) => out.tool_progress(
                 l.tool_use_id.map(Cow::into_owned).unwrap_or_default(),
                 l.elapsed_time_seconds.map(|s| (s * 1000.0) as u64),
@@ -428,11 +472,12 @@ impl Claude {
     /// model call), a later one adds only what it has beyond what was
     /// counted, so the last and largest usage of each message is what
     /// adds up.
-    fn usage_seen(&mut self, id: &str, u: Usage, top_level: bool, out: &mut Out<'_>) {
+    fn usage_seen(&mut self, id: &str, u: Usage<'_>, top_level: bool, out: &mut Out<'_>) {
         if id.is_empty() {
             return;
         }
-        match self.counted.iter_mut().find(|(c, _)| c == id) {
+        // From the newest: the lines of one message come together.
+        match self.counted.iter_mut().rev().find(|(c, _)| c == id) {
             Some((_, counted)) => {
                 let now = u.over(*counted, out).max(counted);
                 let more = now.beyond(counted);
@@ -455,16 +500,15 @@ impl Claude {
         }
     }
 
-    /// A partial message: `message_start` names the message a stream is
-    /// on, and `message_delta` carries its final usage.
-    fn stream_event(&mut self, l: &Line<'_>, out: &mut Out<'_>) {
-        let Some(e) = l
-            .event
-            .and_then(|e| serde_json::from_str::<StreamEvent<'_>>(e.get()).ok())
-        else {
+    /// A partial message, whose API event is the raw JSON `event`, in the
+    /// stream of subagent `parent` (`None` at the top level):
+    /// `message_start` names the message a stream is on, and
+    /// `message_delta` carries its final usage.
+    fn stream_event(&mut self, event: &[u8], parent: Option<&str>, out: &mut Out<'_>) {
+        let Ok(e) = serde_json::from_slice::<StreamEvent<'_>>(event) else {
             return;
         };
-        let parent = l.parent_tool_use_id.as_deref().map(str::to_string);
+        let parent = parent.map(str::to_string);
         let top_level = parent.is_none();
         match e.ty.as_ref() {
             "message_start" => {
@@ -499,101 +543,34 @@ impl Claude {
     }
 }
 
-/// Every field of [`Line`]: a line that repeats one would be refused by
-/// the full parse.
-const LINE_FIELDS: &[&[u8]] = &[
-    b"type",
-    b"subtype",
-    b"session_id",
-    b"model",
-    b"claude_code_version",
-    b"message",
-    b"parent_tool_use_id",
-    b"error",
-    b"is_error",
-    b"result",
-    b"errors",
-    b"total_cost_usd",
-    b"usage",
-    b"terminal_reason",
-    b"api_error_status",
-    b"attempt",
-    b"max_retries",
-    b"retry_delay_ms",
-    b"error_status",
-    b"tool_use_id",
-    b"elapsed_time_seconds",
-    b"event",
-];
-
-/// Whether `line` is a well-formed `stream_event` whose API event carries
-/// nothing warden reads (text and tool-input deltas, block starts and
-/// stops, `message_stop`, pings): most lines of a stream with partial
-/// messages. Such a line is only checked, not parsed. Anything this does
-/// not vouch for (another shape, field order, or an unusual field) goes
-/// to the full parse, which decides as before; the session id is the one
-/// thing the full parse would take from such a line, so callers use this
-/// only once it is known.
-fn quiet_stream_event(line: &[u8]) -> bool {
-    const PREFIX: &[u8] = br#"{"type":"stream_event","event":{"type":""#;
-    let Some(rest) = line.strip_prefix(PREFIX) else {
-        return false;
-    };
-    let Some(end) = memchr::memchr(b'"', rest) else {
-        return false;
-    };
-    let ty = &rest[..end];
-    if ty.contains(&b'\\') || ty == b"message_start" || ty == b"message_delta" {
-        return false;
-    }
-    let mut seen = 0usize;
-    let (mut session, mut parent) = (false, false);
-    crate::skim::object(line, |key, value| {
-        seen += 1;
-        let once = |flag: &mut bool| {
-            let fresh = !*flag && (value == b"null" || value.first() == Some(&b'"'));
-            *flag = true;
-            fresh
-        };
-        match (seen, key) {
-            (1, b"type") | (2, b"event") => true,
-            (_, b"session_id") => once(&mut session),
-            (_, b"parent_tool_use_id") => once(&mut parent),
-            (_, key) => !LINE_FIELDS.contains(&key),
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_well_formed_quiet_stream_events_skip_the_parse() {
-        let quiet = [
-            r#"{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a \"b\""}},"session_id":"s","parent_tool_use_id":null,"uuid":"u"}"#,
-            r#"{"type":"stream_event","event":{"type":"message_stop"},"parent_tool_use_id":"toolu_1"}"#,
-        ];
-        for l in quiet {
-            assert!(quiet_stream_event(l.as_bytes()), "{l}");
-            assert!(parse::<Line<'_>>(l.as_bytes()).is_some(), "{l}");
-        }
-        let parsed = [
-            // They carry usage.
-            r#"{"type":"stream_event","event":{"type":"message_start","message":{}}}"#,
-            r#"{"type":"stream_event","event":{"type":"message_delta","usage":{}}}"#,
-            // The full parse refuses these, and must be the one to say so.
-            r#"{"type":"stream_event","event":{"type":"ping"},"session_id":"a","session_id":"b"}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"},"type":"x"}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"},"session_id":1}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"},"usage":[]}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"}"#,
-            r#"{"type":"stream_event","event":{"type":"ping"}} x"#,
-        ];
-        for l in parsed {
-            assert!(!quiet_stream_event(l.as_bytes()), "{l}");
-        }
-    }
+/// Whether `key` names a field of [`Line`]: a line that repeats one, or
+/// gives one a value of another type, is refused by the full parse.
+fn line_field(key: &[u8]) -> bool {
+    matches!(
+        key,
+        b"type"
+            | b"subtype"
+            | b"session_id"
+            | b"model"
+            | b"claude_code_version"
+            | b"message"
+            | b"parent_tool_use_id"
+            | b"error"
+            | b"is_error"
+            | b"result"
+            | b"errors"
+            | b"total_cost_usd"
+            | b"usage"
+            | b"terminal_reason"
+            | b"api_error_status"
+            | b"attempt"
+            | b"max_retries"
+            | b"retry_delay_ms"
+            | b"error_status"
+            | b"tool_use_id"
+            | b"elapsed_time_seconds"
+            | b"event"
+    )
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@
 //! not judge, such as surrogate escapes or deep nesting), the caller falls
 //! back to the full parse, which decides.
 
+mod masks;
+use masks::Classify;
+
 /// Deeper than this is left to the full parse (serde_json's limit is 128).
 const MAX_DEPTH: usize = 100;
 
@@ -70,6 +73,24 @@ pub(crate) fn array_of_objects<'a>(
     }
     s.ws();
     s.i == raw.len()
+}
+
+/// Where the JSON string that starts (with its quote) at `at` in `b` ends,
+/// past its closing quote, judged as strictly as [`object`] judges one;
+/// and whether it has a byte that is not ASCII (the caller then checks
+/// that the text is UTF-8, which this does not).
+pub(crate) fn string_at(b: &[u8], at: usize) -> Option<(usize, bool)> {
+    let mut s = Skim::new(b);
+    s.i = at;
+    (s.peek() == Some(b'"') && s.string()).then_some((s.i, s.non_ascii))
+}
+
+/// Where the JSON number that starts at `at` in `b` ends, judged as
+/// strictly as [`object`] judges one.
+pub(crate) fn number_at(b: &[u8], at: usize) -> Option<usize> {
+    let mut s = Skim::new(b);
+    s.i = at;
+    s.number().then_some(s.i)
 }
 
 /// A value [`values_at`] found.
@@ -131,7 +152,16 @@ struct Skim<'a> {
     /// Whether a string had a byte that is not ASCII. Outside strings,
     /// only ASCII is accepted, so a line without one is UTF-8.
     non_ascii: bool,
+    /// The last long string checked in this line (where it starts, its
+    /// length with its quotes, and its `shrink`), so that a copy of it is
+    /// known at once to be as well formed: Claude Code writes each tool
+    /// result twice in one line.
+    last_long: Option<(usize, usize, u64)>,
 }
+
+/// Strings at least this long (with their quotes) are remembered, and
+/// compared with the next long string.
+const REPEATED: usize = 1 << 10;
 
 impl<'a> Skim<'a> {
     fn new(b: &'a [u8]) -> Self {
@@ -143,6 +173,7 @@ impl<'a> Skim<'a> {
             found: Vec::new(),
             shrink: 0,
             non_ascii: false,
+            last_long: None,
         }
     }
 
@@ -164,7 +195,7 @@ impl<'a> Skim<'a> {
 
     /// An object, each member handed raw to `member`; keys with escapes
     /// are refused.
-    fn members(&mut self, member: &mut dyn FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
+    fn members(&mut self, member: &mut impl FnMut(&'a [u8], &'a [u8]) -> bool) -> bool {
         if self.peek() != Some(b'{') {
             return false;
         }
@@ -182,7 +213,8 @@ impl<'a> Skim<'a> {
             }
             let b = self.b;
             let key = &b[key_start..self.i - 1];
-            if key.contains(&b'\\') {
+            // Each escape makes the text shorter than the string.
+            if self.shrink != 0 {
                 return false;
             }
             self.ws();
@@ -208,12 +240,21 @@ impl<'a> Skim<'a> {
     }
 
     /// A value at nesting `depth`; `live` has a bit for each of the
-    /// [`values_at`] paths that lead here.
+    /// [`values_at`] paths that lead here. Where none does, the value is
+    /// only checked, by code that does not look for them (`FIND` false).
     fn value(&mut self, depth: usize, live: u32) -> bool {
+        if live == 0 {
+            self.value_of::<false>(depth, 0)
+        } else {
+            self.value_of::<true>(depth, live)
+        }
+    }
+
+    fn value_of<const FIND: bool>(&mut self, depth: usize, live: u32) -> bool {
         match self.peek() {
             Some(b'"') => self.string(),
-            Some(b'{') => self.container(depth, b'}', true, live),
-            Some(b'[') => self.container(depth, b']', false, live),
+            Some(b'{') => self.container::<FIND>(depth, b'}', true, live),
+            Some(b'[') => self.container::<FIND>(depth, b']', false, live),
             Some(b't') => self.literal(b"true"),
             Some(b'f') => self.literal(b"false"),
             Some(b'n') => self.literal(b"null"),
@@ -245,7 +286,13 @@ impl<'a> Skim<'a> {
         (next & !end, end)
     }
 
-    fn container(&mut self, depth: usize, close: u8, keyed: bool, live: u32) -> bool {
+    fn container<const FIND: bool>(
+        &mut self,
+        depth: usize,
+        close: u8,
+        keyed: bool,
+        live: u32,
+    ) -> bool {
         if depth >= MAX_DEPTH {
             return false;
         }
@@ -263,7 +310,7 @@ impl<'a> Skim<'a> {
                 if self.peek() != Some(b'"') || !self.string() {
                     return false;
                 }
-                if live != 0 {
+                if FIND {
                     (next, end) = self.step(live, depth - 1, Some(&self.b[key_start..self.i - 1]));
                 }
                 self.ws();
@@ -272,7 +319,7 @@ impl<'a> Skim<'a> {
                 }
                 self.i += 1;
                 self.ws();
-            } else if live != 0 {
+            } else if FIND {
                 (next, end) = self.step(live, depth - 1, None);
             }
             let start = self.i;
@@ -280,8 +327,11 @@ impl<'a> Skim<'a> {
                 return false;
             }
             // A value holding one found already is not taken whole.
-            let holds = self.found.last().is_some_and(|f| f.range.start >= start);
-            if end != 0 && self.i - start >= self.min && !holds {
+            if FIND
+                && end != 0
+                && self.i - start >= self.min
+                && self.found.last().is_none_or(|f| f.range.start < start)
+            {
                 let text_len =
                     (self.b[start] == b'"').then(|| (self.i - start - 2) as u64 - self.shrink);
                 self.found.push(Found {
@@ -354,8 +404,34 @@ impl<'a> Skim<'a> {
     /// themselves are then looked at one by one.
     #[inline(always)]
     fn string(&mut self) -> bool {
-        // Keys and short values usually end in their first word with
+        // Keys and short values usually end in their first bytes with
         // nothing to escape: that case is done here, without a call.
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        {
+            // Sixteen bytes at a time, for up to four times: past that,
+            // the blocks of `long_string` are faster.
+            let mut at = self.i + 1;
+            while let Some(part) = self.b.get(at..at + 16)
+                && at - self.i <= 64
+            {
+                let (quote, stop) = masks::sixteen(part.try_into().expect("16 bytes"));
+                let before = if quote == 0 {
+                    u32::MAX
+                } else {
+                    (quote & quote.wrapping_neg()) - 1
+                };
+                if stop & before != 0 {
+                    break;
+                }
+                if quote != 0 {
+                    self.shrink = 0;
+                    self.i = at + quote.trailing_zeros() as usize + 1;
+                    return true;
+                }
+                at += 16;
+            }
+        }
+        // Near the end of the line, or where there are no vectors, a word.
         if let Some(word) = self.b.get(self.i + 1..self.i + 9) {
             let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
             let (quote, other) = plain(w);
@@ -371,9 +447,30 @@ impl<'a> Skim<'a> {
         self.long_string()
     }
 
-    /// [`Skim::string`] past its first word.
+    /// [`Skim::string`] past its first bytes. A string that is a copy of
+    /// the last long one, byte for byte from its opening quote to its
+    /// closing one, is as well formed and has as many escapes: it is only
+    /// compared (memory speed), not checked again. Its bytes of the same
+    /// line were checked for UTF-8 as the first's were.
     #[inline(never)]
     fn long_string(&mut self) -> bool {
+        let start = self.i;
+        if let Some((from, len, shrink)) = self.last_long
+            && self.b.get(start..start + len) == Some(&self.b[from..from + len])
+        {
+            self.i = start + len;
+            self.shrink = shrink;
+            return true;
+        }
+        let ok = self.check_long_string();
+        if ok && self.i - start >= REPEATED {
+            self.last_long = Some((start, self.i - start, self.shrink));
+        }
+        ok
+    }
+
+    /// [`Skim::long_string`] for a string that is no copy.
+    fn check_long_string(&mut self) -> bool {
         self.i += 1;
         self.shrink = 0;
         // Most strings (keys, short values) end within a few words: those
@@ -424,6 +521,32 @@ impl<'a> Skim<'a> {
                 _ => return false,
             }
         }
+        self.blocks()
+    }
+
+    /// The rest of a string (from `self.i`, between escapes), 64 bytes
+    /// at a time, with the widest compares this CPU has.
+    fn blocks(&mut self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = masks::Avx2::detect() {
+            // SAFETY: `detect` made an `Avx2`, so this CPU has what
+            // `blocks_avx2` is compiled for.
+            return unsafe { self.blocks_avx2(avx2) };
+        }
+        self.blocks_with(masks::Baseline)
+    }
+
+    /// [`Skim::blocks_with`] compiled for AVX2 (with POPCNT and BMI1).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt,bmi1")]
+    fn blocks_avx2(&mut self, avx2: masks::Avx2) -> bool {
+        self.blocks_with(avx2)
+    }
+
+    /// [`Skim::blocks`] with the masks `classify` finds; inlined into each
+    /// caller, so that it is compiled with the instructions its caller is.
+    #[inline(always)]
+    fn blocks_with(&mut self, classify: impl Classify) -> bool {
         // Whether the first byte of the next block is escaped by a run of
         // backslashes that ended the block before (none before here: the
         // words above stop between escapes).
@@ -441,7 +564,7 @@ impl<'a> Skim<'a> {
                     &pad
                 }
             };
-            let m = Masks::of(block);
+            let m = classify.masks(block);
             self.non_ascii |= m.high != 0;
             let escaped = escaped(m.backslash, &mut carry);
             let quotes = m.quote & !escaped;
@@ -459,7 +582,7 @@ impl<'a> Skim<'a> {
             if escapes != 0 {
                 // Each one-character escape is two bytes for one.
                 self.shrink += u64::from(escapes.count_ones());
-                escapes &= !(m.quote | m.backslash | Masks::escapable(block));
+                escapes &= !(m.quote | m.backslash | classify.escapable(block));
             }
             while escapes != 0 {
                 let p = at + escapes.trailing_zeros() as usize;
@@ -516,113 +639,6 @@ fn plain(w: u64) -> (u64, u64) {
 
 /// How far into a string it is read a word at a time before the blocks.
 const WORDS_FIRST: usize = 64;
-
-/// One bit per byte of a 64-byte block.
-struct Masks {
-    quote: u64,
-    backslash: u64,
-    control: u64,
-    /// Bytes that are not ASCII.
-    high: u64,
-}
-
-impl Masks {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    fn of(block: &[u8; 64]) -> Self {
-        // SAFETY: this is compiled only where SSE2 is enabled, which every
-        // x86-64 target does (it is part of the architecture's baseline).
-        unsafe { Self::sse2(block) }
-    }
-
-    /// 16 bytes per compare.
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    #[target_feature(enable = "sse2")]
-    fn sse2(block: &[u8; 64]) -> Self {
-        use std::arch::x86_64::{
-            __m128i, _mm_cmpeq_epi8, _mm_max_epu8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8,
-        };
-        let (mut quote, mut backslash, mut control, mut high) = (0u64, 0u64, 0u64, 0u64);
-        for (k, part) in block.chunks_exact(16).enumerate() {
-            let word =
-                |at: usize| i64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
-            let v: __m128i = _mm_set_epi64x(word(8), word(0));
-            let bits = |m: __m128i| u64::from(_mm_movemask_epi8(m) as u16) << (16 * k);
-            quote |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8)));
-            backslash |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)));
-            // A byte below 0x20: max(byte, 0x1f) is 0x1f.
-            control |= bits(_mm_cmpeq_epi8(
-                _mm_max_epu8(v, _mm_set1_epi8(0x1f)),
-                _mm_set1_epi8(0x1f),
-            ));
-            high |= bits(v);
-        }
-        Self {
-            quote,
-            backslash,
-            control,
-            high,
-        }
-    }
-
-    /// The bytes that, after a backslash, make a one-character escape
-    /// other than `\"` and `\\\\` (which [`Masks::of`] has): `/bfnrt`.
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    fn escapable(block: &[u8; 64]) -> u64 {
-        // SAFETY: as in `of`, SSE2 is enabled wherever this is compiled.
-        unsafe { Self::escapable_sse2(block) }
-    }
-
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    #[target_feature(enable = "sse2")]
-    fn escapable_sse2(block: &[u8; 64]) -> u64 {
-        use std::arch::x86_64::{
-            _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set_epi64x, _mm_set1_epi8,
-        };
-        let mut mask = 0u64;
-        for (k, part) in block.chunks_exact(16).enumerate() {
-            let word =
-                |at: usize| i64::from_le_bytes(part[at..at + 8].try_into().expect("8 bytes"));
-            let v = _mm_set_epi64x(word(8), word(0));
-            let is = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
-            let any = _mm_or_si128(
-                _mm_or_si128(
-                    _mm_or_si128(is(b'/'), is(b'b')),
-                    _mm_or_si128(is(b'f'), is(b'n')),
-                ),
-                _mm_or_si128(is(b'r'), is(b't')),
-            );
-            mask |= u64::from(_mm_movemask_epi8(any) as u16) << (16 * k);
-        }
-        mask
-    }
-
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    fn escapable(block: &[u8; 64]) -> u64 {
-        let mut mask = 0u64;
-        for (j, &c) in block.iter().enumerate() {
-            mask |= u64::from(matches!(c, b'/' | b'b' | b'f' | b'n' | b'r' | b't')) << j;
-        }
-        mask
-    }
-
-    /// Elsewhere, a plain loop.
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    fn of(block: &[u8; 64]) -> Self {
-        let (mut quote, mut backslash, mut control, mut high) = (0u64, 0u64, 0u64, 0u64);
-        for (j, &c) in block.iter().enumerate() {
-            quote |= u64::from(c == b'"') << j;
-            backslash |= u64::from(c == b'\\') << j;
-            control |= u64::from(c < 0x20) << j;
-            high |= u64::from(c >= 0x80) << j;
-        }
-        Self {
-            quote,
-            backslash,
-            control,
-            high,
-        }
-    }
-}
 
 /// The bytes of a block that a backslash escapes, given its backslashes
 /// and whether its first byte is escaped (`carry`, updated for the next
@@ -771,6 +787,52 @@ mod tests {
                 prop_assert!(!ours || serde);
             } else {
                 prop_assert_eq!(ours, serde, "{}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// A long string and a copy of it, or a copy with one byte
+        /// changed, are judged as serde judges them, and their text's
+        /// lengths are found alike.
+        #[test]
+        fn copies_of_long_strings_are_judged_as_serde_judges_them(
+            b in body(),
+            times in 1usize..40,
+            at in any::<prop::sample::Index>(),
+            byte in prop::option::of(prop::sample::select(b"\"\\nu\x01\xffa".to_vec())),
+        ) {
+            let first = b.repeat(times);
+            let mut copy = first.clone();
+            if let Some(byte) = byte && !copy.is_empty() {
+                let i = at.index(copy.len());
+                copy[i] = byte;
+            }
+            let mut line = br#"{"a":""#.to_vec();
+            line.extend_from_slice(&first);
+            line.extend_from_slice(br#"","b":""#);
+            line.extend_from_slice(&copy);
+            line.extend_from_slice(br#""}"#);
+            let ours = object(&line, |_, _| true);
+            let serde = std::str::from_utf8(&line).is_ok_and(serde_ok);
+            let surrogates = b.windows(3).any(|w| w[0] == b'\\' && w[1] == b'u' && matches!(w[2], b'd' | b'D'));
+            if surrogates {
+                prop_assert!(!ours || serde);
+            } else {
+                prop_assert_eq!(ours, serde, "{}", String::from_utf8_lossy(&line));
+            }
+            if ours {
+                let paths: &[&[Step]] = &[&[Step::Key("a")], &[Step::Key("b")]];
+                let found = values_at(&line, paths, 0).expect("well formed");
+                let text = |f: &Found| f.text_len;
+                prop_assert_eq!(found.len(), 2);
+                if copy == first {
+                    prop_assert_eq!(text(&found[0]), text(&found[1]));
+                }
+                let serde_len = |raw: &[u8]| serde_json::from_slice::<String>(raw).ok().map(|t| t.len() as u64);
+                prop_assert_eq!(text(&found[1]), serde_len(&line[found[1].range.clone()]));
             }
         }
     }
