@@ -23,10 +23,6 @@ use std::time::{Duration, Instant};
 use warden_events::{Agent, StreamDecoder};
 
 #[path = "../../warden/benches/measure/mod.rs"]
-#[expect(
-    unreachable_pub,
-    reason = "the module is the warden benchmarks' too, written for their crate"
-)]
 mod measure;
 mod streams;
 use measure::{Machine, Samples};
