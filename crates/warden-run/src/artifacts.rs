@@ -54,9 +54,10 @@ const HASH_ON_THREAD_AFTER: u64 = 4 << 20;
 
 /// Writes waiting for the hashing thread; past this the writer waits.
 /// With the buffers kept for reuse, at most `HASH_QUEUE + HASH_SPARE`
-/// reads' worth of memory.
-const HASH_QUEUE: usize = 4;
-const HASH_SPARE: usize = 2;
+/// reads' worth of memory (BLAKE3 hashes several times faster than a
+/// flood arrives, so a short queue never holds the writer up).
+const HASH_QUEUE: usize = 2;
+const HASH_SPARE: usize = 1;
 
 /// Whether a log may hash on a thread: only with a second CPU to run it.
 fn hash_on_thread() -> bool {

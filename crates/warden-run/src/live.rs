@@ -35,8 +35,8 @@ pub(crate) struct LiveFeed {
     /// caller, which runs on the same thread, cannot have made room in
     /// between). Cleared by [`flush`](Self::flush), once a turn.
     full: bool,
-    /// Whether the caller takes the output's lines (`text` and `stderr`
-    /// events); one that shows none of them turns this off (see
+    /// Whether the caller takes the output's lines (`text`, `stderr` and
+    /// `thinking` events); one that shows none of them turns this off (see
     /// [`RunHandle::without_output_lines`](crate::RunHandle::without_output_lines)):
     /// then none is made for the feed, and none counts as dropped.
     output_lines: Arc<AtomicBool>,
@@ -68,8 +68,10 @@ impl LiveFeed {
     }
 
     pub(crate) fn deliver(&mut self, mut ev: Stamped) {
-        if matches!(ev.event, Event::Text { .. } | Event::Stderr { .. })
-            && !self.wants_output_lines()
+        if matches!(
+            ev.event,
+            Event::Text { .. } | Event::Stderr { .. } | Event::Thinking { .. }
+        ) && !self.wants_output_lines()
         {
             return;
         }
@@ -236,6 +238,7 @@ mod tests {
         assert!(feed.takes_no_lines());
         feed.deliver(stamped(Event::Text { text: "out".into() }));
         feed.deliver(stamped(Event::Stderr { text: "err".into() }));
+        feed.deliver(stamped(Event::Thinking { text: "hmm".into() }));
         feed.skip_lines(5);
         // Other events, other lines (an oversized one) go on as before.
         feed.deliver(stamped(Event::OversizedLine {

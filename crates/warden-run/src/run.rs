@@ -648,8 +648,8 @@ impl RunHandle {
         self.events.recv().await
     }
 
-    /// Leaves the output's lines (`text` and `stderr` events) out of the
-    /// live feed from now on, for a caller that shows none of them (it
+    /// Leaves the output's lines (`text`, `stderr` and `thinking` events)
+    /// out of the live feed from now on, for a caller that shows none of them (it
     /// passes the output on itself, or wants only the other events). They
     /// are not counted in `live_events_dropped`, and an `exec` run then
     /// makes no event for a line at all, however fast its output comes:

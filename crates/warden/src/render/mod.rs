@@ -205,7 +205,8 @@ fn dur(d: Option<Duration>) -> String {
 /// stream ([`json`]) and the batch view each implement it.
 pub(crate) trait Reporter {
     fn update(&mut self, update: &Update);
-    /// Whether it shows the output's lines (`text` and `stderr` events);
+    /// Whether it shows the output's lines (`text`, `stderr` and
+    /// `thinking` events);
     /// when no view does, the run is asked to leave them out of its feed.
     fn wants_output_lines(&self) -> bool {
         true
