@@ -140,6 +140,9 @@ fn main() {
         .arg("--")
         .arg(&me)
         .args(writer_args)
+        // Its log is warden's copy, as the file is `cat`'s: the output it
+        // would pass on is thrown away.
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .unwrap();
