@@ -139,58 +139,53 @@ impl Pipe {
         };
         // The line the previous read left unfinished ends here.
         self.decode_part(base, 0, first + 1, &mut on_line);
-        let middle = &self.buf[first + 1..=last];
-        let mut run = None;
-        if !middle.is_empty() {
-            // No line of this read is longer than the read itself.
-            if middle.len() <= self.max_line
-                && let Some(not_blank) =
-                    warden_events::exec::lines_if_none_blank(&self.buf[first..=last])
-            {
+        let counted = self.count_lines(first, last);
+        let run = match counted {
+            Some(not_blank) => {
                 let at = base + first as u64 + 1..base + last as u64 + 1;
                 self.line_start = at.end;
-                return self.end_of_counting(base, last, len, Some((at, not_blank)), on_line);
+                (not_blank > 0 || !at.is_empty()).then_some((at, not_blank))
             }
-            let mut start = 0;
-            let mut not_blank = 0u64;
-            let mut fits = true;
-            for newline in memchr::memchr_iter(b'\n', middle) {
-                let line = &middle[start..newline];
-                if line.len() > self.max_line {
-                    fits = false;
-                    break;
-                }
-                // A `\r` before the newline is whitespace: no need to
-                // strip it to tell a blank line.
-                if !warden_events::exec::is_blank(line) {
-                    not_blank += 1;
-                }
-                start = newline + 1;
-            }
-            if fits {
-                let at = base + first as u64 + 1..base + last as u64 + 1;
-                self.line_start = at.end;
-                run = Some((at, not_blank));
-            } else {
+            None => {
                 self.decode_part(base, first + 1, last + 1, &mut on_line);
+                None
             }
-        }
-        self.end_of_counting(base, last, len, run, on_line)
-    }
-
-    /// What [`decode_counting`](Self::decode_counting) does after the
-    /// lines it counted: the start of a line the next read ends goes to
-    /// the splitter, which keeps it.
-    fn end_of_counting(
-        &mut self,
-        base: u64,
-        last: usize,
-        len: usize,
-        run: Option<(Range<u64>, u64)>,
-        mut on_line: impl FnMut(Line<'_>),
-    ) -> Option<(Range<u64>, u64)> {
+        };
+        // The start of a line the next read ends: kept by the splitter.
         self.decode_part(base, last + 1, len, &mut on_line);
         run
+    }
+
+    /// How many of the lines in `buf[first + 1..=last]` (each ended by its
+    /// newline; `first` is the newline before them) are not blank; `None`
+    /// when one is longer than `max_line` (they are then decoded one by
+    /// one). Counted in vector passes when no line ends in whitespace
+    /// (see [`warden_events::exec::lines_if_none_blank`]), else line by
+    /// line.
+    fn count_lines(&self, first: usize, last: usize) -> Option<u64> {
+        let middle = &self.buf[first + 1..=last];
+        // No line of it is longer than all of it.
+        if middle.len() <= self.max_line
+            && let Some(not_blank) =
+                warden_events::exec::lines_if_none_blank(&self.buf[first..=last])
+        {
+            return Some(not_blank);
+        }
+        let mut start = 0;
+        let mut not_blank = 0u64;
+        for newline in memchr::memchr_iter(b'\n', middle) {
+            let line = &middle[start..newline];
+            if line.len() > self.max_line {
+                return None;
+            }
+            // A `\r` before the newline is whitespace: no need to strip
+            // it to tell a blank line.
+            if !warden_events::exec::is_blank(line) {
+                not_blank += 1;
+            }
+            start = newline + 1;
+        }
+        Some(not_blank)
     }
 
     /// Decodes `buf[from..to]`, whose first byte is at `base + from` in
