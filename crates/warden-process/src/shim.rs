@@ -35,9 +35,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::io::{Errno, FdFlags, fcntl_setfd};
 use rustix::process::{WaitOptions, getppid, wait};
@@ -165,9 +163,14 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
     })
 }
 
-/// The shim's state shared by its two threads.
-struct Shared {
-    out: Mutex<UnixStream>,
+/// The shim's state after the spawn. One thread does everything (reaps,
+/// answers warden, watches it): a second thread would be a second task
+/// in /proc, and a thread that is not the last to exit has the kernel
+/// clear its /proc entries after warden was told the shim is gone, while
+/// warden's reaping of the shim clears the same ones (the reaper then
+/// spins until the thread is done, milliseconds on a busy machine).
+struct Shim {
+    control: UnixStream,
     cgroup: Option<Cgroup>,
     /// The run's cgroup v1 directories (limits), removed with the cgroup.
     v1: Vec<PathBuf>,
@@ -177,17 +180,12 @@ struct Shared {
     memory_events: Vec<PathBuf>,
     pids_events: Vec<PathBuf>,
     agent: i32,
-    agent_exited: AtomicBool,
-    /// Held while sweeping or cleaning up, so the reaper cannot exit in
-    /// the middle of either.
-    work: Mutex<()>,
+    agent_exited: bool,
 }
 
-impl Shared {
+impl Shim {
     fn send(&self, m: &ShimMessage) {
-        if let Ok(mut out) = self.out.lock() {
-            let _ = out.write_all(m.to_line().as_bytes());
-        }
+        let _ = (&self.control).write_all(m.to_line().as_bytes());
     }
 
     /// Stops and kills every process of the run; names to warden the ones
@@ -200,7 +198,7 @@ impl Shared {
         if let Some(p) = getppid() {
             spare.extend(procfs::entry(p.as_raw_nonzero().get()).map(|e| e.pgid));
         }
-        let orphans = self.agent_exited.load(Ordering::SeqCst);
+        let orphans = self.agent_exited;
         let swept = sweep(me, self.cgroup.as_ref(), &spare, SWEEP_LIMIT);
         if orphans {
             for k in swept.killed.into_iter().filter(|k| k.pid != self.agent) {
@@ -259,14 +257,13 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         unsafe { BorrowedFd::borrow_raw(CONTROL_FD) },
         FdFlags::CLOEXEC,
     );
-    let mut out = control.try_clone().expect("clone the control socket");
-    let send = |out: &mut UnixStream, m: ShimMessage| {
+    let send = |mut out: &UnixStream, m: ShimMessage| {
         let _ = out.write_all(m.to_line().as_bytes());
     };
 
     let Some(args) = parse_args(argv) else {
         send(
-            &mut out,
+            &control,
             ShimMessage::SpawnFailed {
                 not_found: false,
                 message: "the shim was given no command".into(),
@@ -321,7 +318,7 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         Ok(pid) => pid,
         Err(e) => {
             send(
-                &mut out,
+                &control,
                 ShimMessage::SpawnFailed {
                     not_found: e.kind() == std::io::ErrorKind::NotFound,
                     message: e.to_string(),
@@ -331,7 +328,7 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         }
     };
     send(
-        &mut out,
+        &control,
         ShimMessage::Spawned {
             pid: agent,
             cgroup: joined,
@@ -339,57 +336,118 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     );
     release_stdio();
 
-    let shared = std::sync::Arc::new(Shared {
-        out: Mutex::new(out),
+    let mut shim = Shim {
+        control,
         cgroup,
         v1: args.join.clone(),
         limits: args.limits,
         memory_events: args.memory_events.clone(),
         pids_events: args.pids_events.clone(),
         agent,
-        agent_exited: AtomicBool::new(false),
-        work: Mutex::new(()),
-    });
-    let watcher = std::sync::Arc::clone(&shared);
+        agent_exited: false,
+    };
     let warden = getppid();
-    let if_warden_dies = args.if_warden_dies.clone();
-    std::thread::spawn(move || {
-        // Whatever happens in the watch, the run must not outlive it.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch(control, &watcher)));
-        let _work = watcher.work.lock();
-        watcher.sweep();
+    // Whatever happens in the loop, the run must not outlive it.
+    let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shim.serve()));
+    let ended = ended.unwrap_or(End::WardenGone);
+    if ended == End::WardenGone {
+        shim.sweep();
         // warden died (the shim was given to another parent): what it
         // would have removed at the run's end is the shim's to remove.
         if getppid() != warden {
-            run_bounded(&if_warden_dies, WARDEN_GONE_CLEANUP);
+            run_bounded(&args.if_warden_dies, WARDEN_GONE_CLEANUP);
         }
-        watcher.report_resources();
-        watcher.remove_cgroup();
-        std::process::exit(0);
-    });
+    }
+    // Counted before warden hears the run is over, and before the cgroups
+    // that count it go.
+    shim.report_resources();
+    if ended == End::NoneLeft && shim.agent_exited {
+        shim.send(&ShimMessage::Empty);
+    }
+    shim.remove_cgroup();
+    0
+}
 
-    loop {
-        match wait(WaitOptions::empty()) {
-            Ok(Some((pid, status))) if pid.as_raw_nonzero().get() == agent => {
-                shared.agent_exited.store(true, Ordering::SeqCst);
-                shared.send(&ShimMessage::Exited {
-                    code: status.exit_status(),
-                    signal: status.terminating_signal(),
-                });
+/// Why the shim's loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// No child left, so no descendant left either (every orphan is
+    /// re-parented here): the cgroup is empty and can go, whatever warden
+    /// does now (it may be dead).
+    NoneLeft,
+    /// warden closed the control socket or died (the kernel closes it
+    /// then): nothing of the run may outlive it.
+    WardenGone,
+}
+
+impl Shim {
+    /// Reaps, reports the agent's exit, sweeps at warden's request and
+    /// keeps warden from staying stopped, until one of the two ends.
+    fn serve(&mut self) -> End {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let exits = match os::child_exits::ChildExits::new() {
+            Ok(exits) => Some(exits),
+            // No signalfd: the loop still ends, by looking every tick.
+            Err(_) => None,
+        };
+        let mut stopped_seen = 0u32;
+        let mut next_watch = Instant::now() + WATCH_EVERY;
+        loop {
+            if let Some(end) = self.reap() {
+                return end;
             }
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(_) => {
-                // ECHILD: no child left, so no descendant left either (every
-                // orphan is re-parented here). Whatever warden does now, the
-                // cgroup is empty and can go: warden may be dead.
-                let _work = shared.work.lock();
-                // Counted before warden hears the run is over.
-                shared.report_resources();
-                if shared.agent_exited.load(Ordering::SeqCst) {
-                    shared.send(&ShimMessage::Empty);
+            let wait = next_watch.saturating_duration_since(Instant::now());
+            let timeout = Timespec {
+                tv_sec: wait.as_secs() as _,
+                tv_nsec: wait.subsec_nanos() as _,
+            };
+            let mut fds = vec![PollFd::new(&self.control, PollFlags::IN)];
+            if let Some(exits) = &exits {
+                fds.push(PollFd::new(exits, PollFlags::IN));
+            }
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(_) => return End::WardenGone,
+            }
+            let control_ready = !fds[0].revents().is_empty();
+            drop(fds);
+            if let Some(exits) = &exits {
+                exits.drain();
+            }
+            if control_ready {
+                let mut buf = [0u8; 64];
+                match (&self.control).read(&mut buf) {
+                    Ok(0) => return End::WardenGone,
+                    Ok(_) => self.sweep(),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(_) => return End::WardenGone,
                 }
-                shared.remove_cgroup();
-                return 0;
+            }
+            if Instant::now() >= next_watch {
+                stopped_seen = resume_warden(stopped_seen);
+                next_watch = Instant::now() + WATCH_EVERY;
+            }
+        }
+    }
+
+    /// Reaps every child that has exited; reports the agent's exit.
+    /// `Some` once no child is left.
+    fn reap(&mut self) -> Option<End> {
+        loop {
+            match wait(WaitOptions::NOHANG) {
+                Ok(Some((pid, status))) => {
+                    if pid.as_raw_nonzero().get() == self.agent {
+                        self.agent_exited = true;
+                        self.send(&ShimMessage::Exited {
+                            code: status.exit_status(),
+                            signal: status.terminating_signal(),
+                        });
+                    }
+                }
+                Ok(None) => return None,
+                Err(Errno::INTR) => {}
+                Err(_) => return Some(End::NoneLeft),
             }
         }
     }
@@ -521,31 +579,6 @@ fn run_bounded(cmd: &[OsString], limit: Duration) {
     }
     let _ = child.kill();
     let _ = child.wait();
-}
-
-/// The control socket's thread: a request from warden sweeps the run;
-/// returns at the socket's end (warden closed it, or died). In between, it
-/// keeps warden from staying stopped.
-fn watch(mut control: UnixStream, shared: &Shared) {
-    let _ = control.set_read_timeout(Some(WATCH_EVERY));
-    let mut buf = [0u8; 64];
-    let mut stopped_seen = 0u32;
-    loop {
-        match control.read(&mut buf) {
-            Ok(0) => break,
-            Ok(_) => {
-                let _work = shared.work.lock();
-                shared.sweep();
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                stopped_seen = resume_warden(stopped_seen);
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    // warden closed the socket or died: nothing of the run may outlive it
-    // (the caller sweeps, removes the cgroup and ends the shim).
 }
 
 /// SIGCONTs warden if it was found stopped twice in a row, unless it was

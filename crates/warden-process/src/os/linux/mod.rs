@@ -1,6 +1,7 @@
 //! Linux: /proc, prctl, cgroups (v2, and v1 for limits) and signals.
 
 pub mod cgroup;
+pub mod child_exits;
 pub mod clone_into;
 pub mod limits;
 pub mod procfs;
