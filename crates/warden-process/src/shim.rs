@@ -66,6 +66,12 @@ pub const SHIM_ENV: &str = "WARDEN_SHIM_OF";
 /// The file descriptor the control socket is passed on.
 pub(crate) const CONTROL_FD: i32 = 3;
 
+/// The argument (first after [`SHIM_ARG`]) that says the control socket
+/// came as the shim's stdin, and the agent's stdin is /dev/null: a shim
+/// started so needs nothing done between warden's fork and its exec, so
+/// warden can start it without copying its own memory map (see `spawn`).
+pub(crate) const CONTROL_ON_STDIN: &str = "--control-on-stdin";
+
 /// How long a sweep may take before the processes left are given up on.
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 
@@ -237,7 +243,14 @@ impl Shim {
     }
 }
 
-fn shim_main(argv: Vec<OsString>) -> i32 {
+fn shim_main(mut argv: Vec<OsString>) -> i32 {
+    if argv.first().is_some_and(|a| a == CONTROL_ON_STDIN) {
+        argv.remove(0);
+        if let Err(e) = control_from_stdin() {
+            eprintln!("warden's shim could not take its control socket from its stdin: {e}");
+            return 2;
+        }
+    }
     // Started by hand, the shim may have nothing on CONTROL_FD.
     // SAFETY: fcntl(F_GETFD) takes a plain descriptor number and touches
     // no memory; on a descriptor that is not open it fails with EBADF.
@@ -605,6 +618,38 @@ fn resume_warden(seen: u32) -> u32 {
         return 0;
     }
     seen + 1
+}
+
+/// Moves the control socket from stdin to [`CONTROL_FD`], gives stdin
+/// /dev/null (the agent's), and closes what else the shim inherited from
+/// warden (descriptors warden inherited from its own parent stop here).
+/// Done first thing: nothing in this process has opened a descriptor yet.
+fn control_from_stdin() -> std::io::Result<()> {
+    // SAFETY: dup2 takes two plain descriptor numbers and touches no
+    // memory; whatever CONTROL_FD was (an inherited descriptor nothing
+    // here owns), it becomes the control socket.
+    if unsafe { libc::dup2(0, CONTROL_FD) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let null = std::fs::File::open("/dev/null")?;
+    rustix::stdio::dup2_stdin(&null)?;
+    drop(null);
+    // SAFETY: close_range takes plain integers and touches no memory; no
+    // descriptor above CONTROL_FD is owned by anything in this process.
+    let closed = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            (CONTROL_FD + 1) as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    };
+    if closed != 0 {
+        // Kernels before 5.9: closed at the next exec at least, as they
+        // were when warden marked them in the fork.
+        os::cloexec_from(CONTROL_FD + 1)?;
+    }
+    Ok(())
 }
 
 /// Points the shim's own stdin, stdout and stderr at /dev/null, so that the

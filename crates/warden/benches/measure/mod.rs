@@ -9,26 +9,30 @@ use std::time::Duration;
 
 /// Samples of one measure, taken in turn with its reference's.
 #[derive(Debug, Default, Clone)]
-pub struct Samples(Vec<Duration>);
+pub(crate) struct Samples(Vec<Duration>);
 
 impl Samples {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self(Vec::new())
     }
 
-    pub fn push(&mut self, d: Duration) {
+    pub(crate) fn push(&mut self, d: Duration) {
         self.0.push(d);
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    pub fn min(&self) -> Duration {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn min(&self) -> Duration {
         self.0.iter().copied().min().unwrap_or_default()
     }
 
-    pub fn median(&self) -> Duration {
+    pub(crate) fn median(&self) -> Duration {
         let mut v = self.0.clone();
         v.sort();
         match v.len() {
@@ -38,18 +42,18 @@ impl Samples {
         }
     }
 
-    pub fn max(&self) -> Duration {
+    pub(crate) fn max(&self) -> Duration {
         self.0.iter().copied().max().unwrap_or_default()
     }
 
     /// "min / median" in milliseconds.
-    pub fn ms(&self) -> String {
+    pub(crate) fn ms(&self) -> String {
         format!("{} / {}", ms(self.min()), ms(self.median()))
     }
 }
 
 /// `d` in milliseconds, with the precision its size calls for.
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     let m = d.as_secs_f64() * 1e3;
     if m < 10.0 {
         format!("{m:.2} ms")
@@ -62,7 +66,7 @@ pub fn ms(d: Duration) -> String {
 
 /// The ratio of two sample sets as "min / median" (`ours` over
 /// `reference`, each figure against the same figure of the other).
-pub fn ratio(ours: &Samples, reference: &Samples) -> String {
+pub(crate) fn ratio(ours: &Samples, reference: &Samples) -> String {
     let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-12);
     format!(
         "{:.2}× / {:.2}×",
@@ -72,7 +76,7 @@ pub fn ratio(ours: &Samples, reference: &Samples) -> String {
 }
 
 /// The one-minute load average, from /proc/loadavg.
-pub fn load() -> f64 {
+pub(crate) fn load() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
@@ -81,12 +85,12 @@ pub fn load() -> f64 {
 
 /// The line every benchmark opens with: the CPUs this process may run on
 /// and the load now. Call [`Machine::end`] at the end for the load then.
-pub struct Machine {
+pub(crate) struct Machine {
     load_before: f64,
 }
 
 impl Machine {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
         let load_before = load();
         println!("machine: {cpus} CPUs usable, load {load_before:.2} at the start\n");
@@ -95,7 +99,7 @@ impl Machine {
 
     /// Prints the load at the start and now, the conditions every figure
     /// above was measured in.
-    pub fn end(self) {
+    pub(crate) fn end(self) {
         println!(
             "\nload: {:.2} at the start, {:.2} at the end (one-minute average; figures taken at a load above the CPU count are noisy)",
             self.load_before,
