@@ -53,7 +53,20 @@ pub const SHIM_MARK: &str = concat!("warden-shim build ", env!("WARDEN_PROCESS_B
 /// Whether `file` (the bytes of an executable) carries this build's
 /// [`SHIM_MARK`]: a shim executable built from other sources does not.
 pub fn shim_file_matches(file: &[u8]) -> bool {
-    memchr::memmem::find(file, SHIM_MARK.as_bytes()).is_some()
+    // A plain scan, not memchr's searcher: building that one detects the
+    // CPU's features first, and on a virtual machine each question to the
+    // CPU traps to the hypervisor (a tenth of a millisecond, at every
+    // run's start). The mark sits a few tens of KiB in.
+    let mark = SHIM_MARK.as_bytes();
+    let mut from = 0;
+    while let Some(at) = file[from..].iter().position(|&b| b == mark[0]) {
+        let start = from + at;
+        if file[start..].starts_with(mark) {
+            return true;
+        }
+        from = start + 1;
+    }
+    false
 }
 
 /// The first argument that turns the process into a shim.
@@ -663,5 +676,24 @@ fn release_stdio() {
         let _ = rustix::stdio::dup2_stdin(&null);
         let _ = rustix::stdio::dup2_stdout(&null);
         let _ = rustix::stdio::dup2_stderr(&null);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mark_is_found_wherever_it_is_and_only_whole() {
+        let mark = SHIM_MARK.as_bytes();
+        let mut file = vec![b'w'; 5000];
+        assert!(!shim_file_matches(&file), "found in a file without it");
+        file.extend_from_slice(&mark[..mark.len() - 1]);
+        assert!(!shim_file_matches(&file), "found when cut short at the end");
+        file.extend_from_slice(mark);
+        file.extend_from_slice(b"more");
+        assert!(shim_file_matches(&file), "not found after a partial one");
+        assert!(shim_file_matches(mark), "not found as the whole file");
+        assert!(!shim_file_matches(b""), "found in an empty file");
     }
 }
