@@ -411,11 +411,8 @@ impl Shim {
     /// keeps warden from staying stopped, until one of the two ends.
     fn serve(&mut self) -> End {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
-        let exits = match os::child_exits::ChildExits::new() {
-            Ok(exits) => Some(exits),
-            // No signalfd: the loop still ends, by looking every tick.
-            Err(_) => None,
-        };
+        // Without a signalfd the loop still ends, by looking every tick.
+        let exits = os::child_exits::ChildExits::new().ok();
         let mut stopped_seen = 0u32;
         let mut next_watch = Instant::now() + WATCH_EVERY;
         loop {
