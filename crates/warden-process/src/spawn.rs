@@ -160,7 +160,11 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         return Err(SpawnError::StartedAsShim);
     }
     let program = spec.program.to_string_lossy().into_owned();
-    let mut stale = None;
+    // The cgroups that dead wardens left next to this one go while the
+    // run goes, off its path ([`RunTree::close`] waits for it): started
+    // once the shim is, so that the shim's start does not wait for a
+    // second blocking thread to be made.
+    let sweep_stale = !matches!(spec.containment, ContainmentChoice::Subreaper);
     let cgroup = match spec.containment {
         ContainmentChoice::Subreaper => None,
         choice => {
@@ -169,9 +173,6 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             let made = tokio::task::spawn_blocking(move || Cgroup::create(&name))
                 .await
                 .unwrap_or_else(|e| Err(io::Error::other(e)));
-            // The cgroups that dead wardens left next to this one go while
-            // the run starts, off its path ([`RunTree::close`] waits for it).
-            stale = Some(tokio::task::spawn_blocking(remove_stale_cgroups));
             match (choice, made) {
                 (_, Ok(cg)) => Some(cg),
                 (ContainmentChoice::Cgroup, Err(e)) => return Err(SpawnError::NoCgroup(e)),
@@ -323,6 +324,7 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         }
     };
     drop(kept);
+    let stale = sweep_stale.then(|| tokio::task::spawn_blocking(remove_stale_cgroups));
     let shim_pid = shim.id().map_or(0, |p| p as i32);
     let watchdog = tokio::spawn(resume_when_stopped(shim_pid));
 

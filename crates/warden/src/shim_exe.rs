@@ -24,7 +24,7 @@ pub(crate) fn path() -> Option<PathBuf> {
 /// which the linker places with the other constants before the code: in
 /// a release shim it sits in the first tens of KiB of a file of more than
 /// 700, and each run would otherwise read the whole file.
-const HEAD: u64 = 128 << 10;
+const HEAD: u64 = 64 << 10;
 
 fn find() -> Option<PathBuf> {
     use warden_run::regular_file;

@@ -239,7 +239,7 @@ pub fn own_cgroup_dir() -> io::Result<PathBuf> {
 
 /// The directory of the cgroup v2 named in a `/proc/PID/cgroup` file.
 fn cgroup_dir_of(file: &str) -> io::Result<PathBuf> {
-    let cgroups = fs::read_to_string(file)?;
+    let cgroups = super::procfs::read_small(file)?;
     let own = cgroups
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
