@@ -35,9 +35,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::io::{Errno, FdFlags, fcntl_setfd};
 use rustix::process::{WaitOptions, getppid, wait};
@@ -55,7 +53,20 @@ pub const SHIM_MARK: &str = concat!("warden-shim build ", env!("WARDEN_PROCESS_B
 /// Whether `file` (the bytes of an executable) carries this build's
 /// [`SHIM_MARK`]: a shim executable built from other sources does not.
 pub fn shim_file_matches(file: &[u8]) -> bool {
-    memchr::memmem::find(file, SHIM_MARK.as_bytes()).is_some()
+    // A plain scan, not memchr's searcher: building that one detects the
+    // CPU's features first, and on a virtual machine each question to the
+    // CPU traps to the hypervisor (a tenth of a millisecond, at every
+    // run's start). The mark sits a few tens of KiB in.
+    let mark = SHIM_MARK.as_bytes();
+    let mut from = 0;
+    while let Some(at) = file[from..].iter().position(|&b| b == mark[0]) {
+        let start = from + at;
+        if file[start..].starts_with(mark) {
+            return true;
+        }
+        from = start + 1;
+    }
+    false
 }
 
 /// The first argument that turns the process into a shim.
@@ -67,6 +78,12 @@ pub const SHIM_ENV: &str = "WARDEN_SHIM_OF";
 
 /// The file descriptor the control socket is passed on.
 pub(crate) const CONTROL_FD: i32 = 3;
+
+/// The argument (first after [`SHIM_ARG`]) that says the control socket
+/// came as the shim's stdin, and the agent's stdin is /dev/null: a shim
+/// started so needs nothing done between warden's fork and its exec, so
+/// warden can start it without copying its own memory map (see `spawn`).
+pub(crate) const CONTROL_ON_STDIN: &str = "--control-on-stdin";
 
 /// How long a sweep may take before the processes left are given up on.
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
@@ -165,9 +182,14 @@ fn parse_args(mut argv: Vec<OsString>) -> Option<ShimArgs> {
     })
 }
 
-/// The shim's state shared by its two threads.
-struct Shared {
-    out: Mutex<UnixStream>,
+/// The shim's state after the spawn. One thread does everything (reaps,
+/// answers warden, watches it): a second thread would be a second task
+/// in /proc, and a thread that is not the last to exit has the kernel
+/// clear its /proc entries after warden was told the shim is gone, while
+/// warden's reaping of the shim clears the same ones (the reaper then
+/// spins until the thread is done, milliseconds on a busy machine).
+struct Shim {
+    control: UnixStream,
     cgroup: Option<Cgroup>,
     /// The run's cgroup v1 directories (limits), removed with the cgroup.
     v1: Vec<PathBuf>,
@@ -177,17 +199,12 @@ struct Shared {
     memory_events: Vec<PathBuf>,
     pids_events: Vec<PathBuf>,
     agent: i32,
-    agent_exited: AtomicBool,
-    /// Held while sweeping or cleaning up, so the reaper cannot exit in
-    /// the middle of either.
-    work: Mutex<()>,
+    agent_exited: bool,
 }
 
-impl Shared {
+impl Shim {
     fn send(&self, m: &ShimMessage) {
-        if let Ok(mut out) = self.out.lock() {
-            let _ = out.write_all(m.to_line().as_bytes());
-        }
+        let _ = (&self.control).write_all(m.to_line().as_bytes());
     }
 
     /// Stops and kills every process of the run; names to warden the ones
@@ -200,7 +217,7 @@ impl Shared {
         if let Some(p) = getppid() {
             spare.extend(procfs::entry(p.as_raw_nonzero().get()).map(|e| e.pgid));
         }
-        let orphans = self.agent_exited.load(Ordering::SeqCst);
+        let orphans = self.agent_exited;
         let swept = sweep(me, self.cgroup.as_ref(), &spare, SWEEP_LIMIT);
         if orphans {
             for k in swept.killed.into_iter().filter(|k| k.pid != self.agent) {
@@ -239,7 +256,14 @@ impl Shared {
     }
 }
 
-fn shim_main(argv: Vec<OsString>) -> i32 {
+fn shim_main(mut argv: Vec<OsString>) -> i32 {
+    if argv.first().is_some_and(|a| a == CONTROL_ON_STDIN) {
+        argv.remove(0);
+        if let Err(e) = control_from_stdin() {
+            eprintln!("warden's shim could not take its control socket from its stdin: {e}");
+            return 2;
+        }
+    }
     // Started by hand, the shim may have nothing on CONTROL_FD.
     // SAFETY: fcntl(F_GETFD) takes a plain descriptor number and touches
     // no memory; on a descriptor that is not open it fails with EBADF.
@@ -259,14 +283,13 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         unsafe { BorrowedFd::borrow_raw(CONTROL_FD) },
         FdFlags::CLOEXEC,
     );
-    let mut out = control.try_clone().expect("clone the control socket");
-    let send = |out: &mut UnixStream, m: ShimMessage| {
+    let send = |mut out: &UnixStream, m: ShimMessage| {
         let _ = out.write_all(m.to_line().as_bytes());
     };
 
     let Some(args) = parse_args(argv) else {
         send(
-            &mut out,
+            &control,
             ShimMessage::SpawnFailed {
                 not_found: false,
                 message: "the shim was given no command".into(),
@@ -321,7 +344,7 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         Ok(pid) => pid,
         Err(e) => {
             send(
-                &mut out,
+                &control,
                 ShimMessage::SpawnFailed {
                     not_found: e.kind() == std::io::ErrorKind::NotFound,
                     message: e.to_string(),
@@ -331,7 +354,7 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
         }
     };
     send(
-        &mut out,
+        &control,
         ShimMessage::Spawned {
             pid: agent,
             cgroup: joined,
@@ -339,57 +362,115 @@ fn shim_main(argv: Vec<OsString>) -> i32 {
     );
     release_stdio();
 
-    let shared = std::sync::Arc::new(Shared {
-        out: Mutex::new(out),
+    let mut shim = Shim {
+        control,
         cgroup,
         v1: args.join.clone(),
         limits: args.limits,
         memory_events: args.memory_events.clone(),
         pids_events: args.pids_events.clone(),
         agent,
-        agent_exited: AtomicBool::new(false),
-        work: Mutex::new(()),
-    });
-    let watcher = std::sync::Arc::clone(&shared);
+        agent_exited: false,
+    };
     let warden = getppid();
-    let if_warden_dies = args.if_warden_dies.clone();
-    std::thread::spawn(move || {
-        // Whatever happens in the watch, the run must not outlive it.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| watch(control, &watcher)));
-        let _work = watcher.work.lock();
-        watcher.sweep();
+    // Whatever happens in the loop, the run must not outlive it.
+    let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shim.serve()));
+    let ended = ended.unwrap_or(End::WardenGone);
+    if ended == End::WardenGone {
+        shim.sweep();
         // warden died (the shim was given to another parent): what it
         // would have removed at the run's end is the shim's to remove.
         if getppid() != warden {
-            run_bounded(&if_warden_dies, WARDEN_GONE_CLEANUP);
+            run_bounded(&args.if_warden_dies, WARDEN_GONE_CLEANUP);
         }
-        watcher.report_resources();
-        watcher.remove_cgroup();
-        std::process::exit(0);
-    });
+    }
+    // Counted before warden hears the run is over, and before the cgroups
+    // that count it go.
+    shim.report_resources();
+    if ended == End::NoneLeft && shim.agent_exited {
+        shim.send(&ShimMessage::Empty);
+    }
+    shim.remove_cgroup();
+    0
+}
 
-    loop {
-        match wait(WaitOptions::empty()) {
-            Ok(Some((pid, status))) if pid.as_raw_nonzero().get() == agent => {
-                shared.agent_exited.store(true, Ordering::SeqCst);
-                shared.send(&ShimMessage::Exited {
-                    code: status.exit_status(),
-                    signal: status.terminating_signal(),
-                });
+/// Why the shim's loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// No child left, so no descendant left either (every orphan is
+    /// re-parented here): the cgroup is empty and can go, whatever warden
+    /// does now (it may be dead).
+    NoneLeft,
+    /// warden closed the control socket or died (the kernel closes it
+    /// then): nothing of the run may outlive it.
+    WardenGone,
+}
+
+impl Shim {
+    /// Reaps, reports the agent's exit, sweeps at warden's request and
+    /// keeps warden from staying stopped, until one of the two ends.
+    fn serve(&mut self) -> End {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        // Without a signalfd the loop still ends, by looking every tick.
+        let exits = os::child_exits::ChildExits::new().ok();
+        let mut stopped_seen = 0u32;
+        let mut next_watch = Instant::now() + WATCH_EVERY;
+        loop {
+            if let Some(end) = self.reap() {
+                return end;
             }
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(_) => {
-                // ECHILD: no child left, so no descendant left either (every
-                // orphan is re-parented here). Whatever warden does now, the
-                // cgroup is empty and can go: warden may be dead.
-                let _work = shared.work.lock();
-                // Counted before warden hears the run is over.
-                shared.report_resources();
-                if shared.agent_exited.load(Ordering::SeqCst) {
-                    shared.send(&ShimMessage::Empty);
+            let wait = next_watch.saturating_duration_since(Instant::now());
+            let timeout = Timespec {
+                tv_sec: wait.as_secs() as _,
+                tv_nsec: wait.subsec_nanos() as _,
+            };
+            let mut fds = vec![PollFd::new(&self.control, PollFlags::IN)];
+            if let Some(exits) = &exits {
+                fds.push(PollFd::new(exits, PollFlags::IN));
+            }
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(_) | Err(Errno::INTR) => {}
+                Err(_) => return End::WardenGone,
+            }
+            let control_ready = !fds[0].revents().is_empty();
+            drop(fds);
+            if let Some(exits) = &exits {
+                exits.drain();
+            }
+            if control_ready {
+                let mut buf = [0u8; 64];
+                match (&self.control).read(&mut buf) {
+                    Ok(0) => return End::WardenGone,
+                    Ok(_) => self.sweep(),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(_) => return End::WardenGone,
                 }
-                shared.remove_cgroup();
-                return 0;
+            }
+            if Instant::now() >= next_watch {
+                stopped_seen = resume_warden(stopped_seen);
+                next_watch = Instant::now() + WATCH_EVERY;
+            }
+        }
+    }
+
+    /// Reaps every child that has exited; reports the agent's exit.
+    /// `Some` once no child is left.
+    fn reap(&mut self) -> Option<End> {
+        loop {
+            match wait(WaitOptions::NOHANG) {
+                Ok(Some((pid, status))) => {
+                    if pid.as_raw_nonzero().get() == self.agent {
+                        self.agent_exited = true;
+                        self.send(&ShimMessage::Exited {
+                            code: status.exit_status(),
+                            signal: status.terminating_signal(),
+                        });
+                    }
+                }
+                Ok(None) => return None,
+                Err(Errno::INTR) => {}
+                Err(_) => return Some(End::NoneLeft),
             }
         }
     }
@@ -523,31 +604,6 @@ fn run_bounded(cmd: &[OsString], limit: Duration) {
     let _ = child.wait();
 }
 
-/// The control socket's thread: a request from warden sweeps the run;
-/// returns at the socket's end (warden closed it, or died). In between, it
-/// keeps warden from staying stopped.
-fn watch(mut control: UnixStream, shared: &Shared) {
-    let _ = control.set_read_timeout(Some(WATCH_EVERY));
-    let mut buf = [0u8; 64];
-    let mut stopped_seen = 0u32;
-    loop {
-        match control.read(&mut buf) {
-            Ok(0) => break,
-            Ok(_) => {
-                let _work = shared.work.lock();
-                shared.sweep();
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                stopped_seen = resume_warden(stopped_seen);
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    // warden closed the socket or died: nothing of the run may outlive it
-    // (the caller sweeps, removes the cgroup and ends the shim).
-}
-
 /// SIGCONTs warden if it was found stopped twice in a row, unless it was
 /// stopped by its terminal's job control (then its terminal's foreground
 /// is another process group: the user pressed Ctrl-Z, and `fg` resumes
@@ -574,6 +630,38 @@ fn resume_warden(seen: u32) -> u32 {
     seen + 1
 }
 
+/// Moves the control socket from stdin to [`CONTROL_FD`], gives stdin
+/// /dev/null (the agent's), and closes what else the shim inherited from
+/// warden (descriptors warden inherited from its own parent stop here).
+/// Done first thing: nothing in this process has opened a descriptor yet.
+fn control_from_stdin() -> std::io::Result<()> {
+    // SAFETY: dup2 takes two plain descriptor numbers and touches no
+    // memory; whatever CONTROL_FD was (an inherited descriptor nothing
+    // here owns), it becomes the control socket.
+    if unsafe { libc::dup2(0, CONTROL_FD) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let null = std::fs::File::open("/dev/null")?;
+    rustix::stdio::dup2_stdin(&null)?;
+    drop(null);
+    // SAFETY: close_range takes plain integers and touches no memory; no
+    // descriptor above CONTROL_FD is owned by anything in this process.
+    let closed = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            (CONTROL_FD + 1) as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    };
+    if closed != 0 {
+        // Kernels before 5.9: closed at the next exec at least, as they
+        // were when warden marked them in the fork.
+        os::cloexec_from(CONTROL_FD + 1)?;
+    }
+    Ok(())
+}
+
 /// Points the shim's own stdin, stdout and stderr at /dev/null, so that the
 /// agent's pipes reach end of file as soon as the run's processes are gone.
 fn release_stdio() {
@@ -585,5 +673,24 @@ fn release_stdio() {
         let _ = rustix::stdio::dup2_stdin(&null);
         let _ = rustix::stdio::dup2_stdout(&null);
         let _ = rustix::stdio::dup2_stderr(&null);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mark_is_found_wherever_it_is_and_only_whole() {
+        let mark = SHIM_MARK.as_bytes();
+        let mut file = vec![b'w'; 5000];
+        assert!(!shim_file_matches(&file), "found in a file without it");
+        file.extend_from_slice(&mark[..mark.len() - 1]);
+        assert!(!shim_file_matches(&file), "found when cut short at the end");
+        file.extend_from_slice(mark);
+        file.extend_from_slice(b"more");
+        assert!(shim_file_matches(&file), "not found after a partial one");
+        assert!(shim_file_matches(mark), "not found as the whole file");
+        assert!(!shim_file_matches(b""), "found in an empty file");
     }
 }

@@ -21,7 +21,7 @@ use crate::os::limits::{LimitError, Mounts, RunLimits};
 use crate::os::{self, Signal, Target, cgroup::Cgroup, procfs};
 use crate::protocol::{KILL_REQUEST, ShimMessage};
 use crate::resources::{Applied, ResourceEvents, ResourceLimits};
-use crate::shim::{CONTROL_FD, SHIM_ARG, SHIM_ENV};
+use crate::shim::{CONTROL_FD, CONTROL_ON_STDIN, SHIM_ARG, SHIM_ENV};
 
 /// How long a shim may take to report the spawn (or the run's timeout, if
 /// that is shorter).
@@ -160,7 +160,11 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         return Err(SpawnError::StartedAsShim);
     }
     let program = spec.program.to_string_lossy().into_owned();
-    let mut stale = None;
+    // The cgroups that dead wardens left next to this one go while the
+    // run goes, off its path ([`RunTree::close`] waits for it): started
+    // once the shim is, so that the shim's start does not wait for a
+    // second blocking thread to be made.
+    let sweep_stale = !matches!(spec.containment, ContainmentChoice::Subreaper);
     let cgroup = match spec.containment {
         ContainmentChoice::Subreaper => None,
         choice => {
@@ -169,9 +173,6 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             let made = tokio::task::spawn_blocking(move || Cgroup::create(&name))
                 .await
                 .unwrap_or_else(|e| Err(io::Error::other(e)));
-            // The cgroups that dead wardens left next to this one go while
-            // the run starts, off its path ([`RunTree::close`] waits for it).
-            stale = Some(tokio::task::spawn_blocking(remove_stale_cgroups));
             match (choice, made) {
                 (_, Ok(cg)) => Some(cg),
                 (ContainmentChoice::Cgroup, Err(e)) => return Err(SpawnError::NoCgroup(e)),
@@ -237,6 +238,16 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
     };
     let mut cmd = Command::new(&spec.shim_exe);
     cmd.arg(SHIM_ARG);
+    // Without a prompt to pipe in, the control socket goes in as the
+    // shim's stdin, and the shim moves it to CONTROL_FD itself: nothing is
+    // then left to do between fork and exec, and the standard library
+    // starts the shim with posix_spawn (a vfork), without copying warden's
+    // page tables for an exec to throw away, nor the copy-on-write faults
+    // warden takes after a fork.
+    let control_on_stdin = spec.stdin.is_none();
+    if control_on_stdin {
+        cmd.arg(CONTROL_ON_STDIN);
+    }
     if let Some(cg) = &cgroup {
         cmd.arg("--cgroup").arg(cg.path());
     }
@@ -268,11 +279,6 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         // program that forgets `run_if_shim` then refuses to start a run
         // instead of starting itself again.
         .env(SHIM_ENV, os::own_pid().to_string())
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so a Ctrl-C at the terminal reaches warden only,
@@ -284,20 +290,29 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
         cmd.current_dir(dir).env("PWD", dir);
     }
     let theirs: OwnedFd = theirs.into();
-    let raw = theirs.as_raw_fd();
-    // SAFETY: runs between fork and exec; makes only raw system calls on
-    // descriptors that are open in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            pass_control_fd(raw)?;
-            // Descriptors warden inherited from its own parent stop here.
-            os::cloexec_from(CONTROL_FD + 1)
-        });
+    // Kept open in warden until the shim has it (closed after the spawn).
+    let mut kept = None;
+    if control_on_stdin {
+        cmd.stdin(Stdio::from(theirs));
+    } else {
+        // The prompt's pipe.
+        cmd.stdin(Stdio::piped());
+        let raw = theirs.as_raw_fd();
+        kept = Some(theirs);
+        // SAFETY: runs between fork and exec; makes only raw system calls
+        // on descriptors that are open in the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                pass_control_fd(raw)?;
+                // Descriptors warden inherited from its own parent stop here.
+                os::cloexec_from(CONTROL_FD + 1)
+            });
+        }
     }
-    // fork and exec on a blocking thread: the fork copies warden's page
-    // tables and waits on the kernel's cgroup lock while other runs' shims
-    // move into their cgroups; the clocks of runs already going must not
-    // wait with it.
+    // The start on a blocking thread: a fork (with a prompt) copies
+    // warden's page tables, and either waits on the kernel's cgroup lock
+    // while other runs' shims move into their cgroups; the clocks of runs
+    // already going must not wait with it.
     let spawned = tokio::task::spawn_blocking(move || cmd.spawn())
         .await
         .unwrap_or_else(|e| Err(io::Error::other(e)));
@@ -308,7 +323,8 @@ pub async fn spawn(spec: SpawnSpec) -> Result<RunTree, SpawnError> {
             return Err(shim_err(e));
         }
     };
-    drop(theirs);
+    drop(kept);
+    let stale = sweep_stale.then(|| tokio::task::spawn_blocking(remove_stale_cgroups));
     let shim_pid = shim.id().map_or(0, |p| p as i32);
     let watchdog = tokio::spawn(resume_when_stopped(shim_pid));
 

@@ -277,10 +277,6 @@ impl RunDir {
         .collect()
     }
 
-    pub(crate) fn write_report(&self, report: &Report) -> io::Result<()> {
-        write_report(&self.dir, report)
-    }
-
     /// Says (and forgets it) if the space set aside for the final report
     /// was tampered with during the run; the report is then written anew.
     pub(crate) fn check_reserved(&mut self) -> Option<String> {

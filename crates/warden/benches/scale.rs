@@ -20,11 +20,19 @@
 //! WARDEN_BENCH_SECS=4` takes under a minute). `WARDEN_BENCH_BIN=PATH`
 //! times another build of warden in section 1, and
 //! `WARDEN_BENCH_BEFORE=PATH` times that build too, in the same run.
+//! `WARDEN_BENCH_REPS` (default 3) repeats section 1, bash and each build
+//! in turn: its start times and CPU per run are printed as min / median,
+//! each against bash's of the same repetitions, with the machine's load
+//! before and after.
+
+mod measure;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use measure::{Machine, Samples, ratio};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
@@ -63,12 +71,14 @@ fn main() {
             .is_none_or(|o| o.split(',').any(|s| s.trim() == n))
     };
     println!("# warden at scale\n");
+    let machine = Machine::start();
     if wanted("1") {
         concurrent(tmp.path());
     }
     if wanted("2") {
         big_run(tmp.path());
     }
+    machine.end();
 }
 
 /// A line every 10 ms for `length`; with `silence`, only for 1 s, then
@@ -208,11 +218,72 @@ fn find_run_json(dir: &std::path::Path) -> Option<std::path::PathBuf> {
 fn concurrent(tmp: &std::path::Path) {
     let runs = env_num("WARDEN_BENCH_RUNS", 200).max(2) as usize;
     let secs = env_num("WARDEN_BENCH_SECS", 10).max(4);
+    let reps = env_num("WARDEN_BENCH_REPS", 3).max(1);
     let me = std::env::current_exe().unwrap();
     let me = me.to_string_lossy();
 
-    // bash: the same children, started as fast as a shell can.
-    let bash_starts = tmp.join("bash-starts");
+    // warden: batches of the same children (with the binary built here,
+    // or `WARDEN_BENCH_BIN`), and, with `WARDEN_BENCH_BEFORE`, with that
+    // other build too, in turn with bash, so drift hits all alike.
+    let before = std::env::var("WARDEN_BENCH_BEFORE").ok();
+    let mut bash = Samples::new();
+    let mut bash_spread = String::new();
+    let mut rows: Vec<(String, Launches)> =
+        vec![("`warden batch`".to_string(), Launches::default())];
+    if let Some(before) = &before {
+        rows.push((format!("`warden batch` ({before})"), Launches::default()));
+    }
+    for rep in 0..reps {
+        let (last, spread) = bash_once(tmp, &format!("bash{rep}"), runs, secs, &me);
+        bash.push(last);
+        bash_spread = spread;
+        let now = batch_once(tmp, &format!("now{rep}"), runs, secs, &me);
+        rows[0].1.add(now, runs);
+        if let Some(before) = &before {
+            let f = batch_once_with(before, tmp, &format!("before{rep}"), runs, secs, &me);
+            rows[1].1.add(f, runs);
+        }
+    }
+
+    println!(
+        "## 1. `warden batch -j {runs}`: {runs} runs, a line every 10 ms each for {secs} s ({reps} times each, in turn; min / median)\n"
+    );
+    println!(
+        "| launcher | children started after (first / median / last, of the last time) | last child started after | ratio to bash | stall clock (2 s) late by | warden CPU per run | warden peak RSS | RSS per run | one shim: RSS / unshared |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| bash (`child &` x {runs}) | {bash_spread} | {} | 1.00× | | | | | |",
+        bash.ms()
+    );
+    for (name, l) in rows {
+        let f = l.last.expect("one batch at least");
+        println!(
+            "| {name} | {} | {} | {} | {} ms | {} | {} MiB | {} KiB | {} / {} KiB |",
+            f.spread,
+            l.last_start.ms(),
+            ratio(&l.last_start, &bash),
+            f.stall_late_ms,
+            l.cpu_per_run.ms(),
+            f.peak_rss_kib / 1024,
+            f.peak_rss_kib / runs as u64,
+            f.shim.0,
+            f.shim.1
+        );
+    }
+    println!();
+}
+
+/// bash starting the same children as fast as a shell can: when the last
+/// one started, and the spread of the starts.
+fn bash_once(
+    tmp: &std::path::Path,
+    tag: &str,
+    runs: usize,
+    secs: u64,
+    me: &str,
+) -> (Duration, String) {
+    let bash_starts = tmp.join(format!("{tag}-starts"));
     std::fs::create_dir_all(&bash_starts).unwrap();
     let script = format!(
         "for i in $(seq 1 {runs}); do '{me}' __ticker {secs} '{d}'/$i > /dev/null & done; wait",
@@ -227,44 +298,28 @@ fn concurrent(tmp: &std::path::Path) {
     assert!(status.success());
     let bash = starts_in(&bash_starts);
     assert_eq!(bash.len(), runs, "every child under bash started");
-    let bash_us = bash[runs - 1].saturating_sub(t0);
-    let bash_spread = start_spread(&bash, t0);
+    (
+        Duration::from_micros(bash[runs - 1].saturating_sub(t0)),
+        start_spread(&bash, t0),
+    )
+}
 
-    // warden: one batch of the same children (with the binary built here,
-    // or `WARDEN_BENCH_BIN`), and, with `WARDEN_BENCH_BEFORE`, one with
-    // that other build too, in the same run.
-    let mut rows = vec![(
-        "`warden batch`".to_string(),
-        batch_once(tmp, "now", runs, secs, &me),
-    )];
-    if let Ok(before) = std::env::var("WARDEN_BENCH_BEFORE") {
-        rows.push((
-            format!("`warden batch` ({before})"),
-            batch_once_with(&before, tmp, "before", runs, secs, &me),
-        ));
-    }
+/// The batches of one build: the samples, and the last batch's other
+/// figures.
+#[derive(Default)]
+struct Launches {
+    last_start: Samples,
+    cpu_per_run: Samples,
+    last: Option<BatchFigures>,
+}
 
-    println!("## 1. `warden batch -j {runs}`: {runs} runs, a line every 10 ms each for {secs} s\n");
-    println!(
-        "| launcher | children started after (first / median / last) | last, ratio to bash | stall clock (2 s) late by | warden CPU | CPU per run | warden peak RSS | RSS per run | one shim: RSS / unshared |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    println!("| bash (`child &` x {runs}) | {bash_spread} | 1.0x | | | | | | |");
-    for (name, f) in rows {
-        println!(
-            "| {name} | {} | {:.1}x | {} ms | {} ms | {:.1} ms | {} MiB | {} KiB | {} / {} KiB |",
-            f.spread,
-            f.last_start_us as f64 / bash_us.max(1) as f64,
-            f.stall_late_ms,
-            f.cpu_ms,
-            f.cpu_ms as f64 / runs as f64,
-            f.peak_rss_kib / 1024,
-            f.peak_rss_kib / runs as u64,
-            f.shim.0,
-            f.shim.1
-        );
+impl Launches {
+    fn add(&mut self, f: BatchFigures, runs: usize) {
+        self.last_start.push(Duration::from_micros(f.last_start_us));
+        self.cpu_per_run
+            .push(Duration::from_micros(f.cpu_ms * 1000 / runs as u64));
+        self.last = Some(f);
     }
-    println!();
 }
 
 /// What one `warden batch` of the tickers measured.

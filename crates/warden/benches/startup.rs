@@ -15,11 +15,18 @@
 //! repetitions, `WARDEN_BENCH_BIN=PATH` to time another warden binary
 //! (an older build, to compare), `WARDEN_BENCH_BASE=PATH` to time another
 //! build in the same loop, beside this one. A third timing row keeps the run
-//! directories on tmpfs (/dev/shm), where there is one.
+//! directories on tmpfs (/dev/shm), where there is one. Every time is
+//! printed as min / median, each against the same figure of `timeout 10
+//! true` measured in the same loop, with the machine's load before and
+//! after.
+
+mod measure;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use measure::{Machine, Samples, ratio};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
@@ -27,6 +34,7 @@ fn main() {
     let bin = std::env::var("WARDEN_BENCH_BIN").unwrap_or_else(|_| WARDEN.to_string());
     let quick = std::env::var_os("WARDEN_BENCH_QUICK").is_some();
     let reps = if quick { 10 } else { 50 };
+    let machine = Machine::start();
     let tmp = tempfile::tempdir().unwrap();
     let outside = tmp.path().join("plain");
     let inside = tmp.path().join("repo");
@@ -44,7 +52,7 @@ fn main() {
     let base = std::env::var("WARDEN_BENCH_BASE").ok();
     let mib = |p: &Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / (1024.0 * 1024.0));
     let shim = Path::new(&bin).with_file_name("warden-shim");
-    println!("# warden start-up ({reps} runs of each, in turn; median wall time)\n");
+    println!("# warden start-up ({reps} runs of each, in turn; wall time, min / median)\n");
     println!("warden: {bin} ({:.1} MiB)", mib(Path::new(&bin)));
     if shim.is_file() {
         println!("shim: {} ({:.2} MiB)\n", shim.display(), mib(&shim));
@@ -54,9 +62,9 @@ fn main() {
     if let Some(base) = &base {
         println!("base (same loop): {base}\n");
         println!(
-            "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` | base | base's ratio |"
+            "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` | base | base's ratio | ratio to base |"
         );
-        println!("|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|");
     } else {
         println!(
             "| where | `true` | `timeout 10 true` | `warden run exec -- true` | ratio to `timeout 10 true` |"
@@ -81,7 +89,12 @@ fn main() {
         ));
     }
     for (name, dir, runs) in rows {
-        let (mut t, mut tt, mut w, mut wb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut t, mut tt, mut w, mut wb) = (
+            Samples::new(),
+            Samples::new(),
+            Samples::new(),
+            Samples::new(),
+        );
         let run = |bin: &str, i: usize, tag: &str| {
             let run_dir = runs.join(format!("{name}-{tag}{i}"));
             time(
@@ -108,23 +121,22 @@ fn main() {
                 t.push(a);
                 tt.push(b);
                 w.push(c);
-                wb.extend(d);
+                if let Some(d) = d {
+                    wb.push(d);
+                }
             }
         }
-        let (t, tt, w) = (median(&mut t), median(&mut tt), median(&mut w));
-        let ratio = |x: Duration| x.as_secs_f64() / tt.as_secs_f64();
         let based = if wb.is_empty() {
             String::new()
         } else {
-            let b = median(&mut wb);
-            format!(" {} | {:.1}x |", fmt(b), ratio(b))
+            format!(" {} | {} | {} |", wb.ms(), ratio(&wb, &tt), ratio(&w, &wb))
         };
         println!(
-            "| {name} | {} | {} | {} | {:.1}x |{based}",
-            fmt(t),
-            fmt(tt),
-            fmt(w),
-            ratio(w)
+            "| {name} | {} | {} | {} | {} |{based}",
+            t.ms(),
+            tt.ms(),
+            w.ms(),
+            ratio(&w, &tt)
         );
     }
 
@@ -173,6 +185,7 @@ fn main() {
             b as f64 / timeout as f64
         );
     }
+    machine.end();
 }
 
 /// The unshared memory (KiB) of the parent of `sleep` in a run of
@@ -301,13 +314,4 @@ fn time(dir: &Path, program: &str, args: &[&str]) -> Duration {
     let took = start.elapsed();
     assert!(status.success(), "{program} {args:?} failed: {status}");
     took
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn fmt(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }

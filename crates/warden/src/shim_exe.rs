@@ -20,10 +20,24 @@ pub(crate) fn path() -> Option<PathBuf> {
     SHIM.get_or_init(find).clone()
 }
 
+/// How much of the shim is read first. The mark is a constant string,
+/// which the linker places with the other constants before the code: in
+/// a release shim it sits in the first tens of KiB of a file of more than
+/// 700, and each run would otherwise read the whole file.
+const HEAD: u64 = 64 << 10;
+
 fn find() -> Option<PathBuf> {
+    use warden_run::regular_file;
     let path = std::env::current_exe().ok()?.with_file_name("warden-shim");
     // Only a regular file is read (never a FIFO or a device), and only so
     // far.
-    let bytes = warden_run::regular_file::read(&path, MAX_SHIM).ok()?;
+    let (head, more) = regular_file::read_head(&path, HEAD).ok()?;
+    if warden_process::shim_file_matches(&head) {
+        return Some(path);
+    }
+    if !more {
+        return None;
+    }
+    let bytes = regular_file::read(&path, MAX_SHIM).ok()?;
     warden_process::shim_file_matches(&bytes).then_some(path)
 }

@@ -151,6 +151,9 @@ pub(crate) struct Supervisor {
     procs: Procs,
     errors: Errors,
     outcome: Outcome,
+    /// The write of the first `run.json` ("running"), on a blocking
+    /// thread; the final report waits for it (see `finish`).
+    initial_report: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
 /// What the agent's activity was, for the report and the snapshots.
@@ -370,6 +373,7 @@ impl Supervisor {
             procs,
             errors: Errors::default(),
             outcome,
+            initial_report: None,
         }
     }
 
@@ -596,9 +600,14 @@ impl Supervisor {
             limits: crate::resources::described(self.procs.resources.as_ref()),
         });
         let initial = self.report(None, "running".into());
-        if let Err(e) = self.sinks.files.dir.write_report(&initial) {
-            self.note_lost(format!("could not write run.json: {e}"));
-        }
+        // Written on a blocking thread: creating a file can take
+        // milliseconds (ext4 without a journal searches for an inode not
+        // deleted lately), while the runtime's one thread reads this
+        // run's pipes and, in a batch, starts the other runs.
+        let dir = self.sinks.files.dir.handle();
+        self.initial_report = Some(tokio::task::spawn_blocking(move || {
+            crate::artifacts::write_report(&dir, &initial)
+        }));
         self.flush_events();
 
         let max_line = self.setup.limits.max_line;

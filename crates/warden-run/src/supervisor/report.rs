@@ -275,6 +275,16 @@ impl Supervisor {
 
     /// Decides the verdict, records `finished`, writes `run.json`.
     pub(super) async fn finish(mut self) -> Report {
+        // The first run.json is in place before the last one replaces it.
+        if let Some(initial) = self.initial_report.take() {
+            match initial.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => self.note_lost(format!("could not write run.json: {e}")),
+                Err(e) => self.note_lost(format!(
+                    "could not write run.json: the task writing it failed: {e}"
+                )),
+            }
+        }
         let (mut verdict, mut reason) = self.verdict();
         reason = crate::resources::explain(verdict, reason, self.procs.resources.as_ref());
         let mut output_error = None;

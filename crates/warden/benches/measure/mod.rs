@@ -24,6 +24,10 @@ impl Samples {
         self.0.len()
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub(crate) fn min(&self) -> Duration {
         self.0.iter().copied().min().unwrap_or_default()
     }

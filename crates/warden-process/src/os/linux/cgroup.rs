@@ -217,14 +217,29 @@ fn remove_tree(dir: &Path) -> bool {
 }
 
 /// The directory of the cgroup v2 this process is in: the parent of every
-/// run cgroup it makes.
+/// run cgroup it makes. Read from /proc once (two files, the mount table
+/// the longer): each run's start asks, twice, and a batch starts hundreds.
+/// Kept with the pid it belongs to, so a forked child reads its own.
 pub fn own_cgroup_dir() -> io::Result<PathBuf> {
-    cgroup_dir_of("/proc/self/cgroup")
+    use std::sync::Mutex;
+    static OWN: Mutex<Option<(i32, PathBuf)>> = Mutex::new(None);
+    let me = super::own_pid();
+    let mut own = OWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((pid, dir)) = &*own
+        && *pid == me
+    {
+        return Ok(dir.clone());
+    }
+    let dir = cgroup_dir_of("/proc/self/cgroup")?;
+    *own = Some((me, dir.clone()));
+    Ok(dir)
 }
 
 /// The directory of the cgroup v2 named in a `/proc/PID/cgroup` file.
 fn cgroup_dir_of(file: &str) -> io::Result<PathBuf> {
-    let cgroups = fs::read_to_string(file)?;
+    let cgroups = super::procfs::read_small(file)?;
     let own = cgroups
         .lines()
         .find_map(|l| l.strip_prefix("0::"))

@@ -1,6 +1,7 @@
 //! Linux: /proc, prctl, cgroups (v2, and v1 for limits) and signals.
 
 pub mod cgroup;
+pub mod child_exits;
 pub mod clone_into;
 pub mod limits;
 pub mod procfs;
@@ -102,7 +103,7 @@ pub(crate) fn pid(raw: i32) -> Option<Pid> {
 
 /// Peak resident memory of this process in KiB (`VmHWM`), if readable.
 pub fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let status = procfs::read_small("/proc/self/status").ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -111,7 +112,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 
 /// CPU time (user + system, all threads) this process has used so far.
 pub fn cpu_time() -> Option<std::time::Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let stat = procfs::read_small("/proc/self/stat").ok()?;
     // Fields after the command name: state is field 3; utime and stime are
     // fields 14 and 15, in clock ticks.
     let mut fields = stat[stat.rfind(')')? + 1..].split_ascii_whitespace();

@@ -64,9 +64,22 @@ pub fn entry(pid: i32) -> Option<ProcEntry> {
     read_stat(pid, &mut Vec::new())
 }
 
+/// A small /proc file, read whole. /proc files say they are empty, so a
+/// plain `read_to_string` starts with a 32-byte read and doubles from
+/// there: 7 reads for /proc/self/status. With room for the whole file
+/// first, it takes one read and the one that sees the end.
+pub(crate) fn read_small(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(4096);
+    fs::File::open(path)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
 fn read_stat(pid: i32, buf: &mut Vec<u8>) -> Option<ProcEntry> {
     use std::io::Read;
     buf.clear();
+    // Room for the whole file, so it is read in one go (see `read_small`).
+    buf.reserve(1024);
     fs::File::open(format!("/proc/{pid}/stat"))
         .ok()?
         .read_to_end(buf)
@@ -135,7 +148,7 @@ pub fn children(pid: i32) -> Vec<i32> {
         return out;
     };
     for task in tasks.flatten() {
-        if let Ok(list) = fs::read_to_string(task.path().join("children")) {
+        if let Ok(list) = read_small(task.path().join("children")) {
             out.extend(
                 list.split_ascii_whitespace()
                     .filter_map(|p| p.parse::<i32>().ok()),
