@@ -414,6 +414,7 @@ fn follow(
     common: &Common,
 ) -> Followed {
     let mut file = None;
+    let mut read = Vec::new();
     let pass = |bytes: Vec<u8>| -> Followed {
         match console::pass_on(stream, bytes, &common.abandon) {
             Passed::Yes => None,
@@ -440,8 +441,9 @@ fn follow(
         if let Some(f) = file.as_mut() {
             loop {
                 // Read into a buffer of its own, which is queued as it is
-                // when nothing filters it (no copy, no zeroing).
-                let mut read = Vec::with_capacity(READ);
+                // when nothing filters it (no copy, no zeroing); one that
+                // read nothing waits for the next look.
+                read.reserve_exact(READ);
                 // A failed read passes on what it got before failing.
                 let failed = Read::by_ref(f)
                     .take(READ as u64)
@@ -451,10 +453,11 @@ fn follow(
                     break;
                 }
                 let bytes = if matches!(filter, Filter::None) {
-                    read
+                    std::mem::take(&mut read)
                 } else {
                     let mut bytes = Vec::with_capacity(read.len() + 8);
                     filter.push(&read, &mut bytes);
+                    read.clear();
                     bytes
                 };
                 if let Some(why) = pass(bytes) {
