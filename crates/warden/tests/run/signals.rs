@@ -103,3 +103,37 @@ fn warden_sigkilled_leaves_nothing_of_the_run() {
         );
     }
 }
+
+/// The shim waits for its child's exit through a signalfd, with SIGCHLD
+/// blocked: the agent must not inherit that (a shell that waits on its
+/// jobs with `sigsuspend` would hang), nor SIGPIPE ignored as the Rust
+/// runtime has it. Both ways the shim is started: for an `exec` command
+/// (nothing on its stdin) and for an agent CLI (its prompt piped in).
+#[test]
+fn the_agent_starts_with_no_signal_blocked_and_sigpipe_at_its_default() {
+    let case = Case::new();
+    let script = "grep -E '^Sig(Blk|Ign):' /proc/self/status";
+    let agent = case.path().join("fake-claude");
+    crate::support::write_script(&agent, &format!("#!/bin/sh\ncat > /dev/null\n{script}\n"));
+    let agent = agent.to_str().unwrap();
+    for args in [
+        vec!["run", "exec", "--", "sh", "-c", script],
+        vec!["run", "claude", "a prompt", "--agent-bin", agent],
+    ] {
+        let done = case.run(&args);
+        let status = String::from_utf8(done.log("stdout.log")).unwrap();
+        let mask = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+                .unwrap_or_else(|| panic!("{args:?}: no {name} in {status:?}: {}", done.stderr))
+        };
+        assert_eq!(mask("SigBlk:"), 0, "{args:?}: {status}");
+        assert_eq!(
+            mask("SigIgn:") & (1 << (libc::SIGPIPE - 1)),
+            0,
+            "{args:?}: {status}"
+        );
+    }
+}
