@@ -305,6 +305,16 @@ impl RunDir {
 }
 
 /// Writes `run.json` in `dir` atomically.
+/// Writes the first `run.json` of a run (verdict `null`) in `dir`, unless
+/// a later one is there already: written off the supervisor's thread, it
+/// may land after a report of the run's end (the fallback of a supervisor
+/// that failed), which it must never replace.
+pub(crate) fn write_first_report(dir: &HeldDir, report: &Report) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(report)?;
+    bytes.push(b'\n');
+    dir.write_if_absent("run.json", &bytes)
+}
+
 pub(crate) fn write_report(dir: &HeldDir, report: &Report) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(report)?;
     bytes.push(b'\n');

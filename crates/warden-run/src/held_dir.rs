@@ -154,6 +154,30 @@ impl HeldDir {
         renamed
     }
 
+    /// [`write_atomic`](Self::write_atomic), but only where no `name` is
+    /// there yet: one that is (written since, by a write that must not be
+    /// undone) is left as it is, and this write dropped. The file is
+    /// linked into place, which never replaces anything.
+    pub(crate) fn write_if_absent(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = format!(".{name}.{:016x}.tmp", random_u64());
+        let linked = self.create_file(&tmp).and_then(|mut f| {
+            f.write_all(bytes)?;
+            let ours = rustix::fs::fstat(&f)?;
+            let there = statat(&*self.fd, tmp.as_str(), AtFlags::SYMLINK_NOFOLLOW)?;
+            if (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino) {
+                return Err(io::Error::other(format!(
+                    "{tmp} was replaced by something else while warden wrote it"
+                )));
+            }
+            match rustix::fs::linkat(&*self.fd, tmp.as_str(), &*self.fd, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::EXIST) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        });
+        let _ = unlinkat(&*self.fd, tmp.as_str(), AtFlags::empty());
+        linked
+    }
+
     /// Sets aside `bytes` of disk for a later [`HeldDir::write_atomic`] of
     /// `name` (a new file of its own filled with zeros), so that file can
     /// still be written when the disk has filled up in between.
@@ -505,6 +529,29 @@ pub fn new_run_id(at: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_if_absent_never_replaces_and_leaves_no_temporary_file() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = HeldDir::create_empty(&t.path().join("run")).unwrap();
+        dir.write_if_absent("run.json", b"first").unwrap();
+        assert_eq!(
+            std::fs::read(t.path().join("run/run.json")).unwrap(),
+            b"first"
+        );
+        // The report of the end, written in between, stays.
+        dir.write_atomic("run.json", b"final").unwrap();
+        dir.write_if_absent("run.json", b"late first").unwrap();
+        assert_eq!(
+            std::fs::read(t.path().join("run/run.json")).unwrap(),
+            b"final"
+        );
+        let names: Vec<_> = std::fs::read_dir(t.path().join("run"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["run.json"]);
+    }
 
     #[test]
     fn a_link_on_the_way_is_refused() {

@@ -606,7 +606,7 @@ impl Supervisor {
         // run's pipes and, in a batch, starts the other runs.
         let dir = self.sinks.files.dir.handle();
         self.initial_report = Some(tokio::task::spawn_blocking(move || {
-            crate::artifacts::write_report(&dir, &initial)
+            crate::artifacts::write_first_report(&dir, &initial)
         }));
         self.flush_events();
 
