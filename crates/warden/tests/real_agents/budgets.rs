@@ -82,7 +82,11 @@ fn priced_pi(script: Vec<Turn>) -> Option<Kit> {
 fn three_calls(secs: &str) -> Vec<Turn> {
     vec![
         Turn::Shell("echo one".into()),
-        Turn::Shell("echo two".into()),
+        // The second call's $0.22 (88%: a warning) must be read before the
+        // third's $0.33: on a loaded machine both could come in one read,
+        // which crosses 80% and the limit in one step (the end says so,
+        // no warning is given). The pause keeps them apart.
+        Turn::Shell("sleep 0.3; echo two".into()),
         Turn::Shell(format!("sleep {secs}; echo three")),
         Turn::Text("done".into()),
     ]
