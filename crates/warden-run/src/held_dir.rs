@@ -162,13 +162,7 @@ impl HeldDir {
         let tmp = format!(".{name}.{:016x}.tmp", random_u64());
         let linked = self.create_file(&tmp).and_then(|mut f| {
             f.write_all(bytes)?;
-            let ours = rustix::fs::fstat(&f)?;
-            let there = statat(&*self.fd, tmp.as_str(), AtFlags::SYMLINK_NOFOLLOW)?;
-            if (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino) {
-                return Err(io::Error::other(format!(
-                    "{tmp} was replaced by something else while warden wrote it"
-                )));
-            }
+            self.still_own(&f, &tmp)?;
             match rustix::fs::linkat(&*self.fd, tmp.as_str(), &*self.fd, name, AtFlags::empty()) {
                 Ok(()) | Err(Errno::EXIST) => Ok(()),
                 Err(e) => Err(e.into()),
@@ -270,6 +264,13 @@ impl HeldDir {
     /// a file swapped in under that name by someone else is refused, not
     /// passed off as warden's.
     fn rename_own(&self, file: &File, tmp: &str, name: &str) -> io::Result<()> {
+        self.still_own(file, tmp)?;
+        Ok(renameat(&*self.fd, tmp, &*self.fd, name)?)
+    }
+
+    /// Whether `tmp` is still `file`, the file warden wrote: an error if
+    /// someone swapped something else in under its name.
+    fn still_own(&self, file: &File, tmp: &str) -> io::Result<()> {
         let ours = rustix::fs::fstat(file)?;
         let there = statat(&*self.fd, tmp, AtFlags::SYMLINK_NOFOLLOW)?;
         if (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino) {
@@ -277,7 +278,7 @@ impl HeldDir {
                 "{tmp} was replaced by something else while warden wrote it"
             )));
         }
-        Ok(renameat(&*self.fd, tmp, &*self.fd, name)?)
+        Ok(())
     }
 
     /// Creates `name` with `bytes` unless something of that name exists

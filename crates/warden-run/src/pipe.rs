@@ -144,7 +144,9 @@ impl Pipe {
             Some(not_blank) => {
                 let at = base + first as u64 + 1..base + last as u64 + 1;
                 self.line_start = at.end;
-                (not_blank > 0 || !at.is_empty()).then_some((at, not_blank))
+                // None at all when no line lies between the first newline
+                // and the last (they are the same one).
+                (!at.is_empty()).then_some((at, not_blank))
             }
             None => {
                 self.decode_part(base, first + 1, last + 1, &mut on_line);
