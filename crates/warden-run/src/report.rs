@@ -187,8 +187,10 @@ pub struct Report {
     /// what was reached by the end of the run; `null` when none was.
     pub budget_exceeded: Option<crate::budget::BudgetLine>,
     pub limits: LimitsReport,
-    /// Line events left out of the live feed (terminal, `--json`) because
-    /// its reader fell behind; the logs and `events.jsonl` have them all.
+    /// Events left out of the live feed (terminal, `--json`) because its
+    /// reader fell behind: line events at once, others once a backlog is
+    /// full (never the run's milestones); the logs and `events.jsonl` have
+    /// them all.
     pub live_events_dropped: u64,
     /// warden's own peak resident memory, KiB.
     pub warden_peak_rss_kib: Option<u64>,

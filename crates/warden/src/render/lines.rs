@@ -256,7 +256,7 @@ pub(crate) fn report_warnings(report: &Report, shown_live: bool) -> Vec<String> 
     let mut out = Vec::new();
     if shown_live && report.live_events_dropped > 0 {
         out.push(format!(
-            "{} lines were not shown live because the output could not keep up; all are in the logs and events.jsonl",
+            "{} events (output lines and others) were not shown live because the view could not keep up; all are in the logs and events.jsonl",
             report.live_events_dropped
         ));
     }
