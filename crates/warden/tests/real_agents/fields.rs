@@ -148,7 +148,13 @@ pub fn claude_output_tokens_without_result() {
     let script = |dir: &std::path::Path| {
         let flag = dir.join("tool-started");
         vec![
-            Turn::Shell(format!("touch '{}'; sleep 60", flag.display())),
+            // The tool ignores SIGINT and SIGTERM, so it dies only with
+            // Claude Code (killed after the grace): Claude cannot send its
+            // failure and be answered, which would bring a `result`.
+            Turn::Shell(format!(
+                "trap '' TERM INT; touch '{}'; sleep 60",
+                flag.display()
+            )),
             Turn::Text("done".into()),
         ]
     };
@@ -190,7 +196,8 @@ pub fn claude_output_tokens_without_result() {
 pub fn claude_output_tokens_after_forced_completion() {
     let script = vec![Turn::SayThenShell(
         "finished <promise>COMPLETE</promise>".into(),
-        "sleep 61".into(),
+        // Dies only with Claude Code, as above.
+        "trap '' TERM INT; sleep 61".into(),
     )];
     let Some(kit) = Kit::with_usage("claude", |_| script, USAGE) else {
         return;

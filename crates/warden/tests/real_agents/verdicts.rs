@@ -69,7 +69,9 @@ fn pi_with_retries(script: Vec<Turn>) -> Option<Kit> {
 fn pi_recovers_after_an_error_agent_end() {
     let mut script = vec![Turn::Status(429); 4];
     script.extend([
-        Turn::Shell("sleep 4; echo slept".into()),
+        // Quiet for more than twice the completion window below, which
+        // itself leaves pi's retry delay (at most 1 s) twice over.
+        Turn::Shell("sleep 7; echo slept".into()),
         Turn::Text("all done".into()),
     ]);
     let Some(kit) = pi_with_retries(script) else {
@@ -79,7 +81,7 @@ fn pi_recovers_after_an_error_agent_end() {
         "run the tool",
         &[
             "--completion-timeout",
-            "1500ms",
+            "3s",
             "--stall-timeout",
             "60s",
             "--kill-grace",

@@ -245,25 +245,34 @@ fn a_retry_counts_what_the_attempts_before_it_spent_against_the_run_budget() {
 fn a_run_that_is_done_is_not_made_over_budget_by_what_another_spends_after() {
     let case = Case::new();
     // `done` spends $0.10 and ends; while it exits (a line on stderr,
-    // no spending) `big` passes the batch's $0.50 on its own.
+    // no spending) `big` passes the batch's $0.50 on its own. `big` waits
+    // for `done`'s mark, made a while after its end, whenever each starts.
+    let mark = case.path().join("done-ended");
     let done_bin = case.path().join("fake-pi-done");
     crate::support::write_script(
         &done_bin,
-        "#!/bin/sh\ncat > /dev/null\n\
-         echo '{\"type\":\"agent_start\"}'\n\
-         echo '{\"type\":\"turn_start\"}'\n\
-         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.1}}}}'\n\
-         echo '{\"type\":\"agent_end\",\"messages\":[]}'\n\
-         sleep 2\necho 'saving the session' >&2\n",
+        &format!(
+            "#!/bin/sh\ncat > /dev/null\n\
+         echo '{{\"type\":\"agent_start\"}}'\n\
+         echo '{{\"type\":\"turn_start\"}}'\n\
+         echo '{{\"type\":\"message_end\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"done\"}}],\"stopReason\":\"stop\",\"usage\":{{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{{\"total\":0.1}}}}}}}}'\n\
+         echo '{{\"type\":\"agent_end\",\"messages\":[]}}'\n\
+         sleep 0.5\ntouch '{mark}'\nsleep 2\necho 'saving the session' >&2\n",
+            mark = mark.display()
+        ),
     );
     let big_bin = case.path().join("fake-pi-big");
     crate::support::write_script(
         &big_bin,
-        "#!/bin/sh\ncat > /dev/null\nsleep 0.5\n\
-         echo '{\"type\":\"agent_start\"}'\n\
-         echo '{\"type\":\"turn_start\"}'\n\
-         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":1.0}}}}'\n\
+        &format!(
+            "#!/bin/sh\ncat > /dev/null\n\
+         i=0; while [ ! -e '{mark}' ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n\
+         echo '{{\"type\":\"agent_start\"}}'\n\
+         echo '{{\"type\":\"turn_start\"}}'\n\
+         echo '{{\"type\":\"message_end\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"done\"}}],\"stopReason\":\"stop\",\"usage\":{{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{{\"total\":1.0}}}}}}}}'\n\
          sleep 5\n",
+            mark = mark.display()
+        ),
     );
     let file = crate::batch::write(
         &case,

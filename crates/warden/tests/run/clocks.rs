@@ -27,9 +27,12 @@ fn silent_child_is_stalled_with_one_warning_at_half() {
     assert_eq!(warnings.len(), 1);
     let first = ms(&report["time_to_first_activity_ms"]);
     let warned = ms(&warnings[0]["t_ms"]);
+    // Due at half the timeout; a timer late under load moves the end too,
+    // so the bound above is the end, not a fixed time.
+    let ended = ms(&done.events_of("terminating")[0]["t_ms"]);
     assert!(
-        (first + 190..first + 390).contains(&warned),
-        "warning at {warned} ms, first activity at {first} ms"
+        warned >= first + 190 && warned < ended,
+        "warning at {warned} ms, first activity at {first} ms, end at {ended} ms"
     );
     assert!(ms(&report["longest_silence_ms"]) >= 400);
     assert!(done.stderr.contains("no activity for"), "{}", done.stderr);

@@ -343,7 +343,7 @@ fn a_prompt_pipe_that_never_closes_is_announced_bounded_and_cancellable() {
         .spawn()
         .unwrap();
     let held_open = child.stdin.take();
-    std::thread::sleep(Duration::from_millis(300));
+    catches_sigterm(child.id());
     kill(child.id(), "TERM");
     let status = wait_bounded(&mut child, Duration::from_secs(10));
     drop(held_open);
@@ -446,14 +446,16 @@ fn warden_started(pid: u32) -> bool {
     if exe.as_deref() != Some(Path::new(WARDEN).canonicalize().unwrap().as_path()) {
         return false;
     }
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return false;
-    };
-    status
+    signal_mask(pid, "SigIgn").is_some_and(|m| m & (1 << (libc::SIGPIPE - 1)) != 0)
+}
+
+/// One of the signal masks in `/proc/PID/status` (`SigIgn`, `SigCgt`).
+fn signal_mask(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status
         .lines()
-        .find_map(|l| l.strip_prefix("SigIgn:"))
-        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-        .is_some_and(|m| m & (1 << (libc::SIGPIPE - 1)) != 0)
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
 }
 
 #[test]
@@ -794,4 +796,18 @@ fn the_agents_escape_sequences_never_reach_the_terminal() {
             .starts_with(b"a\x1b[2Jb\x1b]0;owned\x07c"),
         "stdout.log is byte-exact"
     );
+}
+
+/// Waits (10 s at most) until process `pid` catches SIGTERM: before
+/// warden has set its handler, on a slow start, the signal's default
+/// action would kill it, which is not what the test is about.
+fn catches_sigterm(pid: u32) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if signal_mask(pid, "SigCgt").is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("process {pid} never caught SIGTERM");
 }

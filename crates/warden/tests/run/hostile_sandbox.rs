@@ -273,10 +273,18 @@ fn bwrap_hides_host_unix_sockets_with_the_network_on_unless_allowed() {
 }
 
 /// Paths outside the case's directory a test made: removed when dropped.
+///
+/// Declared before the sockets' listeners, so they are closed first: a
+/// closed socket is no longer listed as bound, and no run that starts
+/// after sets out to cover it. A run of another test that saw it a moment
+/// before builds its sandbox within milliseconds, and bwrap cannot cover
+/// a path that is gone: the files stay a second longer than their
+/// listeners.
 struct Removed(Vec<PathBuf>);
 
 impl Drop for Removed {
     fn drop(&mut self) {
+        std::thread::sleep(std::time::Duration::from_secs(1));
         for p in &self.0 {
             let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
         }

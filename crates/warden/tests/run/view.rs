@@ -124,7 +124,7 @@ fn the_live_view_redraws_one_status_line_in_place_and_leaves_nothing() {
     }
     let case = Case::new();
     let cmd = format!(
-        "{WARDEN} run exec -- sh -c 'echo first-line; sleep 1.2; echo second-line; sleep 1.2'"
+        "{WARDEN} run exec -- sh -c 'echo first-line; sleep 3; echo second-line; sleep 1.2'"
     );
     let pane = Pane::start(&case, 100, &cmd);
     let one = pane.wait_for("first-line", Duration::from_secs(10));
