@@ -886,6 +886,15 @@ impl BatchHandle {
         &self.status
     }
 
+    /// Leaves the output lines of the entries' `exec` runs out of the
+    /// updates from now on, for a caller that shows none of them (see
+    /// [`SessionHandle::without_output_lines`](crate::SessionHandle::without_output_lines)).
+    /// An entry run on a cluster is followed through its `events.jsonl`,
+    /// where an `exec` run's lines are not events at all.
+    pub fn without_output_lines(&self) {
+        self.control.without_output_lines();
+    }
+
     /// Cancels every entry from elsewhere (a signal handler, say): no
     /// queued entry starts, the running ones are cancelled; a second
     /// cancel kills them.

@@ -285,6 +285,9 @@ async fn drive(
         .map_err(|e| CliError::from(e).about(about.display()))?;
 
     let mut view = BatchView::new(args.quiet, shown, remote, process.heartbeat);
+    if !view.wants_output_lines() {
+        running.without_output_lines();
+    }
     view.line(&format!(
         "batch {batch_id}: {entries} run(s), {jobs} at a time; reports in {}",
         batch_dir.display()

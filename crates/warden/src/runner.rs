@@ -245,6 +245,9 @@ pub(crate) async fn run_session_cli(
         session = session.telemetry(t.clone());
     }
     let mut session = session.start().await?;
+    if !view.wants_output_lines() {
+        session.without_output_lines();
+    }
     let canceller = session.canceller();
     let mut forward = Forward::new(pass, canceller.clone());
     let mut wake = Wakeups::new(signals);

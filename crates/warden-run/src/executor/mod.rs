@@ -51,11 +51,7 @@ async fn run_local(mut work: Work) -> Vec<BatchRun> {
     // Every entry can be cancelled from now on, started or not.
     let entries: Vec<(Entry, SessionControl)> = std::mem::take(&mut work.entries)
         .into_iter()
-        .map(|e| {
-            let control = SessionControl::default();
-            work.control.add(control.clone());
-            (e, control)
-        })
+        .map(|e| (e, work.control.new_session()))
         .collect();
     // Entries start in their order, each when a place is free.
     let mut tasks = Vec::new();

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -140,9 +140,25 @@ pub struct BatchControl {
     cancels: Arc<AtomicU32>,
     /// Wakes whoever waits for the next cancel (a cluster executor).
     cancelled: Arc<tokio::sync::Notify>,
+    /// Set when the caller shows no `exec` run's output lines: shared by
+    /// every session started here.
+    lines_off: Arc<AtomicBool>,
 }
 
 impl BatchControl {
+    /// The control of an entry's session run in this process: cancelled
+    /// with the batch, and its output lines turned off with the batch's.
+    pub(crate) fn new_session(&self) -> SessionControl {
+        let s = SessionControl::sharing_lines_switch(self.lines_off.clone());
+        self.add(s.clone());
+        s
+    }
+
+    /// See [`BatchHandle::without_output_lines`](crate::BatchHandle::without_output_lines).
+    pub(crate) fn without_output_lines(&self) {
+        self.lines_off.store(true, Ordering::Relaxed);
+    }
+
     pub(crate) fn add(&self, s: SessionControl) {
         let mut all = self.sessions.lock().expect("lock");
         for _ in 0..self.cancels.load(Ordering::SeqCst) {

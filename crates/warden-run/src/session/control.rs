@@ -1,6 +1,7 @@
 //! Stopping a session from another task, and the waits a cancel cuts
 //! short.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::Canceller;
@@ -12,6 +13,10 @@ pub struct SessionControl {
     inner: Arc<Mutex<ControlState>>,
     /// Wakes whoever waits for the next cancel (the git work at the end).
     cancelled: Arc<tokio::sync::Notify>,
+    /// Set when the caller shows no `exec` run's output lines (see
+    /// [`SessionHandle::without_output_lines`](super::SessionHandle::without_output_lines));
+    /// one switch for every session of a batch.
+    lines_off: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -25,6 +30,26 @@ struct ControlState {
 }
 
 impl SessionControl {
+    /// A control whose output lines are turned off with `lines_off` (a
+    /// batch's, for all its sessions).
+    pub(crate) fn sharing_lines_switch(lines_off: Arc<AtomicBool>) -> Self {
+        Self {
+            lines_off,
+            ..Self::default()
+        }
+    }
+
+    /// Turns the output lines of the `exec` runs started from now on out
+    /// of the live feed.
+    pub(crate) fn without_output_lines(&self) {
+        self.lines_off.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the caller takes the output lines of an `exec` run.
+    pub(super) fn takes_output_lines(&self) -> bool {
+        !self.lines_off.load(Ordering::Relaxed)
+    }
+
     /// First call: cancel gracefully; second: kill at once.
     pub fn cancel(&self) {
         self.cancel_saying(None);

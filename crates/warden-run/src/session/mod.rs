@@ -258,6 +258,16 @@ impl SessionHandle {
         Canceller(std::sync::Arc::new(self.control.clone()))
     }
 
+    /// Leaves the output lines of the session's `exec` runs out of its
+    /// updates from now on, for a caller that shows none of them (see
+    /// [`RunHandle::without_output_lines`](crate::RunHandle::without_output_lines)).
+    /// An agent's runs keep their `text` events: the session reads them to
+    /// learn that the model answered after a failure it announced a wait
+    /// for.
+    pub fn without_output_lines(&self) {
+        self.control.without_output_lines();
+    }
+
     /// Waits for the end of the session. The updates need not be read
     /// first: those not yet read are dropped. Errors only when nothing
     /// could start (the session's directory, its worktree).

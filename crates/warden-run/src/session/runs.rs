@@ -152,6 +152,7 @@ impl<'a> Runs<'a> {
         // own count starts.
         let thread_baseline =
             (plan.agent == warden_events::Agent::Codex).then_some(plan.shared.usage_baseline);
+        let lines_off = plan.agent == warden_events::Agent::Exec && !control.takes_output_lines();
         let handle = match crate::run::start(plan).await {
             Ok(h) => h,
             Err(e) => {
@@ -162,6 +163,9 @@ impl<'a> Runs<'a> {
                 return Input::SetupFailed;
             }
         };
+        if lines_off {
+            handle.without_output_lines();
+        }
         control.set_current(Some(handle.canceller()));
         out.send(Update::IterationStarted {
             entry: self.entry,

@@ -401,3 +401,83 @@ fn output_that_cannot_be_written_is_a_failure_that_names_the_log() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(74), "{stderr}");
 }
+
+/// Every `run.json` under `dir`, read.
+fn reports_under(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.file_name().is_some_and(|n| n == "run.json") {
+                found.push(serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap());
+            }
+        }
+    }
+    found
+}
+
+/// A session whose view shows no line (`--quiet`), and a batch's log of
+/// many runs (no terminal, no GitHub Actions), make no live event for an
+/// `exec` run's lines either: none is dropped, and every line is counted.
+#[test]
+fn a_session_or_batch_that_shows_no_line_makes_no_live_events_for_them() {
+    let case = Case::new();
+    let done = case.run(&[
+        "run",
+        "exec",
+        "-q",
+        "--iterations",
+        "2",
+        "--",
+        "seq",
+        "1",
+        "300000",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let toml = "[defaults]\nagent = \"exec\"\n\n\
+        [[run]]\nname = \"flood\"\ncommand = [\"seq\", \"1\", \"300000\"]\n";
+    let file = crate::batch::write(&case, toml);
+    let dir = case.path().join("batch");
+    let batch = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
+    assert_eq!(batch.code, 0, "{}", batch.stderr);
+    let reports = reports_under(case.path());
+    assert_eq!(
+        reports.len(),
+        3,
+        "two runs of the session, one of the batch"
+    );
+    for r in reports {
+        assert_eq!(r["live_events_dropped"], 0, "{r:#}");
+        assert_eq!(r["event_counts"]["text"], 300_000, "{r:#}");
+    }
+}
+
+/// Under GitHub Actions a batch prints each run's lines as a group: they
+/// are still made.
+#[test]
+fn a_batch_under_github_actions_still_groups_the_lines() {
+    let case = Case::new();
+    let toml = "[defaults]\nagent = \"exec\"\n\n\
+        [[run]]\nname = \"few\"\ncommand = [\"sh\", \"-c\", \"echo first-line; echo second-line\"]\n";
+    let file = crate::batch::write(&case, toml);
+    let dir = case.path().join("batch");
+    let out = case
+        .command(&["batch", &file, "--dir", dir.to_str().unwrap()])
+        .env("GITHUB_ACTIONS", "true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let group = stderr
+        .split("::group::")
+        .nth(1)
+        .and_then(|g| g.split("::endgroup::").next())
+        .unwrap_or_default();
+    assert!(
+        group.contains("[few] out| first-line\n[few] out| second-line\n"),
+        "{stderr}"
+    );
+}
