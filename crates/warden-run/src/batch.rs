@@ -886,8 +886,8 @@ impl BatchHandle {
         &self.status
     }
 
-    /// Leaves the output lines of the entries' `exec` runs out of the
-    /// updates from now on, for a caller that shows none of them (see
+    /// Leaves the output lines of the entries' `exec` runs started after
+    /// this call out of the updates, for a caller that shows none of them (see
     /// [`SessionHandle::without_output_lines`](crate::SessionHandle::without_output_lines)).
     /// An entry run on a cluster is followed through its `events.jsonl`,
     /// where an `exec` run's lines are not events at all.

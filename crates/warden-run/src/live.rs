@@ -43,13 +43,15 @@ pub(crate) struct LiveFeed {
 }
 
 impl LiveFeed {
-    pub(crate) fn new(tx: Option<Sender<Stamped>>) -> Self {
+    /// A feed to `tx`, with the output's lines in it or not (the caller
+    /// can still turn them off later).
+    pub(crate) fn new(tx: Option<Sender<Stamped>>, output_lines: bool) -> Self {
         Self {
             tx,
             backlog: VecDeque::new(),
             dropped: 0,
             full: false,
-            output_lines: Arc::new(AtomicBool::new(true)),
+            output_lines: Arc::new(AtomicBool::new(output_lines)),
         }
     }
 
@@ -62,7 +64,7 @@ impl LiveFeed {
         self.output_lines.load(Ordering::Relaxed)
     }
 
-    /// Line events left out of the feed because the caller fell behind.
+    /// Events left out of the feed because the caller fell behind.
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
@@ -230,7 +232,7 @@ mod tests {
     #[tokio::test]
     async fn output_lines_turned_off_are_neither_sent_nor_counted_as_dropped() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-        let mut feed = LiveFeed::new(Some(tx));
+        let mut feed = LiveFeed::new(Some(tx), true);
         assert!(feed.line_has_room());
         assert!(!feed.takes_no_lines());
         feed.output_lines().store(false, Ordering::Relaxed);
@@ -258,7 +260,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_feed_drops_lines_but_keeps_other_events_in_order() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-        let mut feed = LiveFeed::new(Some(tx));
+        let mut feed = LiveFeed::new(Some(tx), true);
         feed.deliver(stamped(Event::Text { text: "1".into() }));
         feed.deliver(stamped(Event::Text { text: "2".into() }));
         feed.deliver(stamped(Event::Text {
@@ -293,7 +295,7 @@ mod tests {
     #[tokio::test]
     async fn a_line_is_only_made_when_the_feed_has_room_for_it() {
         let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-        let mut feed = LiveFeed::new(Some(tx));
+        let mut feed = LiveFeed::new(Some(tx), true);
         assert!(feed.line_has_room());
         feed.deliver(stamped(Event::Text { text: "1".into() }));
         assert!(!feed.line_has_room(), "full");
@@ -314,7 +316,7 @@ mod tests {
     async fn a_closed_feed_is_forgotten() {
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         drop(rx);
-        let mut feed = LiveFeed::new(Some(tx));
+        let mut feed = LiveFeed::new(Some(tx), true);
         feed.deliver(stamped(Event::CompletionSignal));
         assert_eq!(feed.dropped(), 0);
     }

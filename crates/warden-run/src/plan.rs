@@ -77,6 +77,10 @@ pub(crate) struct Shared {
     pub(crate) pool: Option<Arc<BudgetPool>>,
     /// OpenTelemetry export (off when `None`).
     pub(crate) telemetry: Option<RunTelemetry>,
+    /// The view of the session the run is in shows none of its output
+    /// lines: the run leaves them out of its live feed from its start
+    /// (see `RunHandle::without_output_lines`).
+    pub(crate) lines_off: bool,
 }
 
 impl RunRequest {

@@ -189,8 +189,8 @@ pub struct Report {
     pub limits: LimitsReport,
     /// Events left out of the live feed (terminal, `--json`) because its
     /// reader fell behind: line events at once, others once a backlog is
-    /// full (never the run's milestones); the logs and `events.jsonl` have
-    /// them all.
+    /// full (never the run's start, exit, ending, end or result); the logs
+    /// and `events.jsonl` have them all.
     pub live_events_dropped: u64,
     /// warden's own peak resident memory, KiB.
     pub warden_peak_rss_kib: Option<u64>,

@@ -541,9 +541,10 @@ impl SandboxTarget {
 /// The live events ([`next_update`](Self::next_update)) are a bounded
 /// feed that the run never waits on: when the caller falls behind, as
 /// under a burst of output, line events (`text`, `stderr`, `thinking`,
-/// `oversized_line`) are left out of it and counted in the report's
-/// `live_events_dropped`. `events.jsonl` in the run directory has them
-/// all. Reading the updates is optional: [`wait`](Self::wait) returns as
+/// `oversized_line`) are left out of it, and other events too once a
+/// backlog of them is full (never the run's start, exit, ending, end or
+/// result), all counted in the report's `live_events_dropped`.
+/// `events.jsonl` in the run directory has them all. Reading the updates is optional: [`wait`](Self::wait) returns as
 /// soon as the run has ended, whether or not they were read.
 pub struct RunHandle {
     run_id: String,
@@ -635,8 +636,8 @@ impl RunHandle {
     }
 
     /// The next event, as an update of a run on its own; `None` once the
-    /// run has finished and every event was taken. Line events may be
-    /// missing from this feed when the caller falls behind (see
+    /// run has finished and every event was taken. Events may be missing
+    /// from this feed when the caller falls behind (see
     /// [`RunHandle`]); `events.jsonl` has them all.
     pub async fn next_update(&mut self) -> Option<Update> {
         let event = self.next_event().await?;

@@ -34,8 +34,9 @@ pub enum Update {
         /// The run's id, as its `run.json` says.
         run_id: String,
     },
-    /// One event of the current run (line events may be left out when the
-    /// reader falls behind; the run's `events.jsonl` has them all).
+    /// One event of the current run (events may be left out when the
+    /// reader falls behind, line events first; the run's `events.jsonl`
+    /// has them all).
     Event {
         entry: Option<usize>,
         event: Stamped,

@@ -39,8 +39,8 @@ impl SessionControl {
         }
     }
 
-    /// Turns the output lines of the `exec` runs started from now on out
-    /// of the live feed.
+    /// Turns the output lines of the `exec` runs started after this call
+    /// out of the live feed.
     pub(crate) fn without_output_lines(&self) {
         self.lines_off.store(true, Ordering::Relaxed);
     }

@@ -258,8 +258,8 @@ impl SessionHandle {
         Canceller(std::sync::Arc::new(self.control.clone()))
     }
 
-    /// Leaves the output lines of the session's `exec` runs out of its
-    /// updates from now on, for a caller that shows none of them (see
+    /// Leaves the output lines of the session's `exec` runs started after
+    /// this call out of its updates, for a caller that shows none of them (see
     /// [`RunHandle::without_output_lines`](crate::RunHandle::without_output_lines)).
     /// An agent's runs keep their `text` events: the session reads them to
     /// learn that the model answered after a failure it announced a wait

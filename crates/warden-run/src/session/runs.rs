@@ -141,7 +141,7 @@ impl<'a> Runs<'a> {
                 }
             }
         };
-        let plan = match self.plan(step, &run_dir, prompt_outputs) {
+        let mut plan = match self.plan(step, &run_dir, prompt_outputs) {
             Ok(p) => p,
             Err(e) => {
                 report.error = Some(e.to_string());
@@ -152,7 +152,9 @@ impl<'a> Runs<'a> {
         // own count starts.
         let thread_baseline =
             (plan.agent == warden_events::Agent::Codex).then_some(plan.shared.usage_baseline);
-        let lines_off = plan.agent == warden_events::Agent::Exec && !control.takes_output_lines();
+        // An agent's text is read below (`follow`), whatever the view.
+        plan.shared.lines_off =
+            plan.agent == warden_events::Agent::Exec && !control.takes_output_lines();
         let handle = match crate::run::start(plan).await {
             Ok(h) => h,
             Err(e) => {
@@ -163,9 +165,6 @@ impl<'a> Runs<'a> {
                 return Input::SetupFailed;
             }
         };
-        if lines_off {
-            handle.without_output_lines();
-        }
         control.set_current(Some(handle.canceller()));
         out.send(Update::IterationStarted {
             entry: self.entry,

@@ -329,7 +329,7 @@ impl Supervisor {
                 }),
             status: status::StatusFeed::default(),
             budget: BudgetWatch::new(watch, setup.shared.pool.clone(), setup.run_id.clone()),
-            live: LiveFeed::new(events),
+            live: LiveFeed::new(events, !setup.shared.lines_off),
         };
         let streams = Streams {
             signal: SignalMatcher::new(&l.completion_signal),

@@ -342,7 +342,7 @@ impl Supervisor {
         }
         // The run's last events (its verdict among them) still waiting for
         // a slow reader get a short while to go out.
-        let live = std::mem::replace(&mut self.sinks.live, crate::live::LiveFeed::new(None));
+        let live = std::mem::replace(&mut self.sinks.live, crate::live::LiveFeed::new(None, true));
         live.drain(Duration::from_secs(2)).await;
         report
     }

@@ -99,13 +99,6 @@ impl BatchView {
         }
     }
 
-    /// Whether the view shows a run's output lines: in its status line on
-    /// a terminal, or in its group under GitHub Actions. A log of many
-    /// runs at once shows none of them.
-    pub(crate) fn wants_output_lines(&self) -> bool {
-        !self.quiet && (self.multi.is_some() || self.grouped())
-    }
-
     /// Whether a run's lines wait for its end, to be printed as a group.
     fn grouped(&self) -> bool {
         self.github.is_some() && self.multi.is_none()
@@ -358,6 +351,13 @@ impl BatchView {
 }
 
 impl Reporter for BatchView {
+    /// A run's output lines are shown in its status line on a terminal,
+    /// or in its group under GitHub Actions; a log of many runs at once
+    /// shows none of them.
+    fn wants_output_lines(&self) -> bool {
+        !self.quiet && (self.multi.is_some() || self.grouped())
+    }
+
     fn tick(&mut self) {
         if self.multi.is_some() {
             let width = cols();

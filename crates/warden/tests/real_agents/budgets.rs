@@ -81,8 +81,9 @@ fn priced_pi(script: Vec<Turn>) -> Option<Kit> {
 /// end is decided at that call, but the tool it started is stopped with
 /// the agent, which may still send the tool's failure and be priced for
 /// the answer before it exits: the report counts what was spent by the
-/// end, so a call made while stopping is in its numbers and its reason.
-fn ended_at_a_call_past(r: &Value, calls: u64, why: &str) -> f64 {
+/// end, so the `late` calls at most made while stopping are in its
+/// numbers and its reason.
+fn ended_at_a_call_past(r: &Value, calls: u64, late: u64, why: &str) -> f64 {
     let spent = r["cost_usd"].as_f64().expect("cost_usd");
     let made = (spent / PI_CALL_USD).round();
     assert!(
@@ -90,8 +91,8 @@ fn ended_at_a_call_past(r: &Value, calls: u64, why: &str) -> f64 {
         "a whole number of calls: ${spent}\n{why}"
     );
     assert!(
-        made as u64 >= calls && made as u64 <= calls + 2,
-        "ended at call {calls}, or a call or two later while stopping: {made}\n{why}"
+        made as u64 >= calls && made as u64 <= calls + late,
+        "ended at call {calls}, or at most {late} later while stopping: {made}\n{why}"
     );
     assert_eq!(
         r["reason"],
@@ -205,7 +206,8 @@ fn pi_is_ended_at_the_model_call_that_passes_its_cost_budget() {
         done.elapsed
     );
     let r = done.report();
-    let spent = ended_at_a_call_past(&r, 3, &why);
+    // One more answer: the killed tool's failure.
+    let spent = ended_at_a_call_past(&r, 3, 1, &why);
     assert!(
         close(ms(&r["turns"]) as f64 * PI_CALL_USD, spent),
         "one turn for each priced call\n{why}"
@@ -608,7 +610,9 @@ fn opencode_is_ended_after_the_step_that_passes_its_cost_budget() {
     assert_eq!(done.code, 7, "{why}");
     assert_eq!(done.verdict(), "budget_exceeded", "{why}");
     assert!(done.elapsed < Duration::from_secs(30), "{why}");
-    ended_at_a_call_past(&done.report(), 3, &why);
+    // OpenCode prices the step it was in when stopped (its tool killed)
+    // when that step ends, and may make one more call.
+    ended_at_a_call_past(&done.report(), 3, 2, &why);
     assert_eq!(events_of(&done.run_dir, "budget_warning").len(), 1, "{why}");
     let left = kit.leftovers("sleep 35.467");
     assert!(left.is_empty(), "left running: {left:?}");
@@ -679,9 +683,10 @@ fn claude_is_ended_at_the_message_that_passes_its_token_budget() {
 /// known), not 0; Codex's has what Codex recorded in its session file by
 /// then (at least the first call's 29).
 ///
-/// The third call's tool ignores SIGTERM, so it dies only with the CLI
-/// (killed after the grace): the CLI cannot send its failure and be
-/// answered while it stops, and the counts are those of three calls.
+/// The third call's tool ignores SIGTERM and SIGINT, so only warden's
+/// SIGKILL after the grace ends it, with the CLI: the CLI cannot send its
+/// failure and be answered while it stops, and the counts are those of
+/// three calls.
 fn tokens_only_at_the_end(agent: &'static str, sleep: &str, timeout: &str) {
     let script = |_: &Path| {
         vec![
@@ -756,7 +761,12 @@ fn tokens_only_at_the_end(agent: &'static str, sleep: &str, timeout: &str) {
     );
     let why = explain(&kit, &done, &done.run_dir);
     assert_eq!(done.code, 7, "{why}");
-    ended_past_two_turns(&done.report(), &why);
+    // Three calls: the tool ignores SIGTERM, as above.
+    assert_eq!(
+        done.report()["reason"],
+        "run turn budget 2 exceeded: 3 turns; the run was ended",
+        "{why}"
+    );
     assert!(done.elapsed < Duration::from_secs(25), "{why}");
     let left = kit.leftovers(sleep);
     assert!(left.is_empty(), "left running: {left:?}");

@@ -148,11 +148,12 @@ pub fn claude_output_tokens_without_result() {
     let script = |dir: &std::path::Path| {
         let flag = dir.join("tool-started");
         vec![
-            // The tool ignores SIGINT and SIGTERM, so it dies only with
-            // Claude Code (killed after the grace): Claude cannot send its
-            // failure and be answered, which would bring a `result`.
+            // The tool ignores SIGINT and SIGTERM, so only warden's
+            // SIGKILL after the grace ends it, with Claude Code: Claude
+            // cannot send its failure and be answered, which would bring
+            // a `result`.
             Turn::Shell(format!(
-                "trap '' TERM INT; touch '{}'; sleep 60",
+                "trap '' TERM INT; touch '{}'; sleep 61.537",
                 flag.display()
             )),
             Turn::Text("done".into()),
@@ -187,7 +188,8 @@ pub fn claude_output_tokens_without_result() {
     assert_eq!(ms(&t["output"]), USAGE.output, "tokens {t}\n{why}");
     assert_eq!(ms(&t["input"]), USAGE.input, "tokens {t}\n{why}");
     assert_eq!(ms(&t["cache_read"]), USAGE.cache_read, "tokens {t}\n{why}");
-    let _ = kit.leftovers("sleep 60");
+    let left = kit.leftovers("sleep 61.537");
+    assert!(left.is_empty(), "left running: {left:?}");
 }
 
 /// Claude Code says it is done and then runs a long tool: warden ends it
@@ -196,8 +198,8 @@ pub fn claude_output_tokens_without_result() {
 pub fn claude_output_tokens_after_forced_completion() {
     let script = vec![Turn::SayThenShell(
         "finished <promise>COMPLETE</promise>".into(),
-        // Dies only with Claude Code, as above.
-        "trap '' TERM INT; sleep 61".into(),
+        // Ended only by warden's SIGKILL, as above.
+        "trap '' TERM INT; sleep 62.547".into(),
     )];
     let Some(kit) = Kit::with_usage("claude", |_| script, USAGE) else {
         return;
@@ -217,7 +219,8 @@ pub fn claude_output_tokens_after_forced_completion() {
     assert_eq!(ms(&t["output"]), USAGE.output, "tokens {t}\n{why}");
     assert_eq!(ms(&t["total"]), USAGE.total(), "tokens {t}\n{why}");
     assert_eq!(ms(&r["turns"]), 1, "{why}");
-    let _ = kit.leftovers("sleep 61");
+    let left = kit.leftovers("sleep 62.547");
+    assert!(left.is_empty(), "left running: {left:?}");
 }
 
 #[test]

@@ -246,32 +246,30 @@ fn a_run_that_is_done_is_not_made_over_budget_by_what_another_spends_after() {
     let case = Case::new();
     // `done` spends $0.10 and ends; while it exits (a line on stderr,
     // no spending) `big` passes the batch's $0.50 on its own. `big` waits
-    // for `done`'s mark, made a while after its end, whenever each starts.
-    let mark = case.path().join("done-ended");
+    // until warden has written `done`'s end, whenever each starts.
+    let dir = case.path().join("batch");
+    let ended = dir.join("done/iteration-1/events.jsonl");
     let done_bin = case.path().join("fake-pi-done");
     crate::support::write_script(
         &done_bin,
-        &format!(
-            "#!/bin/sh\ncat > /dev/null\n\
-         echo '{{\"type\":\"agent_start\"}}'\n\
-         echo '{{\"type\":\"turn_start\"}}'\n\
-         echo '{{\"type\":\"message_end\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"done\"}}],\"stopReason\":\"stop\",\"usage\":{{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{{\"total\":0.1}}}}}}}}'\n\
-         echo '{{\"type\":\"agent_end\",\"messages\":[]}}'\n\
-         sleep 0.5\ntouch '{mark}'\nsleep 2\necho 'saving the session' >&2\n",
-            mark = mark.display()
-        ),
+        "#!/bin/sh\ncat > /dev/null\n\
+         echo '{\"type\":\"agent_start\"}'\n\
+         echo '{\"type\":\"turn_start\"}'\n\
+         echo '{\"type\":\"message_end\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"done\"}],\"stopReason\":\"stop\",\"usage\":{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{\"total\":0.1}}}}'\n\
+         echo '{\"type\":\"agent_end\",\"messages\":[]}'\n\
+         sleep 2\necho 'saving the session' >&2\n",
     );
     let big_bin = case.path().join("fake-pi-big");
     crate::support::write_script(
         &big_bin,
         &format!(
             "#!/bin/sh\ncat > /dev/null\n\
-         i=0; while [ ! -e '{mark}' ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done\n\
+         i=0; until grep -qs '\"kind\":\"result\"' '{ended}' || [ $i -ge 300 ]; do sleep 0.05; i=$((i+1)); done\n\
          echo '{{\"type\":\"agent_start\"}}'\n\
          echo '{{\"type\":\"turn_start\"}}'\n\
          echo '{{\"type\":\"message_end\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"done\"}}],\"stopReason\":\"stop\",\"usage\":{{\"input\":10,\"output\":5,\"cacheRead\":0,\"cacheWrite\":0,\"cost\":{{\"total\":1.0}}}}}}}}'\n\
          sleep 5\n",
-            mark = mark.display()
+            ended = ended.display()
         ),
     );
     let file = crate::batch::write(
@@ -284,7 +282,6 @@ fn a_run_that_is_done_is_not_made_over_budget_by_what_another_spends_after() {
             big_bin.display().to_string()
         ),
     );
-    let dir = case.path().join("batch");
     let out = case.run(&["batch", &file, "-j", "2", "--dir", dir.to_str().unwrap()]);
     let text = std::fs::read_to_string(dir.join("batch.json")).unwrap_or_default();
     let why = format!("exit {}\n{}\n--- batch.json:\n{text}", out.code, out.stderr);
