@@ -402,23 +402,6 @@ fn output_that_cannot_be_written_is_a_failure_that_names_the_log() {
     assert_eq!(out.status.code(), Some(74), "{stderr}");
 }
 
-/// Every `run.json` under `dir`, read.
-fn reports_under(dir: &std::path::Path) -> Vec<serde_json::Value> {
-    let mut found = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if p.file_name().is_some_and(|n| n == "run.json") {
-                found.push(serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap());
-            }
-        }
-    }
-    found
-}
-
 /// A session whose view shows no line (`--quiet`), and a batch's log of
 /// many runs (no terminal, no GitHub Actions), make no live event for an
 /// `exec` run's lines either: none is dropped, and every line is counted.
@@ -443,7 +426,7 @@ fn a_session_or_batch_that_shows_no_line_makes_no_live_events_for_them() {
     let dir = case.path().join("batch");
     let batch = case.run(&["batch", &file, "--dir", dir.to_str().unwrap()]);
     assert_eq!(batch.code, 0, "{}", batch.stderr);
-    let reports = reports_under(case.path());
+    let reports = crate::support::run_reports_under(case.path());
     assert_eq!(
         reports.len(),
         3,

@@ -482,11 +482,7 @@ fn a_batch_run_takes_its_memory_limit_from_the_batch_file() {
         serde_json::from_str(&std::fs::read_to_string(case.path().join("b/batch.json")).unwrap())
             .unwrap_or_else(|e| panic!("batch.json ({e}): {stderr}"));
     let text = batch.to_string();
-    let reports: Vec<Value> = walk(&case.path().join("b"))
-        .into_iter()
-        .filter(|p| p.ends_with("run.json"))
-        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
-        .collect();
+    let reports = crate::support::run_reports_under(&case.path().join("b"));
     assert_eq!(reports.len(), 2, "{text}");
     let hog = reports
         .iter()
@@ -500,17 +496,4 @@ fn a_batch_run_takes_its_memory_limit_from_the_batch_file() {
         "a limit of one run is not the other's"
     );
     case.assert_nothing_left();
-}
-
-fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

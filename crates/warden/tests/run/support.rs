@@ -307,6 +307,23 @@ pub fn kill_leftovers(token: &str) -> Vec<(i32, String)> {
 
 /// Whether the tests run as root (root-only cases skip with a message
 /// otherwise).
+/// Every `run.json` under `dir` (at any depth), read.
+pub fn run_reports_under(dir: &Path) -> Vec<Value> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.file_name().is_some_and(|n| n == "run.json") {
+                found.push(serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap());
+            }
+        }
+    }
+    found
+}
+
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
